@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The configuration: one immutable struct published through RCU. Readers take
+ * a snapshot with cfg_get() inside a read-side section (the scheduler is a
+ * QSBR reader); writers build a new struct and publish it with cfg_publish().
+ */
+#ifndef COLLCD_CONFIG_H
+#define COLLCD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <urcu-qsbr.h>
+
+struct collc_config {
+	uint32_t channels;          /* most channels one collective uses */
+	uint32_t max_channels;      /* fixed at start: the executor's channel count */
+	uint32_t proto;             /* COLLC_PROTO_* (AUTO: chosen by size) */
+	uint32_t algo;              /* COLLC_ALGO_* (AUTO: chosen by size) */
+	uint32_t op_timeout_ms;     /* 0: none */
+	uint64_t oneshot_max_bytes; /* auto algo: one-shot up to here */
+	uint64_t twoshot_max_bytes; /* auto algo: two-shot up to here, then ring */
+	uint64_t ll_max_bytes;      /* auto proto: LL up to here */
+	uint64_t ll128_max_bytes;   /* auto proto: LL128 up to here, then Simple */
+	uint64_t channel_min_bytes; /* auto channels: at least this many bytes per channel */
+	uint32_t sched_spin_us;     /* scheduler spins this long idle before it sleeps */
+	uint32_t exec_spin_us;      /* executor threads spin this long before they sleep */
+	struct rcu_head rcu;
+};
+
+void cfg_defaults(struct collc_config *cfg, uint32_t max_channels);
+/*
+ * Applies one "key=value" to cfg. On error returns -EINVAL and writes a
+ * message to err; cfg is then unchanged.
+ */
+int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t errlen);
+/* Applies a config file: "key = value" lines, '#' comments. */
+int cfg_apply_file(struct collc_config *cfg, const char *path, char *err, size_t errlen);
+/* Writes the value of key into out; -ENOENT for an unknown key. */
+int cfg_get_key(const struct collc_config *cfg, const char *key, char *out, size_t outlen);
+/* Appends "key": value pairs as a JSON object body. Returns bytes written. */
+size_t cfg_to_json(const struct collc_config *cfg, char *out, size_t outlen);
+
+extern struct collc_config *cfg_current;
+
+int cfg_init(const struct collc_config *initial);
+void cfg_fini(void);
+/* Reader side: only inside an RCU read-side section of a registered thread. */
+static inline const struct collc_config *cfg_get(void)
+{
+	return rcu_dereference(cfg_current);
+}
+/* Writer side (any registered thread): publishes a copy of cfg. */
+int cfg_publish(const struct collc_config *cfg);
+/* Counts publications since start (status shows it). */
+uint64_t cfg_generation(void);
+const char *cfg_proto_name(uint32_t proto);
+const char *cfg_algo_name(uint32_t algo);
+
+#endif

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An executor runs the work FIFOs of its devices: the CPU executor with host
+ * threads (exec_cpu.c), or one persistent grid per GPU (exec_cuda.c). The
+ * scheduler talks to either through this table.
+ */
+#ifndef COLLCD_EXEC_H
+#define COLLCD_EXEC_H
+
+#include <stdint.h>
+
+#include "proto/work.h"
+
+struct exec_backend {
+	const char *name;
+	uint32_t backend;      /* COLLC_BACKEND_* */
+	uint32_t ndevices;
+	uint32_t max_channels;
+	void (*fini)(void);
+	struct collc_work_fifo *(*fifo)(uint32_t dev);
+	/* Called after items were appended to dev's FIFO (item seq published). */
+	void (*kick)(uint32_t dev);
+	/* Places rank r of an nranks communicator on a device. */
+	uint32_t (*rank_device)(uint32_t nranks, uint32_t rank);
+	/*
+	 * Allocates the connections of a communicator whose rank r runs on
+	 * devs[r]; ret_comm_dev[r] receives the executor-space address that
+	 * work items of rank r carry.
+	 */
+	int (*comm_setup)(uint32_t nranks, const uint32_t *devs, uint64_t *ret_comm_dev,
+			  void **ret_priv);
+	/* Frees them; no item referring to them is in any FIFO any more. */
+	void (*comm_teardown)(void *priv);
+	/* Human name of a device for status. */
+	void (*device_name)(uint32_t dev, char *out, uint32_t outlen);
+	/* Nonzero when the device's executor has started. */
+	int (*device_active)(uint32_t dev);
+};
+
+/* Wakes the scheduler if it sleeps (executors call it after publishing work_consumed). */
+void sched_notify(void);
+
+int exec_cpu_init(uint32_t ndevices, uint32_t max_channels, const struct exec_backend **ret);
+int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_backend **ret);
+/* 1 when the CUDA backend was built in and a GPU is present. */
+int exec_cuda_available(void);
+
+#endif

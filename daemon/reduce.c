@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Host-side reductions: one tight loop per (dtype, op), picked once per call.
+ *
+ * gcc -O2 vectorizes with -fvect-cost-model=very-cheap, which refuses loops
+ * that need a scalar epilogue or a runtime alias check. So each loop runs its
+ * vector part over a multiple of BLOCK elements and finishes with a scalar
+ * tail, and IVDEP tells the compiler that dst, a and b are either the same
+ * array or disjoint, which holds by contract (see reduce.h).
+ */
+#include <string.h>
+
+#include "daemon/reduce.h"
+
+#define BLOCK 64 /* elements; a multiple of any vector length in elements */
+
+#if defined(__clang__)
+#define IVDEP _Pragma("clang loop vectorize(assume_safety)")
+/* Sanitizer builds do not vectorize; that is no reason to warn. */
+#pragma clang diagnostic ignored "-Wpass-failed"
+#elif defined(__GNUC__)
+#define IVDEP _Pragma("GCC ivdep")
+#else
+#define IVDEP
+#endif
+
+typedef void (*reduce_fn)(void *dst, const void *a, const void *b, size_t n);
+typedef void (*finish_fn)(void *buf, size_t n, uint32_t nranks);
+
+static inline uint32_t f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	return u;
+}
+
+static inline float u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+/*
+ * c ? x : y without a branch. The float16 conversions compute every case and
+ * pick one with this: written as ?:, gcc sinks their float ops into branches,
+ * cannot if-convert those (the ops may trap) and leaves the loops scalar.
+ */
+static inline uint32_t pick(int c, uint32_t x, uint32_t y)
+{
+	uint32_t m = -(uint32_t)(c != 0);
+
+	return (x & m) | (y & ~m);
+}
+
+static inline float h2f(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t em = (uint32_t)(h & 0x7fff) << 13; /* exponent and mantissa, float-aligned */
+	uint32_t exp = em & 0x0f800000;
+	uint32_t norm = em + ((127u - 15) << 23);
+	uint32_t inf_nan = em | 0x7f800000;
+	/* Subnormal: 2^-14 * (1 + m) - 2^-14 is exact and renormalizes m */
+	uint32_t sub = f2u(u2f(em + ((127u - 14) << 23)) - u2f((127u - 14) << 23));
+	uint32_t r = pick(exp == 0x0f800000, inf_nan, pick(exp == 0, sub, norm));
+
+	return u2f(r | sign);
+}
+
+static inline uint16_t f2h(float f)
+{
+	uint32_t u = f2u(f);
+	uint32_t sign = (u >> 16) & 0x8000;
+	uint32_t a = u & 0x7fffffff;
+	uint32_t nan = 0x7e00 | ((a >> 13) & 0x3ff);
+	/* Adding 0.5 leaves the half subnormal's mantissa in the low bits, rounded by the FPU */
+	uint32_t sub = f2u(u2f(a) + 0.5f) - f2u(0.5f);
+	/* Rebias, then round to nearest even: add 0xfff, plus 1 if the kept lsb is odd */
+	uint32_t norm = (a - ((127u - 15) << 23) + 0xfff + ((a >> 13) & 1)) >> 13;
+	/* a >= 65536 is Inf; [65520, 65536) reaches Inf by rounding in norm */
+	uint32_t r = pick(a > 0x7f800000, nan,
+			  pick(a >= 0x47800000, 0x7c00, pick(a < 0x38800000, sub, norm)));
+
+	return (uint16_t)(r | sign);
+}
+
+static inline float bf2f(uint16_t b)
+{
+	return u2f((uint32_t)b << 16);
+}
+
+static inline uint16_t f2bf(float f)
+{
+	uint32_t u = f2u(f);
+	uint32_t nan = (u >> 16) | 0x40;
+	uint32_t r = (u + 0x7fff + ((u >> 16) & 1)) >> 16;
+
+	return (uint16_t)((u & 0x7fffffff) > 0x7f800000 ? nan : r);
+}
+
+float red_half_to_float(uint16_t h)
+{
+	return h2f(h);
+}
+
+uint16_t red_float_to_half(float f)
+{
+	return f2h(f);
+}
+
+float red_bf16_to_float(uint16_t b)
+{
+	return bf2f(b);
+}
+
+uint16_t red_float_to_bf16(float f)
+{
+	return f2bf(f);
+}
+
+#define OP_SUM(x, y) ((x) + (y))
+#define OP_PROD(x, y) ((x) * (y))
+#define OP_MAX(x, y) ((x) > (y) ? (x) : (y))
+#define OP_MIN(x, y) ((x) < (y) ? (x) : (y))
+
+#define AS_IS(x) (x)
+
+/* dst = a op b on elements of type T, computed in type F. */
+#define DEFINE_REDUCE_IN(name, T, F, TOF, FROMF, OP)                            \
+	static void name(void *dst_, const void *a_, const void *b_, size_t n)  \
+	{                                                                       \
+		T *dst = dst_;                                                  \
+		const T *a = a_, *b = b_;                                       \
+		size_t i = 0;                                                   \
+                                                                                \
+		for (; n - i >= BLOCK; i += BLOCK) {                            \
+			IVDEP                                                   \
+			for (size_t j = 0; j < BLOCK; j++) {                    \
+				F x = TOF(a[i + j]), y = TOF(b[i + j]);         \
+				dst[i + j] = FROMF(OP(x, y));                   \
+			}                                                       \
+		}                                                               \
+		for (; i < n; i++) {                                            \
+			F x = TOF(a[i]), y = TOF(b[i]);                         \
+			dst[i] = FROMF(OP(x, y));                               \
+		}                                                               \
+	}
+
+#define DEFINE_REDUCE(name, T, OP) DEFINE_REDUCE_IN(name, T, T, AS_IS, AS_IS, OP)
+#define DEFINE_REDUCE16(name, TOF, FROMF, OP) DEFINE_REDUCE_IN(name, uint16_t, float, TOF, FROMF, OP)
+
+/* Two's complement SUM and PROD are the same bits for signed and unsigned:
+ * the signed dtypes use the unsigned loops and never overflow a signed type. */
+DEFINE_REDUCE(sum_u8, uint8_t, OP_SUM)
+DEFINE_REDUCE(prod_u8, uint8_t, OP_PROD)
+DEFINE_REDUCE(max_u8, uint8_t, OP_MAX)
+DEFINE_REDUCE(min_u8, uint8_t, OP_MIN)
+DEFINE_REDUCE(max_i8, int8_t, OP_MAX)
+DEFINE_REDUCE(min_i8, int8_t, OP_MIN)
+DEFINE_REDUCE(sum_u32, uint32_t, OP_SUM)
+DEFINE_REDUCE(prod_u32, uint32_t, OP_PROD)
+DEFINE_REDUCE(max_u32, uint32_t, OP_MAX)
+DEFINE_REDUCE(min_u32, uint32_t, OP_MIN)
+DEFINE_REDUCE(max_i32, int32_t, OP_MAX)
+DEFINE_REDUCE(min_i32, int32_t, OP_MIN)
+DEFINE_REDUCE(sum_u64, uint64_t, OP_SUM)
+DEFINE_REDUCE(prod_u64, uint64_t, OP_PROD)
+DEFINE_REDUCE(max_u64, uint64_t, OP_MAX)
+DEFINE_REDUCE(min_u64, uint64_t, OP_MIN)
+DEFINE_REDUCE(max_i64, int64_t, OP_MAX)
+DEFINE_REDUCE(min_i64, int64_t, OP_MIN)
+DEFINE_REDUCE16(sum_f16, h2f, f2h, OP_SUM)
+DEFINE_REDUCE16(prod_f16, h2f, f2h, OP_PROD)
+DEFINE_REDUCE16(max_f16, h2f, f2h, OP_MAX)
+DEFINE_REDUCE16(min_f16, h2f, f2h, OP_MIN)
+DEFINE_REDUCE16(sum_bf16, bf2f, f2bf, OP_SUM)
+DEFINE_REDUCE16(prod_bf16, bf2f, f2bf, OP_PROD)
+DEFINE_REDUCE16(max_bf16, bf2f, f2bf, OP_MAX)
+DEFINE_REDUCE16(min_bf16, bf2f, f2bf, OP_MIN)
+DEFINE_REDUCE(sum_f32, float, OP_SUM)
+DEFINE_REDUCE(prod_f32, float, OP_PROD)
+DEFINE_REDUCE(max_f32, float, OP_MAX)
+DEFINE_REDUCE(min_f32, float, OP_MIN)
+DEFINE_REDUCE(sum_f64, double, OP_SUM)
+DEFINE_REDUCE(prod_f64, double, OP_PROD)
+DEFINE_REDUCE(max_f64, double, OP_MAX)
+DEFINE_REDUCE(min_f64, double, OP_MIN)
+
+#define REDUCERS(sum, prod, max, min)                                           \
+	{ [COLLC_SUM] = sum, [COLLC_PROD] = prod, [COLLC_MAX] = max,            \
+	  [COLLC_MIN] = min, [COLLC_AVG] = sum }
+
+static const reduce_fn reducers[COLLC_NUM_DTYPES][COLLC_NUM_REDOPS] = {
+	[COLLC_INT8] = REDUCERS(sum_u8, prod_u8, max_i8, min_i8),
+	[COLLC_UINT8] = REDUCERS(sum_u8, prod_u8, max_u8, min_u8),
+	[COLLC_INT32] = REDUCERS(sum_u32, prod_u32, max_i32, min_i32),
+	[COLLC_UINT32] = REDUCERS(sum_u32, prod_u32, max_u32, min_u32),
+	[COLLC_INT64] = REDUCERS(sum_u64, prod_u64, max_i64, min_i64),
+	[COLLC_UINT64] = REDUCERS(sum_u64, prod_u64, max_u64, min_u64),
+	[COLLC_FLOAT16] = REDUCERS(sum_f16, prod_f16, max_f16, min_f16),
+	[COLLC_BFLOAT16] = REDUCERS(sum_bf16, prod_bf16, max_bf16, min_bf16),
+	[COLLC_FLOAT32] = REDUCERS(sum_f32, prod_f32, max_f32, min_f32),
+	[COLLC_FLOAT64] = REDUCERS(sum_f64, prod_f64, max_f64, min_f64),
+};
+
+/*
+ * Integer division has no vector instruction on x86, so these loops stay
+ * scalar; they run once per collective. Signed types divide in int64_t since
+ * nranks may not fit their own type.
+ */
+#define DEFINE_FINISH_INT(name, T, D)                                           \
+	static void name(void *buf_, size_t n, uint32_t nranks)                 \
+	{                                                                       \
+		T *buf = buf_;                                                  \
+		D d = (D)nranks;                                                \
+                                                                                \
+		for (size_t i = 0; i < n; i++)                                  \
+			buf[i] = (T)((D)buf[i] / d);                            \
+	}
+
+/* Floats divide in F, blocked like the reductions so that gcc vectorizes. */
+#define DEFINE_FINISH_FP(name, T, F, TOF, FROMF)                                \
+	static void name(void *buf_, size_t n, uint32_t nranks)                 \
+	{                                                                       \
+		T *buf = buf_;                                                  \
+		F d = (F)nranks;                                                \
+		size_t i = 0;                                                   \
+                                                                                \
+		for (; n - i >= BLOCK; i += BLOCK) {                            \
+			for (size_t j = 0; j < BLOCK; j++)                      \
+				buf[i + j] = FROMF(TOF(buf[i + j]) / d);        \
+		}                                                               \
+		for (; i < n; i++)                                              \
+			buf[i] = FROMF(TOF(buf[i]) / d);                        \
+	}
+
+DEFINE_FINISH_INT(avg_i8, int8_t, int64_t)
+DEFINE_FINISH_INT(avg_u8, uint8_t, uint32_t)
+DEFINE_FINISH_INT(avg_i32, int32_t, int64_t)
+DEFINE_FINISH_INT(avg_u32, uint32_t, uint32_t)
+DEFINE_FINISH_INT(avg_i64, int64_t, int64_t)
+DEFINE_FINISH_INT(avg_u64, uint64_t, uint64_t)
+DEFINE_FINISH_FP(avg_f16, uint16_t, float, h2f, f2h)
+DEFINE_FINISH_FP(avg_bf16, uint16_t, float, bf2f, f2bf)
+DEFINE_FINISH_FP(avg_f32, float, float, AS_IS, AS_IS)
+DEFINE_FINISH_FP(avg_f64, double, double, AS_IS, AS_IS)
+
+static const finish_fn finishers[COLLC_NUM_DTYPES] = {
+	[COLLC_INT8] = avg_i8,
+	[COLLC_UINT8] = avg_u8,
+	[COLLC_INT32] = avg_i32,
+	[COLLC_UINT32] = avg_u32,
+	[COLLC_INT64] = avg_i64,
+	[COLLC_UINT64] = avg_u64,
+	[COLLC_FLOAT16] = avg_f16,
+	[COLLC_BFLOAT16] = avg_bf16,
+	[COLLC_FLOAT32] = avg_f32,
+	[COLLC_FLOAT64] = avg_f64,
+};
+
+static const uint8_t dtype_sizes[COLLC_NUM_DTYPES] = {
+	[COLLC_INT8] = 1,
+	[COLLC_UINT8] = 1,
+	[COLLC_INT32] = 4,
+	[COLLC_UINT32] = 4,
+	[COLLC_INT64] = 8,
+	[COLLC_UINT64] = 8,
+	[COLLC_FLOAT16] = 2,
+	[COLLC_BFLOAT16] = 2,
+	[COLLC_FLOAT32] = 4,
+	[COLLC_FLOAT64] = 8,
+};
+
+size_t red_dtype_size(int dtype)
+{
+	if ((unsigned)dtype >= COLLC_NUM_DTYPES)
+		return 0;
+	return dtype_sizes[dtype];
+}
+
+int red_valid(int dtype, int redop)
+{
+	return (unsigned)dtype < COLLC_NUM_DTYPES && (unsigned)redop < COLLC_NUM_REDOPS;
+}
+
+void red_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int redop)
+{
+	if (!red_valid(dtype, redop))
+		return;
+	reducers[dtype][redop](dst, a, b, n);
+}
+
+void red_finish(void *buf, size_t n, int dtype, int redop, uint32_t nranks)
+{
+	/* nranks 0 would divide by zero; 1 divides by one */
+	if (!red_valid(dtype, redop) || redop != COLLC_AVG || nranks <= 1)
+		return;
+	finishers[dtype](buf, n, nranks);
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scheduler thread owns every client, registration and communicator. The
+ * control thread asks it for changes with commands: sched_post() queues one and
+ * wakes the scheduler; the scheduler runs it between passes and hands it back
+ * through the done queue, which wakes the control loop (uv_async).
+ */
+#ifndef COLLCD_SCHED_H
+#define COLLCD_SCHED_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/exec.h"
+#include "proto/wire.h"
+
+struct sched_client;
+
+enum sched_cmd_type {
+	CMD_CLIENT_ADD,
+	CMD_CLIENT_GONE,
+	CMD_MR_ADD,
+	CMD_MR_RELEASE,
+	CMD_COMM_JOIN,
+	CMD_COMM_DESTROY,
+	CMD_COMM_ABORT,
+	CMD_SET_EVENTFD,
+	CMD_STATUS,
+	CMD_METRICS,
+};
+
+struct sched_cmd {
+	struct sched_cmd *next;
+	enum sched_cmd_type type;
+	int result;                  /* 0 or -errno, set by the scheduler */
+	struct sched_client *client; /* CLIENT_ADD sets it; the others name it */
+	union {
+		struct {
+			int shm_fd;
+			void *shm;
+			uint64_t shm_size;
+			pid_t pid;
+			uid_t uid;
+			gid_t gid;
+			uint32_t client_id; /* out */
+		} add;
+		struct {
+			int fd;         /* the scheduler owns it once posted */
+			void *addr;     /* collcd's mapping */
+			uint64_t size;
+			uint32_t mr;    /* out for MR_ADD, in for MR_RELEASE */
+		} mr;
+		struct {
+			struct collc_msg_comm_init req;
+			uint32_t comm;    /* out */
+			uint64_t comm_id; /* out */
+		} join;
+		struct {
+			uint32_t comm;
+		} comm;
+		struct {
+			int fd;
+		} efd;
+		struct {
+			uint32_t flags; /* COLLC_STATUS_JSON */
+			char *text;     /* out, malloc'ed: the control thread frees it */
+			size_t len;
+		} status;
+	} u;
+	void (*done)(struct sched_cmd *cmd); /* runs on the control thread */
+	void *owner;                         /* the control session */
+};
+
+struct sched_params {
+	const struct exec_backend *exec;
+	uint8_t node_id[16];
+	void (*notify_done)(void); /* wakes the control loop: done commands wait */
+};
+
+int sched_init(const struct sched_params *p);
+void sched_fini(void);
+void sched_post(struct sched_cmd *cmd);
+/* The doorbell memfd every client maps (see proto/shm.h). */
+int sched_doorbell_fd(void);
+/* Control thread: runs done callbacks of finished commands. */
+void sched_run_done(void);
+/* Counters for sd_notify STATUS= and the watchdog. */
+struct sched_counters {
+	uint64_t loops;      /* scheduler passes; frozen when it is wedged */
+	uint64_t submitted;
+	uint64_t completed;
+	uint64_t errors;
+	uint32_t clients;
+	uint32_t comms;
+	uint32_t inflight;
+};
+void sched_counters(struct sched_counters *out);
+/* Tests: stop the scheduler loop (it stops making progress) until resumed. */
+void sched_debug_stall(int on);
+
+#endif

@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scheduler's own state. Only the scheduler thread touches it (status.c
+ * renders it from that thread too).
+ */
+#ifndef COLLCD_SCHED_INT_H
+#define COLLCD_SCHED_INT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/config.h"
+#include "daemon/sched.h"
+#include "proto/shm.h"
+#include "proto/work.h"
+
+struct mr {
+	uint32_t id;
+	int fd;
+	void *addr;
+	uint64_t size;
+	uint32_t refs;    /* submissions that name it and are not finished */
+	uint8_t released; /* the client let it go: unmap once refs drop to 0 */
+};
+
+struct comm;
+
+/* One client's rank in one communicator. */
+struct member {
+	struct comm *comm;
+	struct sched_client *client;
+	uint32_t rank;
+	uint32_t handle;   /* index + 1 in the client's member table */
+	uint64_t next_seq; /* sequence number the next SQE must carry */
+	uint8_t left;      /* comm_destroy was called */
+};
+
+struct sched_client {
+	struct sched_client *next;
+	uint32_t id;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	int shm_fd;
+	void *shm;
+	uint64_t shm_size;
+	struct collc_shm_hdr *hdr;
+	struct collc_sqe *sqes;
+	struct collc_cqe *cqes;
+	uint32_t sq_entries;
+	uint32_t cq_entries;
+	uint32_t sq_head;     /* private; published to hdr->sq_head */
+	uint32_t cq_tail;     /* private; published to hdr->cq_tail */
+	uint32_t outstanding; /* SQEs taken whose CQE is not yet posted */
+	uint8_t cq_dirty;
+	uint8_t gone;
+	int event_fd;
+	struct mr **mrs;
+	uint32_t nmrs;
+	struct member **members;
+	uint32_t nmembers;
+	uint32_t nmembers_live;
+	uint64_t submitted, completed, errors, bad;
+};
+
+enum slot_state { SLOT_EMPTY, SLOT_ARRIVING, SLOT_INFLIGHT, SLOT_DONE };
+
+struct slot_rank {
+	struct sched_client *client; /* NULL until the rank submitted */
+	uint64_t user_data;
+	int err;                     /* the SQE failed validation */
+	struct collc_sqe sqe;
+	struct mr *send_mr, *recv_mr;
+	uint64_t fifo_pos;
+};
+
+struct slot {
+	uint8_t state;
+	uint8_t nchannels;
+	uint8_t algo, proto;
+	uint32_t arrived;
+	uint64_t seq;
+	uint64_t coll_id;
+	uint64_t t_start_ns;
+	uint64_t bytes;
+	struct slot_rank *ranks; /* nranks entries */
+};
+
+#define COMM_WINDOW 1024u /* collectives one communicator may have open */
+
+struct comm {
+	struct comm *next;
+	uint64_t id;
+	uint8_t nonce[32];
+	uint32_t nranks;
+	uint32_t joined;
+	uint8_t ready;                /* every rank joined */
+	struct sched_cmd **joins;     /* pending comm_init of each rank */
+	struct member **members;      /* by rank; NULL once the client went */
+	uint32_t live;                /* members neither gone nor left */
+	uint32_t *devs;
+	uint64_t *comm_dev;
+	void *exec_priv;
+	int revoked;                  /* 0, or the error every later collective gets */
+	uint64_t next_launch;         /* oldest collective not yet planned */
+	uint64_t next_done;           /* oldest collective not yet finished */
+	struct slot *slots;           /* COMM_WINDOW, indexed by seq % COMM_WINDOW */
+	uint64_t completed, errors, inflight;
+	uint64_t by_algo[COLLC_ALGO_MAX];
+	uint64_t by_proto[COLLC_PROTO_MAX];
+};
+
+struct fifo_host {
+	struct collc_work_fifo *f;
+	uint64_t tail;    /* next position to write */
+	uint8_t used;
+};
+
+struct sched_state {
+	const struct exec_backend *exec;
+	struct sched_client *clients;
+	struct comm *comms;
+	struct fifo_host fifos[COLLC_MAX_RANKS];
+	uint32_t next_client_id;
+	uint64_t next_comm_id;
+	uint64_t next_coll_id;
+	uint64_t submitted, completed, errors, bad;
+	uint64_t by_algo[COLLC_ALGO_MAX];
+	uint64_t by_proto[COLLC_PROTO_MAX];
+	uint64_t by_op[COLLC_OP_MAX];
+	uint64_t lat_buckets[8][17];   /* size class x log2(us) bucket; 16: beyond */
+	uint64_t lat_count[8];
+	uint64_t lat_sum_ns[8];
+};
+
+extern struct sched_state sched;
+
+/* status.c */
+char *status_render(const struct collc_config *cfg, uint32_t flags, size_t *ret_len);
+char *metrics_render(const struct collc_config *cfg, size_t *ret_len);
+uint32_t slot_pending_count(const struct comm *c);
+
+#endif

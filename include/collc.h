@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collc: node-local collective communication.
+ *
+ * A process connects to collcd (one daemon per node), joins communicators and
+ * submits collectives through a shared-memory ring; completions come back
+ * through a completion ring and, optionally, an eventfd.
+ *
+ * Every function returns 0 (or a count) on success and a negative errno-style
+ * code on failure. Output parameters (ret_*) are left untouched on failure.
+ * The library never prints, exits or aborts.
+ */
+#ifndef COLLC_H
+#define COLLC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COLLC_API_VERSION 1
+
+#if defined(__GNUC__)
+#define COLLC_EXPORT __attribute__((visibility("default")))
+#else
+#define COLLC_EXPORT
+#endif
+
+typedef enum {
+	COLLC_INT8,
+	COLLC_UINT8,
+	COLLC_INT32,
+	COLLC_UINT32,
+	COLLC_INT64,
+	COLLC_UINT64,
+	COLLC_FLOAT16,
+	COLLC_BFLOAT16,
+	COLLC_FLOAT32,
+	COLLC_FLOAT64,
+} collc_dtype;
+#define COLLC_NUM_DTYPES 10
+
+typedef enum {
+	COLLC_SUM,
+	COLLC_PROD,
+	COLLC_MAX,
+	COLLC_MIN,
+	COLLC_AVG,
+} collc_redop;
+#define COLLC_NUM_REDOPS 5
+
+struct collc_ctx;  /* one connection to collcd (opaque) */
+struct collc_comm; /* one rank's handle on a communicator (opaque) */
+
+struct collc_unique_id {
+	unsigned char bytes[128];
+};
+
+typedef uint64_t collc_req;
+
+/* NULL path: $COLLC_SOCKET, else /run/collcd/collcd.sock. */
+COLLC_EXPORT int collc_connect(const char *socket_path, struct collc_ctx **ret_ctx);
+COLLC_EXPORT void collc_disconnect(struct collc_ctx *ctx);
+
+COLLC_EXPORT int collc_get_unique_id(struct collc_ctx *ctx, struct collc_unique_id *ret_id);
+
+/*
+ * Joins rank `rank` of `nranks` to the communicator named by `id` and blocks
+ * until every rank has joined. device -1: host memory (CPU executor). Two ranks
+ * of one communicator in one process need one ctx each.
+ */
+COLLC_EXPORT int collc_comm_init(struct collc_ctx *ctx, const struct collc_unique_id *id,
+				 int nranks, int rank, int device, struct collc_comm **ret_comm);
+COLLC_EXPORT int collc_comm_destroy(struct collc_comm *comm);
+/* Revokes the communicator for every rank: pending and later collectives end with -ECANCELED. */
+COLLC_EXPORT int collc_comm_abort(struct collc_comm *comm);
+COLLC_EXPORT int collc_comm_rank(const struct collc_comm *comm);
+COLLC_EXPORT int collc_comm_nranks(const struct collc_comm *comm);
+
+/*
+ * Buffers. device -1: host memory that collcd maps too (a sealed memfd).
+ * collc_mem_register on host memory re-backs the pages holding the range with
+ * shared memory in place (same address and contents): the range must lie in
+ * private anonymous memory (malloc, mmap) and no other thread may write those
+ * pages during the call.
+ */
+COLLC_EXPORT int collc_mem_alloc(struct collc_ctx *ctx, size_t size, int device, void **ret_ptr);
+COLLC_EXPORT int collc_mem_free(struct collc_ctx *ctx, void *ptr);
+COLLC_EXPORT int collc_mem_register(struct collc_ctx *ctx, void *ptr, size_t size, int device);
+COLLC_EXPORT int collc_mem_deregister(struct collc_ctx *ctx, void *ptr);
+
+COLLC_EXPORT int collc_allreduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+				 size_t count, collc_dtype dtype, collc_redop op,
+				 collc_req *ret_req);
+COLLC_EXPORT int collc_allgather(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+				 size_t sendcount, collc_dtype dtype, collc_req *ret_req);
+COLLC_EXPORT int collc_reduce_scatter(struct collc_comm *comm, const void *sendbuf,
+				      void *recvbuf, size_t recvcount, collc_dtype dtype,
+				      collc_redop op, collc_req *ret_req);
+COLLC_EXPORT int collc_broadcast(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+				 size_t count, collc_dtype dtype, int root, collc_req *ret_req);
+COLLC_EXPORT int collc_reduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+			      size_t count, collc_dtype dtype, collc_redop op, int root,
+			      collc_req *ret_req);
+
+/*
+ * Returns the collective's own status: 0, or for example -ETIMEDOUT, -EPIPE
+ * (a peer rank died), -ECANCELED (the communicator was aborted). timeout_ms -1
+ * waits without limit; a wait that runs out returns -EAGAIN and the request
+ * stays pending. A request is forgotten once wait or test reported it done.
+ */
+COLLC_EXPORT int collc_wait(struct collc_ctx *ctx, collc_req req, int timeout_ms);
+COLLC_EXPORT int collc_test(struct collc_ctx *ctx, collc_req req); /* 1 done, 0 pending, <0 error */
+COLLC_EXPORT int collc_event_fd(struct collc_ctx *ctx); /* readable when completions wait */
+
+COLLC_EXPORT const char *collc_strerror(int err);
+COLLC_EXPORT size_t collc_dtype_size(collc_dtype dtype); /* 0 for an unknown dtype */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* COLLC_H */

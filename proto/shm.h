@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-client shared region: one sealed memfd that collcd creates, sizes
+ * and maps, and hands to the client at hello.
+ *
+ *   [0, 4096)        struct collc_shm_hdr (ring indices on separate lines)
+ *   [sqes, +64*SQ)   submission entries, written by the client
+ *   [cqes, +16*CQ)   completion entries, written by collcd
+ *
+ * Indexes are free running 32-bit counters; only (index & (entries - 1))
+ * indexes an array. collcd trusts none of it: it reads the SQ tail once per
+ * pass, clamps it to at most `entries` ahead of its private head, and copies
+ * each SQE before it looks at a field.
+ *
+ * A second, read-mostly region, the doorbell (struct collc_doorbell), is
+ * shared by every client: a client bumps its futex word to wake the
+ * scheduler. A client that scribbles it can only cause spurious wake-ups.
+ */
+#ifndef COLLC_PROTO_SHM_H
+#define COLLC_PROTO_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COLLC_SHM_MAGIC   0x434f4c53u /* "COLS" */
+#define COLLC_SHM_VERSION 1u
+#define COLLC_SQ_ENTRIES  1024u
+#define COLLC_CQ_ENTRIES  4096u /* >= SQ entries: collcd keeps inflight <= CQ entries */
+#define COLLC_CACHELINE   64
+
+/* sq_flags, written by collcd */
+#define COLLC_SQ_NEED_WAKEUP 0x1u /* the scheduler sleeps: bump the doorbell after the tail */
+/* cq_flags, written by the client */
+#define COLLC_CQ_WAITING 0x1u /* the client sleeps on cq_tail: futex-wake it */
+
+struct collc_shm_hdr {
+	/* Written by collcd before the region is sent; read-only afterwards. */
+	uint32_t magic;
+	uint32_t version;
+	uint32_t sq_entries;
+	uint32_t cq_entries;
+	uint32_t sqes_off;
+	uint32_t cqes_off;
+	uint64_t size;
+	uint32_t reserved0[8];
+
+	/* Written by collcd, read by the client. */
+	uint32_t sq_head __attribute__((aligned(COLLC_CACHELINE)));
+	uint32_t sq_flags;
+	uint32_t sq_dropped; /* entries rejected as invalid */
+	uint32_t reserved1[13];
+
+	/* Written by the client, read by collcd. */
+	uint32_t sq_tail __attribute__((aligned(COLLC_CACHELINE)));
+	uint32_t reserved2[15];
+
+	/* Written by the client, read by collcd. */
+	uint32_t cq_head __attribute__((aligned(COLLC_CACHELINE)));
+	uint32_t cq_flags;
+	uint32_t reserved3[14];
+
+	/* Written by collcd, read by the client (also its futex word). */
+	uint32_t cq_tail __attribute__((aligned(COLLC_CACHELINE)));
+	uint32_t reserved4[15];
+};
+_Static_assert(sizeof(struct collc_shm_hdr) == 320, "shm_hdr size");
+_Static_assert(offsetof(struct collc_shm_hdr, size) == 24, "shm_hdr.size");
+_Static_assert(offsetof(struct collc_shm_hdr, sq_head) == 64, "shm_hdr.sq_head");
+_Static_assert(offsetof(struct collc_shm_hdr, sq_flags) == 68, "shm_hdr.sq_flags");
+_Static_assert(offsetof(struct collc_shm_hdr, sq_dropped) == 72, "shm_hdr.sq_dropped");
+_Static_assert(offsetof(struct collc_shm_hdr, sq_tail) == 128, "shm_hdr.sq_tail");
+_Static_assert(offsetof(struct collc_shm_hdr, cq_head) == 192, "shm_hdr.cq_head");
+_Static_assert(offsetof(struct collc_shm_hdr, cq_flags) == 196, "shm_hdr.cq_flags");
+_Static_assert(offsetof(struct collc_shm_hdr, cq_tail) == 256, "shm_hdr.cq_tail");
+
+enum {
+	COLLC_OP_NOP = 0,
+	COLLC_OP_ALLREDUCE,
+	COLLC_OP_ALLGATHER,
+	COLLC_OP_REDUCE_SCATTER,
+	COLLC_OP_BROADCAST,
+	COLLC_OP_REDUCE,
+	COLLC_OP_MAX,
+};
+
+#define COLLC_MR_NONE 0u /* no buffer (count 0, or a non-root's unused side) */
+
+/* One submission, written by the client. */
+struct collc_sqe {
+	uint8_t opcode;     /* COLLC_OP_* */
+	uint8_t dtype;      /* collc_dtype */
+	uint8_t redop;      /* collc_redop */
+	uint8_t flags;      /* none defined: must be 0 */
+	uint32_t comm;      /* handle from the comm_init reply */
+	uint64_t seq;       /* per-communicator sequence number, from 0 */
+	uint64_t count;     /* elements, as the public call names them */
+	uint32_t send_mr;   /* registration handles */
+	uint32_t recv_mr;
+	uint64_t send_off;  /* byte offsets into the registrations */
+	uint64_t recv_off;
+	uint64_t user_data; /* echoed in the CQE */
+	int32_t root;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct collc_sqe) == 64, "sqe size");
+_Static_assert(offsetof(struct collc_sqe, comm) == 4, "sqe.comm");
+_Static_assert(offsetof(struct collc_sqe, seq) == 8, "sqe.seq");
+_Static_assert(offsetof(struct collc_sqe, count) == 16, "sqe.count");
+_Static_assert(offsetof(struct collc_sqe, send_mr) == 24, "sqe.send_mr");
+_Static_assert(offsetof(struct collc_sqe, recv_mr) == 28, "sqe.recv_mr");
+_Static_assert(offsetof(struct collc_sqe, send_off) == 32, "sqe.send_off");
+_Static_assert(offsetof(struct collc_sqe, recv_off) == 40, "sqe.recv_off");
+_Static_assert(offsetof(struct collc_sqe, user_data) == 48, "sqe.user_data");
+_Static_assert(offsetof(struct collc_sqe, root) == 56, "sqe.root");
+
+/* One completion, written by collcd. */
+struct collc_cqe {
+	uint64_t user_data;
+	int32_t res;    /* 0 or -errno */
+	uint32_t flags; /* none defined */
+};
+_Static_assert(sizeof(struct collc_cqe) == 16, "cqe size");
+_Static_assert(offsetof(struct collc_cqe, res) == 8, "cqe.res");
+
+#define COLLC_SHM_HDR_BYTES 4096u
+#define COLLC_SHM_SIZE                                                                  \
+	(COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe) +            \
+	 COLLC_CQ_ENTRIES * sizeof(struct collc_cqe))
+
+/* Shared by every client; written by clients and collcd alike. */
+struct collc_doorbell {
+	uint32_t seq; /* futex word: bumped after a submission when NEED_WAKEUP was seen */
+	uint32_t reserved[1023];
+};
+_Static_assert(sizeof(struct collc_doorbell) == 4096, "doorbell size");
+
+#endif /* COLLC_PROTO_SHM_H */

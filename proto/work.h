@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The work FIFO: the scheduler (host) appends work items; the executor of one
+ * device (the persistent CUDA grid, or the CPU executor's threads) runs them.
+ *
+ * One FIFO per device. Every channel of the device reads every item in FIFO
+ * order; an item names how many channels it uses (nchannels), and channels at
+ * or past that count skip it. After finishing (or skipping) position p a
+ * channel stores work_consumed[channel] = p + 1 with release semantics, so one
+ * counter serves flow control and completion:
+ *
+ *   - the host may overwrite the slot of position p only after every channel's
+ *     work_consumed passed p (the host never reads an item back);
+ *   - a collective is done on a device when every channel it used passed the
+ *     position of its item.
+ *
+ * Each item carries seq = position + 1 in its last word, written last with a
+ * release store, so a reader that sees the expected seq sees a whole item.
+ */
+#ifndef COLLC_PROTO_WORK_H
+#define COLLC_PROTO_WORK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COLLC_FIFO_DEPTH   256u /* items per device; a power of two */
+#define COLLC_MAX_CHANNELS 32u
+#define COLLC_MAX_RANKS    64u
+
+enum {
+	COLLC_WORK_NONE = 0,
+	COLLC_WORK_COLL, /* one rank's share of a collective */
+	COLLC_WORK_QUIT, /* the executor ends after this item */
+};
+
+enum {
+	COLLC_ALGO_AUTO = 0,
+	COLLC_ALGO_RING,
+	COLLC_ALGO_ONESHOT,
+	COLLC_ALGO_TWOSHOT,
+	COLLC_ALGO_MAX,
+};
+
+enum {
+	COLLC_PROTO_AUTO = 0,
+	COLLC_PROTO_SIMPLE,
+	COLLC_PROTO_LL,
+	COLLC_PROTO_LL128,
+	COLLC_PROTO_MAX,
+};
+
+/* One rank's share of one collective on one device, written by the scheduler. */
+struct collc_work_item {
+	uint8_t kind;      /* COLLC_WORK_* */
+	uint8_t coll;      /* COLLC_OP_* (shm.h) */
+	uint8_t algo;      /* COLLC_ALGO_*, never AUTO */
+	uint8_t proto;     /* COLLC_PROTO_*, never AUTO */
+	uint8_t dtype;     /* collc_dtype */
+	uint8_t redop;     /* collc_redop */
+	uint8_t nchannels; /* channels [0, nchannels) take part */
+	uint8_t flags;
+	uint32_t nranks;
+	uint32_t rank;
+	int32_t root;
+	uint32_t chunk_bytes; /* Simple: bytes per chunk per channel */
+	uint64_t count;       /* elements, as the public call names them */
+	uint64_t sendbuf;     /* executor-space addresses */
+	uint64_t recvbuf;
+	uint64_t comm_dev;    /* executor-space address of the rank's connection state */
+	uint64_t coll_id;     /* the scheduler's id of the collective, for tracing */
+	uint64_t reserved[7];
+	uint64_t seq;         /* position + 1; written last */
+};
+_Static_assert(sizeof(struct collc_work_item) == 128, "work_item size");
+_Static_assert(offsetof(struct collc_work_item, nranks) == 8, "work_item.nranks");
+_Static_assert(offsetof(struct collc_work_item, root) == 16, "work_item.root");
+_Static_assert(offsetof(struct collc_work_item, count) == 24, "work_item.count");
+_Static_assert(offsetof(struct collc_work_item, sendbuf) == 32, "work_item.sendbuf");
+_Static_assert(offsetof(struct collc_work_item, recvbuf) == 40, "work_item.recvbuf");
+_Static_assert(offsetof(struct collc_work_item, comm_dev) == 48, "work_item.comm_dev");
+_Static_assert(offsetof(struct collc_work_item, coll_id) == 56, "work_item.coll_id");
+_Static_assert(offsetof(struct collc_work_item, seq) == 120, "work_item.seq");
+
+/* One counter on its own cache line, written by one channel of the executor. */
+struct collc_consumed {
+	uint64_t value;
+	uint64_t reserved[7];
+};
+_Static_assert(sizeof(struct collc_consumed) == 64, "consumed size");
+
+/*
+ * Per-device FIFO control block (mapped host memory on the CUDA backend).
+ * work_consumed is written by the executor and read by the host; abort is
+ * written by the host and read by the executor.
+ */
+struct collc_fifo_ctrl {
+	struct collc_consumed work_consumed[COLLC_MAX_CHANNELS];
+	uint32_t abort;      /* nonzero: abandon every item and exit */
+	uint32_t exec_sleep; /* CPU executor: channels asleep on `bell` */
+	uint32_t bell;       /* CPU executor: futex word bumped after appends */
+	uint32_t reserved[13];
+};
+_Static_assert(sizeof(struct collc_fifo_ctrl) == 64 * COLLC_MAX_CHANNELS + 64, "fifo_ctrl size");
+_Static_assert(offsetof(struct collc_fifo_ctrl, abort) == 64 * COLLC_MAX_CHANNELS, "fifo_ctrl.abort");
+
+struct collc_work_fifo {
+	struct collc_fifo_ctrl ctrl;
+	struct collc_work_item items[COLLC_FIFO_DEPTH];
+};
+_Static_assert(offsetof(struct collc_work_fifo, items) == sizeof(struct collc_fifo_ctrl), "fifo.items");
+
+#endif /* COLLC_PROTO_WORK_H */
