@@ -62,7 +62,7 @@ static inline float h2f(uint16_t h)
 	uint32_t exp = em & 0x0f800000;
 	uint32_t norm = em + ((127u - 15) << 23);
 	uint32_t inf_nan = em | 0x7f800000;
-	/* Subnormal: 2^-14 * (1 + m) - 2^-14 is exact and renormalizes m */
+	/* Subnormal m: 2^-14 * (1 + m/2^10) - 2^-14 = m * 2^-24, exact and normalized */
 	uint32_t sub = f2u(u2f(em + ((127u - 14) << 23)) - u2f((127u - 14) << 23));
 	uint32_t r = pick(exp == 0x0f800000, inf_nan, pick(exp == 0, sub, norm));
 
@@ -75,7 +75,10 @@ static inline uint16_t f2h(float f)
 	uint32_t sign = (u >> 16) & 0x8000;
 	uint32_t a = u & 0x7fffffff;
 	uint32_t nan = 0x7e00 | ((a >> 13) & 0x3ff);
-	/* Adding 0.5 leaves the half subnormal's mantissa in the low bits, rounded by the FPU */
+	/*
+	 * Below 2^-14: adding 0.5 leaves the half subnormal's mantissa in the low
+	 * bits, rounded to nearest even by the FPU (the default rounding mode).
+	 */
 	uint32_t sub = f2u(u2f(a) + 0.5f) - f2u(0.5f);
 	/* Rebias, then round to nearest even: add 0xfff, plus 1 if the kept lsb is odd */
 	uint32_t norm = (a - ((127u - 15) << 23) + 0xfff + ((a >> 13) & 1)) >> 13;
@@ -151,8 +154,10 @@ uint16_t red_float_to_bf16(float f)
 #define DEFINE_REDUCE(name, T, OP) DEFINE_REDUCE_IN(name, T, T, AS_IS, AS_IS, OP)
 #define DEFINE_REDUCE16(name, TOF, FROMF, OP) DEFINE_REDUCE_IN(name, uint16_t, float, TOF, FROMF, OP)
 
-/* Two's complement SUM and PROD are the same bits for signed and unsigned:
- * the signed dtypes use the unsigned loops and never overflow a signed type. */
+/*
+ * Two's complement SUM and PROD are the same bits for signed and unsigned:
+ * the signed dtypes use the unsigned loops and never overflow a signed type.
+ */
 DEFINE_REDUCE(sum_u8, uint8_t, OP_SUM)
 DEFINE_REDUCE(prod_u8, uint8_t, OP_PROD)
 DEFINE_REDUCE(max_u8, uint8_t, OP_MAX)

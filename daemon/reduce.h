@@ -34,8 +34,10 @@ void red_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, in
  */
 void red_finish(void *buf, size_t n, int dtype, int redop, uint32_t nranks);
 
-/* IEEE binary16 and bfloat16 conversions: round to nearest even, NaNs stay
- * NaN (quieted, payload kept where it fits), overflow gives Inf. */
+/*
+ * IEEE binary16 and bfloat16 conversions: round to nearest even, NaNs stay
+ * NaN (quieted, payload kept where it fits), overflow gives Inf.
+ */
 float red_half_to_float(uint16_t h);
 uint16_t red_float_to_half(float f);
 float red_bf16_to_float(uint16_t b);
