@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 
+#include "proto/wire.h"
 #include "proto/work.h"
 
 struct exec_backend {
@@ -20,8 +21,13 @@ struct exec_backend {
 	struct collc_work_fifo *(*fifo)(uint32_t dev);
 	/* Called after items were appended to dev's FIFO (item seq published). */
 	void (*kick)(uint32_t dev);
-	/* Places rank r of an nranks communicator on a device. */
-	uint32_t (*rank_device)(uint32_t nranks, uint32_t rank);
+	/*
+	 * Places every rank of a communicator on a device (a FIFO): joins[r] is
+	 * rank r's comm_init request (its device ordinal and UUID). Returns
+	 * -EINVAL when the ranks cannot be placed (e.g. an unknown GPU).
+	 */
+	int (*place)(uint32_t nranks, const struct collc_msg_comm_init *const *joins,
+		     uint32_t *ret_devs);
 	/*
 	 * Allocates the connections of a communicator whose rank r runs on
 	 * devs[r]; ret_comm_dev[r] receives the executor-space address that

@@ -520,9 +520,18 @@ static void cpu_kick(uint32_t dev)
 	}
 }
 
-static uint32_t cpu_rank_device(uint32_t nranks, uint32_t rank)
+/* Host-memory ranks take one virtual device each: rank r runs on device r. */
+static int cpu_place(uint32_t nranks, const struct collc_msg_comm_init *const *joins,
+		     uint32_t *ret_devs)
 {
-	return rank % ndevs;
+	if (nranks > ndevs)
+		return -EINVAL;
+	for (uint32_t r = 0; r < nranks; r++) {
+		if (joins[r]->device != -1)
+			return -ENODEV;
+		ret_devs[r] = r;
+	}
+	return 0;
 }
 
 static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret_comm_dev,
@@ -619,7 +628,7 @@ static struct exec_backend cpu_backend = {
 	.fini = cpu_fini,
 	.fifo = cpu_fifo,
 	.kick = cpu_kick,
-	.rank_device = cpu_rank_device,
+	.place = cpu_place,
 	.comm_setup = cpu_comm_setup,
 	.comm_teardown = cpu_comm_teardown,
 	.device_name = cpu_device_name,

@@ -790,8 +790,15 @@ static int comm_complete_init(struct comm *cm)
 		cm->slots[i].ranks = ranks + (size_t)i * cm->nranks;
 		cm->slots[i].seq = UINT64_MAX;
 	}
-	for (uint32_t i = 0; i < cm->nranks; i++)
-		cm->devs[i] = sched.exec->rank_device(cm->nranks, i);
+	{
+		const struct collc_msg_comm_init *reqs[COLLC_MAX_RANKS];
+
+		for (uint32_t i = 0; i < cm->nranks; i++)
+			reqs[i] = &cm->joins[i]->u.join.req;
+		r = sched.exec->place(cm->nranks, reqs, cm->devs);
+		if (r < 0)
+			return r;
+	}
 	r = sched.exec->comm_setup(cm->nranks, cm->devs, cm->comm_dev, &cm->exec_priv);
 	if (r < 0)
 		return r;
