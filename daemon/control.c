@@ -930,8 +930,7 @@ int ctl_init(const struct ctl_params *p)
 	if (r < 0)
 		return r;
 	for (int i = 0; i < p->nlisten_fds; i++) {
-		/* With several activated sockets the second one is the admin socket. */
-		r = listen_fd(p->listen_fds[i], i == 1);
+		r = listen_fd(p->listen_fds[i], p->listen_admin[i]);
 		if (r < 0)
 			return r;
 	}

@@ -13,6 +13,7 @@ struct ctl_params {
 	const char *socket_path;       /* NULL: only activated sockets */
 	const char *admin_socket_path; /* NULL: none */
 	const int *listen_fds;         /* sockets passed by the service manager */
+	const int *listen_admin;       /* per socket: grants admin verbs */
 	int nlisten_fds;
 	const struct exec_backend *exec;
 	const uint8_t *node_id;

@@ -43,7 +43,8 @@ struct options {
 };
 
 static uv_loop_t loop;
-static uv_signal_t sig_int, sig_term, sig_hup;
+static uv_signal_t sig_int, sig_term, sig_hup, sig_usr2;
+static int stalled;
 
 static void usage(FILE *f)
 {
@@ -185,6 +186,14 @@ static void on_hup(uv_signal_t *h, int signum)
 	notify_ready();
 }
 
+/* Fault injection for the watchdog test: SIGUSR2 freezes or thaws the scheduler. */
+static void on_usr2(uv_signal_t *h, int signum)
+{
+	stalled = !stalled;
+	log_warn("scheduler %s (SIGUSR2)", stalled ? "stalled" : "resumed");
+	sched_debug_stall(stalled);
+}
+
 static int start_backend(const struct options *o, const struct exec_backend **ret)
 {
 	const char *b = o->backend ? o->backend : "auto";
@@ -206,7 +215,7 @@ int main(int argc, char **argv)
 	struct collc_config cfg;
 	struct ctl_params cp = { 0 };
 	struct sched_params sp = { 0 };
-	const int *lfds = NULL;
+	const int *lfds = NULL, *ladmin = NULL;
 	int nlfds, r, status = 1;
 
 	signal(SIGPIPE, SIG_IGN);
@@ -243,11 +252,12 @@ int main(int argc, char **argv)
 		log_err("scheduler: %s", strerror(-r));
 		goto out_cfg;
 	}
-	nlfds = notify_listen_fds(&lfds);
+	nlfds = notify_listen_fds(&lfds, &ladmin);
 	cp.loop = &loop;
 	cp.socket_path = o.socket_path;
 	cp.admin_socket_path = o.admin_socket_path;
 	cp.listen_fds = lfds;
+	cp.listen_admin = ladmin;
 	cp.nlisten_fds = nlfds > 0 ? nlfds : 0;
 	cp.exec = exec;
 	cp.node_id = sp.node_id;
@@ -261,6 +271,8 @@ int main(int argc, char **argv)
 	uv_signal_start(&sig_int, on_stop_signal, SIGINT);
 	uv_signal_start(&sig_term, on_stop_signal, SIGTERM);
 	uv_signal_start(&sig_hup, on_hup, SIGHUP);
+	uv_signal_init(&loop, &sig_usr2);
+	uv_signal_start(&sig_usr2, on_usr2, SIGUSR2);
 	r = notify_init(&loop);
 	if (r < 0)
 		goto out_ctl;
@@ -275,6 +287,7 @@ out_ctl:
 	uv_close((uv_handle_t *)&sig_int, NULL);
 	uv_close((uv_handle_t *)&sig_term, NULL);
 	uv_close((uv_handle_t *)&sig_hup, NULL);
+	uv_close((uv_handle_t *)&sig_usr2, NULL);
 	ctl_fini();
 out_sched:
 	sched_fini();

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "daemon/log.h"
@@ -24,9 +25,10 @@ static int sd_notify(int unset, const char *state)
 	(void)state;
 	return 0;
 }
-static int sd_listen_fds(int unset)
+static int sd_listen_fds_with_names(int unset, char ***names)
 {
 	(void)unset;
+	*names = NULL;
 	return 0;
 }
 static int sd_watchdog_enabled(int unset, uint64_t *usec)
@@ -41,22 +43,30 @@ static uv_timer_t timer;
 static int timer_started;
 static uint64_t watchdog_usec;
 static uint64_t last_loops;
-static int fds[16];
+static int fds[8];
+static int admin[8];
 
-int notify_listen_fds(const int **ret_fds)
+int notify_listen_fds(const int **ret_fds, const int **ret_admin)
 {
-	int n = sd_listen_fds(1);
+	char **names = NULL;
+	int n = sd_listen_fds_with_names(1, &names), k = 0;
 
-	if (n <= 0)
-		return 0;
-	if (n > (int)(sizeof(fds) / sizeof(fds[0]))) {
-		log_warn("%d activated sockets: serving the first %zu", n, sizeof(fds) / sizeof(fds[0]));
-		n = (int)(sizeof(fds) / sizeof(fds[0]));
+	for (int i = 0; i < n; i++) {
+		if (k == (int)(sizeof(fds) / sizeof(fds[0]))) {
+			log_warn("%d activated sockets: serving the first %d", n, k);
+			break;
+		}
+		/* The socket named "admin" grants admin verbs to whoever may open it. */
+		admin[k] = names && names[i] && strcmp(names[i], "admin") == 0;
+		fds[k++] = SD_LISTEN_FDS_START + i;
 	}
-	for (int i = 0; i < n; i++)
-		fds[i] = SD_LISTEN_FDS_START + i;
+	if (names)
+		for (int i = 0; i < n; i++)
+			free(names[i]);
+	free(names);
 	*ret_fds = fds;
-	return n;
+	*ret_admin = admin;
+	return k;
 }
 
 static void on_timer(uv_timer_t *t)

@@ -5,8 +5,11 @@
 
 #include <uv.h>
 
-/* Sockets passed by the service manager (LISTEN_FDS); 0 when none. */
-int notify_listen_fds(const int **ret_fds);
+/*
+ * Sockets passed by the service manager (LISTEN_FDS); 0 when none.
+ * ret_admin[i] is 1 for the socket named "admin" (FileDescriptorName=).
+ */
+int notify_listen_fds(const int **ret_fds, const int **ret_admin);
 /* Starts the status and watchdog timer on the loop. */
 int notify_init(uv_loop_t *loop);
 void notify_fini(void);
