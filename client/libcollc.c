@@ -74,6 +74,7 @@ struct collc_ctx {
 	struct reg *regs;
 	size_t nregs;
 	uint32_t waiters;   /* threads asleep on cq_tail */
+	uint64_t alive_checked_ns; /* last look at the socket from submit */
 	int broken;         /* the connection to collcd is gone */
 };
 
@@ -128,6 +129,8 @@ const char *collc_strerror(int err)
 		return "protocol error talking to collcd";
 	case -EPERM:
 		return "permission denied";
+	case -EDQUOT:
+		return "per-client quota exceeded (communicators, registrations or bytes)";
 	}
 	if (err < 0 && strerrordesc_np(-err))
 		return strerrordesc_np(-err);
@@ -356,6 +359,24 @@ int collc_comm_abort(struct collc_comm *comm)
 	if (!comm)
 		return -EINVAL;
 	return comm_ref(comm, COLLC_MSG_COMM_ABORT);
+}
+
+int collc_comm_set_timeout(struct collc_comm *comm, int timeout_ms)
+{
+	struct collc_msg_comm_timeout q;
+	struct ctl_reply rep;
+	int r;
+
+	if (!comm || timeout_ms < -1)
+		return -EINVAL;
+	q.comm = comm->handle;
+	q.timeout_ms = timeout_ms < 0 ? UINT32_MAX : (uint32_t)timeout_ms;
+	r = request(comm->ctx, COLLC_MSG_COMM_TIMEOUT, &q, sizeof(q), -1, &rep);
+	if (r == 0) {
+		r = rep.status;
+		ctl_reply_free(&rep);
+	}
+	return r;
 }
 
 int collc_comm_rank(const struct collc_comm *comm)
@@ -750,6 +771,12 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 	    (unsigned)op >= COLLC_NUM_REDOPS)
 		return -EINVAL;
 	ctx = comm->ctx;
+	/* A dead collcd never consumes: notice it (cheaply) before queueing more. */
+	if (now_ns() - load_relaxed(&ctx->alive_checked_ns) > 1000000) {
+		store_relaxed(&ctx->alive_checked_ns, now_ns());
+		if (!daemon_alive(ctx))
+			return -ECONNRESET;
+	}
 	e.opcode = s->opcode;
 	e.dtype = (uint8_t)dtype;
 	e.redop = (uint8_t)op;

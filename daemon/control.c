@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -27,6 +28,7 @@
 #include "daemon/exec_cpu.h"
 #include "daemon/log.h"
 #include "daemon/sched.h"
+#include "daemon/wire_check.h"
 #include "proto/shm.h"
 #include "proto/wire.h"
 
@@ -58,6 +60,9 @@ struct session {
 	int admin;
 	int closed;
 	int handle_closed; /* libuv is done with the poll handle */
+	int pidfd;         /* the client process: readable once it exits */
+	uv_poll_t pid_poll;
+	int pid_poll_closed;
 	int pending;       /* commands in the scheduler */
 	struct sched_client *client;
 	struct outmsg *outq, **outq_tail;
@@ -208,7 +213,7 @@ static void reply_text(struct session *s, uint16_t type, uint32_t id, int status
 
 static void session_maybe_free(struct session *s)
 {
-	if (!s->closed || s->pending || !s->handle_closed)
+	if (!s->closed || s->pending || !s->handle_closed || !s->pid_poll_closed)
 		return;
 	free(s);
 }
@@ -351,7 +356,7 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	void *shm;
 	int fd, r;
 
-	if (s->client || h->length != sizeof(*q) || q->api_version != 1 || q->flags) {
+	if (s->client || q->api_version != 1 || q->flags) {
 		reply_status(s, h->type, h->id, s->client ? -EALREADY : -EPROTO);
 		return;
 	}
@@ -422,7 +427,7 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 	void *addr;
 	int fd = -1, r;
 
-	if (h->length != sizeof(*q) || q->flags || q->size == 0 || q->size > MAX_MEM_BYTES) {
+	if (q->flags || q->size == 0 || q->size > MAX_MEM_BYTES) {
 		reply_status(s, h->type, h->id, -EINVAL);
 		return;
 	}
@@ -503,10 +508,6 @@ static void handle_get(struct session *s, const struct collc_msg_hdr *h, const c
 	char key[64], val[128];
 	int r;
 
-	if (h->length == 0 || h->length >= sizeof(key)) {
-		reply_status(s, h->type, h->id, -EINVAL);
-		return;
-	}
 	memcpy(key, payload, h->length);
 	key[h->length] = '\0';
 	rcu_thread_online();
@@ -582,10 +583,6 @@ static void handle_set(struct session *s, const struct collc_msg_hdr *h, const c
 		reply_text(s, h->type, h->id, -EPERM, msg, strlen(msg));
 		return;
 	}
-	if (h->length == 0 || h->length >= sizeof(words)) {
-		reply_status(s, h->type, h->id, -EINVAL);
-		return;
-	}
 	memcpy(words, payload, h->length);
 	words[h->length] = '\0';
 	r = ctl_set(words, msg, sizeof(msg));
@@ -614,31 +611,23 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 		handle_mem(s, h, payload, fds, nfds);
 		return;
 	case COLLC_MSG_MEM_RELEASE:
-		if (h->length != sizeof(struct collc_msg_mem_release))
-			break;
 		c = cmd_new(s, CMD_MR_RELEASE, h->type, h->id, done_status_only);
 		if (c)
 			c->cmd.u.mr.mr = ((const struct collc_msg_mem_release *)payload)->mr;
 		break;
 	case COLLC_MSG_COMM_INIT:
-		if (h->length != sizeof(struct collc_msg_comm_init))
-			break;
 		c = cmd_new(s, CMD_COMM_JOIN, h->type, h->id, done_comm);
 		if (c)
 			memcpy(&c->cmd.u.join.req, payload, sizeof(c->cmd.u.join.req));
 		break;
 	case COLLC_MSG_COMM_DESTROY:
 	case COLLC_MSG_COMM_ABORT:
-		if (h->length != sizeof(struct collc_msg_comm_ref))
-			break;
 		c = cmd_new(s, h->type == COLLC_MSG_COMM_ABORT ? CMD_COMM_ABORT : CMD_COMM_DESTROY,
 			    h->type, h->id, done_status_only);
 		if (c)
 			c->cmd.u.comm.comm = ((const struct collc_msg_comm_ref *)payload)->comm;
 		break;
 	case COLLC_MSG_SET_EVENTFD:
-		if (h->length != 0)
-			break;
 		/* collcd makes it non-blocking: a client cannot make the scheduler's write block. */
 		efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (efd < 0) {
@@ -658,14 +647,21 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 		sched_post(&c->cmd);
 		return;
 	case COLLC_MSG_STATUS:
-		if (h->length != sizeof(struct collc_msg_status_req))
-			break;
 		c = cmd_new(s, CMD_STATUS, h->type, h->id, done_text);
 		if (c)
 			c->cmd.u.status.flags = ((const struct collc_msg_status_req *)payload)->flags;
 		break;
 	case COLLC_MSG_METRICS:
 		c = cmd_new(s, CMD_METRICS, h->type, h->id, done_text);
+		break;
+	case COLLC_MSG_COMM_TIMEOUT:
+		c = cmd_new(s, CMD_COMM_TIMEOUT, h->type, h->id, done_status_only);
+		if (c) {
+			const struct collc_msg_comm_timeout *q = (const void *)payload;
+
+			c->cmd.u.timeout.comm = q->comm;
+			c->cmd.u.timeout.ms = q->timeout_ms;
+		}
 		break;
 	case COLLC_MSG_GET:
 		handle_get(s, h, payload);
@@ -690,7 +686,10 @@ static void on_session_closed(uv_handle_t *h)
 {
 	struct session *s = h->data;
 
-	s->handle_closed = 1;
+	if (h == (uv_handle_t *)&s->poll)
+		s->handle_closed = 1;
+	else
+		s->pid_poll_closed = 1;
 	session_maybe_free(s);
 }
 
@@ -728,6 +727,11 @@ static void session_close(struct session *s)
 	}
 	uv_close((uv_handle_t *)&s->poll, on_session_closed);
 	close(s->fd);
+	if (s->pidfd >= 0) {
+		uv_poll_stop(&s->pid_poll);
+		uv_close((uv_handle_t *)&s->pid_poll, on_session_closed);
+		close(s->pidfd);
+	}
 }
 
 static void read_one(struct session *s)
@@ -742,6 +746,7 @@ static void read_one(struct session *s)
 	int fds[MAX_FDS_IN], nfds = 0;
 	struct collc_msg_hdr h;
 	ssize_t n;
+	int r;
 
 	n = recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -765,15 +770,15 @@ static void read_one(struct session *s)
 				close(fd);
 		}
 	}
-	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n < sizeof(h)) {
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
 		log_debug("client %d: malformed datagram", (int)s->cred.pid);
 		goto out_close_fds;
 	}
-	memcpy(&h, rxbuf, sizeof(h));
-	if (h.magic != COLLC_WIRE_MAGIC || h.version != COLLC_WIRE_VERSION ||
-	    h.length != (size_t)n - sizeof(h) || (h.type & COLLC_MSG_REPLY)) {
-		/* Garbage: answer once if the header is readable, then carry on serving. */
-		reply_status(s, h.type & ~COLLC_MSG_REPLY, h.id, -EPROTO);
+	r = wire_check(rxbuf, (size_t)n, &h);
+	if (r < 0) {
+		/* Garbage: answer if the header is readable, then carry on serving. */
+		if (r != -EPROTO || (size_t)n >= sizeof(h))
+			reply_status(s, h.type & ~COLLC_MSG_REPLY, h.id, r);
 		goto out_close_fds;
 	}
 	dispatch(s, &h, rxbuf + sizeof(h), fds, nfds);
@@ -804,6 +809,29 @@ static void on_session_io(uv_poll_t *h, int status, int events)
 		if (s->closed || recv(s->fd, &avail, sizeof(avail), MSG_PEEK | MSG_DONTWAIT) < 0)
 			break;
 	}
+}
+
+/* The client process exited: its socket may outlive it (a forked child holds it). */
+static void on_pid_exit(uv_poll_t *h, int status, int events)
+{
+	struct session *s = h->data;
+
+	log_debug("client %d exited", (int)s->cred.pid);
+	session_close(s);
+}
+
+static void watch_pid(struct session *s)
+{
+	s->pidfd = (int)syscall(SYS_pidfd_open, s->cred.pid, 0);
+	if (s->pidfd < 0 || uv_poll_init(params.loop, &s->pid_poll, s->pidfd) < 0) {
+		if (s->pidfd >= 0)
+			close(s->pidfd);
+		s->pidfd = -1;
+		s->pid_poll_closed = 1;
+		return;
+	}
+	s->pid_poll.data = s;
+	uv_poll_start(&s->pid_poll, UV_READABLE, on_pid_exit);
 }
 
 static void on_accept(uv_poll_t *h, int status, int events)
@@ -838,6 +866,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
 		return;
 	}
 	s->poll.data = s;
+	watch_pid(s);
 	s->next = sessions;
 	s->pprev = &sessions;
 	if (sessions)

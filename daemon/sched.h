@@ -28,6 +28,7 @@ enum sched_cmd_type {
 	CMD_SET_EVENTFD,
 	CMD_STATUS,
 	CMD_METRICS,
+	CMD_COMM_TIMEOUT,
 };
 
 struct sched_cmd {
@@ -62,6 +63,10 @@ struct sched_cmd {
 		struct {
 			int fd;
 		} efd;
+		struct {
+			uint32_t comm;
+			uint32_t ms; /* UINT32_MAX: follow op_timeout_ms */
+		} timeout;
 		struct {
 			uint32_t flags; /* COLLC_STATUS_JSON */
 			char *text;     /* out, malloc'ed: the control thread frees it */

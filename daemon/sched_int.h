@@ -60,6 +60,8 @@ struct sched_client {
 	struct member **members;
 	uint32_t nmembers;
 	uint32_t nmembers_live;
+	uint32_t nmrs_live;
+	uint64_t mr_bytes;
 	uint64_t submitted, completed, errors, bad;
 };
 
@@ -76,6 +78,7 @@ struct slot_rank {
 
 struct slot {
 	uint8_t state;
+	uint64_t t_first_ns;     /* first rank's arrival: the timeout runs from here */
 	uint8_t nchannels;
 	uint8_t algo, proto;
 	uint32_t arrived;
@@ -87,6 +90,11 @@ struct slot {
 };
 
 #define COMM_WINDOW 1024u /* collectives one communicator may have open */
+
+/* Per-client quotas: past them requests fail with -EDQUOT. */
+#define QUOTA_COMMS 256u
+#define QUOTA_MRS   4096u
+#define QUOTA_BYTES (1ull << 40)
 
 struct comm {
 	struct comm *next;
@@ -102,6 +110,9 @@ struct comm {
 	uint64_t *comm_dev;
 	void *exec_priv;
 	int revoked;                  /* 0, or the error every later collective gets */
+	uint32_t timeout_ms;          /* UINT32_MAX: follow op_timeout_ms */
+	uint64_t timeouts;            /* collectives ended by the timeout */
+	uint64_t timed_out_mask;      /* ranks missing from the last one that timed out */
 	uint64_t next_launch;         /* oldest collective not yet planned */
 	uint64_t next_done;           /* oldest collective not yet finished */
 	struct slot *slots;           /* COMM_WINDOW, indexed by seq % COMM_WINDOW */

@@ -26,6 +26,7 @@
 #include "daemon/reduce.h"
 #include "daemon/sched.h"
 #include "daemon/sched_int.h"
+#include "daemon/sqe_check.h"
 
 struct sched_state sched;
 
@@ -205,6 +206,8 @@ static void mr_release(struct sched_client *c, uint32_t id)
 	if (!m)
 		return;
 	c->mrs[id - 1] = NULL;
+	c->nmrs_live--;
+	c->mr_bytes -= m->size;
 	m->released = 1;
 	m->refs++;
 	mr_put(m);
@@ -287,41 +290,6 @@ static void comm_revoke(struct comm *cm, int err)
 	comm_advance_done(cm);
 }
 
-static int bytes_needed(const struct collc_sqe *e, uint32_t nranks, uint32_t rank,
-			uint64_t *send, uint64_t *recv)
-{
-	uint64_t es = red_dtype_size(e->dtype), one;
-
-	if (__builtin_mul_overflow(e->count, es, &one))
-		return -EOVERFLOW;
-	switch (e->opcode) {
-	case COLLC_OP_ALLREDUCE:
-		*send = *recv = one;
-		break;
-	case COLLC_OP_ALLGATHER:
-		*send = one;
-		if (__builtin_mul_overflow(one, nranks, recv))
-			return -EOVERFLOW;
-		break;
-	case COLLC_OP_REDUCE_SCATTER:
-		*recv = one;
-		if (__builtin_mul_overflow(one, nranks, send))
-			return -EOVERFLOW;
-		break;
-	case COLLC_OP_BROADCAST:
-		*send = (uint32_t)e->root == rank ? one : 0;
-		*recv = one;
-		break;
-	case COLLC_OP_REDUCE:
-		*send = one;
-		*recv = (uint32_t)e->root == rank ? one : 0;
-		break;
-	default:
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static int resolve_buf(struct sched_client *c, uint32_t id, uint64_t off, uint64_t len,
 		       struct mr **ret)
 {
@@ -345,16 +313,8 @@ static int sqe_check(struct sched_client *c, const struct collc_sqe *e, const st
 		     struct slot_rank *sr)
 {
 	uint64_t send = 0, recv = 0;
-	int r;
+	int r = sqe_validate(e, mb->comm->nranks, mb->rank, &send, &recv);
 
-	if (e->opcode <= COLLC_OP_NOP || e->opcode >= COLLC_OP_MAX)
-		return -EINVAL;
-	if (!red_valid(e->dtype, e->redop) || e->flags != 0 || e->reserved != 0)
-		return -EINVAL;
-	if ((e->opcode == COLLC_OP_BROADCAST || e->opcode == COLLC_OP_REDUCE) &&
-	    (e->root < 0 || (uint32_t)e->root >= mb->comm->nranks))
-		return -EINVAL;
-	r = bytes_needed(e, mb->comm->nranks, mb->rank, &send, &recv);
 	if (r < 0)
 		return r;
 	r = resolve_buf(c, e->send_mr, e->send_off, send, &sr->send_mr);
@@ -392,6 +352,16 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
 	cm = mb->comm;
 	if (e->seq >= cm->next_done + COMM_WINDOW)
 		return -EAGAIN;
+	if (e->seq < cm->next_done) {
+		/* The others gave up on this collective (timeout): so does this rank. */
+		mb->next_seq++;
+		c->outstanding++;
+		c->submitted++;
+		sched.submitted++;
+		post_cqe(c, e->user_data, -ETIMEDOUT);
+		sched.errors++;
+		return 0;
+	}
 	mb->next_seq++;
 	c->outstanding++;
 	c->submitted++;
@@ -407,6 +377,7 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
 		sl->state = SLOT_ARRIVING;
 		sl->seq = e->seq;
 		sl->arrived = 0;
+		sl->t_first_ns = now_ns();
 	}
 	sr = &sl->ranks[mb->rank];
 	memset(sr, 0, sizeof(*sr));
@@ -606,6 +577,60 @@ static int launch_ready(const struct collc_config *cfg)
 		comm_advance_done(cm);
 	}
 	return progress;
+}
+
+static uint32_t comm_timeout_ms(const struct collc_config *cfg, const struct comm *cm)
+{
+	return cm->timeout_ms == UINT32_MAX ? cfg->op_timeout_ms : cm->timeout_ms;
+}
+
+/*
+ * Ends the oldest collective of a communicator when some rank kept the others
+ * waiting past the timeout; the missing ranks are remembered for status.
+ */
+static int expire(const struct collc_config *cfg, uint64_t now)
+{
+	int progress = 0;
+
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		uint32_t ms = comm_timeout_ms(cfg, cm);
+		struct slot *sl;
+
+		if (!cm->ready || !cm->slots || !ms || cm->revoked)
+			continue;
+		sl = slot_of(cm, cm->next_launch);
+		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
+		    now - sl->t_first_ns < (uint64_t)ms * 1000000)
+			continue;
+		cm->timed_out_mask = 0;
+		for (uint32_t r = 0; r < cm->nranks; r++)
+			if (!sl->ranks[r].client)
+				cm->timed_out_mask |= 1ull << r;
+		cm->timeouts++;
+		log_info("communicator %llu: collective %llu timed out after %u ms waiting for ranks 0x%llx",
+			 (unsigned long long)cm->id, (unsigned long long)sl->seq, ms,
+			 (unsigned long long)cm->timed_out_mask);
+		slot_finish(cm, sl, -ETIMEDOUT);
+		cm->next_launch++;
+		comm_advance_done(cm);
+		progress = 1;
+	}
+	return progress;
+}
+
+/* Does some communicator wait for a rank under a timeout? Then sleep briefly. */
+static int timers_armed(const struct collc_config *cfg)
+{
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		const struct slot *sl;
+
+		if (!cm->ready || !cm->slots || !comm_timeout_ms(cfg, cm))
+			continue;
+		sl = slot_of(cm, cm->next_launch);
+		if (sl->seq == cm->next_launch && sl->state == SLOT_ARRIVING)
+			return 1;
+	}
+	return 0;
 }
 
 static void record_latency(const struct slot *sl)
@@ -847,6 +872,7 @@ static void cmd_join(struct sched_cmd *cmd)
 		}
 		cm->id = ++sched.next_comm_id;
 		cm->nranks = q->nranks;
+		cm->timeout_ms = UINT32_MAX;
 		memcpy(cm->nonce, q->uid.nonce, sizeof(cm->nonce));
 		cm->next = sched.comms;
 		sched.comms = cm;
@@ -934,6 +960,12 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		cmd_finish(cmd, 0);
 		return;
 	case CMD_MR_ADD:
+		if (c->nmrs_live >= QUOTA_MRS || c->mr_bytes + cmd->u.mr.size > QUOTA_BYTES) {
+			munmap(cmd->u.mr.addr, cmd->u.mr.size);
+			close(cmd->u.mr.fd);
+			cmd_finish(cmd, -EDQUOT);
+			return;
+		}
 		m = calloc(1, sizeof(*m));
 		t = realloc(c->mrs, (c->nmrs + 1) * sizeof(*t));
 		if (t)
@@ -950,6 +982,8 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		m->size = cmd->u.mr.size;
 		m->id = ++c->nmrs;
 		c->mrs[m->id - 1] = m;
+		c->nmrs_live++;
+		c->mr_bytes += m->size;
 		cmd->u.mr.mr = m->id;
 		cmd_finish(cmd, 0);
 		return;
@@ -966,6 +1000,10 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 			cmd_finish(cmd, -EPIPE);
 			return;
 		}
+		if (c->nmembers_live >= QUOTA_COMMS) {
+			cmd_finish(cmd, -EDQUOT);
+			return;
+		}
 		cmd_join(cmd);
 		return;
 	case CMD_COMM_DESTROY:
@@ -979,6 +1017,15 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 			comm_revoke(mb->comm, -ECANCELED);
 		else
 			member_leave(mb, -EPIPE);
+		cmd_finish(cmd, 0);
+		return;
+	case CMD_COMM_TIMEOUT:
+		mb = member_of(c, cmd->u.timeout.comm);
+		if (!mb || mb->left || !mb->comm) {
+			cmd_finish(cmd, -EINVAL);
+			return;
+		}
+		mb->comm->timeout_ms = cmd->u.timeout.ms;
 		cmd_finish(cmd, 0);
 		return;
 	case CMD_SET_EVENTFD:
@@ -1058,7 +1105,7 @@ static void set_need_wakeup(uint32_t on)
 			store_relaxed(&c->hdr->sq_flags, on ? COLLC_SQ_NEED_WAKEUP : 0u);
 }
 
-static void sleep_until_work(void)
+static void sleep_until_work(int timers)
 {
 	uint32_t seq = load_acquire(&doorbell->seq);
 	int inflight;
@@ -1070,7 +1117,7 @@ static void sleep_until_work(void)
 	if (!work_visible() && !completion_visible(&inflight) && !load_relaxed(&stop_requested)) {
 		rcu_thread_offline();
 		/* Executors ring us when they finish; the timeout only bounds timers. */
-		futex_wait(&doorbell->seq, seq, inflight ? 10000000 : 500000000);
+		futex_wait(&doorbell->seq, seq, inflight || timers ? 10000000 : 500000000);
 		rcu_thread_online();
 	}
 	store_relaxed(&sleeping, 0u);
@@ -1102,6 +1149,7 @@ static void *sched_main(void *arg)
 				progress |= drain_sq(c);
 		progress |= launch_ready(cfg);
 		progress |= reap();
+		progress |= expire(cfg, now_ns());
 		flush_cqs();
 		collect();
 		publish_counters();
@@ -1113,7 +1161,7 @@ static void *sched_main(void *arg)
 			cpu_relax();
 			continue;
 		}
-		sleep_until_work();
+		sleep_until_work(timers_armed(cfg));
 	}
 	rcu_unregister_thread();
 	return NULL;

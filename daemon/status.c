@@ -137,9 +137,18 @@ static void render_json(struct sbuf *b, const struct collc_config *cfg)
 			continue;
 		sb_printf(b, "%s\n  {\"id\": %" PRIu64 ", \"nranks\": %u, \"live_ranks\": %u, "
 			  "\"pending\": %u, \"inflight\": %" PRIu64 ", \"completed\": %" PRIu64
-			  ", \"errors\": %" PRIu64 ", \"revoked\": %d, \"lagging_ranks\": [",
+			  ", \"errors\": %" PRIu64 ", \"revoked\": %d, \"timeouts\": %" PRIu64
+			  ", \"timeout_ms\": %d, \"timed_out_ranks\": [",
 			  sep, cm->id, cm->nranks, cm->live, slot_pending_count(cm), cm->inflight,
-			  cm->completed, cm->errors, cm->revoked);
+			  cm->completed, cm->errors, cm->revoked, cm->timeouts,
+			  cm->timeout_ms == UINT32_MAX ? -1 : (int)cm->timeout_ms);
+		for (uint32_t r = 0; r < cm->nranks; r++)
+			if (cm->timed_out_mask & (1ull << r)) {
+				sb_printf(b, "%s%u", s2, r);
+				s2 = ", ";
+			}
+		s2 = "";
+		sb_printf(b, "], \"lagging_ranks\": [");
 		for (uint32_t r = 0; r < cm->nranks; r++)
 			if (lag & (1ull << r)) {
 				sb_printf(b, "%s%u", s2, r);
@@ -213,6 +222,13 @@ static void render_table(struct sbuf *b, const struct collc_config *cfg)
 		for (uint32_t r = 0; r < cm->nranks && n + 8 < sizeof(lagtxt); r++)
 			if (lag & (1ull << r))
 				n += (size_t)snprintf(lagtxt + n, sizeof(lagtxt) - n, "%s%u", n ? "," : "", r);
+		if (n == 0 && cm->timed_out_mask) {
+			lagtxt[0] = '\0';
+			for (uint32_t r = 0; r < cm->nranks && n + 8 < sizeof(lagtxt); r++)
+				if (cm->timed_out_mask & (1ull << r))
+					n += (size_t)snprintf(lagtxt + n, sizeof(lagtxt) - n, "%s%u",
+							      n ? "," : "timed out: ", r);
+		}
 		sb_printf(b, "%-7" PRIu64 " %-6u %-8u %-9" PRIu64 " %-11" PRIu64 " %-7" PRIu64 " %s%s\n",
 			  cm->id, cm->nranks, slot_pending_count(cm), cm->inflight, cm->completed,
 			  cm->errors, lagtxt, cm->revoked ? " (revoked)" : "");

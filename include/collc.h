@@ -76,6 +76,12 @@ COLLC_EXPORT int collc_comm_init(struct collc_ctx *ctx, const struct collc_uniqu
 COLLC_EXPORT int collc_comm_destroy(struct collc_comm *comm);
 /* Revokes the communicator for every rank: pending and later collectives end with -ECANCELED. */
 COLLC_EXPORT int collc_comm_abort(struct collc_comm *comm);
+/*
+ * Ends any collective of this communicator that waits longer than timeout_ms
+ * for some rank with -ETIMEDOUT (status names the missing ranks); 0: no limit,
+ * -1: follow collcd's op_timeout_ms (the default).
+ */
+COLLC_EXPORT int collc_comm_set_timeout(struct collc_comm *comm, int timeout_ms);
 COLLC_EXPORT int collc_comm_rank(const struct collc_comm *comm);
 COLLC_EXPORT int collc_comm_nranks(const struct collc_comm *comm);
 

@@ -8,7 +8,8 @@
  * travel as SCM_RIGHTS on the same datagram.
  *
  * Protocol history:
- *   1  first version: hello, memory, communicators, status/get/set.
+ *   1  first version: hello, memory, communicators, status/get/set/metrics,
+ *      per-communicator timeouts.
  */
 #ifndef COLLC_PROTO_WIRE_H
 #define COLLC_PROTO_WIRE_H
@@ -34,6 +35,7 @@ enum {
 	COLLC_MSG_GET,           /* text "key" -> text "value" */
 	COLLC_MSG_SET,           /* text "k=v k=v" -> text message */
 	COLLC_MSG_METRICS,       /* -> Prometheus text, chunked */
+	COLLC_MSG_COMM_TIMEOUT,  /* comm_timeout -> status */
 	COLLC_MSG_TYPE_MAX,
 };
 
@@ -172,6 +174,13 @@ struct collc_msg_comm_ref {
 	uint32_t reserved;
 };
 _Static_assert(sizeof(struct collc_msg_comm_ref) == 8, "comm_ref size");
+
+struct collc_msg_comm_timeout {
+	uint32_t comm;
+	uint32_t timeout_ms; /* 0: none; UINT32_MAX: follow op_timeout_ms */
+};
+_Static_assert(sizeof(struct collc_msg_comm_timeout) == 8, "comm_timeout size");
+_Static_assert(offsetof(struct collc_msg_comm_timeout, timeout_ms) == 4, "comm_timeout.timeout_ms");
 
 #define COLLC_STATUS_JSON 0x1u
 struct collc_msg_status_req {
