@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The CPU executor's connections, shared with its tests. */
+/*
+ * The CPU executor's shared state: connections (one ring per protocol) and
+ * mailboxes (one per rank and channel), shared with its tests.
+ */
 #ifndef COLLCD_EXEC_CPU_H
 #define COLLCD_EXEC_CPU_H
 
@@ -8,20 +11,47 @@
 #include "proto/prims.h"
 #include "proto/work.h"
 
-#define CPU_SLOT_BYTES  (64u << 10)
-#define CPU_CHUNK_STEPS 4u
-#define CPU_CHUNK_BYTES (CPU_SLOT_BYTES * CPU_CHUNK_STEPS)
-#define CPU_CONN_BYTES  (CPU_SLOT_BYTES * COLLC_STEPS)
+/*
+ * Geometry. Simple: 8 slots of 64 KiB, 4 steps a chunk (256 KiB chunks).
+ * LL: 8 steps of 512 lines, 4 KiB of payload a step. LL128: 8 steps of 256
+ * lines, 30 KiB of payload a step. LL and LL128 chunks are one step, as in
+ * NCCL. The CUDA grid uses NCCL's larger buffers; the arithmetic is the same
+ * (proto/prims.h).
+ */
+#define CPU_SLOT_BYTES          (64u << 10)
+#define CPU_CHUNK_STEPS         4u
+#define CPU_SIMPLE_BUFFER_BYTES (CPU_SLOT_BYTES * COLLC_STEPS)
+#define CPU_LL_STEP_LINES       512u
+#define CPU_LL_BUFFER_BYTES     (COLLC_STEPS * CPU_LL_STEP_LINES * COLLC_LL_LINE_BYTES)
+#define CPU_LL128_STEP_LINES    256u
+#define CPU_LL128_BUFFER_BYTES  (COLLC_STEPS * CPU_LL128_STEP_LINES * COLLC_LL128_LINE_BYTES)
+#define CPU_CONN_BYTES          (CPU_SIMPLE_BUFFER_BYTES + CPU_LL_BUFFER_BYTES + CPU_LL128_BUFFER_BYTES)
+/* The largest LL/LL128 step payload: the size of a channel thread's staging buffers. */
+#define CPU_STAGE_BYTES         (CPU_LL128_STEP_LINES * COLLC_LL128_LINE_PAYLOAD)
+/* A channel thread's scratch for the peer-memory algorithms (a round of one-shot). */
+#define CPU_SCRATCH_BYTES       (256u << 10)
+
+_Static_assert(CPU_LL_STEP_LINES * COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES, "stage fits LL");
+_Static_assert(CPU_SIMPLE_BUFFER_BYTES % 4096 == 0 && CPU_LL_BUFFER_BYTES % 4096 == 0,
+	       "protocol buffers stay page aligned");
 
 /*
- * One direction between two ranks on one channel, in the receiver's memory.
- * Steps are monotonic; the slot of step s is s % COLLC_STEPS.
+ * One protocol's ring of one connection (one direction between two ranks on
+ * one channel), in the receiver's memory. Steps are monotonic; the slot of
+ * step s is s % COLLC_STEPS. Each protocol keeps its own steps, so a
+ * connection may run Simple, LL and LL128 collectives in any order.
+ *
+ * Simple publishes data with tail (S1/R1); LL and LL128 carry the ready flag
+ * in the data and leave tail at 0. All three return credit with head
+ * (R2/S2), so a sender never overwrites a slot the receiver has not read.
  */
-struct cpu_conn {
+struct cpu_link {
+	char *buf; /* COLLC_STEPS slots; set before the communicator runs */
+	uint32_t proto;
 	/* Written by the sender. */
-	uint64_t tail __attribute__((aligned(64))); /* steps published */
-	uint32_t tail_seq;                          /* futex word for a sleeping receiver */
-	uint32_t send_waiting;                      /* the sender sleeps on head_seq */
+	uint64_t tail __attribute__((aligned(64))); /* Simple: steps published */
+	uint32_t tail_seq;     /* futex word, bumped when data lands while the receiver sleeps */
+	uint32_t send_waiting; /* the sender sleeps on head_seq */
 	/* Written by the receiver. */
 	uint64_t head __attribute__((aligned(64))); /* steps consumed */
 	uint32_t head_seq;                          /* futex word for a sleeping sender */
@@ -30,15 +60,43 @@ struct cpu_conn {
 	uint64_t send_step __attribute__((aligned(64)));
 	/* Private to the receiver's thread. */
 	uint64_t recv_step __attribute__((aligned(64)));
-	char *buf; /* COLLC_STEPS slots of CPU_SLOT_BYTES */
 };
 
-/* What a work item's comm_dev points at: one rank's connections. */
+struct cpu_conn {
+	struct cpu_link simple, ll, ll128;
+};
+
+/*
+ * Rank r's mailbox on one channel: what the one-shot and two-shot algorithms
+ * (daemon/cpu_peer.c) know of each other. Generations never repeat: gen
+ * counts the collectives the owner published here, done the phases it
+ * finished; every rank of a communicator runs the same sequence, so the
+ * values agree across ranks.
+ */
+struct cpu_mbox {
+	/* Written by the owner, read by the peers. */
+	uint64_t gen __attribute__((aligned(64))); /* src/dst/coll_id below belong to gen */
+	uint64_t coll_id;
+	uint64_t src; /* executor-space addresses the owner exposes */
+	uint64_t dst;
+	uint64_t done __attribute__((aligned(64))); /* phases finished: peers' buffers are free */
+	uint32_t seq;                               /* futex word, bumped when gen or done moves */
+	/* Written by the peers. */
+	uint32_t waiting __attribute__((aligned(64))); /* peers asleep on seq */
+	/* Private to the owner's thread. */
+	uint64_t my_gen __attribute__((aligned(64)));
+	uint64_t my_done;
+};
+
+/* What a work item's comm_dev points at: one rank's view of its communicator. */
 struct cpu_rank {
 	struct cpu_conn *send[COLLC_MAX_CHANNELS]; /* to rank + 1 */
 	struct cpu_conn *recv[COLLC_MAX_CHANNELS]; /* from rank - 1 */
+	struct cpu_mbox *mbox;                     /* every rank's: [rank * nchan + channel] */
+	uint32_t nchan;
 };
 
-extern uint32_t exec_spin_us;
+/* Written by the control thread, read by the channel threads. */
+extern _Atomic uint32_t exec_spin_us;
 
 #endif

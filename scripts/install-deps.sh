@@ -7,7 +7,7 @@ pkgs=(
 	build-essential cmake pkg-config
 	libuv1-dev liburcu-dev libcmocka-dev libsystemd-dev libibverbs-dev
 	systemd spin clang libclang-rt-14-dev
-	openmpi-bin libopenmpi-dev gnuplot-nox python3
+	openmpi-bin libopenmpi-dev gnuplot-nox python3 python3-prometheus-client
 )
 
 missing=()

@@ -1,0 +1,173 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The per-rank measurement loop, the same for collc and NCCL ranks. For each
+ * size:
+ *   1. data set "first" -> send buffer, poison slot 0, one collective, check;
+ *   2. warmup collectives, then `iters` timed ones (end-to-end latency);
+ *   3. data set "last" -> send buffer, poison every slot, a tiny barrier,
+ *      `iters` collectives with `depth` outstanding (pipelined time), check
+ *      every slot they wrote.
+ * Every rank runs every step of every size even after a wrong result, so the
+ * ranks stay in step; the parent refuses to print numbers for that size.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "bench/bench.h"
+
+double bench_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct shared_results *shared_results_new(const struct bench_cfg *cfg)
+{
+	size_t nres = (size_t)cfg->nsizes * (size_t)cfg->nranks;
+	size_t hdr = (sizeof(struct shared_results) + 63) & ~(size_t)63;
+	size_t res_bytes = (nres * sizeof(struct rank_result) + 63) & ~(size_t)63;
+	size_t bytes = hdr + res_bytes + nres * (size_t)cfg->iters * sizeof(double);
+	struct shared_results *sr;
+
+	sr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sr == MAP_FAILED)
+		return NULL;
+	sr->res = (struct rank_result *)((char *)sr + hdr);
+	sr->lat = (double *)((char *)sr + hdr + res_bytes);
+	sr->map_bytes = bytes;
+	return sr;
+}
+
+void shared_results_free(struct shared_results *sr)
+{
+	if (sr)
+		munmap(sr, sr->map_bytes);
+}
+
+static int check_slot(const struct bench_cfg *cfg, int rank, struct runner *rn, int s, int slot,
+		      int last, void *host, struct rank_result *res)
+{
+	const struct bench_size *sz = &cfg->sizes[s];
+	size_t bytes = sz->recv_elems * bench_dtype_size(cfg->dtype);
+	struct bench_mismatch mm;
+	int r;
+
+	if (cfg->coll == BENCH_REDUCE && rank != cfg->root)
+		return 0;
+	r = rn->ops->download(rn, slot, host, bytes);
+	if (r < 0)
+		return r;
+	if (bench_check(cfg->coll, cfg->dtype, cfg->nranks, rank, cfg->root, sz,
+			bench_seed(s, last), host, &mm) == 0)
+		return 0;
+	if (res->status != RES_WRONG) {
+		res->status = RES_WRONG;
+		snprintf(res->msg, sizeof(res->msg),
+			 "rank %d, %s iteration%s: element %llu is %.9g, want %.9g (tolerance %.3g)",
+			 rank, last ? "last" : "first", last ? " (pipelined)" : "",
+			 (unsigned long long)mm.index, mm.got, mm.want, mm.tol);
+	}
+	return 0;
+}
+
+static int fill_send(const struct bench_cfg *cfg, int rank, struct runner *rn, int s, int last,
+		     void *host)
+{
+	const struct bench_size *sz = &cfg->sizes[s];
+
+	bench_fill(cfg->dtype, host, sz->send_elems, rank, bench_seed(s, last));
+	return rn->ops->upload(rn, host, sz->send_elems * bench_dtype_size(cfg->dtype));
+}
+
+static int run_size(const struct bench_cfg *cfg, int rank, struct runner *rn,
+		    struct shared_results *sr, int s, void *host)
+{
+	const struct bench_size *sz = &cfg->sizes[s];
+	struct rank_result *res = &sr->res[s * cfg->nranks + rank];
+	double *lat = &sr->lat[((size_t)s * cfg->nranks + rank) * cfg->iters];
+	size_t recv_bytes = sz->recv_elems * bench_dtype_size(cfg->dtype);
+	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
+	double pipe_s;
+	int r;
+
+	if (cfg->coll == BENCH_REDUCE && rank != cfg->root)
+		recv_bytes = 0;
+	res->status = RES_OK;
+
+	/* 1. The first iteration, checked. */
+	r = fill_send(cfg, rank, rn, s, 0, host);
+	if (r == 0 && recv_bytes)
+		r = rn->ops->poison(rn, 0, recv_bytes);
+	if (r == 0)
+		r = rn->ops->once(rn, sz, 0);
+	if (r == 0)
+		r = check_slot(cfg, rank, rn, s, 0, 0, host, res);
+	if (r < 0)
+		return r;
+
+	/* 2. End-to-end latency: the call to the completion the rank sees. */
+	for (int i = 0; i < cfg->warmup; i++) {
+		r = rn->ops->once(rn, sz, 0);
+		if (r < 0)
+			return r;
+	}
+	for (int i = 0; i < cfg->iters; i++) {
+		double t0 = bench_now();
+
+		r = rn->ops->once(rn, sz, 0);
+		lat[i] = bench_now() - t0;
+		if (r < 0)
+			return r;
+	}
+
+	/* 3. Pipelined, and the last iteration checked in every slot it wrote. */
+	r = fill_send(cfg, rank, rn, s, 1, host);
+	for (int q = 0; r == 0 && recv_bytes && q < depth; q++)
+		r = rn->ops->poison(rn, q, recv_bytes);
+	if (r == 0)
+		r = rn->ops->barrier(rn);
+	if (r == 0)
+		r = rn->ops->batch(rn, sz, cfg->iters, depth, &pipe_s);
+	for (int q = 0; r == 0 && q < depth; q++)
+		r = check_slot(cfg, rank, rn, s, q, 1, host, res);
+	if (r < 0)
+		return r;
+	res->pipe_s = pipe_s;
+	return 0;
+}
+
+int bench_rank_loop(const struct bench_cfg *cfg, int rank, struct runner *rn,
+		    struct shared_results *sr)
+{
+	size_t es = bench_dtype_size(cfg->dtype);
+	size_t host_bytes = (cfg->max_send_elems > cfg->max_recv_elems ? cfg->max_send_elems
+									: cfg->max_recv_elems) * es;
+	void *host = malloc(host_bytes ? host_bytes : 1);
+
+	if (!host) {
+		snprintf(sr->res[rank].msg, sizeof(sr->res[rank].msg), "rank %d: out of memory", rank);
+		sr->res[rank].status = RES_ERROR;
+		return 1;
+	}
+	for (int s = 0; s < cfg->nsizes; s++) {
+		int r = run_size(cfg, rank, rn, sr, s, host);
+
+		if (r < 0) {
+			struct rank_result *res = &sr->res[s * cfg->nranks + rank];
+
+			res->status = RES_ERROR;
+			snprintf(res->msg, sizeof(res->msg), "rank %d: %s", rank, rn->err);
+			free(host);
+			return 1;
+		}
+	}
+	free(host);
+	return 0;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside the CPU executor: what one channel thread knows while it runs one
+ * work item, the waiting helpers, and the algorithm entry points.
+ *
+ *   exec_cpu.c   threads, FIFOs, communicators, the backend table
+ *   cpu_prims.c  waiting and the Simple / LL / LL128 primitives
+ *   cpu_ring.c   ring algorithms over the primitives
+ *   cpu_peer.c   one-shot and two-shot algorithms over peer memory
+ */
+#ifndef COLLCD_CPU_INT_H
+#define COLLCD_CPU_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/exec_cpu.h"
+#include "proto/work.h"
+
+/* One channel thread running one item. */
+struct cpu_run {
+	const struct collc_work_item *it;
+	const uint32_t *abort;       /* the device's abort word */
+	const uint32_t *stopping;    /* the executor is shutting down */
+	struct cpu_rank *rk;
+	uint32_t ch;
+	size_t es;                   /* element size */
+	struct cpu_link *send, *recv; /* the item protocol's links of this channel */
+	uint64_t step_bytes;         /* payload bytes of one step of that protocol */
+	char *scratch;               /* CPU_SCRATCH_BYTES, private to the thread */
+	char *stage_in, *stage_out;  /* CPU_STAGE_BYTES each, private to the thread */
+};
+
+/* Waiting (cpu_prims.c) */
+
+/* Returns nonzero once the awaited condition holds; does its own acquire loads. */
+typedef int (*cpu_ready_fn)(void *arg);
+
+/*
+ * Waits until ready(arg): spins, yields, then sleeps on seqw with *waiting
+ * raised. Whoever makes the condition true must then call cpu_wake() (or
+ * cpu_post()) on the same seqw/waiting. Returns -ECANCELED on abort.
+ */
+int cpu_wait(const struct cpu_run *x, cpu_ready_fn ready, void *arg, uint32_t *seqw,
+	     uint32_t *waiting);
+/* cpu_wait() for *word >= target (acquire). */
+int cpu_wait_ge(const struct cpu_run *x, const uint64_t *word, uint64_t target, uint32_t *seqw,
+		uint32_t *waiting);
+/* Stores value to *word with release, then wakes a sleeper of seqw. */
+void cpu_post(uint64_t *word, uint64_t value, uint32_t *seqw, uint32_t *waiting);
+/* Wakes a sleeper of seqw after stores that make its condition true. */
+void cpu_wake(uint32_t *seqw, uint32_t *waiting);
+
+/* Primitives (cpu_prims.c) */
+
+enum {
+	P_RECV = 1 << 0,   /* consume a step of the receive connection */
+	P_SRC = 1 << 1,    /* read the local source buffer */
+	P_REDUCE = 1 << 2, /* combine received data with the source */
+	P_DST = 1 << 3,    /* write the result to the destination buffer */
+	P_SEND = 1 << 4,   /* write the result to a step of the send connection */
+	P_POSTOP = 1 << 5, /* apply the AVG division to the destination */
+};
+
+#define SEND                  (P_SRC | P_SEND)
+#define RECV                  (P_RECV | P_DST)
+#define COPY_SEND             (P_SRC | P_DST | P_SEND)
+#define RECV_REDUCE_SEND      (P_RECV | P_SRC | P_REDUCE | P_SEND)
+#define RECV_REDUCE_COPY_SEND (P_RECV | P_SRC | P_REDUCE | P_DST | P_SEND | P_POSTOP)
+#define RECV_REDUCE_COPY      (P_RECV | P_SRC | P_REDUCE | P_DST | P_POSTOP)
+#define RECV_COPY_SEND        (P_RECV | P_DST | P_SEND)
+
+/* Selects the item's protocol links and step size; 0, or -EINVAL for an unknown protocol. */
+int cpu_prims_setup(struct cpu_run *x);
+/*
+ * Moves nelem elements through the connections in steps of x->step_bytes.
+ * Sender and receiver derive the steps from the same nelem; an empty call
+ * still runs one (empty) step so both sides stay in step.
+ */
+int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t nelem);
+/* Elements per ring chunk: the item's chunk_bytes, else one chunk of the protocol. */
+uint64_t cpu_chunk_elems(const struct cpu_run *x);
+
+/* Algorithms: one channel's share of one rank's item (nranks >= 2). */
+int cpu_ring(struct cpu_run *x);
+int cpu_oneshot(struct cpu_run *x);
+int cpu_twoshot(struct cpu_run *x);
+
+#endif

@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CPU executor's waiting and primitives: Simple, LL and LL128 steps over
+ * one connection each way (proto/prims.h has the arithmetic and the names of
+ * the orderings: S1/R1, R2/S2, W-LL/R-LL, W128/R128).
+ *
+ * Every wait spins, yields, then sleeps on a futex word; whoever makes the
+ * awaited condition true wakes it (P2/W2 below).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <string.h>
+
+#include "common/atomics.h"
+#include "common/futex.h"
+#include "daemon/cpu_int.h"
+#include "daemon/reduce.h"
+#include "proto/prims.h"
+
+/* Waiting */
+
+static int cancelled(const struct cpu_run *x)
+{
+	return load_relaxed(x->abort) || load_relaxed(x->stopping);
+}
+
+int cpu_wait(const struct cpu_run *x, cpu_ready_fn ready, void *arg, uint32_t *seqw,
+	     uint32_t *waiting)
+{
+	uint64_t spin_ns = (uint64_t)load_relaxed(&exec_spin_us) * 1000, t0 = 0;
+	int r = 0;
+
+	for (uint32_t i = 0;; i++) {
+		if (ready(arg))
+			return 0;
+		if ((i & 63) == 63) {
+			uint64_t t = now_ns();
+
+			if (!t0)
+				t0 = t;
+			else if (t - t0 > spin_ns)
+				break;
+			if (cancelled(x))
+				return -ECANCELED;
+			sched_yield();
+		}
+		cpu_relax();
+	}
+	fetch_add(waiting, 1);
+	for (;;) {
+		uint32_t s = load_acquire(seqw);
+
+		/* W2: pairs with P2 in cpu_wake(): either we see the condition or it sees *waiting. */
+		fence_seq_cst();
+		if (ready(arg))
+			break;
+		if (cancelled(x)) {
+			r = -ECANCELED;
+			break;
+		}
+		futex_wait(seqw, s, 20000000);
+	}
+	fetch_add(waiting, (uint32_t)-1);
+	return r;
+}
+
+void cpu_wake(uint32_t *seqw, uint32_t *waiting)
+{
+	/* P2: pairs with W2 in cpu_wait(). */
+	fence_seq_cst();
+	if (load_relaxed(waiting)) {
+		fetch_add(seqw, 1);
+		futex_wake(seqw, INT_MAX);
+	}
+}
+
+void cpu_post(uint64_t *word, uint64_t value, uint32_t *seqw, uint32_t *waiting)
+{
+	/* P1: pairs with P1' in ge_ready(): what we wrote before is visible with the value. */
+	store_release(word, value);
+	cpu_wake(seqw, waiting);
+}
+
+struct ge_arg {
+	const uint64_t *word;
+	uint64_t target;
+};
+
+static int ge_ready(void *arg)
+{
+	struct ge_arg *g = arg;
+
+	/* P1': pairs with P1 in cpu_post(). */
+	return load_acquire(g->word) >= g->target;
+}
+
+int cpu_wait_ge(const struct cpu_run *x, const uint64_t *word, uint64_t target, uint32_t *seqw,
+		uint32_t *waiting)
+{
+	struct ge_arg g = { word, target };
+
+	if (ge_ready(&g))
+		return 0;
+	return cpu_wait(x, ge_ready, &g, seqw, waiting);
+}
+
+/* Credit and Simple data readiness, decided by proto/prims.h */
+
+struct step_arg {
+	const uint64_t *word;
+	uint64_t step;
+};
+
+static int can_send(void *arg)
+{
+	struct step_arg *a = arg;
+
+	/* S2: pairs with R2 in recv_end(): the receiver read the slot we are about to overwrite. */
+	return collc_simple_can_send(load_acquire(a->word), a->step, 1, COLLC_STEPS);
+}
+
+static int can_recv(void *arg)
+{
+	struct step_arg *a = arg;
+
+	/* R1: pairs with S1 in send_end(): the payload is visible before tail. */
+	return collc_simple_can_recv(load_acquire(a->word), a->step);
+}
+
+static int wait_step(const struct cpu_run *x, cpu_ready_fn ready, const uint64_t *word,
+		     uint64_t step, uint32_t *seqw, uint32_t *waiting)
+{
+	struct step_arg a = { word, step };
+
+	if (ready(&a))
+		return 0;
+	return cpu_wait(x, ready, &a, seqw, waiting);
+}
+
+static char *slot_of(const struct cpu_link *l, uint64_t step, uint64_t buffer_bytes)
+{
+	return l->buf + collc_slot_offset(step, COLLC_STEPS, collc_step_bytes(buffer_bytes, COLLC_STEPS));
+}
+
+/* LL: 16-byte lines, each {data, flag} half one 8-byte atomic access. */
+
+struct ll_arg {
+	union collc_ll_line *line;
+	uint32_t flag;
+	union collc_ll_line snap;
+};
+
+static int ll_ready(void *arg)
+{
+	struct ll_arg *a = arg;
+
+	/*
+	 * R-LL: pairs with W-LL in ll_send(). Each half is one 8-byte load, so a
+	 * half is never torn; both flags are checked on this one snapshot and the
+	 * payload is taken from it. Relaxed suffices: the flag travels in the same
+	 * atomic word as the data it guards.
+	 */
+	a->snap.v[0] = load_relaxed(&a->line->v[0]);
+	a->snap.v[1] = load_relaxed(&a->line->v[1]);
+	return collc_ll_ready(a->snap, a->flag);
+}
+
+static int ll_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
+{
+	union collc_ll_line *lines = (void *)slot_of(l, l->recv_step, CPU_LL_BUFFER_BYTES);
+	struct ll_arg a = { .flag = collc_ll_flag(l->recv_step) };
+	uint64_t nlines = collc_ll_lines(len);
+	int r;
+
+	for (uint64_t i = 0; i < nlines; i++) {
+		uint64_t off = i * COLLC_LL_LINE_PAYLOAD, p;
+
+		a.line = &lines[i];
+		if (!ll_ready(&a)) {
+			r = cpu_wait(x, ll_ready, &a, &l->tail_seq, &l->recv_waiting);
+			if (r < 0)
+				return r;
+		}
+		p = collc_ll_payload(a.snap);
+		memcpy(x->stage_in + off, &p, collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off));
+	}
+	return 0;
+}
+
+static void ll_send(struct cpu_link *l, const char *res, uint64_t len)
+{
+	union collc_ll_line *lines = (void *)slot_of(l, l->send_step, CPU_LL_BUFFER_BYTES);
+	uint32_t flag = collc_ll_flag(l->send_step);
+	uint64_t nlines = collc_ll_lines(len);
+
+	for (uint64_t i = 0; i < nlines; i++) {
+		uint64_t off = i * COLLC_LL_LINE_PAYLOAD, p = 0;
+		union collc_ll_line v;
+
+		memcpy(&p, res + off, collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off));
+		v = collc_ll_pack(p, flag);
+		/* W-LL: pairs with R-LL in ll_ready(): one 8-byte store per {data, flag} half. */
+		store_relaxed(&lines[i].v[0], v.v[0]);
+		store_relaxed(&lines[i].v[1], v.v[1]);
+	}
+	cpu_wake(&l->tail_seq, &l->recv_waiting);
+}
+
+/* LL128: 128-byte lines, 15 data words and a flag word. */
+
+struct ll128_arg {
+	uint64_t *line;
+	uint64_t flag;
+	uint64_t copy[COLLC_LL128_LINE_WORDS];
+};
+
+static int ll128_ready(void *arg)
+{
+	struct ll128_arg *a = arg;
+
+	/* R128: pairs with W128 in ll128_send(): the flag word with acquire, the data words after. */
+	a->copy[COLLC_LL128_FLAG_WORD] = load_acquire(&a->line[COLLC_LL128_FLAG_WORD]);
+	return collc_ll128_ready(a->copy, a->flag);
+}
+
+static int ll128_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
+{
+	char *slot = slot_of(l, l->recv_step, CPU_LL128_BUFFER_BYTES);
+	struct ll128_arg a = { .flag = collc_ll128_flag(l->recv_step) };
+	uint64_t nlines = collc_ll128_lines(len);
+	int r;
+
+	for (uint64_t i = 0; i < nlines; i++) {
+		uint64_t off = i * COLLC_LL128_LINE_PAYLOAD;
+
+		a.line = (uint64_t *)(slot + i * COLLC_LL128_LINE_BYTES);
+		if (!ll128_ready(&a)) {
+			r = cpu_wait(x, ll128_ready, &a, &l->tail_seq, &l->recv_waiting);
+			if (r < 0)
+				return r;
+		}
+		/* R128 (cont.): only now the data words; see collc_ll128_data_word() for the layout. */
+		memcpy(x->stage_in + off, a.line, collc_min_u64(COLLC_LL128_LINE_PAYLOAD, len - off));
+	}
+	return 0;
+}
+
+static void ll128_send(struct cpu_link *l, const char *res, uint64_t len)
+{
+	char *slot = slot_of(l, l->send_step, CPU_LL128_BUFFER_BYTES);
+	uint64_t flag = collc_ll128_flag(l->send_step);
+	uint64_t nlines = collc_ll128_lines(len);
+
+	for (uint64_t i = 0; i < nlines; i++) {
+		uint64_t off = i * COLLC_LL128_LINE_PAYLOAD;
+		uint64_t *line = (uint64_t *)(slot + i * COLLC_LL128_LINE_BYTES);
+
+		memcpy(line, res + off, collc_min_u64(COLLC_LL128_LINE_PAYLOAD, len - off));
+		/*
+		 * W128: pairs with R128 in ll128_ready(): the 15 data words, then the
+		 * flag word with release (a release fence and the store in one).
+		 */
+		store_release(&line[COLLC_LL128_FLAG_WORD], flag);
+	}
+	cpu_wake(&l->tail_seq, &l->recv_waiting);
+}
+
+/* One step of a primitive */
+
+/* Waits for step recv_step and returns its payload (in the slot, or staged). */
+static int recv_begin(struct cpu_run *x, uint64_t len, const char **ret_in)
+{
+	struct cpu_link *l = x->recv;
+	int r;
+
+	switch (l->proto) {
+	case COLLC_PROTO_SIMPLE:
+		r = wait_step(x, can_recv, &l->tail, l->recv_step, &l->tail_seq, &l->recv_waiting);
+		*ret_in = slot_of(l, l->recv_step, CPU_SIMPLE_BUFFER_BYTES);
+		return r;
+	case COLLC_PROTO_LL:
+		*ret_in = x->stage_in;
+		return ll_recv(x, l, len);
+	default:
+		*ret_in = x->stage_in;
+		return ll128_recv(x, l, len);
+	}
+}
+
+/* R2: pairs with S2 in can_send(): the step was read before its slot is handed back. */
+static void recv_end(struct cpu_run *x)
+{
+	struct cpu_link *l = x->recv;
+
+	cpu_post(&l->head, ++l->recv_step, &l->head_seq, &l->send_waiting);
+}
+
+/* Waits for credit for step send_step; returns where the step's payload goes. */
+static int send_begin(struct cpu_run *x, char **ret_out)
+{
+	struct cpu_link *l = x->send;
+	int r = wait_step(x, can_send, &l->head, l->send_step, &l->head_seq, &l->send_waiting);
+
+	*ret_out = l->proto == COLLC_PROTO_SIMPLE ? slot_of(l, l->send_step, CPU_SIMPLE_BUFFER_BYTES) :
+						    x->stage_out;
+	return r;
+}
+
+/* Publishes the step whose payload is res (len bytes). */
+static void send_end(struct cpu_run *x, char *out, const char *res, uint64_t len)
+{
+	struct cpu_link *l = x->send;
+
+	switch (l->proto) {
+	case COLLC_PROTO_SIMPLE:
+		if (len && res != out)
+			memcpy(out, res, len);
+		/* S1: pairs with R1 in can_recv(): the payload, then tail (release). */
+		cpu_post(&l->tail, l->send_step + 1, &l->tail_seq, &l->recv_waiting);
+		break;
+	case COLLC_PROTO_LL:
+		ll_send(l, res, len);
+		break;
+	default:
+		ll128_send(l, res, len);
+		break;
+	}
+	l->send_step++;
+}
+
+static const char *at_c(const char *p, uint64_t off)
+{
+	return p ? p + off : NULL;
+}
+
+static char *at(char *p, uint64_t off)
+{
+	return p ? p + off : NULL;
+}
+
+int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t nelem)
+{
+	const struct collc_work_item *it = x->it;
+	uint64_t bytes = nelem > 0 ? (uint64_t)nelem * x->es : 0;
+	uint64_t sb = x->step_bytes;
+	uint64_t nsteps = bytes ? collc_div_up(bytes, sb) : 1;
+	int r;
+
+	for (uint64_t s = 0; s < nsteps; s++) {
+		uint64_t off = s * sb;
+		uint64_t len = bytes ? collc_min_u64(sb, bytes - off) : 0;
+		size_t n = len / x->es;
+		const char *in = NULL, *res;
+		char *out = NULL, *d = at(dst, off);
+
+		if (flags & P_RECV) {
+			r = recv_begin(x, len, &in);
+			if (r < 0)
+				return r;
+		}
+		if (flags & P_SEND) {
+			r = send_begin(x, &out);
+			if (r < 0)
+				return r;
+		}
+		res = (flags & P_RECV) ? in : at_c(src, off);
+		if (flags & P_REDUCE) {
+			char *target = (flags & P_DST) ? d : out;
+
+			red_reduce(target, in, at_c(src, off), n, it->dtype, it->redop);
+			res = target;
+		}
+		if (flags & P_DST) {
+			if (len && res != d)
+				memmove(d, res, len);
+			if (flags & P_POSTOP)
+				red_finish(d, n, it->dtype, it->redop, it->nranks);
+			res = d;
+		}
+		if (flags & P_SEND)
+			send_end(x, out, res, len);
+		if (flags & P_RECV)
+			recv_end(x);
+	}
+	return 0;
+}
+
+int cpu_prims_setup(struct cpu_run *x)
+{
+	struct cpu_conn *s = x->rk->send[x->ch], *r = x->rk->recv[x->ch];
+
+	switch (x->it->proto) {
+	case COLLC_PROTO_SIMPLE:
+		x->send = &s->simple;
+		x->recv = &r->simple;
+		x->step_bytes = collc_simple_slot_bytes(CPU_SIMPLE_BUFFER_BYTES, COLLC_STEPS);
+		return 0;
+	case COLLC_PROTO_LL:
+		x->send = &s->ll;
+		x->recv = &r->ll;
+		x->step_bytes = collc_ll_step_bytes(CPU_LL_BUFFER_BYTES, COLLC_STEPS);
+		return 0;
+	case COLLC_PROTO_LL128:
+		x->send = &s->ll128;
+		x->recv = &r->ll128;
+		x->step_bytes = collc_ll128_step_bytes(CPU_LL128_BUFFER_BYTES, COLLC_STEPS);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+uint64_t cpu_chunk_elems(const struct cpu_run *x)
+{
+	uint64_t b = x->it->chunk_bytes;
+
+	if (!b)
+		b = x->it->proto == COLLC_PROTO_SIMPLE ?
+			    collc_chunk_bytes(CPU_SIMPLE_BUFFER_BYTES, COLLC_STEPS, CPU_CHUNK_STEPS) :
+			    x->step_bytes;
+	return collc_max_u64(1, b / x->es);
+}
