@@ -162,6 +162,15 @@ int daemon_stop(struct bench_daemon *d)
 
 	if (d->pid <= 0)
 		return 0;
+	if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+		/* It did not wait for us: a crash during the run is a finding, not noise. */
+		bench_child_del(d->pid);
+		d->pid = 0;
+		describe_status(st, why, sizeof(why));
+		fprintf(stderr, "collc-bench: collcd %s during the run; its log: %s\n", why, d->log);
+		print_log(d);
+		return -1;
+	}
 	kill(d->pid, SIGTERM);
 	for (;;) {
 		pid_t w = waitpid(d->pid, &st, WNOHANG);

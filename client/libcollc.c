@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "client/ctlsock.h"
+#include "client/gpu.h"
 #include "common/atomics.h"
 #include "common/futex.h"
 #include "include/collc.h"
@@ -33,7 +34,7 @@
 #define WAIT_SPIN_NS  30000ull    /* collc_wait spins this long before it sleeps */
 #define LIVENESS_NS   20000000ull /* a sleeping waiter checks the socket this often */
 
-enum { REG_ALLOC, REG_REGISTER };
+enum { REG_ALLOC, REG_REGISTER, REG_DEV_ALLOC, REG_DEV_REGISTER };
 
 struct reg {
 	uintptr_t start;   /* the user's view: [start, start + len) */
@@ -257,7 +258,9 @@ void collc_disconnect(struct collc_ctx *ctx)
 
 		if (g->kind == REG_ALLOC)
 			munmap((void *)g->map, g->maplen);
-		else
+		else if (g->kind == REG_DEV_ALLOC)
+			collc__gpu_unmap(g->map, g->maplen);
+		else if (g->fd >= 0)
 			close(g->fd); /* the pages stay mapped: they are the user's memory */
 	}
 	free(ctx->regs);
@@ -306,6 +309,9 @@ int collc_comm_init(struct collc_ctx *ctx, const struct collc_unique_id *id, int
 	q.nranks = (uint32_t)nranks;
 	q.rank = (uint32_t)rank;
 	q.device = device;
+	/* collcd sees other ordinals (CUDA_VISIBLE_DEVICES): it places ranks by UUID. */
+	if (device >= 0 && collc__gpu_uuid(device, q.device_uuid) < 0)
+		return -ENODEV;
 	comm = calloc(1, sizeof(*comm));
 	if (!comm)
 		return -ENOMEM;
@@ -460,6 +466,143 @@ static int release_mr(struct collc_ctx *ctx, uint32_t mr)
 	return r;
 }
 
+/*
+ * Device memory. An allocation comes back as a socket holding the VMM fd
+ * (proto/wire.h struct collc_msg_mem_vmm); a registration sends the CUDA IPC
+ * handle of the allocation in a pipe, since the request itself is 32 bytes.
+ */
+static int dev_request(struct collc_ctx *ctx, uint16_t type, uint64_t size, int device, int send_fd,
+		       struct collc_msg_mem_reply *mr, int *ret_fd)
+{
+	struct collc_msg_mem q = { .size = size, .device = device };
+	struct ctl_reply rep;
+	int r = collc__gpu_uuid(device, q.device_uuid);
+
+	if (r < 0)
+		return r;
+	r = request(ctx, type, &q, sizeof(q), send_fd, &rep);
+	if (r < 0)
+		return r;
+	r = rep.status;
+	reply_body(&rep, mr, sizeof(*mr));
+	if (r == 0 && ret_fd) {
+		if (rep.nfds != 1) {
+			r = -EPROTO;
+		} else {
+			*ret_fd = rep.fds[0];
+			rep.nfds = 0;
+		}
+	}
+	ctl_reply_free(&rep);
+	return r;
+}
+
+static int recv_vmm_fd(int sock, struct collc_msg_mem_vmm *m, int *ret_fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+
+	if (recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) != (ssize_t)sizeof(*m))
+		return -EPROTO;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (!cm || cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -EPROTO;
+	memcpy(ret_fd, CMSG_DATA(cm), sizeof(int));
+	return 0;
+}
+
+static int dev_mem_alloc(struct collc_ctx *ctx, size_t size, int device, void **ret_ptr)
+{
+	struct reg g = { .kind = REG_DEV_ALLOC, .fd = -1 };
+	struct collc_msg_mem_reply mr;
+	struct collc_msg_mem_vmm m;
+	int sock, fd, r;
+	uintptr_t p;
+
+	r = dev_request(ctx, COLLC_MSG_MEM_ALLOC, size, device, -1, &mr, &sock);
+	if (r < 0)
+		return r;
+	r = recv_vmm_fd(sock, &m, &fd);
+	close(sock);
+	if (r == 0 && m.map_size < size) {
+		close(fd);
+		r = -EPROTO;
+	}
+	if (r == 0) {
+		r = collc__gpu_map(device, fd, m.map_size, &p);
+		close(fd);
+	}
+	if (r < 0) {
+		release_mr(ctx, mr.mr);
+		return r;
+	}
+	g.start = g.map = p;
+	g.len = size;
+	g.maplen = m.map_size;
+	g.mr = mr.mr;
+	pthread_mutex_lock(&ctx->ring_lock);
+	r = reg_add(ctx, &g);
+	pthread_mutex_unlock(&ctx->ring_lock);
+	if (r < 0) {
+		collc__gpu_unmap(p, m.map_size);
+		release_mr(ctx, mr.mr);
+		return r;
+	}
+	*ret_ptr = (void *)p;
+	return 0;
+}
+
+static int dev_mem_register(struct collc_ctx *ctx, void *ptr, size_t size, int device)
+{
+	struct reg g = { .kind = REG_DEV_REGISTER, .fd = -1 };
+	struct collc_msg_mem_ipc ipc = { { 0 } };
+	struct collc_msg_mem_reply mr;
+	int pfd[2], r;
+
+	pthread_mutex_lock(&ctx->ring_lock);
+	r = reg_find(ctx, (uintptr_t)ptr, size) ? 1 : 0;
+	if (!r && reg_overlaps(ctx, (uintptr_t)ptr, (uintptr_t)ptr + size))
+		r = -EEXIST;
+	pthread_mutex_unlock(&ctx->ring_lock);
+	if (r)
+		return r < 0 ? r : 0; /* inside a registration already: nothing to do */
+	r = collc__gpu_ipc(device, (uintptr_t)ptr, ipc.handle, &ipc.offset, &ipc.alloc_size);
+	if (r < 0)
+		return r;
+	if (ipc.offset + size > ipc.alloc_size)
+		return -EINVAL;
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return -errno;
+	if (write(pfd[1], &ipc, sizeof(ipc)) != (ssize_t)sizeof(ipc)) {
+		r = -EIO;
+	} else {
+		close(pfd[1]);
+		pfd[1] = -1;
+		r = dev_request(ctx, COLLC_MSG_MEM_REGISTER, size, device, pfd[0], &mr, NULL);
+	}
+	if (pfd[1] >= 0)
+		close(pfd[1]);
+	close(pfd[0]);
+	if (r < 0)
+		return r;
+	g.start = g.map = (uintptr_t)ptr;
+	g.len = g.maplen = size;
+	g.mr = mr.mr;
+	pthread_mutex_lock(&ctx->ring_lock);
+	r = reg_add(ctx, &g);
+	pthread_mutex_unlock(&ctx->ring_lock);
+	if (r < 0)
+		release_mr(ctx, mr.mr);
+	return r;
+}
+
 int collc_mem_alloc(struct collc_ctx *ctx, size_t size, int device, void **ret_ptr)
 {
 	struct collc_msg_mem_reply mr;
@@ -470,7 +613,8 @@ int collc_mem_alloc(struct collc_ctx *ctx, size_t size, int device, void **ret_p
 	if (!ctx || !ret_ptr || size == 0 || device < -1)
 		return -EINVAL;
 	if (device >= 0)
-		return ctx->backend == COLLC_BACKEND_CUDA ? -EOPNOTSUPP : -ENODEV;
+		return ctx->backend == COLLC_BACKEND_CUDA ? dev_mem_alloc(ctx, size, device, ret_ptr)
+							  : -ENODEV;
 	r = mem_request(ctx, COLLC_MSG_MEM_ALLOC, size, -1, &mr, &fd);
 	if (r < 0)
 		return r;
@@ -518,10 +662,14 @@ int collc_mem_free(struct collc_ctx *ctx, void *ptr)
 	struct reg g;
 	int r;
 
-	if (!ctx || !ptr || reg_take(ctx, ptr, REG_ALLOC, &g) < 0)
+	if (!ctx || !ptr || (reg_take(ctx, ptr, REG_ALLOC, &g) < 0 &&
+			     reg_take(ctx, ptr, REG_DEV_ALLOC, &g) < 0))
 		return -EINVAL;
 	r = release_mr(ctx, g.mr);
-	munmap((void *)g.map, g.maplen);
+	if (g.kind == REG_DEV_ALLOC)
+		collc__gpu_unmap(g.map, g.maplen);
+	else
+		munmap((void *)g.map, g.maplen);
 	return r == -ECONNRESET ? 0 : r;
 }
 
@@ -563,7 +711,8 @@ int collc_mem_register(struct collc_ctx *ctx, void *ptr, size_t size, int device
 	if (!ctx || !ptr || size == 0 || device < -1 || (uintptr_t)ptr + size < (uintptr_t)ptr)
 		return -EINVAL;
 	if (device >= 0)
-		return ctx->backend == COLLC_BACKEND_CUDA ? -EOPNOTSUPP : -ENODEV;
+		return ctx->backend == COLLC_BACKEND_CUDA ? dev_mem_register(ctx, ptr, size, device)
+							  : -ENODEV;
 	a = (uintptr_t)ptr & ~(pg - 1);
 	b = ((uintptr_t)ptr + size + pg - 1) & ~(pg - 1);
 	pthread_mutex_lock(&ctx->ring_lock);
@@ -626,10 +775,12 @@ int collc_mem_deregister(struct collc_ctx *ctx, void *ptr)
 	struct reg g;
 	int r;
 
-	if (!ctx || !ptr || reg_take(ctx, ptr, REG_REGISTER, &g) < 0)
+	if (!ctx || !ptr || (reg_take(ctx, ptr, REG_REGISTER, &g) < 0 &&
+			     reg_take(ctx, ptr, REG_DEV_REGISTER, &g) < 0))
 		return -EINVAL;
 	r = release_mr(ctx, g.mr);
-	close(g.fd);
+	if (g.fd >= 0)
+		close(g.fd);
 	return r == -ECONNRESET ? 0 : r;
 }
 

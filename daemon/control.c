@@ -26,6 +26,7 @@
 #include "daemon/config.h"
 #include "daemon/control.h"
 #include "daemon/exec_cpu.h"
+#include "daemon/exec_cuda.h"
 #include "daemon/log.h"
 #include "daemon/sched.h"
 #include "daemon/wire_check.h"
@@ -432,9 +433,20 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 		return;
 	}
 	if (q->device != -1) {
-		/* Device memory needs the CUDA backend. */
-		reply_status(s, h->type, h->id, params.exec->backend == COLLC_BACKEND_CPU ? -ENODEV : -EOPNOTSUPP);
-		return;
+		/* Device memory: the CUDA backend allocates or imports it (exec_cuda.c). */
+		uint64_t daddr = 0, dsize = 0;
+
+		if (params.exec->backend != COLLC_BACKEND_CUDA) {
+			reply_status(s, h->type, h->id, -ENODEV);
+			return;
+		}
+		r = exec_cuda_mem_add(h->type, q, nfds == 1 ? fds[0] : -1, &fd, &daddr, &dsize);
+		if (r < 0) {
+			reply_status(s, h->type, h->id, r);
+			return;
+		}
+		addr = (void *)(uintptr_t)daddr;
+		goto post;
 	}
 	if (h->type == COLLC_MSG_MEM_ALLOC) {
 		r = make_memfd("collc-mem", q->size, F_SEAL_SEAL, &fd, &addr);
@@ -461,9 +473,11 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 		fd = fds[0];
 		fds[0] = -1;
 	}
+post:
 	c = cmd_new(s, CMD_MR_ADD, h->type, h->id, done_mem);
 	if (!c) {
-		munmap(addr, q->size);
+		if (q->device == -1)
+			munmap(addr, q->size);
 		close(fd);
 		reply_status(s, h->type, h->id, -EBUSY);
 		return;

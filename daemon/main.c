@@ -22,6 +22,7 @@
 #include "daemon/control.h"
 #include "daemon/exec.h"
 #include "daemon/exec_cpu.h"
+#include "daemon/exec_cuda.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
 #include "daemon/sched.h"
@@ -200,10 +201,15 @@ static int start_backend(const struct options *o, const struct exec_backend **re
 	uint32_t maxch = o->max_channels;
 	int r;
 
+	exec_cuda_set_require_mps(o->require_mps);
 	if (strcmp(b, "cuda") == 0 || (strcmp(b, "auto") == 0 && exec_cuda_available())) {
 		r = exec_cuda_init(o->devices, maxch ? maxch : 16, ret);
-		if (r < 0 || strcmp(b, "cuda") == 0)
+		/* -EPERM: --require-mps and no MPS; never fall back to the CPU then. */
+		if (r < 0 && (strcmp(b, "cuda") == 0 || r == -EPERM))
 			return r;
+		if (r == 0)
+			return 0;
+		log_warn("CUDA backend unavailable (%s): using the CPU executor", strerror(-r));
 	}
 	return exec_cpu_init(o->devices ? o->devices : COLLC_MAX_RANKS, maxch ? maxch : 4, ret);
 }

@@ -3,22 +3,87 @@
 #include "proto/shm.h"
 #include "proto/work.h"
 
-static uint8_t pick_channels(const struct collc_config *cfg, uint64_t bytes)
+int plan_algo_supported(int op, uint32_t algo)
 {
-	uint64_t n = bytes / cfg->channel_min_bytes;
+	switch (algo) {
+	case COLLC_ALGO_RING:
+	case COLLC_ALGO_ONESHOT:
+		return op > COLLC_OP_NOP && op < COLLC_OP_MAX;
+	case COLLC_ALGO_TWOSHOT:
+		return op == COLLC_OP_ALLREDUCE;
+	}
+	return 0;
+}
 
+int plan_proto_supported(uint32_t algo, uint32_t proto)
+{
+	if (proto == COLLC_PROTO_SIMPLE)
+		return algo == COLLC_ALGO_RING || algo == COLLC_ALGO_ONESHOT || algo == COLLC_ALGO_TWOSHOT;
+	if (proto == COLLC_PROTO_LL || proto == COLLC_PROTO_LL128)
+		return algo == COLLC_ALGO_RING;
+	return 0;
+}
+
+static uint64_t oneshot_limit(const struct collc_config *cfg, int op, uint32_t nranks)
+{
+	/* Reductions to one place read every rank's whole input on one rank. */
+	if ((op == COLLC_OP_ALLREDUCE || op == COLLC_OP_REDUCE) && nranks > 8)
+		return cfg->oneshot_max_bytes / nranks * 8;
+	return cfg->oneshot_max_bytes;
+}
+
+uint8_t plan_pick_algo(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks)
+{
+	if (nranks <= 1)
+		return COLLC_ALGO_RING;
+	if (cfg->algo != COLLC_ALGO_AUTO)
+		return plan_algo_supported(op, cfg->algo) ? (uint8_t)cfg->algo : COLLC_ALGO_RING;
+	/* A forced protocol that only ring carries picks ring. */
+	if (cfg->proto != COLLC_PROTO_AUTO && !plan_proto_supported(COLLC_ALGO_ONESHOT, cfg->proto))
+		return COLLC_ALGO_RING;
+	if (bytes <= oneshot_limit(cfg, op, nranks))
+		return COLLC_ALGO_ONESHOT;
+	if (op == COLLC_OP_ALLREDUCE && bytes <= cfg->twoshot_max_bytes)
+		return COLLC_ALGO_TWOSHOT;
+	return COLLC_ALGO_RING;
+}
+
+uint8_t plan_pick_proto(const struct collc_config *cfg, uint32_t algo, uint64_t bytes)
+{
+	if (cfg->proto != COLLC_PROTO_AUTO && plan_proto_supported(algo, cfg->proto))
+		return (uint8_t)cfg->proto;
+	if (algo != COLLC_ALGO_RING)
+		return COLLC_PROTO_SIMPLE;
+	if (bytes <= cfg->ll_max_bytes)
+		return COLLC_PROTO_LL;
+	if (bytes <= cfg->ll128_max_bytes)
+		return COLLC_PROTO_LL128;
+	return COLLC_PROTO_SIMPLE;
+}
+
+uint8_t plan_pick_channels(const struct collc_config *cfg, uint64_t bytes)
+{
+	uint64_t cap = cfg->channels, n;
+
+	if (cfg->max_channels && cap > cfg->max_channels)
+		cap = cfg->max_channels;
+	if (cap > COLLC_MAX_CHANNELS)
+		cap = COLLC_MAX_CHANNELS;
+	if (cap < 1)
+		cap = 1;
+	n = bytes / (cfg->channel_min_bytes ? cfg->channel_min_bytes : 1);
 	if (n < 1)
 		n = 1;
-	if (n > cfg->channels)
-		n = cfg->channels;
+	if (n > cap)
+		n = cap;
 	return (uint8_t)n;
 }
 
 void plan_coll(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks,
 	       struct plan *out)
 {
-	out->algo = COLLC_ALGO_RING;
-	out->proto = COLLC_PROTO_SIMPLE;
-	out->nchannels = pick_channels(cfg, bytes);
+	out->algo = plan_pick_algo(cfg, op, bytes, nranks);
+	out->proto = plan_pick_proto(cfg, out->algo, bytes);
+	out->nchannels = plan_pick_channels(cfg, bytes);
 	out->chunk_bytes = 0;
 }

@@ -1,5 +1,21 @@
 /* SPDX-License-Identifier: MIT */
-/* Algorithm, protocol and channel choice: pure functions of size, ranks and config. */
+/*
+ * Algorithm, protocol and channel choice: pure functions of the collective,
+ * its size, the rank count and one config snapshot.
+ *
+ * Which algorithm runs which collective and protocol:
+ *
+ *   ring     every collective, every protocol (Simple, LL, LL128)
+ *   oneshot  every collective; Simple only (peer loads behind flag barriers)
+ *   twoshot  all-reduce only; Simple only
+ *
+ * Forced values (config algo/proto other than auto) are honoured whenever the
+ * collective supports them: a forced twoshot for anything but an all-reduce
+ * runs ring; a forced oneshot/twoshot wins over a forced LL/LL128, which it
+ * cannot carry (the plan then says Simple, which is what runs). With algo
+ * auto, a forced LL or LL128 selects ring, the only algorithm that runs it.
+ * A communicator of one rank copies its input whatever the plan says.
+ */
 #ifndef COLLCD_PLAN_H
 #define COLLCD_PLAN_H
 
@@ -8,11 +24,28 @@
 #include "daemon/config.h"
 
 struct plan {
-	uint8_t algo;
-	uint8_t proto;
-	uint8_t nchannels;
-	uint32_t chunk_bytes; /* 0: the executor's default */
+	uint8_t algo;         /* COLLC_ALGO_*, never AUTO */
+	uint8_t proto;        /* COLLC_PROTO_*, never AUTO */
+	uint8_t nchannels;    /* 1 ..= the config's channels */
+	uint32_t chunk_bytes; /* 0: the executor's default for the protocol */
 };
+
+/* 1 when collective op (COLLC_OP_*) can run algorithm algo. */
+int plan_algo_supported(int op, uint32_t algo);
+/* 1 when algorithm algo can carry protocol proto. */
+int plan_proto_supported(uint32_t algo, uint32_t proto);
+
+/*
+ * Automatic choice (config algo auto): one-shot up to the one-shot limit,
+ * then (all-reduce only) two-shot up to twoshot_max_bytes, then ring. For
+ * all-reduce and reduce one rank reads nranks inputs, so their one-shot limit
+ * shrinks beyond 8 ranks: oneshot_max_bytes * 8 / nranks.
+ */
+uint8_t plan_pick_algo(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks);
+/* Automatic choice (config proto auto, ring): LL, then LL128, then Simple by size. */
+uint8_t plan_pick_proto(const struct collc_config *cfg, uint32_t algo, uint64_t bytes);
+/* bytes / channel_min_bytes, at least 1, at most the config's channels. */
+uint8_t plan_pick_channels(const struct collc_config *cfg, uint64_t bytes);
 
 /* bytes: the per-rank payload the collective moves (the larger buffer). */
 void plan_coll(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks,

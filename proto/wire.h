@@ -119,6 +119,29 @@ _Static_assert(sizeof(struct collc_msg_mem) == 32, "msg_mem size");
 _Static_assert(offsetof(struct collc_msg_mem, device) == 8, "msg_mem.device");
 _Static_assert(offsetof(struct collc_msg_mem, device_uuid) == 16, "msg_mem.device_uuid");
 
+/*
+ * COLLC_MSG_MEM_REGISTER with device >= 0 passes a pipe as its fd holding
+ * this: the CUDA IPC handle of the allocation that holds the range.
+ */
+struct collc_msg_mem_ipc {
+	uint8_t handle[64];  /* cudaIpcMemHandle_t of the allocation's base */
+	uint64_t offset;     /* of the registered range from the allocation's base */
+	uint64_t alloc_size; /* bytes of the allocation, as the client sees it */
+};
+_Static_assert(sizeof(struct collc_msg_mem_ipc) == 80, "mem_ipc size");
+_Static_assert(offsetof(struct collc_msg_mem_ipc, offset) == 64, "mem_ipc.offset");
+
+/*
+ * COLLC_MSG_MEM_ALLOC with device >= 0: the reply's fd is a SOCK_SEQPACKET
+ * socket holding one message, this struct with the POSIX fd of the VMM
+ * allocation (SCM_RIGHTS). The client maps map_size bytes from it.
+ */
+struct collc_msg_mem_vmm {
+	uint64_t map_size;
+	uint64_t reserved;
+};
+_Static_assert(sizeof(struct collc_msg_mem_vmm) == 16, "mem_vmm size");
+
 struct collc_msg_mem_reply {
 	struct collc_msg_status st;
 	uint32_t mr;       /* registration handle, used in SQEs */

@@ -1,0 +1,725 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collc-bench: latency and bandwidth of collc's collectives, like nccl-tests'
+ * *_perf, with NCCL (--vs-nccl) or Open MPI (--vs-mpi) measured the same way
+ * in the same run. The parent forks one process per rank (one per GPU on the
+ * CUDA backend); ranks leave their numbers in shared memory; the parent
+ * turns them into the table, the CSV and the plot. The parent never loads
+ * CUDA: only rank processes (and a probe child) do, after the fork.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <collc.h>
+
+#include "bench/bench.h"
+
+#ifndef COLLC_BENCH_COLLCD
+#define COLLC_BENCH_COLLCD "collcd"
+#endif
+#ifndef COLLC_BENCH_MPI_PEER
+#define COLLC_BENCH_MPI_PEER NULL
+#endif
+#ifndef COLLC_BENCH_MPIRUN
+#define COLLC_BENCH_MPIRUN "mpirun"
+#endif
+
+#define RANK_GRACE_S 10.0 /* after one rank fails, the others get this long to notice */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: collc-bench [--coll allreduce|allgather|reduce_scatter|broadcast|reduce] --nranks N\n"
+"                   [--min-bytes A] [--max-bytes B] [--dtype float32] [--iters K] [--warmup W]\n"
+"                   [--depth Q] [--root R] [--vs-nccl | --vs-mpi] [--csv FILE] [--plot FILE.png]\n"
+"                   [--socket PATH | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
+"                   [--daemon-arg ARG]... [--timeout-ms MS] [--mpirun PATH] [--mpi-peer PATH]\n"
+"                   [--mpirun-arg ARG]...\n"
+"       collc-bench --from-csv FILE.csv --plot FILE.png [--title TEXT]\n"
+"\n"
+"Runs one process per rank (one per GPU, rank r on GPU r, with --backend cuda), each\n"
+"connected to collcd, and for every size from A to B, doubling (nccl-tests -f 2):\n"
+"  1. fills the send buffers with rank- and size-dependent random data, runs one\n"
+"     collective and checks it against a double-precision reference (tolerance\n"
+"     (nranks + 1) * eps(dtype) * sum|x| for reductions, exact otherwise);\n"
+"  2. W warmup collectives, then K timed ones: end-to-end latency = the call to\n"
+"     collc_<coll>() until collc_wait() returns, per rank; the table shows p50 and\n"
+"     p99 over iterations of the per-iteration MAX OVER RANKS;\n"
+"  3. new data, then K collectives with Q outstanding (submit Q, then wait for the\n"
+"     oldest and submit the next), each into one of Q receive buffers: pipelined\n"
+"     time = total / K (max over ranks); every buffer is then checked (the last\n"
+"     iteration). algbw = size / pipelined time, busbw = algbw * factor, ops/s =\n"
+"     1 / pipelined time.\n"
+"A wrong result on any rank: the size is reported as WRONG without numbers, and\n"
+"collc-bench exits 1.\n"
+"\n"
+"Size (as nccl-tests): the largest buffer of one rank, in bytes. allreduce, broadcast,\n"
+"reduce: the vector (count = size / dtype size). allgather: the gathered buffer, each\n"
+"rank sends size / nranks. reduce_scatter: the send buffer, each rank receives\n"
+"size / nranks. busbw factor: allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n,\n"
+"broadcast and reduce 1. Sizes are rounded down to whole elements per rank.\n"
+"Sizes accept K, M, G suffixes (powers of 1024).\n"
+"\n"
+"  --coll C          collective (default allreduce); reductions are sums\n"
+"  --nranks N        ranks, one process each (required)\n"
+"  --min-bytes A     first size (default 8)\n"
+"  --max-bytes B     last size (default 64M)\n"
+"  --dtype T         int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
+"                    (default float32)\n"
+"  --iters K         timed iterations per phase and size (default 100)\n"
+"  --warmup W        untimed iterations before the latency phase (default 5)\n"
+"  --depth Q         collectives outstanding in the pipelined phase (default 4)\n"
+"  --root R          root of broadcast and reduce (default 0)\n"
+"  --vs-nccl         also run NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
+"                    one process per GPU, same sizes, measured the same way: latency to\n"
+"                    cudaStreamSynchronize; pipelined = K back-to-back launches timed with\n"
+"                    CUDA events. Needs --backend cuda. Sets NCCL_NVLS_ENABLE=0 if unset\n"
+"  --vs-mpi          also run Open MPI (mpirun -np N, ob1 over self,vader) on host memory:\n"
+"                    MPI_<Coll> for latency, MPI_I<coll> with Q outstanding for pipelined.\n"
+"                    Needs --backend cpu\n"
+"                    The peer runs first, before collcd is spawned. Peer columns show its\n"
+"                    numbers and the ratio peer time / collc time: > 1 means collc is faster\n"
+"  --csv FILE        write the table as CSV\n"
+"  --plot FILE.png   latency vs size and busbw vs size, log axes, collc and peer (gnuplot,\n"
+"                    else python3-matplotlib)\n"
+"  --from-csv FILE   only plot FILE (a --csv of an earlier run) into --plot\n"
+"  --socket PATH     an already running collcd (default $COLLC_SOCKET, /run/collcd/collcd.sock)\n"
+"  --spawn-daemon    start collcd on a temporary socket, stop it at the end\n"
+"  --backend B       cpu: host buffers, collcd --backend cpu; cuda: rank r on GPU r, device\n"
+"                    buffers from collc_mem_alloc (default cpu)\n"
+"  --collcd PATH     collcd to spawn (default %s)\n"
+"  --daemon-arg ARG  one more argument for the spawned collcd (e.g. --daemon-arg=--set=proto=ll)\n"
+"  --timeout-ms MS   a collc collective still pending after MS is an error (default 60000)\n"
+"  --mpirun PATH     (default %s)\n"
+"  --mpi-peer PATH   (default %s)\n"
+"  --mpirun-arg ARG  one more argument for mpirun (e.g. --mpirun-arg=--bind-to=none)\n"
+"\n"
+"Exit status: 0 every number reported; 1 a wrong result, an error or a failed peer; 2 usage.\n",
+		COLLC_BENCH_COLLCD, COLLC_BENCH_MPIRUN,
+		COLLC_BENCH_MPI_PEER ? COLLC_BENCH_MPI_PEER : "not built: no MPI at configure time");
+}
+
+/* Children, for the signal handler. */
+static volatile pid_t children[BENCH_MAX_RANKS + 4];
+
+void bench_child_add(pid_t pid)
+{
+	for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++)
+		if (children[i] == 0) {
+			children[i] = pid;
+			return;
+		}
+}
+
+void bench_child_del(pid_t pid)
+{
+	for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++)
+		if (children[i] == pid)
+			children[i] = 0;
+}
+
+static void on_signal(int sig)
+{
+	for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++)
+		if (children[i] > 0)
+			kill(children[i], SIGTERM);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static pid_t fork_child(void)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+	} else if (pid > 0) {
+		bench_child_add(pid);
+	}
+	return pid;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Waits for the rank processes; once one fails, the rest get RANK_GRACE_S, then SIGKILL. */
+static int wait_ranks(const char *what, pid_t *pids, int n)
+{
+	double failed_at = 0;
+	int left = n, bad = 0;
+
+	while (left) {
+		for (int r = 0; r < n; r++) {
+			int st;
+			pid_t w;
+
+			if (pids[r] <= 0)
+				continue;
+			w = waitpid(pids[r], &st, WNOHANG);
+			if (w != pids[r])
+				continue;
+			bench_child_del(pids[r]);
+			pids[r] = 0;
+			left--;
+			if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				continue;
+			bad = 1;
+			if (WIFSIGNALED(st))
+				fprintf(stderr, "collc-bench: %s rank %d killed by signal %d (%s)\n", what, r,
+					WTERMSIG(st), strsignal(WTERMSIG(st)));
+			if (!failed_at)
+				failed_at = bench_now();
+		}
+		if (left && failed_at && bench_now() - failed_at > RANK_GRACE_S) {
+			fprintf(stderr, "collc-bench: %s: a rank failed; killing the %d left\n", what, left);
+			for (int r = 0; r < n; r++)
+				if (pids[r] > 0)
+					kill(pids[r], SIGKILL);
+			failed_at = bench_now() + 1e9; /* once */
+		}
+		if (left)
+			sleep_ms(5);
+	}
+	return bad ? -1 : 0;
+}
+
+/* Turns the ranks' shared results into one row's numbers. */
+static void stats_of(const struct bench_cfg *cfg, const struct shared_results *sr, int s,
+		     double *scratch, struct size_stats *st)
+{
+	int n = cfg->nranks, worst = RES_OK;
+	double pipe = 0;
+
+	memset(st, 0, sizeof(*st));
+	for (int r = 0; r < n; r++) {
+		const struct rank_result *res = &sr->res[s * n + r];
+		int rank_status = res->status;
+
+		/* Error beats wrong beats not run. */
+		if ((rank_status == RES_ERROR) ||
+		    (rank_status == RES_WRONG && worst != RES_ERROR) ||
+		    (rank_status == RES_NOT_RUN && worst == RES_OK)) {
+			worst = rank_status;
+			snprintf(st->msg, sizeof(st->msg), "%s", res->msg);
+		}
+		if (res->pipe_s > pipe)
+			pipe = res->pipe_s;
+	}
+	st->status = worst;
+	if (worst != RES_OK)
+		return;
+	for (int i = 0; i < cfg->iters; i++) {
+		double m = 0;
+
+		for (int r = 0; r < n; r++) {
+			double v = sr->lat[((size_t)s * n + r) * cfg->iters + i];
+
+			if (v > m)
+				m = v;
+		}
+		scratch[i] = m;
+	}
+	qsort(scratch, (size_t)cfg->iters, sizeof(double), bench_cmp_double);
+	st->p50_us = bench_percentile(scratch, cfg->iters, 50) * 1e6;
+	st->p99_us = bench_percentile(scratch, cfg->iters, 99) * 1e6;
+	st->pipe_us = pipe / cfg->iters * 1e6;
+}
+
+/* Errors before the first size (setup) are reported once, here. */
+static void print_setup_errors(const char *what, const struct bench_cfg *cfg,
+			       const struct shared_results *sr)
+{
+	for (int r = 0; r < cfg->nranks; r++)
+		if (sr->res[r].status == RES_ERROR)
+			fprintf(stderr, "collc-bench: %s: %s\n", what, sr->res[r].msg);
+}
+
+static int run_ranks(const char *what, const struct bench_cfg *cfg, struct shared_results *sr,
+		     const struct collc_unique_id *uid, struct size_stats *out)
+{
+	pid_t pids[BENCH_MAX_RANKS];
+	double *scratch;
+	int r;
+
+	for (int rank = 0; rank < cfg->nranks; rank++) {
+		pids[rank] = fork_child();
+		if (pids[rank] < 0) {
+			fprintf(stderr, "collc-bench: fork: %s\n", strerror(errno));
+			for (int k = 0; k < rank; k++)
+				kill(pids[k], SIGKILL);
+			wait_ranks(what, pids, rank);
+			return -1;
+		}
+		if (pids[rank] == 0) {
+			int st = uid ? collc_rank_main(cfg, uid, rank, sr) : nccl_rank_main(cfg, rank, sr);
+
+			fflush(NULL);
+			_exit(st);
+		}
+	}
+	r = wait_ranks(what, pids, cfg->nranks);
+	print_setup_errors(what, cfg, sr);
+	scratch = malloc((size_t)cfg->iters * sizeof(double));
+	if (!scratch)
+		return -1;
+	for (int s = 0; s < cfg->nsizes; s++)
+		stats_of(cfg, sr, s, scratch, &out[s]);
+	free(scratch);
+	return r;
+}
+
+/* In a child: CUDA must not be initialized in the parent, which forks the GPU ranks. */
+static int probe_gpus(int nranks)
+{
+	struct {
+		int n;
+		char msg[256];
+	} *pr = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	pid_t pid;
+	int ok = -1, st;
+
+	if (pr == MAP_FAILED)
+		return -1;
+	pr->n = -1;
+	snprintf(pr->msg, sizeof(pr->msg), "the GPU probe died");
+	pid = fork_child();
+	if (pid == 0) {
+		pr->n = cuda_probe(pr->msg, sizeof(pr->msg));
+		_exit(0);
+	}
+	if (pid > 0) {
+		waitpid(pid, &st, 0);
+		bench_child_del(pid);
+		if (pr->n < 0)
+			fprintf(stderr, "collc-bench: GPU path: %s\n", pr->msg);
+		else if (pr->n < nranks)
+			fprintf(stderr, "collc-bench: --nranks %d needs %d GPUs (one per rank); this "
+					"process sees %d\n",
+				nranks, nranks, pr->n);
+		else
+			ok = 0;
+	}
+	munmap(pr, 4096);
+	return ok;
+}
+
+static int build_sizes(struct bench_cfg *cfg, uint64_t min, uint64_t max)
+{
+	cfg->nsizes = 0;
+	for (uint64_t b = min; b <= max; b *= 2) {
+		struct bench_size sz;
+
+		if (bench_size_of(cfg->coll, cfg->dtype, cfg->nranks, b, &sz) == 0 &&
+		    (cfg->nsizes == 0 || sz.bytes != cfg->sizes[cfg->nsizes - 1].bytes)) {
+			if (cfg->nsizes == BENCH_MAX_SIZES) {
+				fprintf(stderr, "collc-bench: more than %d sizes\n", BENCH_MAX_SIZES);
+				return -1;
+			}
+			cfg->sizes[cfg->nsizes++] = sz;
+			if (sz.send_elems > cfg->max_send_elems)
+				cfg->max_send_elems = sz.send_elems;
+			if (sz.recv_elems > cfg->max_recv_elems)
+				cfg->max_recv_elems = sz.recv_elems;
+		}
+		if (b > UINT64_MAX / 2)
+			break;
+	}
+	if (cfg->nsizes == 0) {
+		fprintf(stderr, "collc-bench: no size in [%llu, %llu] holds one %s per rank\n",
+			(unsigned long long)min, (unsigned long long)max, bench_dtype_names[cfg->dtype]);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_int(const char *opt, const char *s, int min, int max, int *ret)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < min || v > max) {
+		fprintf(stderr, "collc-bench: %s must be an integer in [%d, %d]\n", opt, min, max);
+		return -1;
+	}
+	*ret = (int)v;
+	return 0;
+}
+
+static void print_machine(FILE *f, int argc, char **argv)
+{
+	struct utsname u;
+	char date[64];
+	time_t t = time(NULL);
+
+	uname(&u);
+	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
+	fprintf(f, "# %s, %s %s %s, %ld CPUs online, %s\n# command:", u.nodename, u.sysname,
+		u.release, u.machine, sysconf(_SC_NPROCESSORS_ONLN), date);
+	for (int i = 0; i < argc; i++)
+		fprintf(f, " %s", argv[i]);
+	fprintf(f, "\n");
+}
+
+/* Marks every collc row with the error that kept collc from running. */
+static void collc_failed(struct report *rp, const char *fmt, const char *a, const char *b)
+{
+	for (int s = 0; s < rp->cfg->nsizes; s++) {
+		rp->rows[s].c.status = RES_ERROR;
+		snprintf(rp->rows[s].c.msg, sizeof(rp->rows[s].c.msg), fmt, a, b);
+	}
+}
+
+/* collc's side of the run: spawn collcd if asked, run the ranks, stop collcd. */
+static int run_collc(struct bench_cfg *cfg, int spawn, const char *collcd, const char *backend,
+		     char *const *extra, int nextra, struct report *rp)
+{
+	struct bench_daemon daemon = { 0 };
+	struct size_stats st[BENCH_MAX_SIZES];
+	struct shared_results *sr;
+	struct collc_unique_id uid;
+	struct collc_ctx *ctx;
+	int r, status = 0;
+
+	if (spawn) {
+		if (daemon_spawn(collcd, backend, extra, nextra, &daemon) < 0) {
+			collc_failed(rp, "collcd (%s --backend %s) did not start", collcd, backend);
+			return -1;
+		}
+		cfg->socket = daemon.sock;
+	}
+	r = collc_connect(cfg->socket, &ctx);
+	if (r == 0) {
+		r = collc_get_unique_id(ctx, &uid);
+		collc_disconnect(ctx);
+	}
+	if (r < 0) {
+		fprintf(stderr, "collc-bench: collcd at %s: %s\n",
+			cfg->socket ? cfg->socket : "the default socket", collc_strerror(r));
+		collc_failed(rp, "collcd at %s: %s", cfg->socket ? cfg->socket : "the default socket",
+			     collc_strerror(r));
+		daemon_stop(&daemon);
+		return -1;
+	}
+	sr = shared_results_new(cfg);
+	if (!sr) {
+		collc_failed(rp, "mmap: %s%s", strerror(errno), "");
+		daemon_stop(&daemon);
+		return -1;
+	}
+	fprintf(stderr, "collc-bench: collc ranks running\n");
+	if (run_ranks("collc", cfg, sr, &uid, st) < 0)
+		status = -1;
+	for (int s = 0; s < cfg->nsizes; s++)
+		rp->rows[s].c = st[s];
+	shared_results_free(sr);
+	if (spawn && daemon_stop(&daemon) < 0)
+		status = -1;
+	return status;
+}
+
+enum {
+	OPT_COLL = 256, OPT_NRANKS, OPT_MIN, OPT_MAX, OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_DEPTH,
+	OPT_ROOT, OPT_VS_NCCL, OPT_VS_MPI, OPT_CSV, OPT_PLOT, OPT_FROM_CSV, OPT_TITLE, OPT_SOCKET,
+	OPT_SPAWN, OPT_BACKEND, OPT_COLLCD, OPT_DAEMON_ARG, OPT_TIMEOUT, OPT_MPIRUN, OPT_MPI_PEER,
+	OPT_MPIRUN_ARG, OPT_HELP,
+};
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "coll", required_argument, NULL, OPT_COLL },
+		{ "nranks", required_argument, NULL, OPT_NRANKS },
+		{ "min-bytes", required_argument, NULL, OPT_MIN },
+		{ "max-bytes", required_argument, NULL, OPT_MAX },
+		{ "dtype", required_argument, NULL, OPT_DTYPE },
+		{ "iters", required_argument, NULL, OPT_ITERS },
+		{ "warmup", required_argument, NULL, OPT_WARMUP },
+		{ "depth", required_argument, NULL, OPT_DEPTH },
+		{ "root", required_argument, NULL, OPT_ROOT },
+		{ "vs-nccl", no_argument, NULL, OPT_VS_NCCL },
+		{ "vs-mpi", no_argument, NULL, OPT_VS_MPI },
+		{ "csv", required_argument, NULL, OPT_CSV },
+		{ "plot", required_argument, NULL, OPT_PLOT },
+		{ "from-csv", required_argument, NULL, OPT_FROM_CSV },
+		{ "title", required_argument, NULL, OPT_TITLE },
+		{ "socket", required_argument, NULL, OPT_SOCKET },
+		{ "spawn-daemon", no_argument, NULL, OPT_SPAWN },
+		{ "backend", required_argument, NULL, OPT_BACKEND },
+		{ "collcd", required_argument, NULL, OPT_COLLCD },
+		{ "daemon-arg", required_argument, NULL, OPT_DAEMON_ARG },
+		{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT },
+		{ "mpirun", required_argument, NULL, OPT_MPIRUN },
+		{ "mpi-peer", required_argument, NULL, OPT_MPI_PEER },
+		{ "mpirun-arg", required_argument, NULL, OPT_MPIRUN_ARG },
+		{ "help", no_argument, NULL, OPT_HELP },
+		{ 0 },
+	};
+	static struct bench_cfg cfg = {
+		.coll = BENCH_ALLREDUCE, .dtype = BENCH_FLOAT32, .iters = 100, .warmup = 5,
+		.depth = 4, .timeout_ms = 60000, .peer = PEER_NONE,
+	};
+	static struct report rp;
+	uint64_t min_bytes = 8, max_bytes = 64ull << 20;
+	const char *csv = NULL, *plot = NULL, *from_csv = NULL, *title = NULL;
+	const char *collcd = COLLC_BENCH_COLLCD, *backend = "cpu";
+	char *daemon_extra[BENCH_MAX_EXTRA], *mpirun_extra[BENCH_MAX_EXTRA];
+	int ndaemon_extra = 0, nmpirun_extra = 0, spawn = 0, c, ok, status = 0;
+	struct mpi_opts mo = { .mpirun = COLLC_BENCH_MPIRUN, .peer = COLLC_BENCH_MPI_PEER };
+	struct shared_results *sr;
+	char csv_tmp[64] = "", title_buf[256];
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_COLL:
+			cfg.coll = bench_parse_name(bench_coll_names, BENCH_NUM_COLLS, optarg);
+			if (cfg.coll < 0) {
+				fprintf(stderr, "collc-bench: unknown --coll %s\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_NRANKS:
+			if (parse_int("--nranks", optarg, 1, BENCH_MAX_RANKS, &cfg.nranks) < 0)
+				return 2;
+			break;
+		case OPT_MIN:
+		case OPT_MAX: {
+			uint64_t v = bench_parse_bytes(optarg, &ok);
+
+			if (!ok || v == 0) {
+				fprintf(stderr, "collc-bench: bad size %s\n", optarg);
+				return 2;
+			}
+			*(c == OPT_MIN ? &min_bytes : &max_bytes) = v;
+			break;
+		}
+		case OPT_DTYPE:
+			cfg.dtype = bench_parse_name(bench_dtype_names, BENCH_NUM_DTYPES, optarg);
+			if (cfg.dtype < 0) {
+				fprintf(stderr, "collc-bench: unknown --dtype %s\n", optarg);
+				return 2;
+			}
+			break;
+		case OPT_ITERS:
+			if (parse_int("--iters", optarg, 1, 10000000, &cfg.iters) < 0)
+				return 2;
+			break;
+		case OPT_WARMUP:
+			if (parse_int("--warmup", optarg, 0, 10000000, &cfg.warmup) < 0)
+				return 2;
+			break;
+		case OPT_DEPTH:
+			if (parse_int("--depth", optarg, 1, 1024, &cfg.depth) < 0)
+				return 2;
+			break;
+		case OPT_ROOT:
+			if (parse_int("--root", optarg, 0, BENCH_MAX_RANKS - 1, &cfg.root) < 0)
+				return 2;
+			break;
+		case OPT_VS_NCCL:
+		case OPT_VS_MPI:
+			if (cfg.peer != PEER_NONE) {
+				fprintf(stderr, "collc-bench: one of --vs-nccl and --vs-mpi per run\n");
+				return 2;
+			}
+			cfg.peer = c == OPT_VS_NCCL ? PEER_NCCL : PEER_MPI;
+			break;
+		case OPT_CSV:
+			csv = optarg;
+			break;
+		case OPT_PLOT:
+			plot = optarg;
+			break;
+		case OPT_FROM_CSV:
+			from_csv = optarg;
+			break;
+		case OPT_TITLE:
+			title = optarg;
+			break;
+		case OPT_SOCKET:
+			cfg.socket = optarg;
+			break;
+		case OPT_SPAWN:
+			spawn = 1;
+			break;
+		case OPT_BACKEND:
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+				fprintf(stderr, "collc-bench: --backend must be cpu or cuda\n");
+				return 2;
+			}
+			backend = optarg;
+			break;
+		case OPT_COLLCD:
+			collcd = optarg;
+			break;
+		case OPT_DAEMON_ARG:
+		case OPT_MPIRUN_ARG:
+			if ((c == OPT_DAEMON_ARG ? ndaemon_extra : nmpirun_extra) == BENCH_MAX_EXTRA) {
+				fprintf(stderr, "collc-bench: too many extra arguments\n");
+				return 2;
+			}
+			if (c == OPT_DAEMON_ARG)
+				daemon_extra[ndaemon_extra++] = optarg;
+			else
+				mpirun_extra[nmpirun_extra++] = optarg;
+			break;
+		case OPT_TIMEOUT:
+			if (parse_int("--timeout-ms", optarg, 1, 86400000, &cfg.timeout_ms) < 0)
+				return 2;
+			break;
+		case OPT_MPIRUN:
+			mo.mpirun = optarg;
+			break;
+		case OPT_MPI_PEER:
+			mo.peer = optarg;
+			break;
+		case 'h':
+		case OPT_HELP:
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "collc-bench: unexpected argument %s\n", argv[optind]);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (from_csv) {
+		if (!plot) {
+			fprintf(stderr, "collc-bench: --from-csv needs --plot\n");
+			return 2;
+		}
+		return report_plot(from_csv, plot, title ? title : from_csv) < 0;
+	}
+	if (cfg.nranks < 1) {
+		fprintf(stderr, "collc-bench: --nranks is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if (min_bytes > max_bytes) {
+		fprintf(stderr, "collc-bench: --min-bytes is above --max-bytes\n");
+		return 2;
+	}
+	if (cfg.root >= cfg.nranks) {
+		fprintf(stderr, "collc-bench: --root must be below --nranks\n");
+		return 2;
+	}
+	if (spawn && cfg.socket) {
+		fprintf(stderr, "collc-bench: --socket and --spawn-daemon exclude each other\n");
+		return 2;
+	}
+	cfg.cuda = strcmp(backend, "cuda") == 0;
+	if (cfg.peer == PEER_NCCL && !cfg.cuda) {
+		fprintf(stderr, "collc-bench: --vs-nccl compares on GPUs: add --backend cuda\n");
+		return 2;
+	}
+	if (cfg.peer == PEER_MPI && cfg.cuda) {
+		fprintf(stderr, "collc-bench: --vs-mpi compares on host memory: use --backend cpu\n");
+		return 2;
+	}
+	if (build_sizes(&cfg, min_bytes, max_bytes) < 0)
+		return 2;
+	mo.extra = mpirun_extra;
+	mo.nextra = nmpirun_extra;
+
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	if (cfg.peer == PEER_NCCL)
+		setenv("NCCL_NVLS_ENABLE", "0", 0);
+	print_machine(stdout, argc, argv);
+	fflush(stdout);
+	if (cfg.cuda && probe_gpus(cfg.nranks) < 0)
+		return 1;
+
+	rp.cfg = &cfg;
+	rp.backend = backend;
+	rp.peer_name = cfg.peer == PEER_NCCL ? "NCCL" : cfg.peer == PEER_MPI ? "MPI" : NULL;
+	for (int s = 0; s < cfg.nsizes; s++)
+		rp.rows[s].sz = &cfg.sizes[s];
+
+	/* The peer first, while no collcd of ours runs on the same CPUs or GPUs. */
+	if (cfg.peer == PEER_MPI) {
+		struct size_stats st[BENCH_MAX_SIZES] = { 0 };
+
+		if (mpi_peer_run(&cfg, &mo, st) < 0)
+			status = 1;
+		for (int s = 0; s < cfg.nsizes; s++)
+			rp.rows[s].p = st[s];
+	} else if (cfg.peer == PEER_NCCL) {
+		struct size_stats st[BENCH_MAX_SIZES];
+
+		sr = shared_results_new(&cfg);
+		if (!sr) {
+			fprintf(stderr, "collc-bench: mmap: %s\n", strerror(errno));
+			return 1;
+		}
+		fprintf(stderr, "collc-bench: NCCL ranks running\n");
+		if (run_ranks("NCCL", &cfg, sr, NULL, st) < 0)
+			status = 1;
+		for (int s = 0; s < cfg.nsizes; s++)
+			rp.rows[s].p = st[s];
+		shared_results_free(sr);
+	}
+
+	if (run_collc(&cfg, spawn, collcd, backend, daemon_extra, ndaemon_extra, &rp) < 0)
+		status = 1;
+
+	for (int s = 0; s < cfg.nsizes; s++) {
+		if (rp.rows[s].c.status != RES_OK)
+			status = 1;
+		if (cfg.peer != PEER_NONE && rp.rows[s].p.status != RES_OK)
+			status = 1;
+	}
+	report_table(stdout, &rp);
+	if (plot && !csv) {
+		int fd;
+
+		snprintf(csv_tmp, sizeof(csv_tmp), "/tmp/collc-bench-XXXXXX.csv");
+		fd = mkstemps(csv_tmp, 4);
+		if (fd < 0) {
+			fprintf(stderr, "collc-bench: mkstemps: %s\n", strerror(errno));
+			return 1;
+		}
+		close(fd);
+		csv = csv_tmp;
+	}
+	if (csv && report_csv(csv, &rp) < 0)
+		status = 1;
+	if (plot) {
+		if (!title) {
+			snprintf(title_buf, sizeof(title_buf), "collc %s, %d ranks, %s, %s backend%s%s",
+				 bench_coll_names[cfg.coll], cfg.nranks, bench_dtype_names[cfg.dtype],
+				 backend, rp.peer_name ? " vs " : "", rp.peer_name ? rp.peer_name : "");
+			title = title_buf;
+		}
+		/* A missing plotter costs the picture, not the numbers: no change of status. */
+		if (report_plot(csv, plot, title) == 0)
+			fprintf(stderr, "collc-bench: plot in %s\n", plot);
+	}
+	if (csv_tmp[0])
+		unlink(csv_tmp);
+	if (status)
+		fprintf(stderr, "collc-bench: FAILED (see the messages above and the table)\n");
+	return status;
+}

@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Output: the human table, the CSV (same columns, machine-readable), and a
+ * PNG with two panels (latency vs size, busbw vs size, log axes) drawn from
+ * the CSV by gnuplot, or by python3-matplotlib where gnuplot is missing.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench/bench.h"
+
+struct derived {
+	double algbw, busbw, ops;
+};
+
+static struct derived derive(const struct report *rp, const struct report_row *row,
+			     const struct size_stats *st)
+{
+	struct derived d;
+	double t = st->pipe_us * 1e-6;
+
+	d.algbw = (double)row->sz->bytes / t / 1e9;
+	d.busbw = d.algbw * bench_busbw_factor(rp->cfg->coll, rp->cfg->nranks);
+	d.ops = 1.0 / t;
+	return d;
+}
+
+static const char *status_word(int status)
+{
+	switch (status) {
+	case RES_OK:
+		return "ok";
+	case RES_WRONG:
+		return "wrong";
+	case RES_ERROR:
+		return "error";
+	default:
+		return "not-run";
+	}
+}
+
+/* One line per failed size; a message repeated over consecutive sizes is printed once. */
+static void print_failures(FILE *f, const struct report *rp, int peer)
+{
+	const char *last = NULL;
+	int repeats = 0;
+
+	for (int s = 0; s < rp->cfg->nsizes; s++) {
+		const struct report_row *row = &rp->rows[s];
+		const struct size_stats *st = peer ? &row->p : &row->c;
+
+		if (st->status != RES_WRONG && st->status != RES_ERROR)
+			continue;
+		if (last && strcmp(last, st->msg) == 0) {
+			repeats++;
+			continue;
+		}
+		if (repeats)
+			fprintf(f, "#   (the same for %d more sizes)\n", repeats);
+		repeats = 0;
+		last = st->msg;
+		fprintf(f, "#   %s%s%llu bytes: %s: %s\n", peer ? rp->peer_name : "", peer ? " at " : "",
+			(unsigned long long)row->sz->bytes,
+			st->status == RES_WRONG ? "wrong result" : "error", st->msg);
+	}
+	if (repeats)
+		fprintf(f, "#   (the same for %d more sizes)\n", repeats);
+}
+
+void report_table(FILE *f, const struct report *rp)
+{
+	const struct bench_cfg *cfg = rp->cfg;
+	const char *pn = rp->peer_name;
+	int nbad = 0;
+
+	char root[24] = "";
+
+	if (cfg->coll == BENCH_BROADCAST || cfg->coll == BENCH_REDUCE)
+		snprintf(root, sizeof(root), ", root %d", cfg->root);
+	fprintf(f, "#\n# collc-bench: %s, %d ranks, %s, %s%s, %s backend, %d iterations (+%d warmup), "
+		   "depth %d\n",
+		bench_coll_names[cfg->coll], cfg->nranks, bench_dtype_names[cfg->dtype],
+		bench_coll_reduces(cfg->coll) ? "sum" : "copy", root, rp->backend, cfg->iters,
+		cfg->warmup, cfg->depth < cfg->iters ? cfg->depth : cfg->iters);
+	fprintf(f, "# size: nccl-tests' size (allgather, reduce_scatter: the whole nranks x count "
+		   "buffer); count: size / dtype size\n"
+		   "# p50/p99: end-to-end latency, call to completion seen by the rank, max over ranks "
+		   "per iteration\n"
+		   "# pipe: time per collective with %d outstanding (total / iterations, max over "
+		   "ranks); algbw = size / pipe,\n"
+		   "#       busbw = algbw * %s; ops/s = 1 / pipe\n",
+		cfg->depth,
+		cfg->coll == BENCH_ALLREDUCE ? "2(n-1)/n"
+		: cfg->coll == BENCH_ALLGATHER || cfg->coll == BENCH_REDUCE_SCATTER ? "(n-1)/n"
+										     : "1");
+	if (pn)
+		fprintf(f, "# %s columns: the same quantities for %s; x p50, x p99, x pipe = %s time / "
+			   "collc time: > 1 means collc is faster\n",
+			pn, pn, pn);
+	fprintf(f, "#\n# %10s %11s %9s %9s %9s %8s %8s %10s", "size(B)", "count", "p50(us)",
+		"p99(us)", "pipe(us)", "algbw", "busbw", "ops/s");
+	if (pn)
+		fprintf(f, " | %4s %9s %9s %9s %8s | %6s %6s %6s", pn, "p50(us)", "p99(us)", "pipe(us)",
+			"busbw", "x p50", "x p99", "x pipe");
+	fprintf(f, "\n");
+	for (int s = 0; s < cfg->nsizes; s++) {
+		const struct report_row *row = &rp->rows[s];
+
+		fprintf(f, "  %10llu %11llu", (unsigned long long)row->sz->bytes,
+			(unsigned long long)row->sz->elems);
+		if (row->c.status == RES_OK) {
+			struct derived d = derive(rp, row, &row->c);
+
+			fprintf(f, " %9.2f %9.2f %9.2f %8.3f %8.3f %10.0f", row->c.p50_us, row->c.p99_us,
+				row->c.pipe_us, d.algbw, d.busbw, d.ops);
+		} else {
+			/* No numbers for a size that was wrong, failed or did not run. */
+			fprintf(f, " %-67s", row->c.status == RES_WRONG ? "   collc: WRONG RESULT"
+					     : row->c.status == RES_ERROR ? "   collc: ERROR"
+									  : "   collc: not run");
+			nbad++;
+		}
+		if (pn && row->p.status == RES_OK) {
+			struct derived d = derive(rp, row, &row->p);
+
+			fprintf(f, " | %4s %9.2f %9.2f %9.2f %8.3f |", "", row->p.p50_us, row->p.p99_us,
+				row->p.pipe_us, d.busbw);
+			if (row->c.status == RES_OK)
+				fprintf(f, " %6.2f %6.2f %6.2f", row->p.p50_us / row->c.p50_us,
+					row->p.p99_us / row->c.p99_us, row->p.pipe_us / row->c.pipe_us);
+		} else if (pn) {
+			fprintf(f, " | %4s %s", pn, status_word(row->p.status));
+		}
+		fprintf(f, "\n");
+	}
+	if (nbad) {
+		fprintf(f, "#\n# collc sizes without numbers:\n");
+		print_failures(f, rp, 0);
+	}
+	if (pn)
+		print_failures(f, rp, 1);
+	fflush(f);
+}
+
+static void csv_stats(FILE *f, const struct report *rp, const struct report_row *row,
+		      const struct size_stats *st)
+{
+	fprintf(f, ",%s", status_word(st->status));
+	if (st->status == RES_OK) {
+		struct derived d = derive(rp, row, st);
+
+		fprintf(f, ",%.6g,%.6g,%.6g,%.6g,%.6g,%.6g", st->p50_us, st->p99_us, st->pipe_us,
+			d.algbw, d.busbw, d.ops);
+	} else {
+		fprintf(f, ",,,,,,");
+	}
+}
+
+int report_csv(const char *path, const struct report *rp)
+{
+	const struct bench_cfg *cfg = rp->cfg;
+	FILE *f = fopen(path, "we");
+
+	if (!f) {
+		fprintf(stderr, "collc-bench: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "coll,nranks,dtype,backend,peer,bytes,count,status,p50_us,p99_us,pipe_us,"
+		   "algbw_GBps,busbw_GBps,ops_per_s,peer_status,peer_p50_us,peer_p99_us,peer_pipe_us,"
+		   "peer_algbw_GBps,peer_busbw_GBps,peer_ops_per_s,ratio_p50,ratio_p99,ratio_pipe\n");
+	for (int s = 0; s < cfg->nsizes; s++) {
+		const struct report_row *row = &rp->rows[s];
+
+		fprintf(f, "%s,%d,%s,%s,%s,%llu,%llu", bench_coll_names[cfg->coll], cfg->nranks,
+			bench_dtype_names[cfg->dtype], rp->backend, rp->peer_name ? rp->peer_name : "",
+			(unsigned long long)row->sz->bytes, (unsigned long long)row->sz->elems);
+		csv_stats(f, rp, row, &row->c);
+		if (rp->peer_name) {
+			csv_stats(f, rp, row, &row->p);
+		} else {
+			fprintf(f, ",,,,,,,");
+		}
+		if (rp->peer_name && row->c.status == RES_OK && row->p.status == RES_OK)
+			fprintf(f, ",%.4g,%.4g,%.4g\n", row->p.p50_us / row->c.p50_us,
+				row->p.p99_us / row->c.p99_us, row->p.pipe_us / row->c.pipe_us);
+		else
+			fprintf(f, ",,,\n");
+	}
+	if (fclose(f) != 0) {
+		fprintf(stderr, "collc-bench: writing %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* From the CSV: the peer's name and whether collc and the peer have any numbers. */
+static int csv_scan(const char *csv, char *peer, size_t len, int *have_collc, int *have_peer)
+{
+	FILE *f = fopen(csv, "re");
+	char line[2048];
+	int first = 1;
+
+	*have_collc = *have_peer = 0;
+	peer[0] = 0;
+	if (!f) {
+		fprintf(stderr, "collc-bench: %s: %s\n", csv, strerror(errno));
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		char *field[32], *p = line;
+		int n = 0;
+
+		if (first) {
+			first = 0;
+			if (strncmp(line, "coll,nranks,", 12) != 0) {
+				fprintf(stderr, "collc-bench: %s is not a collc-bench CSV\n", csv);
+				fclose(f);
+				return -1;
+			}
+			continue;
+		}
+		line[strcspn(line, "\r\n")] = 0;
+		while (n < 32) {
+			field[n++] = p;
+			p = strchr(p, ',');
+			if (!p)
+				break;
+			*p++ = 0;
+		}
+		if (n < 24)
+			continue;
+		if (field[4][0])
+			snprintf(peer, len, "%s", field[4]);
+		*have_collc |= strcmp(field[7], "ok") == 0;
+		*have_peer |= strcmp(field[14], "ok") == 0;
+	}
+	fclose(f);
+	return 0;
+}
+
+/* %s: the latency curves, then the bandwidth curves (one "plot" each). */
+static const char gnuplot_script[] =
+	"set datafile separator ','\n"
+	"if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+	"  set terminal pngcairo size 1400,560 font 'sans,10'\n"
+	"} else {\n"
+	"  set terminal png size 1400,560\n"
+	"}\n"
+	"set output png\n"
+	"set key autotitle columnheader\n"
+	"set multiplot layout 1,2 title ttl\n"
+	"set logscale x 2\n"
+	"set logscale y 10\n"
+	"set xtics 16\n"
+	"set grid\n"
+	"set format x '%%.0b%%B'\n"
+	"set xlabel 'size (bytes, nccl-tests definition)'\n"
+	"set key top left\n"
+	"set ylabel 'end-to-end latency (us)'\n"
+	"set title 'latency: p50 (solid), p99 (dashed)'\n"
+	"plot %s\n"
+	"set ylabel 'busbw (GB/s)'\n"
+	"set title 'bus bandwidth (from pipelined time)'\n"
+	"plot %s\n"
+	"unset multiplot\n";
+
+/* Columns of the CSV: 6 bytes, 9/10 collc p50/p99, 13 collc busbw, 16/17/20 the peer's. */
+static const char gp_collc_lat[] =
+	"csv using 6:9 with linespoints lw 2 pt 7 ps 0.6 lc rgb '#1f77b4' title 'collc p50', "
+	"csv using 6:10 with linespoints lw 1 dt 2 pt 7 ps 0.4 lc rgb '#1f77b4' title 'collc p99'";
+static const char gp_collc_bw[] =
+	"csv using 6:13 with linespoints lw 2 pt 7 ps 0.6 lc rgb '#1f77b4' title 'collc'";
+static const char gp_peer_lat[] =
+	"csv using 6:16 with linespoints lw 2 pt 5 ps 0.6 lc rgb '#d62728' title peer.' p50', "
+	"csv using 6:17 with linespoints lw 1 dt 2 pt 5 ps 0.4 lc rgb '#d62728' title peer.' p99'";
+static const char gp_peer_bw[] =
+	"csv using 6:20 with linespoints lw 2 pt 5 ps 0.6 lc rgb '#d62728' title peer";
+
+static const char python_script[] =
+	"import csv, sys\n"
+	"import matplotlib\n"
+	"matplotlib.use('Agg')\n"
+	"import matplotlib.pyplot as plt\n"
+	"src, png, ttl = sys.argv[1:4]\n"
+	"rows = list(csv.DictReader(open(src)))\n"
+	"fig, (a, b) = plt.subplots(1, 2, figsize=(14, 5.6))\n"
+	"def series(status, col):\n"
+	"    pts = [(float(r['bytes']), float(r[col])) for r in rows if r[status] == 'ok' and r[col]]\n"
+	"    return [p[0] for p in pts], [p[1] for p in pts]\n"
+	"peer = next((r['peer'] for r in rows if r['peer']), '')\n"
+	"for who, pre, st, c in (('collc', '', 'status', 'tab:blue'), (peer, 'peer_', 'peer_status', 'tab:red')):\n"
+	"    if not who or not any(r[st] == 'ok' for r in rows):\n"
+	"        continue\n"
+	"    a.plot(*series(st, pre + 'p50_us'), 'o-', color=c, label=who + ' p50')\n"
+	"    a.plot(*series(st, pre + 'p99_us'), 'o--', color=c, ms=3, label=who + ' p99')\n"
+	"    b.plot(*series(st, pre + 'busbw_GBps'), 'o-', color=c, label=who)\n"
+	"for ax, yl, t in ((a, 'end-to-end latency (us)', 'latency: p50 (solid), p99 (dashed)'),\n"
+	"                  (b, 'busbw (GB/s)', 'bus bandwidth (from pipelined time)')):\n"
+	"    ax.set_xscale('log', base=2); ax.set_yscale('log'); ax.grid(True, which='both', alpha=0.3)\n"
+	"    ax.set_xlabel('size (bytes, nccl-tests definition)'); ax.set_ylabel(yl); ax.set_title(t)\n"
+	"    ax.legend(loc='upper left')\n"
+	"fig.suptitle(ttl)\n"
+	"fig.tight_layout()\n"
+	"fig.savefig(png, dpi=100)\n";
+
+/* Runs argv with `input` on its stdin; returns its exit status, 127 when it cannot start. */
+static int run_with_input(char *const argv[], const char *input)
+{
+	int pfd[2], st;
+	pid_t pid;
+	size_t len = input ? strlen(input) : 0, off = 0;
+
+	if (pipe(pfd) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(pfd[0], 0);
+		close(pfd[0]);
+		close(pfd[1]);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(pfd[0]);
+	while (off < len) {
+		ssize_t w = write(pfd[1], input + off, len - off);
+
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	close(pfd[1]);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *quote(const char *s)
+{
+	/* A gnuplot single-quoted string: '' stands for one quote. */
+	size_t n = strlen(s);
+	char *q = malloc(2 * n + 3), *p = q;
+
+	if (!q)
+		return NULL;
+	*p++ = '\'';
+	for (; *s; s++) {
+		if (*s == '\'')
+			*p++ = '\'';
+		*p++ = *s;
+	}
+	*p++ = '\'';
+	*p = 0;
+	return q;
+}
+
+int report_plot(const char *csv, const char *png, const char *title)
+{
+	char peer[32], *script = NULL, *vars = NULL, *lat = NULL, *bw = NULL, *qc, *qp, *qt, *qpeer;
+	int have_collc, have_peer, r;
+	char *gp_argv[] = { "gnuplot", NULL }; /* the script on stdin ("-" breaks if-blocks in 5.4) */
+	char *py_argv[] = { "python3", "-", (char *)csv, (char *)png, (char *)title, NULL };
+
+	if (csv_scan(csv, peer, sizeof(peer), &have_collc, &have_peer) < 0)
+		return -1;
+	if (!have_collc && !have_peer) {
+		fprintf(stderr, "collc-bench: no numbers in %s: no plot\n", csv);
+		return -1;
+	}
+	qc = quote(csv);
+	qp = quote(png);
+	qt = quote(title);
+	qpeer = quote(peer);
+	if (qc && qp && qt && qpeer &&
+	    asprintf(&lat, "%s%s%s", have_collc ? gp_collc_lat : "",
+		     have_collc && have_peer ? ", " : "", have_peer ? gp_peer_lat : "") > 0 &&
+	    asprintf(&bw, "%s%s%s", have_collc ? gp_collc_bw : "",
+		     have_collc && have_peer ? ", " : "", have_peer ? gp_peer_bw : "") > 0 &&
+	    asprintf(&vars, gnuplot_script, lat, bw) > 0 &&
+	    asprintf(&script, "csv=%s; png=%s; ttl=%s; peer=%s\n%s", qc, qp, qt, qpeer, vars) > 0) {
+		r = run_with_input(gp_argv, script);
+	} else {
+		r = -1;
+	}
+	free(qc);
+	free(qp);
+	free(qt);
+	free(qpeer);
+	free(vars);
+	free(lat);
+	free(bw);
+	free(script);
+	if (r == 0 && access(png, R_OK) == 0)
+		return 0;
+	if (r != 127) {
+		fprintf(stderr, "collc-bench: gnuplot failed (status %d) plotting %s\n", r, csv);
+		return -1;
+	}
+	r = run_with_input(py_argv, python_script);
+	if (r == 0)
+		return 0;
+	fprintf(stderr, "collc-bench: no plot: neither gnuplot nor python3 with matplotlib worked "
+			"(Debian: gnuplot-nox or python3-matplotlib). The CSV %s has everything; plot it "
+			"elsewhere with: collc-bench --from-csv %s --plot %s\n",
+		csv, csv, png);
+	return -1;
+}

@@ -1,0 +1,99 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# collc vs NCCL on the GPUs of this machine (written for the 2 x H200 host):
+# builds collc for sm_90, starts the MPS control daemon (collcd's resident
+# grid needs it), runs collc-bench --vs-nccl --spawn-daemon --backend cuda for
+#   allreduce       8 B .. 1 GiB
+#   allgather       8 B .. 256 MiB
+#   reduce_scatter  8 B .. 256 MiB
+# with the CSV, PNG and log of each into $OUT (when set; else
+# /tmp/collc-bench-gpu), stops MPS, and prints the tables last.
+#
+#   bash bench/run-gpu.sh                      # from the repository root
+#   NRANKS=2 ITERS=100 DEPTH=8 bash bench/run-gpu.sh
+#
+# Each run is limited to RUN_TIMEOUT seconds (default 240) so that a hang in
+# one collective cannot eat the whole session. The plots need gnuplot or
+# python3-matplotlib on this machine; without them the CSVs still come back,
+# and elsewhere `collc-bench --from-csv X.csv --plot X.png` draws them.
+set -u
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build-gpu}
+RESULTS=${OUT:-/tmp/collc-bench-gpu}
+ITERS=${ITERS:-100}
+WARMUP=${WARMUP:-10}
+DEPTH=${DEPTH:-8}
+RUN_TIMEOUT=${RUN_TIMEOUT:-240}
+MPS_DIR=${MPS_DIR:-/tmp/collc-mps}
+mkdir -p "$RESULTS"
+
+if [ -z "${NRANKS:-}" ]; then
+	NRANKS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+	[ "$NRANKS" -ge 2 ] || NRANKS=2
+fi
+
+echo "== machine"
+{
+	date -u '+%Y-%m-%d %H:%M:%S UTC'
+	uname -a
+	echo "nproc: $(nproc)"
+	lscpu | head -15
+	nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv 2>&1
+	nvidia-smi topo -m 2>&1 | head -8
+	nvcc --version 2>&1 | tail -2
+} | tee "$RESULTS/machine.txt"
+
+echo "== build ($BUILD)"
+if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+	cmake --build "$BUILD" -j"$(nproc)" --target collcd collc-bench; } >"$RESULTS/build.log" 2>&1; then
+	tail -40 "$RESULTS/build.log"
+	echo "run-gpu.sh: build failed (log: $RESULTS/build.log)"
+	exit 1
+fi
+grep -E "CUDA backend|collc-bench" "$RESULTS/build.log"
+BENCH=$BUILD/bench/collc-bench
+
+echo "== MPS ($MPS_DIR)"
+export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe
+export CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+stop_mps() {
+	echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+	cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$RESULTS/mps-control.log" 2>/dev/null
+}
+trap stop_mps EXIT
+if ! nvidia-cuda-mps-control -d; then
+	echo "run-gpu.sh: nvidia-cuda-mps-control -d failed; running without MPS"
+fi
+export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
+
+run() { # name coll max-bytes
+	local name=$1 coll=$2 max=$3 rc
+	echo "== $name: $coll, $NRANKS GPUs, 8 B .. $max"
+	timeout -k 10 "$RUN_TIMEOUT" "$BENCH" --coll "$coll" --nranks "$NRANKS" \
+		--min-bytes 8 --max-bytes "$max" --iters "$ITERS" --warmup "$WARMUP" --depth "$DEPTH" \
+		--timeout-ms 20000 --vs-nccl --spawn-daemon --backend cuda \
+		--csv "$RESULTS/$name.csv" --plot "$RESULTS/$name.png" \
+		>"$RESULTS/$name.txt" 2>"$RESULTS/$name.log"
+	rc=$?
+	echo "   exit $rc$([ $rc -eq 124 ] && echo ' (timed out)'); stderr:"
+	sed 's/^/   | /' "$RESULTS/$name.log" | tail -25
+	echo "$rc" >"$RESULTS/$name.rc"
+}
+
+run gpu-allreduce allreduce 1G
+run gpu-allgather allgather 256M
+run gpu-reduce_scatter reduce_scatter 256M
+
+stop_mps
+trap - EXIT
+
+echo
+echo "== tables (also in $RESULTS/*.txt, *.csv, *.png)"
+for name in gpu-allreduce gpu-allgather gpu-reduce_scatter; do
+	echo
+	echo "---- $name (exit $(cat "$RESULTS/$name.rc"))"
+	cat "$RESULTS/$name.txt"
+done

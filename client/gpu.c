@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libcollc's GPU side: device UUIDs, mapping collcd's VMM allocations, and
+ * CUDA IPC handles for registrations. The driver is dlopen()ed on first use,
+ * so libcollc links no CUDA library and works on machines without GPUs.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "client/gpu.h"
+
+#ifdef COLLC_HAVE_CUDA
+#include <cuda.h>
+
+static struct {
+	CUresult (*init)(unsigned int);
+	CUresult (*device_get)(CUdevice *, int);
+	CUresult (*device_uuid)(CUuuid *, CUdevice);
+	CUresult (*ctx_get)(CUcontext *);
+	CUresult (*ctx_set)(CUcontext);
+	CUresult (*primary_retain)(CUcontext *, CUdevice);
+	CUresult (*import)(CUmemGenericAllocationHandle *, void *, CUmemAllocationHandleType);
+	CUresult (*release)(CUmemGenericAllocationHandle);
+	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+	CUresult (*addr_free)(CUdeviceptr, size_t);
+	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+	CUresult (*unmap)(CUdeviceptr, size_t);
+	CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr);
+	CUresult (*ipc_handle)(CUipcMemHandle *, CUdeviceptr);
+} cu;
+
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+static int cu_state = -ENODEV;
+
+static void cu_load(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	struct {
+		const char *name;
+		void **fn;
+	} syms[] = {
+		{ "cuInit", (void **)&cu.init },
+		{ "cuDeviceGet", (void **)&cu.device_get },
+		{ "cuDeviceGetUuid_v2", (void **)&cu.device_uuid },
+		{ "cuCtxGetCurrent", (void **)&cu.ctx_get },
+		{ "cuCtxSetCurrent", (void **)&cu.ctx_set },
+		{ "cuDevicePrimaryCtxRetain", (void **)&cu.primary_retain },
+		{ "cuMemImportFromShareableHandle", (void **)&cu.import },
+		{ "cuMemRelease", (void **)&cu.release },
+		{ "cuMemAddressReserve", (void **)&cu.reserve },
+		{ "cuMemAddressFree", (void **)&cu.addr_free },
+		{ "cuMemMap", (void **)&cu.map },
+		{ "cuMemUnmap", (void **)&cu.unmap },
+		{ "cuMemSetAccess", (void **)&cu.set_access },
+		{ "cuMemGetAddressRange_v2", (void **)&cu.range },
+		{ "cuIpcGetMemHandle", (void **)&cu.ipc_handle },
+	};
+
+	if (!h)
+		return;
+	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+		*syms[i].fn = dlsym(h, syms[i].name);
+		if (!*syms[i].fn)
+			return;
+	}
+	if (cu.init(0) != CUDA_SUCCESS)
+		return;
+	cu_state = 0;
+}
+
+/* Loads the driver and makes a context of `device` current if none is. */
+static int cu_ready(int device, CUdevice *ret_dev)
+{
+	CUcontext ctx = NULL;
+
+	pthread_once(&cu_once, cu_load);
+	if (cu_state < 0)
+		return cu_state;
+	if (cu.device_get(ret_dev, device) != CUDA_SUCCESS)
+		return -ENODEV;
+	if (cu.ctx_get(&ctx) == CUDA_SUCCESS && ctx)
+		return 0;
+	/* The runtime uses the primary context too: this is the one it would make. */
+	if (cu.primary_retain(&ctx, *ret_dev) != CUDA_SUCCESS || cu.ctx_set(ctx) != CUDA_SUCCESS)
+		return -ENODEV;
+	return 0;
+}
+
+int collc__gpu_uuid(int device, uint8_t uuid[16])
+{
+	CUdevice dev;
+	CUuuid u;
+	int r = cu_ready(device, &dev);
+
+	if (r < 0)
+		return r;
+	if (cu.device_uuid(&u, dev) != CUDA_SUCCESS)
+		return -ENODEV;
+	memcpy(uuid, u.bytes, 16);
+	return 0;
+}
+
+int collc__gpu_map(int device, int fd, size_t size, uintptr_t *ret_ptr)
+{
+	CUmemGenericAllocationHandle h;
+	CUmemAccessDesc acc = { 0 };
+	CUdeviceptr p = 0;
+	CUdevice dev;
+	int r = cu_ready(device, &dev);
+
+	if (r < 0)
+		return r;
+	if (cu.import(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS)
+		return -EINVAL;
+	r = -ENOMEM;
+	if (cu.reserve(&p, size, 0, 0, 0) != CUDA_SUCCESS)
+		goto err_release;
+	if (cu.map(p, size, 0, h, 0) != CUDA_SUCCESS)
+		goto err_free;
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = dev;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	if (cu.set_access(p, size, &acc, 1) != CUDA_SUCCESS)
+		goto err_unmap;
+	cu.release(h); /* the mapping keeps the memory */
+	*ret_ptr = (uintptr_t)p;
+	return 0;
+
+err_unmap:
+	cu.unmap(p, size);
+err_free:
+	cu.addr_free(p, size);
+err_release:
+	cu.release(h);
+	return r;
+}
+
+void collc__gpu_unmap(uintptr_t ptr, size_t size)
+{
+	if (cu_state < 0 || !ptr)
+		return;
+	cu.unmap((CUdeviceptr)ptr, size);
+	cu.addr_free((CUdeviceptr)ptr, size);
+}
+
+int collc__gpu_ipc(int device, uintptr_t ptr, uint8_t handle[64], uint64_t *ret_offset,
+		   uint64_t *ret_alloc_size)
+{
+	CUdeviceptr base = 0;
+	CUipcMemHandle h;
+	size_t size = 0;
+	CUdevice dev;
+	int r = cu_ready(device, &dev);
+
+	if (r < 0)
+		return r;
+	if (cu.range(&base, &size, (CUdeviceptr)ptr) != CUDA_SUCCESS)
+		return -EINVAL; /* not device memory of this process */
+	if (cu.ipc_handle(&h, base) != CUDA_SUCCESS)
+		return -EINVAL; /* e.g. memory from a pool or from VMM */
+	memcpy(handle, h.reserved, 64);
+	*ret_offset = (uint64_t)(ptr - (uintptr_t)base);
+	*ret_alloc_size = size;
+	return 0;
+}
+
+#else /* !COLLC_HAVE_CUDA */
+
+int collc__gpu_uuid(int device, uint8_t uuid[16])
+{
+	return -ENODEV;
+}
+
+int collc__gpu_map(int device, int fd, size_t size, uintptr_t *ret_ptr)
+{
+	return -ENODEV;
+}
+
+void collc__gpu_unmap(uintptr_t ptr, size_t size)
+{
+}
+
+int collc__gpu_ipc(int device, uintptr_t ptr, uint8_t handle[64], uint64_t *ret_offset,
+		   uint64_t *ret_alloc_size)
+{
+	return -ENODEV;
+}
+
+#endif

@@ -1,0 +1,18 @@
+/* SPDX-License-Identifier: MIT */
+/* libcollc's GPU helpers (gpu.c): -ENODEV where no CUDA driver is present. */
+#ifndef COLLC_CLIENT_GPU_H
+#define COLLC_CLIENT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The UUID of device ordinal `device` in this process's view. */
+int collc__gpu_uuid(int device, uint8_t uuid[16]);
+/* Maps size bytes of the VMM allocation behind fd for device; the caller closes fd. */
+int collc__gpu_map(int device, int fd, size_t size, uintptr_t *ret_ptr);
+void collc__gpu_unmap(uintptr_t ptr, size_t size);
+/* The IPC handle of the allocation holding ptr, and ptr's offset in it. */
+int collc__gpu_ipc(int device, uintptr_t ptr, uint8_t handle[64], uint64_t *ret_offset,
+		   uint64_t *ret_alloc_size);
+
+#endif

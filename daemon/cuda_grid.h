@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the host side of the CUDA backend (exec_cuda.c) and the persistent
+ * grid (persist_kernel.cu) share: the per-GPU control blocks, the device
+ * state that survives a relaunch, the connection state of one rank on one
+ * channel, and the launch entry point. Plain C, no CUDA types.
+ *
+ * One grid per GPU: block 0 is the poller (its warp 0 alone polls the work
+ * FIFOs in mapped host memory, one lane of the warp per FIFO), blocks
+ * 1 + lane * nchannels + ch run channel ch of lane `lane`. A GPU serves
+ * `nlanes` FIFOs so that several ranks of one communicator can share it.
+ */
+#ifndef COLLCD_CUDA_GRID_H
+#define COLLCD_CUDA_GRID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/prims.h"
+#include "proto/work.h"
+
+#define CUDA_MAX_LANES  4u
+#define CUDA_THREADS    512u
+#define CUDA_GATE_OPEN  UINT64_MAX
+#define CUDA_ACK_NONE   (UINT64_MAX - 1)
+
+/* Executor-space addresses of client memory carry this tag (see exec_cuda.c). */
+#define CUDA_ADDR_TAG 1ull
+
+/* Connection geometry. */
+#define CUDA_SIMPLE_BYTES   COLLC_SIMPLE_BUFFER_BYTES
+#define CUDA_SIMPLE_SLOT    (CUDA_SIMPLE_BYTES / COLLC_STEPS)
+#define CUDA_SIMPLE_CHUNK   (CUDA_SIMPLE_SLOT * COLLC_CHUNK_STEPS)
+#define CUDA_LL_BYTES       COLLC_LL_BUFFER_BYTES
+#define CUDA_LL_SLOT_LINES  (CUDA_LL_BYTES / COLLC_STEPS / COLLC_LL_LINE_BYTES)
+#define CUDA_LL_STEP        (CUDA_LL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD)
+#define CUDA_LL128_BYTES    COLLC_LL128_BUFFER_BYTES
+#define CUDA_LL128_SLOT_LINES (CUDA_LL128_BYTES / COLLC_STEPS / COLLC_LL128_LINE_BYTES)
+#define CUDA_LL128_STEP     (CUDA_LL128_SLOT_LINES * COLLC_LL128_LINE_PAYLOAD)
+
+/* Per lane, in mapped host memory: the quiesce handshake (exec_cuda.c window()). */
+struct cuda_hlane {
+	uint64_t gate;     /* written by the host: positions < gate may be forwarded */
+	uint64_t ack_gate; /* written by the poller: the gate value it stopped at */
+	uint64_t ack_pos;  /* written by the poller: its position when it stopped */
+	uint64_t ack_coll; /* written by the poller: coll_id of the last item it forwarded */
+	uint64_t reserved[4];
+};
+
+struct cuda_hctrl {
+	struct cuda_hlane lane[CUDA_MAX_LANES];
+};
+
+/* Per lane, in device memory; survives a relaunch. */
+struct cuda_dlane {
+	uint64_t dseq;       /* written by the poller: items [0, dseq) are in items[] */
+	uint64_t stop_epoch; /* written by the poller: it stopped at dseq in this epoch */
+	uint64_t poll_pos;   /* the poller's position, saved at exit */
+	uint64_t last_coll;  /* coll_id of the last item forwarded, saved at exit */
+	uint64_t reserved[4];
+};
+
+struct cuda_dstate {
+	struct cuda_dlane lane[CUDA_MAX_LANES];
+	uint64_t chan_pos[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* each block's position */
+	uint32_t abort;      /* written by the poller when a host abort word is set */
+	uint32_t reserved[15];
+	struct collc_work_item items[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
+};
+
+struct cuda_grid_args {
+	struct collc_work_fifo *fifo[CUDA_MAX_LANES]; /* device view of mapped host memory */
+	struct cuda_hctrl *hctrl;                     /* device view of mapped host memory */
+	struct cuda_dstate *ds;
+	uint32_t nlanes;
+	uint32_t nchannels;
+	uint32_t force_algo;  /* COLLC_ALGO_*, AUTO: as the item says */
+	uint32_t force_proto; /* COLLC_PROTO_*, AUTO: as the item says */
+	uint64_t epoch;       /* bumped at every launch */
+};
+
+/* One-shot/two-shot slot that rank p writes into every rank's channel state. */
+struct cuda_os_slot {
+	uint64_t arrive;
+	uint64_t mid;
+	uint64_t done;
+	uint64_t send; /* device pointers of rank p's buffers for the current op */
+	uint64_t recv;
+	uint64_t reserved[3];
+};
+
+/*
+ * One rank on one channel, in that rank's GPU memory. Rank r sends to
+ * r + 1 and receives from r - 1; connection buffers live in the receiver.
+ */
+struct cuda_chan {
+	uint64_t tail;          /* written by rank - 1: steps it published into our buffers */
+	uint64_t reserved0[15];
+	uint64_t head;          /* written by rank + 1: steps of ours it consumed */
+	uint64_t reserved1[15];
+	/* Private to the block that runs this rank's channel. */
+	uint64_t send_step;
+	uint64_t recv_step;
+	uint64_t os_gen;
+	uint64_t reserved2[5];
+	/* Written once by the host. */
+	uint64_t buf_simple;    /* our receive buffers */
+	uint64_t buf_ll;
+	uint64_t buf_ll128;
+	uint64_t next_simple;   /* rank + 1's receive buffers */
+	uint64_t next_ll;
+	uint64_t next_ll128;
+	uint64_t next_tail;     /* &next->tail */
+	uint64_t prev_head;     /* &prev->head */
+	uint64_t peers[COLLC_MAX_RANKS]; /* every rank's struct cuda_chan for this channel */
+	struct cuda_os_slot os[COLLC_MAX_RANKS];
+};
+
+/* What a work item's comm_dev points at (in the rank's GPU memory). */
+struct cuda_rank {
+	uint32_t nranks;
+	uint32_t rank;
+	uint32_t nchannels;
+	uint32_t reserved;
+	uint64_t chan[COLLC_MAX_CHANNELS]; /* struct cuda_chan * */
+};
+
+/* Bytes of one rank's connection region for nch channels; buffers 4 KiB aligned. */
+#define CUDA_CHAN_STRIDE  ((sizeof(struct cuda_chan) + 4095) & ~(size_t)4095)
+#define CUDA_BUFS_STRIDE  ((size_t)CUDA_SIMPLE_BYTES + CUDA_LL_BYTES + CUDA_LL128_BYTES)
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* Launches the grid on stream (a cudaStream_t); returns a cudaError_t. */
+int cuda_grid_launch(const struct cuda_grid_args *args, void *stream);
+/* Loads the kernel's module now (never while a grid is resident). */
+int cuda_grid_preload(void);
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,1157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA executor's host side: every GPU of the node keeps one persistent
+ * grid (persist_kernel.cu) resident; this file finds the GPUs, enables peer
+ * access, allocates the work FIFOs (mapped pinned host memory) and the
+ * connections (VMM memory in the receiver's GPU), launches and stops the
+ * grids, imports client memory, and watches for sticky CUDA errors.
+ *
+ * A GPU serves `nlanes` FIFOs (executor devices gpu * nlanes + lane), so
+ * that ranks of one communicator can share a GPU: the k-th rank on a GPU
+ * runs on lane k.
+ *
+ * Some CUDA calls never return while a grid is resident in the process
+ * (DESIGN.md §6: cudaIpcOpenMemHandle, cudaFree, ...). Those run only in a
+ * quiesce window (window()): the pollers stop forwarding at a collective
+ * boundary that is the same on every GPU, the grids drain and exit, the calls
+ * run, the grids are launched again where they stopped. The calls allowed
+ * while resident (VMM, cudaHostAlloc, async copies on other streams, stream
+ * queries) run at any time.
+ *
+ * Client memory reaches the scheduler as (fd, addr, size). addr carries
+ * CUDA_ADDR_TAG: the scheduler munmap()s the address of a registration when
+ * it lets it go, and an address that is not page aligned makes that call
+ * fail harmlessly instead of punching a hole in CUDA's reserved VA; the grid
+ * subtracts the tag. fd is one end of a socket pair whose other end this
+ * file polls: when every copy is closed (the client and the scheduler both
+ * let go), the memory is released.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "common/atomics.h"
+#include "common/futex.h"
+#include "daemon/cuda_grid.h"
+#include "daemon/exec.h"
+#include "daemon/exec_cuda.h"
+#include "daemon/log.h"
+#include "proto/shm.h"
+#include "proto/wire.h"
+
+#define WINDOW_TIMEOUT_NS (30ull * 1000000000ull)
+#define CLOSE_BATCH_NS    (10ull * 1000000ull) /* deferred IPC closes wait for company */
+
+/* Driver entry points, found through the runtime: collcd does not link libcuda. */
+static struct {
+	CUresult (*mem_create)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+			       unsigned long long);
+	CUresult (*mem_release)(CUmemGenericAllocationHandle);
+	CUresult (*addr_reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+	CUresult (*addr_free)(CUdeviceptr, size_t);
+	CUresult (*mem_map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			    unsigned long long);
+	CUresult (*mem_unmap)(CUdeviceptr, size_t);
+	CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+	CUresult (*export_fd)(void *, CUmemGenericAllocationHandle, CUmemAllocationHandleType,
+			      unsigned long long);
+	CUresult (*granularity)(size_t *, const CUmemAllocationProp *,
+				CUmemAllocationGranularity_flags);
+	CUresult (*addr_range)(CUdeviceptr *, size_t *, CUdeviceptr);
+} drv;
+
+struct gpu {
+	int ord;
+	char name[256];
+	uint8_t uuid[16];
+	size_t gran;
+	cudaStream_t grid_stream, aux_stream;
+	struct collc_work_fifo *fifo[CUDA_MAX_LANES]; /* mapped pinned host memory */
+	struct cuda_hctrl *hctrl;                     /* mapped pinned host memory */
+	struct cuda_dstate *ds;
+	uint64_t epoch;
+	uint32_t running;
+	uint8_t *peer_ok; /* [ngpus]: this GPU can access that one */
+};
+
+struct vmm {
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr ptr;
+	size_t size;
+	int gpu;
+};
+
+/* One CUDA IPC import, shared by every registration of that allocation. */
+struct ipc_imp {
+	struct ipc_imp *next;
+	uint8_t handle[64];
+	int gpu;
+	void *base;
+	size_t size;
+	uint32_t refs;
+	uint8_t closing; /* refs dropped to 0: close in the next window */
+	uint64_t close_since;
+};
+
+struct creg {
+	struct creg *next;
+	int sock; /* our end; hang-up: every copy of the other end is closed */
+	struct vmm v;         /* collc_mem_alloc memory, or */
+	struct ipc_imp *imp;  /* a registration of imported memory */
+};
+
+struct imp_req {
+	struct imp_req *next;
+	uint8_t handle[64];
+	int gpu;
+	int done, err;
+	struct ipc_imp *imp;
+};
+
+struct ccomm {
+	uint32_t nranks;
+	struct vmm mem[];
+};
+
+struct lane_track {
+	uint64_t tail; /* scheduler thread only (kick) */
+};
+
+static struct gpu *gpus;
+static uint32_t ngpus, nlanes, nchan;
+static uint32_t force_algo, force_proto;
+static int require_mps;
+static struct lane_track *track;
+static uint64_t kicked_coll; /* newest collective whose items are all written */
+
+static pthread_t svc_thread;
+static int svc_started;
+static uint32_t svc_stop;
+static int svc_efd = -1;
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t mem_cond = PTHREAD_COND_INITIALIZER;
+static struct creg *cregs;
+static struct ipc_imp *imps;
+static struct imp_req *imp_reqs;
+
+static uint32_t gpu_of(uint32_t dev)
+{
+	return dev / nlanes;
+}
+
+static uint32_t lane_of(uint32_t dev)
+{
+	return dev % nlanes;
+}
+
+static const char *cu_err(int e)
+{
+	return cudaGetErrorString((cudaError_t)e);
+}
+
+/* A sticky error or a grid gone: collcd cannot serve any more; systemd restarts it. */
+static void fatal(const char *what, int err)
+{
+	log_err("CUDA backend: %s: %s; exiting", what, err ? cu_err(err) : "grid exited");
+	_exit(1);
+}
+
+static int drv_sym(const char *name, void **fn)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	cudaError_t e = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q);
+
+	if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
+		log_err("CUDA driver entry point %s not found", name);
+		return -ENOSYS;
+	}
+	return 0;
+}
+
+static int drv_load(void)
+{
+	int r = 0;
+
+	r |= drv_sym("cuMemCreate", (void **)&drv.mem_create);
+	r |= drv_sym("cuMemRelease", (void **)&drv.mem_release);
+	r |= drv_sym("cuMemAddressReserve", (void **)&drv.addr_reserve);
+	r |= drv_sym("cuMemAddressFree", (void **)&drv.addr_free);
+	r |= drv_sym("cuMemMap", (void **)&drv.mem_map);
+	r |= drv_sym("cuMemUnmap", (void **)&drv.mem_unmap);
+	r |= drv_sym("cuMemSetAccess", (void **)&drv.set_access);
+	r |= drv_sym("cuMemExportToShareableHandle", (void **)&drv.export_fd);
+	r |= drv_sym("cuMemGetAllocationGranularity", (void **)&drv.granularity);
+	r |= drv_sym("cuMemGetAddressRange", (void **)&drv.addr_range);
+	return r ? -ENOSYS : 0;
+}
+
+/* VMM memory: allowed while grids are resident. */
+
+static void vmm_free(struct vmm *v)
+{
+	if (!v->ptr)
+		return;
+	cudaSetDevice(gpus[v->gpu].ord);
+	drv.mem_unmap(v->ptr, v->size);
+	drv.addr_free(v->ptr, v->size);
+	drv.mem_release(v->h);
+	v->ptr = 0;
+}
+
+static int vmm_alloc(int g, size_t size, int exportable, struct vmm *v)
+{
+	CUmemAllocationProp prop = { 0 };
+	CUmemAccessDesc acc[COLLC_MAX_RANKS];
+	size_t nacc = 0;
+	CUresult e;
+
+	memset(v, 0, sizeof(*v));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = gpus[g].ord;
+	prop.requestedHandleTypes = exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+					       : CU_MEM_HANDLE_TYPE_NONE;
+	v->gpu = g;
+	v->size = (size + gpus[g].gran - 1) / gpus[g].gran * gpus[g].gran;
+	cudaSetDevice(gpus[g].ord);
+	e = drv.mem_create(&v->h, v->size, &prop, 0);
+	if (e != CUDA_SUCCESS) {
+		log_warn("gpu%d: cuMemCreate(%zu): error %d", g, v->size, (int)e);
+		return -ENOMEM;
+	}
+	e = drv.addr_reserve(&v->ptr, v->size, gpus[g].gran, 0, 0);
+	if (e != CUDA_SUCCESS)
+		goto err_release;
+	e = drv.mem_map(v->ptr, v->size, 0, v->h, 0);
+	if (e != CUDA_SUCCESS)
+		goto err_free;
+	/* Every GPU that can reach this one may read and write it (peers run the algorithms). */
+	for (uint32_t j = 0; j < ngpus; j++) {
+		if ((int)j != g && !gpus[j].peer_ok[g])
+			continue;
+		acc[nacc].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		acc[nacc].location.id = gpus[j].ord;
+		acc[nacc].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		nacc++;
+	}
+	e = drv.set_access(v->ptr, v->size, acc, nacc);
+	if (e != CUDA_SUCCESS)
+		goto err_unmap;
+	return 0;
+
+err_unmap:
+	drv.mem_unmap(v->ptr, v->size);
+err_free:
+	drv.addr_free(v->ptr, v->size);
+err_release:
+	drv.mem_release(v->h);
+	log_warn("gpu%d: VMM allocation of %zu bytes failed: error %d", g, v->size, (int)e);
+	v->ptr = 0;
+	return -ENOMEM;
+}
+
+/* Grids */
+
+static int grid_launch(struct gpu *g)
+{
+	struct cuda_grid_args a = { 0 };
+	int e;
+
+	for (uint32_t l = 0; l < nlanes; l++) {
+		void *p;
+
+		if (cudaHostGetDevicePointer(&p, g->fifo[l], 0) != cudaSuccess)
+			return -EIO;
+		a.fifo[l] = p;
+		g->hctrl->lane[l].gate = CUDA_GATE_OPEN;
+	}
+	{
+		void *p;
+
+		if (cudaHostGetDevicePointer(&p, g->hctrl, 0) != cudaSuccess)
+			return -EIO;
+		a.hctrl = p;
+	}
+	a.ds = g->ds;
+	a.nlanes = nlanes;
+	a.nchannels = nchan;
+	a.force_algo = force_algo;
+	a.force_proto = force_proto;
+	a.epoch = ++g->epoch;
+	fence_seq_cst();
+	cudaSetDevice(g->ord);
+	e = cuda_grid_launch(&a, g->grid_stream);
+	if (e != cudaSuccess) {
+		log_err("gpu%d: grid launch: %s", g->ord, cu_err(e));
+		return -EIO;
+	}
+	store_release(&g->running, 1u);
+	return 0;
+}
+
+/* 1 running, 0 exited; a sticky error ends collcd. */
+static int grid_running(struct gpu *g)
+{
+	cudaError_t e = cudaStreamQuery(g->grid_stream);
+
+	if (e == cudaErrorNotReady)
+		return 1;
+	if (e != cudaSuccess)
+		fatal("sticky error on the grid's stream", e);
+	return 0;
+}
+
+static int wait_grids_exit(uint64_t timeout_ns)
+{
+	uint64_t t0 = now_ns();
+
+	for (uint32_t g = 0; g < ngpus; g++) {
+		if (!load_acquire(&gpus[g].running))
+			continue;
+		while (grid_running(&gpus[g])) {
+			if (now_ns() - t0 > timeout_ns)
+				return -ETIMEDOUT;
+			usleep(20);
+		}
+		store_release(&gpus[g].running, 0u);
+	}
+	return 0;
+}
+
+/*
+ * A quiesce window: every grid stops at one collective boundary, calls()
+ * runs with no grid resident, the grids start again where they stopped.
+ * Service thread only.
+ */
+static void window(void (*calls)(void))
+{
+	uint64_t t0 = now_ns(), c = 0;
+
+	/* 1. Hold: the pollers stop forwarding and say where they are. */
+	for (uint32_t g = 0; g < ngpus; g++)
+		for (uint32_t l = 0; l < nlanes; l++) {
+			struct cuda_hlane *h = &gpus[g].hctrl->lane[l];
+
+			store_relaxed(&h->ack_gate, CUDA_ACK_NONE);
+			/* Q1: the reset ack before the hold; pairs with the poller's read of gate. */
+			store_release(&h->gate, 0ull);
+		}
+	for (uint32_t g = 0; g < ngpus; g++)
+		for (uint32_t l = 0; l < nlanes; l++) {
+			struct cuda_hlane *h = &gpus[g].hctrl->lane[l];
+
+			/* Q2: pairs with the poller's fence before ack_gate: ack_pos is valid. */
+			while (load_acquire(&h->ack_gate) != 0) {
+				if (!grid_running(&gpus[g]))
+					fatal("grid exited during a quiesce window", 0);
+				if (now_ns() - t0 > WINDOW_TIMEOUT_NS)
+					fatal("a poller did not answer the hold", 0);
+				cpu_relax();
+			}
+			if (load_relaxed(&h->ack_coll) > c)
+				c = load_relaxed(&h->ack_coll);
+		}
+	/* 2. Every item of collective c and older is in every FIFO once c was kicked. */
+	while (load_acquire(&kicked_coll) < c) {
+		if (now_ns() - t0 > WINDOW_TIMEOUT_NS)
+			fatal("the scheduler did not finish writing a collective", 0);
+		usleep(1);
+	}
+	/* 3. The boundary: on each lane, everything up to collective c. */
+	for (uint32_t g = 0; g < ngpus; g++)
+		for (uint32_t l = 0; l < nlanes; l++) {
+			struct cuda_hlane *h = &gpus[g].hctrl->lane[l];
+			struct collc_work_fifo *f = gpus[g].fifo[l];
+			uint64_t b = load_relaxed(&h->ack_pos);
+
+			for (;;) {
+				struct collc_work_item *it = &f->items[b & (COLLC_FIFO_DEPTH - 1)];
+
+				/* W1 pairs: a whole item once its seq is seen. */
+				if (load_acquire(&it->seq) != b + 1 || it->kind != COLLC_WORK_COLL ||
+				    it->coll_id > c)
+					break;
+				b++;
+			}
+			store_release(&h->gate, b);
+		}
+	/* 4. The grids finish everything before the boundary and exit. */
+	if (wait_grids_exit(WINDOW_TIMEOUT_NS) < 0)
+		fatal("grids did not drain for a quiesce window", 0);
+	calls();
+	for (uint32_t g = 0; g < ngpus; g++)
+		if (grid_launch(&gpus[g]) < 0)
+			fatal("relaunch after a quiesce window", cudaGetLastError());
+	log_debug("quiesce window: %.3f ms", (double)(now_ns() - t0) / 1e6);
+}
+
+/* Memory releases and imports (service thread) */
+
+static void creg_release(struct creg *cr)
+{
+	close(cr->sock);
+	if (cr->imp) {
+		if (--cr->imp->refs == 0) {
+			cr->imp->closing = 1;
+			cr->imp->close_since = now_ns();
+		}
+	} else {
+		vmm_free(&cr->v);
+	}
+	free(cr);
+}
+
+/* Runs inside a window with mem_lock held. */
+static void window_calls(void)
+{
+	for (struct imp_req *q = imp_reqs; q; q = q->next) {
+		struct ipc_imp *imp = calloc(1, sizeof(*imp));
+		cudaIpcMemHandle_t h;
+		CUdeviceptr b = 0;
+		size_t sz = 0;
+		void *p = NULL;
+		cudaError_t e;
+
+		if (!imp) {
+			q->err = -ENOMEM;
+			q->done = 1;
+			continue;
+		}
+		memcpy(&h, q->handle, sizeof(h));
+		cudaSetDevice(gpus[q->gpu].ord);
+		e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+		if (e != cudaSuccess || drv.addr_range(&b, &sz, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+			log_warn("CUDA IPC import failed: %s", cu_err(e));
+			if (e == cudaSuccess)
+				cudaIpcCloseMemHandle(p);
+			cudaGetLastError();
+			free(imp);
+			q->err = -EINVAL;
+			q->done = 1;
+			continue;
+		}
+		memcpy(imp->handle, q->handle, sizeof(imp->handle));
+		imp->gpu = q->gpu;
+		imp->base = p;
+		imp->size = sz - ((uintptr_t)p - (uintptr_t)b);
+		imp->next = imps;
+		imps = imp;
+		q->imp = imp;
+		q->done = 1;
+	}
+	imp_reqs = NULL;
+	for (struct ipc_imp **pi = &imps; *pi;) {
+		struct ipc_imp *imp = *pi;
+
+		if (!imp->closing) {
+			pi = &imp->next;
+			continue;
+		}
+		cudaSetDevice(gpus[imp->gpu].ord);
+		cudaIpcCloseMemHandle(imp->base);
+		*pi = imp->next;
+		free(imp);
+	}
+	pthread_cond_broadcast(&mem_cond);
+}
+
+static void *svc_main(void *arg)
+{
+	struct pollfd *pfd = NULL;
+	size_t cap = 0;
+
+	pthread_setname_np(pthread_self(), "collc-cuda");
+	while (!load_relaxed(&svc_stop)) {
+		size_t n = 1;
+		int need_window = 0;
+		uint64_t now;
+
+		pthread_mutex_lock(&mem_lock);
+		for (struct creg *cr = cregs; cr; cr = cr->next)
+			n++;
+		if (n > cap) {
+			struct pollfd *t = realloc(pfd, n * 2 * sizeof(*t));
+
+			if (t) {
+				pfd = t;
+				cap = n * 2;
+			}
+		}
+		n = 0;
+		if (cap) {
+			pfd[n++] = (struct pollfd){ .fd = svc_efd, .events = POLLIN };
+			for (struct creg *cr = cregs; cr && n < cap; cr = cr->next)
+				pfd[n++] = (struct pollfd){ .fd = cr->sock, .events = POLLIN };
+		}
+		pthread_mutex_unlock(&mem_lock);
+		if (poll(pfd, n, 2) > 0) {
+			uint64_t v;
+
+			if (pfd[0].revents & POLLIN)
+				(void)!read(svc_efd, &v, sizeof(v));
+			pthread_mutex_lock(&mem_lock);
+			for (size_t i = 1; i < n; i++) {
+				if (!(pfd[i].revents & (POLLHUP | POLLERR | POLLIN)))
+					continue;
+				for (struct creg **pc = &cregs; *pc; pc = &(*pc)->next)
+					if ((*pc)->sock == pfd[i].fd) {
+						struct creg *cr = *pc;
+
+						*pc = cr->next;
+						creg_release(cr);
+						break;
+					}
+			}
+			pthread_mutex_unlock(&mem_lock);
+		}
+		/* A grid that died or exited on its own ends collcd (§7). */
+		for (uint32_t g = 0; g < ngpus; g++)
+			if (load_acquire(&gpus[g].running) && !grid_running(&gpus[g]))
+				fatal("grid exited unexpectedly", cudaGetLastError());
+		now = now_ns();
+		pthread_mutex_lock(&mem_lock);
+		if (imp_reqs)
+			need_window = 1;
+		for (struct ipc_imp *imp = imps; imp && !need_window; imp = imp->next)
+			if (imp->closing && (imp->refs || now - imp->close_since > CLOSE_BATCH_NS))
+				need_window = 1;
+		for (struct ipc_imp *imp = imps; imp; imp = imp->next)
+			if (imp->refs)
+				imp->closing = 0; /* registered again before it closed */
+		if (need_window)
+			window(window_calls);
+		pthread_mutex_unlock(&mem_lock);
+	}
+	free(pfd);
+	return NULL;
+}
+
+static void svc_wake(void)
+{
+	uint64_t one = 1;
+
+	(void)!write(svc_efd, &one, sizeof(one));
+}
+
+static int gpu_by_uuid(const uint8_t *uuid, int32_t ordinal)
+{
+	static const uint8_t zero[16];
+
+	if (memcmp(uuid, zero, 16) == 0)
+		return ordinal >= 0 && (uint32_t)ordinal < ngpus ? ordinal : -1;
+	for (uint32_t g = 0; g < ngpus; g++)
+		if (memcmp(gpus[g].uuid, uuid, 16) == 0)
+			return (int)g;
+	return -1;
+}
+
+static int send_fd(int sock, const void *buf, size_t len, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			     .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm;
+
+	memset(&u, 0, sizeof(u));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -errno : 0;
+}
+
+int exec_cuda_mem_add(uint16_t type, const struct collc_msg_mem *q, int in_fd, int *ret_fd,
+		      uint64_t *ret_addr, uint64_t *ret_size)
+{
+	struct collc_msg_mem_ipc ipc;
+	struct creg *cr;
+	int sv[2], g, r;
+
+	if (!gpus)
+		return -ENODEV;
+	if (q->flags || q->size == 0 || q->device < 0)
+		return -EINVAL;
+	if (type == COLLC_MSG_MEM_REGISTER) {
+		/* The pipe was filled before the request was sent: never block on it. */
+		if (in_fd < 0 || fcntl(in_fd, F_SETFL, O_NONBLOCK) < 0 ||
+		    read(in_fd, &ipc, sizeof(ipc)) != (ssize_t)sizeof(ipc))
+			return -EINVAL;
+	}
+	g = gpu_by_uuid(q->device_uuid, q->device);
+	if (g < 0)
+		return -ENODEV;
+	cr = calloc(1, sizeof(*cr));
+	if (!cr)
+		return -ENOMEM;
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = -errno;
+		free(cr);
+		return r;
+	}
+	if (type == COLLC_MSG_MEM_ALLOC) {
+		struct collc_msg_mem_vmm m = { 0 };
+		int fd = -1;
+
+		r = vmm_alloc(g, q->size, 1, &cr->v);
+		if (r < 0)
+			goto err_close;
+		if (drv.export_fd(&fd, cr->v.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) {
+			r = -EIO;
+			goto err_vmm;
+		}
+		m.map_size = cr->v.size;
+		r = send_fd(sv[0], &m, sizeof(m), fd);
+		close(fd);
+		if (r < 0)
+			goto err_vmm;
+		*ret_addr = (uint64_t)cr->v.ptr + CUDA_ADDR_TAG;
+	} else if (type == COLLC_MSG_MEM_REGISTER) {
+		const struct collc_msg_mem_ipc *ip = &ipc;
+		struct ipc_imp *imp;
+		uint64_t end;
+
+		if (__builtin_add_overflow(ip->offset, q->size, &end)) {
+			r = -EINVAL;
+			goto err_close;
+		}
+		pthread_mutex_lock(&mem_lock);
+		for (imp = imps; imp; imp = imp->next)
+			if (memcmp(imp->handle, ip->handle, sizeof(ip->handle)) == 0)
+				break;
+		if (!imp) {
+			struct imp_req rq = { 0 };
+
+			memcpy(rq.handle, ip->handle, sizeof(rq.handle));
+			rq.gpu = g;
+			rq.next = imp_reqs;
+			imp_reqs = &rq;
+			svc_wake();
+			while (!rq.done)
+				pthread_cond_wait(&mem_cond, &mem_lock);
+			imp = rq.imp;
+			if (rq.err) {
+				pthread_mutex_unlock(&mem_lock);
+				r = rq.err;
+				goto err_close;
+			}
+		}
+		if (imp->gpu != g || end > imp->size) {
+			pthread_mutex_unlock(&mem_lock);
+			r = -EINVAL;
+			goto err_close;
+		}
+		imp->refs++;
+		imp->closing = 0;
+		cr->imp = imp;
+		*ret_addr = (uint64_t)(uintptr_t)imp->base + ip->offset + CUDA_ADDR_TAG;
+		pthread_mutex_unlock(&mem_lock);
+	} else {
+		r = -EINVAL;
+		goto err_close;
+	}
+	cr->sock = sv[0];
+	pthread_mutex_lock(&mem_lock);
+	cr->next = cregs;
+	cregs = cr;
+	pthread_mutex_unlock(&mem_lock);
+	svc_wake();
+	*ret_fd = sv[1];
+	*ret_size = q->size;
+	return 0;
+
+err_vmm:
+	vmm_free(&cr->v);
+err_close:
+	close(sv[0]);
+	close(sv[1]);
+	free(cr);
+	return r;
+}
+
+void exec_cuda_set_require_mps(int on)
+{
+	require_mps = on;
+}
+
+/* Is an nvidia-cuda-mps-server process running (it starts for our context)? */
+static int mps_server_running(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int found = 0;
+
+	if (!d)
+		return 0;
+	while (!found && (e = readdir(d))) {
+		char path[300], buf[256];
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = '\0';
+			found = strstr(buf, "nvidia-cuda-mps-server") != NULL;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+static int mps_check(void)
+{
+	const char *dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+	char path[512];
+	struct stat st;
+	int pipe_ok, server;
+
+	snprintf(path, sizeof(path), "%s/control", dir ? dir : "/tmp/nvidia-mps");
+	pipe_ok = stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+	server = mps_server_running();
+	if (pipe_ok && server) {
+		log_info("MPS: the MPS control daemon serves these GPUs (%s)", path);
+		return 0;
+	}
+	if (require_mps) {
+		log_err("MPS: %s; --require-mps: refusing to start",
+			pipe_ok ? "an MPS control daemon exists but no MPS server serves collcd"
+				: "no MPS control daemon (start nvidia-cuda-mps-control -d)");
+		return -EPERM;
+	}
+	log_warn("MPS: %s: client kernels will time-slice with the resident grids (measured "
+		 "2.2x slower); start nvidia-cuda-mps-control -d before collcd",
+		 pipe_ok ? "an MPS control daemon exists but no MPS server serves collcd"
+			 : "no MPS control daemon found");
+	return 0;
+}
+
+/* Backend table */
+
+static struct collc_work_fifo *cuda_fifo(uint32_t dev)
+{
+	return gpus[gpu_of(dev)].fifo[lane_of(dev)];
+}
+
+static void cuda_kick(uint32_t dev)
+{
+	struct collc_work_fifo *f = cuda_fifo(dev);
+	struct lane_track *t = &track[dev];
+	uint64_t last = 0;
+
+	/* The scheduler calls us after every item of a collective is written, on its thread. */
+	for (;;) {
+		struct collc_work_item *it = &f->items[t->tail & (COLLC_FIFO_DEPTH - 1)];
+
+		if (load_acquire(&it->seq) != t->tail + 1)
+			break;
+		last = it->coll_id;
+		t->tail++;
+	}
+	if (last > load_relaxed(&kicked_coll))
+		store_release(&kicked_coll, last);
+}
+
+static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *joins,
+		      uint32_t *ret_devs)
+{
+	uint32_t on_gpu[COLLC_MAX_RANKS] = { 0 };
+
+	for (uint32_t r = 0; r < nranks; r++) {
+		int g;
+
+		if (joins[r]->device < 0)
+			return -ENODEV;
+		g = gpu_by_uuid(joins[r]->device_uuid, joins[r]->device);
+		if (g < 0)
+			return -EINVAL;
+		if (on_gpu[g] >= nlanes) {
+			log_warn("communicator has more than %u ranks on gpu%d (COLLC_CUDA_LANES)", nlanes, g);
+			return -EINVAL;
+		}
+		ret_devs[r] = (uint32_t)g * nlanes + on_gpu[g]++;
+	}
+	for (uint32_t r = 0; r < nranks; r++)
+		for (uint32_t s = 0; s < nranks; s++) {
+			uint32_t a = gpu_of(ret_devs[r]), b = gpu_of(ret_devs[s]);
+
+			if (a != b && !gpus[a].peer_ok[b])
+				return -EINVAL;
+		}
+	return 0;
+}
+
+static size_t comm_region_bytes(void)
+{
+	return 4096 + (size_t)nchan * CUDA_CHAN_STRIDE + (size_t)nchan * CUDA_BUFS_STRIDE;
+}
+
+static uint64_t chan_addr(const struct vmm *v, uint32_t c)
+{
+	return (uint64_t)v->ptr + 4096 + (uint64_t)c * CUDA_CHAN_STRIDE;
+}
+
+static uint64_t bufs_addr(const struct vmm *v, uint32_t c)
+{
+	return (uint64_t)v->ptr + 4096 + (uint64_t)nchan * CUDA_CHAN_STRIDE + (uint64_t)c * CUDA_BUFS_STRIDE;
+}
+
+static void cuda_comm_teardown(void *priv)
+{
+	struct ccomm *cc = priv;
+
+	for (uint32_t r = 0; r < cc->nranks; r++)
+		vmm_free(&cc->mem[r]);
+	free(cc);
+}
+
+static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_comm_dev,
+			   void **ret_priv)
+{
+	struct ccomm *cc = calloc(1, sizeof(*cc) + nranks * sizeof(struct vmm));
+	struct cuda_chan *img = calloc(1, sizeof(*img));
+	struct cuda_rank rk;
+	int r = -ENOMEM;
+
+	if (!cc || !img)
+		goto err;
+	cc->nranks = nranks;
+	for (uint32_t i = 0; i < nranks; i++) {
+		struct gpu *g = &gpus[gpu_of(devs[i])];
+
+		r = vmm_alloc((int)gpu_of(devs[i]), comm_region_bytes(), 0, &cc->mem[i]);
+		if (r < 0)
+			goto err;
+		if (cudaMemsetAsync((void *)(uintptr_t)cc->mem[i].ptr, 0, cc->mem[i].size,
+				    g->aux_stream) != cudaSuccess) {
+			r = -EIO;
+			goto err;
+		}
+	}
+	for (uint32_t i = 0; i < nranks; i++) {
+		struct gpu *g = &gpus[gpu_of(devs[i])];
+		uint32_t nx = (i + 1) % nranks, pv = (i + nranks - 1) % nranks;
+
+		cudaSetDevice(g->ord);
+		memset(&rk, 0, sizeof(rk));
+		rk.nranks = nranks;
+		rk.rank = i;
+		rk.nchannels = nchan;
+		for (uint32_t c = 0; c < nchan; c++) {
+			memset(img, 0, sizeof(*img));
+			img->buf_simple = bufs_addr(&cc->mem[i], c);
+			img->buf_ll = img->buf_simple + CUDA_SIMPLE_BYTES;
+			img->buf_ll128 = img->buf_ll + CUDA_LL_BYTES;
+			img->next_simple = bufs_addr(&cc->mem[nx], c);
+			img->next_ll = img->next_simple + CUDA_SIMPLE_BYTES;
+			img->next_ll128 = img->next_ll + CUDA_LL_BYTES;
+			img->next_tail = chan_addr(&cc->mem[nx], c) + offsetof(struct cuda_chan, tail);
+			img->prev_head = chan_addr(&cc->mem[pv], c) + offsetof(struct cuda_chan, head);
+			for (uint32_t p = 0; p < nranks; p++)
+				img->peers[p] = chan_addr(&cc->mem[p], c);
+			rk.chan[c] = chan_addr(&cc->mem[i], c);
+			if (cudaMemcpyAsync((void *)(uintptr_t)chan_addr(&cc->mem[i], c), img, sizeof(*img),
+					    cudaMemcpyHostToDevice, g->aux_stream) != cudaSuccess ||
+			    cudaStreamSynchronize(g->aux_stream) != cudaSuccess) {
+				r = -EIO;
+				goto err;
+			}
+		}
+		if (cudaMemcpyAsync((void *)(uintptr_t)cc->mem[i].ptr, &rk, sizeof(rk),
+				    cudaMemcpyHostToDevice, g->aux_stream) != cudaSuccess ||
+		    cudaStreamSynchronize(g->aux_stream) != cudaSuccess) {
+			r = -EIO;
+			goto err;
+		}
+		ret_comm_dev[i] = (uint64_t)cc->mem[i].ptr;
+	}
+	free(img);
+	*ret_priv = cc;
+	return 0;
+
+err:
+	log_err("communicator setup on the GPUs failed: %s", strerror(-r));
+	cudaGetLastError();
+	free(img);
+	if (cc)
+		cuda_comm_teardown(cc);
+	return r;
+}
+
+static void cuda_device_name(uint32_t dev, char *out, uint32_t outlen)
+{
+	snprintf(out, outlen, "gpu%u.%u %s", gpu_of(dev), lane_of(dev), gpus[gpu_of(dev)].name);
+}
+
+static int cuda_device_active(uint32_t dev)
+{
+	return 1;
+}
+
+/* Writes a quit item at the tail of every lane (the scheduler has stopped). */
+static void post_quit(void)
+{
+	for (uint32_t d = 0; d < ngpus * nlanes; d++) {
+		struct collc_work_fifo *f = cuda_fifo(d);
+		uint64_t tail = UINT64_MAX, t0 = now_ns();
+		struct collc_work_item *it;
+
+		for (uint32_t c = 0; c < nchan; c++)
+			if (load_acquire(&f->ctrl.work_consumed[c].value) < tail)
+				tail = load_acquire(&f->ctrl.work_consumed[c].value);
+		while (load_acquire(&f->items[tail & (COLLC_FIFO_DEPTH - 1)].seq) == tail + 1)
+			tail++;
+		for (uint32_t c = 0; c < nchan; c++)
+			while (tail >= COLLC_FIFO_DEPTH &&
+			       load_acquire(&f->ctrl.work_consumed[c].value) < tail - COLLC_FIFO_DEPTH + 1) {
+				if (now_ns() - t0 > 2000000000ull)
+					return;
+				usleep(100);
+			}
+		it = &f->items[tail & (COLLC_FIFO_DEPTH - 1)];
+		memset(it, 0, offsetof(struct collc_work_item, seq));
+		it->kind = COLLC_WORK_QUIT;
+		store_release(&it->seq, tail + 1);
+	}
+}
+
+static void cuda_fini(void)
+{
+	int exited;
+
+	if (svc_started) {
+		store_relaxed(&svc_stop, 1u);
+		svc_wake();
+		pthread_join(svc_thread, NULL);
+	}
+	post_quit();
+	exited = wait_grids_exit(5000000000ull) == 0;
+	if (!exited) {
+		log_warn("grids did not quit: aborting them");
+		for (uint32_t d = 0; d < ngpus * nlanes; d++)
+			store_release(&cuda_fifo(d)->ctrl.abort, 1u);
+		exited = wait_grids_exit(2000000000ull) == 0;
+	}
+	if (!exited) {
+		log_err("grids still resident at exit: leaving their memory to the driver");
+		return;
+	}
+	while (cregs) {
+		struct creg *cr = cregs;
+
+		cregs = cr->next;
+		creg_release(cr);
+	}
+	for (struct ipc_imp *imp = imps; imp; imp = imp->next)
+		imp->closing = 1;
+	window_calls();
+	for (uint32_t g = 0; g < ngpus; g++) {
+		cudaSetDevice(gpus[g].ord);
+		for (uint32_t l = 0; l < nlanes; l++)
+			cudaFreeHost(gpus[g].fifo[l]);
+		cudaFreeHost(gpus[g].hctrl);
+		cudaFree(gpus[g].ds);
+		cudaStreamDestroy(gpus[g].grid_stream);
+		cudaStreamDestroy(gpus[g].aux_stream);
+		free(gpus[g].peer_ok);
+	}
+	free(gpus);
+	gpus = NULL;
+	free(track);
+	if (svc_efd >= 0)
+		close(svc_efd);
+}
+
+static struct exec_backend cuda_backend = {
+	.name = "cuda",
+	.backend = COLLC_BACKEND_CUDA,
+	.fini = cuda_fini,
+	.fifo = cuda_fifo,
+	.kick = cuda_kick,
+	.place = cuda_place,
+	.comm_setup = cuda_comm_setup,
+	.comm_teardown = cuda_comm_teardown,
+	.device_name = cuda_device_name,
+	.device_active = cuda_device_active,
+};
+
+int exec_cuda_available(void)
+{
+	int n = 0;
+
+	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+static void parse_force(void)
+{
+	const char *f = getenv("COLLC_CUDA_FORCE");
+
+	if (!f || !*f)
+		return;
+	if (strncmp(f, "oneshot", 7) == 0)
+		force_algo = COLLC_ALGO_ONESHOT;
+	else if (strncmp(f, "twoshot", 7) == 0)
+		force_algo = COLLC_ALGO_TWOSHOT;
+	else if (strncmp(f, "ring", 4) == 0)
+		force_algo = COLLC_ALGO_RING;
+	if (strstr(f, "ll128"))
+		force_proto = COLLC_PROTO_LL128;
+	else if (strstr(f, "ll"))
+		force_proto = COLLC_PROTO_LL;
+	else if (strstr(f, "simple"))
+		force_proto = COLLC_PROTO_SIMPLE;
+	log_warn("COLLC_CUDA_FORCE=%s: every collective runs algo %u proto %u (testing only)", f,
+		 force_algo, force_proto);
+}
+
+static int gpu_init(struct gpu *g, int ord)
+{
+	struct cudaDeviceProp p;
+	CUmemAllocationProp prop = { 0 };
+
+	g->ord = ord;
+	if (cudaSetDevice(ord) != cudaSuccess || cudaGetDeviceProperties(&p, ord) != cudaSuccess)
+		return -EIO;
+	snprintf(g->name, sizeof(g->name), "%s", p.name);
+	memcpy(g->uuid, p.uuid.bytes, 16);
+	if (p.major != 9) {
+		log_err("gpu%d (%s): compute capability %d.%d; this build runs on sm_90 only", ord, p.name,
+			p.major, p.minor);
+		return -ENODEV;
+	}
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = ord;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	if (drv.granularity(&g->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
+		return -EIO;
+	if (cudaStreamCreateWithFlags(&g->grid_stream, cudaStreamNonBlocking) != cudaSuccess ||
+	    cudaStreamCreateWithFlags(&g->aux_stream, cudaStreamNonBlocking) != cudaSuccess)
+		return -EIO;
+	for (uint32_t l = 0; l < nlanes; l++) {
+		if (cudaHostAlloc((void **)&g->fifo[l], sizeof(struct collc_work_fifo),
+				  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
+			return -ENOMEM;
+		memset(g->fifo[l], 0, sizeof(struct collc_work_fifo));
+	}
+	if (cudaHostAlloc((void **)&g->hctrl, sizeof(*g->hctrl),
+			  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
+		return -ENOMEM;
+	memset(g->hctrl, 0, sizeof(*g->hctrl));
+	if (cudaMalloc((void **)&g->ds, sizeof(*g->ds)) != cudaSuccess ||
+	    cudaMemset(g->ds, 0, sizeof(*g->ds)) != cudaSuccess ||
+	    cudaStreamSynchronize(0) != cudaSuccess)
+		return -ENOMEM;
+	return 0;
+}
+
+int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_backend **ret)
+{
+	const char *lanes_env = getenv("COLLC_CUDA_LANES");
+	int n = 0, r;
+	cudaError_t e;
+
+	if (max_channels < 1 || max_channels > COLLC_MAX_CHANNELS)
+		return -EINVAL;
+	e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess || n == 0) {
+		log_err("CUDA backend: no GPU is visible to collcd (%s)",
+			e != cudaSuccess ? cu_err(e) : "0 devices");
+		return -ENODEV;
+	}
+	if (ndevices && ndevices < (uint32_t)n)
+		n = (int)ndevices;
+	nlanes = 2;
+	if (lanes_env && atoi(lanes_env) >= 1 && atoi(lanes_env) <= (int)CUDA_MAX_LANES)
+		nlanes = (uint32_t)atoi(lanes_env);
+	while ((uint32_t)n * nlanes > COLLC_MAX_RANKS)
+		n--;
+	nchan = max_channels;
+	r = drv_load();
+	if (r < 0)
+		return r;
+	parse_force();
+	gpus = calloc((size_t)n, sizeof(*gpus));
+	track = calloc((size_t)n * nlanes, sizeof(*track));
+	if (!gpus || !track)
+		return -ENOMEM;
+	ngpus = (uint32_t)n;
+	for (uint32_t g = 0; g < ngpus; g++) {
+		gpus[g].peer_ok = calloc(ngpus, 1);
+		if (!gpus[g].peer_ok)
+			return -ENOMEM;
+		r = gpu_init(&gpus[g], (int)g);
+		if (r < 0) {
+			log_err("gpu%u: initialisation failed: %s", g, cu_err(cudaGetLastError()));
+			return r;
+		}
+	}
+	for (uint32_t a = 0; a < ngpus; a++)
+		for (uint32_t b = 0; b < ngpus; b++) {
+			int ok = 0;
+
+			if (a == b)
+				continue;
+			if (cudaDeviceCanAccessPeer(&ok, gpus[a].ord, gpus[b].ord) != cudaSuccess || !ok) {
+				log_warn("gpu%u cannot access gpu%u: no communicator may span them", a, b);
+				continue;
+			}
+			cudaSetDevice(gpus[a].ord);
+			e = cudaDeviceEnablePeerAccess(gpus[b].ord, 0);
+			if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+				log_warn("gpu%u -> gpu%u peer access: %s", a, b, cu_err(e));
+				continue;
+			}
+			cudaGetLastError();
+			gpus[a].peer_ok[b] = 1;
+		}
+	r = mps_check();
+	if (r < 0)
+		return r;
+	e = (cudaError_t)cuda_grid_preload();
+	if (e != cudaSuccess) {
+		log_err("CUDA backend: kernel module: %s", cu_err(e));
+		return -EIO;
+	}
+	svc_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (svc_efd < 0)
+		return -errno;
+	for (uint32_t g = 0; g < ngpus; g++) {
+		r = grid_launch(&gpus[g]);
+		if (r < 0)
+			return r;
+	}
+	r = -pthread_create(&svc_thread, NULL, svc_main, NULL);
+	if (r < 0)
+		return r;
+	svc_started = 1;
+	cuda_backend.ndevices = ngpus * nlanes;
+	cuda_backend.max_channels = nchan;
+	log_info("CUDA backend: %u GPUs x %u lanes, %u channels, grid of %u blocks x %u threads per GPU",
+		 ngpus, nlanes, nchan, 1 + nlanes * nchan, CUDA_THREADS);
+	*ret = &cuda_backend;
+	return 0;
+}

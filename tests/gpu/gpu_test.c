@@ -1,0 +1,967 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * GPU scenarios for tests/gpu/run.sh (device machine only). The parent makes
+ * the unique ids and forks one client process per rank; it never touches
+ * CUDA itself. Every rank fills its buffers with random data, runs the
+ * collective through collcd and checks the result against a reference that
+ * it computes on the host in double precision from every rank's input (each
+ * rank regenerates the others' inputs from the shared seed).
+ *
+ *   collc-gpu-test SCENARIO --socket PATH --gpus 0,1[,..] [--seed N] [--big]
+ *                  [--iters N] [--label TEXT]
+ *   SCENARIO: sweep | latency | interleave | regtraffic | kill
+ *
+ * Prints "RESULT <label> PASS|FAIL <detail>" lines; exit status 0 when all pass.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include <collc.h>
+
+#define MAXR 8
+#define NCOLL 5
+
+static const char *coll_names[NCOLL] = { "allreduce", "allgather", "reduce_scatter", "broadcast",
+					 "reduce" };
+static const char *dt_names[10] = { "i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64" };
+static const char *op_names[5] = { "sum", "prod", "max", "min", "avg" };
+
+struct shared {
+	uint64_t cases[MAXR][NCOLL];
+	uint64_t fails[MAXR][NCOLL];
+	double lat_us[MAXR];      /* latency: median client call -> completion */
+	double lat_p99_us[MAXR];
+	double value[MAXR][4];    /* scenario specific numbers */
+	int ready[MAXR];
+	volatile int phase;       /* kill scenario: parent <-> children */
+};
+
+static const char *sock_path;
+static int gpus[MAXR], ngpus;
+static uint64_t seed = 1;
+static int big, iters = 10000;
+static const char *label = "";
+static struct shared *sh;
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+#define CK(x)                                                                                  \
+	do {                                                                                   \
+		cudaError_t e_ = (x);                                                          \
+		if (e_ != cudaSuccess) {                                                       \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,             \
+				cudaGetErrorString(e_));                                       \
+			exit(3);                                                               \
+		}                                                                              \
+	} while (0)
+
+/* Random data */
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 29;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 32;
+	return x;
+}
+
+static uint32_t f2u(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return u;
+}
+
+static float u2f(uint32_t u)
+{
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint16_t f2bf(float f)
+{
+	uint32_t u = f2u(f);
+
+	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+static float bf2f(uint16_t b)
+{
+	return u2f((uint32_t)b << 16);
+}
+
+static float h2f(uint16_t h)
+{
+	int e = (h >> 10) & 31, m = h & 1023;
+	float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? INFINITY : ldexpf((float)(m | 1024), e - 25);
+
+	return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t f2h(float f)
+{
+	/* Values here are small and normal or zero: round to nearest even on the mantissa. */
+	uint32_t u = f2u(f), sign = (u >> 16) & 0x8000, a = u & 0x7fffffff;
+
+	if (a < 0x38800000) { /* below 2^-14: subnormal half */
+		float s = u2f(a) * 16777216.0f;
+		uint32_t m = (uint32_t)nearbyintf(s);
+
+		return (uint16_t)(sign | m);
+	}
+	return (uint16_t)(sign | ((a - ((127u - 15) << 23) + 0xfff + ((a >> 13) & 1)) >> 13));
+}
+
+static size_t dsz(int dt)
+{
+	static const size_t s[10] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8 };
+
+	return s[dt];
+}
+
+static int is_float(int dt)
+{
+	return dt >= COLLC_FLOAT16;
+}
+
+static int is_signed(int dt)
+{
+	return dt == COLLC_INT8 || dt == COLLC_INT32 || dt == COLLC_INT64;
+}
+
+/* Element i of rank r's input for case c, stored into p. */
+static void gen(void *p, int dt, int op, uint64_t c, int r, uint64_t i)
+{
+	uint64_t x = mix(seed ^ mix(c * 0x9e3779b97f4a7c15ull ^ ((uint64_t)r << 48) ^ i));
+	double f = (double)(x >> 11) / (double)(1ull << 53) * 2.0 - 1.0; /* [-1, 1) */
+	int64_t v;
+
+	if (op == COLLC_PROD && is_float(dt))
+		f = 0.5 + (f + 1.0) * 0.5; /* [0.5, 1.5): products stay normal */
+	switch (dt) {
+	case COLLC_FLOAT16: {
+		uint16_t h = f2h((float)f);
+		memcpy(p, &h, 2);
+		return;
+	}
+	case COLLC_BFLOAT16: {
+		uint16_t h = f2bf((float)f);
+		memcpy(p, &h, 2);
+		return;
+	}
+	case COLLC_FLOAT32: {
+		float g = (float)f;
+		memcpy(p, &g, 4);
+		return;
+	}
+	case COLLC_FLOAT64:
+		memcpy(p, &f, 8);
+		return;
+	}
+	v = (int64_t)(x % 201) - 100;
+	if (!is_signed(dt))
+		v = (int64_t)(x % 250);
+	if (dt == COLLC_INT64 || dt == COLLC_UINT64)
+		v = (int64_t)x; /* full range: wrapping SUM and PROD are exercised */
+	memcpy(p, &v, dsz(dt)); /* little endian: the low bytes */
+}
+
+static double to_d(const void *p, int dt)
+{
+	uint16_t h;
+	float f;
+	double d;
+
+	switch (dt) {
+	case COLLC_FLOAT16:
+		memcpy(&h, p, 2);
+		return h2f(h);
+	case COLLC_BFLOAT16:
+		memcpy(&h, p, 2);
+		return bf2f(h);
+	case COLLC_FLOAT32:
+		memcpy(&f, p, 4);
+		return f;
+	default:
+		memcpy(&d, p, 8);
+		return d;
+	}
+}
+
+static uint64_t to_u(const void *p, int dt)
+{
+	uint64_t u = 0;
+
+	memcpy(&u, p, dsz(dt));
+	return u;
+}
+
+static int64_t sext(uint64_t u, int dt)
+{
+	int sh_ = 64 - 8 * (int)dsz(dt);
+
+	return (int64_t)(u << sh_) >> sh_;
+}
+
+static uint64_t umask(int dt)
+{
+	return dsz(dt) == 8 ? ~0ull : (1ull << (8 * dsz(dt))) - 1;
+}
+
+/*
+ * Checks element got against the reduction of vals[0..n) (raw element bytes).
+ * Integers: exact, wrapping; floats: double-precision reference with a
+ * tolerance for the dtype's rounding at every step.
+ */
+static int check_red(const void *got, const unsigned char *vals, int n, int dt, int op)
+{
+	size_t es = dsz(dt);
+
+	if (!is_float(dt)) {
+		uint64_t m = umask(dt), acc = to_u(vals, dt), g = to_u(got, dt);
+
+		for (int k = 1; k < n; k++) {
+			uint64_t y = to_u(vals + k * es, dt);
+
+			switch (op) {
+			case COLLC_SUM:
+			case COLLC_AVG:
+				acc = (acc + y) & m;
+				break;
+			case COLLC_PROD:
+				acc = (acc * y) & m;
+				break;
+			case COLLC_MAX:
+				if (is_signed(dt) ? sext(y, dt) > sext(acc, dt) : y > acc)
+					acc = y;
+				break;
+			case COLLC_MIN:
+				if (is_signed(dt) ? sext(y, dt) < sext(acc, dt) : y < acc)
+					acc = y;
+				break;
+			}
+		}
+		if (op == COLLC_AVG && n > 1)
+			acc = is_signed(dt) ? (uint64_t)(sext(acc, dt) / n) & m : (acc / (uint64_t)n) & m;
+		return (g & m) == acc;
+	}
+	{
+		double acc = to_d(vals, dt), mag = fabs(acc), g = to_d(got, dt), eps, tol;
+
+		for (int k = 1; k < n; k++) {
+			double y = to_d(vals + k * es, dt);
+
+			mag += fabs(y);
+			switch (op) {
+			case COLLC_SUM:
+			case COLLC_AVG:
+				acc += y;
+				break;
+			case COLLC_PROD:
+				acc *= y;
+				break;
+			case COLLC_MAX:
+				acc = y > acc ? y : acc;
+				break;
+			case COLLC_MIN:
+				acc = y < acc ? y : acc;
+				break;
+			}
+		}
+		if (op == COLLC_AVG) {
+			acc /= n;
+			mag /= n;
+		}
+		if (op == COLLC_PROD)
+			mag = fabs(acc);
+		eps = dt == COLLC_FLOAT16 ? 1e-3 : dt == COLLC_BFLOAT16 ? 8e-3 : dt == COLLC_FLOAT32 ? 1e-6 : 1e-14;
+		tol = (op == COLLC_MAX || op == COLLC_MIN) ? 0 : eps * (n + 2) * mag + 1e-30;
+		return !isnan(g) && fabs(g - acc) <= tol;
+	}
+}
+
+/* One rank's world */
+
+struct rank_ctx {
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	int n, me, gpu;
+	char *dsend, *drecv;  /* device buffers (collc_mem_alloc or registered cudaMalloc) */
+	size_t cap;           /* bytes of each */
+	unsigned char *hsend, *hrecv, *hall;
+};
+
+static int rank_open(struct rank_ctx *rc, const struct collc_unique_id *id, int n, int me, int gpu,
+		     size_t cap)
+{
+	int r;
+
+	memset(rc, 0, sizeof(*rc));
+	rc->n = n;
+	rc->me = me;
+	rc->gpu = gpu;
+	rc->cap = cap;
+	CK(cudaSetDevice(gpu));
+	r = collc_connect(sock_path, &rc->ctx);
+	if (r == 0)
+		r = collc_comm_init(rc->ctx, id, n, me, gpu, &rc->comm);
+	if (r == 0 && cap)
+		r = collc_mem_alloc(rc->ctx, cap, gpu, (void **)&rc->dsend);
+	if (r == 0 && cap)
+		r = collc_mem_alloc(rc->ctx, cap, gpu, (void **)&rc->drecv);
+	if (r < 0) {
+		fprintf(stderr, "rank %d (gpu %d): setup: %s\n", me, gpu, collc_strerror(r));
+		return r;
+	}
+	if (cap) {
+		rc->hsend = malloc(cap);
+		rc->hrecv = malloc(cap);
+		rc->hall = malloc(16 * (size_t)n);
+		if (!rc->hsend || !rc->hrecv || !rc->hall)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int submit(struct rank_ctx *rc, int coll, const void *s, void *d, size_t count, int dt, int op,
+		  int root, collc_req *req)
+{
+	switch (coll) {
+	case 0:
+		return collc_allreduce(rc->comm, s, d, count, dt, op, req);
+	case 1:
+		return collc_allgather(rc->comm, s, d, count, dt, req);
+	case 2:
+		return collc_reduce_scatter(rc->comm, s, d, count, dt, op, req);
+	case 3:
+		return collc_broadcast(rc->comm, s, d, count, dt, root, req);
+	default:
+		return collc_reduce(rc->comm, s, d, count, dt, op, root, req);
+	}
+}
+
+/* Runs one collective and checks it; returns 1 on pass. */
+static int run_case(struct rank_ctx *rc, uint64_t cid, int coll, int dt, int op, size_t count)
+{
+	const int n = rc->n, me = rc->me, root = (int)(cid % (uint64_t)n);
+	const size_t es = dsz(dt);
+	size_t sn = count, rn = count; /* elements */
+	collc_req req;
+	int r, bad = 0;
+
+	if (coll == 1)
+		rn = count * n;
+	if (coll == 2)
+		sn = count * n;
+	if (sn * es > rc->cap || rn * es > rc->cap)
+		return 1;
+	for (size_t i = 0; i < sn; i++)
+		gen(rc->hsend + i * es, dt, op, cid, me, i);
+	CK(cudaMemcpy(rc->dsend, rc->hsend, sn * es, cudaMemcpyHostToDevice));
+	CK(cudaMemset(rc->drecv, 0xa5, rn * es + 16 < rc->cap ? rn * es + 16 : rc->cap));
+	CK(cudaDeviceSynchronize());
+	r = submit(rc, coll, rc->dsend, rc->drecv, count, dt, op, root, &req);
+	if (r == 0)
+		r = collc_wait(rc->ctx, req, 60000);
+	if (r < 0) {
+		fprintf(stderr, "%s rank %d: %s %s %s count %zu: %s\n", label, me, coll_names[coll],
+			dt_names[dt], op_names[op], count, collc_strerror(r));
+		return 0;
+	}
+	CK(cudaMemcpy(rc->hrecv, rc->drecv, rn * es + (rn * es + 16 <= rc->cap ? 16 : 0),
+		      cudaMemcpyDeviceToHost));
+	if (coll == 4 && me != root)
+		return 1; /* nothing is written on other ranks */
+	for (size_t i = 0; i < rn && !bad; i++) {
+		const unsigned char *got = rc->hrecv + i * es;
+		unsigned char want[8];
+
+		switch (coll) {
+		case 1: /* allgather: block p is rank p's input, bit exact */
+			gen(want, dt, op, cid, (int)(i / count), i % count);
+			bad = memcmp(got, want, es) != 0;
+			break;
+		case 3:
+			gen(want, dt, op, cid, root, i);
+			bad = memcmp(got, want, es) != 0;
+			break;
+		default:
+			for (int p = 0; p < n; p++)
+				gen(rc->hall + p * es, dt, op, cid, p, coll == 2 ? (size_t)me * count + i : i);
+			bad = !check_red(got, rc->hall, n, dt, op);
+			break;
+		}
+		if (bad)
+			fprintf(stderr, "%s rank %d: %s %s %s count %zu: element %zu wrong (%.6g)\n", label, me,
+				coll_names[coll], dt_names[dt], op_names[op], count, i,
+				is_float(dt) ? to_d(got, dt) : (double)to_u(got, dt));
+	}
+	/* The byte past the result must be untouched (poison). */
+	if (!bad && rn * es + 16 <= rc->cap)
+		for (int k = 0; k < 16 && !bad; k++)
+			if (rc->hrecv[rn * es + k] != 0xa5) {
+				fprintf(stderr, "%s rank %d: %s wrote past its result\n", label, me, coll_names[coll]);
+				bad = 1;
+			}
+	return !bad;
+}
+
+static int child_sweep(const struct collc_unique_id *id, int n, int me)
+{
+	static const size_t counts[] = { 0, 1, 5, 37, 1027, 65537 };
+	size_t cap = big ? (size_t)256 << 20 : (size_t)32 << 20;
+	struct rank_ctx rc;
+	uint64_t cid = 0;
+	int fails = 0;
+
+	if (rank_open(&rc, id, n, me, gpus[me], cap) < 0)
+		return 1;
+	for (int coll = 0; coll < NCOLL; coll++)
+		for (int dt = 0; dt < 10; dt++)
+			for (int op = 0; op < 5; op++) {
+				if ((coll == 1 || coll == 3) && op > 0)
+					continue;
+				for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+					int ok = run_case(&rc, ++cid, coll, dt, op, counts[k]);
+
+					sh->cases[me][coll]++;
+					sh->fails[me][coll] += !ok;
+					fails += !ok;
+					if (fails > 20)
+						return 1;
+				}
+			}
+	/* Larger counts: every collective in float32 sum and bfloat16 avg, up to 256 MiB. */
+	{
+		size_t bigc[] = { 1 << 20, (size_t)3 << 20, (size_t)64 << 20 };
+		int nb = big ? 3 : 1;
+
+		for (int coll = 0; coll < NCOLL; coll++)
+			for (int b = 0; b < nb; b++) {
+				size_t c = bigc[b];
+
+				if (coll == 1 || coll == 2)
+					c /= n; /* the larger buffer holds n blocks */
+				int ok = run_case(&rc, ++cid, coll, COLLC_FLOAT32, COLLC_SUM, c);
+
+				ok &= run_case(&rc, ++cid, coll, COLLC_BFLOAT16, COLLC_AVG, c);
+				sh->cases[me][coll] += 2;
+				sh->fails[me][coll] += !ok;
+				fails += !ok;
+			}
+	}
+	return fails ? 1 : 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* 10,000 sequential 8-byte all-reduces (median latency), then 10,000 pipelined. */
+static int child_latency(const struct collc_unique_id *id, int n, int me)
+{
+	struct rank_ctx rc;
+	double *lat = malloc(sizeof(double) * (size_t)iters);
+	size_t nb = (size_t)iters * 8;
+	collc_req *reqs = malloc(sizeof(*reqs) * (size_t)iters);
+	float *h;
+	int fails = 0;
+
+	if (!lat || !reqs || rank_open(&rc, id, n, me, gpus[me], nb) < 0)
+		return 1;
+	h = (float *)rc.hsend;
+	for (int i = 0; i < 200; i++) { /* warm-up */
+		collc_req rq;
+
+		if (collc_allreduce(rc.comm, rc.dsend, rc.drecv, 2, COLLC_FLOAT32, COLLC_SUM, &rq) < 0 ||
+		    collc_wait(rc.ctx, rq, 10000) < 0)
+			return 1;
+	}
+	for (int i = 0; i < iters; i++) {
+		collc_req rq;
+		double t0 = now_us();
+		int r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, 2, COLLC_FLOAT32, COLLC_SUM, &rq);
+
+		if (r == 0)
+			r = collc_wait(rc.ctx, rq, 10000);
+		lat[i] = now_us() - t0;
+		if (r < 0) {
+			fprintf(stderr, "latency rank %d: %s\n", me, collc_strerror(r));
+			return 1;
+		}
+	}
+	qsort(lat, (size_t)iters, sizeof(double), cmp_double);
+	sh->lat_us[me] = lat[iters / 2];
+	sh->lat_p99_us[me] = lat[iters * 99 / 100];
+	/* Pipelined: every all-reduce has its own 8 bytes; all in flight together. */
+	for (int i = 0; i < iters; i++) {
+		h[2 * i] = (float)(i % 1000) + (float)me;
+		h[2 * i + 1] = (float)me * 0.5f;
+	}
+	CK(cudaMemcpy(rc.dsend, h, nb, cudaMemcpyHostToDevice));
+	CK(cudaMemset(rc.drecv, 0, nb));
+	CK(cudaDeviceSynchronize());
+	{
+		double t0 = now_us();
+
+		for (int i = 0; i < iters; i++)
+			if (collc_allreduce(rc.comm, rc.dsend + 8 * i, rc.drecv + 8 * i, 2, COLLC_FLOAT32,
+					    COLLC_SUM, &reqs[i]) < 0)
+				return 1;
+		for (int i = 0; i < iters; i++)
+			if (collc_wait(rc.ctx, reqs[i], 30000) != 0) {
+				fprintf(stderr, "pipelined rank %d: request %d failed\n", me, i);
+				return 1;
+			}
+		sh->value[me][0] = (now_us() - t0) / iters;
+	}
+	CK(cudaMemcpy(rc.hrecv, rc.drecv, nb, cudaMemcpyDeviceToHost));
+	for (int i = 0; i < iters; i++) {
+		float *g = (float *)rc.hrecv + 2 * i;
+		float w0 = 0, w1 = 0;
+
+		for (int p = 0; p < n; p++) {
+			w0 += (float)(i % 1000) + (float)p;
+			w1 += (float)p * 0.5f;
+		}
+		if (g[0] != w0 || g[1] != w1) {
+			if (fails++ < 5)
+				fprintf(stderr, "pipelined rank %d: element %d: %g %g, want %g %g\n", me, i, g[0],
+					g[1], w0, w1);
+		}
+	}
+	sh->cases[me][0] += (uint64_t)iters * 2;
+	sh->fails[me][0] += (uint64_t)fails;
+	return fails ? 1 : 0;
+}
+
+/* Two communicators over the same GPUs, submitted in opposite orders by the two sides. */
+static int child_interleave(const struct collc_unique_id *ids, int n, int me)
+{
+	struct rank_ctx a, b;
+	int fails = 0;
+	float *h;
+
+	if (rank_open(&a, &ids[0], n, me, gpus[me], 4096) < 0)
+		return 1;
+	/* The second communicator shares the connection: one ctx, two comms. */
+	b = a;
+	if (collc_comm_init(a.ctx, &ids[1], n, me, gpus[me], &b.comm) < 0)
+		return 1;
+	h = (float *)a.hsend;
+	for (int i = 0; i < 256; i++)
+		h[i] = (float)me + 1;
+	CK(cudaMemcpy(a.dsend, h, 1024, cudaMemcpyHostToDevice));
+	for (int it = 0; it < iters; it++) {
+		collc_req r1, r2;
+		int e1, e2;
+		size_t c1 = 1 + (size_t)(it % 64), c2 = 1 + (size_t)((it * 7) % 64);
+
+		if (me % 2 == 0) {
+			e1 = collc_allreduce(a.comm, a.dsend, a.drecv, c1, COLLC_FLOAT32, COLLC_SUM, &r1);
+			e2 = collc_allreduce(b.comm, a.dsend, a.drecv + 1024, c2, COLLC_FLOAT32, COLLC_SUM, &r2);
+		} else {
+			e2 = collc_allreduce(b.comm, a.dsend, a.drecv + 1024, c2, COLLC_FLOAT32, COLLC_SUM, &r2);
+			e1 = collc_allreduce(a.comm, a.dsend, a.drecv, c1, COLLC_FLOAT32, COLLC_SUM, &r1);
+		}
+		if (e1 == 0)
+			e1 = collc_wait(a.ctx, r1, 10000);
+		if (e2 == 0)
+			e2 = collc_wait(a.ctx, r2, 10000);
+		if (e1 || e2) {
+			fprintf(stderr, "interleave rank %d iteration %d: %s / %s\n", me, it, collc_strerror(e1),
+				collc_strerror(e2));
+			return 1;
+		}
+		if (it % 97 == 0 || it == iters - 1) {
+			float want = 0;
+
+			for (int p = 0; p < n; p++)
+				want += (float)p + 1;
+			CK(cudaMemcpy(a.hrecv, a.drecv, 2048, cudaMemcpyDeviceToHost));
+			for (size_t i = 0; i < c1; i++)
+				fails += ((float *)a.hrecv)[i] != want;
+			for (size_t i = 0; i < c2; i++)
+				fails += ((float *)a.hrecv)[256 + i] != want;
+		}
+	}
+	sh->cases[me][0] += (uint64_t)iters * 2;
+	sh->fails[me][0] += (uint64_t)fails;
+	return fails ? 1 : 0;
+}
+
+/* Registers, uses and releases cudaMalloc and collc_mem_alloc memory while traffic runs. */
+static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, int traffic)
+{
+	struct rank_ctx rc;
+	double t_end, worst = 0;
+	int fails = 0, rounds = 0;
+
+	if (rank_open(&rc, &ids[traffic], n, me, gpus[me], (size_t)4 << 20) < 0)
+		return 1;
+	t_end = now_us() + (double)iters * 1000.0; /* iters: milliseconds here */
+	while (now_us() < t_end) {
+		double t0 = now_us();
+
+		if (traffic) {
+			/* The traffic communicator: checked all-reduces back to back. */
+			int ok;
+
+			rounds++;
+			ok = run_case(&rc, (uint64_t)rounds * 7919, 0, COLLC_FLOAT32, COLLC_SUM,
+				      1 + (size_t)(rounds % 5000) * 13);
+
+			fails += !ok;
+			sh->cases[me + MAXR / 2][0]++;
+			sh->fails[me + MAXR / 2][0] += !ok;
+		} else {
+			size_t sz = ((size_t)1 + (size_t)(rounds % 7)) << 20;
+			char *m = NULL, *a = NULL;
+			collc_req rq;
+			int r;
+			float *h = (float *)rc.hsend;
+
+			CK(cudaMalloc((void **)&m, sz));
+			r = collc_mem_register(rc.ctx, m, sz, rc.gpu);
+			if (r == 0)
+				r = collc_mem_alloc(rc.ctx, sz, rc.gpu, (void **)&a);
+			if (r < 0) {
+				fprintf(stderr, "regtraffic rank %d: register/alloc: %s\n", me, collc_strerror(r));
+				return 1;
+			}
+			for (size_t i = 0; i < 1024; i++)
+				h[i] = (float)(me + 1) * (float)(i % 17);
+			CK(cudaMemcpy(m + 4096, h, 4096, cudaMemcpyHostToDevice));
+			r = collc_allreduce(rc.comm, m + 4096, a + 8192, 1024, COLLC_FLOAT32, COLLC_SUM, &rq);
+			if (r == 0)
+				r = collc_wait(rc.ctx, rq, 10000);
+			if (r < 0) {
+				fprintf(stderr, "regtraffic rank %d: allreduce: %s\n", me, collc_strerror(r));
+				return 1;
+			}
+			CK(cudaMemcpy(h, a + 8192, 4096, cudaMemcpyDeviceToHost));
+			for (size_t i = 0; i < 1024; i++) {
+				float w = 0;
+
+				for (int p = 0; p < n; p++)
+					w += (float)(p + 1) * (float)(i % 17);
+				fails += h[i] != w;
+			}
+			sh->cases[me][0]++;
+			sh->fails[me][0] += fails != 0;
+			if (collc_mem_deregister(rc.ctx, m) < 0 || collc_mem_free(rc.ctx, a) < 0)
+				fails++;
+			CK(cudaFree(m));
+			rounds++;
+		}
+		if (now_us() - t0 > worst)
+			worst = now_us() - t0;
+	}
+	sh->value[me][traffic] = worst;
+	sh->value[me][2 + traffic] = rounds;
+	return fails ? 1 : 0;
+}
+
+/*
+ * The kill scenario: on comm 0, both ranks put a 64 MiB all-reduce in flight,
+ * then rank 0 waits in a collective rank 1 never submits, and the parent kills
+ * rank 1. Comm 1 (other processes, same GPUs) keeps running throughout.
+ */
+static int child_kill(const struct collc_unique_id *ids, int n, int me, int which)
+{
+	struct rank_ctx rc;
+	collc_req big_rq, rq;
+	int r;
+
+	if (rank_open(&rc, &ids[which], n, me, gpus[me], (size_t)64 << 20) < 0)
+		return 1;
+	if (which == 1) {
+		int fails = 0, k = 0;
+
+		while (sh->phase < 3) {
+			fails += !run_case(&rc, (uint64_t)++k, 0, COLLC_FLOAT32, COLLC_SUM, 4099);
+			sh->cases[me + 2][0]++;
+		}
+		for (int i = 0; i < 100; i++) {
+			fails += !run_case(&rc, (uint64_t)++k, 0, COLLC_FLOAT32, COLLC_SUM, 1 << 20);
+			sh->cases[me + 2][0]++;
+		}
+		sh->fails[me + 2][0] = (uint64_t)fails;
+		return fails ? 1 : 0;
+	}
+	if (!run_case(&rc, 1, 0, COLLC_FLOAT32, COLLC_SUM, 1000))
+		return 1;
+	r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, (size_t)16 << 20, COLLC_FLOAT32, COLLC_SUM, &big_rq);
+	if (r < 0)
+		return 1;
+	if (me == 1) {
+		sh->ready[1] = 1;
+		for (;;)
+			pause(); /* the parent kills us */
+	}
+	r = collc_allreduce(rc.comm, rc.dsend, rc.drecv + 4096, 1024, COLLC_FLOAT32, COLLC_SUM, &rq);
+	sh->ready[0] = 1;
+	/* The big one ran on the GPUs (both ranks submitted it) or was revoked: 0 or -EPIPE. */
+	sh->value[0][0] = collc_wait(rc.ctx, big_rq, 10000);
+	if (r == 0)
+		r = collc_wait(rc.ctx, rq, 5000);
+	sh->value[0][2] = now_us();
+	sh->value[0][1] = r;
+	return r == -EPIPE ? 0 : 1;
+}
+
+/* Parent */
+
+static void parse_gpus(const char *s)
+{
+	char *e;
+
+	ngpus = 0;
+	while (*s && ngpus < MAXR) {
+		gpus[ngpus++] = (int)strtol(s, &e, 10);
+		s = *e ? e + 1 : e;
+	}
+}
+
+static pid_t spawn(int (*fn)(const struct collc_unique_id *, int, int), const struct collc_unique_id *id,
+		   int n, int me)
+{
+	pid_t p = fork();
+
+	if (p == 0)
+		_exit(fn(id, n, me));
+	return p;
+}
+
+static int wait_all(pid_t *pids, int n, int timeout_s)
+{
+	int bad = 0;
+	double t0 = now_us();
+
+	for (int i = 0; i < n; i++) {
+		int st;
+
+		for (;;) {
+			pid_t w = waitpid(pids[i], &st, WNOHANG);
+
+			if (w == pids[i])
+				break;
+			if (now_us() - t0 > timeout_s * 1e6) {
+				fprintf(stderr, "%s: timeout: killing ranks (hang)\n", label);
+				for (int k = 0; k < n; k++)
+					kill(pids[k], SIGKILL);
+				waitpid(pids[i], &st, 0);
+				bad = 1;
+				break;
+			}
+			usleep(2000);
+		}
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			bad = 1;
+	}
+	return bad;
+}
+
+static uint64_t sum_cases(int coll, uint64_t *fails)
+{
+	uint64_t c = 0, f = 0;
+
+	for (int r = 0; r < MAXR; r++) {
+		c += sh->cases[r][coll];
+		f += sh->fails[r][coll];
+	}
+	*fails = f;
+	return c;
+}
+
+static int make_ids(struct collc_unique_id *ids, int nids)
+{
+	struct collc_ctx *ctx;
+	int r = collc_connect(sock_path, &ctx);
+
+	for (int i = 0; r == 0 && i < nids; i++)
+		r = collc_get_unique_id(ctx, &ids[i]);
+	if (r < 0) {
+		fprintf(stderr, "unique id: %s\n", collc_strerror(r));
+		return r;
+	}
+	collc_disconnect(ctx);
+	return 0;
+}
+
+static int child_interleave_w(const struct collc_unique_id *ids, int n, int me)
+{
+	return child_interleave(ids, n, me);
+}
+
+static const struct collc_unique_id *g_ids;
+static int child_reg0(const struct collc_unique_id *ids, int n, int me)
+{
+	return child_regtraffic(g_ids, n, me, 0);
+}
+static int child_reg1(const struct collc_unique_id *ids, int n, int me)
+{
+	return child_regtraffic(g_ids, n, me, 1);
+}
+static int child_kill0(const struct collc_unique_id *ids, int n, int me)
+{
+	return child_kill(g_ids, n, me, 0);
+}
+static int child_kill1(const struct collc_unique_id *ids, int n, int me)
+{
+	return child_kill(g_ids, n, me, 1);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "socket", required_argument, NULL, 's' }, { "gpus", required_argument, NULL, 'g' },
+		{ "seed", required_argument, NULL, 'S' },   { "big", no_argument, NULL, 'b' },
+		{ "iters", required_argument, NULL, 'i' },  { "label", required_argument, NULL, 'l' },
+		{ 0 },
+	};
+	struct collc_unique_id ids[2];
+	const char *scen;
+	pid_t pids[2 * MAXR];
+	int c, bad = 0;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			sock_path = optarg;
+			break;
+		case 'g':
+			parse_gpus(optarg);
+			break;
+		case 'S':
+			seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'b':
+			big = 1;
+			break;
+		case 'i':
+			iters = atoi(optarg);
+			break;
+		case 'l':
+			label = optarg;
+			break;
+		default:
+			return 2;
+		}
+	}
+	if (optind >= argc || ngpus < 1) {
+		fprintf(stderr, "usage: collc-gpu-test sweep|latency|interleave|regtraffic|kill --socket P --gpus 0,1\n");
+		return 2;
+	}
+	scen = argv[optind];
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED || make_ids(ids, 2) < 0)
+		return 2;
+	g_ids = ids;
+	fprintf(stderr, "%s: seed %llu\n", label, (unsigned long long)seed);
+	if (strcmp(scen, "sweep") == 0) {
+		for (int i = 0; i < ngpus; i++)
+			pids[i] = spawn(child_sweep, &ids[0], ngpus, i);
+		bad = wait_all(pids, ngpus, big ? 540 : 300);
+		for (int k = 0; k < NCOLL; k++) {
+			uint64_t f, cs = sum_cases(k, &f);
+
+			printf("RESULT %s/%s %s %llu checks, %llu failed\n", label, coll_names[k],
+			       f || bad ? "FAIL" : "PASS", (unsigned long long)cs, (unsigned long long)f);
+		}
+	} else if (strcmp(scen, "latency") == 0) {
+		for (int i = 0; i < ngpus; i++)
+			pids[i] = spawn(child_latency, &ids[0], ngpus, i);
+		bad = wait_all(pids, ngpus, 300);
+		{
+			uint64_t f, cs = sum_cases(0, &f);
+
+			printf("RESULT %s/8B-allreduce-latency %s median %.2f us p99 %.2f us (rank 0, %d calls)\n",
+			       label, bad ? "FAIL" : "PASS", sh->lat_us[0], sh->lat_p99_us[0], iters);
+			printf("RESULT %s/pipelined-%d %s %.2f us per all-reduce, %llu checks, %llu failed\n",
+			       label, iters, f || bad ? "FAIL" : "PASS", sh->value[0][0],
+			       (unsigned long long)cs, (unsigned long long)f);
+		}
+	} else if (strcmp(scen, "interleave") == 0) {
+		for (int i = 0; i < ngpus; i++)
+			pids[i] = spawn(child_interleave_w, ids, ngpus, i);
+		bad = wait_all(pids, ngpus, 300);
+		{
+			uint64_t f, cs = sum_cases(0, &f);
+
+			printf("RESULT %s/two-comms-interleaved %s %d iterations, %llu collectives, %llu bad\n",
+			       label, f || bad ? "FAIL" : "PASS", iters, (unsigned long long)cs,
+			       (unsigned long long)f);
+		}
+	} else if (strcmp(scen, "regtraffic") == 0) {
+		for (int i = 0; i < ngpus; i++) {
+			pids[i] = spawn(child_reg0, ids, ngpus, i);
+			pids[ngpus + i] = spawn(child_reg1, ids, ngpus, i);
+		}
+		bad = wait_all(pids, 2 * ngpus, 120);
+		{
+			uint64_t f, cs = sum_cases(0, &f);
+
+			printf("RESULT %s/register-under-traffic %s %.0f register+alloc rounds, %llu checks, "
+			       "%llu failed, slowest traffic op %.1f ms, slowest round %.1f ms\n",
+			       label, f || bad ? "FAIL" : "PASS", sh->value[0][2], (unsigned long long)cs,
+			       (unsigned long long)f, sh->value[0][1] / 1000, sh->value[0][0] / 1000);
+		}
+	} else if (strcmp(scen, "kill") == 0) {
+		double t_kill;
+
+		pids[0] = spawn(child_kill0, ids, 2, 0);
+		pids[1] = spawn(child_kill0, ids, 2, 1);
+		pids[2] = spawn(child_kill1, ids, 2, 0);
+		pids[3] = spawn(child_kill1, ids, 2, 1);
+		for (int t = 0; t < 60000 && !(sh->ready[0] && sh->ready[1]); t++)
+			usleep(1000);
+		usleep(50000); /* rank 0 now waits for a collective rank 1 never submits */
+		t_kill = now_us();
+		kill(pids[1], SIGKILL);
+		waitpid(pids[1], NULL, 0);
+		bad = wait_all(&pids[0], 1, 30);
+		sh->phase = 3;
+		bad |= wait_all(&pids[2], 2, 120);
+		{
+			uint64_t f = sh->fails[2][0] + sh->fails[3][0], cs = sh->cases[2][0] + sh->cases[3][0];
+			double ms = (sh->value[0][2] - t_kill) / 1000.0;
+
+			printf("RESULT %s/client-killed %s in-flight 64 MiB peer got %d, waiting peer got %d "
+			       "%.1f ms after the kill (limit 1000), bystander comm %llu checks %llu failed\n",
+			       label, bad || f || sh->value[0][1] != -EPIPE || ms > 1000 ? "FAIL" : "PASS",
+			       (int)sh->value[0][0], (int)sh->value[0][1], ms, (unsigned long long)cs,
+			       (unsigned long long)f);
+		}
+	} else {
+		fprintf(stderr, "unknown scenario %s\n", scen);
+		return 2;
+	}
+	return bad;
+}

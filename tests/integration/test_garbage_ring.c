@@ -1,0 +1,512 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A hostile client that bypasses libcollc and scribbles on its shared
+ * region (DESIGN §7: the shared region is untrusted). Over a raw socket it
+ * says hello, maps its rings, joins a 1-rank communicator and allocates a
+ * buffer, then:
+ *  1. random SQEs, published a few at a time: each gets an error completion;
+ *  2. SQ tails far ahead of the head (by 5000, by 2^31) for a while;
+ *  3. crafted SQEs on the real communicator with one bad field each (opcode,
+ *     dtype, op, flags, reserved, root, buffer handle, offset past the end,
+ *     count * size overflowing, offset + length wrapping): each fails with
+ *     an error completion, and a correct SQE afterwards succeeds with the
+ *     right data;
+ *  4. a CQ head ahead of the tail, scribbled header fields and doorbell.
+ * collcd must survive and still serve a normal 2-rank all-reduce and
+ * `collcctl status`.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "proto/shm.h"
+#include "proto/wire.h"
+#include "refcheck.h"
+
+static struct collc_unique_id uid;
+static uint64_t rng;
+static uint32_t next_id = 1;
+
+struct raw {
+	int fd;
+	void *shm;
+	size_t shm_size;
+	struct collc_shm_hdr *hdr;
+	struct collc_sqe *sqes;
+	struct collc_cqe *cqes;
+	uint32_t sq_entries, cq_entries;
+	struct collc_doorbell *bell;
+	uint8_t node_id[16];
+	uint32_t sq_tail, cq_head;
+};
+
+/* One request, one reply (fds in the reply go to fds[]). Returns the reply's status or -errno. */
+static int request(int fd, uint16_t type, const void *payload, size_t len, void *body, size_t blen,
+		   int *fds, int *nfds)
+{
+	char buf[4096];
+	struct collc_msg_hdr h = { COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, type, (uint32_t)len, next_id++ };
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			     .msg_controllen = sizeof(u.b) };
+	struct collc_msg_status st;
+	ssize_t n;
+
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), payload, len);
+	if (send(fd, buf, sizeof(h) + len, MSG_NOSIGNAL) < 0)
+		return -errno;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct collc_msg_hdr rh;
+
+		if (poll(&p, 1, 10000) <= 0)
+			return -ETIMEDOUT;
+		mh.msg_controllen = sizeof(u.b);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+		if (n <= 0)
+			return -ECONNRESET;
+		memcpy(&rh, buf, sizeof(rh));
+		if (nfds)
+			*nfds = 0;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+				int f;
+
+				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+				if (nfds && fds && *nfds < 4)
+					fds[(*nfds)++] = f;
+				else
+					close(f);
+			}
+		if (rh.id == h.id)
+			break;
+	}
+	if ((size_t)n < sizeof(h) + sizeof(st))
+		return -EPROTO;
+	memcpy(&st, buf + sizeof(h), sizeof(st));
+	if (body) {
+		size_t have = (size_t)n - sizeof(h);
+
+		memset(body, 0, blen);
+		memcpy(body, buf + sizeof(h), have < blen ? have : blen);
+	}
+	return st.status;
+}
+
+static int raw_open(struct raw *c)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct collc_msg_hello hello = { .api_version = COLLC_API_VERSION };
+	struct collc_msg_hello_reply hr;
+	int fds[4], nfds = 0, r;
+
+	memset(c, 0, sizeof(*c));
+	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	memcpy(sa.sun_path, h_sock, strnlen(h_sock, sizeof(sa.sun_path) - 1));
+	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		return h_fail("raw connect: %s", strerror(errno));
+	r = request(c->fd, COLLC_MSG_HELLO, &hello, sizeof(hello), &hr, sizeof(hr), fds, &nfds);
+	if (r < 0 || nfds != 2)
+		return h_fail("raw hello: %d (%s), %d fds", r, collc_strerror(r), nfds);
+	c->shm_size = hr.shm_size;
+	c->shm = mmap(NULL, hr.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+	c->bell = mmap(NULL, sizeof(*c->bell), PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+	close(fds[0]);
+	close(fds[1]);
+	if (c->shm == MAP_FAILED || c->bell == MAP_FAILED)
+		return h_fail("mmap of the shared region: %s", strerror(errno));
+	c->hdr = c->shm;
+	c->sqes = (struct collc_sqe *)((char *)c->shm + hr.sq.entries);
+	c->cqes = (struct collc_cqe *)((char *)c->shm + hr.cq.entries);
+	c->sq_entries = hr.sq.ring_entries;
+	c->cq_entries = hr.cq.ring_entries;
+	c->sq_tail = __atomic_load_n(&c->hdr->sq_tail, __ATOMIC_ACQUIRE);
+	c->cq_head = __atomic_load_n(&c->hdr->cq_head, __ATOMIC_ACQUIRE);
+	memcpy(c->node_id, hr.node_id, sizeof(c->node_id));
+	return 0;
+}
+
+static void ring(struct raw *c)
+{
+	__atomic_add_fetch(&c->bell->seq, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &c->bell->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void publish(struct raw *c, const struct collc_sqe *e)
+{
+	memcpy(&c->sqes[c->sq_tail & (c->sq_entries - 1)], e, sizeof(*e));
+	__atomic_store_n(&c->hdr->sq_tail, ++c->sq_tail, __ATOMIC_RELEASE);
+	ring(c);
+}
+
+/* Waits for the CQE carrying user_data; reaps everything before it. Returns its res, or 1 on timeout. */
+static int completion(struct raw *c, uint64_t user_data, int timeout_ms)
+{
+	uint64_t t0 = h_now_ns();
+
+	for (;;) {
+		uint32_t tail = __atomic_load_n(&c->hdr->cq_tail, __ATOMIC_ACQUIRE);
+
+		while (c->cq_head != tail) {
+			struct collc_cqe e = c->cqes[c->cq_head & (c->cq_entries - 1)];
+
+			__atomic_store_n(&c->hdr->cq_head, ++c->cq_head, __ATOMIC_RELEASE);
+			if (e.user_data == user_data)
+				return e.res;
+		}
+		if (h_now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
+			return 1;
+		usleep(100);
+	}
+}
+
+/* Reaps whatever completions wait. */
+static void reap_all(struct raw *c)
+{
+	uint32_t tail = __atomic_load_n(&c->hdr->cq_tail, __ATOMIC_ACQUIRE);
+
+	c->cq_head = tail;
+	__atomic_store_n(&c->hdr->cq_head, tail, __ATOMIC_RELEASE);
+}
+
+static int phase_random(struct raw *c)
+{
+	int errors = 0;
+
+	for (int round = 0; round < 50; round++) {
+		int k = 1 + (int)h_rand_below(&rng, 32);
+		uint64_t last = 0;
+
+		for (int i = 0; i < k; i++) {
+			struct collc_sqe e;
+			unsigned char *p = (unsigned char *)&e;
+
+			for (size_t b = 0; b < sizeof(e); b++)
+				p[b] = (unsigned char)h_rand(&rng);
+			e.user_data = last = 0x1000000ull * (uint64_t)(round + 1) + (uint64_t)i;
+			publish(c, &e);
+		}
+		/* The last of the batch must come back with an error. */
+		{
+			int r = completion(c, last, 5000);
+
+			if (r == 1)
+				return h_fail("random SQEs: no completion for user_data %#" PRIx64 " within 5 s",
+					      last);
+			if (r == 0)
+				return h_fail("random SQE %#" PRIx64 " completed with success", last);
+			errors++;
+		}
+	}
+	h_log("50 batches of random SQEs: each answered with an error completion");
+	return 0;
+}
+
+static int phase_tail(struct raw *c)
+{
+	static const uint32_t ahead[] = { 5000, 0x80000000u, 0xffffffffu, 1025 };
+	uint32_t head;
+
+	for (size_t i = 0; i < sizeof(ahead) / sizeof(ahead[0]); i++) {
+		uint64_t t0 = h_now_ns();
+
+		head = __atomic_load_n(&c->hdr->sq_head, __ATOMIC_ACQUIRE);
+		__atomic_store_n(&c->hdr->sq_tail, head + ahead[i], __ATOMIC_RELEASE);
+		ring(c);
+		while (h_now_ns() - t0 < 100000000ull) {
+			reap_all(c);
+			usleep(1000);
+		}
+		if (!h_daemon_alive())
+			return h_fail("collcd died with the SQ tail %u ahead of the head", ahead[i]);
+	}
+	/* Back to a sane ring: an empty one, tail = head. */
+	head = __atomic_load_n(&c->hdr->sq_head, __ATOMIC_ACQUIRE);
+	c->sq_tail = head;
+	__atomic_store_n(&c->hdr->sq_tail, head, __ATOMIC_RELEASE);
+	usleep(50000);
+	head = __atomic_load_n(&c->hdr->sq_head, __ATOMIC_ACQUIRE);
+	c->sq_tail = head;
+	__atomic_store_n(&c->hdr->sq_tail, head, __ATOMIC_RELEASE);
+	reap_all(c);
+	h_log("SQ tail 5000, 2^31, 2^32-1 and 1025 entries ahead of the head, 100 ms each: collcd survives");
+	return 0;
+}
+
+/* Breaks one field of a good SQE; returns what it did, or NULL past the last case. */
+static const char *edit(int k, struct collc_sqe *e)
+{
+	switch (k) {
+	case 0:
+		e->opcode = COLLC_OP_NOP;
+		return "opcode 0 (NOP)";
+	case 1:
+		e->opcode = 200;
+		return "opcode 200";
+	case 2:
+		e->dtype = COLLC_NUM_DTYPES;
+		return "dtype 10";
+	case 3:
+		e->dtype = 255;
+		return "dtype 255";
+	case 4:
+		e->redop = COLLC_NUM_REDOPS;
+		return "op 5";
+	case 5:
+		e->flags = 1;
+		return "flags 1";
+	case 6:
+		e->reserved = 7;
+		return "reserved 7";
+	case 7:
+		e->opcode = COLLC_OP_BROADCAST;
+		e->root = 1;
+		return "broadcast root 1 of 1";
+	case 8:
+		e->opcode = COLLC_OP_REDUCE;
+		e->root = -1;
+		return "reduce root -1";
+	case 9:
+		e->send_mr = 999;
+		return "send handle 999";
+	case 10:
+		e->recv_mr = COLLC_MR_NONE;
+		return "receive handle 0 with count > 0";
+	case 11:
+		e->send_off = 8192;
+		return "send offset past the end";
+	case 12:
+		e->recv_off = 8192 - 4 * 1000 + 1;
+		return "receive range one byte too long";
+	case 13:
+		e->count = (UINT64_MAX >> 2) + 2;
+		return "count * 4 overflowing";
+	case 14:
+		e->count = 1ull << 62;
+		return "count 2^62";
+	case 15:
+		e->send_off = UINT64_MAX - 100;
+		return "offset + length wrapping";
+	case 16:
+		e->opcode = COLLC_OP_ALLGATHER;
+		e->count = 2048;
+		e->recv_off = 4;
+		return "allgather whose receive side runs past the end";
+	}
+	return NULL;
+}
+
+static int phase_crafted(struct raw *c)
+{
+	struct collc_msg_comm_init ci = { .nranks = 1, .rank = 0, .device = -1 };
+	struct collc_msg_comm_reply cr;
+	struct collc_msg_mem mem = { .size = 8192, .device = -1 };
+	struct collc_msg_mem_reply mr;
+	struct collc_sqe base = { 0 };
+	uint64_t seq = 0, ud = 0x5000;
+	int fds[4], nfds, r, bad = 0, ncases = 0;
+	float *buf;
+
+	memcpy(&ci.uid, uid.bytes, sizeof(ci.uid));
+	ci.uid.nonce[1] ^= 0xa5; /* a 1-rank communicator of our own */
+	r = request(c->fd, COLLC_MSG_COMM_INIT, &ci, sizeof(ci), &cr, sizeof(cr), NULL, NULL);
+	if (r < 0)
+		return h_fail("raw comm_init (1 rank): %s", collc_strerror(r));
+	r = request(c->fd, COLLC_MSG_MEM_ALLOC, &mem, sizeof(mem), &mr, sizeof(mr), fds, &nfds);
+	if (r < 0 || nfds != 1)
+		return h_fail("raw mem_alloc: %s", collc_strerror(r));
+	buf = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+	close(fds[0]);
+	if (buf == MAP_FAILED)
+		return h_fail("mmap: %s", strerror(errno));
+	base.opcode = COLLC_OP_ALLREDUCE;
+	base.dtype = COLLC_FLOAT32;
+	base.redop = COLLC_SUM;
+	base.comm = cr.comm;
+	base.count = 1000;
+	base.send_mr = mr.mr;
+	base.recv_mr = mr.mr;
+	base.send_off = 0;
+	base.recv_off = 4096;
+	for (int k = 0;; k++) {
+		struct collc_sqe e = base;
+		const char *what = edit(k, &e);
+
+		if (!what)
+			break;
+		ncases++;
+		e.seq = seq++;
+		e.user_data = ++ud;
+		publish(c, &e);
+		r = completion(c, ud, 5000);
+		if (r == 1)
+			return h_fail("crafted SQE with %s: no completion within 5 s", what);
+		if (r >= 0) {
+			h_fail("crafted SQE with %s: completed with %d, want an error", what, r);
+			bad++;
+		}
+	}
+	/* Sequence numbers that are not the next one. */
+	{
+		struct collc_sqe e = base;
+
+		e.seq = seq + 5;
+		e.user_data = ++ud;
+		publish(c, &e);
+		r = completion(c, ud, 5000);
+		if (r >= 0 && r != 1)
+			bad += h_fail("crafted SQE with a sequence number from the future: %d, want an error", r);
+		e = base;
+		e.comm = 999;
+		e.seq = 0;
+		e.user_data = ++ud;
+		publish(c, &e);
+		r = completion(c, ud, 5000);
+		if (r >= 0 && r != 1)
+			bad += h_fail("crafted SQE on communicator handle 999: %d, want an error", r);
+	}
+	/* And a correct one: a 1-rank all-reduce copies send to receive. */
+	for (int i = 0; i < 1000; i++) {
+		buf[i] = (float)i;
+		buf[1024 + i] = -1;
+	}
+	{
+		struct collc_sqe e = base;
+
+		e.seq = seq++;
+		e.user_data = ++ud;
+		publish(c, &e);
+		r = completion(c, ud, 5000);
+		if (r != 0)
+			return h_fail("a correct SQE after the crafted ones: %d (%s), want 0 (sequence number "
+				      "%" PRIu64 ")", r, r == 1 ? "no completion" : collc_strerror(r), e.seq);
+		for (int i = 0; i < 1000; i++)
+			if (buf[1024 + i] != (float)i)
+				return h_fail("a correct SQE after the crafted ones: element %d is %g, want %d", i,
+					      buf[1024 + i], i);
+	}
+	munmap(buf, 8192);
+	if (!bad)
+		h_log("%d crafted SQEs on a real communicator, one bad field each, plus a wrong sequence "
+		      "number and an unknown communicator: each failed with an error completion; a "
+		      "correct SQE afterwards succeeded with the right data", ncases);
+	return bad != 0;
+}
+
+static int phase_scribble(struct raw *c)
+{
+	uint32_t tail = __atomic_load_n(&c->hdr->cq_tail, __ATOMIC_ACQUIRE);
+
+	__atomic_store_n(&c->hdr->cq_head, tail + 100000, __ATOMIC_RELEASE);
+	__atomic_store_n(&c->hdr->cq_flags, 0xffffffffu, __ATOMIC_RELEASE);
+	c->hdr->sq_entries = 0xffffffffu;
+	c->hdr->cq_entries = 3;
+	c->hdr->sqes_off = 0xfffffff0u;
+	c->hdr->cqes_off = 0xfffffff0u;
+	c->hdr->size = UINT64_MAX;
+	c->hdr->sq_head = 12345;
+	c->hdr->sq_flags = 0xffffffffu;
+	for (int i = 0; i < 3; i++) {
+		struct collc_sqe e;
+
+		memset(&e, 0xff, sizeof(e));
+		publish(c, &e);
+	}
+	for (int i = 0; i < 1024; i++)
+		c->bell->reserved[i % 1023] = (uint32_t)h_rand(&rng);
+	for (int i = 0; i < 1000; i++)
+		ring(c);
+	c->bell->seq = 0;
+	usleep(200000);
+	if (!h_daemon_alive())
+		return h_fail("collcd died after the CQ head, header fields and doorbell were scribbled on");
+	h_log("CQ head 100000 ahead of the tail, header fields, SQ head and flags, and the doorbell "
+	      "scribbled on, 1000 doorbell rings: collcd survives");
+	return 0;
+}
+
+static int hostile(int rank, int nranks, void *arg)
+{
+	struct raw c;
+
+	(void)rank;
+	(void)nranks;
+	(void)arg;
+	if (raw_open(&c))
+		return 1;
+	if (phase_random(&c) || phase_tail(&c) || phase_crafted(&c) || phase_scribble(&c))
+		return 1;
+	close(c.fd);
+	return 0;
+}
+
+static int rank_main(int rank, int nranks, void *arg)
+{
+	struct rc_case rc = { COLLC_INT32, COLLC_SUM, 30000, h_seed };
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	int32_t *send, *recv;
+	collc_req req;
+	int r;
+
+	(void)arg;
+	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+		return 1;
+	r = collc_mem_alloc(ctx, rc.count * 4, -1, (void **)&send);
+	if (r == 0)
+		r = collc_mem_alloc(ctx, rc.count * 4, -1, (void **)&recv);
+	if (r < 0)
+		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
+	rc_fill(&rc, rank, send);
+	r = collc_allreduce(comm, send, recv, rc.count, rc.dtype, rc.op, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r < 0)
+		return h_fail("rank %d: all-reduce after the hostile client: %s", rank, collc_strerror(r));
+	if (rc_check(&rc, nranks, recv, "all-reduce after the hostile client", NULL))
+		return 1;
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static char out[1 << 16];
+	char cmd[512];
+	int failed;
+
+	h_init("garbage_ring", argc, argv, 90);
+	rng = h_seed;
+	h_daemon_start(NULL);
+	h_unique_id(&uid);
+	failed = h_run_ranks(1, hostile, NULL);
+	usleep(100000);
+	if (!h_daemon_alive())
+		return h_finish(h_fail("collcd died because of the hostile client"));
+	h_unique_id(&uid);
+	failed |= h_run_ranks(2, rank_main, NULL);
+	if (!failed)
+		h_log("a normal 2-rank all-reduce afterwards: correct");
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", COLLCCTL_PATH, h_sock);
+	if (h_run_capture(cmd, out, sizeof(out)) != 0 || out[0] != '{')
+		failed |= h_fail("collcctl status --json after the hostile client failed:\n%s", out);
+	return h_finish(failed);
+}

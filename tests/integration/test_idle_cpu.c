@@ -1,0 +1,244 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collcd's CPU use when idle must stay under 1% of one core (20 ms over 2 s),
+ * read from /proc/<pid>/stat (utime + stime, clock ticks) and, at nanosecond
+ * resolution, from /proc/<pid>/task/ * /schedstat:
+ *  1. one client connected and idle;
+ *  2. two clients with a communicator, idle right after 2000 all-reduces
+ *     (the scheduler and the executor threads must go back to sleep).
+ *
+ *   test_idle_cpu stalled
+ *  3. a client that stopped reaping completions (stopped in a debugger, say)
+ *     with submissions queued behind its full completion ring: collcd has
+ *     nothing it can do for it and must not spin on its behalf.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define WINDOW_US 2000000
+#define LIMIT_NS  20000000ull /* 1% of one core over 2 s */
+
+struct shared {
+	struct h_barrier bar;
+};
+static struct shared *sh;
+static struct collc_unique_id uid;
+
+/* utime + stime of pid, in ns (tick resolution); -1 when unreadable. */
+static long long stat_cpu_ns(pid_t pid)
+{
+	char path[64], buf[2048], *p;
+	unsigned long long ut, st;
+	long hz = sysconf(_SC_CLK_TCK);
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	/* After the command name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+		return -1;
+	return (long long)((ut + st) * (1000000000ull / (unsigned long long)hz));
+}
+
+/* The sum over pid's threads of their time on a CPU, in ns; -1 when unreadable. */
+static long long schedstat_ns(pid_t pid)
+{
+	char path[320];
+	long long sum = 0;
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir))) {
+		unsigned long long ns;
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, d->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fscanf(f, "%llu", &ns) == 1)
+			sum += (long long)ns;
+		fclose(f);
+	}
+	closedir(dir);
+	return sum;
+}
+
+static int threads(pid_t pid)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir)))
+		n += d->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+static int measure(const char *what)
+{
+	long long s0, s1, t0, t1;
+
+	usleep(300000); /* let spinning after the last event run out */
+	s0 = stat_cpu_ns(h_daemon_pid);
+	t0 = schedstat_ns(h_daemon_pid);
+	usleep(WINDOW_US);
+	s1 = stat_cpu_ns(h_daemon_pid);
+	t1 = schedstat_ns(h_daemon_pid);
+	if (s0 < 0 || s1 < 0)
+		h_skip("cannot read /proc/%d/stat", (int)h_daemon_pid);
+	h_log("%s: collcd (%d threads) used %.1f ms of CPU in 2 s by /proc/pid/stat (utime+stime), "
+	      "%.2f ms by schedstat; limit %.0f ms (1%% of one core)", what, threads(h_daemon_pid),
+	      (double)(s1 - s0) / 1e6, t0 >= 0 && t1 >= 0 ? (double)(t1 - t0) / 1e6 : -1.0,
+	      (double)LIMIT_NS / 1e6);
+	if ((unsigned long long)(s1 - s0) >= LIMIT_NS)
+		return h_fail("%s: collcd used %.1f ms of CPU in 2 s (utime+stime), limit %.0f ms", what,
+			      (double)(s1 - s0) / 1e6, (double)LIMIT_NS / 1e6);
+	if (t0 >= 0 && t1 >= 0 && (unsigned long long)(t1 - t0) >= LIMIT_NS)
+		return h_fail("%s: collcd's threads ran %.2f ms in 2 s (schedstat), limit %.0f ms", what,
+			      (double)(t1 - t0) / 1e6, (double)LIMIT_NS / 1e6);
+	return 0;
+}
+
+static int idle_client(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	int r = collc_connect(h_sock, &ctx);
+
+	(void)rank;
+	(void)nranks;
+	(void)arg;
+	if (r < 0)
+		return h_fail("collc_connect: %s", collc_strerror(r));
+	if (h_barrier_wait(&sh->bar, 30000) < 0 || h_barrier_wait(&sh->bar, 30000) < 0)
+		return h_fail("barrier timed out");
+	collc_disconnect(ctx);
+	return 0;
+}
+
+static int busy_then_idle(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	collc_req req;
+	float *buf;
+	int r;
+
+	(void)arg;
+	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+		return 1;
+	r = collc_mem_alloc(ctx, 1 << 20, -1, (void **)&buf);
+	if (r < 0)
+		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
+	for (int i = 0; i < 2000; i++) {
+		size_t count = i % 100 == 0 ? 262144 : 16;
+
+		r = collc_allreduce(comm, buf, buf, count, COLLC_FLOAT32, COLLC_SUM, &req);
+		if (r == 0)
+			r = collc_wait(ctx, req, 10000);
+		if (r < 0)
+			return h_fail("rank %d: all-reduce: %s", rank, collc_strerror(r));
+	}
+	if (h_barrier_wait(&sh->bar, 30000) < 0 || h_barrier_wait(&sh->bar, 30000) < 0)
+		return h_fail("barrier timed out");
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return 0;
+}
+
+/* A 1-rank communicator: 4500 all-reduces submitted, none waited for. */
+static int stalled_client(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	collc_req req;
+	float *buf;
+	int r;
+
+	(void)arg;
+	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+		return 1;
+	r = collc_mem_alloc(ctx, 4096, -1, (void **)&buf);
+	if (r < 0)
+		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
+	/* CQ 4096 entries + SQ 1024: 4500 neither blocks nor fits the CQ. */
+	for (int i = 0; i < 4500; i++) {
+		r = collc_allreduce(comm, buf, buf, 16, COLLC_FLOAT32, COLLC_SUM, &req);
+		if (r < 0)
+			return h_fail("all-reduce %d: %s", i, collc_strerror(r));
+	}
+	if (h_barrier_wait(&sh->bar, 30000) < 0 || h_barrier_wait(&sh->bar, 30000) < 0)
+		return h_fail("barrier timed out");
+	collc_disconnect(ctx);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	pid_t pids[2];
+	int failed = 0;
+
+	if (argc > 1 && strcmp(argv[1], "stalled") == 0) {
+		h_init("idle_cpu_stalled_client", argc, argv, 60);
+		sh = h_shared(sizeof(*sh));
+		h_daemon_start(NULL);
+		h_unique_id(&uid);
+		h_barrier_init(&sh->bar, 2);
+		pids[0] = h_spawn(stalled_client, 0, 1, NULL);
+		if (h_barrier_wait(&sh->bar, 30000) < 0)
+			return h_finish(h_fail("the client did not submit"));
+		failed |= measure("a client with 4500 all-reduces submitted and none reaped (CQ full, "
+				  "404 waiting in its SQ)");
+		h_barrier_wait(&sh->bar, 30000);
+		failed |= h_reap(pids, 1, NULL, 1000);
+		return h_finish(failed);
+	}
+	h_init("idle_cpu", argc, argv, 60);
+	sh = h_shared(sizeof(*sh));
+	h_daemon_start(NULL);
+
+	h_barrier_init(&sh->bar, 2);
+	pids[0] = h_spawn(idle_client, 0, 1, NULL);
+	if (h_barrier_wait(&sh->bar, 30000) < 0)
+		return h_finish(h_fail("the client did not connect"));
+	failed |= measure("one idle client connected");
+	h_barrier_wait(&sh->bar, 30000);
+	failed |= h_reap(pids, 1, NULL, 1000);
+
+	h_unique_id(&uid);
+	h_barrier_init(&sh->bar, 3);
+	pids[0] = h_spawn(busy_then_idle, 0, 2, NULL);
+	pids[1] = h_spawn(busy_then_idle, 1, 2, NULL);
+	if (h_barrier_wait(&sh->bar, 30000) < 0)
+		return h_finish(h_fail("the ranks did not finish their all-reduces"));
+	failed |= measure("two clients idle with a communicator, after 2000 all-reduces");
+	h_barrier_wait(&sh->bar, 30000);
+	failed |= h_reap(pids, 2, NULL, 1000);
+	return h_finish(failed);
+}

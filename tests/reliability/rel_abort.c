@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * collc_comm_abort from one rank: every other rank's pending and later
+ * collectives on that communicator end with -ECANCELED, and so do the
+ * aborting rank's own later ones; other communicators of the same
+ * processes keep working; a new communicator of the same processes works.
+ *
+ *   2 ranks: rank 0 has two collectives pending (rank 1 never submitted
+ *            them); rank 1 aborts. Then rank 0 keeps submitting on the
+ *            aborted communicator 2000 times (past the 1024-collective
+ *            window): every one must end with -ECANCELED, promptly.
+ *   3 ranks: ranks 0 and 1 pending, rank 2 aborts.
+ * Each rank also belongs to a second communicator (B) with the same ranks;
+ * after the abort an all-reduce on B must be correct.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rel.h"
+#include "rel_data.h"
+
+#define COUNT 1024
+#define LATER 2000
+
+struct shared {
+	struct collc_unique_id uid_a, uid_b, uid_c;
+	int nranks;
+	uint32_t joined, pending_submitted, aborted, done_checks;
+	uint64_t t_abort;
+};
+
+static struct shared *S;
+
+static int check_ok(struct collc_ctx *ctx, struct collc_comm *comm, float *send, float *recv,
+		    int rank, uint64_t key, const char *what)
+{
+	uint64_t got, want;
+	collc_req req;
+	long bad;
+	int r;
+
+	rd_fill(send, COUNT, COLLC_FLOAT32, COLLC_SUM, S->nranks, rank, key, 0);
+	r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r < 0)
+		return rel_fail("rank %d: %s: %s", rank, what, collc_strerror(r));
+	bad = rd_check_allreduce(recv, COUNT, COLLC_FLOAT32, COLLC_SUM, S->nranks, key, &got, &want);
+	if (bad >= 0)
+		return rel_fail("rank %d: %s: wrong at %ld", rank, what, bad);
+	return 0;
+}
+
+static int rank_main(void *arg)
+{
+	int rank = (int)(intptr_t)arg, n = S->nranks, aborter = n - 1, failed = 0, r;
+	struct collc_ctx *ctx;
+	struct collc_comm *a, *b, *c;
+	float *send, *recv;
+	collc_req pend[2];
+
+	if (rel_join(&S->uid_a, n, rank, &ctx, &a) < 0)
+		return 1;
+	r = collc_comm_init(ctx, &S->uid_b, n, rank, -1, &b);
+	if (r < 0)
+		return rel_fail("rank %d: second communicator: %s", rank, collc_strerror(r));
+	if ((r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send)) < 0 ||
+	    (r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv)) < 0)
+		return rel_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
+	/* One collective that works before anything happens. */
+	failed |= check_ok(ctx, a, send, recv, rank, rel_seed ^ 0xa0, "all-reduce before the abort");
+	rel_add(&S->joined, 1);
+	rel_wait_at_least(&S->joined, (uint32_t)n, 10000);
+
+	if (rank != aborter) {
+		for (int i = 0; i < 2; i++) {
+			r = collc_allreduce(a, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &pend[i]);
+			if (r < 0)
+				return rel_fail("rank %d: submit: %s", rank, collc_strerror(r));
+		}
+		rel_add(&S->pending_submitted, 1);
+		for (int i = 0; i < 2; i++) {
+			uint64_t t;
+
+			r = collc_wait(ctx, pend[i], 10000);
+			t = rel_now_ns();
+			if (r != -ECANCELED)
+				failed |= rel_fail("rank %d: pending collective %d ended with %d (%s), want -ECANCELED",
+						   rank, i, r, collc_strerror(r));
+			else if (i == 0)
+				rel_log("rank %d: pending collectives ended with -ECANCELED %.2f ms after the abort returned",
+					rank, (double)(t - S->t_abort) / 1e6);
+		}
+	} else {
+		rel_wait_at_least(&S->pending_submitted, (uint32_t)n - 1, 10000);
+		rel_sleep_us(20000); /* let collcd take the pending submissions */
+		r = collc_comm_abort(a);
+		S->t_abort = rel_now_ns();
+		if (r < 0)
+			return rel_fail("rank %d: collc_comm_abort: %s", rank, collc_strerror(r));
+		rel_store(&S->aborted, 1);
+	}
+	rel_wait_at_least(&S->aborted, 1, 10000);
+
+	/* Later collectives on the aborted communicator: -ECANCELED, every one. */
+	{
+		int later = rank == 0 ? LATER : 3;
+		uint64_t t0 = rel_now_ns();
+
+		for (int i = 0; i < later; i++) {
+			collc_req req;
+
+			r = collc_allreduce(a, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
+			if (r == 0)
+				r = collc_wait(ctx, req, 5000);
+			if (r != -ECANCELED) {
+				failed |= rel_fail("rank %d: collective %d after the abort ended with %d (%s), want -ECANCELED%s",
+						   rank, i, r, collc_strerror(r),
+						   r == -EAGAIN ? " (still pending after 5 s: the submission ring stalls)" : "");
+				break;
+			}
+		}
+		if (!failed)
+			rel_log("rank %d: %d collectives after the abort: all -ECANCELED (%.1f ms)", rank, later,
+				(double)(rel_now_ns() - t0) / 1e6);
+	}
+	rel_add(&S->done_checks, 1);
+	rel_wait_at_least(&S->done_checks, (uint32_t)n, 30000);
+	if (failed)
+		return failed;
+
+	/* The other communicator of the same ranks is untouched. */
+	failed |= check_ok(ctx, b, send, recv, rank, rel_seed ^ 0xb0, "all-reduce on the other communicator");
+	r = collc_comm_destroy(a);
+	if (r < 0)
+		failed |= rel_fail("rank %d: collc_comm_destroy(aborted): %s", rank, collc_strerror(r));
+	/* And a new one of the same processes works. */
+	r = collc_comm_init(ctx, &S->uid_c, n, rank, -1, &c);
+	if (r < 0)
+		return rel_fail("rank %d: new communicator after the abort: %s", rank, collc_strerror(r));
+	failed |= check_ok(ctx, c, send, recv, rank, rel_seed ^ 0xc0, "all-reduce on a new communicator");
+	collc_comm_destroy(b);
+	collc_comm_destroy(c);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+static int scenario(int nranks)
+{
+	pid_t pid[3];
+	int failed = 0;
+
+	memset(S, 0, sizeof(*S));
+	S->nranks = nranks;
+	rel_unique_ids(&S->uid_a, 1);
+	rel_unique_ids(&S->uid_b, 1);
+	rel_unique_ids(&S->uid_c, 1);
+	rel_log("scenario: %d ranks, rank %d aborts", nranks, nranks - 1);
+	for (int r = 0; r < nranks; r++)
+		pid[r] = rel_spawn(rank_main, (void *)(intptr_t)r);
+	for (int r = 0; r < nranks; r++) {
+		char what[32];
+
+		snprintf(what, sizeof(what), "rank %d", r);
+		failed |= rel_reap_ok(pid[r], 60000, what);
+	}
+	return failed;
+}
+
+int main(int argc, char **argv)
+{
+	int failed = 0;
+
+	rel_init("rel_abort", argc, argv, 100);
+	rel_daemon_start(NULL);
+	S = rel_shared(sizeof(*S));
+	failed |= scenario(2);
+	failed |= scenario(3);
+	if (!rel_daemon_alive())
+		failed |= rel_fail("collcd died");
+	return rel_finish(failed);
+}

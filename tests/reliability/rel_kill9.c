@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * kill -9 of a rank at random points of a collective, COLLC_KILL_TRIALS times
+ * (default 200) on one collcd, with fresh rank processes per trial.
+ *
+ * Each trial forms a communicator of 2 or 3 ranks and SIGKILLs one of them:
+ *   before-submit   the victim never submits; the others wait: -EPIPE only
+ *   after-submit    the victim is killed right after its submission
+ *   during-large    everyone submitted a 1..8 MiB all-reduce; killed meanwhile
+ *   while-waiting   the victim sleeps in collc_wait; the others submit around
+ *                   the moment of the kill
+ * A survivor's collective ends with -EPIPE or, when it completed (or was
+ * already in the executor) before the revocation, with 0 and a correct
+ * result; any other value fails the test. After the kill every survivor
+ * submits once more: that must end with -EPIPE. Kill-to-error time (from
+ * the kill, or from the submission when that came later, to collc_wait's
+ * return) must stay below COLLC_KILL_BOUND_MS (100) in every trial; p50
+ * and max are printed.
+ *
+ * All the while a separate pair of processes runs correct all-reduces of
+ * random dtype, op and size (0..1 MiB, 200 us apart: steady but not CPU-bound,
+ * since on 2 cores a saturating pair starves collcd's threads and the
+ * kill-to-error tail then measures the CPU scheduler) on its own communicator
+ * and checks every result: it must see zero errors. Afterwards the same collcd serves a new
+ * communicator correctly, frees every revoked communicator, and holds as
+ * many fds as before the trials.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rel.h"
+#include "rel_data.h"
+
+enum { PH_BEFORE_SUBMIT, PH_AFTER_SUBMIT, PH_DURING_LARGE, PH_WAITING, PH_COUNT };
+static const char *const phase_name[PH_COUNT] = { "before-submit", "after-submit", "during-large",
+						  "while-waiting" };
+
+#define MAX_RANKS 3
+
+struct rank_out {
+	int32_t res1, res2;
+	uint64_t t_sub1, t_ret1, t_sub2, t_ret2;
+	uint32_t done;
+};
+
+struct trial {
+	uint32_t index, phase, nranks, victim;
+	uint64_t key, rng;
+	size_t count;
+	struct collc_unique_id uid;
+	uint32_t joined, go, killed;
+	uint32_t submitted[MAX_RANKS], waiting[MAX_RANKS];
+	uint64_t t_kill;
+	struct rank_out out[MAX_RANKS];
+};
+
+struct steady {
+	struct collc_unique_id uid;
+	uint32_t joined;
+	uint32_t stop_at;         /* 0: run on */
+	uint32_t progress[2];     /* collectives done by each rank */
+	uint32_t errors[2];
+	uint64_t bytes[2];
+};
+
+static struct trial *T;
+static struct steady *S;
+static int cur_rank;
+
+/* Survivor side of one trial. */
+static int survivor(struct trial *t, int rank, struct collc_ctx *ctx, struct collc_comm *comm,
+		    float *send, float *recv)
+{
+	struct rank_out *o = &t->out[rank];
+	uint64_t rng = t->rng ^ rel_mix((uint64_t)rank + 1);
+	collc_req req;
+	int r;
+
+	switch (t->phase) {
+	case PH_AFTER_SUBMIT:
+		rel_sleep_us(rel_rand_below(&rng, 2000));
+		break;
+	case PH_WAITING:
+		if (rel_wait_at_least(&t->waiting[t->victim], 1, 10000) < 0)
+			return rel_fail("trial %u: the victim never reached collc_wait", t->index);
+		rel_sleep_us(rel_rand_below(&rng, 10000));
+		break;
+	}
+	o->t_sub1 = rel_now_ns();
+	r = collc_allreduce(comm, send, recv, t->count, COLLC_FLOAT32, COLLC_SUM, &req);
+	rel_store(&t->submitted[rank], 1);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	o->t_ret1 = rel_now_ns();
+	o->res1 = r;
+	if (r != 0 && r != -EPIPE)
+		return rel_fail("trial %u (%s, %u ranks, victim %u): rank %d: collective ended with %d (%s), want 0 or -EPIPE",
+				t->index, phase_name[t->phase], t->nranks, t->victim, rank, r,
+				collc_strerror(r));
+	if (r == 0 && t->phase == PH_BEFORE_SUBMIT)
+		return rel_fail("trial %u (before-submit): rank %d: a collective the victim never submitted succeeded",
+				t->index, rank);
+	if (r == 0) {
+		uint64_t got, want;
+		long bad = rd_check_allreduce(recv, t->count, COLLC_FLOAT32, COLLC_SUM, (int)t->nranks,
+					      t->key, &got, &want);
+
+		if (bad >= 0)
+			return rel_fail("trial %u (%s): rank %d: completed collective is wrong at element %ld: %#" PRIx64 ", want %#" PRIx64,
+					t->index, phase_name[t->phase], rank, bad, got, want);
+	}
+	/* Anything submitted after the kill ends with -EPIPE. */
+	if (rel_wait_at_least(&t->killed, 1, 20000) < 0)
+		return rel_fail("trial %u: the parent never killed the victim", t->index);
+	o->t_sub2 = rel_now_ns();
+	r = collc_allreduce(comm, send, recv, 1, COLLC_FLOAT32, COLLC_SUM, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	o->t_ret2 = rel_now_ns();
+	o->res2 = r;
+	if (r != -EPIPE)
+		return rel_fail("trial %u (%s): rank %d: a collective submitted after the kill ended with %d (%s), want -EPIPE",
+				t->index, phase_name[t->phase], rank, r, collc_strerror(r));
+	r = collc_comm_destroy(comm);
+	if (r < 0)
+		return rel_fail("trial %u: rank %d: collc_comm_destroy: %s", t->index, rank,
+				collc_strerror(r));
+	collc_mem_free(ctx, send);
+	collc_mem_free(ctx, recv);
+	collc_disconnect(ctx);
+	o->done = 1;
+	return 0;
+}
+
+static int trial_rank(void *arg)
+{
+	struct trial *t = T;
+	int rank = cur_rank;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	float *send, *recv;
+	size_t bytes = t->count * sizeof(float);
+	collc_req req;
+	int r;
+
+	(void)arg;
+	if (rel_join(&t->uid, (int)t->nranks, rank, &ctx, &comm) < 0)
+		return 1;
+	if ((r = collc_mem_alloc(ctx, bytes, -1, (void **)&send)) < 0 ||
+	    (r = collc_mem_alloc(ctx, bytes, -1, (void **)&recv)) < 0)
+		return rel_fail("trial %u: rank %d: collc_mem_alloc(%zu): %s", t->index, rank, bytes,
+				collc_strerror(r));
+	rd_fill(send, t->count, COLLC_FLOAT32, COLLC_SUM, (int)t->nranks, rank, t->key, 0);
+	rel_add(&t->joined, 1);
+	if (rel_wait_at_least(&t->go, 1, 20000) < 0)
+		return rel_fail("trial %u: rank %d: no go from the parent", t->index, rank);
+	if ((uint32_t)rank != t->victim)
+		return survivor(t, rank, ctx, comm, send, recv);
+
+	/* The victim: gets SIGKILLed somewhere below. */
+	if (t->phase == PH_BEFORE_SUBMIT) {
+		rel_store(&t->waiting[rank], 1);
+		for (;;)
+			pause();
+	}
+	r = collc_allreduce(comm, send, recv, t->count, COLLC_FLOAT32, COLLC_SUM, &req);
+	rel_store(&t->submitted[rank], 1);
+	if (r < 0)
+		return rel_fail("trial %u: victim rank %d: submit: %s", t->index, rank, collc_strerror(r));
+	rel_store(&t->waiting[rank], 1);
+	collc_wait(ctx, req, -1);
+	for (;;)
+		pause();
+}
+
+/* The pair that must never notice anything. */
+static int steady_rank(void *arg)
+{
+	int rank = (int)(intptr_t)arg;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	const size_t cap = 1 << 20;
+	void *send, *recv;
+	uint64_t rng = rel_seed ^ 0x57eadull;
+	int r;
+
+	if (rel_join(&S->uid, 2, rank, &ctx, &comm) < 0)
+		return 1;
+	if ((r = collc_mem_alloc(ctx, cap, -1, &send)) < 0 || (r = collc_mem_alloc(ctx, cap, -1, &recv)) < 0)
+		return rel_fail("steady rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
+	rel_add(&S->joined, 1);
+	for (uint32_t it = 0;; it++) {
+		uint32_t stop = rel_load(&S->stop_at);
+		/* Both ranks draw the same sequence: the same collective each iteration. */
+		collc_dtype dt = (collc_dtype)rel_rand_below(&rng, COLLC_NUM_DTYPES);
+		collc_redop op = (collc_redop)rel_rand_below(&rng, COLLC_NUM_REDOPS);
+		/* Steady, not saturating: on 2 cores a CPU-bound pair starves collcd's threads. */
+		static const size_t sizes[] = { 0, 1, 7, 1000, 4096, 65536, 262144, 1 << 20 };
+		size_t count = sizes[rel_rand_below(&rng, it % 16 == 0 ? 8 : 7)] / collc_dtype_size(dt);
+		uint64_t key = rel_mix(rel_seed ^ it), got, want;
+		collc_req req;
+		long bad;
+
+		if (stop && it >= stop)
+			break;
+		rd_fill(send, count, dt, op, 2, rank, key, 0);
+		memset(recv, 0xa5, count * collc_dtype_size(dt));
+		r = collc_allreduce(comm, send, recv, count, dt, op, &req);
+		if (r == 0)
+			r = collc_wait(ctx, req, 20000);
+		if (r < 0) {
+			S->errors[rank]++;
+			return rel_fail("steady rank %d: collective %u (%s %s x%zu) ended with %s", rank, it,
+					rd_dtype_name(dt), rd_op_name(op), count, collc_strerror(r));
+		}
+		bad = rd_check_allreduce(recv, count, dt, op, 2, key, &got, &want);
+		if (bad >= 0) {
+			S->errors[rank]++;
+			return rel_fail("steady rank %d: collective %u (%s %s x%zu) wrong at %ld: %#" PRIx64 ", want %#" PRIx64,
+					rank, it, rd_dtype_name(dt), rd_op_name(op), count, bad, got, want);
+		}
+		S->bytes[rank] += count * collc_dtype_size(dt);
+		rel_store(&S->progress[rank], it + 1);
+		rel_sleep_us(200);
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return 0;
+}
+
+/* A fresh communicator on the same collcd: correct results. */
+struct after {
+	struct collc_unique_id uid;
+};
+static struct after *A;
+
+static int after_rank(void *arg)
+{
+	int rank = (int)(intptr_t)arg;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	const size_t count = 100000;
+	float *send, *recv;
+	int r;
+
+	if (rel_join(&A->uid, 3, rank, &ctx, &comm) < 0)
+		return 1;
+	if ((r = collc_mem_alloc(ctx, count * 4, -1, (void **)&send)) < 0 ||
+	    (r = collc_mem_alloc(ctx, count * 4, -1, (void **)&recv)) < 0)
+		return rel_fail("after rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
+	for (int it = 0; it < 5; it++) {
+		uint64_t key = rel_mix(rel_seed + 0xaf7e + (uint64_t)it), got, want;
+		collc_req req;
+		long bad;
+
+		rd_fill(send, count, COLLC_FLOAT32, COLLC_SUM, 3, rank, key, 0);
+		r = collc_allreduce(comm, send, recv, count, COLLC_FLOAT32, COLLC_SUM, &req);
+		if (r == 0)
+			r = collc_wait(ctx, req, 10000);
+		if (r < 0)
+			return rel_fail("after the trials: rank %d: all-reduce %d: %s", rank, it, collc_strerror(r));
+		bad = rd_check_allreduce(recv, count, COLLC_FLOAT32, COLLC_SUM, 3, key, &got, &want);
+		if (bad >= 0)
+			return rel_fail("after the trials: rank %d: all-reduce %d wrong at %ld", rank, it, bad);
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return 0;
+}
+
+static int wait_collected(int fds0)
+{
+	uint64_t t0 = rel_now_ns();
+	int last_fds = -1;
+	double clients = -1, comms = -1;
+
+	/* Sessions close asynchronously: give collcd a moment to free everything. */
+	while (rel_now_ns() - t0 < 5000000000ull) {
+		struct jv *st = rel_status();
+
+		if (!st)
+			return 1;
+		/* The status request itself is one client-less session: count clients with a pid. */
+		clients = (double)(jv_get(st, "clients") ? jv_get(st, "clients")->n : 0);
+		comms = (double)(jv_get(st, "comms") ? jv_get(st, "comms")->n : 0);
+		jv_free(st);
+		last_fds = rel_daemon_settled_fds();
+		if (clients == 0 && comms == 0 && last_fds == fds0)
+			return 0;
+		rel_sleep_us(50000);
+	}
+	return rel_fail("collcd did not return to idle: %.0f clients, %.0f communicators, %d fds (%d before)",
+			clients, comms, last_fds, fds0);
+}
+
+int main(int argc, char **argv)
+{
+	unsigned trials = (unsigned)rel_env_u64("COLLC_KILL_TRIALS", 200);
+	uint64_t bound_ms = rel_env_u64("COLLC_KILL_BOUND_MS", 100);
+	uint64_t *lat = calloc(trials ? trials : 1, sizeof(*lat)), rng;
+	unsigned by_phase[PH_COUNT] = { 0 }, ok_by_phase[PH_COUNT] = { 0 }, over = 0, nlat = 0;
+	pid_t steady[2], after[3];
+	int failed = 0, fds0, verbose = (int)rel_env_u64("COLLC_TEST_VERBOSE", 0);
+	uint64_t t_start;
+
+	rel_init("rel_kill9", argc, argv, 90 + trials * 2);
+	rng = rel_seed;
+	rel_daemon_start(NULL);
+	fds0 = rel_daemon_settled_fds();
+	T = rel_shared(sizeof(*T));
+	S = rel_shared(sizeof(*S));
+	A = rel_shared(sizeof(*A));
+	rel_unique_ids(&S->uid, 1);
+	steady[0] = rel_spawn(steady_rank, (void *)0);
+	steady[1] = rel_spawn(steady_rank, (void *)1);
+	if (rel_wait_at_least(&S->joined, 2, 20000) < 0)
+		rel_die("the steady pair did not form its communicator");
+	rel_log("%u trials, kill-to-error bound %" PRIu64 " ms; steady pair pids %d %d", trials, bound_ms,
+		(int)steady[0], (int)steady[1]);
+
+	t_start = rel_now_ns();
+	for (unsigned i = 0; i < trials && !failed; i++) {
+		struct trial *t = T;
+		pid_t pids[MAX_RANKS];
+		uint64_t delay_us = 0, worst = 0;
+		int sample = 0;
+
+		memset(t, 0, sizeof(*t));
+		t->index = i;
+		t->phase = i % PH_COUNT;
+		t->nranks = 2 + (uint32_t)rel_rand_below(&rng, 2);
+		t->victim = (uint32_t)rel_rand_below(&rng, t->nranks);
+		t->key = rel_rand(&rng);
+		t->rng = rel_rand(&rng);
+		t->count = t->phase == PH_DURING_LARGE ? (256u << 10) + rel_rand_below(&rng, 7u << 18)
+						       : 1 + rel_rand_below(&rng, 4096);
+		rel_unique_ids(&t->uid, 1);
+		for (uint32_t r = 0; r < t->nranks; r++) {
+			cur_rank = (int)r;
+			pids[r] = rel_spawn(trial_rank, NULL);
+		}
+		if (rel_wait_at_least(&t->joined, t->nranks, 20000) < 0) {
+			failed = rel_fail("trial %u: ranks did not join within 20 s", i);
+			break;
+		}
+		rel_store(&t->go, 1);
+		switch (t->phase) {
+		case PH_BEFORE_SUBMIT:
+			for (uint32_t r = 0; r < t->nranks; r++)
+				if (r != t->victim && rel_wait_at_least(&t->submitted[r], 1, 10000) < 0)
+					failed = rel_fail("trial %u: rank %u never submitted", i, r);
+			rel_wait_at_least(&t->waiting[t->victim], 1, 10000);
+			delay_us = rel_rand_below(&rng, 5000);
+			break;
+		case PH_AFTER_SUBMIT:
+			rel_wait_at_least(&t->submitted[t->victim], 1, 10000);
+			delay_us = rel_rand_below(&rng, 500);
+			break;
+		case PH_DURING_LARGE:
+			for (uint32_t r = 0; r < t->nranks; r++)
+				rel_wait_at_least(&t->submitted[r], 1, 10000);
+			delay_us = rel_rand_below(&rng, 20000);
+			break;
+		case PH_WAITING:
+			rel_wait_at_least(&t->waiting[t->victim], 1, 10000);
+			delay_us = rel_rand_below(&rng, 10000);
+			break;
+		}
+		rel_sleep_us(delay_us);
+		t->t_kill = rel_now_ns();
+		kill(pids[t->victim], SIGKILL);
+		rel_reap(pids[t->victim], -1, NULL);
+		rel_store(&t->killed, 1);
+		for (uint32_t r = 0; r < t->nranks; r++) {
+			char what[64];
+
+			if (r == t->victim)
+				continue;
+			snprintf(what, sizeof(what), "trial %u survivor rank %u", i, r);
+			failed |= rel_reap_ok(pids[r], 20000, what);
+		}
+		if (failed) {
+			rel_log("trial %u: %s, %u ranks, victim %u, %zu floats, killed %" PRIu64 " us after the cue",
+				i, phase_name[t->phase], t->nranks, t->victim, t->count, delay_us);
+			break;
+		}
+		by_phase[t->phase]++;
+		/* Each survivor's first -EPIPE: from max(kill, its submission) to its return. */
+		for (uint32_t r = 0; r < t->nranks; r++) {
+			const struct rank_out *o = &t->out[r];
+			uint64_t from, l;
+
+			if (r == t->victim)
+				continue;
+			if (o->res1 == -EPIPE) {
+				from = o->t_sub1 > t->t_kill ? o->t_sub1 : t->t_kill;
+				l = o->t_ret1 > from ? o->t_ret1 - from : 0;
+			} else {
+				ok_by_phase[t->phase]++;
+				from = o->t_sub2 > t->t_kill ? o->t_sub2 : t->t_kill;
+				l = o->t_ret2 > from ? o->t_ret2 - from : 0;
+			}
+			if (l > worst)
+				worst = l;
+			sample = 1;
+		}
+		if (verbose)
+			rel_log("trial %u: %s, %u ranks, victim %u, %zu floats, kill +%" PRIu64 " us: results %d/%d %d/%d, kill-to-error %.2f ms",
+				i, phase_name[t->phase], t->nranks, t->victim, t->count, delay_us,
+				t->out[0].res1, t->out[0].res2, t->out[1].res1, t->out[1].res2,
+				(double)worst / 1e6);
+		if (sample) {
+			lat[nlat++] = worst;
+			if (worst > bound_ms * 1000000) {
+				over++;
+				failed = rel_fail("trial %u (%s, %u ranks, victim %u, %zu floats): kill-to-error %.1f ms > %" PRIu64 " ms",
+						  i, phase_name[t->phase], t->nranks, t->victim, t->count,
+						  (double)worst / 1e6, bound_ms);
+			}
+		}
+		if (!rel_daemon_alive())
+			failed = rel_fail("collcd died during trial %u", i);
+		if ((i + 1) % 50 == 0)
+			rel_log("%u trials done (%.1f s); steady pair at %u collectives", i + 1,
+				(double)(rel_now_ns() - t_start) / 1e9, rel_load(&S->progress[0]));
+	}
+	{
+		uint64_t tot = rel_now_ns() - t_start;
+		uint32_t p0 = rel_load(&S->progress[0]), p1 = rel_load(&S->progress[1]);
+
+		rel_store(&S->stop_at, (p0 > p1 ? p0 : p1) + 3);
+		failed |= rel_reap_ok(steady[0], 30000, "steady rank 0");
+		failed |= rel_reap_ok(steady[1], 30000, "steady rank 1");
+		rel_log("steady pair: %u + %u collectives, %.1f MiB, %u errors (want 0)", S->progress[0],
+			S->progress[1], (double)(S->bytes[0] + S->bytes[1]) / 1048576.0,
+			S->errors[0] + S->errors[1]);
+		if (S->errors[0] + S->errors[1])
+			failed = 1;
+		if (nlat) {
+			uint64_t p50 = rel_percentile(lat, nlat, 0.5), p99 = rel_percentile(lat, nlat, 0.99);
+			uint64_t mx = rel_percentile(lat, nlat, 1.0);
+
+			rel_log("kill-to-error over %u trials (%.1f s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %" PRIu64 " ms, %u over)",
+				nlat, (double)tot / 1e9, (double)p50 / 1e6, (double)p99 / 1e6, (double)mx / 1e6,
+				bound_ms, over);
+		}
+		for (int p = 0; p < PH_COUNT; p++)
+			rel_log("  %-14s %3u trials, %3u survivor collectives completed before the revocation",
+				phase_name[p], by_phase[p], ok_by_phase[p]);
+	}
+	if (!failed) {
+		rel_unique_ids(&A->uid, 1);
+		for (int r = 0; r < 3; r++)
+			after[r] = rel_spawn(after_rank, (void *)(intptr_t)r);
+		for (int r = 0; r < 3; r++)
+			failed |= rel_reap_ok(after[r], 30000, "post-trial rank");
+		if (!failed)
+			rel_log("a new 3-rank communicator on the same collcd: 5 all-reduces correct");
+		failed |= wait_collected(fds0);
+		if (!failed)
+			rel_log("collcd idle again: no clients, no communicators, %d fds as before", fds0);
+	}
+	free(lat);
+	return rel_finish(failed);
+}

@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * SIGSTOP of a rank with the operation timeout firing, twice:
+ *   A. op_timeout_ms=300 set at run time with `collcctl set`;
+ *   B. op_timeout_ms back to 0 and collc_comm_set_timeout(comm, 300).
+ *
+ * Rank 1 joins, then SIGSTOPs itself before submitting. Rank 0's all-reduce
+ * must end with -ETIMEDOUT after 250 ms..2 s; `collcctl status --json` then
+ * names rank 1 in the communicator's timed_out_ranks. After SIGCONT, rank 1's
+ * late submission of that collective ends with -ETIMEDOUT too, and the next
+ * collective on the same communicator succeeds for both, with the right
+ * result. Scenario A also checks that a slow rank *within* the limit is not
+ * timed out.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rel.h"
+#include "rel_data.h"
+
+#define COUNT 4096
+
+struct shared {
+	struct collc_unique_id uid;
+	int use_comm_timeout;
+	uint32_t joined, stopped, timed_out, late_done, ready_next;
+	uint64_t elapsed_ns;
+	int32_t res0, late_res;
+};
+
+static struct shared *S;
+
+static int one_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, float *send, float *recv,
+			 int rank, uint64_t key, int *ret_res, uint64_t *ret_ns)
+{
+	collc_req req;
+	uint64_t t0;
+	int r;
+
+	rd_fill(send, COUNT, COLLC_FLOAT32, COLLC_SUM, 2, rank, key, 0);
+	t0 = rel_now_ns();
+	r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 15000);
+	*ret_ns = rel_now_ns() - t0;
+	*ret_res = r;
+	if (r == 0) {
+		uint64_t got, want;
+		long bad = rd_check_allreduce(recv, COUNT, COLLC_FLOAT32, COLLC_SUM, 2, key, &got, &want);
+
+		if (bad >= 0)
+			return rel_fail("rank %d: result wrong at %ld: %#" PRIx64 ", want %#" PRIx64, rank, bad,
+					got, want);
+	}
+	return 0;
+}
+
+static int rank_main(void *arg)
+{
+	int rank = (int)(intptr_t)arg, res, failed = 0;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	float *send, *recv;
+	uint64_t ns;
+	int r;
+
+	if (rel_join(&S->uid, 2, rank, &ctx, &comm) < 0)
+		return 1;
+	if ((r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send)) < 0 ||
+	    (r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv)) < 0)
+		return rel_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
+	if (S->use_comm_timeout && rank == 0) {
+		r = collc_comm_set_timeout(comm, 300);
+		if (r < 0)
+			return rel_fail("collc_comm_set_timeout(300): %s", collc_strerror(r));
+	}
+	/* Within the limit nothing times out: rank 1 is 100 ms late once. */
+	if (!S->use_comm_timeout) {
+		if (rank == 1)
+			rel_sleep_us(100000);
+		failed |= one_allreduce(ctx, comm, send, recv, rank, rel_seed ^ 1, &res, &ns);
+		if (res != 0)
+			return rel_fail("rank %d: a collective 100 ms late (limit 300 ms) ended with %s", rank,
+					collc_strerror(res));
+	}
+	rel_add(&S->joined, 1);
+	rel_wait_at_least(&S->joined, 2, 10000);
+	if (rank == 1) {
+		raise(SIGSTOP);
+		/* Resumed: the others gave up on this collective long ago. */
+		failed |= one_allreduce(ctx, comm, send, recv, rank, rel_seed ^ 2, &res, &ns);
+		S->late_res = res;
+		if (res != -ETIMEDOUT)
+			failed |= rel_fail("rank 1: late submission ended with %d (%s), want -ETIMEDOUT", res,
+					   collc_strerror(res));
+		else
+			rel_log("rank 1: late submission ended with -ETIMEDOUT after %.1f ms", (double)ns / 1e6);
+		rel_store(&S->late_done, 1);
+	} else {
+		if (rel_wait_at_least(&S->stopped, 1, 10000) < 0)
+			return rel_fail("rank 0: rank 1 never stopped");
+		failed |= one_allreduce(ctx, comm, send, recv, rank, rel_seed ^ 2, &res, &ns);
+		S->res0 = res;
+		S->elapsed_ns = ns;
+		rel_store(&S->timed_out, 1);
+		if (rel_wait_at_least(&S->late_done, 1, 20000) < 0)
+			return rel_fail("rank 0: rank 1 never came back");
+	}
+	/* The next collective on the same communicator works for both. */
+	rel_add(&S->ready_next, 1);
+	rel_wait_at_least(&S->ready_next, 2, 10000);
+	failed |= one_allreduce(ctx, comm, send, recv, rank, rel_seed ^ 3, &res, &ns);
+	if (res != 0)
+		failed |= rel_fail("rank %d: the collective after the timeout ended with %d (%s), want 0",
+				   rank, res, collc_strerror(res));
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+static int scenario(int use_comm_timeout)
+{
+	const char *name = use_comm_timeout ? "collc_comm_set_timeout(300)" : "collcctl set op_timeout_ms=300";
+	char out[256];
+	pid_t pid[2];
+	int failed = 0, st;
+	struct jv *status;
+
+	memset(S, 0, sizeof(*S));
+	S->use_comm_timeout = use_comm_timeout;
+	rel_log("scenario: %s", name);
+	if (rel_ctl(out, sizeof(out), use_comm_timeout ? "set op_timeout_ms=0" : "set op_timeout_ms=300") != 0)
+		return rel_fail("collcctl set op_timeout_ms: %s", out);
+	if (rel_ctl(out, sizeof(out), "get op_timeout_ms") != 0 ||
+	    atoi(out) != (use_comm_timeout ? 0 : 300))
+		return rel_fail("collcctl get op_timeout_ms printed '%s'", out);
+	rel_unique_ids(&S->uid, 1);
+	pid[0] = rel_spawn(rank_main, (void *)0);
+	pid[1] = rel_spawn(rank_main, (void *)1);
+	/* Rank 1 stops itself. */
+	if (waitpid(pid[1], &st, WUNTRACED) != pid[1] || !WIFSTOPPED(st)) {
+		failed = rel_fail("rank 1 did not stop");
+		goto out;
+	}
+	rel_store(&S->stopped, 1);
+	if (rel_wait_at_least(&S->timed_out, 1, 10000) < 0) {
+		failed = rel_fail("rank 0's collective did not end within 10 s");
+		goto out;
+	}
+	if (S->res0 != -ETIMEDOUT)
+		failed |= rel_fail("rank 0: collective ended with %d (%s), want -ETIMEDOUT", S->res0,
+				   collc_strerror(S->res0));
+	if (S->elapsed_ns < 250000000ull || S->elapsed_ns > 2000000000ull)
+		failed |= rel_fail("rank 0: -ETIMEDOUT after %.1f ms, want 250 ms..2 s",
+				   (double)S->elapsed_ns / 1e6);
+	rel_log("rank 0: -ETIMEDOUT after %.1f ms (limit 300 ms)", (double)S->elapsed_ns / 1e6);
+	status = rel_status();
+	if (!status) {
+		failed = 1;
+	} else {
+		const struct jv *comms = jv_get(status, "comms"), *cm = NULL;
+
+		for (size_t i = 0; comms && i < comms->n; i++)
+			if (jv_num(jv_get(jv_at(comms, i), "timeouts"), 0) >= 1)
+				cm = jv_at(comms, i);
+		if (!cm) {
+			failed |= rel_fail("status --json: no communicator with timeouts >= 1");
+		} else {
+			const struct jv *tr = jv_get(cm, "timed_out_ranks");
+
+			if (!tr || tr->n != 1 || !jv_has_num(tr, 1))
+				failed |= rel_fail("status --json: timed_out_ranks should be [1]");
+			if (use_comm_timeout && jv_num(jv_get(cm, "timeout_ms"), -2) != 300)
+				failed |= rel_fail("status --json: timeout_ms %.0f, want 300",
+						   jv_num(jv_get(cm, "timeout_ms"), -2));
+			rel_log("status: communicator %.0f: timeouts %.0f, timed_out_ranks [1], timeout_ms %.0f",
+				jv_num(jv_get(cm, "id"), -1), jv_num(jv_get(cm, "timeouts"), -1),
+				jv_num(jv_get(cm, "timeout_ms"), -2));
+		}
+		jv_free(status);
+	}
+	kill(pid[1], SIGCONT);
+out:
+	kill(pid[1], SIGCONT);
+	failed |= rel_reap_ok(pid[0], 20000, "rank 0");
+	failed |= rel_reap_ok(pid[1], 20000, "rank 1");
+	return failed;
+}
+
+int main(int argc, char **argv)
+{
+	int failed = 0;
+
+	rel_init("rel_timeout", argc, argv, 90);
+	rel_daemon_start(NULL);
+	S = rel_shared(sizeof(*S));
+	failed |= scenario(0);
+	if (!failed)
+		failed |= scenario(1);
+	return rel_finish(failed);
+}

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * daemon/plan.c: the automatic choice against the shipped thresholds
+ * (cfg_defaults), forced algorithms and protocols with their fallbacks, the
+ * channel bound, and invariants over a sweep of every input.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <cmocka.h>
+
+#include "daemon/plan.c"
+
+#define KiB (1ull << 10)
+#define MiB (1ull << 20)
+
+static const int ops[] = { COLLC_OP_ALLREDUCE, COLLC_OP_ALLGATHER, COLLC_OP_REDUCE_SCATTER,
+			   COLLC_OP_BROADCAST, COLLC_OP_REDUCE };
+
+static struct collc_config defaults(uint32_t max_channels)
+{
+	struct collc_config cfg;
+
+	cfg_defaults(&cfg, max_channels);
+	return cfg;
+}
+
+static struct plan plan(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks)
+{
+	struct plan p;
+
+	plan_coll(cfg, op, bytes, nranks, &p);
+	return p;
+}
+
+#define assert_plan(p, a, pr)                          \
+	do {                                           \
+		assert_int_equal((p).algo, (a));       \
+		assert_int_equal((p).proto, (pr));     \
+	} while (0)
+
+static void test_support_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		assert_true(plan_algo_supported(ops[i], COLLC_ALGO_RING));
+		assert_true(plan_algo_supported(ops[i], COLLC_ALGO_ONESHOT));
+		assert_int_equal(plan_algo_supported(ops[i], COLLC_ALGO_TWOSHOT),
+				 ops[i] == COLLC_OP_ALLREDUCE);
+		assert_false(plan_algo_supported(ops[i], COLLC_ALGO_AUTO));
+	}
+	assert_false(plan_algo_supported(COLLC_OP_NOP, COLLC_ALGO_RING));
+	assert_false(plan_algo_supported(COLLC_OP_MAX, COLLC_ALGO_RING));
+	for (uint32_t pr = COLLC_PROTO_SIMPLE; pr < COLLC_PROTO_MAX; pr++)
+		assert_true(plan_proto_supported(COLLC_ALGO_RING, pr));
+	assert_true(plan_proto_supported(COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE));
+	assert_true(plan_proto_supported(COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE));
+	assert_false(plan_proto_supported(COLLC_ALGO_ONESHOT, COLLC_PROTO_LL));
+	assert_false(plan_proto_supported(COLLC_ALGO_TWOSHOT, COLLC_PROTO_LL128));
+	assert_false(plan_proto_supported(COLLC_ALGO_RING, COLLC_PROTO_AUTO));
+}
+
+/* The shipped thresholds: one-shot <= 64 KiB < two-shot <= 1 MiB < ring; LL128 <= 4 MiB < Simple. */
+static void test_auto_allreduce(void **state)
+{
+	struct collc_config cfg = defaults(4);
+
+	(void)state;
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 8), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB + 1, 8), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB, 4), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * MiB, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * MiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 64), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
+}
+
+/* Beyond 8 ranks one rank reads nranks inputs: the one-shot limit shrinks to 64 KiB * 8 / n. */
+static void test_auto_rank_count(void **state)
+{
+	struct collc_config cfg = defaults(4);
+
+	(void)state;
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 32 * KiB, 16).algo, COLLC_ALGO_ONESHOT);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 32 * KiB + 1, 16).algo, COLLC_ALGO_TWOSHOT);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 8 * KiB, 64).algo, COLLC_ALGO_ONESHOT);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 8 * KiB + 1, 64).algo, COLLC_ALGO_TWOSHOT);
+	assert_int_equal(plan(&cfg, COLLC_OP_REDUCE, 8 * KiB + 1, 64).algo, COLLC_ALGO_RING);
+	/* Reduce past its one-shot limit: ring, and small enough for LL. */
+	assert_plan(plan(&cfg, COLLC_OP_REDUCE, 16 * KiB, 64), COLLC_ALGO_RING, COLLC_PROTO_LL);
+	/* The gather-like collectives' bytes already count every rank's block. */
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLGATHER, 64 * KiB, 64).algo, COLLC_ALGO_ONESHOT);
+	/* A single rank copies: the plan is ring whatever the size. */
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 1).algo, COLLC_ALGO_RING);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB, 1).algo, COLLC_ALGO_RING);
+}
+
+static void test_auto_other_collectives(void **state)
+{
+	struct collc_config cfg = defaults(4);
+
+	(void)state;
+	for (size_t i = 1; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		assert_plan(plan(&cfg, ops[i], 0, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+		assert_plan(plan(&cfg, ops[i], 64 * KiB, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+		/* No two-shot but for all-reduce: ring right after one-shot. */
+		assert_plan(plan(&cfg, ops[i], 64 * KiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+		assert_plan(plan(&cfg, ops[i], 5 * MiB, 4), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
+	}
+}
+
+/* With algo forced to ring the protocol follows the size. */
+static void test_auto_proto(void **state)
+{
+	struct collc_config cfg = defaults(4);
+
+	(void)state;
+	cfg.algo = COLLC_ALGO_RING;
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	assert_plan(plan(&cfg, COLLC_OP_BROADCAST, 4 * MiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
+	cfg.ll_max_bytes = 0;
+	cfg.ll128_max_bytes = 0;
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1, 4), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
+}
+
+static void test_forced_algo(void **state)
+{
+	struct collc_config cfg = defaults(4);
+	static const uint64_t sizes[] = { 0, 1, 64 * KiB, 100 * MiB };
+
+	(void)state;
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+			int op = ops[i];
+
+			cfg.algo = COLLC_ALGO_RING;
+			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo, COLLC_ALGO_RING);
+			cfg.algo = COLLC_ALGO_ONESHOT;
+			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+			/* Two-shot is an all-reduce algorithm; the others fall back to ring. */
+			cfg.algo = COLLC_ALGO_TWOSHOT;
+			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo,
+					 op == COLLC_OP_ALLREDUCE ? COLLC_ALGO_TWOSHOT : COLLC_ALGO_RING);
+		}
+}
+
+static void test_forced_proto(void **state)
+{
+	struct collc_config cfg = defaults(4), auto_cfg = defaults(4);
+	static const uint64_t sizes[] = { 0, 1, 64 * KiB, 100 * MiB };
+
+	(void)state;
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+			int op = ops[i];
+
+			/* algo auto: LL and LL128 run on ring only, so ring it is. */
+			cfg.algo = COLLC_ALGO_AUTO;
+			cfg.proto = COLLC_PROTO_LL;
+			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
+			cfg.proto = COLLC_PROTO_LL128;
+			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+			/* Simple leaves the algorithm to the size. */
+			cfg.proto = COLLC_PROTO_SIMPLE;
+			assert_int_equal(plan(&cfg, op, sizes[s], 4).proto, COLLC_PROTO_SIMPLE);
+			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo,
+					 plan(&auto_cfg, op, sizes[s], 4).algo);
+			/* Both forced: the algorithm wins, and the plan says what runs. */
+			cfg.algo = COLLC_ALGO_ONESHOT;
+			cfg.proto = COLLC_PROTO_LL;
+			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+			cfg.algo = COLLC_ALGO_RING;
+			cfg.proto = COLLC_PROTO_LL128;
+			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+			cfg.algo = COLLC_ALGO_TWOSHOT;
+			cfg.proto = COLLC_PROTO_LL;
+			if (op == COLLC_OP_ALLREDUCE)
+				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+			else
+				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
+			cfg.proto = COLLC_PROTO_AUTO;
+		}
+}
+
+static void test_channels(void **state)
+{
+	struct collc_config cfg = defaults(8);
+
+	(void)state;
+	assert_int_equal(cfg.channels, 2);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4).nchannels, 1);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 256 * KiB - 1, 4).nchannels, 1);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 4).nchannels, 2);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 4).nchannels, 2);
+	cfg.channels = 8;
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 768 * KiB, 4).nchannels, 3);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 4).nchannels, 8);
+	cfg.channel_min_bytes = 1;
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1, 4).nchannels, 1);
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 5, 4).nchannels, 5);
+	cfg.channels = 1;
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 4).nchannels, 1);
+	/* Never above the executor's channels, whatever the config claims. */
+	cfg.channels = 32;
+	cfg.max_channels = 4;
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 4).nchannels, 4);
+	cfg.channel_min_bytes = 0;
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 4).nchannels, 4);
+	/* Chunk geometry is the executor's: its buffers differ between CPU and GPU. */
+	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 4).chunk_bytes, 0);
+}
+
+/* Every plan is runnable: a real algorithm the collective supports, carrying a protocol it can. */
+static void test_sweep_invariants(void **state)
+{
+	static const uint64_t sizes[] = { 0, 1, 7, 4 * KiB, 64 * KiB, 64 * KiB + 1, 1 * MiB,
+					  1 * MiB + 1, 4 * MiB + 1, 1ull << 40 };
+	static const uint32_t nranks[] = { 1, 2, 3, 8, 9, 64 };
+	unsigned n = 0;
+
+	(void)state;
+	for (uint32_t algo = 0; algo < COLLC_ALGO_MAX; algo++)
+		for (uint32_t proto = 0; proto < COLLC_PROTO_MAX; proto++)
+			for (uint32_t ch = 1; ch <= 4; ch++)
+				for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+					for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+						for (size_t r = 0; r < sizeof(nranks) / sizeof(nranks[0]); r++) {
+							struct collc_config cfg = defaults(4);
+							struct plan p;
+
+							cfg.algo = algo;
+							cfg.proto = proto;
+							cfg.channels = ch;
+							p = plan(&cfg, ops[o], sizes[s], nranks[r]);
+							assert_true(plan_algo_supported(ops[o], p.algo));
+							assert_true(plan_proto_supported(p.algo, p.proto));
+							assert_in_range(p.nchannels, 1, ch);
+							if (algo != COLLC_ALGO_AUTO && nranks[r] > 1 &&
+							    plan_algo_supported(ops[o], algo))
+								assert_int_equal(p.algo, algo);
+							if (proto != COLLC_PROTO_AUTO &&
+							    plan_proto_supported(p.algo, proto))
+								assert_int_equal(p.proto, proto);
+							n++;
+						}
+	assert_int_equal(n, 4 * 4 * 4 * 5 * 10 * 6);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_support_table),
+		cmocka_unit_test(test_auto_allreduce),
+		cmocka_unit_test(test_auto_rank_count),
+		cmocka_unit_test(test_auto_other_collectives),
+		cmocka_unit_test(test_auto_proto),
+		cmocka_unit_test(test_forced_algo),
+		cmocka_unit_test(test_forced_proto),
+		cmocka_unit_test(test_channels),
+		cmocka_unit_test(test_sweep_invariants),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
