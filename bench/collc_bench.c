@@ -364,6 +364,20 @@ static int parse_int(const char *opt, const char *s, int min, int max, int *ret)
 	return 0;
 }
 
+/* Other work on the machine is the first suspect for noisy numbers. */
+static void print_load(FILE *f, const char *when)
+{
+	char buf[128] = "";
+	FILE *la = fopen("/proc/loadavg", "re");
+
+	if (la && fgets(buf, sizeof(buf), la)) {
+		buf[strcspn(buf, "\n")] = 0;
+		fprintf(f, "# load average %s: %s\n", when, buf);
+	}
+	if (la)
+		fclose(la);
+}
+
 static void print_machine(FILE *f, int argc, char **argv)
 {
 	struct utsname u;
@@ -372,8 +386,10 @@ static void print_machine(FILE *f, int argc, char **argv)
 
 	uname(&u);
 	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
-	fprintf(f, "# %s, %s %s %s, %ld CPUs online, %s\n# command:", u.nodename, u.sysname,
-		u.release, u.machine, sysconf(_SC_NPROCESSORS_ONLN), date);
+	fprintf(f, "# %s, %s %s %s, %ld CPUs online, %s\n", u.nodename, u.sysname, u.release,
+		u.machine, sysconf(_SC_NPROCESSORS_ONLN), date);
+	print_load(f, "at start");
+	fprintf(f, "# command:");
 	for (int i = 0; i < argc; i++)
 		fprintf(f, " %s", argv[i]);
 	fprintf(f, "\n");
@@ -691,6 +707,7 @@ int main(int argc, char **argv)
 		if (cfg.peer != PEER_NONE && rp.rows[s].p.status != RES_OK)
 			status = 1;
 	}
+	print_load(stdout, "at the end");
 	report_table(stdout, &rp);
 	if (plot && !csv) {
 		int fd;

@@ -259,6 +259,7 @@ static const char gnuplot_script[] =
 	"set xtics 16\n"
 	"set grid\n"
 	"set format x '%%.0b%%B'\n"
+	"set format y '%%g'\n"
 	"set xlabel 'size (bytes, nccl-tests definition)'\n"
 	"set key top left\n"
 	"set ylabel 'end-to-end latency (us)'\n"

@@ -21,11 +21,17 @@
 
 #define CUDA_MAX_LANES  4u
 #define CUDA_THREADS    512u
-#define CUDA_GATE_OPEN  UINT64_MAX
-#define CUDA_ACK_NONE   (UINT64_MAX - 1)
+#define CUDA_GATE_OPEN  UINT64_MAX       /* forward everything */
+#define CUDA_GATE_HOLD  (UINT64_MAX - 1) /* forward nothing more; say where you are */
+#define CUDA_ACK_NONE   (UINT64_MAX - 2)
 
-/* Executor-space addresses of client memory carry this tag (see exec_cuda.c). */
-#define CUDA_ADDR_TAG 1ull
+/*
+ * Executor-space addresses of client memory carry a tag (see exec_cuda.c):
+ * + CUDA_ADDR_TAG always; CUDA_ADDR_LOCAL on memory only its own GPU maps (a
+ * CUDA IPC import), which one-shot and two-shot must not read from a peer.
+ */
+#define CUDA_ADDR_TAG   1ull
+#define CUDA_ADDR_LOCAL (1ull << 62)
 
 /* Connection geometry. */
 #define CUDA_SIMPLE_BYTES   COLLC_SIMPLE_BUFFER_BYTES
@@ -40,8 +46,8 @@
 
 /* Per lane, in mapped host memory: the quiesce handshake (exec_cuda.c window()). */
 struct cuda_hlane {
-	uint64_t gate;     /* written by the host: positions < gate may be forwarded */
-	uint64_t ack_gate; /* written by the poller: the gate value it stopped at */
+	uint64_t gate;     /* written by the host: OPEN, HOLD, or forward positions < gate */
+	uint64_t ack_gate; /* written by the poller: HOLD once it holds */
 	uint64_t ack_pos;  /* written by the poller: its position when it stopped */
 	uint64_t ack_coll; /* written by the poller: coll_id of the last item it forwarded */
 	uint64_t reserved[4];
@@ -86,7 +92,8 @@ struct cuda_os_slot {
 	uint64_t done;
 	uint64_t send; /* device pointers of rank p's buffers for the current op */
 	uint64_t recv;
-	uint64_t reserved[3];
+	uint64_t local; /* rank p's buffers are CUDA_ADDR_LOCAL: peers cannot read them */
+	uint64_t reserved[2];
 };
 
 /*

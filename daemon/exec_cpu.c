@@ -118,7 +118,7 @@ static int wait_item(struct cpu_dev *d, const struct collc_work_item *slot, uint
 	uint64_t spin_ns = (uint64_t)load_relaxed(&exec_spin_us) * 1000, t0 = now_ns();
 
 	for (uint32_t i = 0;; i++) {
-		/* R2: pairs with W1 in the scheduler: the item is whole before its seq. */
+		/* W1': pairs with W1 in the scheduler's launch(): the item is whole before its seq. */
 		if (load_acquire(&slot->seq) == want)
 			return 0;
 		if (load_relaxed(&stopping))

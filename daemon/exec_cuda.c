@@ -22,7 +22,9 @@
  * CUDA_ADDR_TAG: the scheduler munmap()s the address of a registration when
  * it lets it go, and an address that is not page aligned makes that call
  * fail harmlessly instead of punching a hole in CUDA's reserved VA; the grid
- * subtracts the tag. fd is one end of a socket pair whose other end this
+ * subtracts the tag. A CUDA IPC import is mapped for its own GPU only, so its
+ * address also carries CUDA_ADDR_LOCAL: one-shot and two-shot then fall back
+ * to the ring, which never touches a peer's user buffers. fd is one end of a socket pair whose other end this
  * file polls: when every copy is closed (the client and the scheduler both
  * let go), the memory is released.
  */
@@ -347,14 +349,14 @@ static void window(void (*calls)(void))
 
 			store_relaxed(&h->ack_gate, CUDA_ACK_NONE);
 			/* Q1: the reset ack before the hold; pairs with the poller's read of gate. */
-			store_release(&h->gate, 0ull);
+			store_release(&h->gate, CUDA_GATE_HOLD);
 		}
 	for (uint32_t g = 0; g < ngpus; g++)
 		for (uint32_t l = 0; l < nlanes; l++) {
 			struct cuda_hlane *h = &gpus[g].hctrl->lane[l];
 
 			/* Q2: pairs with the poller's fence before ack_gate: ack_pos is valid. */
-			while (load_acquire(&h->ack_gate) != 0) {
+			while (load_acquire(&h->ack_gate) != CUDA_GATE_HOLD) {
 				if (!grid_running(&gpus[g]))
 					fatal("grid exited during a quiesce window", 0);
 				if (now_ns() - t0 > WINDOW_TIMEOUT_NS)
@@ -395,7 +397,7 @@ static void window(void (*calls)(void))
 	for (uint32_t g = 0; g < ngpus; g++)
 		if (grid_launch(&gpus[g]) < 0)
 			fatal("relaunch after a quiesce window", cudaGetLastError());
-	log_debug("quiesce window: %.3f ms", (double)(now_ns() - t0) / 1e6);
+	log_info("quiesce window: %.3f ms", (double)(now_ns() - t0) / 1e6);
 }
 
 /* Memory releases and imports (service thread) */
@@ -417,6 +419,19 @@ static void creg_release(struct creg *cr)
 /* Runs inside a window with mem_lock held. */
 static void window_calls(void)
 {
+	/* Closes first: a new allocation may come back with a handle just released. */
+	for (struct ipc_imp **pi = &imps; *pi;) {
+		struct ipc_imp *imp = *pi;
+
+		if (!imp->closing) {
+			pi = &imp->next;
+			continue;
+		}
+		cudaSetDevice(gpus[imp->gpu].ord);
+		cudaIpcCloseMemHandle(imp->base);
+		*pi = imp->next;
+		free(imp);
+	}
 	for (struct imp_req *q = imp_reqs; q; q = q->next) {
 		struct ipc_imp *imp = calloc(1, sizeof(*imp));
 		cudaIpcMemHandle_t h;
@@ -453,18 +468,6 @@ static void window_calls(void)
 		q->done = 1;
 	}
 	imp_reqs = NULL;
-	for (struct ipc_imp **pi = &imps; *pi;) {
-		struct ipc_imp *imp = *pi;
-
-		if (!imp->closing) {
-			pi = &imp->next;
-			continue;
-		}
-		cudaSetDevice(gpus[imp->gpu].ord);
-		cudaIpcCloseMemHandle(imp->base);
-		*pi = imp->next;
-		free(imp);
-	}
 	pthread_cond_broadcast(&mem_cond);
 }
 
@@ -633,8 +636,9 @@ int exec_cuda_mem_add(uint16_t type, const struct collc_msg_mem *q, int in_fd, i
 			goto err_close;
 		}
 		pthread_mutex_lock(&mem_lock);
+		/* Imported once per allocation; one waiting to close is never reused. */
 		for (imp = imps; imp; imp = imp->next)
-			if (memcmp(imp->handle, ip->handle, sizeof(ip->handle)) == 0)
+			if (imp->refs && memcmp(imp->handle, ip->handle, sizeof(ip->handle)) == 0)
 				break;
 		if (!imp) {
 			struct imp_req rq = { 0 };
@@ -661,7 +665,8 @@ int exec_cuda_mem_add(uint16_t type, const struct collc_msg_mem *q, int in_fd, i
 		imp->refs++;
 		imp->closing = 0;
 		cr->imp = imp;
-		*ret_addr = (uint64_t)(uintptr_t)imp->base + ip->offset + CUDA_ADDR_TAG;
+		/* Mapped for its own GPU only: peers must not read it (CUDA_ADDR_LOCAL). */
+		*ret_addr = ((uint64_t)(uintptr_t)imp->base + ip->offset + CUDA_ADDR_TAG) | CUDA_ADDR_LOCAL;
 		pthread_mutex_unlock(&mem_lock);
 	} else {
 		r = -EINVAL;
@@ -730,22 +735,22 @@ static int mps_check(void)
 	int pipe_ok, server;
 
 	snprintf(path, sizeof(path), "%s/control", dir ? dir : "/tmp/nvidia-mps");
-	pipe_ok = stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+	pipe_ok = stat(path, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 	server = mps_server_running();
 	if (pipe_ok && server) {
 		log_info("MPS: the MPS control daemon serves these GPUs (%s)", path);
 		return 0;
 	}
 	if (require_mps) {
-		log_err("MPS: %s; --require-mps: refusing to start",
+		log_err("MPS: %s (%s); --require-mps: refusing to start",
 			pipe_ok ? "an MPS control daemon exists but no MPS server serves collcd"
-				: "no MPS control daemon (start nvidia-cuda-mps-control -d)");
+				: "no MPS control daemon (start nvidia-cuda-mps-control -d)", path);
 		return -EPERM;
 	}
-	log_warn("MPS: %s: client kernels will time-slice with the resident grids (measured "
+	log_warn("MPS: %s (%s): client kernels will time-slice with the resident grids (measured "
 		 "2.2x slower); start nvidia-cuda-mps-control -d before collcd",
 		 pipe_ok ? "an MPS control daemon exists but no MPS server serves collcd"
-			 : "no MPS control daemon found");
+			 : "no MPS control daemon found", path);
 	return 0;
 }
 
@@ -1079,7 +1084,9 @@ int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_b
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess || n == 0) {
 		log_err("CUDA backend: no GPU is visible to collcd (%s)",
-			e != cudaSuccess ? cu_err(e) : "0 devices");
+			e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice
+				? "no NVIDIA driver or GPU on this machine"
+			: e != cudaSuccess ? cu_err(e) : "0 devices");
 		return -ENODEV;
 	}
 	if (ndevices && ndevices < (uint32_t)n)

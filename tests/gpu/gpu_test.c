@@ -385,7 +385,7 @@ static int run_case(struct rank_ctx *rc, uint64_t cid, int coll, int dt, int op,
 	CK(cudaDeviceSynchronize());
 	r = submit(rc, coll, rc->dsend, rc->drecv, count, dt, op, root, &req);
 	if (r == 0)
-		r = collc_wait(rc->ctx, req, 60000);
+		r = collc_wait(rc->ctx, req, 15000);
 	if (r < 0) {
 		fprintf(stderr, "%s rank %d: %s %s %s count %zu: %s\n", label, me, coll_names[coll],
 			dt_names[dt], op_names[op], count, collc_strerror(r));
@@ -530,15 +530,16 @@ static int child_latency(const struct collc_unique_id *id, int n, int me)
 	{
 		double t0 = now_us();
 
-		for (int i = 0; i < iters; i++)
-			if (collc_allreduce(rc.comm, rc.dsend + 8 * i, rc.drecv + 8 * i, 2, COLLC_FLOAT32,
-					    COLLC_SUM, &reqs[i]) < 0)
+		/* At most 512 in flight: completions must be reaped to keep the CQ open. */
+		for (int i = 0; i < iters + 512; i++) {
+			if (i < iters && collc_allreduce(rc.comm, rc.dsend + 8 * i, rc.drecv + 8 * i, 2,
+							 COLLC_FLOAT32, COLLC_SUM, &reqs[i]) < 0)
 				return 1;
-		for (int i = 0; i < iters; i++)
-			if (collc_wait(rc.ctx, reqs[i], 30000) != 0) {
-				fprintf(stderr, "pipelined rank %d: request %d failed\n", me, i);
+			if (i >= 512 && collc_wait(rc.ctx, reqs[i - 512], 30000) != 0) {
+				fprintf(stderr, "pipelined rank %d: request %d failed\n", me, i - 512);
 				return 1;
 			}
+		}
 		sh->value[me][0] = (now_us() - t0) / iters;
 	}
 	CK(cudaMemcpy(rc.hrecv, rc.drecv, nb, cudaMemcpyDeviceToHost));
@@ -888,7 +889,7 @@ int main(int argc, char **argv)
 	if (strcmp(scen, "sweep") == 0) {
 		for (int i = 0; i < ngpus; i++)
 			pids[i] = spawn(child_sweep, &ids[0], ngpus, i);
-		bad = wait_all(pids, ngpus, big ? 540 : 300);
+		bad = wait_all(pids, ngpus, big ? 400 : 150);
 		for (int k = 0; k < NCOLL; k++) {
 			uint64_t f, cs = sum_cases(k, &f);
 
@@ -898,7 +899,7 @@ int main(int argc, char **argv)
 	} else if (strcmp(scen, "latency") == 0) {
 		for (int i = 0; i < ngpus; i++)
 			pids[i] = spawn(child_latency, &ids[0], ngpus, i);
-		bad = wait_all(pids, ngpus, 300);
+		bad = wait_all(pids, ngpus, 120);
 		{
 			uint64_t f, cs = sum_cases(0, &f);
 
@@ -911,7 +912,7 @@ int main(int argc, char **argv)
 	} else if (strcmp(scen, "interleave") == 0) {
 		for (int i = 0; i < ngpus; i++)
 			pids[i] = spawn(child_interleave_w, ids, ngpus, i);
-		bad = wait_all(pids, ngpus, 300);
+		bad = wait_all(pids, ngpus, 120);
 		{
 			uint64_t f, cs = sum_cases(0, &f);
 

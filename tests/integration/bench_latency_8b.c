@@ -117,6 +117,19 @@ int main(int argc, char **argv)
 		       "min %.1f us, max %.1f us\n", iters, all[n / 2] / 1e3, all[n * 99 / 100] / 1e3,
 		       all[0] / 1e3, all[n - 1] / 1e3);
 		fflush(stdout);
+		{
+			/* Stalls as long as a sleep timeout in collcd suggest a lost wake-up. */
+			size_t slow = 0;
+			char list[512] = "";
+			int len = 0;
+
+			for (size_t i = n; i-- > 0 && all[i] >= 20000000u; slow++)
+				if (len < (int)sizeof(list) - 16)
+					len += snprintf(list + len, sizeof(list) - (size_t)len, " %.0f",
+							all[i] / 1e6);
+			if (slow)
+				h_log("%zu all-reduces took 20 ms or more (ms, slowest first):%s", slow, list);
+		}
 		free(all);
 	}
 	return h_finish(failed);

@@ -395,6 +395,13 @@ void h_daemon_start(const char *const *extra_args)
 	}
 	for (int i = 0; extra_args && extra_args[i] && argc < 62; i++)
 		argv[argc++] = extra_args[i];
+	/* COLLC_TEST_DAEMON_ARGS: more collcd arguments for every test, split at spaces. */
+	if (getenv("COLLC_TEST_DAEMON_ARGS")) {
+		char *copy = strdup(getenv("COLLC_TEST_DAEMON_ARGS")), *save = NULL;
+
+		for (char *w = strtok_r(copy, " ", &save); w && argc < 62; w = strtok_r(NULL, " ", &save))
+			argv[argc++] = w;
+	}
 	argv[argc] = NULL;
 	fflush(NULL);
 	pid = fork();
@@ -441,6 +448,16 @@ void h_daemon_start(const char *const *extra_args)
 	}
 	h_log("collcd pid %d serving %s (%.1f ms to start)", (int)pid, h_sock,
 	      (double)(h_now_ns() - t0) / 1e6);
+}
+
+void h_daemon_kill(int sig)
+{
+	if (h_daemon_pid <= 0)
+		return;
+	kill(h_daemon_pid, sig);
+	waitpid(h_daemon_pid, NULL, 0);
+	h_daemon_pid = 0;
+	daemon_status = -1;
 }
 
 int h_daemon_stop(void)

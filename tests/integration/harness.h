@@ -13,7 +13,9 @@
  *
  * Exit codes: 0 pass, 1 fail, 77 skipped (h_skip says why). On failure the
  * seed and the tail of collcd's log are printed; COLLC_TEST_SEED=N (or
- * --seed N) replays a run.
+ * --seed N) replays a run. COLLCD=PATH runs another collcd binary,
+ * COLLC_TEST_DAEMON_ARGS="--set k=v ..." passes it more arguments,
+ * COLLC_TEST_DEBUG=1 adds --log-level debug, COLLC_TEST_KEEP=1 keeps its log.
  */
 #ifndef COLLC_TEST_HARNESS_H
 #define COLLC_TEST_HARNESS_H
@@ -41,6 +43,8 @@ void h_daemon_start(const char *const *extra_args);
 int h_daemon_alive(void);
 /* SIGTERM, then SIGKILL after 5 s. Returns 0 when collcd had not died on its own and exited 0. */
 int h_daemon_stop(void);
+/* Kills collcd with sig on purpose and reaps it (no failure is reported). */
+void h_daemon_kill(int sig);
 /* Prints the last lines collcd logged (stdout and stderr). */
 void h_daemon_log_tail(int lines);
 

@@ -6,7 +6,9 @@
  * send and receive sit at random element offsets inside them, surrounded by
  * canary bytes that must survive, and the send buffer must stay unchanged.
  *
- *   test_allreduce NRANKS [--seed N]
+ *   test_allreduce NRANKS [--set KEY=VALUE]... [--seed N]
+ *
+ * --set goes to collcd, e.g. to force an algorithm, a protocol or many channels.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "json.h"
 #include "refcheck.h"
 
 #define GUARD     256
@@ -144,20 +147,71 @@ static int rank_main(int rank, int nranks, void *arg)
 	return 0;
 }
 
+/* With algo=X or proto=Y forced, collcd's totals must show X or Y was used. */
+static int check_forced(const char *kv)
+{
+	static char out[1 << 20];
+	const char *eq = strchr(kv, '='), *section;
+	const struct json *totals, *by, *n;
+	struct json *root;
+	char cmd[512], err[128], key[32];
+	int r = 0;
+
+	if (strncmp(kv, "algo=", 5) == 0)
+		section = "by_algo";
+	else if (strncmp(kv, "proto=", 6) == 0)
+		section = "by_proto";
+	else
+		return 0;
+	snprintf(key, sizeof(key), "%s", eq + 1);
+	if (strcmp(key, "auto") == 0)
+		return 0;
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", COLLCCTL_PATH, h_sock);
+	if (h_run_capture(cmd, out, sizeof(out)) != 0)
+		return h_fail("collcctl status --json failed:\n%s", out);
+	root = json_parse(out, strlen(out), err, sizeof(err));
+	if (!root)
+		return h_fail("collcctl status --json: %s", err);
+	totals = json_get(root, "totals");
+	by = json_get(totals, section);
+	n = json_get(by, key);
+	if (!n || n->type != JSON_NUMBER)
+		h_log("NOTE: status --json has no totals.%s.%s: cannot confirm %s took effect", section, key, kv);
+	else if (n->number <= 0)
+		r = h_fail("%s was set, but totals.%s.%s is %.0f: every all-reduce ran another way", kv,
+			   section, key, n->number);
+	else
+		h_log("%s took effect: totals.%s.%s = %.0f collectives", kv, section, key, n->number);
+	json_free(root);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	int nranks = argc > 1 ? atoi(argv[1]) : 2;
-	char name[32];
-	int failed;
+	const char *dargs[32];
+	char name[256];
+	int failed, nd = 0, n;
 
-	snprintf(name, sizeof(name), "allreduce_%dranks", nranks);
+	/* Further arguments "--set KEY=VALUE" go to collcd: a forced algorithm, protocol, channels. */
+	n = snprintf(name, sizeof(name), "allreduce_%dranks", nranks);
+	for (int i = 2; i + 1 < argc && nd < 30; i++)
+		if (strcmp(argv[i], "--set") == 0) {
+			dargs[nd++] = argv[i];
+			dargs[nd++] = argv[++i];
+			if (n > 0 && (size_t)n < sizeof(name))
+				n += snprintf(name + n, sizeof(name) - (size_t)n, "_%s", argv[i]);
+		}
+	dargs[nd] = NULL;
 	h_init(strdup(name), argc, argv, 240);
 	if (nranks < 2 || nranks > 64)
-		return h_fail("usage: test_allreduce NRANKS (2..64)");
+		return h_fail("usage: test_allreduce NRANKS (2..64) [--set KEY=VALUE]...");
 	make_cases();
-	h_daemon_start(NULL);
+	h_daemon_start(dargs);
 	h_unique_id(&uid);
 	h_log("%d cases (send/receive at random element offsets, canaries around both)", ncases);
 	failed = h_run_ranks(nranks, rank_main, NULL);
+	for (int i = 1; !failed && i < nd; i += 2)
+		failed |= check_forced(dargs[i]);
 	return h_finish(failed);
 }

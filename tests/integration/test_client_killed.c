@@ -7,7 +7,8 @@
  *        without submitting. Rank 0's collc_wait returns -EPIPE within 1 s of
  *        the kill; later submissions on that communicator fail with -EPIPE
  *        too, at once.
- *     2. 3 ranks: rank 2 dies; both survivors get -EPIPE within 1 s.
+ *     2. 3 ranks: rank 2 dies; both survivors get -EPIPE within 1 s; and
+ *        again, but rank 1 submits its part only after rank 2 died: -EPIPE too.
  *     3. 2 ranks, 8 all-reduces of 4 MiB in flight on both sides, then rank 1
  *        dies: each of rank 0's requests ends, either with -EPIPE within 1 s
  *        of the kill or (one collcd was already running) with 0 and a
@@ -112,6 +113,56 @@ static int rank_unsubmitted(int rank, int nranks, void *arg)
 	if (r < 0 && r != -EPIPE)
 		h_log("rank %d: collc_comm_destroy on the revoked communicator: %s (accepted)", rank,
 		      collc_strerror(r));
+	collc_disconnect(ctx);
+	return 0;
+}
+
+/*
+ * Phase 2b: 3 ranks; rank 0 waits in an all-reduce, rank 2 dies, and only
+ * then rank 1 submits its part of that same all-reduce: it must learn that a
+ * peer died (-EPIPE), like rank 0.
+ */
+static int rank_late(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	float *buf;
+	collc_req req;
+	int r;
+
+	(void)arg;
+	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+		return 1;
+	r = collc_mem_alloc(ctx, 4096, -1, (void **)&buf);
+	if (r < 0)
+		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
+	if (rank == 0) {
+		r = collc_allreduce(comm, buf, buf, 1000, COLLC_FLOAT32, COLLC_SUM, &req);
+		if (r < 0)
+			return h_fail("rank 0: collc_allreduce: %s", collc_strerror(r));
+	}
+	if (h_barrier_wait(&sh->bar, 10000) < 0)
+		return h_fail("barrier timed out");
+	if (rank == sh->victim)
+		return die_now();
+	if (rank == 1) {
+		while (!__atomic_load_n(&sh->t_kill, __ATOMIC_SEQ_CST))
+			usleep(1000);
+		usleep(100000); /* collcd has noticed the death by now */
+		r = collc_allreduce(comm, buf, buf, 1000, COLLC_FLOAT32, COLLC_SUM, &req);
+		if (r < 0 && r != -EPIPE)
+			return h_fail("rank 1: collc_allreduce after the peer died: %s", collc_strerror(r));
+	}
+	if (r == 0)
+		r = collc_wait(ctx, req, 5000);
+	if (r != -EPIPE)
+		return h_fail("rank %d of 3: rank 2 died; %s returned %d (%s), want -EPIPE", rank,
+			      rank == 0 ? "the pending all-reduce" :
+					  "rank 1's part of that all-reduce, submitted after the death,",
+			      r, collc_strerror(r));
+	h_log("rank %d of 3: %s -EPIPE", rank,
+	      rank == 0 ? "waiting when rank 2 died:" : "submitting its part after rank 2 died:");
+	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return 0;
 }
@@ -356,12 +407,14 @@ int main(int argc, char **argv)
 	h_daemon_start(NULL);
 	if (init)
 		return h_finish(killed_in_init());
+	/* Each phase has its own communicator: run them all while collcd lives. */
 	failed |= run_killed(2, 1, rank_unsubmitted);
-	if (!failed)
+	if (h_daemon_alive())
 		failed |= run_killed(3, 2, rank_unsubmitted);
-	if (!failed)
+	if (h_daemon_alive())
+		failed |= run_killed(3, 2, rank_late);
+	if (h_daemon_alive())
 		failed |= run_killed(2, 1, rank_inflight);
-	if (!failed)
-		failed |= healthy("after three communicators lost a rank");
+	failed |= healthy("after four communicators lost a rank");
 	return h_finish(failed);
 }

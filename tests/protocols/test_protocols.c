@@ -20,7 +20,7 @@
  * daemon/plan.h: two-shot runs all-reduce only (the others ring); one-shot and
  * two-shot carry Simple only.
  *
- * --big adds cases of several MB (several Simple chunks); --quick runs every
+ * --big adds cases of several MB (several Simple chunks) up to 5 ranks; --quick runs every
  * 7th case only (for wide rank counts); --hot keeps one collcd and switches
  * protocol and algorithm with `collcctl set` between rounds; --mixed runs two
  * communicators over shared devices with every collective outstanding at once
@@ -125,7 +125,8 @@ static int make_cases(int nranks, struct tcase *tc)
 				c->seed = h_mix(h_seed ^ ((uint64_t)nranks << 40) ^ (uint64_t)k);
 				n++;
 			}
-	for (size_t i = 0; opt.big && i < sizeof(big) / sizeof(big[0]); i++, k++) {
+	/* Several MB a rank: enough chunks at a few ranks, and the time to check them stays short. */
+	for (size_t i = 0; opt.big && nranks <= 5 && i < sizeof(big) / sizeof(big[0]); i++, k++) {
 		struct tcase *c = &tc[n++];
 
 		c->coll = big[i].coll;
@@ -602,11 +603,15 @@ static int mixed_main(int proc, int nprocs, void *arg)
 			/* Sizes around the automatic thresholds: one-shot, two-shot, LL, LL128, Simple. */
 			static const size_t bytes[] = { 0, 8, 1000, 40000, 70000, 300000, 1100000, 2500000 };
 
-			c->coll = 1 + (int)h_rand_below(&rng, COLLC_OP_MAX - 1);
+			/* Every collective at every size, in an order that differs between A and B. */
+			c->coll = 1 + (i + m) % (COLLC_OP_MAX - 1);
 			c->dtype = (collc_dtype)h_rand_below(&rng, COLLC_NUM_DTYPES);
 			c->op = (collc_redop)h_rand_below(&rng, COLLC_NUM_REDOPS);
-			c->count = bytes[h_rand_below(&rng, 8)] / rc_size(c->dtype) / (c->coll == COLLC_OP_ALLGATHER ||
-				   c->coll == COLLC_OP_REDUCE_SCATTER ? (size_t)nprocs : 1);
+			if (c->dtype == COLLC_FLOAT16 && c->op == COLLC_PROD)
+				c->op = COLLC_MAX;
+			c->count = bytes[(size_t)(i / (COLLC_OP_MAX - 1) + 3 * m) % 8] / rc_size(c->dtype);
+			if (c->coll == COLLC_OP_ALLGATHER || c->coll == COLLC_OP_REDUCE_SCATTER)
+				c->count /= (size_t)nprocs;
 			c->inplace = (int)h_rand_below(&rng, 2);
 			c->root = (int)h_rand_below(&rng, (uint64_t)nprocs);
 			c->skew = h_rand_below(&rng, ELEM_SKEW);
@@ -661,6 +666,12 @@ static int run_mixed(void)
 		return h_fail("%d processes failed", failed);
 	if (read_totals(&now))
 		return 1;
+	for (int a = COLLC_ALGO_RING; a < COLLC_ALGO_MAX; a++)
+		if (now.algo[a] == before.algo[a])
+			return h_fail("status: no collective ran %s", algo_names[a]);
+	for (int p = COLLC_PROTO_SIMPLE; p < COLLC_PROTO_MAX; p++)
+		if (now.proto[p] == before.proto[p])
+			return h_fail("status: no collective ran %s", proto_names[p]);
 	h_log("two communicators, %d collectives each outstanding at once: correct; by_algo ring %" PRIu64
 	      " oneshot %" PRIu64 " twoshot %" PRIu64 ", by_proto simple %" PRIu64 " ll %" PRIu64
 	      " ll128 %" PRIu64, MIXED_OPS, now.algo[1] - before.algo[1], now.algo[2] - before.algo[2],
@@ -696,6 +707,7 @@ static void parse(int argc, char **argv)
 			opt.nranks_list = 0;
 			for (t = strtok_r(s, ",", &save); t && opt.nranks_list < 16; t = strtok_r(NULL, ",", &save))
 				opt.ranks[opt.nranks_list++] = atoi(t);
+			free(s);
 			i++;
 		} else if (strcmp(a, "--set") == 0 && v && opt.nsets < 14) {
 			opt.sets[opt.nsets++] = v;

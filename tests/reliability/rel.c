@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -37,6 +38,7 @@ uint64_t rel_seed;
 char rel_sock[128];
 pid_t rel_daemon_pid;
 unsigned rel_watchdog_s;
+long rel_daemon_nofile;
 
 static pid_t main_pid;
 static char tmpdir[64];
@@ -425,6 +427,32 @@ int rel_reap_ok(pid_t pid, int timeout_ms, const char *what)
 	return rel_fail("%s (pid %d) %s", what, (int)pid, why);
 }
 
+int rel_wait_in_poll(pid_t pid, int timeout_ms)
+{
+	uint64_t deadline = rel_now_ns() + (uint64_t)timeout_ms * 1000000;
+	char path[64], buf[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)pid);
+	while (rel_now_ns() < deadline) {
+		FILE *f = fopen(path, "re");
+		long nr = -1;
+
+		if (f) {
+			if (fgets(buf, sizeof(buf), f))
+				nr = strtol(buf, NULL, 10);
+			fclose(f);
+		}
+#ifdef SYS_poll
+		if (nr == SYS_poll)
+			return 0;
+#endif
+		if (nr == SYS_ppoll)
+			return 0;
+		rel_sleep_us(500);
+	}
+	return -ETIMEDOUT;
+}
+
 /* The daemon */
 
 static int daemon_status = -1;
@@ -486,6 +514,13 @@ void rel_daemon_start(const char *const *extra_args)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (getppid() != main_pid)
 			_exit(127);
+		if (rel_daemon_nofile > 0) {
+			struct rlimit rl;
+
+			getrlimit(RLIMIT_NOFILE, &rl);
+			rl.rlim_cur = (rlim_t)rel_daemon_nofile;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
 		dup2(logfd, STDOUT_FILENO);
 		dup2(logfd, STDERR_FILENO);
 		execv(bin, (char *const *)argv);

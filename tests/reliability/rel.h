@@ -49,6 +49,8 @@ void rel_die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn
 void rel_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* The daemon */
+/* When > 0, collcd starts with this soft RLIMIT_NOFILE (the hard limit stays). */
+extern long rel_daemon_nofile;
 void rel_daemon_start(const char *const *extra_args);
 int rel_daemon_alive(void);
 /* SIGKILL and reap; returns the time of the kill (rel_now_ns). */
@@ -83,6 +85,12 @@ int rel_reap(pid_t pid, int timeout_ms, int *status);
 /* 0 when the child exited 0; else prints why (with `what`) and returns 1. */
 int rel_reap_ok(pid_t pid, int timeout_ms, const char *what);
 void rel_describe_status(int st, char *out, size_t len);
+/*
+ * Waits until process pid sleeps in poll/ppoll (read from /proc/PID/syscall):
+ * a libcollc control request has then been sent and waits for its reply.
+ * 0, or -ETIMEDOUT.
+ */
+int rel_wait_in_poll(pid_t pid, int timeout_ms);
 
 /* Memory shared by every process forked afterwards (zeroed). */
 void *rel_shared(size_t bytes);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <inttypes.h>
 #include <string.h>
 
 #include "rel.h"
@@ -238,4 +239,65 @@ long rd_check_broadcast(const void *recv, size_t count, collc_dtype dt, int root
 			return mismatch(got, want, i, ret_got, ret_want);
 	}
 	return -1;
+}
+
+int rel_steady_rank(struct rel_steady *s, int rank)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	const size_t cap = 1 << 20;
+	void *send, *recv;
+	uint64_t rng = rel_seed ^ 0x57eadull;
+	int r;
+
+	if (rel_join(&s->uid, 2, rank, &ctx, &comm) < 0)
+		return 1;
+	if ((r = collc_mem_alloc(ctx, cap, -1, &send)) < 0 || (r = collc_mem_alloc(ctx, cap, -1, &recv)) < 0)
+		return rel_fail("steady rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
+	rel_add(&s->joined, 1);
+	for (uint32_t it = 0;; it++) {
+		uint32_t stop = rel_load(&s->stop_at);
+		collc_dtype dt = (collc_dtype)rel_rand_below(&rng, COLLC_NUM_DTYPES);
+		collc_redop op = (collc_redop)rel_rand_below(&rng, COLLC_NUM_REDOPS);
+		static const size_t sizes[] = { 0, 1, 7, 1000, 4096, 65536, 262144, 1 << 20 };
+		/* Mostly small; a 1 MiB one every 16th. */
+		size_t count = sizes[rel_rand_below(&rng, it % 16 == 0 ? 8 : 7)] / collc_dtype_size(dt);
+		uint64_t key = rel_mix(rel_seed ^ it), got, want;
+		collc_req req;
+		long bad;
+
+		if (stop && it >= stop)
+			break;
+		rd_fill(send, count, dt, op, 2, rank, key, 0);
+		memset(recv, 0xa5, count * collc_dtype_size(dt));
+		r = collc_allreduce(comm, send, recv, count, dt, op, &req);
+		if (r == 0)
+			r = collc_wait(ctx, req, 20000);
+		if (r < 0) {
+			s->errors[rank]++;
+			return rel_fail("steady rank %d: collective %u (%s %s x%zu) ended with %s", rank, it,
+					rd_dtype_name(dt), rd_op_name(op), count, collc_strerror(r));
+		}
+		bad = rd_check_allreduce(recv, count, dt, op, 2, key, &got, &want);
+		if (bad >= 0) {
+			s->errors[rank]++;
+			return rel_fail("steady rank %d: collective %u (%s %s x%zu) wrong at %ld: %#" PRIx64
+					", want %#" PRIx64,
+					rank, it, rd_dtype_name(dt), rd_op_name(op), count, bad, got, want);
+		}
+		s->bytes[rank] += count * collc_dtype_size(dt);
+		rel_store(&s->progress[rank], it + 1);
+		if (s->pause_us)
+			rel_sleep_us(s->pause_us);
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return 0;
+}
+
+void rel_steady_stop(struct rel_steady *s)
+{
+	uint32_t p0 = rel_load(&s->progress[0]), p1 = rel_load(&s->progress[1]);
+
+	rel_store(&s->stop_at, (p0 > p1 ? p0 : p1) + 3);
 }

@@ -37,6 +37,25 @@ long rd_check_broadcast(const void *recv, size_t count, collc_dtype dt, int root
 			uint64_t key, uint64_t *ret_got, uint64_t *ret_want);
 /* reduce: the root's receive buffer holds the allreduce result. */
 
+/*
+ * A pair of processes running correct all-reduces of random dtype, op and
+ * size (0..1 MiB, pause_us apart) on their own communicator, checking every
+ * result, until rel_steady_stop(). Both ranks draw the same sequence.
+ */
+struct rel_steady {
+	struct collc_unique_id uid;
+	uint32_t pause_us;
+	uint32_t joined;
+	uint32_t stop_at;     /* 0: run on */
+	uint32_t progress[2]; /* collectives done by each rank */
+	uint32_t errors[2];
+	uint64_t bytes[2];
+};
+/* The body of rank `rank` (0 or 1): 0 when every collective was correct. */
+int rel_steady_rank(struct rel_steady *s, int rank);
+/* Makes both ranks stop after the same collective (they are at most one apart). */
+void rel_steady_stop(struct rel_steady *s);
+
 const char *rd_dtype_name(collc_dtype dt);
 const char *rd_op_name(collc_redop op);
 

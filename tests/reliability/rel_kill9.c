@@ -9,6 +9,10 @@
  *   during-large    everyone submitted a 1..8 MiB all-reduce; killed meanwhile
  *   while-waiting   the victim sleeps in collc_wait; the others submit around
  *                   the moment of the kill
+ *   during-init     (every 5th trial) the victim is blocked in collc_comm_init
+ *                   with the ranks that joined before it; one rank never
+ *                   joins. The joined ranks' collc_comm_init ends with -EPIPE
+ *                   and collcd keeps serving.
  * A survivor's collective ends with -EPIPE or, when it completed (or was
  * already in the executor) before the revocation, with 0 and a correct
  * result; any other value fails the test. After the kill every survivor
@@ -38,9 +42,9 @@
 #include "rel.h"
 #include "rel_data.h"
 
-enum { PH_BEFORE_SUBMIT, PH_AFTER_SUBMIT, PH_DURING_LARGE, PH_WAITING, PH_COUNT };
+enum { PH_BEFORE_SUBMIT, PH_AFTER_SUBMIT, PH_DURING_LARGE, PH_WAITING, PH_DURING_INIT, PH_COUNT };
 static const char *const phase_name[PH_COUNT] = { "before-submit", "after-submit", "during-large",
-						  "while-waiting" };
+						  "while-waiting", "during-init" };
 
 #define MAX_RANKS 3
 
@@ -55,23 +59,14 @@ struct trial {
 	uint64_t key, rng;
 	size_t count;
 	struct collc_unique_id uid;
-	uint32_t joined, go, killed;
-	uint32_t submitted[MAX_RANKS], waiting[MAX_RANKS];
+	uint32_t joined, go, killed, absent;
+	uint32_t submitted[MAX_RANKS], waiting[MAX_RANKS], init_called[MAX_RANKS];
 	uint64_t t_kill;
 	struct rank_out out[MAX_RANKS];
 };
 
-struct steady {
-	struct collc_unique_id uid;
-	uint32_t joined;
-	uint32_t stop_at;         /* 0: run on */
-	uint32_t progress[2];     /* collectives done by each rank */
-	uint32_t errors[2];
-	uint64_t bytes[2];
-};
-
 static struct trial *T;
-static struct steady *S;
+static struct rel_steady *S;
 static int cur_rank;
 
 /* Survivor side of one trial. */
@@ -139,6 +134,44 @@ static int survivor(struct trial *t, int rank, struct collc_ctx *ctx, struct col
 	return 0;
 }
 
+/* A communicator that never forms: the victim dies inside collc_comm_init. */
+static int during_init(struct trial *t, int rank)
+{
+	struct rank_out *o = &t->out[rank];
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	int r;
+
+	if ((uint32_t)rank == t->absent)
+		return 0;
+	r = rel_connect(&ctx);
+	if (r < 0)
+		return rel_fail("trial %u: rank %d: collc_connect: %s", t->index, rank, collc_strerror(r));
+	if ((uint32_t)rank == t->victim) {
+		/* Join after everyone else who joins: collcd holds their joins already. */
+		for (uint32_t q = 0; q < t->nranks; q++)
+			if (q != t->victim && q != t->absent)
+				rel_wait_at_least(&t->init_called[q], 1, 10000);
+		rel_sleep_us(50000);
+		rel_store(&t->waiting[rank], 1);
+		r = collc_comm_init(ctx, &t->uid, (int)t->nranks, rank, -1, &comm);
+		for (;;)
+			pause();
+	}
+	rel_store(&t->init_called[rank], 1);
+	o->t_sub1 = rel_now_ns();
+	r = collc_comm_init(ctx, &t->uid, (int)t->nranks, rank, -1, &comm);
+	o->t_ret1 = rel_now_ns();
+	o->res1 = r;
+	o->res2 = -EPIPE;
+	if (r != -EPIPE)
+		return rel_fail("trial %u (during-init, %u ranks, victim %u): rank %d: collc_comm_init ended with %d (%s), want -EPIPE",
+				t->index, t->nranks, t->victim, rank, r, collc_strerror(r));
+	collc_disconnect(ctx);
+	o->done = 1;
+	return 0;
+}
+
 static int trial_rank(void *arg)
 {
 	struct trial *t = T;
@@ -151,6 +184,8 @@ static int trial_rank(void *arg)
 	int r;
 
 	(void)arg;
+	if (t->phase == PH_DURING_INIT)
+		return during_init(t, rank);
 	if (rel_join(&t->uid, (int)t->nranks, rank, &ctx, &comm) < 0)
 		return 1;
 	if ((r = collc_mem_alloc(ctx, bytes, -1, (void **)&send)) < 0 ||
@@ -183,56 +218,7 @@ static int trial_rank(void *arg)
 /* The pair that must never notice anything. */
 static int steady_rank(void *arg)
 {
-	int rank = (int)(intptr_t)arg;
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	const size_t cap = 1 << 20;
-	void *send, *recv;
-	uint64_t rng = rel_seed ^ 0x57eadull;
-	int r;
-
-	if (rel_join(&S->uid, 2, rank, &ctx, &comm) < 0)
-		return 1;
-	if ((r = collc_mem_alloc(ctx, cap, -1, &send)) < 0 || (r = collc_mem_alloc(ctx, cap, -1, &recv)) < 0)
-		return rel_fail("steady rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
-	rel_add(&S->joined, 1);
-	for (uint32_t it = 0;; it++) {
-		uint32_t stop = rel_load(&S->stop_at);
-		/* Both ranks draw the same sequence: the same collective each iteration. */
-		collc_dtype dt = (collc_dtype)rel_rand_below(&rng, COLLC_NUM_DTYPES);
-		collc_redop op = (collc_redop)rel_rand_below(&rng, COLLC_NUM_REDOPS);
-		/* Steady, not saturating: on 2 cores a CPU-bound pair starves collcd's threads. */
-		static const size_t sizes[] = { 0, 1, 7, 1000, 4096, 65536, 262144, 1 << 20 };
-		size_t count = sizes[rel_rand_below(&rng, it % 16 == 0 ? 8 : 7)] / collc_dtype_size(dt);
-		uint64_t key = rel_mix(rel_seed ^ it), got, want;
-		collc_req req;
-		long bad;
-
-		if (stop && it >= stop)
-			break;
-		rd_fill(send, count, dt, op, 2, rank, key, 0);
-		memset(recv, 0xa5, count * collc_dtype_size(dt));
-		r = collc_allreduce(comm, send, recv, count, dt, op, &req);
-		if (r == 0)
-			r = collc_wait(ctx, req, 20000);
-		if (r < 0) {
-			S->errors[rank]++;
-			return rel_fail("steady rank %d: collective %u (%s %s x%zu) ended with %s", rank, it,
-					rd_dtype_name(dt), rd_op_name(op), count, collc_strerror(r));
-		}
-		bad = rd_check_allreduce(recv, count, dt, op, 2, key, &got, &want);
-		if (bad >= 0) {
-			S->errors[rank]++;
-			return rel_fail("steady rank %d: collective %u (%s %s x%zu) wrong at %ld: %#" PRIx64 ", want %#" PRIx64,
-					rank, it, rd_dtype_name(dt), rd_op_name(op), count, bad, got, want);
-		}
-		S->bytes[rank] += count * collc_dtype_size(dt);
-		rel_store(&S->progress[rank], it + 1);
-		rel_sleep_us(200);
-	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return 0;
+	return rel_steady_rank(S, (int)(intptr_t)arg);
 }
 
 /* A fresh communicator on the same collcd: correct results. */
@@ -308,6 +294,8 @@ int main(int argc, char **argv)
 	unsigned by_phase[PH_COUNT] = { 0 }, ok_by_phase[PH_COUNT] = { 0 }, over = 0, nlat = 0;
 	pid_t steady[2], after[3];
 	int failed = 0, fds0, verbose = (int)rel_env_u64("COLLC_TEST_VERBOSE", 0);
+	/* COLLC_KILL_PHASE=N runs only phase N (0..4), for chasing one kind of failure. */
+	int only_phase = (int)rel_env_u64("COLLC_KILL_PHASE", (uint64_t)-1);
 	uint64_t t_start;
 
 	rel_init("rel_kill9", argc, argv, 90 + trials * 2);
@@ -318,6 +306,8 @@ int main(int argc, char **argv)
 	S = rel_shared(sizeof(*S));
 	A = rel_shared(sizeof(*A));
 	rel_unique_ids(&S->uid, 1);
+	/* Steady, not saturating: on 2 cores a CPU-bound pair starves collcd's threads. */
+	S->pause_us = 200;
 	steady[0] = rel_spawn(steady_rank, (void *)0);
 	steady[1] = rel_spawn(steady_rank, (void *)1);
 	if (rel_wait_at_least(&S->joined, 2, 20000) < 0)
@@ -334,24 +324,35 @@ int main(int argc, char **argv)
 
 		memset(t, 0, sizeof(*t));
 		t->index = i;
-		t->phase = i % PH_COUNT;
+		t->phase = only_phase >= 0 ? (uint32_t)only_phase : i % PH_COUNT;
+		t->absent = UINT32_MAX;
 		t->nranks = 2 + (uint32_t)rel_rand_below(&rng, 2);
 		t->victim = (uint32_t)rel_rand_below(&rng, t->nranks);
 		t->key = rel_rand(&rng);
 		t->rng = rel_rand(&rng);
 		t->count = t->phase == PH_DURING_LARGE ? (256u << 10) + rel_rand_below(&rng, 7u << 18)
 						       : 1 + rel_rand_below(&rng, 4096);
+		if (t->phase == PH_DURING_INIT)
+			t->absent = (t->victim + 1 + (uint32_t)rel_rand_below(&rng, t->nranks - 1)) % t->nranks;
 		rel_unique_ids(&t->uid, 1);
 		for (uint32_t r = 0; r < t->nranks; r++) {
 			cur_rank = (int)r;
 			pids[r] = rel_spawn(trial_rank, NULL);
 		}
-		if (rel_wait_at_least(&t->joined, t->nranks, 20000) < 0) {
+		if (t->phase != PH_DURING_INIT &&
+		    rel_wait_at_least(&t->joined, t->nranks, 20000) < 0) {
 			failed = rel_fail("trial %u: ranks did not join within 20 s", i);
 			break;
 		}
 		rel_store(&t->go, 1);
 		switch (t->phase) {
+		case PH_DURING_INIT:
+			rel_wait_at_least(&t->waiting[t->victim], 1, 10000);
+			/* Its comm_init request is out once it sleeps for the reply. */
+			if (rel_wait_in_poll(pids[t->victim], 10000) < 0)
+				failed = rel_fail("trial %u: the victim never blocked in collc_comm_init", i);
+			delay_us = rel_rand_below(&rng, 20000);
+			break;
 		case PH_BEFORE_SUBMIT:
 			for (uint32_t r = 0; r < t->nranks; r++)
 				if (r != t->victim && rel_wait_at_least(&t->submitted[r], 1, 10000) < 0)
@@ -383,7 +384,8 @@ int main(int argc, char **argv)
 
 			if (r == t->victim)
 				continue;
-			snprintf(what, sizeof(what), "trial %u survivor rank %u", i, r);
+			snprintf(what, sizeof(what), "trial %u %s rank %u", i,
+				 r == t->absent ? "absent" : "survivor", r);
 			failed |= rel_reap_ok(pids[r], 20000, what);
 		}
 		if (failed) {
@@ -397,7 +399,7 @@ int main(int argc, char **argv)
 			const struct rank_out *o = &t->out[r];
 			uint64_t from, l;
 
-			if (r == t->victim)
+			if (r == t->victim || r == t->absent)
 				continue;
 			if (o->res1 == -EPIPE) {
 				from = o->t_sub1 > t->t_kill ? o->t_sub1 : t->t_kill;
@@ -426,16 +428,16 @@ int main(int argc, char **argv)
 			}
 		}
 		if (!rel_daemon_alive())
-			failed = rel_fail("collcd died during trial %u", i);
+			failed = rel_fail("collcd died during trial %u (%s, %u ranks, victim %u)", i,
+					  phase_name[t->phase], t->nranks, t->victim);
 		if ((i + 1) % 50 == 0)
 			rel_log("%u trials done (%.1f s); steady pair at %u collectives", i + 1,
 				(double)(rel_now_ns() - t_start) / 1e9, rel_load(&S->progress[0]));
 	}
 	{
 		uint64_t tot = rel_now_ns() - t_start;
-		uint32_t p0 = rel_load(&S->progress[0]), p1 = rel_load(&S->progress[1]);
 
-		rel_store(&S->stop_at, (p0 > p1 ? p0 : p1) + 3);
+		rel_steady_stop(S);
 		failed |= rel_reap_ok(steady[0], 30000, "steady rank 0");
 		failed |= rel_reap_ok(steady[1], 30000, "steady rank 1");
 		rel_log("steady pair: %u + %u collectives, %.1f MiB, %u errors (want 0)", S->progress[0],
