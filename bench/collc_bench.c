@@ -654,6 +654,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "collc-bench: --vs-mpi compares on host memory: use --backend cpu\n");
 		return 2;
 	}
+	if (cfg.peer == PEER_MPI && (!mo.peer || access(mo.peer, X_OK) < 0)) {
+		fprintf(stderr, "collc-bench: --vs-mpi needs collc-mpi-peer (%s): build with MPI found by "
+				"CMake (Debian: openmpi-bin libopenmpi-dev) or pass --mpi-peer PATH\n",
+			mo.peer ? mo.peer : "not built");
+		return 2;
+	}
 	if (build_sizes(&cfg, min_bytes, max_bytes) < 0)
 		return 2;
 	mo.extra = mpirun_extra;

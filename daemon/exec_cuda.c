@@ -143,6 +143,7 @@ static pthread_t svc_thread;
 static int svc_started;
 static uint32_t svc_stop;
 static int svc_efd = -1;
+static uint32_t svc_slow; /* the service thread sleeps in its 2 ms poll */
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t mem_cond = PTHREAD_COND_INITIALIZER;
 static struct creg *cregs;
@@ -471,9 +472,33 @@ static void window_calls(void)
 	pthread_cond_broadcast(&mem_cond);
 }
 
+/*
+ * The grids cannot wake the scheduler; this thread does it for them (the CPU
+ * executor calls sched_notify() itself): when any channel's work_consumed
+ * moved, sched_notify(). Returns 1 when something moved.
+ */
+static int notify_progress(void)
+{
+	static uint64_t last;
+	uint64_t sum = 0;
+
+	for (uint32_t d = 0; d < ngpus * nlanes; d++) {
+		struct collc_work_fifo *f = gpus[d / nlanes].fifo[d % nlanes];
+
+		for (uint32_t c = 0; c < nchan; c++)
+			sum += load_relaxed(&f->ctrl.work_consumed[c].value);
+	}
+	if (sum == last)
+		return 0;
+	last = sum;
+	sched_notify();
+	return 1;
+}
+
 static void *svc_main(void *arg)
 {
 	struct pollfd *pfd = NULL;
+	uint64_t last_progress = 0;
 	size_t cap = 0;
 
 	pthread_setname_np(pthread_self(), "collc-cuda");
@@ -500,7 +525,10 @@ static void *svc_main(void *arg)
 				pfd[n++] = (struct pollfd){ .fd = cr->sock, .events = POLLIN };
 		}
 		pthread_mutex_unlock(&mem_lock);
-		if (poll(pfd, n, 2) > 0) {
+		/* 20 us polls while collectives complete, 2 ms once idle for 10 ms. */
+		if (poll(pfd, n, 0) == 0 && now_ns() - last_progress < 10000000ull)
+			usleep(20);
+		else if (store_relaxed(&svc_slow, 1u), fence_seq_cst(), poll(pfd, n, 2) > 0) {
 			uint64_t v;
 
 			if (pfd[0].revents & POLLIN)
@@ -520,6 +548,9 @@ static void *svc_main(void *arg)
 			}
 			pthread_mutex_unlock(&mem_lock);
 		}
+		store_relaxed(&svc_slow, 0u);
+		if (notify_progress())
+			last_progress = now_ns();
 		/* A grid that died or exited on its own ends collcd (§7). */
 		for (uint32_t g = 0; g < ngpus; g++)
 			if (load_acquire(&gpus[g].running) && !grid_running(&gpus[g]))
@@ -778,6 +809,9 @@ static void cuda_kick(uint32_t dev)
 	}
 	if (last > load_relaxed(&kicked_coll))
 		store_release(&kicked_coll, last);
+	/* New work after a quiet spell: the service thread polls fast again (notify_progress). */
+	if (load_relaxed(&svc_slow))
+		svc_wake();
 }
 
 static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *joins,

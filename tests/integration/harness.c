@@ -211,10 +211,11 @@ static void dump_status_raw(void)
 	sig_write("---- collcctl status at timeout ----\n");
 	p = fork();
 	if (p == 0) {
-		char *argv[] = { (char *)COLLCCTL_PATH, (char *)"--socket", h_sock, (char *)"status", NULL };
+		const char *bin = getenv("COLLCCTL") ? getenv("COLLCCTL") : COLLCCTL_PATH;
+		char *argv[] = { (char *)bin, (char *)"--socket", h_sock, (char *)"status", NULL };
 
 		alarm(2);
-		execv(COLLCCTL_PATH, argv);
+		execv(bin, argv);
 		_exit(127);
 	}
 	if (p > 0) {
@@ -707,6 +708,11 @@ uint64_t h_rand(uint64_t *state)
 uint64_t h_rand_below(uint64_t *state, uint64_t n)
 {
 	return n ? h_rand(state) % n : 0;
+}
+
+const char *h_collcctl(void)
+{
+	return getenv("COLLCCTL") ? getenv("COLLCCTL") : COLLCCTL_PATH;
 }
 
 int h_run_capture(const char *cmd, char *out, size_t outlen)

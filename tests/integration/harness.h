@@ -13,7 +13,7 @@
  *
  * Exit codes: 0 pass, 1 fail, 77 skipped (h_skip says why). On failure the
  * seed and the tail of collcd's log are printed; COLLC_TEST_SEED=N (or
- * --seed N) replays a run. COLLCD=PATH runs another collcd binary,
+ * --seed N) replays a run. COLLCD=PATH and COLLCCTL=PATH run other binaries,
  * COLLC_TEST_DAEMON_ARGS="--set k=v ..." passes it more arguments,
  * COLLC_TEST_DEBUG=1 adds --log-level debug, COLLC_TEST_KEEP=1 keeps its log.
  */
@@ -96,6 +96,9 @@ uint64_t h_mix(uint64_t x); /* splitmix64 finalizer */
 uint64_t h_rand(uint64_t *state);
 /* A value in [0, n). */
 uint64_t h_rand_below(uint64_t *state, uint64_t n);
+
+/* The collcctl binary: $COLLCCTL, else the one this tree built. */
+const char *h_collcctl(void);
 
 /* Runs a command line with /bin/sh, its stdout into out (NUL-terminated). Returns the exit status or -1. */
 int h_run_capture(const char *cmd, char *out, size_t outlen);

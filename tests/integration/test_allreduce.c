@@ -166,7 +166,7 @@ static int check_forced(const char *kv)
 	snprintf(key, sizeof(key), "%s", eq + 1);
 	if (strcmp(key, "auto") == 0)
 		return 0;
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", COLLCCTL_PATH, h_sock);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
 	if (h_run_capture(cmd, out, sizeof(out)) != 0)
 		return h_fail("collcctl status --json failed:\n%s", out);
 	root = json_parse(out, strlen(out), err, sizeof(err));

@@ -505,7 +505,7 @@ int main(int argc, char **argv)
 	failed |= h_run_ranks(2, rank_main, NULL);
 	if (!failed)
 		h_log("a normal 2-rank all-reduce afterwards: correct");
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", COLLCCTL_PATH, h_sock);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
 	if (h_run_capture(cmd, out, sizeof(out)) != 0 || out[0] != '{')
 		failed |= h_fail("collcctl status --json after the hostile client failed:\n%s", out);
 	return h_finish(failed);

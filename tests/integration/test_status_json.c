@@ -295,7 +295,7 @@ static int status_json(char *out, size_t outlen, size_t *ret_len)
 	char cmd[512];
 	int st;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", COLLCCTL_PATH, h_sock);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
 	st = h_run_capture(cmd, out, outlen);
 	*ret_len = strlen(out);
 	if (st != 0)
@@ -413,10 +413,10 @@ int main(int argc, char **argv)
 out:
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_SEQ_CST);
 	failed |= h_reap(pids_r, NRANKS, NULL, 3000);
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status", COLLCCTL_PATH, h_sock);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status", h_collcctl(), h_sock);
 	if (h_run_capture(cmd, out, sizeof(out)) != 0 || strlen(out) == 0)
 		failed |= h_fail("collcctl status (table) failed; output:\n%s", out);
-	snprintf(cmd, sizeof(cmd), "%s --socket %s metrics", COLLCCTL_PATH, h_sock);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s metrics", h_collcctl(), h_sock);
 	if (h_run_capture(cmd, out, sizeof(out)) != 0 || !strstr(out, "collc_"))
 		failed |= h_fail("collcctl metrics failed; output:\n%s", out);
 	if (!failed)

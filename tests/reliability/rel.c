@@ -415,6 +415,8 @@ int rel_reap_ok(pid_t pid, int timeout_ms, const char *what)
 	char why[128];
 	int st, r = rel_reap(pid, timeout_ms, &st);
 
+	if (r == -ECHILD)
+		return rel_fail("%s (pid %d) is no child of this test (reaped twice?)", what, (int)pid);
 	if (r < 0) {
 		kill(pid, SIGKILL);
 		rel_reap(pid, -1, NULL);
