@@ -45,15 +45,24 @@ echo "== machine"
 	nvcc --version 2>&1 | tail -2
 } | tee "$RESULTS/machine.txt"
 
-echo "== build ($BUILD)"
-if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-	cmake --build "$BUILD" -j"$(nproc)" --target collcd collc-bench; } >"$RESULTS/build.log" 2>&1; then
-	tail -40 "$RESULTS/build.log"
-	echo "run-gpu.sh: build failed (log: $RESULTS/build.log)"
-	exit 1
+if [ -n "${PREBUILT:-}" ]; then
+	# Binaries built elsewhere (cmake, CUDA_ARCHITECTURES 90) with the libraries they need.
+	echo "== prebuilt ($PREBUILT)"
+	export LD_LIBRARY_PATH=$PREBUILT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	BENCH=$PREBUILT/collc-bench
+	COLLCD_ARGS=(--collcd "$PREBUILT/collcd")
+else
+	echo "== build ($BUILD)"
+	if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
+		cmake --build "$BUILD" -j"$(nproc)" --target collcd collc-bench; } >"$RESULTS/build.log" 2>&1; then
+		tail -40 "$RESULTS/build.log"
+		echo "run-gpu.sh: build failed (log: $RESULTS/build.log)"
+		exit 1
+	fi
+	grep -E "CUDA backend|collc-bench" "$RESULTS/build.log"
+	BENCH=$BUILD/bench/collc-bench
+	COLLCD_ARGS=()
 fi
-grep -E "CUDA backend|collc-bench" "$RESULTS/build.log"
-BENCH=$BUILD/bench/collc-bench
 
 echo "== MPS ($MPS_DIR)"
 export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe
@@ -74,7 +83,7 @@ run() { # name coll max-bytes
 	echo "== $name: $coll, $NRANKS GPUs, 8 B .. $max"
 	timeout -k 10 "$RUN_TIMEOUT" "$BENCH" --coll "$coll" --nranks "$NRANKS" \
 		--min-bytes 8 --max-bytes "$max" --iters "$ITERS" --warmup "$WARMUP" --depth "$DEPTH" \
-		--timeout-ms 20000 --vs-nccl --spawn-daemon --backend cuda \
+		--timeout-ms 20000 --vs-nccl --spawn-daemon --backend cuda "${COLLCD_ARGS[@]}" \
 		--csv "$RESULTS/$name.csv" --plot "$RESULTS/$name.png" \
 		>"$RESULTS/$name.txt" 2>"$RESULTS/$name.log"
 	rc=$?

@@ -151,68 +151,114 @@ void ctl_reply_free(struct ctl_reply *rep)
 	rep->data = NULL;
 }
 
-int ctl_request(int fd, uint32_t *next_id, uint16_t type, const void *payload, size_t len,
-		int send_fd, int timeout_ms, struct ctl_reply *rep)
+int ctl_send(int fd, uint32_t id, uint16_t type, const void *payload, size_t len, int send_fd)
 {
 	struct collc_msg_hdr h = {
 		.magic = COLLC_WIRE_MAGIC,
 		.version = COLLC_WIRE_VERSION,
 		.type = type,
 		.length = (uint32_t)len,
-		.id = ++*next_id,
+		.id = id,
 	};
 	char *buf;
 	int r;
 
 	if (len > COLLC_MSG_MAX - sizeof(h))
 		return -EMSGSIZE;
-	memset(rep, 0, sizeof(*rep));
-	buf = malloc(COLLC_MSG_MAX);
+	buf = malloc(sizeof(h) + len);
 	if (!buf)
 		return -ENOMEM;
 	memcpy(buf, &h, sizeof(h));
 	if (len)
 		memcpy(buf + sizeof(h), payload, len);
 	r = send_msg(fd, buf, sizeof(h) + len, send_fd);
-	while (r == 0) {
-		struct collc_msg_hdr rh;
-		struct collc_msg_status st;
-		ssize_t n = recv_msg(fd, buf, COLLC_MSG_MAX, rep, timeout_ms);
-		size_t plen;
+	free(buf);
+	return r;
+}
+
+int ctl_recv(int fd, int timeout_ms, struct collc_msg_hdr *ret_hdr, int *ret_more,
+	     struct ctl_reply *rep)
+{
+	struct collc_msg_status st;
+	char *buf = malloc(COLLC_MSG_MAX), *d;
+	ssize_t n;
+	size_t plen;
+	int r = 0;
+
+	memset(rep, 0, sizeof(*rep));
+	if (!buf)
+		return -ENOMEM;
+	n = recv_msg(fd, buf, COLLC_MSG_MAX, rep, timeout_ms);
+	if (n < 0) {
+		r = (int)n;
+		goto out;
+	}
+	if ((size_t)n < sizeof(*ret_hdr) + sizeof(st)) {
+		r = -EPROTO;
+		goto out;
+	}
+	memcpy(ret_hdr, buf, sizeof(*ret_hdr));
+	memcpy(&st, buf + sizeof(*ret_hdr), sizeof(st));
+	if (ret_hdr->magic != COLLC_WIRE_MAGIC || ret_hdr->length != (size_t)n - sizeof(*ret_hdr) ||
+	    !(ret_hdr->type & COLLC_MSG_REPLY)) {
+		r = -EPROTO;
+		goto out;
+	}
+	plen = (size_t)n - sizeof(*ret_hdr) - sizeof(st);
+	d = malloc(plen + 1);
+	if (!d) {
+		r = -ENOMEM;
+		goto out;
+	}
+	memcpy(d, buf + sizeof(*ret_hdr) + sizeof(st), plen);
+	d[plen] = '\0';
+	rep->data = d;
+	rep->len = plen;
+	rep->status = st.status;
+	*ret_more = !!(st.flags & COLLC_STATUS_MORE);
+out:
+	free(buf);
+	if (r < 0)
+		ctl_reply_free(rep);
+	return r;
+}
+
+int ctl_request(int fd, uint32_t *next_id, uint16_t type, const void *payload, size_t len,
+		int send_fd, int timeout_ms, struct ctl_reply *rep)
+{
+	uint32_t id = ++*next_id;
+	int r = ctl_send(fd, id, type, payload, len, send_fd), more = 1;
+
+	memset(rep, 0, sizeof(*rep));
+	while (r == 0 && more) {
+		struct collc_msg_hdr h;
+		struct ctl_reply part;
 		char *d;
 
-		if (n < 0) {
-			r = (int)n;
+		r = ctl_recv(fd, timeout_ms, &h, &more, &part);
+		if (r < 0)
 			break;
+		if (h.id != id || h.type != (type | COLLC_MSG_REPLY)) {
+			/* A reply to a request we gave up on. */
+			ctl_reply_free(&part);
+			more = 1;
+			continue;
 		}
-		if ((size_t)n < sizeof(rh) + sizeof(st)) {
-			r = -EPROTO;
-			break;
-		}
-		memcpy(&rh, buf, sizeof(rh));
-		memcpy(&st, buf + sizeof(rh), sizeof(st));
-		if (rh.magic != COLLC_WIRE_MAGIC || rh.length != (size_t)n - sizeof(rh) ||
-		    rh.type != (type | COLLC_MSG_REPLY)) {
-			r = -EPROTO;
-			break;
-		}
-		if (rh.id != h.id)
-			continue; /* a reply to a request we gave up on */
-		plen = (size_t)n - sizeof(rh) - sizeof(st);
-		d = realloc(rep->data, rep->len + plen + 1);
+		d = realloc(rep->data, rep->len + part.len + 1);
 		if (!d) {
+			ctl_reply_free(&part);
 			r = -ENOMEM;
 			break;
 		}
 		rep->data = d;
-		memcpy(rep->data + rep->len, buf + sizeof(rh) + sizeof(st), plen);
-		rep->len += plen;
-		rep->data[rep->len] = '\0';
-		rep->status = st.status;
-		if (!(st.flags & COLLC_STATUS_MORE))
-			break;
+		memcpy(rep->data + rep->len, part.data, part.len + 1);
+		rep->len += part.len;
+		rep->status = part.status;
+		for (int i = 0; i < part.nfds && rep->nfds < CTL_MAX_FDS; i++)
+			rep->fds[rep->nfds++] = part.fds[i];
+		part.nfds = 0;
+		ctl_reply_free(&part);
 	}
-	free(buf);
 	if (r < 0)
 		ctl_reply_free(rep);
 	return r;

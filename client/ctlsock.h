@@ -32,5 +32,13 @@ int ctl_connect(const char *path, int *ret_fd);
 int ctl_request(int fd, uint32_t *next_id, uint16_t type, const void *payload, size_t len,
 		int send_fd, int timeout_ms, struct ctl_reply *rep);
 void ctl_reply_free(struct ctl_reply *rep);
+/* The two halves of ctl_request, for callers that match replies to requests themselves. */
+int ctl_send(int fd, uint32_t id, uint16_t type, const void *payload, size_t len, int send_fd);
+/*
+ * Receives one reply datagram (one chunk): its id, type and status into *ret_hdr
+ * and rep. Returns 0 or -errno (-ECONNRESET when collcd closed the socket).
+ */
+int ctl_recv(int fd, int timeout_ms, struct collc_msg_hdr *ret_hdr, int *ret_more,
+	     struct ctl_reply *rep);
 
 #endif

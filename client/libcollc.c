@@ -3,7 +3,8 @@
  * libcollc: connect to collcd, join communicators, register memory, submit
  * collectives through the shared submission ring and reap the completion ring.
  *
- * Two locks per context: ctl_lock serializes requests on the control socket;
+ * Two locks per context: ctl_lock guards the control socket's requests (replies are
+ * matched by id, so a blocking comm_init does not hold up other requests);
  * ring_lock guards the SQ producer, the CQ consumer and the request table.
  * Nothing sleeps holding ring_lock.
  */
@@ -31,7 +32,7 @@
 #include "proto/wire.h"
 #include "proto/work.h"
 
-#define WAIT_SPIN_NS  30000ull    /* collc_wait spins this long before it sleeps */
+#define WAIT_SPIN_NS  30000ull    /* collc_wait spins this long before it sleeps (spare cores) */
 #define LIVENESS_NS   20000000ull /* a sleeping waiter checks the socket this often */
 
 enum { REG_ALLOC, REG_REGISTER, REG_DEV_ALLOC, REG_DEV_REGISTER };
@@ -46,15 +47,37 @@ struct reg {
 	size_t maplen;
 };
 
+/*
+ * Pages of private memory re-backed by a memfd at registration, [a, b). They
+ * stay so after deregistration; registrations inside them reuse the memfd.
+ */
+struct backing {
+	struct backing *next;
+	uintptr_t a, b;
+	int fd;
+};
+
 struct req_slot {
 	uint64_t req;      /* 0: empty, UINT64_MAX: deleted */
 	int32_t res;
 	uint8_t done;
 };
 
+/* A control request waiting for its reply. */
+struct pending_req {
+	struct pending_req *next;
+	uint32_t id;
+	uint16_t type;
+	int done;
+	struct ctl_reply rep;
+};
+
 struct collc_ctx {
 	int fd;
 	pthread_mutex_t ctl_lock;
+	pthread_cond_t ctl_cond;  /* a reply was read, or the reader left */
+	int reader;               /* some thread is reading the socket */
+	struct pending_req *pending;
 	pthread_mutex_t ring_lock;
 	uint32_t next_id;
 	void *shm;
@@ -74,6 +97,8 @@ struct collc_ctx {
 	size_t req_cap, req_used; /* used counts deleted slots too */
 	struct reg *regs;
 	size_t nregs;
+	pthread_mutex_t mem_lock;   /* serializes host registrations (they remap pages) */
+	struct backing *backings;
 	uint32_t waiters;   /* threads asleep on cq_tail */
 	uint64_t alive_checked_ns; /* last look at the socket from submit */
 	int broken;         /* the connection to collcd is gone */
@@ -147,18 +172,71 @@ size_t collc_dtype_size(collc_dtype dtype)
 
 /* Control requests */
 
+/*
+ * One request on the control socket. Several threads may wait at once (a
+ * collc_comm_init blocks until every rank joined): whichever waiter finds no
+ * reader reads the next reply and hands it to the request with that id.
+ */
 static int request(struct collc_ctx *ctx, uint16_t type, const void *payload, size_t len, int send_fd,
 		   struct ctl_reply *rep)
 {
+	struct pending_req me = { .done = 0 };
 	int r;
 
 	pthread_mutex_lock(&ctx->ctl_lock);
-	r = ctx->broken ? -ECONNRESET
-			: ctl_request(ctx->fd, &ctx->next_id, type, payload, len, send_fd, -1, rep);
-	if (r == -ECONNRESET || r == -EPIPE || r == -EPROTO) {
-		store_relaxed(&ctx->broken, 1);
-		r = -ECONNRESET;
+	if (ctx->broken) {
+		pthread_mutex_unlock(&ctx->ctl_lock);
+		return -ECONNRESET;
 	}
+	me.id = ++ctx->next_id;
+	me.type = type;
+	me.next = ctx->pending;
+	ctx->pending = &me;
+	r = ctl_send(ctx->fd, me.id, type, payload, len, send_fd);
+	if (r < 0)
+		goto out_broken;
+	while (!me.done && !ctx->broken) {
+		struct collc_msg_hdr h;
+		struct ctl_reply got;
+		int more;
+
+		if (ctx->reader) {
+			pthread_cond_wait(&ctx->ctl_cond, &ctx->ctl_lock);
+			continue;
+		}
+		ctx->reader = 1;
+		pthread_mutex_unlock(&ctx->ctl_lock);
+		r = ctl_recv(ctx->fd, -1, &h, &more, &got);
+		pthread_mutex_lock(&ctx->ctl_lock);
+		ctx->reader = 0;
+		pthread_cond_broadcast(&ctx->ctl_cond);
+		if (r < 0)
+			goto out_broken;
+		for (struct pending_req *p = ctx->pending; p; p = p->next)
+			if (p->id == h.id && !p->done && h.type == (p->type | COLLC_MSG_REPLY)) {
+				p->rep = got;
+				p->done = 1;
+				got.data = NULL;
+				got.nfds = 0;
+				break;
+			}
+		ctl_reply_free(&got);
+	}
+	r = me.done ? 0 : -ECONNRESET;
+	if (me.done)
+		*rep = me.rep;
+	goto out;
+
+out_broken:
+	store_relaxed(&ctx->broken, 1);
+	pthread_cond_broadcast(&ctx->ctl_cond);
+	r = -ECONNRESET;
+out:
+	for (struct pending_req **pp = &ctx->pending; *pp; pp = &(*pp)->next)
+		if (*pp == &me) {
+			*pp = me.next;
+			break;
+		}
 	pthread_mutex_unlock(&ctx->ctl_lock);
 	return r;
 }
@@ -191,6 +269,8 @@ int collc_connect(const char *socket_path, struct collc_ctx **ret_ctx)
 		return -ENOMEM;
 	ctx->event_fd = -1;
 	pthread_mutex_init(&ctx->ctl_lock, NULL);
+	pthread_cond_init(&ctx->ctl_cond, NULL);
+	pthread_mutex_init(&ctx->mem_lock, NULL);
 	pthread_mutex_init(&ctx->ring_lock, NULL);
 	r = ctl_connect(ctl_socket_path(socket_path), &ctx->fd);
 	if (r < 0)
@@ -270,6 +350,15 @@ void collc_disconnect(struct collc_ctx *ctx)
 	munmap(ctx->shm, ctx->shm_size);
 	free(ctx->reqs);
 	pthread_mutex_destroy(&ctx->ctl_lock);
+	pthread_cond_destroy(&ctx->ctl_cond);
+	pthread_mutex_destroy(&ctx->mem_lock);
+	while (ctx->backings) {
+		struct backing *k = ctx->backings;
+
+		ctx->backings = k->next;
+		close(k->fd); /* the pages stay mapped: they are the user's memory */
+		free(k);
+	}
 	pthread_mutex_destroy(&ctx->ring_lock);
 	free(ctx);
 }
@@ -700,13 +789,96 @@ static int range_is_private_anon(uintptr_t a, uintptr_t b)
 	return covered >= b;
 }
 
+/* The backing that holds page address a, if any. Under mem_lock. */
+static struct backing *backing_at(struct collc_ctx *ctx, uintptr_t a)
+{
+	for (struct backing *k = ctx->backings; k; k = k->next)
+		if (a >= k->a && a < k->b)
+			return k;
+	return NULL;
+}
+
+/* Does some backing other than skip start inside [a, b)? Under mem_lock. */
+static int backing_within(struct collc_ctx *ctx, uintptr_t a, uintptr_t b, const struct backing *skip)
+{
+	for (struct backing *k = ctx->backings; k; k = k->next)
+		if (k != skip && k->a < b && a < k->b)
+			return 1;
+	return 0;
+}
+
+/*
+ * Moves the private pages [a, b) into file offset off of fd and maps the file
+ * there instead: same address, same contents, now shareable with collcd.
+ */
+static int reback(int fd, off_t off, uintptr_t a, uintptr_t b)
+{
+	void *tmp = mmap(NULL, b - a, PROT_READ | PROT_WRITE, MAP_SHARED, fd, off);
+
+	if (tmp == MAP_FAILED)
+		return -errno;
+	memcpy(tmp, (void *)a, b - a);
+	munmap(tmp, b - a);
+	if (mmap((void *)a, b - a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) == MAP_FAILED)
+		return -errno;
+	return 0;
+}
+
+/*
+ * Finds or makes the backing that covers the pages [a, b): a registration
+ * inside pages registered before (or since deregistered) reuses their memfd,
+ * one that runs past their end grows it. Under mem_lock.
+ */
+static int backing_cover(struct collc_ctx *ctx, uintptr_t a, uintptr_t b, struct backing **ret)
+{
+	struct backing *k = backing_at(ctx, a);
+	int r;
+
+	if (!k) {
+		if (backing_within(ctx, a, b, NULL))
+			return -EEXIST; /* it would have to grow a backing downwards */
+		if (!range_is_private_anon(a, b))
+			return -EINVAL;
+		k = calloc(1, sizeof(*k));
+		if (!k)
+			return -ENOMEM;
+		k->fd = memfd_create("collc-reg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (k->fd < 0) {
+			r = -errno;
+			free(k);
+			return r;
+		}
+		r = ftruncate(k->fd, (off_t)(b - a)) < 0 ? -errno : reback(k->fd, 0, a, b);
+		if (r < 0) {
+			close(k->fd);
+			free(k);
+			return r;
+		}
+		k->a = a;
+		k->b = b;
+		k->next = ctx->backings;
+		ctx->backings = k;
+	} else if (b > k->b) {
+		if (backing_within(ctx, k->b, b, k) || !range_is_private_anon(k->b, b))
+			return -EEXIST;
+		if (ftruncate(k->fd, (off_t)(b - k->a)) < 0)
+			return -errno;
+		r = reback(k->fd, (off_t)(k->b - k->a), k->b, b);
+		if (r < 0)
+			return r;
+		k->b = b;
+	}
+	*ret = k;
+	return 0;
+}
+
 int collc_mem_register(struct collc_ctx *ctx, void *ptr, size_t size, int device)
 {
 	uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a, b;
 	struct collc_msg_mem_reply mr;
-	struct reg g = { .kind = REG_REGISTER };
-	void *tmp;
-	int fd, r;
+	struct reg g = { .kind = REG_REGISTER, .fd = -1 };
+	struct backing *k = NULL;
+	int r;
 
 	if (!ctx || !ptr || size == 0 || device < -1 || (uintptr_t)ptr + size < (uintptr_t)ptr)
 		return -EINVAL;
@@ -716,57 +888,33 @@ int collc_mem_register(struct collc_ctx *ctx, void *ptr, size_t size, int device
 	a = (uintptr_t)ptr & ~(pg - 1);
 	b = ((uintptr_t)ptr + size + pg - 1) & ~(pg - 1);
 	pthread_mutex_lock(&ctx->ring_lock);
-	if (reg_find(ctx, (uintptr_t)ptr, size)) {
-		/* Inside memory collcd already maps: nothing to do. */
-		pthread_mutex_unlock(&ctx->ring_lock);
-		return 0;
-	}
-	r = reg_overlaps(ctx, a, b) ? -EEXIST : 0;
+	for (size_t i = 0; i < ctx->nregs; i++)
+		if (ctx->regs[i].kind == REG_ALLOC && reg_find(ctx, (uintptr_t)ptr, size) == &ctx->regs[i]) {
+			/* Inside memory from collc_mem_alloc: collcd maps it already. */
+			pthread_mutex_unlock(&ctx->ring_lock);
+			return 0;
+		}
 	pthread_mutex_unlock(&ctx->ring_lock);
+	pthread_mutex_lock(&ctx->mem_lock);
+	r = backing_cover(ctx, a, b, &k);
 	if (r < 0)
-		return r;
-	if (!range_is_private_anon(a, b))
-		return -EINVAL;
-	/* Re-back the pages with a memfd in place: same address, same contents, now shareable. */
-	fd = memfd_create("collc-reg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0)
-		return -errno;
-	if (ftruncate(fd, (off_t)(b - a)) < 0) {
-		r = -errno;
-		goto err_close;
-	}
-	tmp = mmap(NULL, b - a, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (tmp == MAP_FAILED) {
-		r = -errno;
-		goto err_close;
-	}
-	memcpy(tmp, (void *)a, b - a);
-	if (mmap((void *)a, b - a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
-		r = -errno;
-		munmap(tmp, b - a);
-		goto err_close;
-	}
-	munmap(tmp, b - a);
-	r = mem_request(ctx, COLLC_MSG_MEM_REGISTER, b - a, fd, &mr, NULL);
+		goto out;
+	/* collcd maps the backing from its start to the end of this range. */
+	r = mem_request(ctx, COLLC_MSG_MEM_REGISTER, b - k->a, k->fd, &mr, NULL);
 	if (r < 0)
-		goto err_close; /* the pages stay memfd-backed, with the user's data */
+		goto out; /* the pages stay memfd-backed, with the user's data */
 	g.start = (uintptr_t)ptr;
 	g.len = size;
-	g.map = a;
-	g.maplen = b - a;
+	g.map = k->a;
+	g.maplen = b - k->a;
 	g.mr = mr.mr;
-	g.fd = fd;
 	pthread_mutex_lock(&ctx->ring_lock);
 	r = reg_add(ctx, &g);
 	pthread_mutex_unlock(&ctx->ring_lock);
-	if (r < 0) {
+	if (r < 0)
 		release_mr(ctx, mr.mr);
-		goto err_close;
-	}
-	return 0;
-
-err_close:
-	close(fd);
+out:
+	pthread_mutex_unlock(&ctx->mem_lock);
 	return r;
 }
 
@@ -778,10 +926,24 @@ int collc_mem_deregister(struct collc_ctx *ctx, void *ptr)
 	if (!ctx || !ptr || (reg_take(ctx, ptr, REG_REGISTER, &g) < 0 &&
 			     reg_take(ctx, ptr, REG_DEV_REGISTER, &g) < 0))
 		return -EINVAL;
+	/* The pages stay memfd-backed: a later registration of them reuses the backing. */
 	r = release_mr(ctx, g.mr);
 	if (g.fd >= 0)
 		close(g.fd);
 	return r == -ECONNRESET ? 0 : r;
+}
+
+/* Spinning pays only where cores are to spare; on a small host it starves collcd. */
+static uint64_t spin_ns(void)
+{
+	static int64_t cached = -1;
+	int64_t v = load_relaxed(&cached);
+
+	if (v < 0) {
+		v = sysconf(_SC_NPROCESSORS_ONLN) > 4 ? (int64_t)WAIT_SPIN_NS : 0;
+		store_relaxed(&cached, v);
+	}
+	return (uint64_t)v;
 }
 
 /* Request table: open addressing on the request id. */
@@ -849,6 +1011,12 @@ static int req_insert(struct collc_ctx *ctx, uint64_t req)
 	return 0;
 }
 
+static void ring_doorbell(struct collc_ctx *ctx)
+{
+	fetch_add(&ctx->doorbell->seq, 1);
+	futex_wake(&ctx->doorbell->seq, 1);
+}
+
 /* Moves completions from the CQ into the request table. Under ring_lock. */
 static void reap_cq(struct collc_ctx *ctx)
 {
@@ -868,6 +1036,14 @@ static void reap_cq(struct collc_ctx *ctx)
 	}
 	/* The entries are copied: collcd may reuse them. */
 	store_release(&ctx->hdr->cq_head, ctx->cq_head);
+	/*
+	 * A3: pairs with S1 in the scheduler. It may have gone to sleep because
+	 * our CQ was full with entries still in our SQ: the room we made is work.
+	 */
+	fence_seq_cst();
+	if ((load_relaxed(&ctx->hdr->sq_flags) & COLLC_SQ_NEED_WAKEUP) &&
+	    load_relaxed(&ctx->hdr->sq_head) != ctx->sq_tail)
+		ring_doorbell(ctx);
 }
 
 /* Submission */
@@ -948,7 +1124,11 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 		}
 		if (ctx->sq_tail - head < ctx->sq_entries)
 			break;
-		/* The ring is full: collcd drains it without our help; let it run. */
+		/*
+		 * The ring is full. collcd stops taking entries while our CQ has no
+		 * room, so make room (the completions stay in the request table).
+		 */
+		reap_cq(ctx);
 		pthread_mutex_unlock(&ctx->ring_lock);
 		if (!daemon_alive(ctx))
 			r = -ECONNRESET;
@@ -971,10 +1151,8 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 	store_release(&ctx->hdr->sq_tail, ++ctx->sq_tail);
 	/* A2: pairs with S1 in the scheduler: it sets NEED_WAKEUP, fences, re-reads the tail. */
 	fence_seq_cst();
-	if (load_relaxed(&ctx->hdr->sq_flags) & COLLC_SQ_NEED_WAKEUP) {
-		fetch_add(&ctx->doorbell->seq, 1);
-		futex_wake(&ctx->doorbell->seq, 1);
-	}
+	if (load_relaxed(&ctx->hdr->sq_flags) & COLLC_SQ_NEED_WAKEUP)
+		ring_doorbell(ctx);
 	pthread_mutex_unlock(&ctx->ring_lock);
 	*ret_req = req;
 	return 0;
@@ -1109,7 +1287,7 @@ int collc_wait(struct collc_ctx *ctx, collc_req req, int timeout_ms)
 				return -ECONNRESET;
 			last_check = now;
 		}
-		if (now - t0 < WAIT_SPIN_NS) {
+		if (now - t0 < spin_ns()) {
 			cpu_relax();
 			continue;
 		}

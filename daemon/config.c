@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon/config.h"
 #include "proto/work.h"
@@ -28,8 +29,15 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->ll_max_bytes = 64 << 10;
 	cfg->ll128_max_bytes = 4 << 20;
 	cfg->channel_min_bytes = 256 << 10;
-	cfg->sched_spin_us = 100;
-	cfg->exec_spin_us = 50;
+	/*
+	 * Spinning pays only with cores to spare: on a small host the spinners
+	 * take the cores from the threads they wait for (measured on 2 cores:
+	 * 8-byte all-reduce p50 590 us spinning, 150 us not).
+	 */
+	if (sysconf(_SC_NPROCESSORS_ONLN) > 4) {
+		cfg->sched_spin_us = 100;
+		cfg->exec_spin_us = 50;
+	}
 }
 
 static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
@@ -260,8 +268,16 @@ void cfg_fini(void)
 	cfg_current = NULL;
 }
 
+#ifdef COLLC_TSAN
+char cfg_grace_token;
+#endif
+
 static void cfg_free_rcu(struct rcu_head *head)
 {
+#ifdef COLLC_TSAN
+	/* Pairs with cfg_reader_quiescent(): every reader is done with the old snapshot. */
+	__tsan_acquire(&cfg_grace_token);
+#endif
 	free(caa_container_of(head, struct collc_config, rcu));
 }
 
@@ -272,6 +288,9 @@ int cfg_publish(const struct collc_config *cfg)
 	if (!c)
 		return -ENOMEM;
 	*c = *cfg;
+#ifdef COLLC_TSAN
+	__tsan_release(c);
+#endif
 	old = rcu_xchg_pointer(&cfg_current, c);
 	__atomic_fetch_add(&generation, 1, __ATOMIC_RELAXED);
 	/* Freed once every reader went through a quiescent state: none still plans with it. */

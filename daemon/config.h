@@ -45,10 +45,42 @@ extern struct collc_config *cfg_current;
 
 int cfg_init(const struct collc_config *initial);
 void cfg_fini(void);
+/*
+ * ThreadSanitizer does not see liburcu's grace periods. A reader calls this
+ * right before it reports a quiescent state (or goes offline): it releases
+ * what it read, and the reclaim callback acquires it before freeing.
+ */
+#if defined(__SANITIZE_THREAD__)
+#define COLLC_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define COLLC_TSAN 1
+#endif
+#endif
+#ifdef COLLC_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+extern char cfg_grace_token;
+static inline void cfg_reader_quiescent(void)
+{
+	__tsan_release(&cfg_grace_token);
+}
+#else
+static inline void cfg_reader_quiescent(void)
+{
+}
+#endif
+
 /* Reader side: only inside an RCU read-side section of a registered thread. */
 static inline const struct collc_config *cfg_get(void)
 {
-	return rcu_dereference(cfg_current);
+	struct collc_config *c = rcu_dereference(cfg_current);
+
+#ifdef COLLC_TSAN
+	/* Pairs with the release in cfg_publish(): the snapshot was written before. */
+	__tsan_acquire(c);
+#endif
+	return c;
 }
 /* Writer side (any registered thread): publishes a copy of cfg. */
 int cfg_publish(const struct collc_config *cfg);

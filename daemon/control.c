@@ -526,6 +526,7 @@ static void handle_get(struct session *s, const struct collc_msg_hdr *h, const c
 	key[h->length] = '\0';
 	rcu_thread_online();
 	r = cfg_get_key(cfg_get(), key, val, sizeof(val));
+	cfg_reader_quiescent();
 	rcu_thread_offline();
 	if (r < 0) {
 		snprintf(val, sizeof(val), "unknown key '%s'", key);
@@ -548,6 +549,7 @@ int ctl_set(const char *words, char *err, size_t errlen)
 	snprintf(buf, sizeof(buf), "%s", words);
 	rcu_thread_online();
 	next = *cfg_get();
+	cfg_reader_quiescent();
 	rcu_thread_offline();
 	/* All words apply, or none: the old config stays on any error. */
 	for (w = strtok_r(buf, " \t\n", &save); w && r == 0; w = strtok_r(NULL, " \t\n", &save))
@@ -556,6 +558,7 @@ int ctl_set(const char *words, char *err, size_t errlen)
 		return r;
 	rcu_thread_online();
 	r = cfg_publish(&next);
+	cfg_reader_quiescent();
 	rcu_thread_offline();
 	exec_spin_us = next.exec_spin_us;
 	if (r == 0)
@@ -573,6 +576,7 @@ int ctl_reload(void)
 		return 0;
 	rcu_thread_online();
 	next = *cfg_get();
+	cfg_reader_quiescent();
 	rcu_thread_offline();
 	r = cfg_apply_file(&next, params.config_path, err, sizeof(err));
 	if (r < 0) {
@@ -581,6 +585,7 @@ int ctl_reload(void)
 	}
 	rcu_thread_online();
 	r = cfg_publish(&next);
+	cfg_reader_quiescent();
 	rcu_thread_offline();
 	exec_spin_us = next.exec_spin_us;
 	log_info("reloaded %s", params.config_path);
@@ -1001,6 +1006,7 @@ int ctl_init(const struct ctl_params *p)
 		uv_poll_start(&l->poll, UV_READABLE, on_accept);
 	}
 	rcu_register_thread();
+	cfg_reader_quiescent();
 	rcu_thread_offline();
 	rcu_registered = 1;
 	return 0;

@@ -35,6 +35,8 @@ struct member {
 	uint8_t left;      /* comm_destroy was called */
 };
 
+enum { STALL_NONE, STALL_CQ_FULL, STALL_WINDOW };
+
 struct sched_client {
 	struct sched_client *next;
 	uint32_t id;
@@ -54,6 +56,7 @@ struct sched_client {
 	uint32_t outstanding; /* SQEs taken whose CQE is not yet posted */
 	uint8_t cq_dirty;
 	uint8_t gone;
+	uint8_t stall;        /* why drain_sq() last left entries in the ring: STALL_* */
 	int event_fd;
 	struct mr **mrs;
 	uint32_t nmrs;
@@ -103,6 +106,7 @@ struct comm {
 	uint32_t nranks;
 	uint32_t joined;
 	uint8_t ready;                /* every rank joined */
+	uint8_t failed;               /* setup failed or a rank left before all joined */
 	struct sched_cmd **joins;     /* pending comm_init of each rank */
 	struct member **members;      /* by rank; NULL once the client went */
 	uint32_t live;                /* members neither gone nor left */

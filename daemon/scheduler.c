@@ -64,7 +64,8 @@ void sched_post(struct sched_cmd *cmd)
 {
 	cmd->next = NULL;
 	pthread_mutex_lock(&cmd_lock);
-	*cmd_tail = cmd;
+	/* Relaxed atomics: the scheduler peeks at cmd_head without the lock. */
+	store_relaxed(cmd_tail, cmd);
 	cmd_tail = &cmd->next;
 	pthread_mutex_unlock(&cmd_lock);
 	wake_scheduler();
@@ -352,24 +353,18 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
 	cm = mb->comm;
 	if (e->seq >= cm->next_done + COMM_WINDOW)
 		return -EAGAIN;
-	if (e->seq < cm->next_done) {
-		/* The others gave up on this collective (timeout): so does this rank. */
-		mb->next_seq++;
-		c->outstanding++;
-		c->submitted++;
-		sched.submitted++;
-		post_cqe(c, e->user_data, -ETIMEDOUT);
-		sched.errors++;
-		return 0;
-	}
 	mb->next_seq++;
 	c->outstanding++;
 	c->submitted++;
 	sched.submitted++;
-	if (cm->revoked) {
+	if (cm->revoked || e->seq < cm->next_done) {
+		/*
+		 * Revoked: nothing completes any more. Older than the oldest open
+		 * collective: the others gave up on it (timeout), so does this rank.
+		 */
 		sched.errors++;
 		cm->errors++;
-		post_cqe(c, e->user_data, cm->revoked);
+		post_cqe(c, e->user_data, cm->revoked ? cm->revoked : -ETIMEDOUT);
 		return 0;
 	}
 	sl = slot_of(cm, e->seq);
@@ -393,6 +388,14 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
 	return 0;
 }
 
+/* May one more SQE be taken without risking a CQ overflow? */
+static int cq_room(const struct sched_client *c)
+{
+	uint32_t used = c->cq_tail - load_acquire(&c->hdr->cq_head);
+
+	return used <= c->cq_entries && used + c->outstanding < c->cq_entries;
+}
+
 static int drain_sq(struct sched_client *c)
 {
 	uint32_t tail, n, taken = 0;
@@ -405,19 +408,22 @@ static int drain_sq(struct sched_client *c)
 		c->bad++;
 		n = c->sq_entries;
 	}
+	c->stall = STALL_NONE;
 	while (taken < n) {
-		uint32_t cq_head = load_acquire(&c->hdr->cq_head);
-		uint32_t used = c->cq_tail - cq_head;
 		struct collc_sqe e;
 
 		/* Back-pressure: every taken SQE owns a CQ entry until its CQE is posted. */
-		if (used > c->cq_entries || used + c->outstanding >= c->cq_entries)
+		if (!cq_room(c)) {
+			c->stall = STALL_CQ_FULL;
 			break;
+		}
 		/* Copied once: a client rewriting the entry now changes nothing. */
 		memcpy(&e, &c->sqes[c->sq_head & (c->sq_entries - 1)], sizeof(e));
 		compiler_barrier();
-		if (take_sqe(c, &e) == -EAGAIN)
+		if (take_sqe(c, &e) == -EAGAIN) {
+			c->stall = STALL_WINDOW;
 			break;
+		}
 		c->sq_head++;
 		taken++;
 	}
@@ -558,7 +564,7 @@ static int launch_ready(const struct collc_config *cfg)
 	int progress = 0;
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
-		while (cm->ready) {
+		while (cm->ready && cm->slots) {
 			struct slot *sl = slot_of(cm, cm->next_launch);
 
 			if (sl->seq != cm->next_launch)
@@ -724,7 +730,7 @@ static void collect(void)
 	while (*pc) {
 		struct comm *cm = *pc;
 
-		if (cm->ready && cm->live == 0 && cm->inflight == 0) {
+		if ((cm->ready || cm->failed) && cm->live == 0 && cm->inflight == 0) {
 			for (uint32_t r = 0; r < cm->nranks; r++)
 				if (cm->members[r])
 					cm->members[r]->comm = NULL;
@@ -762,7 +768,7 @@ static void member_leave(struct member *mb, int err)
 static struct comm *comm_find_init(const uint8_t *nonce)
 {
 	for (struct comm *cm = sched.comms; cm; cm = cm->next)
-		if (!cm->ready && memcmp(cm->nonce, nonce, sizeof(cm->nonce)) == 0)
+		if (!cm->ready && !cm->failed && memcmp(cm->nonce, nonce, sizeof(cm->nonce)) == 0)
 			return cm;
 	return NULL;
 }
@@ -892,7 +898,8 @@ static void cmd_join(struct sched_cmd *cmd)
 		for (uint32_t i = 0; i < cm->nranks; i++)
 			if (cm->members[i])
 				member_leave(cm->members[i], -EPIPE);
-		cm->ready = 1;
+		cm->ready = 0;
+		cm->failed = 1; /* collect() frees it */
 	}
 }
 
@@ -904,12 +911,12 @@ static void client_gone(struct sched_client *c)
 			member_leave(c->members[i], -EPIPE);
 	/* Communicators still gathering ranks lose this client's join. */
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
-		if (cm->ready)
+		if (cm->ready || cm->failed)
 			continue;
 		for (uint32_t r = 0; r < cm->nranks; r++)
 			if (cm->joins[r] && cm->joins[r]->client == c) {
 				comm_fail_init(cm, -EPIPE);
-				cm->ready = 1; /* nobody joined for good: collect() frees it */
+				cm->failed = 1; /* nobody joined for good: collect() frees it */
 				break;
 			}
 	}
@@ -1054,7 +1061,7 @@ static int run_cmds(const struct collc_config *cfg)
 		return 0;
 	pthread_mutex_lock(&cmd_lock);
 	list = cmd_head;
-	cmd_head = NULL;
+	store_relaxed(&cmd_head, NULL);
 	cmd_tail = &cmd_head;
 	pthread_mutex_unlock(&cmd_lock);
 	for (; list; list = next) {
@@ -1070,9 +1077,18 @@ static int work_visible(void)
 {
 	if (load_relaxed(&cmd_head))
 		return 1;
-	for (struct sched_client *c = sched.clients; c; c = c->next)
-		if (!c->gone && load_acquire(&c->hdr->sq_tail) != c->sq_head)
-			return 1;
+	for (struct sched_client *c = sched.clients; c; c = c->next) {
+		if (c->gone || load_acquire(&c->hdr->sq_tail) == c->sq_head)
+			continue;
+		/*
+		 * Entries we cannot take yet are not work: a completion (which
+		 * rings us) frees the window, the client's reaping (which rings the
+		 * doorbell) frees its CQ.
+		 */
+		if (c->stall == STALL_WINDOW || (c->stall == STALL_CQ_FULL && !cq_room(c)))
+			continue;
+		return 1;
+	}
 	return 0;
 }
 
@@ -1115,6 +1131,7 @@ static void sleep_until_work(int timers)
 	/* S1: pairs with A2 in the client (tail store, fence, flags load) and N1 in executors. */
 	fence_seq_cst();
 	if (!work_visible() && !completion_visible(&inflight) && !load_relaxed(&stop_requested)) {
+		cfg_reader_quiescent();
 		rcu_thread_offline();
 		/* Executors ring us when they finish; the timeout only bounds timers. */
 		futex_wait(&doorbell->seq, seq, inflight || timers ? 10000000 : 500000000);
@@ -1134,8 +1151,10 @@ static void *sched_main(void *arg)
 		const struct collc_config *cfg;
 		int progress;
 
+		cfg_reader_quiescent();
 		rcu_quiescent_state();
 		if (load_relaxed(&stall)) {
+			cfg_reader_quiescent();
 			rcu_thread_offline();
 			usleep(1000);
 			rcu_thread_online();

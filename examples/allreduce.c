@@ -81,6 +81,7 @@ static int run_rank(const char *sock, const struct collc_unique_id *id, int nran
 	}
 	printf("rank %d/%d: %d all-reduces of %zu floats correct (max error %.2g)\n", rank, nranks,
 	       iters, count, worst);
+	fflush(stdout); /* the rank ends with _exit() */
 	collc_mem_free(ctx, send);
 	collc_mem_free(ctx, recv);
 	collc_comm_destroy(comm);

@@ -39,10 +39,11 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCOLLC_SANITIZE=address -DCOL
 cmake --build build-asan -j"$jobs"
 phase "ASan+UBSan tests"
 t0=$(date +%s)
+asan_rc=0
 if [ $long -eq 1 ]; then
-	(cd build-asan && ctest -j"$jobs" --output-on-failure -LE "model|bench")
+	(cd build-asan && ctest -j"$jobs" --output-on-failure -LE "model|bench") || asan_rc=$?
 else
-	(cd build-asan && ctest -j"$jobs" --output-on-failure -LE "model|bench|sanitize-skip")
+	(cd build-asan && ctest -j"$jobs" --output-on-failure -LE "model|bench|sanitize-skip") || asan_rc=$?
 fi
 asan_s=$(( $(date +%s) - t0 ))
 
@@ -51,7 +52,11 @@ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCOLLC_SANITIZE=thread -DCOLL
 cmake --build build-tsan -j"$jobs"
 phase "TSan tests"
 t0=$(date +%s)
-(cd build-tsan && ctest -j"$jobs" --output-on-failure -L "concurrency")
+tsan_rc=0
+(cd build-tsan && ctest -j"$jobs" --output-on-failure -L "concurrency") || tsan_rc=$?
 tsan_s=$(( $(date +%s) - t0 ))
 
-echo "== sanitize.sh: no sanitizer report; ASan+UBSan tests ${asan_s} s, TSan tests ${tsan_s} s, $(( $(date +%s) - t_start )) s in all"
+# Both passes run whatever the first one found; either failing fails the script.
+verdict() { [ "$1" -eq 0 ] && echo passed || echo FAILED; }
+echo "== sanitize.sh: ASan+UBSan tests $(verdict $asan_rc) in ${asan_s} s, TSan tests $(verdict $tsan_rc) in ${tsan_s} s, $(( $(date +%s) - t_start )) s in all"
+[ $asan_rc -eq 0 ] && [ $tsan_rc -eq 0 ]

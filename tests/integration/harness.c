@@ -28,6 +28,9 @@
 #ifndef COLLCD_PATH
 #error "COLLCD_PATH must name the collcd binary"
 #endif
+#ifndef COLLC_ITEST_SCALE
+#define COLLC_ITEST_SCALE 1
+#endif
 
 const char *h_name = "test";
 uint64_t h_seed;
@@ -38,6 +41,7 @@ static pid_t main_pid;
 static unsigned watchdog_s;
 static char tmpdir[64];
 static char logpath[160];
+static char admin_sock[160];
 static int daemon_status = -1; /* waitpid status once collected */
 static pid_t children[H_MAX_CHILDREN];
 static int nchildren;
@@ -167,10 +171,13 @@ void h_daemon_log_tail(int lines)
 
 /* Cleanup */
 
+/* Async-signal-safe: what collcd leaves behind when it dies (its admin socket sits next to the socket). */
 static void cleanup_files(void)
 {
 	if (h_sock[0])
 		unlink(h_sock);
+	if (admin_sock[0])
+		unlink(admin_sock);
 	if (logpath[0] && !getenv("COLLC_TEST_KEEP"))
 		unlink(logpath);
 	if (tmpdir[0])
@@ -289,8 +296,6 @@ void h_init(const char *name, int argc, char **argv, unsigned timeout_s)
 	for (int i = 1; i + 1 < argc; i++)
 		if (strcmp(argv[i], "--seed") == 0)
 			h_seed = strtoull(argv[i + 1], NULL, 0);
-	h_log("seed %#" PRIx64 " (replay: COLLC_TEST_SEED=%#" PRIx64 "), watchdog %u s", h_seed,
-	      h_seed, timeout_s);
 	sigemptyset(&sa.sa_mask);
 	sa.sa_handler = on_alarm;
 	sigaction(SIGALRM, &sa, NULL);
@@ -300,8 +305,14 @@ void h_init(const char *name, int argc, char **argv, unsigned timeout_s)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	atexit(at_exit);
+	/* Sanitizer builds are slower; COLLC_TEST_TIMEOUT_SCALE=N stretches a slow machine's. */
+	timeout_s *= COLLC_ITEST_SCALE;
+	if (getenv("COLLC_TEST_TIMEOUT_SCALE") && atoi(getenv("COLLC_TEST_TIMEOUT_SCALE")) > 0)
+		timeout_s *= (unsigned)atoi(getenv("COLLC_TEST_TIMEOUT_SCALE"));
 	watchdog_s = timeout_s;
 	alarm(timeout_s);
+	h_log("seed %#" PRIx64 " (replay: COLLC_TEST_SEED=%#" PRIx64 "), watchdog %u s", h_seed,
+	      h_seed, timeout_s);
 }
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -381,6 +392,7 @@ void h_daemon_start(const char *const *extra_args)
 			die("mkdtemp: %s", strerror(errno));
 		}
 		snprintf(h_sock, sizeof(h_sock), "%s/collcd.sock", tmpdir);
+		snprintf(admin_sock, sizeof(admin_sock), "%s.admin", h_sock);
 		snprintf(logpath, sizeof(logpath), "%s/collcd.log", tmpdir);
 	}
 	logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

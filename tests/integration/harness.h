@@ -15,7 +15,8 @@
  * seed and the tail of collcd's log are printed; COLLC_TEST_SEED=N (or
  * --seed N) replays a run. COLLCD=PATH and COLLCCTL=PATH run other binaries,
  * COLLC_TEST_DAEMON_ARGS="--set k=v ..." passes it more arguments,
- * COLLC_TEST_DEBUG=1 adds --log-level debug, COLLC_TEST_KEEP=1 keeps its log.
+ * COLLC_TEST_DEBUG=1 adds --log-level debug, COLLC_TEST_KEEP=1 keeps its log,
+ * COLLC_TEST_TIMEOUT_SCALE=N stretches the watchdog (sanitizer builds do x4).
  */
 #ifndef COLLC_TEST_HARNESS_H
 #define COLLC_TEST_HARNESS_H
