@@ -165,7 +165,8 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 int cfg_apply_file(struct collc_config *cfg, const char *path, char *err, size_t errlen)
 {
 	struct collc_config next = *cfg;
-	char line[512], kv[512];
+	char *line = NULL, *kv = NULL;
+	size_t cap = 0;
 	unsigned lineno = 0;
 	FILE *f = fopen(path, "re");
 	int r = 0;
@@ -175,10 +176,16 @@ int cfg_apply_file(struct collc_config *cfg, const char *path, char *err, size_t
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
 		return r;
 	}
-	while (fgets(line, sizeof(line), f)) {
-		char *p = line, *q = kv;
+	while (getline(&line, &cap, f) >= 0) {
+		char *p = line, *q;
 
 		lineno++;
+		q = kv = realloc(kv, cap);
+		if (!kv) {
+			r = -ENOMEM;
+			snprintf(err, errlen, "%s: out of memory", path);
+			break;
+		}
 		/* Strip comments and every blank: "key = value" becomes "key=value". */
 		for (; *p && *p != '#' && *p != '\n'; p++)
 			if (!isspace((unsigned char)*p))
@@ -195,6 +202,8 @@ int cfg_apply_file(struct collc_config *cfg, const char *path, char *err, size_t
 			break;
 		}
 	}
+	free(line);
+	free(kv);
 	fclose(f);
 	if (r == 0)
 		*cfg = next;

@@ -178,7 +178,8 @@ static void reply_raw(struct session *s, uint16_t type, uint32_t id, uint32_t fl
 	}
 	*s->outq_tail = m;
 	s->outq_tail = &m->next;
-	uv_poll_start(&s->poll, UV_READABLE | UV_WRITABLE | UV_DISCONNECT, on_session_io);
+	/* Back-pressure: a client that does not read its replies gets no more requests read. */
+	uv_poll_start(&s->poll, UV_WRITABLE | UV_DISCONNECT, on_session_io);
 }
 
 static void reply_status(struct session *s, uint16_t type, uint32_t id, int status)
@@ -402,10 +403,13 @@ static void done_mem(struct sched_cmd *cmd)
 		rep.size = cmd->u.mr.size;
 		/* An allocation hands its memfd to the client; a registration needs no fd back. */
 		if (cmd->result == 0 && c->type == COLLC_MSG_MEM_ALLOC)
-			reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep), &cmd->u.mr.fd, 1);
+			reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep), &cmd->u.mr.reply_fd, 1);
 		else
 			reply_struct(s, c->type, c->id, cmd->result, &rep, sizeof(rep), NULL, 0);
 	}
+	/* Host memory stays mapped without its fd: collcd keeps no fd per registration. */
+	if (cmd->u.mr.reply_fd >= 0 && (cmd->u.mr.reply_fd != cmd->u.mr.fd || cmd->result < 0))
+		close(cmd->u.mr.reply_fd);
 	free(c);
 }
 
@@ -426,7 +430,7 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 	struct cmd_ctx *c;
 	struct stat st;
 	void *addr;
-	int fd = -1, r;
+	int fd = -1, reply_fd = -1, r;
 
 	if (q->flags || q->size == 0 || q->size > MAX_MEM_BYTES) {
 		reply_status(s, h->type, h->id, -EINVAL);
@@ -446,6 +450,7 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 			return;
 		}
 		addr = (void *)(uintptr_t)daddr;
+		reply_fd = fd;
 		goto post;
 	}
 	if (h->type == COLLC_MSG_MEM_ALLOC) {
@@ -470,19 +475,24 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 			reply_status(s, h->type, h->id, -errno);
 			return;
 		}
-		fd = fds[0];
-		fds[0] = -1;
+		/* The mapping keeps the memory; the fd (closed by the caller) is not needed. */
 	}
+	reply_fd = fd;
+	fd = -1;
 post:
 	c = cmd_new(s, CMD_MR_ADD, h->type, h->id, done_mem);
 	if (!c) {
 		if (q->device == -1)
 			munmap(addr, q->size);
-		close(fd);
+		if (fd >= 0)
+			close(fd);
+		if (reply_fd >= 0 && reply_fd != fd)
+			close(reply_fd);
 		reply_status(s, h->type, h->id, -EBUSY);
 		return;
 	}
 	c->cmd.u.mr.fd = fd;
+	c->cmd.u.mr.reply_fd = reply_fd;
 	c->cmd.u.mr.addr = addr;
 	c->cmd.u.mr.size = q->size;
 	cmd_post(c);
@@ -821,7 +831,7 @@ static void on_session_io(uv_poll_t *h, int status, int events)
 	}
 	if (events & UV_WRITABLE)
 		flush_outq(s);
-	for (int i = 0; i < 16 && !s->closed && (events & UV_READABLE); i++) {
+	for (int i = 0; i < 16 && !s->closed && !s->outq && (events & UV_READABLE); i++) {
 		int avail;
 
 		read_one(s);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <urcu-qsbr.h>
@@ -203,6 +204,17 @@ static void on_usr2(uv_signal_t *h, int signum)
 	sched_debug_stall(stalled);
 }
 
+/* Every client holds a few descriptors in collcd: take the hard limit, not 1024. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int start_backend(const struct options *o, const struct exec_backend **ret)
 {
 	const char *b = o->backend ? o->backend : "auto";
@@ -233,6 +245,7 @@ int main(int argc, char **argv)
 	int nlfds, r, status = 1;
 
 	signal(SIGPIPE, SIG_IGN);
+	raise_fd_limit();
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
 	if (!o.socket_path)

@@ -47,7 +47,8 @@ struct sched_cmd {
 			uint32_t client_id; /* out */
 		} add;
 		struct {
-			int fd;         /* the scheduler owns it once posted */
+			int fd;         /* kept by the registration (-1: none); the scheduler owns it */
+			int reply_fd;   /* sent back with the reply (-1: none); control owns it */
 			void *addr;     /* collcd's mapping */
 			uint64_t size;
 			uint32_t mr;    /* out for MR_ADD, in for MR_RELEASE */

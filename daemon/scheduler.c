@@ -186,7 +186,8 @@ static void mr_put(struct mr *m)
 	if (!m || --m->refs > 0 || !m->released)
 		return;
 	munmap(m->addr, m->size);
-	close(m->fd);
+	if (m->fd >= 0)
+		close(m->fd);
 	free(m);
 }
 
@@ -351,7 +352,8 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
 		return 0;
 	}
 	cm = mb->comm;
-	if (e->seq >= cm->next_done + COMM_WINDOW)
+	/* A revoked communicator answers at once: its window never moves again. */
+	if (e->seq >= cm->next_done + COMM_WINDOW && !cm->revoked)
 		return -EAGAIN;
 	mb->next_seq++;
 	c->outstanding++;
@@ -969,7 +971,9 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 	case CMD_MR_ADD:
 		if (c->nmrs_live >= QUOTA_MRS || c->mr_bytes + cmd->u.mr.size > QUOTA_BYTES) {
 			munmap(cmd->u.mr.addr, cmd->u.mr.size);
-			close(cmd->u.mr.fd);
+			if (cmd->u.mr.fd >= 0)
+				close(cmd->u.mr.fd);
+			cmd->u.mr.fd = -1;
 			cmd_finish(cmd, -EDQUOT);
 			return;
 		}
@@ -980,7 +984,9 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		if (!m || !t) {
 			free(m);
 			munmap(cmd->u.mr.addr, cmd->u.mr.size);
-			close(cmd->u.mr.fd);
+			if (cmd->u.mr.fd >= 0)
+				close(cmd->u.mr.fd);
+			cmd->u.mr.fd = -1;
 			cmd_finish(cmd, -ENOMEM);
 			return;
 		}
