@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "client/ctlsock.h"
@@ -789,6 +790,57 @@ static int range_is_private_anon(uintptr_t a, uintptr_t b)
 	return covered >= b;
 }
 
+/*
+ * Are the pages of k still mapped from its memfd, each at its own offset?
+ * free() may have unmapped them and a later mmap put other memory there.
+ */
+static int backing_intact(const struct backing *k)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	struct stat st;
+	char line[512];
+	uintptr_t covered = k->a;
+
+	if (!f)
+		return 0;
+	if (fstat(k->fd, &st) < 0) {
+		fclose(f);
+		return 0;
+	}
+	while (fgets(line, sizeof(line), f) && covered < k->b) {
+		unsigned long lo, hi, off, inode;
+		char perms[8], dev[16];
+
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perms, &off, dev, &inode) < 6)
+			continue;
+		if (hi <= covered || lo > covered)
+			continue;
+		/* The page at `covered` must be file offset covered - k->a of k's memfd. */
+		if (inode != (unsigned long)st.st_ino || perms[3] != 's' ||
+		    off + (covered - lo) != covered - k->a)
+			break;
+		covered = hi;
+	}
+	fclose(f);
+	return covered >= k->b;
+}
+
+/* Forgets backings whose pages are no longer theirs. Under mem_lock. */
+static void backing_prune(struct collc_ctx *ctx, uintptr_t a, uintptr_t b)
+{
+	for (struct backing **pk = &ctx->backings; *pk;) {
+		struct backing *k = *pk;
+
+		if (k->a < b && a < k->b && !backing_intact(k)) {
+			*pk = k->next;
+			close(k->fd);
+			free(k);
+			continue;
+		}
+		pk = &k->next;
+	}
+}
+
 /* The backing that holds page address a, if any. Under mem_lock. */
 static struct backing *backing_at(struct collc_ctx *ctx, uintptr_t a)
 {
@@ -896,6 +948,7 @@ int collc_mem_register(struct collc_ctx *ctx, void *ptr, size_t size, int device
 		}
 	pthread_mutex_unlock(&ctx->ring_lock);
 	pthread_mutex_lock(&ctx->mem_lock);
+	backing_prune(ctx, a, b);
 	r = backing_cover(ctx, a, b, &k);
 	if (r < 0)
 		goto out;
