@@ -1120,6 +1120,30 @@ static int completion_visible(int *ret_inflight)
 	return 0;
 }
 
+/*
+ * Is some collective, held back because a device FIFO was full, now free to
+ * go? Executors ring us after they consume (N1), so checking after S1 closes
+ * the race with a consumer that finished just before we went to sleep.
+ */
+static int launch_unblocked(void)
+{
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		const struct slot *sl;
+		int room = 1;
+
+		if (!cm->ready || !cm->slots)
+			continue;
+		sl = slot_of(cm, cm->next_launch);
+		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING || sl->arrived < cm->nranks)
+			continue;
+		for (uint32_t r = 0; r < cm->nranks && room; r++)
+			room = fifo_has_room(cm->devs[r]);
+		if (room)
+			return 1;
+	}
+	return 0;
+}
+
 static void set_need_wakeup(uint32_t on)
 {
 	for (struct sched_client *c = sched.clients; c; c = c->next)
@@ -1136,7 +1160,8 @@ static void sleep_until_work(int timers)
 	store_relaxed(&sleeping, 1u);
 	/* S1: pairs with A2 in the client (tail store, fence, flags load) and N1 in executors. */
 	fence_seq_cst();
-	if (!work_visible() && !completion_visible(&inflight) && !load_relaxed(&stop_requested)) {
+	if (!work_visible() && !completion_visible(&inflight) && !launch_unblocked() &&
+	    !load_relaxed(&stop_requested)) {
 		cfg_reader_quiescent();
 		rcu_thread_offline();
 		/* Executors ring us when they finish; the timeout only bounds timers. */

@@ -35,6 +35,7 @@ struct shared {
 	int ready;             /* ranks that have both communicators and B's first collective out */
 	int stop;              /* parent: stop the traffic */
 	int release_b;         /* parent: rank 1 may now submit B's all-reduce */
+	uint64_t stop_at;      /* rank 0: the iteration both ranks stop at */
 	uint64_t completed[NRANKS];
 	pid_t pid[NRANKS];
 };
@@ -71,9 +72,22 @@ static int rank_main(int rank, int nranks, void *arg)
 			return h_fail("rank 0: all-reduce on B: %s", collc_strerror(r));
 	}
 	__atomic_add_fetch(&sh->ready, 1, __ATOMIC_SEQ_CST);
-	while (!__atomic_load_n(&sh->stop, __ATOMIC_SEQ_CST)) {
+	for (;;) {
 		size_t count = (it % 7 == 0) ? 65536 : 1 + it % 1000;
 		int s = (int)(it % DEPTH);
+		uint64_t at;
+
+		/*
+		 * Both ranks must submit the same number of all-reduces: rank 0
+		 * turns the parent's stop into an iteration that rank 1 (at most
+		 * DEPTH ahead of it) has not reached yet, and both stop there.
+		 */
+		if (rank == 0 && __atomic_load_n(&sh->stop, __ATOMIC_SEQ_CST) &&
+		    !__atomic_load_n(&sh->stop_at, __ATOMIC_SEQ_CST))
+			__atomic_store_n(&sh->stop_at, it + 2 * DEPTH, __ATOMIC_SEQ_CST);
+		at = __atomic_load_n(&sh->stop_at, __ATOMIC_SEQ_CST);
+		if (at && it >= at)
+			break;
 
 		if (it >= DEPTH) {
 			r = collc_wait(ctx, req[s], 10000);
