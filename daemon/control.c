@@ -407,8 +407,13 @@ static void done_mem(struct sched_cmd *cmd)
 		else
 			reply_struct(s, c->type, c->id, cmd->result, &rep, sizeof(rep), NULL, 0);
 	}
-	/* Host memory stays mapped without its fd: collcd keeps no fd per registration. */
-	if (cmd->u.mr.reply_fd >= 0 && (cmd->u.mr.reply_fd != cmd->u.mr.fd || cmd->result < 0))
+	/*
+	 * On success the registration keeps mr.fd (host memory keeps none: its
+	 * mapping suffices); what is left over, or everything on failure, closes here.
+	 */
+	if (cmd->result < 0 && cmd->u.mr.fd >= 0)
+		close(cmd->u.mr.fd);
+	if (cmd->u.mr.reply_fd >= 0 && cmd->u.mr.reply_fd != cmd->u.mr.fd)
 		close(cmd->u.mr.reply_fd);
 	free(c);
 }

@@ -971,9 +971,7 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 	case CMD_MR_ADD:
 		if (c->nmrs_live >= QUOTA_MRS || c->mr_bytes + cmd->u.mr.size > QUOTA_BYTES) {
 			munmap(cmd->u.mr.addr, cmd->u.mr.size);
-			if (cmd->u.mr.fd >= 0)
-				close(cmd->u.mr.fd);
-			cmd->u.mr.fd = -1;
+			/* The fds go back to the control thread, which closes them. */
 			cmd_finish(cmd, -EDQUOT);
 			return;
 		}
@@ -984,9 +982,7 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		if (!m || !t) {
 			free(m);
 			munmap(cmd->u.mr.addr, cmd->u.mr.size);
-			if (cmd->u.mr.fd >= 0)
-				close(cmd->u.mr.fd);
-			cmd->u.mr.fd = -1;
+			/* The fds go back to the control thread, which closes them. */
 			cmd_finish(cmd, -ENOMEM);
 			return;
 		}
