@@ -23,6 +23,7 @@
 
 #include <urcu-qsbr.h>
 
+#include "common/atomics.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
 #include "daemon/exec_cpu.h"
@@ -76,6 +77,7 @@ static int nlisteners;
 static struct session *sessions;
 static char *rxbuf;
 static int rcu_registered;
+static int async_closed;
 
 static void session_close(struct session *s);
 
@@ -978,7 +980,9 @@ static void on_done_async(uv_async_t *h)
 
 void ctl_notify_done(void)
 {
-	uv_async_send(&done_async);
+	/* After ctl_fini() the caller runs sched_run_done() itself. */
+	if (!load_relaxed(&async_closed))
+		uv_async_send(&done_async);
 }
 
 int ctl_init(const struct ctl_params *p)
@@ -1039,6 +1043,7 @@ void ctl_fini(void)
 			unlink(listeners[i].path);
 	}
 	nlisteners = 0;
+	store_relaxed(&async_closed, 1);
 	uv_close((uv_handle_t *)&done_async, NULL);
 	free(rxbuf);
 	rxbuf = NULL;

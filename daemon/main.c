@@ -326,6 +326,8 @@ out_cfg:
 	cfg_fini();
 out_exec:
 	exec->fini();
+	/* The CUDA backend's fini released device memory with its contexts. */
+	sched_release(exec->backend == COLLC_BACKEND_CPU);
 	uv_loop_close(&loop);
 	return status;
 }

@@ -85,7 +85,14 @@ struct sched_params {
 };
 
 int sched_init(const struct sched_params *p);
+/* Stops the scheduler thread and ends the commands it did not run. */
 void sched_fini(void);
+/*
+ * Frees clients and communicators, once the executors stopped (their threads
+ * may wait on connection memory until then). teardown 0: leave the executor's
+ * part of each communicator alone (its fini released it).
+ */
+void sched_release(int teardown);
 void sched_post(struct sched_cmd *cmd);
 /* The doorbell memfd every client maps (see proto/shm.h). */
 int sched_doorbell_fd(void);

@@ -1249,22 +1249,48 @@ err_close:
 
 void sched_fini(void)
 {
+	struct sched_cmd *list, *next;
+
 	if (doorbell_fd < 0)
 		return;
 	store_relaxed(&stop_requested, 1u);
 	wake_scheduler();
 	pthread_join(thread, NULL);
-	while (sched.comms) {
-		struct comm *cm = sched.comms;
-
-		sched.comms = cm->next;
-		comm_free(cm);
+	/* Commands nobody will run end now; the control thread runs their callbacks. */
+	for (struct comm *cm = sched.comms; cm; cm = cm->next)
+		if (!cm->ready && !cm->failed)
+			comm_fail_init(cm, -ECANCELED);
+	pthread_mutex_lock(&cmd_lock);
+	list = cmd_head;
+	store_relaxed(&cmd_head, NULL);
+	cmd_tail = &cmd_head;
+	pthread_mutex_unlock(&cmd_lock);
+	for (; list; list = next) {
+		next = list->next;
+		if (list->type == CMD_MR_ADD)
+			munmap(list->u.mr.addr, list->u.mr.size);
+		cmd_finish(list, -ECANCELED);
 	}
+}
+
+void sched_release(int teardown)
+{
+	if (doorbell_fd < 0)
+		return;
+	/* Clients first: client_free() unlinks their members from the communicators. */
 	while (sched.clients) {
 		struct sched_client *c = sched.clients;
 
 		sched.clients = c->next;
 		client_free(c);
+	}
+	while (sched.comms) {
+		struct comm *cm = sched.comms;
+
+		sched.comms = cm->next;
+		if (!teardown)
+			cm->exec_priv = NULL;
+		comm_free(cm);
 	}
 	munmap(doorbell, sizeof(*doorbell));
 	close(doorbell_fd);

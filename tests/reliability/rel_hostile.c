@@ -55,9 +55,7 @@ struct shared {
 	struct rel_steady steady;
 	uint32_t hostile_ready, scribbled, may_exit;
 	pid_t hostile_pid;
-	uint64_t sqes_written, ctl_sent, refused_ok, accepted_ok, flood_sent, fresh_comms;
-	int32_t registration_errors;
-	char why[256];
+	uint64_t sqes_written, ctl_sent, refused_ok, accepted_ok, fresh_comms;
 };
 
 static struct shared *S;
@@ -518,7 +516,6 @@ static int registrations(struct hostile *H)
 			failed |= rel_fail("hostile: growing a registered memfd: %s", strerror(errno));
 	}
 	close(fd);
-	S->registration_errors = failed;
 	return failed;
 #undef REFUSED
 }
