@@ -258,6 +258,21 @@ int rel_sanitized(void)
 #endif
 }
 
+int rel_tsan(void)
+{
+#if defined(__SANITIZE_THREAD__)
+	return 1;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+	return 1;
+#else
+	return 0;
+#endif
+#else
+	return 0;
+#endif
+}
+
 void rel_init(const char *name, int argc, char **argv, unsigned watchdog_s)
 {
 	const char *env = getenv("COLLC_TEST_SEED");

@@ -40,6 +40,8 @@ void rel_init(const char *name, int argc, char **argv, unsigned watchdog_s);
 uint64_t rel_env_u64(const char *name, uint64_t dflt);
 /* 1 when this build runs under ASan or TSan (slower: tests scale down). */
 int rel_sanitized(void);
+/* 1 under TSan only (5-15x slower than a plain build). */
+int rel_tsan(void);
 
 void rel_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints FAIL with the seed and pid; returns 1. */

@@ -18,8 +18,9 @@
  * result; any other value fails the test. After the kill every survivor
  * submits once more: that must end with -EPIPE. Kill-to-error time (from
  * the kill, or from the submission when that came later, to collc_wait's
- * return) must stay below COLLC_KILL_BOUND_MS (100) in every trial; p50
- * and max are printed.
+ * return) must stay below COLLC_KILL_BOUND_MS (100; 500 under TSan, which
+ * slows everything 5-15x) in every trial; p50 and max are printed. (A
+ * during-init trial of 2 ranks has no survivor to time.)
  *
  * All the while a separate pair of processes runs correct all-reduces of
  * random dtype, op and size (0..1 MiB, 200 us apart: steady but not CPU-bound,
@@ -289,7 +290,8 @@ static int wait_collected(int fds0)
 int main(int argc, char **argv)
 {
 	unsigned trials = (unsigned)rel_env_u64("COLLC_KILL_TRIALS", 200);
-	uint64_t bound_ms = rel_env_u64("COLLC_KILL_BOUND_MS", 100);
+	/* TSan slows collcd and clients 5-15x: its pass looks for races, not for the 100 ms. */
+	uint64_t bound_ms = rel_env_u64("COLLC_KILL_BOUND_MS", rel_tsan() ? 500 : 100);
 	uint64_t *lat = calloc(trials ? trials : 1, sizeof(*lat)), rng;
 	unsigned by_phase[PH_COUNT] = { 0 }, ok_by_phase[PH_COUNT] = { 0 }, over = 0, nlat = 0;
 	pid_t steady[2], after[3];
@@ -449,8 +451,8 @@ int main(int argc, char **argv)
 			uint64_t p50 = rel_percentile(lat, nlat, 0.5), p99 = rel_percentile(lat, nlat, 0.99);
 			uint64_t mx = rel_percentile(lat, nlat, 1.0);
 
-			rel_log("kill-to-error over %u trials (%.1f s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %" PRIu64 " ms, %u over)",
-				nlat, (double)tot / 1e9, (double)p50 / 1e6, (double)p99 / 1e6, (double)mx / 1e6,
+			rel_log("kill-to-error over the %u of %u trials with a survivor to time (%.1f s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %" PRIu64 " ms, %u over)",
+				nlat, trials, (double)tot / 1e9, (double)p50 / 1e6, (double)p99 / 1e6, (double)mx / 1e6,
 				bound_ms, over);
 		}
 		for (int p = 0; p < PH_COUNT; p++)
