@@ -21,6 +21,7 @@
 struct cpu_run {
 	const struct collc_work_item *it;
 	const uint32_t *abort;       /* the device's abort word */
+	const uint32_t *revoked;     /* the communicator's abort word (cpu_comm_abort()) */
 	const uint32_t *stopping;    /* the executor is shutting down */
 	struct cpu_rank *rk;
 	uint32_t ch;
@@ -39,7 +40,8 @@ typedef int (*cpu_ready_fn)(void *arg);
 /*
  * Waits until ready(arg): spins, yields, then sleeps on seqw with *waiting
  * raised. Whoever makes the condition true must then call cpu_wake() (or
- * cpu_post()) on the same seqw/waiting. Returns -ECANCELED on abort.
+ * cpu_post()) on the same seqw/waiting. Returns -ECANCELED on abort: the
+ * device's, the executor's shutdown, or the communicator's revocation.
  */
 int cpu_wait(const struct cpu_run *x, cpu_ready_fn ready, void *arg, uint32_t *seqw,
 	     uint32_t *waiting);

@@ -23,7 +23,8 @@
 
 static int cancelled(const struct cpu_run *x)
 {
-	return load_relaxed(x->abort) || load_relaxed(x->stopping);
+	/* A1': a waiter that woke on cpu_comm_abort()'s bump of its futex word sees revoked (A1). */
+	return load_acquire(x->revoked) || load_relaxed(x->abort) || load_relaxed(x->stopping);
 }
 
 int cpu_wait(const struct cpu_run *x, cpu_ready_fn ready, void *arg, uint32_t *seqw,

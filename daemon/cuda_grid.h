@@ -69,6 +69,7 @@ struct cuda_dlane {
 struct cuda_dstate {
 	struct cuda_dlane lane[CUDA_MAX_LANES];
 	uint64_t chan_pos[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* each block's position */
+	uint64_t chan_aborted[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* items each block abandoned */
 	uint32_t abort;      /* written by the poller when a host abort word is set */
 	uint32_t reserved[15];
 	struct collc_work_item items[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
@@ -129,6 +130,7 @@ struct cuda_rank {
 	uint32_t rank;
 	uint32_t nchannels;
 	uint32_t reserved;
+	uint64_t revoked;                  /* const uint32_t *: the communicator's abort word (host) */
 	uint64_t chan[COLLC_MAX_CHANNELS]; /* struct cuda_chan * */
 };
 

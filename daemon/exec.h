@@ -35,6 +35,15 @@ struct exec_backend {
 	 */
 	int (*comm_setup)(uint32_t nranks, const uint32_t *devs, uint64_t *ret_comm_dev,
 			  void **ret_priv);
+	/*
+	 * The communicator was revoked: its items still in the executor end at
+	 * their next wait without finishing (they still publish work_consumed,
+	 * and count in collc_consumed.aborted). Called from the scheduler
+	 * thread, at most once per communicator; its connections are never used
+	 * again (teardown follows once every item is consumed, and a new
+	 * communicator gets fresh, zeroed ones).
+	 */
+	void (*comm_abort)(void *priv);
 	/* Frees them; no item referring to them is in any FIFO any more. */
 	void (*comm_teardown)(void *priv);
 	/* Human name of a device for status. */

@@ -56,6 +56,7 @@ struct cpu_comm {
 	char **bufs;             /* the protocol buffers of each connection, CPU_CONN_BYTES each */
 	struct cpu_mbox *mbox;   /* nranks x nchan */
 	struct cpu_rank *ranks;
+	uint32_t revoked;        /* the abort word: set once by cpu_comm_abort() */
 };
 
 static struct cpu_dev *devs;
@@ -86,6 +87,7 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 		.abort = &d->fifo->ctrl.abort,
 		.stopping = &stopping,
 		.rk = (struct cpu_rank *)(uintptr_t)it->comm_dev,
+		.revoked = ((struct cpu_rank *)(uintptr_t)it->comm_dev)->revoked,
 		.ch = c->id,
 		.es = red_dtype_size(it->dtype),
 		.scratch = c->mem,
@@ -95,6 +97,9 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 
 	if (!x.es || it->nranks > COLLC_MAX_RANKS || it->rank >= it->nranks)
 		return -EINVAL;
+	/* A revoked communicator's items still queued are abandoned without a start. */
+	if (load_acquire(x.revoked))
+		return -ECANCELED;
 	if (it->nranks == 1) {
 		single_rank(it, x.es, c->id);
 		return 0;
@@ -152,6 +157,7 @@ static void *chan_main(void *arg)
 	pthread_setname_np(pthread_self(), name);
 	for (uint64_t pos = 0;; pos++) {
 		const struct collc_work_item *slot = &d->fifo->items[pos & (COLLC_FIFO_DEPTH - 1)];
+		struct collc_consumed *wc = &d->fifo->ctrl.work_consumed[c->id];
 		struct collc_work_item it;
 
 		if (wait_item(d, slot, pos + 1) < 0)
@@ -161,12 +167,14 @@ static void *chan_main(void *arg)
 		    !load_relaxed(&d->fifo->ctrl.abort)) {
 			int r = run_item(d, c, &it);
 
-			if (r < 0 && r != -ECANCELED && !warned++)
+			if (r == -ECANCELED && !load_relaxed(&stopping))
+				store_relaxed(&wc->aborted, wc->aborted + 1); /* this thread alone writes it */
+			else if (r < 0 && r != -ECANCELED && !warned++)
 				log_err("device %u channel %u: collective %llu: %s", d->id, c->id,
 					(unsigned long long)it.coll_id, strerror(-r));
 		}
 		/* E1: pairs with F1/F2 in the scheduler: results are written, the slot is free. */
-		store_release(&d->fifo->ctrl.work_consumed[c->id].value, pos + 1);
+		store_release(&wc->value, pos + 1);
 		sched_notify();
 		if (it.kind == COLLC_WORK_QUIT)
 			break;
@@ -294,6 +302,7 @@ static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret
 	}
 	for (uint32_t rk = 0; rk < nranks; rk++) {
 		cc->ranks[rk].mbox = cc->mbox;
+		cc->ranks[rk].revoked = &cc->revoked;
 		cc->ranks[rk].nchan = nchan;
 		for (uint32_t c = 0; c < nchan; c++) {
 			cc->ranks[rk].recv[c] = &cc->conns[(size_t)rk * nchan + c];
@@ -312,6 +321,35 @@ static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret
 err_free:
 	comm_free(cc);
 	return r;
+}
+
+/* Bumps a futex word and wakes all its sleepers, whatever they wait for. */
+static void wake_all(uint32_t *seqw)
+{
+	fetch_add(seqw, 1);
+	futex_wake(seqw, INT_MAX);
+}
+
+static void cpu_comm_abort(void *priv)
+{
+	struct cpu_comm *cc = priv;
+	size_t nconn = (size_t)cc->nranks * nchan;
+
+	/*
+	 * A1: pairs with A1' in cpu_prims.c cancelled(): revoked is stored before
+	 * the futex words move, so a waiter that loads a bumped word (acquire)
+	 * sees it, and one that loaded the old word fails or leaves futex_wait.
+	 */
+	store_release(&cc->revoked, 1u);
+	for (size_t i = 0; i < nconn; i++) {
+		struct cpu_link *links[3] = { &cc->conns[i].simple, &cc->conns[i].ll, &cc->conns[i].ll128 };
+
+		for (int k = 0; k < 3; k++) {
+			wake_all(&links[k]->tail_seq);
+			wake_all(&links[k]->head_seq);
+		}
+		wake_all(&cc->mbox[i].seq);
+	}
 }
 
 static void cpu_comm_teardown(void *priv)
@@ -357,6 +395,7 @@ static struct exec_backend cpu_backend = {
 	.kick = cpu_kick,
 	.place = cpu_place,
 	.comm_setup = cpu_comm_setup,
+	.comm_abort = cpu_comm_abort,
 	.comm_teardown = cpu_comm_teardown,
 	.device_name = cpu_device_name,
 	.device_active = cpu_device_active,

@@ -125,8 +125,17 @@ struct imp_req {
 
 struct ccomm {
 	uint32_t nranks;
+	uint32_t revoke_idx; /* its abort word in revoke_words */
 	struct vmm mem[];
 };
+
+/*
+ * Abort words of the communicators, in mapped host memory: the host sets a
+ * communicator's word when it is revoked (cuda_comm_abort), the grid's
+ * waiters read it (persist_kernel.cu check_abort). Taken at setup, given
+ * back at teardown; never freed while a grid is resident.
+ */
+#define CUDA_REVOKE_WORDS 16384u
 
 struct lane_track {
 	uint64_t tail; /* scheduler thread only (kick) */
@@ -149,6 +158,11 @@ static pthread_cond_t mem_cond = PTHREAD_COND_INITIALIZER;
 static struct creg *cregs;
 static struct ipc_imp *imps;
 static struct imp_req *imp_reqs;
+static uint32_t *revoke_words;     /* CUDA_REVOKE_WORDS, mapped host memory */
+static uint64_t revoke_words_dev;  /* their device address */
+static uint8_t *revoke_used;
+static uint32_t revoke_hint;
+static pthread_mutex_t revoke_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint32_t gpu_of(uint32_t dev)
 {
@@ -858,12 +872,51 @@ static uint64_t bufs_addr(const struct vmm *v, uint32_t c)
 	return (uint64_t)v->ptr + 4096 + (uint64_t)nchan * CUDA_CHAN_STRIDE + (uint64_t)c * CUDA_BUFS_STRIDE;
 }
 
+/* Takes a cleared abort word; its index, or -ENOSPC. */
+static int revoke_take(void)
+{
+	int idx = -ENOSPC;
+
+	pthread_mutex_lock(&revoke_lock);
+	for (uint32_t k = 0; k < CUDA_REVOKE_WORDS; k++) {
+		uint32_t i = (revoke_hint + k) % CUDA_REVOKE_WORDS;
+
+		if (!revoke_used[i]) {
+			revoke_used[i] = 1;
+			revoke_hint = i + 1;
+			/* Cleared before the communicator's first item is written (W1 orders it). */
+			store_relaxed(&revoke_words[i], 0u);
+			idx = (int)i;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&revoke_lock);
+	return idx;
+}
+
+static void revoke_give(uint32_t idx)
+{
+	pthread_mutex_lock(&revoke_lock);
+	revoke_used[idx] = 0;
+	pthread_mutex_unlock(&revoke_lock);
+}
+
+static void cuda_comm_abort(void *priv)
+{
+	struct ccomm *cc = priv;
+
+	/* The grid's waiters read it every few thousand spins (check_abort); no fence needed. */
+	store_release(&revoke_words[cc->revoke_idx], 1u);
+}
+
 static void cuda_comm_teardown(void *priv)
 {
 	struct ccomm *cc = priv;
 
 	for (uint32_t r = 0; r < cc->nranks; r++)
 		vmm_free(&cc->mem[r]);
+	if (cc->revoke_idx != UINT32_MAX)
+		revoke_give(cc->revoke_idx);
 	free(cc);
 }
 
@@ -878,6 +931,11 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 	if (!cc || !img)
 		goto err;
 	cc->nranks = nranks;
+	cc->revoke_idx = UINT32_MAX;
+	r = revoke_take();
+	if (r < 0)
+		goto err;
+	cc->revoke_idx = (uint32_t)r;
 	for (uint32_t i = 0; i < nranks; i++) {
 		struct gpu *g = &gpus[gpu_of(devs[i])];
 
@@ -899,6 +957,7 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 		rk.nranks = nranks;
 		rk.rank = i;
 		rk.nchannels = nchan;
+		rk.revoked = revoke_words_dev + (uint64_t)cc->revoke_idx * sizeof(uint32_t);
 		for (uint32_t c = 0; c < nchan; c++) {
 			memset(img, 0, sizeof(*img));
 			img->buf_simple = bufs_addr(&cc->mem[i], c);
@@ -1020,6 +1079,8 @@ static void cuda_fini(void)
 	free(gpus);
 	gpus = NULL;
 	free(track);
+	cudaFreeHost(revoke_words);
+	free(revoke_used);
 	if (svc_efd >= 0)
 		close(svc_efd);
 }
@@ -1032,6 +1093,7 @@ static struct exec_backend cuda_backend = {
 	.kick = cuda_kick,
 	.place = cuda_place,
 	.comm_setup = cuda_comm_setup,
+	.comm_abort = cuda_comm_abort,
 	.comm_teardown = cuda_comm_teardown,
 	.device_name = cuda_device_name,
 	.device_active = cuda_device_active,
@@ -1110,6 +1172,7 @@ static int gpu_init(struct gpu *g, int ord)
 int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_backend **ret)
 {
 	const char *lanes_env = getenv("COLLC_CUDA_LANES");
+	void *dp = NULL;
 	int n = 0, r;
 	cudaError_t e;
 
@@ -1172,6 +1235,15 @@ int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_b
 	r = mps_check();
 	if (r < 0)
 		return r;
+	if (cudaHostAlloc((void **)&revoke_words, CUDA_REVOKE_WORDS * sizeof(uint32_t),
+			  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess ||
+	    cudaHostGetDevicePointer(&dp, revoke_words, 0) != cudaSuccess)
+		return -ENOMEM;
+	revoke_words_dev = (uint64_t)(uintptr_t)dp;
+	memset(revoke_words, 0, CUDA_REVOKE_WORDS * sizeof(uint32_t));
+	revoke_used = calloc(CUDA_REVOKE_WORDS, 1);
+	if (!revoke_used)
+		return -ENOMEM;
 	e = (cudaError_t)cuda_grid_preload();
 	if (e != cudaSuccess) {
 		log_err("CUDA backend: kernel module: %s", cu_err(e));

@@ -355,6 +355,7 @@ struct blk {
 	struct cuda_chan *ch;
 	struct collc_fifo_ctrl *hctl; /* this lane's FIFO control (host memory) */
 	struct cuda_dstate *ds;
+	const uint32_t *revoked;      /* the running item's communicator abort word (host); NULL between items */
 	uint64_t send_step, recv_step, os_gen;
 	char *my_simple, *my_ll, *my_ll128, *nx_simple, *nx_ll, *nx_ll128;
 	uint64_t *next_tail, *prev_head, *my_head, *my_tail;
@@ -364,16 +365,28 @@ struct blk {
 /* Peer buffer pointers of the current one-shot op, filled by os_barrier(). */
 __shared__ uint64_t sh_send[COLLC_MAX_RANKS], sh_recv[COLLC_MAX_RANKS];
 
-/* Every 2^10 spins a waiter looks at the device abort flag, every 2^16 at the host word. */
+/*
+ * Every 2^10 spins a waiter looks at the device abort flag, every 2^12 at its
+ * communicator's abort word (exec_cuda.c cuda_comm_abort), every 2^16 at the
+ * host abort word; the host words cost a PCIe round trip each.
+ */
 __device__ __noinline__ int check_abort(struct blk *b, uint32_t spins)
 {
 	if ((spins & 1023) != 1023)
 		return 0;
 	if (ld_vol32(&b->ds->abort))
 		return 1;
+	if ((spins & 4095) == 4095 && b->revoked && ld_vol32(b->revoked))
+		return 1;
 	if ((spins & 65535) == 65535 && ld_vol32(&b->hctl->abort))
 		return 1;
 	return 0;
+}
+
+/* The whole grid is told to stop (not just one communicator). */
+__device__ int grid_aborted(const struct blk *b)
+{
+	return ld_vol32(&b->ds->abort) || ld_vol32(&b->hctl->abort);
 }
 
 /*
@@ -1005,6 +1018,7 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	int r;
 
 	b->ch = (struct cuda_chan *)(uintptr_t)rk->chan[b->chan];
+	b->revoked = (const uint32_t *)(uintptr_t)rk->revoked;
 	b->es = (uint32_t)dtype_size(b->it.dtype);
 	b->algo = a.force_algo ? a.force_algo : b->it.algo;
 	b->proto = a.force_proto ? a.force_proto : b->it.proto;
@@ -1123,7 +1137,7 @@ __device__ void poller(const struct cuda_grid_args &a)
 __global__ void __launch_bounds__(CUDA_THREADS, 1) collc_persist(const struct cuda_grid_args a)
 {
 	struct blk b; /* per thread: every thread keeps the same copy */
-	__shared__ int state; /* 0 item ready, 1 stop, 2 abort */
+	__shared__ int state; /* 0 item ready, 1 stop, 2 abort, 3 item abandoned */
 	uint32_t lane, chan;
 	uint64_t pos;
 
@@ -1136,6 +1150,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, 1) collc_persist(const struct cu
 	chan = (blockIdx.x - 1) % a.nchannels;
 	b.ds = a.ds;
 	b.hctl = &a.fifo[lane]->ctrl;
+	b.revoked = NULL;
 	b.chan = chan;
 	pos = a.ds->chan_pos[lane][chan];
 	for (;;) {
@@ -1167,13 +1182,28 @@ __global__ void __launch_bounds__(CUDA_THREADS, 1) collc_persist(const struct cu
 		for (int k = 0; k < 8; k++)
 			((uint4 *)&b.it)[k] =
 				ld_data((const uint4 *)&a.ds->items[lane][pos & (COLLC_FIFO_DEPTH - 1)] + k);
-		if (b.it.kind == COLLC_WORK_COLL && chan < b.it.nchannels && run_item(&b, a) < 0)
-			break;
+		if (b.it.kind == COLLC_WORK_COLL && chan < b.it.nchannels && run_item(&b, a) < 0) {
+			/*
+			 * Every thread saw the same -1 (the primitives agree through
+			 * shared memory); thread 0 alone decides between the grid's
+			 * abort and the communicator's, so the block stays together.
+			 */
+			if (threadIdx.x == 0)
+				state = grid_aborted(&b) ? 2 : 3;
+			__syncthreads();
+			if (state == 2)
+				break;
+		}
+		b.revoked = NULL;
 		__syncthreads();
 		if (threadIdx.x == 0) {
+			struct collc_consumed *wc = &a.fifo[lane]->ctrl.work_consumed[chan];
+
+			if (state == 3)
+				st_vol64(&wc->aborted, ++a.ds->chan_aborted[lane][chan]);
 			/* E1: results, system fence, then work_consumed (mapped host memory). */
 			__threadfence_system();
-			st_vol64(&a.fifo[lane]->ctrl.work_consumed[chan].value, pos + 1);
+			st_vol64(&wc->value, pos + 1);
 			a.ds->chan_pos[lane][chan] = pos + 1;
 		}
 		pos++;

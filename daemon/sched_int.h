@@ -121,6 +121,7 @@ struct comm {
 	uint64_t next_done;           /* oldest collective not yet finished */
 	struct slot *slots;           /* COMM_WINDOW, indexed by seq % COMM_WINDOW */
 	uint64_t completed, errors, inflight;
+	uint64_t revoked_inflight;    /* collectives in the executors when it was revoked */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 };

@@ -275,7 +275,11 @@ static void comm_advance_done(struct comm *cm)
 	}
 }
 
-/* Every collective that can no longer complete ends with err; so do later ones. */
+/*
+ * Every collective that can no longer complete ends with err; so do later
+ * ones. Those already in the executors are abandoned there (comm_abort) and
+ * end with err when their items are consumed (reap).
+ */
 static void comm_revoke(struct comm *cm, int err)
 {
 	if (cm->revoked || !cm->slots)
@@ -283,6 +287,10 @@ static void comm_revoke(struct comm *cm, int err)
 	cm->revoked = err;
 	if (cm->live)
 		log_info("communicator %llu revoked: %s", (unsigned long long)cm->id, strerror(-err));
+	if (cm->inflight && cm->exec_priv) {
+		cm->revoked_inflight = cm->inflight;
+		sched.exec->comm_abort(cm->exec_priv);
+	}
 	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {
 		struct slot *sl = slot_of(cm, s);
 
@@ -674,9 +682,14 @@ static int reap(void)
 				done = coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->nchannels);
 			if (!done)
 				break;
-			record_latency(sl);
 			cm->inflight--;
-			slot_finish(cm, sl, 0);
+			if (cm->revoked) {
+				/* Abandoned in the executor (or finished just before): not a result. */
+				slot_finish(cm, sl, cm->revoked);
+			} else {
+				record_latency(sl);
+				slot_finish(cm, sl, 0);
+			}
 			comm_advance_done(cm);
 			progress = 1;
 		}

@@ -106,6 +106,37 @@ static uint64_t consumed(const struct fifo_host *fh, uint32_t ch)
 	return load_acquire(&fh->f->ctrl.work_consumed[ch].value);
 }
 
+static uint64_t aborted(const struct fifo_host *fh, uint32_t ch)
+{
+	return load_relaxed(&fh->f->ctrl.work_consumed[ch].aborted);
+}
+
+/* Items abandoned for revoked communicators, over every active device and channel. */
+static uint64_t aborted_total(void)
+{
+	const struct exec_backend *ex = sched.exec;
+	uint64_t n = 0;
+
+	for (uint32_t d = 0; d < ex->ndevices && d < COLLC_MAX_RANKS; d++)
+		if (ex->device_active(d))
+			for (uint32_t ch = 0; ch < ex->max_channels; ch++)
+				n += aborted(&sched.fifos[d], ch);
+	return n;
+}
+
+/* The ranks of a mask, as "0<sep>3<sep>5" after prefix; nothing for an empty mask. */
+static void print_ranks(struct sbuf *b, uint64_t mask, uint32_t nranks, const char *prefix,
+			const char *sep)
+{
+	const char *s = prefix;
+
+	for (uint32_t r = 0; r < nranks; r++)
+		if (mask & (1ull << r)) {
+			sb_printf(b, "%s%u", s, r);
+			s = sep;
+		}
+}
+
 static void render_json(struct sbuf *b, const struct collc_config *cfg)
 {
 	const struct exec_backend *ex = sched.exec;
@@ -130,30 +161,18 @@ static void render_json(struct sbuf *b, const struct collc_config *cfg)
 	sb_printf(b, "],\n \"comms\": [");
 	sep = "";
 	for (const struct comm *cm = sched.comms; cm; cm = cm->next) {
-		uint64_t lag = lagging_mask(cm);
-		const char *s2 = "";
-
 		if (!cm->ready)
 			continue;
 		sb_printf(b, "%s\n  {\"id\": %" PRIu64 ", \"nranks\": %u, \"live_ranks\": %u, "
 			  "\"pending\": %u, \"inflight\": %" PRIu64 ", \"completed\": %" PRIu64
-			  ", \"errors\": %" PRIu64 ", \"revoked\": %d, \"timeouts\": %" PRIu64
-			  ", \"timeout_ms\": %d, \"timed_out_ranks\": [",
+			  ", \"errors\": %" PRIu64 ", \"revoked\": %d, \"revoked_inflight\": %" PRIu64
+			  ", \"timeouts\": %" PRIu64 ", \"timeout_ms\": %d, \"timed_out_ranks\": [",
 			  sep, cm->id, cm->nranks, cm->live, slot_pending_count(cm), cm->inflight,
-			  cm->completed, cm->errors, cm->revoked, cm->timeouts,
+			  cm->completed, cm->errors, cm->revoked, cm->revoked_inflight, cm->timeouts,
 			  cm->timeout_ms == UINT32_MAX ? -1 : (int)cm->timeout_ms);
-		for (uint32_t r = 0; r < cm->nranks; r++)
-			if (cm->timed_out_mask & (1ull << r)) {
-				sb_printf(b, "%s%u", s2, r);
-				s2 = ", ";
-			}
-		s2 = "";
+		print_ranks(b, cm->timed_out_mask, cm->nranks, "", ", ");
 		sb_printf(b, "], \"lagging_ranks\": [");
-		for (uint32_t r = 0; r < cm->nranks; r++)
-			if (lag & (1ull << r)) {
-				sb_printf(b, "%s%u", s2, r);
-				s2 = ", ";
-			}
+		print_ranks(b, lagging_mask(cm), cm->nranks, "", ", ");
 		sb_printf(b, "], \"by_algo\": {\"ring\": %" PRIu64 ", \"oneshot\": %" PRIu64
 			  ", \"twoshot\": %" PRIu64 "}, \"by_proto\": {\"simple\": %" PRIu64
 			  ", \"ll\": %" PRIu64 ", \"ll128\": %" PRIu64 "}}",
@@ -179,16 +198,18 @@ static void render_json(struct sbuf *b, const struct collc_config *cfg)
 			  "\"fifo_depth\": %" PRIu64 ", \"fifo_tail\": %" PRIu64 ", \"channels\": [",
 			  sep, d, name, ex->name, fh->tail - low, fh->tail);
 		for (uint32_t ch = 0; ch < ex->max_channels; ch++)
-			sb_printf(b, "%s{\"id\": %u, \"inflight\": %" PRIu64 ", \"work_consumed\": %" PRIu64 "}",
-				  ch ? ", " : "", ch, fh->tail - consumed(fh, ch), consumed(fh, ch));
+			sb_printf(b, "%s{\"id\": %u, \"inflight\": %" PRIu64 ", \"work_consumed\": %" PRIu64
+				  ", \"aborted\": %" PRIu64 "}",
+				  ch ? ", " : "", ch, fh->tail - consumed(fh, ch), consumed(fh, ch), aborted(fh, ch));
 		sb_printf(b, "]}");
 		sep = ",";
 	}
 	sb_printf(b, "],\n \"totals\": {\"submitted\": %" PRIu64 ", \"completed\": %" PRIu64
-		  ", \"errors\": %" PRIu64 ", \"bad_entries\": %" PRIu64 ", \"by_algo\": {\"ring\": %" PRIu64
+		  ", \"errors\": %" PRIu64 ", \"bad_entries\": %" PRIu64 ", \"aborted_items\": %" PRIu64
+		  ", \"by_algo\": {\"ring\": %" PRIu64
 		  ", \"oneshot\": %" PRIu64 ", \"twoshot\": %" PRIu64 "}, \"by_proto\": {\"simple\": %" PRIu64
 		  ", \"ll\": %" PRIu64 ", \"ll128\": %" PRIu64 "}}}\n",
-		  sched.submitted, sched.completed, sched.errors, sched.bad,
+		  sched.submitted, sched.completed, sched.errors, sched.bad, aborted_total(),
 		  sched.by_algo[COLLC_ALGO_RING], sched.by_algo[COLLC_ALGO_ONESHOT],
 		  sched.by_algo[COLLC_ALGO_TWOSHOT], sched.by_proto[COLLC_PROTO_SIMPLE],
 		  sched.by_proto[COLLC_PROTO_LL], sched.by_proto[COLLC_PROTO_LL128]);
@@ -201,7 +222,8 @@ static void render_table(struct sbuf *b, const struct collc_config *cfg)
 	sb_printf(b, "collcd: backend %s, channels %u/%u, proto %s, algo %s\n", ex->name,
 		  cfg->channels, cfg->max_channels, cfg_proto_name(cfg->proto), cfg_algo_name(cfg->algo));
 	sb_printf(b, "totals: submitted %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
-		  ", bad entries %" PRIu64 "\n\n", sched.submitted, sched.completed, sched.errors, sched.bad);
+		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n\n", sched.submitted,
+		  sched.completed, sched.errors, sched.bad, aborted_total());
 	sb_printf(b, "CLIENT  PID      SQ    CQ    INFLIGHT  COMPLETED   ERRORS\n");
 	for (const struct sched_client *c = sched.clients; c; c = c->next) {
 		struct client_view v = client_view(c);
@@ -214,24 +236,19 @@ static void render_table(struct sbuf *b, const struct collc_config *cfg)
 	sb_printf(b, "\nCOMM    RANKS  PENDING  INFLIGHT  COMPLETED   ERRORS  LAGGING\n");
 	for (const struct comm *cm = sched.comms; cm; cm = cm->next) {
 		uint64_t lag = lagging_mask(cm);
-		char lagtxt[256] = "-";
-		size_t n = 0;
 
 		if (!cm->ready)
 			continue;
-		for (uint32_t r = 0; r < cm->nranks && n + 8 < sizeof(lagtxt); r++)
-			if (lag & (1ull << r))
-				n += (size_t)snprintf(lagtxt + n, sizeof(lagtxt) - n, "%s%u", n ? "," : "", r);
-		if (n == 0 && cm->timed_out_mask) {
-			lagtxt[0] = '\0';
-			for (uint32_t r = 0; r < cm->nranks && n + 8 < sizeof(lagtxt); r++)
-				if (cm->timed_out_mask & (1ull << r))
-					n += (size_t)snprintf(lagtxt + n, sizeof(lagtxt) - n, "%s%u",
-							      n ? "," : "timed out: ", r);
-		}
-		sb_printf(b, "%-7" PRIu64 " %-6u %-8u %-9" PRIu64 " %-11" PRIu64 " %-7" PRIu64 " %s%s\n",
+		sb_printf(b, "%-7" PRIu64 " %-6u %-8u %-9" PRIu64 " %-11" PRIu64 " %-7" PRIu64 " ",
 			  cm->id, cm->nranks, slot_pending_count(cm), cm->inflight, cm->completed,
-			  cm->errors, lagtxt, cm->revoked ? " (revoked)" : "");
+			  cm->errors);
+		if (lag)
+			print_ranks(b, lag, cm->nranks, "", ",");
+		else if (cm->timed_out_mask)
+			print_ranks(b, cm->timed_out_mask, cm->nranks, "timed out: ", ",");
+		else
+			sb_printf(b, "-");
+		sb_printf(b, "%s\n", cm->revoked ? " (revoked)" : "");
 	}
 	sb_printf(b, "\nDEVICE  FIFO  CHANNEL WORK_CONSUMED (INFLIGHT)\n");
 	for (uint32_t d = 0; d < ex->ndevices && d < COLLC_MAX_RANKS; d++) {
@@ -285,6 +302,9 @@ char *metrics_render(const struct collc_config *cfg, size_t *ret_len)
 	sb_printf(&b, "# HELP collc_bad_entries_total Submission entries rejected as invalid.\n"
 		      "# TYPE collc_bad_entries_total counter\n"
 		      "collc_bad_entries_total %" PRIu64 "\n", sched.bad);
+	sb_printf(&b, "# HELP collc_items_aborted_total Work items of revoked communicators abandoned in an executor.\n"
+		      "# TYPE collc_items_aborted_total counter\n"
+		      "collc_items_aborted_total %" PRIu64 "\n", aborted_total());
 	sb_printf(&b, "# HELP collc_collectives_by_algo_total Collectives launched per algorithm.\n"
 		      "# TYPE collc_collectives_by_algo_total counter\n");
 	for (int a = 1; a < COLLC_ALGO_MAX; a++)

@@ -81,10 +81,11 @@ _Static_assert(offsetof(struct collc_work_item, comm_dev) == 48, "work_item.comm
 _Static_assert(offsetof(struct collc_work_item, coll_id) == 56, "work_item.coll_id");
 _Static_assert(offsetof(struct collc_work_item, seq) == 120, "work_item.seq");
 
-/* One counter on its own cache line, written by one channel of the executor. */
+/* One channel's counters on their own cache line, written by that channel of the executor. */
 struct collc_consumed {
-	uint64_t value;
-	uint64_t reserved[7];
+	uint64_t value;   /* positions finished or skipped */
+	uint64_t aborted; /* items of revoked communicators abandoned before their end */
+	uint64_t reserved[6];
 };
 _Static_assert(sizeof(struct collc_consumed) == 64, "consumed size");
 
