@@ -74,7 +74,11 @@ COLLC_EXPORT int collc_get_unique_id(struct collc_ctx *ctx, struct collc_unique_
 COLLC_EXPORT int collc_comm_init(struct collc_ctx *ctx, const struct collc_unique_id *id,
 				 int nranks, int rank, int device, struct collc_comm **ret_comm);
 COLLC_EXPORT int collc_comm_destroy(struct collc_comm *comm);
-/* Revokes the communicator for every rank: pending and later collectives end with -ECANCELED. */
+/*
+ * Revokes the communicator for every rank: pending and later collectives end
+ * with -ECANCELED; those already running in collcd's executor are abandoned
+ * there (their buffers hold undefined data).
+ */
 COLLC_EXPORT int collc_comm_abort(struct collc_comm *comm);
 /*
  * Ends any collective of this communicator that waits longer than timeout_ms
