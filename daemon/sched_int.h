@@ -52,6 +52,7 @@ struct sched_client {
 	uint32_t sq_entries;
 	uint32_t cq_entries;
 	uint32_t sq_head;     /* private; published to hdr->sq_head */
+	uint64_t bad_tail;    /* the last garbage sq_tail counted in bad; UINT64_MAX: none */
 	uint32_t cq_tail;     /* private; published to hdr->cq_tail */
 	uint32_t outstanding; /* SQEs taken whose CQE is not yet posted */
 	uint8_t cq_dirty;

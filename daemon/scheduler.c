@@ -415,7 +415,12 @@ static int drain_sq(struct sched_client *c)
 	n = tail - c->sq_head;
 	if (n > c->sq_entries) {
 		/* A tail more than one ring ahead is garbage: take what can be real. */
-		c->bad++;
+		if ((uint64_t)tail != c->bad_tail) {
+			/* Counted once per garbage value, not once per pass that sees it. */
+			c->bad_tail = tail;
+			c->bad++;
+			sched.bad++;
+		}
 		n = c->sq_entries;
 	}
 	c->stall = STALL_NONE;
@@ -968,6 +973,7 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		c->hdr = c->shm;
 		c->sq_entries = c->hdr->sq_entries;
 		c->cq_entries = c->hdr->cq_entries;
+		c->bad_tail = UINT64_MAX;
 		c->sqes = (struct collc_sqe *)((char *)c->shm + c->hdr->sqes_off);
 		c->cqes = (struct collc_cqe *)((char *)c->shm + c->hdr->cqes_off);
 		c->event_fd = -1;
