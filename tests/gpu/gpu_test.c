@@ -12,12 +12,19 @@
  *   SCENARIO: sweep | latency | interleave | regtraffic | kill
  *
  * Prints "RESULT <label> PASS|FAIL <detail>" lines; exit status 0 when all pass.
+ * Every failed check also prints one "FAILED CHECK <label>: ..." line to
+ * stderr (the first 10 of a run, over all ranks): which check, round, rank,
+ * collective, dtype, op, count, the kinds of buffers, and the first wrong
+ * element with what it got and wanted, or the error. run.sh shows them under
+ * its table.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +53,9 @@ struct shared {
 	double value[MAXR][4];    /* scenario specific numbers */
 	int ready[MAXR];
 	volatile int phase;       /* kill scenario: parent <-> children */
+	uint64_t go[2];           /* per communicator: the last round its rank 0 started */
+	uint32_t stop[2];         /* per communicator: its rank 0 starts no more rounds */
+	uint32_t reports;         /* failed checks printed so far, all processes */
 };
 
 static const char *sock_path;
@@ -231,12 +241,29 @@ static uint64_t umask(int dt)
 	return dsz(dt) == 8 ? ~0ull : (1ull << (8 * dsz(dt))) - 1;
 }
 
+/* An element as text: its value and its raw bits (0xa5 bytes: never written). */
+static void fmt_elem(char *buf, size_t len, const void *p, int dt)
+{
+	uint64_t u = to_u(p, dt);
+
+	if (is_float(dt))
+		snprintf(buf, len, "%.9g [0x%0*llx]", to_d(p, dt), (int)(2 * dsz(dt)), (unsigned long long)u);
+	else if (is_signed(dt))
+		snprintf(buf, len, "%lld [0x%0*llx]", (long long)sext(u, dt), (int)(2 * dsz(dt)),
+			 (unsigned long long)u);
+	else
+		snprintf(buf, len, "%llu [0x%0*llx]", (unsigned long long)u, (int)(2 * dsz(dt)),
+			 (unsigned long long)u);
+}
+
 /*
  * Checks element got against the reduction of vals[0..n) (raw element bytes).
  * Integers: exact, wrapping; floats: double-precision reference with a
- * tolerance for the dtype's rounding at every step.
+ * tolerance for the dtype's rounding at every step. On a mismatch, want
+ * (when not NULL) receives the reference as text.
  */
-static int check_red(const void *got, const unsigned char *vals, int n, int dt, int op)
+static int check_red(const void *got, const unsigned char *vals, int n, int dt, int op, char *want,
+		     size_t wlen)
 {
 	size_t es = dsz(dt);
 
@@ -266,7 +293,11 @@ static int check_red(const void *got, const unsigned char *vals, int n, int dt, 
 		}
 		if (op == COLLC_AVG && n > 1)
 			acc = is_signed(dt) ? (uint64_t)(sext(acc, dt) / n) & m : (acc / (uint64_t)n) & m;
-		return (g & m) == acc;
+		if ((g & m) == acc)
+			return 1;
+		if (want)
+			fmt_elem(want, wlen, &acc, dt); /* little endian: the low bytes */
+		return 0;
 	}
 	{
 		double acc = to_d(vals, dt), mag = fabs(acc), g = to_d(got, dt), eps, tol;
@@ -299,8 +330,58 @@ static int check_red(const void *got, const unsigned char *vals, int n, int dt, 
 			mag = fabs(acc);
 		eps = dt == COLLC_FLOAT16 ? 1e-3 : dt == COLLC_BFLOAT16 ? 8e-3 : dt == COLLC_FLOAT32 ? 1e-6 : 1e-14;
 		tol = (op == COLLC_MAX || op == COLLC_MIN) ? 0 : eps * (n + 2) * mag + 1e-30;
-		return !isnan(g) && fabs(g - acc) <= tol;
+		if (!isnan(g) && fabs(g - acc) <= tol)
+			return 1;
+		if (want)
+			snprintf(want, wlen, "%.9g +- %.3g", acc, tol);
+		return 0;
 	}
+}
+
+/* Failure reports */
+
+#define MAX_REPORTS 10
+
+static const char BUF_ALLOC[] = "daemon-allocated (collc_mem_alloc)";
+static const char BUF_IPC[] = "IPC-registered (cudaMalloc + collc_mem_register)";
+
+/* Where a check ran: which one, which round, which kinds of buffers. */
+struct check {
+	const char *what;  /* "sweep", "traffic", "registered", ... */
+	long round;        /* -1: the scenario has no rounds */
+	const char *send;  /* BUF_ALLOC or BUF_IPC */
+	const char *recv;
+};
+
+/*
+ * One failed check, on one stderr line that names it (run.sh shows these
+ * lines under its table); the first MAX_REPORTS of the whole run, over all
+ * rank processes.
+ */
+__attribute__((format(printf, 8, 9))) static void report(const struct check *ck, int rank, int coll,
+							 int dt, int op, size_t count, int nranks,
+							 const char *fmt, ...)
+{
+	uint32_t k = __atomic_fetch_add(&sh->reports, 1, __ATOMIC_RELAXED);
+	char detail[512], round[32] = "-";
+	va_list ap;
+
+	if (k >= MAX_REPORTS) {
+		if (k == MAX_REPORTS)
+			fprintf(stderr, "FAILED CHECK %s: more failed checks, not printed (first %d above)\n",
+				label, MAX_REPORTS);
+		return;
+	}
+	va_start(ap, fmt);
+	vsnprintf(detail, sizeof(detail), fmt, ap);
+	va_end(ap);
+	if (ck->round >= 0)
+		snprintf(round, sizeof(round), "%ld", ck->round);
+	fprintf(stderr,
+		"FAILED CHECK %s: check %s, round %s, rank %d of %d, %s %s op %s count %zu, send %s, "
+		"recv %s: %s\n",
+		label, ck->what, round, rank, nranks, coll_names[coll], dt_names[dt],
+		coll == 1 || coll == 3 ? "-" : op_names[op], count, ck->send, ck->recv, detail);
 }
 
 /* One rank's world */
@@ -363,14 +444,22 @@ static int submit(struct rank_ctx *rc, int coll, const void *s, void *d, size_t 
 	}
 }
 
-/* Runs one collective and checks it; returns 1 on pass. */
-static int run_case(struct rank_ctx *rc, uint64_t cid, int coll, int dt, int op, size_t count)
+/*
+ * Runs one collective on rc's daemon-allocated buffers and checks every
+ * element of the result and the poison after it; returns 1 on pass. A
+ * failure is reported (report()) with the first wrong element and how many
+ * are wrong.
+ */
+static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, int coll, int dt, int op,
+		    size_t count)
 {
 	const int n = rc->n, me = rc->me, root = (int)(cid % (uint64_t)n);
 	const size_t es = dsz(dt);
 	size_t sn = count, rn = count; /* elements */
+	size_t nbad = 0, first = 0;
+	char got_s[64] = "", want_s[96] = "";
 	collc_req req;
-	int r, bad = 0;
+	int r, poison = -1;
 
 	if (coll == 1)
 		rn = count * n;
@@ -382,57 +471,67 @@ static int run_case(struct rank_ctx *rc, uint64_t cid, int coll, int dt, int op,
 		gen(rc->hsend + i * es, dt, op, cid, me, i);
 	CK(cudaMemcpy(rc->dsend, rc->hsend, sn * es, cudaMemcpyHostToDevice));
 	CK(cudaMemset(rc->drecv, 0xa5, rn * es + 16 < rc->cap ? rn * es + 16 : rc->cap));
+	/* A pageable copy may return before its DMA lands; collcd's grid reads dsend next. */
 	CK(cudaDeviceSynchronize());
 	r = submit(rc, coll, rc->dsend, rc->drecv, count, dt, op, root, &req);
 	if (r == 0)
 		r = collc_wait(rc->ctx, req, 15000);
 	if (r < 0) {
-		fprintf(stderr, "%s rank %d: %s %s %s count %zu: %s\n", label, me, coll_names[coll],
-			dt_names[dt], op_names[op], count, collc_strerror(r));
+		report(ck, me, coll, dt, op, count, n, "collective failed: %s (%d)", collc_strerror(r), r);
 		return 0;
 	}
 	CK(cudaMemcpy(rc->hrecv, rc->drecv, rn * es + (rn * es + 16 <= rc->cap ? 16 : 0),
 		      cudaMemcpyDeviceToHost));
 	if (coll == 4 && me != root)
 		return 1; /* nothing is written on other ranks */
-	for (size_t i = 0; i < rn && !bad; i++) {
+	for (size_t i = 0; i < rn; i++) {
 		const unsigned char *got = rc->hrecv + i * es;
 		unsigned char want[8];
+		int bad;
 
 		switch (coll) {
 		case 1: /* allgather: block p is rank p's input, bit exact */
-			gen(want, dt, op, cid, (int)(i / count), i % count);
+		case 3: /* broadcast: the root's input, bit exact */
+			if (coll == 1)
+				gen(want, dt, op, cid, (int)(i / count), i % count);
+			else
+				gen(want, dt, op, cid, root, i);
 			bad = memcmp(got, want, es) != 0;
-			break;
-		case 3:
-			gen(want, dt, op, cid, root, i);
-			bad = memcmp(got, want, es) != 0;
+			if (bad && nbad == 0)
+				fmt_elem(want_s, sizeof(want_s), want, dt);
 			break;
 		default:
 			for (int p = 0; p < n; p++)
 				gen(rc->hall + p * es, dt, op, cid, p, coll == 2 ? (size_t)me * count + i : i);
-			bad = !check_red(got, rc->hall, n, dt, op);
+			bad = !check_red(got, rc->hall, n, dt, op, nbad == 0 ? want_s : NULL, sizeof(want_s));
 			break;
 		}
-		if (bad)
-			fprintf(stderr, "%s rank %d: %s %s %s count %zu: element %zu wrong (%.6g)\n", label, me,
-				coll_names[coll], dt_names[dt], op_names[op], count, i,
-				is_float(dt) ? to_d(got, dt) : (double)to_u(got, dt));
+		if (bad && nbad++ == 0) {
+			first = i;
+			fmt_elem(got_s, sizeof(got_s), got, dt);
+		}
 	}
-	/* The byte past the result must be untouched (poison). */
-	if (!bad && rn * es + 16 <= rc->cap)
-		for (int k = 0; k < 16 && !bad; k++)
-			if (rc->hrecv[rn * es + k] != 0xa5) {
-				fprintf(stderr, "%s rank %d: %s wrote past its result\n", label, me, coll_names[coll]);
-				bad = 1;
-			}
-	return !bad;
+	/* The bytes past the result must be untouched (poison). */
+	if (rn * es + 16 <= rc->cap)
+		for (int k = 0; k < 16 && poison < 0; k++)
+			if (rc->hrecv[rn * es + k] != 0xa5)
+				poison = k;
+	if (nbad)
+		report(ck, me, coll, dt, op, count, n,
+		       "%zu of %zu elements wrong, first at index %zu: got %s, want %s%s", nbad, rn, first,
+		       got_s, want_s, poison >= 0 ? "; also wrote past the result" : "");
+	else if (poison >= 0)
+		report(ck, me, coll, dt, op, count, n,
+		       "result right, but byte %d past it is 0x%02x (poison 0xa5): wrote past its result",
+		       poison, rc->hrecv[rn * es + poison]);
+	return nbad == 0 && poison < 0;
 }
 
 static int child_sweep(const struct collc_unique_id *id, int n, int me)
 {
 	static const size_t counts[] = { 0, 1, 5, 37, 1027, 65537 };
 	size_t cap = big ? (size_t)256 << 20 : (size_t)32 << 20;
+	const struct check ck = { "sweep", -1, BUF_ALLOC, BUF_ALLOC };
 	struct rank_ctx rc;
 	uint64_t cid = 0;
 	int fails = 0;
@@ -445,7 +544,7 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 				if ((coll == 1 || coll == 3) && op > 0)
 					continue;
 				for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
-					int ok = run_case(&rc, ++cid, coll, dt, op, counts[k]);
+					int ok = run_case(&rc, &ck, ++cid, coll, dt, op, counts[k]);
 
 					sh->cases[me][coll]++;
 					sh->fails[me][coll] += !ok;
@@ -465,9 +564,9 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 
 				if (coll == 1 || coll == 2)
 					c /= n; /* the larger buffer holds n blocks */
-				int ok = run_case(&rc, ++cid, coll, COLLC_FLOAT32, COLLC_SUM, c);
+				int ok = run_case(&rc, &ck, ++cid, coll, COLLC_FLOAT32, COLLC_SUM, c);
 
-				ok &= run_case(&rc, ++cid, coll, COLLC_BFLOAT16, COLLC_AVG, c);
+				ok &= run_case(&rc, &ck, ++cid, coll, COLLC_BFLOAT16, COLLC_AVG, c);
 				sh->cases[me][coll] += 2;
 				sh->fails[me][coll] += !ok;
 				fails += !ok;
@@ -544,6 +643,7 @@ static int child_latency(const struct collc_unique_id *id, int n, int me)
 	}
 	CK(cudaMemcpy(rc.hrecv, rc.drecv, nb, cudaMemcpyDeviceToHost));
 	for (int i = 0; i < iters; i++) {
+		const struct check ck = { "pipelined (all-reduce i of the batch)", i, BUF_ALLOC, BUF_ALLOC };
 		float *g = (float *)rc.hrecv + 2 * i;
 		float w0 = 0, w1 = 0;
 
@@ -552,9 +652,11 @@ static int child_latency(const struct collc_unique_id *id, int n, int me)
 			w1 += (float)p * 0.5f;
 		}
 		if (g[0] != w0 || g[1] != w1) {
-			if (fails++ < 5)
-				fprintf(stderr, "pipelined rank %d: element %d: %g %g, want %g %g\n", me, i, g[0],
-					g[1], w0, w1);
+			fails++;
+			report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, 2, n,
+			       "%d of 2 elements wrong, first at index %d: got %.9g, want %.9g",
+			       (g[0] != w0) + (g[1] != w1), g[0] != w0 ? 0 : 1, g[0] != w0 ? g[0] : g[1],
+			       g[0] != w0 ? w0 : w1);
 		}
 	}
 	sh->cases[me][0] += (uint64_t)iters * 2;
@@ -579,6 +681,8 @@ static int child_interleave(const struct collc_unique_id *ids, int n, int me)
 	for (int i = 0; i < 256; i++)
 		h[i] = (float)me + 1;
 	CK(cudaMemcpy(a.dsend, h, 1024, cudaMemcpyHostToDevice));
+	/* A pageable copy may return before its DMA lands; collcd's grid reads dsend next. */
+	CK(cudaDeviceSynchronize());
 	for (int it = 0; it < iters; it++) {
 		collc_req r1, r2;
 		int e1, e2;
@@ -606,10 +710,22 @@ static int child_interleave(const struct collc_unique_id *ids, int n, int me)
 			for (int p = 0; p < n; p++)
 				want += (float)p + 1;
 			CK(cudaMemcpy(a.hrecv, a.drecv, 2048, cudaMemcpyDeviceToHost));
-			for (size_t i = 0; i < c1; i++)
-				fails += ((float *)a.hrecv)[i] != want;
-			for (size_t i = 0; i < c2; i++)
-				fails += ((float *)a.hrecv)[256 + i] != want;
+			for (int c = 0; c < 2; c++) {
+				const struct check ck = { c ? "interleaved, second communicator"
+							    : "interleaved, first communicator",
+							  it, BUF_ALLOC, BUF_ALLOC };
+				const float *g = (const float *)a.hrecv + 256 * c;
+				size_t cnt = c ? c2 : c1, nbad = 0, first = 0;
+
+				for (size_t i = 0; i < cnt; i++)
+					if (g[i] != want && nbad++ == 0)
+						first = i;
+				fails += (int)nbad;
+				if (nbad)
+					report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
+					       "%zu of %zu elements wrong, first at index %zu: got %.9g, want %.9g",
+					       nbad, cnt, first, g[first], want);
+			}
 		}
 	}
 	sh->cases[me][0] += (uint64_t)iters * 2;
@@ -617,75 +733,165 @@ static int child_interleave(const struct collc_unique_id *ids, int n, int me)
 	return fails ? 1 : 0;
 }
 
-/* Registers, uses and releases cudaMalloc and collc_mem_alloc memory while traffic runs. */
+/*
+ * Whether the ranks of communicator `comm` run round `round` (1, 2, ...):
+ * rank 0 decides (`more`, which only rank 0's value counts), the others
+ * follow it through shared memory. Deciding on each rank's own clock let one
+ * rank start a round after its peer had stopped; the peer's exit then
+ * revoked the communicator and the round failed with -EPIPE (the 1-GPU run
+ * of 2026-11-30 07:54: its 2 "failed" checks were both that).
+ */
+static int agree_round(int comm, int me, uint64_t round, int more)
+{
+	double t0;
+
+	if (me == 0) {
+		if (more)
+			__atomic_store_n(&sh->go[comm], round, __ATOMIC_RELEASE);
+		else /* Release: whoever sees stop sees every go stored before it. */
+			__atomic_store_n(&sh->stop[comm], 1u, __ATOMIC_RELEASE);
+		return more;
+	}
+	t0 = now_us();
+	for (uint32_t spins = 0;; spins++) {
+		if (__atomic_load_n(&sh->go[comm], __ATOMIC_ACQUIRE) >= round)
+			return 1;
+		if (__atomic_load_n(&sh->stop[comm], __ATOMIC_ACQUIRE))
+			return __atomic_load_n(&sh->go[comm], __ATOMIC_ACQUIRE) >= round;
+		if ((spins & 1023) == 1023) {
+			if (now_us() - t0 > 60e6) {
+				fprintf(stderr, "%s: rank %d: rank 0 of communicator %d never decided round %llu\n",
+					label, me, comm, (unsigned long long)round);
+				return 0;
+			}
+			sched_yield();
+		}
+	}
+}
+
+/*
+ * Registers, uses and releases cudaMalloc and collc_mem_alloc memory while
+ * traffic runs. traffic 0: the registering communicator (ids[0]); every round
+ * cudaMalloc + collc_mem_register (a CUDA IPC import in a quiesce window) +
+ * collc_mem_alloc, an all-reduce from the registered buffer into the
+ * allocated one, deregister + free + cudaFree. traffic 1: the other
+ * communicator (ids[1]), checked all-reduces on daemon-allocated buffers back
+ * to back. Every round is checked and counted once.
+ */
 static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, int traffic)
 {
 	struct rank_ctx rc;
 	double t_end, worst = 0;
-	int fails = 0, rounds = 0;
+	int fails = 0;
+	uint64_t round;
 
 	if (rank_open(&rc, &ids[traffic], n, me, gpus[me], (size_t)4 << 20) < 0)
 		return 1;
-	t_end = now_us() + (double)iters * 1000.0; /* iters: milliseconds here */
-	while (now_us() < t_end) {
+	t_end = now_us() + (double)iters * 1000.0; /* iters: milliseconds here; rank 0's clock rules */
+	for (round = 1; agree_round(traffic, me, round, now_us() < t_end); round++) {
 		double t0 = now_us();
+		int ok;
 
 		if (traffic) {
-			/* The traffic communicator: checked all-reduces back to back. */
-			int ok;
+			const struct check ck = { "traffic", (long)round, BUF_ALLOC, BUF_ALLOC };
 
-			rounds++;
-			ok = run_case(&rc, (uint64_t)rounds * 7919, 0, COLLC_FLOAT32, COLLC_SUM,
-				      1 + (size_t)(rounds % 5000) * 13);
-
-			fails += !ok;
+			ok = run_case(&rc, &ck, round * 7919, 0, COLLC_FLOAT32, COLLC_SUM,
+				      1 + (size_t)(round % 5000) * 13);
 			sh->cases[me + MAXR / 2][0]++;
 			sh->fails[me + MAXR / 2][0] += !ok;
 		} else {
-			size_t sz = ((size_t)1 + (size_t)(rounds % 7)) << 20;
+			const struct check ck = { "registered", (long)round, BUF_IPC, BUF_ALLOC };
+			const size_t cnt = 1024, nb = cnt * 4;
+			size_t sz = ((size_t)1 + (size_t)(round % 7)) << 20, nbad = 0, first = 0;
 			char *m = NULL, *a = NULL;
+			float *h = (float *)rc.hsend, *g = (float *)rc.hrecv, wfirst = 0;
 			collc_req rq;
-			int r;
-			float *h = (float *)rc.hsend;
+			int r, poison = -1;
 
 			CK(cudaMalloc((void **)&m, sz));
 			r = collc_mem_register(rc.ctx, m, sz, rc.gpu);
-			if (r == 0)
-				r = collc_mem_alloc(rc.ctx, sz, rc.gpu, (void **)&a);
 			if (r < 0) {
-				fprintf(stderr, "regtraffic rank %d: register/alloc: %s\n", me, collc_strerror(r));
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
+				       "collc_mem_register of %zu bytes at %p: %s (%d)", sz, (void *)m,
+				       collc_strerror(r), r);
 				return 1;
 			}
-			for (size_t i = 0; i < 1024; i++)
-				h[i] = (float)(me + 1) * (float)(i % 17);
-			CK(cudaMemcpy(m + 4096, h, 4096, cudaMemcpyHostToDevice));
-			r = collc_allreduce(rc.comm, m + 4096, a + 8192, 1024, COLLC_FLOAT32, COLLC_SUM, &rq);
+			r = collc_mem_alloc(rc.ctx, sz, rc.gpu, (void **)&a);
+			if (r < 0) {
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n, "collc_mem_alloc of %zu bytes: %s (%d)",
+				       sz, collc_strerror(r), r);
+				return 1;
+			}
+			/* Data change every round: a stale import of an earlier buffer shows. */
+			for (size_t i = 0; i < cnt; i++)
+				h[i] = (float)(me + 1) * (float)((i + round) % 17);
+			CK(cudaMemcpy(m + 4096, h, nb, cudaMemcpyHostToDevice));
+			/* Poisoned: a result that is never written shows, even where the last round's was. */
+			CK(cudaMemset(a + 8192, 0xa5, nb + 16));
+			/* A pageable copy may return before its DMA lands; collcd's grid reads m next. */
+			CK(cudaDeviceSynchronize());
+			r = collc_allreduce(rc.comm, m + 4096, a + 8192, cnt, COLLC_FLOAT32, COLLC_SUM, &rq);
 			if (r == 0)
 				r = collc_wait(rc.ctx, rq, 10000);
 			if (r < 0) {
-				fprintf(stderr, "regtraffic rank %d: allreduce: %s\n", me, collc_strerror(r));
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n, "collective failed: %s (%d)",
+				       collc_strerror(r), r);
+				sh->cases[me][0]++;
+				sh->fails[me][0]++;
 				return 1;
 			}
-			CK(cudaMemcpy(h, a + 8192, 4096, cudaMemcpyDeviceToHost));
-			for (size_t i = 0; i < 1024; i++) {
+			CK(cudaMemcpy(g, a + 8192, nb + 16, cudaMemcpyDeviceToHost));
+			for (size_t i = 0; i < cnt; i++) {
 				float w = 0;
 
 				for (int p = 0; p < n; p++)
-					w += (float)(p + 1) * (float)(i % 17);
-				fails += h[i] != w;
+					w += (float)(p + 1) * (float)((i + round) % 17);
+				if (g[i] != w && nbad++ == 0) {
+					first = i;
+					wfirst = w;
+				}
 			}
-			sh->cases[me][0]++;
-			sh->fails[me][0] += fails != 0;
-			if (collc_mem_deregister(rc.ctx, m) < 0 || collc_mem_free(rc.ctx, a) < 0)
-				fails++;
+			for (int k = 0; k < 16 && poison < 0; k++)
+				if (rc.hrecv[nb + k] != 0xa5)
+					poison = k;
+			ok = nbad == 0 && poison < 0;
+			if (nbad) {
+				char got_s[64], want_s[64];
+
+				fmt_elem(got_s, sizeof(got_s), &g[first], COLLC_FLOAT32);
+				fmt_elem(want_s, sizeof(want_s), &wfirst, COLLC_FLOAT32);
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
+				       "%zu of %zu elements wrong, first at index %zu: got %s, want %s "
+				       "(send %p+4096 of a %zu-byte cudaMalloc, recv %p+8192)%s",
+				       nbad, cnt, first, got_s, want_s, (void *)m, sz, (void *)a,
+				       poison >= 0 ? "; also wrote past the result" : "");
+			} else if (poison >= 0) {
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
+				       "result right, but byte %d past it is 0x%02x (poison 0xa5)", poison,
+				       rc.hrecv[nb + poison]);
+			}
+			r = collc_mem_deregister(rc.ctx, m);
+			if (r < 0) {
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n, "collc_mem_deregister: %s (%d)",
+				       collc_strerror(r), r);
+				ok = 0;
+			}
+			r = collc_mem_free(rc.ctx, a);
+			if (r < 0) {
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n, "collc_mem_free: %s (%d)",
+				       collc_strerror(r), r);
+				ok = 0;
+			}
 			CK(cudaFree(m));
-			rounds++;
+			sh->cases[me][0]++;
+			sh->fails[me][0] += !ok;
 		}
+		fails += !ok;
 		if (now_us() - t0 > worst)
 			worst = now_us() - t0;
 	}
 	sh->value[me][traffic] = worst;
-	sh->value[me][2 + traffic] = rounds;
+	sh->value[me][2 + traffic] = (double)(round - 1);
 	return fails ? 1 : 0;
 }
 
@@ -703,21 +909,30 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 	if (rank_open(&rc, &ids[which], n, me, gpus[me], (size_t)64 << 20) < 0)
 		return 1;
 	if (which == 1) {
-		int fails = 0, k = 0;
+		struct check ck = { "bystander", 0, BUF_ALLOC, BUF_ALLOC };
+		int fails = 0;
+		uint64_t k = 0;
 
-		while (sh->phase < 3) {
-			fails += !run_case(&rc, (uint64_t)++k, 0, COLLC_FLOAT32, COLLC_SUM, 4099);
+		/* Both ranks leave this loop after the same round (agree_round). */
+		while (agree_round(1, me, k + 1, sh->phase < 3)) {
+			ck.round = (long)++k;
+			fails += !run_case(&rc, &ck, k, 0, COLLC_FLOAT32, COLLC_SUM, 4099);
 			sh->cases[me + 2][0]++;
 		}
 		for (int i = 0; i < 100; i++) {
-			fails += !run_case(&rc, (uint64_t)++k, 0, COLLC_FLOAT32, COLLC_SUM, 1 << 20);
+			ck.round = (long)++k;
+			fails += !run_case(&rc, &ck, k, 0, COLLC_FLOAT32, COLLC_SUM, 1 << 20);
 			sh->cases[me + 2][0]++;
 		}
 		sh->fails[me + 2][0] = (uint64_t)fails;
 		return fails ? 1 : 0;
 	}
-	if (!run_case(&rc, 1, 0, COLLC_FLOAT32, COLLC_SUM, 1000))
-		return 1;
+	{
+		const struct check ck = { "before the kill", -1, BUF_ALLOC, BUF_ALLOC };
+
+		if (!run_case(&rc, &ck, 1, 0, COLLC_FLOAT32, COLLC_SUM, 1000))
+			return 1;
+	}
 	r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, (size_t)16 << 20, COLLC_FLOAT32, COLLC_SUM, &big_rq);
 	if (r < 0)
 		return 1;

@@ -3,7 +3,8 @@
 #
 # The GPU proof of the CUDA backend (device machine only): builds with
 # -arch=sm_90, starts MPS, starts collcd on the GPUs and runs the scenarios of
-# collc-gpu-test as separate client processes. Prints a pass/fail table last.
+# collc-gpu-test as separate client processes. Prints a pass/fail table last,
+# and under it what the scenarios printed on stderr (FAILED CHECK lines).
 #
 #   tests/gpu/run.sh [--quick]
 #
@@ -21,7 +22,8 @@ mkdir -p "$LOGDIR"
 RES=$LOGDIR/results.txt
 TLOG=$LOGDIR/tests.log
 DLOG=$LOGDIR/collcd.log
-: >"$RES"; : >"$TLOG"; : >"$DLOG"
+FLOG=$LOGDIR/stderr-lines.txt # what the scenarios said on stderr (failed checks), shown under the table
+: >"$RES"; : >"$TLOG"; : >"$DLOG"; : >"$FLOG"
 export NCCL_NVLS_ENABLE=0
 export CUDA_MODULE_LOADING=EAGER
 T_START=$(date +%s)
@@ -86,11 +88,15 @@ ensure_collcd() { # restarts collcd (same options) if a scenario killed it
 ctl() { "$BIN/collcctl" --socket "$SOCK" "$@"; }
 t() { # runs one scenario: label scenario args...
 	local label=$1; shift
+	local from
 	ensure_collcd
+	from=$(( $(wc -l <"$TLOG") + 1 ))
 	timeout 600 "$BIN/collc-gpu-test" "$@" --socket "$SOCK" --seed "$SEED" --label "$label" \
 		2>>"$TLOG" | tee -a "$RES" | grep -v PASS
 	local rc=${PIPESTATUS[0]}
 	[ "$rc" = 124 ] && result "$label FAIL timed out (hang)"
+	# Its stderr but the seed line: which check failed (FAILED CHECK ...), errors; 10 lines at most.
+	tail -n +"$from" "$TLOG" | grep -v "^$label: seed [0-9]*\$" | head -10 | sed "s|^|[$label] |" | tee -a "$FLOG"
 	return 0
 }
 planned() { # what the planner chose so far, from the metrics
@@ -168,6 +174,10 @@ NP=$(grep -c '^RESULT .* PASS' "$RES"); NF=$(grep -c '^RESULT .* FAIL' "$RES")
 	printf '%-44s %-5s %s\n' SCENARIO RESULT DETAIL
 	grep '^RESULT' "$RES" | sed 's/^RESULT //' | awk '{ s=$1; r=$2; $1=""; $2=""; sub(/^  /, ""); printf "%-44s %-5s %s\n", s, r, $0 }'
 	grep '^after' "$RES" | sed 's/^/planner /'
+	if [ -s "$FLOG" ]; then
+		echo "stderr of the scenarios (first 10 lines each; all in tests.log):"
+		head -40 "$FLOG"
+	fi
 	echo "$NP passed, $NF failed"
 } | tee "$LOGDIR/table.txt"
 [ "$NF" = 0 ]
