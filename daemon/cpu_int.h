@@ -30,6 +30,7 @@ struct cpu_run {
 	uint64_t step_bytes;         /* payload bytes of one step of that protocol */
 	char *scratch;               /* CPU_SCRATCH_BYTES, private to the thread */
 	char *stage_in, *stage_out;  /* CPU_STAGE_BYTES each, private to the thread */
+	uint32_t nsteps;             /* steps taken so far (cpu_prim's abort checks) */
 };
 
 /* Waiting (cpu_prims.c) */

@@ -356,6 +356,9 @@ int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t n
 		const char *in = NULL, *res;
 		char *out = NULL, *d = at(dst, off);
 
+		/* A streaming item may never wait long enough to see an abort: look every 16 steps. */
+		if ((++x->nsteps & 15) == 0 && cancelled(x))
+			return -ECANCELED;
 		if (flags & P_RECV) {
 			r = recv_begin(x, len, &in);
 			if (r < 0)

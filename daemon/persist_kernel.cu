@@ -356,6 +356,7 @@ struct blk {
 	struct collc_fifo_ctrl *hctl; /* this lane's FIFO control (host memory) */
 	struct cuda_dstate *ds;
 	const uint32_t *revoked;      /* the running item's communicator abort word (host); NULL between items */
+	uint32_t nsteps;              /* thread 0: steps of the running item, for the revoked check */
 	uint64_t send_step, recv_step, os_gen;
 	char *my_simple, *my_ll, *my_ll128, *nx_simple, *nx_ll, *nx_ll128;
 	uint64_t *next_tail, *prev_head, *my_head, *my_tail;
@@ -635,8 +636,15 @@ __device__ int prim(struct blk *b, int flags, const char *src, char *dst, int64_
 
 		if (threadIdx.x == 0) {
 			p_abort = 0;
+			/*
+			 * A streaming item may never wait long enough for check_abort:
+			 * every 16th step looks at the communicator's word (one PCIe
+			 * read per 16 slots: well under 1% of a Simple step's time).
+			 */
+			if ((++b->nsteps & 15) == 0 && b->revoked && ld_vol32(b->revoked))
+				p_abort = 1;
 			/* S2: head with acquire before the slot is overwritten; pairs with R2. */
-			if ((flags & P_SEND) &&
+			if (!p_abort && (flags & P_SEND) &&
 			    wait_ge(b, b->my_head, b->send_step + 1 > COLLC_STEPS ?
 						      b->send_step + 1 - COLLC_STEPS : 0) < 0)
 				p_abort = 1;
@@ -1019,6 +1027,7 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 
 	b->ch = (struct cuda_chan *)(uintptr_t)rk->chan[b->chan];
 	b->revoked = (const uint32_t *)(uintptr_t)rk->revoked;
+	b->nsteps = 0;
 	b->es = (uint32_t)dtype_size(b->it.dtype);
 	b->algo = a.force_algo ? a.force_algo : b->it.algo;
 	b->proto = a.force_proto ? a.force_proto : b->it.proto;
