@@ -32,6 +32,7 @@ static struct {
 	CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 	CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr);
 	CUresult (*ipc_handle)(CUipcMemHandle *, CUdeviceptr);
+	CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -59,6 +60,7 @@ static void cu_load(void)
 		{ "cuMemSetAccess", (void **)&cu.set_access },
 		{ "cuMemGetAddressRange_v2", (void **)&cu.range },
 		{ "cuIpcGetMemHandle", (void **)&cu.ipc_handle },
+		{ "cuPointerGetAttribute", (void **)&cu.ptr_attr },
 	};
 
 	if (!h)
@@ -169,6 +171,18 @@ int collc__gpu_ipc(int device, uintptr_t ptr, uint8_t handle[64], uint64_t *ret_
 	return 0;
 }
 
+int collc__gpu_buffer_id(uintptr_t ptr, uint64_t *ret_id)
+{
+	unsigned long long id = 0;
+
+	if (cu_state < 0)
+		return cu_state;
+	if (cu.ptr_attr(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, (CUdeviceptr)ptr) != CUDA_SUCCESS)
+		return -EINVAL;
+	*ret_id = id;
+	return 0;
+}
+
 #else /* !COLLC_HAVE_CUDA */
 
 int collc__gpu_uuid(int device, uint8_t uuid[16])
@@ -187,6 +201,11 @@ void collc__gpu_unmap(uintptr_t ptr, size_t size)
 
 int collc__gpu_ipc(int device, uintptr_t ptr, uint8_t handle[64], uint64_t *ret_offset,
 		   uint64_t *ret_alloc_size)
+{
+	return -ENODEV;
+}
+
+int collc__gpu_buffer_id(uintptr_t ptr, uint64_t *ret_id)
 {
 	return -ENODEV;
 }

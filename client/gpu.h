@@ -14,5 +14,7 @@ void collc__gpu_unmap(uintptr_t ptr, size_t size);
 /* The IPC handle of the allocation holding ptr, and ptr's offset in it. */
 int collc__gpu_ipc(int device, uintptr_t ptr, uint8_t handle[64], uint64_t *ret_offset,
 		   uint64_t *ret_alloc_size);
+/* The driver's id of the allocation holding ptr: never reused within this process. */
+int collc__gpu_buffer_id(uintptr_t ptr, uint64_t *ret_id);
 
 #endif

@@ -47,6 +47,7 @@ struct reg {
 	int fd;            /* REG_REGISTER: the memfd now backing the pages */
 	uintptr_t map;     /* page-aligned mapping */
 	size_t maplen;
+	uint64_t buf_id;   /* REG_DEV_REGISTER: the allocation's driver id (collc__gpu_buffer_id) */
 };
 
 /*
@@ -655,18 +656,36 @@ static int dev_mem_register(struct collc_ctx *ctx, void *ptr, size_t size, int d
 	struct reg g = { .kind = REG_DEV_REGISTER, .fd = -1 };
 	struct collc_msg_mem_ipc ipc = { { 0 } };
 	struct collc_msg_mem_reply mr;
+	const struct reg *old;
+	struct reg stale;
+	uint64_t id = 0;
 	int pfd[2], r;
 
+	r = collc__gpu_ipc(device, (uintptr_t)ptr, ipc.handle, &ipc.offset, &ipc.alloc_size);
+	if (r == 0)
+		r = collc__gpu_buffer_id((uintptr_t)ptr, &id);
+	if (r < 0)
+		return r;
 	pthread_mutex_lock(&ctx->ring_lock);
-	r = reg_find(ctx, (uintptr_t)ptr, size) ? 1 : 0;
+	old = reg_find(ctx, (uintptr_t)ptr, size);
+	r = old ? 1 : 0;
+	/*
+	 * Registered, then cudaFree()d and cudaMalloc()ed again at the same
+	 * address without collc_mem_deregister: collcd's import is of the freed
+	 * allocation. Let it go and import the new one.
+	 */
+	if (old && old->kind == REG_DEV_REGISTER && old->buf_id != id) {
+		stale = *old;
+		ctx->regs[old - ctx->regs] = ctx->regs[--ctx->nregs];
+		r = 2;
+	}
 	if (!r && reg_overlaps(ctx, (uintptr_t)ptr, (uintptr_t)ptr + size))
 		r = -EEXIST;
 	pthread_mutex_unlock(&ctx->ring_lock);
-	if (r)
+	if (r == 2)
+		release_mr(ctx, stale.mr);
+	else if (r)
 		return r < 0 ? r : 0; /* inside a registration already: nothing to do */
-	r = collc__gpu_ipc(device, (uintptr_t)ptr, ipc.handle, &ipc.offset, &ipc.alloc_size);
-	if (r < 0)
-		return r;
 	if (ipc.offset + size > ipc.alloc_size)
 		return -EINVAL;
 	if (pipe2(pfd, O_CLOEXEC) < 0)
@@ -686,6 +705,7 @@ static int dev_mem_register(struct collc_ctx *ctx, void *ptr, size_t size, int d
 	g.start = g.map = (uintptr_t)ptr;
 	g.len = g.maplen = size;
 	g.mr = mr.mr;
+	g.buf_id = id;
 	pthread_mutex_lock(&ctx->ring_lock);
 	r = reg_add(ctx, &g);
 	pthread_mutex_unlock(&ctx->ring_lock);
