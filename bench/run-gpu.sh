@@ -8,7 +8,9 @@
 #   allgather       8 B .. 256 MiB
 #   reduce_scatter  8 B .. 256 MiB
 # with the CSV, PNG and log of each into $OUT (when set; else
-# /tmp/collc-bench-gpu), stops MPS, and prints the tables last.
+# /tmp/collc-bench-gpu), runs bench/run-interfere.sh (a client's compute
+# kernel next to the resident grid; INTERFERE=0 skips it), stops MPS, and
+# prints the tables last.
 #
 #   bash bench/run-gpu.sh                      # from the repository root
 #   NRANKS=2 ITERS=100 DEPTH=8 bash bench/run-gpu.sh
@@ -96,6 +98,14 @@ run gpu-allreduce allreduce 1G
 run gpu-allgather allgather 256M
 run gpu-reduce_scatter reduce_scatter 256M
 
+# A client's compute kernel next to the resident grid, under this MPS (INTERFERE=0 skips it).
+if [ "${INTERFERE:-1}" != 0 ]; then
+	echo "== interfere: bench/run-interfere.sh (log: $RESULTS/interfere.txt)"
+	OUT=$RESULTS/interfere MPS_RUNNING=1 BUILD=$BUILD bash "$ROOT/bench/run-interfere.sh" \
+		>"$RESULTS/interfere.txt" 2>&1
+	echo "   exit $?"
+fi
+
 stop_mps
 trap - EXIT
 
@@ -106,3 +116,8 @@ for name in gpu-allreduce gpu-allgather gpu-reduce_scatter; do
 	echo "---- $name (exit $(cat "$RESULTS/$name.rc"))"
 	cat "$RESULTS/$name.txt"
 done
+if [ -f "$RESULTS/interfere/table.txt" ]; then
+	echo
+	echo "---- interfere (a client's compute kernel next to the resident grid)"
+	cat "$RESULTS/interfere/table.txt"
+fi
