@@ -430,11 +430,122 @@ static void done_status_only(struct sched_cmd *cmd)
 	free(c);
 }
 
+/*
+ * Hands a registration to the scheduler. fd: what collcd keeps (host memory
+ * it mapped: -1); reply_fd: what the client gets (a memfd, or the device
+ * registration's socket); both are ours until then.
+ */
+static void mem_post(struct session *s, uint16_t type, uint32_t id, int fd, int reply_fd, void *addr,
+		     uint64_t size, int device)
+{
+	struct cmd_ctx *c = cmd_new(s, CMD_MR_ADD, type, id, done_mem);
+
+	if (!c) {
+		if (device == -1)
+			munmap(addr, size);
+		if (fd >= 0)
+			close(fd);
+		if (reply_fd >= 0 && reply_fd != fd)
+			close(reply_fd);
+		reply_status(s, type, id, -EBUSY);
+		return;
+	}
+	c->cmd.u.mr.fd = fd;
+	c->cmd.u.mr.reply_fd = reply_fd;
+	c->cmd.u.mr.addr = addr;
+	c->cmd.u.mr.size = size;
+	cmd_post(c);
+}
+
+/*
+ * Device memory is allocated or imported by the CUDA backend, which may have
+ * to wait for a quiesce window of the grids (milliseconds): that runs in
+ * libuv's thread pool, never on the loop thread. The session stays allocated
+ * meanwhile (pending).
+ */
+struct dev_mem_work {
+	uv_work_t w;
+	struct session *s;
+	uint16_t type;
+	uint32_t id;
+	struct collc_msg_mem q;
+	int in_fd;  /* MEM_REGISTER: our copy of the pipe holding the IPC handle */
+	int r, fd;  /* the result, and the registration's socket for the client */
+	uint64_t daddr, dsize;
+};
+
+static void dev_mem_run(uv_work_t *w)
+{
+	struct dev_mem_work *d = w->data;
+
+	d->r = exec_cuda_mem_add(d->type, &d->q, d->in_fd, &d->fd, &d->daddr, &d->dsize);
+}
+
+static void dev_mem_done(uv_work_t *w, int status)
+{
+	struct dev_mem_work *d = w->data;
+	struct session *s = d->s;
+
+	if (d->in_fd >= 0)
+		close(d->in_fd);
+	if (status < 0 && d->r == 0)
+		d->r = status;
+	s->pending--;
+	if (s->closed) {
+		/* Nobody to tell: closing our end of the socket releases the registration. */
+		if (d->r == 0 && d->fd >= 0)
+			close(d->fd);
+		session_maybe_free(s);
+	} else if (d->r < 0) {
+		reply_status(s, d->type, d->id, d->r);
+	} else {
+		mem_post(s, d->type, d->id, d->fd, d->fd, (void *)(uintptr_t)d->daddr, d->q.size,
+			 d->q.device);
+	}
+	free(d);
+}
+
+static void handle_dev_mem(struct session *s, const struct collc_msg_hdr *h,
+			   const struct collc_msg_mem *q, int *fds, int nfds)
+{
+	struct dev_mem_work *d;
+	int r;
+
+	if (params.exec->backend != COLLC_BACKEND_CUDA) {
+		reply_status(s, h->type, h->id, -ENODEV);
+		return;
+	}
+	if (s->pending >= MAX_PENDING_CMDS || !(d = calloc(1, sizeof(*d)))) {
+		reply_status(s, h->type, h->id, -EBUSY);
+		return;
+	}
+	d->w.data = d;
+	d->s = s;
+	d->type = h->type;
+	d->id = h->id;
+	d->q = *q;
+	d->fd = -1;
+	d->in_fd = nfds == 1 ? fcntl(fds[0], F_DUPFD_CLOEXEC, 0) : -1;
+	if (nfds == 1 && d->in_fd < 0) {
+		reply_status(s, h->type, h->id, -errno);
+		free(d);
+		return;
+	}
+	r = uv_queue_work(params.loop, &d->w, dev_mem_run, dev_mem_done);
+	if (r < 0) {
+		if (d->in_fd >= 0)
+			close(d->in_fd);
+		free(d);
+		reply_status(s, h->type, h->id, -EAGAIN);
+		return;
+	}
+	s->pending++;
+}
+
 static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const void *payload,
 		       int *fds, int nfds)
 {
 	const struct collc_msg_mem *q = payload;
-	struct cmd_ctx *c;
 	struct stat st;
 	void *addr;
 	int fd = -1, reply_fd = -1, r;
@@ -444,21 +555,8 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 		return;
 	}
 	if (q->device != -1) {
-		/* Device memory: the CUDA backend allocates or imports it (exec_cuda.c). */
-		uint64_t daddr = 0, dsize = 0;
-
-		if (params.exec->backend != COLLC_BACKEND_CUDA) {
-			reply_status(s, h->type, h->id, -ENODEV);
-			return;
-		}
-		r = exec_cuda_mem_add(h->type, q, nfds == 1 ? fds[0] : -1, &fd, &daddr, &dsize);
-		if (r < 0) {
-			reply_status(s, h->type, h->id, r);
-			return;
-		}
-		addr = (void *)(uintptr_t)daddr;
-		reply_fd = fd;
-		goto post;
+		handle_dev_mem(s, h, q, fds, nfds);
+		return;
 	}
 	if (h->type == COLLC_MSG_MEM_ALLOC) {
 		r = make_memfd("collc-mem", q->size, F_SEAL_SEAL, &fd, &addr);
@@ -486,23 +584,7 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 	}
 	reply_fd = fd;
 	fd = -1;
-post:
-	c = cmd_new(s, CMD_MR_ADD, h->type, h->id, done_mem);
-	if (!c) {
-		if (q->device == -1)
-			munmap(addr, q->size);
-		if (fd >= 0)
-			close(fd);
-		if (reply_fd >= 0 && reply_fd != fd)
-			close(reply_fd);
-		reply_status(s, h->type, h->id, -EBUSY);
-		return;
-	}
-	c->cmd.u.mr.fd = fd;
-	c->cmd.u.mr.reply_fd = reply_fd;
-	c->cmd.u.mr.addr = addr;
-	c->cmd.u.mr.size = q->size;
-	cmd_post(c);
+	mem_post(s, h->type, h->id, fd, reply_fd, addr, q->size, -1);
 }
 
 static void done_comm(struct sched_cmd *cmd)
