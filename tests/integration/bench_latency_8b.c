@@ -34,13 +34,8 @@ static int rank_main(int rank, int nranks, void *arg)
 	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, 8, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, 8, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, 8, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	/* Warm up, then start together. */
 	for (int i = 0; i < 100; i++) {
 		r = collc_allreduce(comm, send, recv, 2, COLLC_FLOAT32, COLLC_SUM, &req);

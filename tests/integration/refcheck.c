@@ -385,6 +385,38 @@ int rc_check(const struct rc_case *c, int nranks, const void *result, const char
 	return check_int(c, nranks, result, what);
 }
 
+int rc_allreduce(const struct rc_case *c, struct collc_ctx *ctx, struct collc_comm *comm, int rank,
+		 int nranks, void *send, void *recv, const char *what)
+{
+	collc_req req;
+	int r;
+
+	rc_fill(c, rank, send);
+	r = collc_allreduce(comm, send, recv, c->count, c->dtype, c->op, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r < 0)
+		return h_fail("rank %d: %s: %s", rank, what, collc_strerror(r));
+	return rc_check(c, nranks, recv, what, NULL);
+}
+
+int rc_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int rank,
+		      int nranks, const char *what)
+{
+	size_t bytes = c->count * rc_size(c->dtype);
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	void *send, *recv;
+
+	if (h_join_alloc(id, nranks, rank, bytes, &ctx, &comm, &send, &recv) < 0)
+		return 1;
+	if (rc_allreduce(c, ctx, comm, rank, nranks, send, recv, what))
+		return 1;
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return 0;
+}
+
 void rc_canary_fill(void *p, size_t n, uint64_t tag)
 {
 	unsigned char *b = p;

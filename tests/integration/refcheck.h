@@ -42,6 +42,19 @@ int rc_check_input(const struct rc_case *c, int rank, const void *buf, const cha
 int rc_check(const struct rc_case *c, int nranks, const void *result, const char *what,
 	     double *ret_worst);
 
+/*
+ * rc_fill of rank's input into send, an all-reduce of it into recv waited for
+ * up to 10 s, rc_check of the result: 0, or prints (naming `what`) and returns 1.
+ */
+int rc_allreduce(const struct rc_case *c, struct collc_ctx *ctx, struct collc_comm *comm, int rank,
+		 int nranks, void *send, void *recv, const char *what);
+/*
+ * A rank of communicator id: joins, runs rc_allreduce of c once and leaves.
+ * 0 when the result was right, else 1 (after saying why).
+ */
+int rc_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int rank,
+		      int nranks, const char *what);
+
 /* Fills bytes [0, n) of p with a pattern derived from tag (byte i depends on tag and i). */
 void rc_canary_fill(void *p, size_t n, uint64_t tag);
 /* Checks bytes [from, to) of a region filled by rc_canary_fill(p, ..., tag): -1 intact, else the first changed offset. */

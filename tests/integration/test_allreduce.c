@@ -111,13 +111,8 @@ static int rank_main(int rank, int nranks, void *arg)
 	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, cap, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, cap, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, cap, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("rank %d: collc_mem_alloc(%zu): %s", rank, cap, collc_strerror(r));
 	for (int i = 0; i < ncases; i++) {
 		const struct tcase *t = &cases[i];
 

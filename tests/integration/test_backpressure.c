@@ -58,13 +58,9 @@ static int rank_main(int rank, int nranks, void *arg)
 	(void)arg;
 	current_rank = rank;
 	signal(SIGALRM, on_stuck);
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, (size_t)N * COUNT * 4, &ctx, &comm, (void **)&send,
+			 (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, (size_t)N * COUNT * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, (size_t)N * COUNT * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	for (int i = 0; i < N; i++)
 		for (int k = 0; k < COUNT; k++)
 			send[i * COUNT + k] = val(rank, i, k);

@@ -61,16 +61,8 @@ static int good_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, int ra
 			  float *recv, uint64_t seed, const char *when)
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
-	collc_req req;
-	int r;
 
-	rc_fill(&c, rank, send);
-	r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		return h_fail("rank %d: the correct all-reduce %s failed: %s", rank, when, collc_strerror(r));
-	return rc_check(&c, NRANKS, recv, when, NULL);
+	return rc_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, when);
 }
 
 static int bad_collectives(struct collc_ctx *ctx, struct collc_comm *comm, int rank, float *send,
@@ -290,27 +282,26 @@ static int rank_main(int rank, int nranks, void *arg)
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	float *send, *recv;
-	int failed = 0, r;
+	int failed = 0;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, COUNT * 4, &ctx, &comm, (void **)&send,
+			 (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
-	if (good_allreduce(ctx, comm, rank, send, recv, h_seed, "before the bad calls"))
+	if (good_allreduce(ctx, comm, rank, send, recv, h_seed, "all-reduce before the bad calls"))
 		return 1;
 	failed |= bad_collectives(ctx, comm, rank, send, recv);
-	if (good_allreduce(ctx, comm, rank, send, recv, h_seed + 1, "after bad collective arguments"))
+	if (good_allreduce(ctx, comm, rank, send, recv, h_seed + 1,
+			   "all-reduce after bad collective arguments"))
 		return 1;
 	failed |= bad_requests(ctx, comm, rank, send, recv);
-	if (good_allreduce(ctx, comm, rank, send, recv, h_seed + 2, "after bad requests"))
+	if (good_allreduce(ctx, comm, rank, send, recv, h_seed + 2,
+			   "all-reduce after bad requests"))
 		return 1;
 	failed |= bad_comm_init(ctx, rank);
 	failed |= bad_memory(ctx, rank);
-	if (good_allreduce(ctx, comm, rank, send, recv, h_seed + 3, "after bad comm_init and memory calls"))
+	if (good_allreduce(ctx, comm, rank, send, recv, h_seed + 3,
+			   "all-reduce after bad comm_init and memory calls"))
 		return 1;
 	if (rank == 0)
 		h_log("%d bad calls checked; the communicator still works: correct all-reduces before, "

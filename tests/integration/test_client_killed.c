@@ -71,11 +71,8 @@ static int rank_unsubmitted(int rank, int nranks, void *arg)
 	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, 4096, &ctx, &comm, (void **)&buf, NULL) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, 4096, -1, (void **)&buf);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	if (rank == sh->victim) {
 		/* Die once every survivor has submitted. */
 		if (h_barrier_wait(&sh->bar, 10000) < 0)
@@ -128,14 +125,11 @@ static int rank_late(int rank, int nranks, void *arg)
 	struct collc_comm *comm;
 	float *buf;
 	collc_req req;
-	int r;
+	int r = 0;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, 4096, &ctx, &comm, (void **)&buf, NULL) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, 4096, -1, (void **)&buf);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	if (rank == 0) {
 		r = collc_allreduce(comm, buf, buf, 1000, COLLC_FLOAT32, COLLC_SUM, &req);
 		if (r < 0)
@@ -178,13 +172,9 @@ static int rank_inflight(int rank, int nranks, void *arg)
 	int r, ok = 0, epipe = 0;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, (size_t)NBIG * BIG_COUNT * 4, &ctx, &comm,
+			 (void **)&send, (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, (size_t)NBIG * BIG_COUNT * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, (size_t)NBIG * BIG_COUNT * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	for (int i = 0; i < NBIG; i++) {
 		c[i] = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, BIG_COUNT, h_seed + (uint64_t)i };
 		rc_fill(&c[i], rank, send + (size_t)i * BIG_COUNT * 4);
@@ -259,26 +249,15 @@ static int rank_healthy(int rank, int nranks, void *arg)
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	float *send, *recv;
-	collc_req req;
-	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, c.count * 4, &ctx, &comm, (void **)&send,
+			 (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, c.count * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, c.count * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	for (int it = 0; it < 10; it++) {
 		c.seed++;
-		rc_fill(&c, rank, send);
-		r = collc_allreduce(comm, send, recv, c.count, c.dtype, c.op, &req);
-		if (r == 0)
-			r = collc_wait(ctx, req, 10000);
-		if (r < 0)
-			return h_fail("rank %d: all-reduce on a new communicator: %s", rank, collc_strerror(r));
-		if (rc_check(&c, nranks, recv, "new communicator", NULL))
+		if (rc_allreduce(&c, ctx, comm, rank, nranks, send, recv,
+				 "all-reduce on a new communicator"))
 			return 1;
 	}
 	collc_comm_destroy(comm);

@@ -38,16 +38,8 @@ static int good(struct collc_ctx *ctx, struct collc_comm *comm, int rank, float 
 		uint64_t seed, const char *what)
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
-	collc_req req;
-	int r;
 
-	rc_fill(&c, rank, send);
-	r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		return h_fail("rank %d: %s: %s", rank, what, collc_strerror(r));
-	return rc_check(&c, NRANKS, recv, what, NULL);
+	return rc_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, what);
 }
 
 /* Ranks 0 and 1 wait in an all-reduce; rank 2 aborts (abort=1) or destroys the communicator. */

@@ -35,16 +35,8 @@ static int allreduce_ok(struct collc_ctx *ctx, struct collc_comm *comm, int rank
 			float *send, float *recv, uint64_t seed, const char *what)
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
-	collc_req req;
-	int r;
 
-	rc_fill(&c, rank, send);
-	r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		return h_fail("rank %d: %s: %s", rank, what, collc_strerror(r));
-	return rc_check(&c, nranks, recv, what, NULL);
+	return rc_allreduce(&c, ctx, comm, rank, nranks, send, recv, what);
 }
 
 static int join_and_run(const struct collc_unique_id *id, int rank, int nranks, const char *what)
@@ -52,15 +44,10 @@ static int join_and_run(const struct collc_unique_id *id, int rank, int nranks, 
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	float *send, *recv;
-	int r;
 
-	if (h_join(id, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(id, nranks, rank, COUNT * 4, &ctx, &comm, (void **)&send,
+			 (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	for (int i = 0; i < 5; i++)
 		if (allreduce_ok(ctx, comm, rank, nranks, send, recv, h_seed + (uint64_t)i, what))
 			return 1;
@@ -80,13 +67,9 @@ static int old_generation(int rank, int nranks, void *arg)
 	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, COUNT * 4, &ctx, &comm, (void **)&send,
+			 (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	if (allreduce_ok(ctx, comm, rank, nranks, send, recv, h_seed, "all-reduce before the kill"))
 		return 1;
 	/* Rank 0 waits in an all-reduce rank 1 never joins; then collcd is killed. */

@@ -460,31 +460,9 @@ static int hostile(int rank, int nranks, void *arg)
 static int rank_main(int rank, int nranks, void *arg)
 {
 	struct rc_case rc = { COLLC_INT32, COLLC_SUM, 30000, h_seed };
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	int32_t *send, *recv;
-	collc_req req;
-	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
-		return 1;
-	r = collc_mem_alloc(ctx, rc.count * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, rc.count * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
-	rc_fill(&rc, rank, send);
-	r = collc_allreduce(comm, send, recv, rc.count, rc.dtype, rc.op, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		return h_fail("rank %d: all-reduce after the hostile client: %s", rank, collc_strerror(r));
-	if (rc_check(&rc, nranks, recv, "all-reduce after the hostile client", NULL))
-		return 1;
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return 0;
+	return rc_join_allreduce(&uid, &rc, rank, nranks, "all-reduce after the hostile client");
 }
 
 int main(int argc, char **argv)

@@ -11,7 +11,6 @@
  * file descriptors than before.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -85,26 +84,7 @@ static int drain(int fd, int wait_ms)
 /* Sends one datagram (with fds); a connection collcd closed is replaced by a new one. */
 static void sendit(int *fd, const void *buf, size_t len, const int *fds, int nfds)
 {
-	struct iovec iov = { (void *)buf, len };
-	union {
-		char b[CMSG_SPACE(sizeof(int) * 8)];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.b;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)nfds);
-	}
-	if (sendmsg(*fd, &mh, MSG_NOSIGNAL) < 0 || drain(*fd, 2) < 0) {
+	if (h_send_fds(*fd, buf, len, fds, nfds, MSG_NOSIGNAL) < 0 || drain(*fd, 2) < 0) {
 		/* collcd may drop a connection that sent garbage: that is allowed. */
 		close(*fd);
 		nclosed++;
@@ -328,51 +308,12 @@ static void mutated(int *fd, int count)
 	}
 }
 
-static int count_fds(pid_t pid)
-{
-	char path[64];
-	struct dirent *d;
-	DIR *dir;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	dir = opendir(path);
-	if (!dir)
-		return -1;
-	while ((d = readdir(dir)))
-		n += d->d_name[0] != '.';
-	closedir(dir);
-	return n;
-}
-
 static int rank_main(int rank, int nranks, void *arg)
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, h_seed };
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	float *send, *recv;
-	collc_req req;
-	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
-		return 1;
-	r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
-	rc_fill(&c, rank, send);
-	r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		return h_fail("rank %d: all-reduce after the garbage: %s", rank, collc_strerror(r));
-	if (rc_check(&c, nranks, recv, "all-reduce after the garbage", NULL))
-		return 1;
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return 0;
+	return rc_join_allreduce(&uid, &c, rank, nranks, "all-reduce after the garbage");
 }
 
 int main(int argc, char **argv)
@@ -386,7 +327,7 @@ int main(int argc, char **argv)
 	h_daemon_start(NULL);
 	h_unique_id(&uid);
 	usleep(100000);
-	fds0 = count_fds(h_daemon_pid);
+	fds0 = h_proc_count(h_daemon_pid, "fd");
 
 	fd = raw_connect();
 	stateless_garbage(&fd, 0);
@@ -426,7 +367,7 @@ int main(int argc, char **argv)
 	/* Closed sessions are torn down asynchronously: give collcd up to 3 s. */
 	for (int i = 0; i < 30; i++) {
 		usleep(100000);
-		fds1 = count_fds(h_daemon_pid);
+		fds1 = h_proc_count(h_daemon_pid, "fd");
 		if (fds1 <= fds0)
 			break;
 	}

@@ -85,23 +85,6 @@ static long long schedstat_ns(pid_t pid)
 	return sum;
 }
 
-static int threads(pid_t pid)
-{
-	char path[64];
-	struct dirent *d;
-	DIR *dir;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-	dir = opendir(path);
-	if (!dir)
-		return -1;
-	while ((d = readdir(dir)))
-		n += d->d_name[0] != '.';
-	closedir(dir);
-	return n;
-}
-
 static int measure(const char *what)
 {
 	long long s0, s1, t0, t1;
@@ -115,9 +98,9 @@ static int measure(const char *what)
 	if (s0 < 0 || s1 < 0)
 		h_skip("cannot read /proc/%d/stat", (int)h_daemon_pid);
 	h_log("%s: collcd (%d threads) used %.1f ms of CPU in 2 s by /proc/pid/stat (utime+stime), "
-	      "%.2f ms by schedstat; limit %.0f ms (1%% of one core)", what, threads(h_daemon_pid),
-	      (double)(s1 - s0) / 1e6, t0 >= 0 && t1 >= 0 ? (double)(t1 - t0) / 1e6 : -1.0,
-	      (double)LIMIT_NS / 1e6);
+	      "%.2f ms by schedstat; limit %.0f ms (1%% of one core)", what,
+	      h_proc_count(h_daemon_pid, "task"), (double)(s1 - s0) / 1e6,
+	      t0 >= 0 && t1 >= 0 ? (double)(t1 - t0) / 1e6 : -1.0, (double)LIMIT_NS / 1e6);
 	/*
 	 * utime+stime is sampled at the clock tick (10 ms at 100 Hz): 2 ms of
 	 * real work can show up as 0, 10 or 20 ms. schedstat counts nanoseconds;
@@ -160,11 +143,8 @@ static int busy_then_idle(int rank, int nranks, void *arg)
 	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, 1 << 20, &ctx, &comm, (void **)&buf, NULL) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, 1 << 20, -1, (void **)&buf);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	for (int i = 0; i < 2000; i++) {
 		size_t count = i % 100 == 0 ? 262144 : 16;
 
@@ -191,11 +171,8 @@ static int stalled_client(int rank, int nranks, void *arg)
 	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, 4096, &ctx, &comm, (void **)&buf, NULL) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, 4096, -1, (void **)&buf);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	/* CQ 4096 entries + SQ 1024: 4500 neither blocks nor fits the CQ. */
 	for (int i = 0; i < 4500; i++) {
 		r = collc_allreduce(comm, buf, buf, 16, COLLC_FLOAT32, COLLC_SUM, &req);

@@ -27,11 +27,8 @@ static int rank_main(int rank, int nranks, void *arg)
 	int r, ncases = 0;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, CAP, &ctx, &comm, (void **)&buf, NULL) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, CAP, -1, (void **)&buf);
-	if (r < 0)
-		return h_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
 		for (int op = 0; op < COLLC_NUM_REDOPS; op++) {
 			size_t es = rc_size((collc_dtype)dt);

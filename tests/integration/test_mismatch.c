@@ -39,16 +39,8 @@ static int good_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, int ra
 			  float *recv, uint64_t seed, const char *when)
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
-	collc_req req;
-	int r;
 
-	rc_fill(&c, rank, send);
-	r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		return h_fail("rank %d: the matching all-reduce %s failed: %s", rank, when, collc_strerror(r));
-	return rc_check(&c, NRANKS, recv, when, NULL);
+	return rc_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, when);
 }
 
 /* Submits this rank's side of a collective of kind k; the odd rank `odd` disagrees. */
@@ -85,13 +77,9 @@ static int rank_main(int rank, int nranks, void *arg)
 	int r, n = 0;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, COUNT * 4, &ctx, &comm, (void **)&send,
+			 (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	memset(send, 0, COUNT * 4);
 	for (int k = 0; k < K_MAX; k++)
 		for (int o = 0; o < 3; o++) {
@@ -141,7 +129,9 @@ static int rank_main(int rank, int nranks, void *arg)
 				return h_fail("rank %d: mismatched %s: -EINVAL came %.3f s after the last "
 					      "rank submitted (want well under 1 s)", rank, kind_names[k],
 					      (double)(done - last) / 1e9);
-			snprintf(when, sizeof(when), "after a mismatched %s (odd rank %d)", kind_names[k], odd);
+			snprintf(when, sizeof(when),
+				 "the matching all-reduce after a mismatched %s (odd rank %d)",
+				 kind_names[k], odd);
 			if (good_allreduce(ctx, comm, rank, send, recv, h_seed + (uint64_t)(k * 3 + o), when))
 				return 1;
 			n++;

@@ -72,13 +72,9 @@ static int rank_main(int rank, int nranks, void *arg)
 	int r;
 
 	(void)arg;
-	if (h_join(&uid, nranks, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&uid, nranks, rank, (size_t)BURST * COUNT * 4, &ctx, &comm, (void **)&send,
+			 (void **)&recv) < 0)
 		return 1;
-	r = collc_mem_alloc(ctx, (size_t)BURST * COUNT * 4, -1, (void **)&send);
-	if (r == 0)
-		r = collc_mem_alloc(ctx, (size_t)BURST * COUNT * 4, -1, (void **)&recv);
-	if (r < 0)
-		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	reqs = calloc(BURST, sizeof(*reqs));
 
 	/* 1: a window of 64. Slot it % 64 holds all-reduce it's buffers. */

@@ -73,28 +73,10 @@ struct hreply {
 
 static uint32_t next_id = 1;
 
+/* Non-blocking: the flood sees -EAGAIN once collcd stops reading. */
 static int hsend_raw(int fd, const void *buf, size_t len, const int *fds, int nfds)
 {
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 8)];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-	}
-	return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -errno : 0;
+	return h_send_fds(fd, buf, len, fds, nfds, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 static int hsend(int fd, uint16_t type, const void *payload, uint32_t len, const int *fds, int nfds,

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Integration-test harness (see harness.h). Everything the watchdog and the
- * signal handlers touch is async-signal-safe: they kill, unlink and write.
+ * Test harness (see harness.h). Everything the watchdog and the signal
+ * handlers touch is async-signal-safe: they kill, unlink and write.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -17,6 +18,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,17 +31,48 @@
 #ifndef COLLCD_PATH
 #error "COLLCD_PATH must name the collcd binary"
 #endif
+#ifndef COLLCCTL_PATH
+#error "COLLCCTL_PATH must name the collcctl binary"
+#endif
 #ifndef COLLC_ITEST_SCALE
 #define COLLC_ITEST_SCALE 1
+#endif
+
+/* GCC names the sanitizers with macros, clang through __has_feature. */
+#ifdef __has_feature
+#define HAS_FEATURE(x) __has_feature(x)
+#else
+#define HAS_FEATURE(x) 0
+#endif
+#if defined(__SANITIZE_ADDRESS__) || HAS_FEATURE(address_sanitizer)
+#define UNDER_ASAN 1
+#else
+#define UNDER_ASAN 0
+#endif
+#if defined(__SANITIZE_THREAD__) || HAS_FEATURE(thread_sanitizer)
+#define UNDER_TSAN 1
+#else
+#define UNDER_TSAN 0
 #endif
 
 const char *h_name = "test";
 uint64_t h_seed;
 char h_sock[128];
 pid_t h_daemon_pid;
+unsigned h_watchdog_s;
+long h_daemon_nofile;
 
+static const struct h_suite integration_suite = {
+	.tmpdir = "/tmp/collc-itest-XXXXXX",
+	.start_ms = 10000,
+	.stop_ms = 5000,
+	.command_ms = 10000,
+	.connect_tries = 1,
+	.stop_checks_log = 0,
+};
+
+static struct h_suite suite = integration_suite;
 static pid_t main_pid;
-static unsigned watchdog_s;
 static char tmpdir[64];
 static char logpath[160];
 static char admin_sock[160];
@@ -50,20 +84,28 @@ static int nchildren;
 
 static void vline(const char *tag, const char *fmt, va_list ap)
 {
-	char buf[2048];
+	char buf[4096];
 	int n = snprintf(buf, sizeof(buf), "[%s]%s%s ", h_name, tag[0] ? " " : "", tag);
 
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		n = 0;
 	vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
-	/* One write per line: lines of several processes do not interleave. */
 	n = (int)strlen(buf);
 	if ((size_t)n + 1 < sizeof(buf))
 		buf[n++] = '\n';
 	fflush(stdout);
+	/* One write per line: the lines of several processes do not interleave. */
 	if (write(STDOUT_FILENO, buf, (size_t)n) < 0) {
-		/* nothing to do */
+		/* nowhere to report it */
 	}
+}
+
+static void vfail(const char *fmt, va_list ap)
+{
+	char tag[96];
+
+	snprintf(tag, sizeof(tag), "FAIL (seed %#" PRIx64 ", pid %d):", h_seed, (int)getpid());
+	vline(tag, fmt, ap);
 }
 
 void h_log(const char *fmt, ...)
@@ -77,12 +119,10 @@ void h_log(const char *fmt, ...)
 
 int h_fail(const char *fmt, ...)
 {
-	char tag[80];
 	va_list ap;
 
-	snprintf(tag, sizeof(tag), "FAIL (seed %#" PRIx64 ", pid %d):", h_seed, (int)getpid());
 	va_start(ap, fmt);
-	vline(tag, fmt, ap);
+	vfail(fmt, ap);
 	va_end(ap);
 	return 1;
 }
@@ -90,46 +130,31 @@ int h_fail(const char *fmt, ...)
 static void sig_write(const char *s)
 {
 	if (write(STDOUT_FILENO, s, strlen(s)) < 0) {
-		/* nothing to do */
+		/* nowhere to report it */
 	}
 }
 
-static void sig_write_hex(uint64_t v)
-{
-	char buf[19];
-	int i = (int)sizeof(buf);
-
-	buf[--i] = '\0';
-	do {
-		buf[--i] = "0123456789abcdef"[v & 15];
-		v >>= 4;
-	} while (v && i > 2);
-	buf[--i] = 'x';
-	buf[--i] = '0';
-	sig_write(buf + i);
-}
-
-static void sig_write_num(long v)
+static void sig_write_num(uint64_t v, int hex)
 {
 	char buf[24];
 	int i = (int)sizeof(buf);
-	int neg = v < 0;
-	unsigned long u = neg ? (unsigned long)-v : (unsigned long)v;
 
 	buf[--i] = '\0';
 	do {
-		buf[--i] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u && i > 1);
-	if (neg)
-		buf[--i] = '-';
+		buf[--i] = "0123456789abcdef"[hex ? v & 15 : v % 10];
+		v = hex ? v >> 4 : v / 10;
+	} while (v && i > 2);
+	if (hex) {
+		buf[--i] = 'x';
+		buf[--i] = '0';
+	}
 	sig_write(buf + i);
 }
 
 /* Async-signal-safe: the last `lines` lines of collcd's log. */
 static void log_tail_raw(int lines)
 {
-	static char buf[16384];
+	static char buf[24576];
 	ssize_t n;
 	off_t end;
 	int fd, seen = 0;
@@ -141,7 +166,7 @@ static void log_tail_raw(int lines)
 	if (fd < 0)
 		return;
 	end = lseek(fd, 0, SEEK_END);
-	if (end < 0) {
+	if (end <= 0) {
 		close(fd);
 		return;
 	}
@@ -187,8 +212,10 @@ static void cleanup_files(void)
 static void kill_everything(void)
 {
 	for (int i = 0; i < nchildren; i++)
-		if (children[i] > 0)
+		if (children[i] > 0) {
+			kill(children[i], SIGCONT);
 			kill(children[i], SIGKILL);
+		}
 	if (h_daemon_pid > 0)
 		kill(h_daemon_pid, SIGKILL);
 }
@@ -210,7 +237,6 @@ static void at_exit(void)
 /* Async-signal-safe: runs `collcctl status` against the hung daemon, 2 s at most. */
 static void dump_status_raw(void)
 {
-#ifdef COLLCCTL_PATH
 	pid_t p;
 
 	if (h_daemon_pid <= 0 || !h_sock[0])
@@ -236,7 +262,6 @@ static void dump_status_raw(void)
 		kill(p, SIGKILL);
 		waitpid(p, NULL, 0);
 	}
-#endif
 }
 
 static void on_alarm(int sig)
@@ -245,24 +270,28 @@ static void on_alarm(int sig)
 	if (getpid() != main_pid) {
 		sig_write("[");
 		sig_write(h_name);
-		sig_write("] a rank process hit its watchdog\n");
+		sig_write("] a child process hit its watchdog (pid ");
+		sig_write_num((uint64_t)getpid(), 0);
+		sig_write(")\n");
 		_exit(124);
 	}
 	sig_write("[");
 	sig_write(h_name);
 	sig_write("] FAIL: TIMEOUT: watchdog fired after ");
-	sig_write_num((long)watchdog_s);
+	sig_write_num(h_watchdog_s, 0);
 	sig_write(" s (seed ");
-	sig_write_hex(h_seed);
+	sig_write_num(h_seed, 1);
+	sig_write("; replay with COLLC_TEST_SEED=");
+	sig_write_num(h_seed, 1);
 	sig_write("); processes still running:");
 	for (int i = 0; i < nchildren; i++)
 		if (children[i] > 0 && waitpid(children[i], NULL, WNOHANG) == 0) {
 			sig_write(" ");
-			sig_write_num((long)children[i]);
+			sig_write_num((uint64_t)children[i], 0);
 		}
 	sig_write("\n");
 	dump_status_raw();
-	log_tail_raw(40);
+	log_tail_raw(60);
 	kill_everything();
 	cleanup_files();
 	_exit(1);
@@ -280,11 +309,23 @@ static void on_term(int sig)
 	_exit(128 + sig);
 }
 
-void h_init(const char *name, int argc, char **argv, unsigned timeout_s)
+int h_sanitized(void)
+{
+	return UNDER_ASAN || UNDER_TSAN;
+}
+
+int h_tsan(void)
+{
+	return UNDER_TSAN;
+}
+
+void h_init_suite(const struct h_suite *s, const char *name, int argc, char **argv,
+		  unsigned watchdog_s)
 {
 	const char *env = getenv("COLLC_TEST_SEED");
 	struct sigaction sa = { 0 };
 
+	suite = *s;
 	h_name = name;
 	main_pid = getpid();
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -305,26 +346,42 @@ void h_init(const char *name, int argc, char **argv, unsigned timeout_s)
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	atexit(at_exit);
-	/* Sanitizer builds are slower; COLLC_TEST_TIMEOUT_SCALE=N stretches a slow machine's. */
-	timeout_s *= COLLC_ITEST_SCALE;
-	if (getenv("COLLC_TEST_TIMEOUT_SCALE") && atoi(getenv("COLLC_TEST_TIMEOUT_SCALE")) > 0)
-		timeout_s *= (unsigned)atoi(getenv("COLLC_TEST_TIMEOUT_SCALE"));
-	watchdog_s = timeout_s;
-	alarm(timeout_s);
-	h_log("seed %#" PRIx64 " (replay: COLLC_TEST_SEED=%#" PRIx64 "), watchdog %u s", h_seed,
-	      h_seed, timeout_s);
+	h_watchdog_s = watchdog_s;
+	alarm(watchdog_s);
+	h_log("seed %#" PRIx64 " (replay: COLLC_TEST_SEED=%#" PRIx64 "), watchdog %u s%s", h_seed,
+	      h_seed, watchdog_s, h_sanitized() ? ", sanitizer build" : "");
+	snprintf(tmpdir, sizeof(tmpdir), "%s", suite.tmpdir);
+	if (!mkdtemp(tmpdir)) {
+		tmpdir[0] = '\0';
+		h_die("mkdtemp: %s", strerror(errno));
+	}
+	snprintf(h_sock, sizeof(h_sock), "%s/collcd.sock", tmpdir);
+	snprintf(admin_sock, sizeof(admin_sock), "%s.admin", h_sock);
+	snprintf(logpath, sizeof(logpath), "%s/collcd.log", tmpdir);
 }
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void die(const char *fmt, ...)
+void h_init(const char *name, int argc, char **argv, unsigned timeout_s)
 {
-	char tag[80];
+	const char *scale = getenv("COLLC_TEST_TIMEOUT_SCALE");
+
+	/* Sanitizer builds are slower; COLLC_TEST_TIMEOUT_SCALE=N stretches a slow machine's. */
+	timeout_s *= COLLC_ITEST_SCALE;
+	if (scale && atoi(scale) > 0)
+		timeout_s *= (unsigned)atoi(scale);
+	h_init_suite(&integration_suite, name, argc, argv, timeout_s);
+}
+
+void h_die(const char *fmt, ...)
+{
 	va_list ap;
 
-	snprintf(tag, sizeof(tag), "FAIL (seed %#" PRIx64 "):", h_seed);
 	va_start(ap, fmt);
-	vline(tag, fmt, ap);
+	vfail(fmt, ap);
 	va_end(ap);
+	if (getpid() != main_pid) {
+		fflush(NULL);
+		_exit(1);
+	}
 	h_daemon_log_tail(40);
 	exit(1);
 }
@@ -364,10 +421,11 @@ int h_daemon_alive(void)
 	return !daemon_reaped();
 }
 
-static void describe_status(int st, char *out, size_t len)
+void h_describe_status(int st, char *out, size_t len)
 {
 	if (WIFEXITED(st))
-		snprintf(out, len, "exited with status %d", WEXITSTATUS(st));
+		snprintf(out, len, "exited with status %d%s", WEXITSTATUS(st),
+			 WEXITSTATUS(st) == 124 ? " (its watchdog fired)" : "");
 	else if (WIFSIGNALED(st))
 		snprintf(out, len, "killed by signal %d (%s)%s", WTERMSIG(st), strsignal(WTERMSIG(st)),
 			 WCOREDUMP(st) ? ", core dumped" : "");
@@ -375,9 +433,38 @@ static void describe_status(int st, char *out, size_t len)
 		snprintf(out, len, "status %#x", st);
 }
 
+/* The child half of h_daemon_start: never returns. */
+static void exec_daemon(const char *bin, const char **argv, int logfd)
+{
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGALRM, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	alarm(0);
+	/* collcd dies with the test, whatever kills the test. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != main_pid)
+		_exit(127);
+	if (h_daemon_nofile > 0) {
+		struct rlimit rl;
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		rl.rlim_cur = (rlim_t)h_daemon_nofile;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	dup2(logfd, STDOUT_FILENO);
+	dup2(logfd, STDERR_FILENO);
+	execv(bin, (char *const *)argv);
+	dprintf(STDERR_FILENO, "exec %s: %s\n", bin, strerror(errno));
+	_exit(127);
+}
+
 void h_daemon_start(const char *const *extra_args)
 {
 	const char *bin = getenv("COLLCD") ? getenv("COLLCD") : COLLCD_PATH;
+	const char *more = getenv("COLLC_TEST_DAEMON_ARGS");
+	char *words = more ? strdup(more) : NULL, *save = NULL;
 	const char *argv[64];
 	int argc = 0, logfd;
 	uint64_t t0;
@@ -385,19 +472,9 @@ void h_daemon_start(const char *const *extra_args)
 
 	if (access(bin, X_OK) < 0)
 		h_skip("collcd binary %s is not executable: %s", bin, strerror(errno));
-	if (!tmpdir[0]) {
-		snprintf(tmpdir, sizeof(tmpdir), "/tmp/collc-itest-XXXXXX");
-		if (!mkdtemp(tmpdir)) {
-			tmpdir[0] = '\0';
-			die("mkdtemp: %s", strerror(errno));
-		}
-		snprintf(h_sock, sizeof(h_sock), "%s/collcd.sock", tmpdir);
-		snprintf(admin_sock, sizeof(admin_sock), "%s.admin", h_sock);
-		snprintf(logpath, sizeof(logpath), "%s/collcd.log", tmpdir);
-	}
 	logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	if (logfd < 0)
-		die("%s: %s", logpath, strerror(errno));
+		h_die("%s: %s", logpath, strerror(errno));
 	argv[argc++] = bin;
 	argv[argc++] = "--socket";
 	argv[argc++] = h_sock;
@@ -409,34 +486,18 @@ void h_daemon_start(const char *const *extra_args)
 	for (int i = 0; extra_args && extra_args[i] && argc < 62; i++)
 		argv[argc++] = extra_args[i];
 	/* COLLC_TEST_DAEMON_ARGS: more collcd arguments for every test, split at spaces. */
-	if (getenv("COLLC_TEST_DAEMON_ARGS")) {
-		char *copy = strdup(getenv("COLLC_TEST_DAEMON_ARGS")), *save = NULL;
-
-		for (char *w = strtok_r(copy, " ", &save); w && argc < 62; w = strtok_r(NULL, " ", &save))
-			argv[argc++] = w;
-	}
+	for (char *w = words ? strtok_r(words, " ", &save) : NULL; w && argc < 62;
+	     w = strtok_r(NULL, " ", &save))
+		argv[argc++] = w;
 	argv[argc] = NULL;
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
-		die("fork: %s", strerror(errno));
-	if (pid == 0) {
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGHUP, SIG_DFL);
-		signal(SIGALRM, SIG_DFL);
-		signal(SIGPIPE, SIG_DFL);
-		/* collcd dies with the test, whatever kills the test. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != main_pid)
-			_exit(127);
-		dup2(logfd, STDOUT_FILENO);
-		dup2(logfd, STDERR_FILENO);
-		execv(bin, (char *const *)argv);
-		dprintf(STDERR_FILENO, "exec %s: %s\n", bin, strerror(errno));
-		_exit(127);
-	}
+		h_die("fork: %s", strerror(errno));
+	if (pid == 0)
+		exec_daemon(bin, argv, logfd);
 	close(logfd);
+	free(words);
 	h_daemon_pid = pid;
 	daemon_status = -1;
 	t0 = h_now_ns();
@@ -446,18 +507,18 @@ void h_daemon_start(const char *const *extra_args)
 		int r;
 
 		if (daemon_reaped()) {
-			describe_status(daemon_status, why, sizeof(why));
-			die("collcd %s before it accepted connections", why);
+			h_describe_status(daemon_status, why, sizeof(why));
+			h_die("collcd %s before it accepted connections", why);
 		}
 		r = collc_connect(h_sock, &ctx);
 		if (r == 0) {
 			collc_disconnect(ctx);
 			break;
 		}
-		if (h_now_ns() - t0 > 10000000000ull)
-			die("collcd did not accept connections on %s within 10 s: %s", h_sock,
-			    collc_strerror(r));
-		usleep(5000);
+		if (h_now_ns() - t0 > (uint64_t)suite.start_ms * 1000000ull)
+			h_die("collcd did not accept connections on %s within %d s: %s", h_sock,
+			      suite.start_ms / 1000, collc_strerror(r));
+		h_sleep_us(5000);
 	}
 	h_log("collcd pid %d serving %s (%.1f ms to start)", (int)pid, h_sock,
 	      (double)(h_now_ns() - t0) / 1e6);
@@ -473,38 +534,63 @@ void h_daemon_kill(int sig)
 	daemon_status = -1;
 }
 
+int h_daemon_log_has_report(void)
+{
+	static const char *const pats[] = { "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+					    "WARNING: ThreadSanitizer", "ThreadSanitizer: ",
+					    "runtime error: ", "SUMMARY: UndefinedBehaviorSanitizer" };
+	FILE *f = fopen(logpath, "re");
+	char line[1024];
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		for (size_t i = 0; i < sizeof(pats) / sizeof(pats[0]); i++)
+			if (strstr(line, pats[i])) {
+				found = 1;
+				break;
+			}
+	fclose(f);
+	return found;
+}
+
 int h_daemon_stop(void)
 {
 	char why[128];
-	int crashed = 0, st = 0;
+	int st = 0, bad = 0;
 
 	if (h_daemon_pid <= 0 && daemon_status == -1)
 		return 0;
 	if (daemon_reaped() && daemon_status != -1) {
-		describe_status(daemon_status, why, sizeof(why));
+		h_describe_status(daemon_status, why, sizeof(why));
 		h_fail("collcd died during the test: %s", why);
 		daemon_status = -1;
 		return -1;
 	}
 	kill(h_daemon_pid, SIGTERM);
-	for (int i = 0; i < 500; i++) {
+	for (int waited = 0; waited < suite.stop_ms; waited += 10) {
 		if (waitpid(h_daemon_pid, &st, WNOHANG) == h_daemon_pid)
 			goto reaped;
-		usleep(10000);
+		h_sleep_us(10000);
 	}
-	h_fail("collcd did not exit within 5 s of SIGTERM: killing it");
+	h_fail("collcd did not exit within %d s of SIGTERM: killing it", suite.stop_ms / 1000);
 	kill(h_daemon_pid, SIGKILL);
 	waitpid(h_daemon_pid, &st, 0);
-	crashed = 1;
+	bad = 1;
 reaped:
 	h_daemon_pid = 0;
 	daemon_status = -1;
-	if (!crashed && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-		describe_status(st, why, sizeof(why));
-		h_fail("collcd %s after SIGTERM (want a clean exit 0)", why);
-		crashed = 1;
+	if (!bad && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+		h_describe_status(st, why, sizeof(why));
+		h_fail("collcd %s after SIGTERM (want a clean exit 0: a sanitizer or leak report?)", why);
+		bad = 1;
 	}
-	return crashed ? -1 : 0;
+	if (suite.stop_checks_log && h_daemon_log_has_report()) {
+		h_fail("collcd's log holds a sanitizer report");
+		bad = 1;
+	}
+	return bad ? -1 : 0;
 }
 
 int h_finish(int failed)
@@ -525,6 +611,11 @@ int h_finish(int failed)
 
 static void track(pid_t pid)
 {
+	for (int i = 0; i < nchildren; i++)
+		if (children[i] == 0) {
+			children[i] = pid;
+			return;
+		}
 	if (nchildren < H_MAX_CHILDREN)
 		children[nchildren++] = pid;
 }
@@ -536,14 +627,14 @@ static void untrack(pid_t pid)
 			children[i] = 0;
 }
 
-pid_t h_spawn(h_rank_fn fn, int rank, int nranks, void *arg)
+pid_t h_fork(h_fn fn, void *arg)
 {
 	pid_t pid;
 
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0)
-		die("fork: %s", strerror(errno));
+		h_die("fork: %s", strerror(errno));
 	if (pid == 0) {
 		int r;
 
@@ -554,14 +645,35 @@ pid_t h_spawn(h_rank_fn fn, int rank, int nranks, void *arg)
 		if (getppid() != main_pid)
 			_exit(127);
 		nchildren = 0;
-		/* A rank that hangs ends itself a little after the parent's watchdog would. */
-		alarm(watchdog_s + 2);
-		r = fn(rank, nranks, arg);
+		/* A child that hangs ends itself a little after the parent's watchdog would. */
+		alarm(h_watchdog_s + 2);
+		r = fn(arg);
 		fflush(NULL);
 		_exit(r & 0xff);
 	}
 	track(pid);
 	return pid;
+}
+
+struct rank_call {
+	h_rank_fn fn;
+	int rank, nranks;
+	void *arg;
+};
+
+static int call_rank(void *arg)
+{
+	struct rank_call *c = arg;
+
+	return c->fn(c->rank, c->nranks, c->arg);
+}
+
+pid_t h_spawn(h_rank_fn fn, int rank, int nranks, void *arg)
+{
+	/* The child runs on its copy of c: it is valid there until it exits. */
+	struct rank_call c = { fn, rank, nranks, arg };
+
+	return h_fork(call_rank, &c);
 }
 
 int h_reap(const pid_t *pids, int n, int *status, int grace_ms)
@@ -586,7 +698,7 @@ int h_reap(const pid_t *pids, int n, int *status, int grace_ms)
 			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 				char why[128];
 
-				describe_status(st, why, sizeof(why));
+				h_describe_status(st, why, sizeof(why));
 				if (!status)
 					h_log("process %d (pid %d) %s", i, (int)pids[i], why);
 				failed++;
@@ -614,35 +726,114 @@ int h_run_ranks(int nranks, h_rank_fn fn, void *arg)
 	pid_t pids[H_MAX_CHILDREN];
 
 	if (nranks > H_MAX_CHILDREN)
-		die("too many ranks: %d", nranks);
+		h_die("too many ranks: %d", nranks);
 	for (int r = 0; r < nranks; r++)
 		pids[r] = h_spawn(fn, r, nranks, arg);
 	return h_reap(pids, nranks, NULL, 3000);
 }
 
+int h_reap_one(pid_t pid, int timeout_ms, int *status)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : h_now_ns() + (uint64_t)timeout_ms * 1000000;
+	int st;
+
+	for (;;) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid) {
+			untrack(pid);
+			if (status)
+				*status = st;
+			return 0;
+		}
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (h_now_ns() > deadline)
+			return -ETIMEDOUT;
+		h_sleep_us(500);
+	}
+}
+
+int h_reap_one_ok(pid_t pid, int timeout_ms, const char *what)
+{
+	char why[128];
+	int st, r = h_reap_one(pid, timeout_ms, &st);
+
+	if (r == -ECHILD)
+		return h_fail("%s (pid %d) is no child of this test (reaped twice?)", what, (int)pid);
+	if (r < 0) {
+		kill(pid, SIGKILL);
+		h_reap_one(pid, -1, NULL);
+		return h_fail("%s (pid %d) did not finish within %d ms: killed it", what, (int)pid,
+			      timeout_ms);
+	}
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	h_describe_status(st, why, sizeof(why));
+	return h_fail("%s (pid %d) %s", what, (int)pid, why);
+}
+
+int h_proc_count(pid_t pid, const char *dir)
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dp;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, dir);
+	dp = opendir(path);
+	if (!dp)
+		return -1;
+	while ((d = readdir(dp)))
+		n += d->d_name[0] != '.';
+	closedir(dp);
+	return n;
+}
+
 /* Ranks */
+
+int h_connect(struct collc_ctx **ret_ctx)
+{
+	int r, tries = 0;
+
+	for (;;) {
+		r = collc_connect(h_sock, ret_ctx);
+		if (r != -EAGAIN && r != -ECONNREFUSED && r != -ENOENT)
+			return r;
+		if (++tries >= suite.connect_tries)
+			return r;
+		h_sleep_us(5000);
+	}
+}
+
+void h_unique_ids(struct collc_unique_id *ids, int n)
+{
+	struct collc_ctx *ctx;
+	int r = h_connect(&ctx);
+
+	if (r < 0)
+		h_die("collc_connect(%s) for unique ids: %s", h_sock, collc_strerror(r));
+	for (int i = 0; i < n; i++) {
+		r = collc_get_unique_id(ctx, &ids[i]);
+		if (r < 0)
+			h_die("collc_get_unique_id: %s", collc_strerror(r));
+	}
+	collc_disconnect(ctx);
+}
 
 void h_unique_id(struct collc_unique_id *id)
 {
-	struct collc_ctx *ctx;
-	int r = collc_connect(h_sock, &ctx);
-
-	if (r < 0)
-		die("collc_connect(%s): %s", h_sock, collc_strerror(r));
-	r = collc_get_unique_id(ctx, id);
-	collc_disconnect(ctx);
-	if (r < 0)
-		die("collc_get_unique_id: %s", collc_strerror(r));
+	h_unique_ids(id, 1);
 }
 
 int h_join(const struct collc_unique_id *id, int nranks, int rank, struct collc_ctx **ret_ctx,
 	   struct collc_comm **ret_comm)
 {
 	struct collc_ctx *ctx;
-	int r = collc_connect(h_sock, &ctx);
+	int r = h_connect(&ctx);
 
 	if (r < 0) {
-		h_fail("rank %d: collc_connect: %s", rank, collc_strerror(r));
+		h_fail("rank %d/%d: collc_connect: %s", rank, nranks, collc_strerror(r));
 		return r;
 	}
 	r = collc_comm_init(ctx, id, nranks, rank, -1, ret_comm);
@@ -655,13 +846,67 @@ int h_join(const struct collc_unique_id *id, int nranks, int rank, struct collc_
 	return 0;
 }
 
+int h_join_alloc(const struct collc_unique_id *id, int nranks, int rank, size_t bytes,
+		 struct collc_ctx **ret_ctx, struct collc_comm **ret_comm, void **ret_send,
+		 void **ret_recv)
+{
+	int r = h_join(id, nranks, rank, ret_ctx, ret_comm);
+
+	if (r < 0)
+		return r;
+	r = collc_mem_alloc(*ret_ctx, bytes, -1, ret_send);
+	if (r == 0 && ret_recv)
+		r = collc_mem_alloc(*ret_ctx, bytes, -1, ret_recv);
+	if (r < 0)
+		h_fail("rank %d/%d: collc_mem_alloc of %zu bytes: %s", rank, nranks, bytes,
+		       collc_strerror(r));
+	return r;
+}
+
+/* Shared memory */
+
 void *h_shared(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
-		die("mmap %zu shared bytes: %s", bytes, strerror(errno));
+		h_die("mmap %zu shared bytes: %s", bytes, strerror(errno));
 	return p;
+}
+
+void h_store(uint32_t *word, uint32_t value)
+{
+	__atomic_store_n(word, value, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+uint32_t h_load(const uint32_t *word)
+{
+	return __atomic_load_n(word, __ATOMIC_SEQ_CST);
+}
+
+uint32_t h_add(uint32_t *word, uint32_t value)
+{
+	uint32_t v = __atomic_add_fetch(word, value, __ATOMIC_SEQ_CST);
+
+	syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	return v;
+}
+
+int h_wait_at_least(const uint32_t *word, uint32_t value, int timeout_ms)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : h_now_ns() + (uint64_t)timeout_ms * 1000000;
+
+	for (;;) {
+		uint32_t v = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+		struct timespec ts = { 0, 2000000 };
+
+		if (v >= value)
+			return 0;
+		if (h_now_ns() > deadline)
+			return -ETIMEDOUT;
+		syscall(SYS_futex, word, FUTEX_WAIT, v, &ts, NULL, 0);
+	}
 }
 
 void h_barrier_init(struct h_barrier *b, uint32_t n)
@@ -674,23 +919,14 @@ void h_barrier_init(struct h_barrier *b, uint32_t n)
 int h_barrier_wait(struct h_barrier *b, int timeout_ms)
 {
 	uint32_t gen = __atomic_load_n(&b->gen, __ATOMIC_ACQUIRE);
-	uint64_t t0 = h_now_ns();
 
 	if (__atomic_add_fetch(&b->count, 1, __ATOMIC_ACQ_REL) == b->n) {
 		/* count is zero before gen moves: whoever sees the new gen sees it zeroed */
 		__atomic_store_n(&b->count, 0, __ATOMIC_RELAXED);
-		__atomic_add_fetch(&b->gen, 1, __ATOMIC_RELEASE);
-		syscall(SYS_futex, &b->gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		h_store(&b->gen, gen + 1);
 		return 0;
 	}
-	while (__atomic_load_n(&b->gen, __ATOMIC_ACQUIRE) == gen) {
-		struct timespec ts = { 0, 1000000 };
-
-		if (timeout_ms >= 0 && h_now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
-			return -ETIMEDOUT;
-		syscall(SYS_futex, &b->gen, FUTEX_WAIT, gen, &ts, NULL, 0);
-	}
-	return 0;
+	return h_wait_at_least(&b->gen, gen + 1, timeout_ms);
 }
 
 /* Time and randomness */
@@ -701,6 +937,14 @@ uint64_t h_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void h_sleep_us(uint64_t us)
+{
+	struct timespec ts = { (time_t)(us / 1000000), (long)(us % 1000000) * 1000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
 }
 
 uint64_t h_mix(uint64_t x)
@@ -721,6 +965,8 @@ uint64_t h_rand_below(uint64_t *state, uint64_t n)
 {
 	return n ? h_rand(state) % n : 0;
 }
+
+/* Commands and sockets */
 
 const char *h_collcctl(void)
 {
@@ -758,8 +1004,9 @@ int h_run_capture(const char *cmd, char *out, size_t outlen)
 		struct pollfd p = { .fd = pfd[0], .events = POLLIN };
 		ssize_t n;
 
-		if (h_now_ns() - t0 > 10000000000ull) {
-			h_log("command ran past 10 s, killing it: %s", cmd);
+		if (h_now_ns() - t0 > (uint64_t)suite.command_ms * 1000000ull) {
+			h_log("command ran past %d s, killing it: %s", suite.command_ms / 1000,
+			      cmd);
 			kill(pid, SIGKILL);
 			break;
 		}
@@ -782,4 +1029,30 @@ int h_run_capture(const char *cmd, char *out, size_t outlen)
 	waitpid(pid, &st, 0);
 	untrack(pid);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int h_send_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags)
+{
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * H_MAX_SEND_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (nfds < 0 || nfds > H_MAX_SEND_FDS)
+		return -EINVAL;
+	if (nfds) {
+		struct cmsghdr *cm;
+
+		memset(&u, 0, sizeof(u));
+		mh.msg_control = u.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+	}
+	return sendmsg(fd, &mh, flags) < 0 ? -errno : 0;
 }
