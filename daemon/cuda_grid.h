@@ -129,8 +129,8 @@ struct cuda_rank {
 	uint32_t nranks;
 	uint32_t rank;
 	uint32_t nchannels;
-	uint32_t reserved;
-	uint64_t revoked;                  /* const uint32_t *: the communicator's abort word (host) */
+	uint32_t revoked_dev;              /* set by the host (an async copy) when it is revoked */
+	uint64_t revoked;                  /* const uint32_t *: the same word in mapped host memory */
 	uint64_t chan[COLLC_MAX_CHANNELS]; /* struct cuda_chan * */
 };
 

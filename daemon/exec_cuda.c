@@ -901,12 +901,28 @@ static void revoke_give(uint32_t idx)
 	pthread_mutex_unlock(&revoke_lock);
 }
 
+/*
+ * Raises the communicator's abort word twice: in mapped host memory, and in
+ * every rank's struct cuda_rank (device memory, by an async copy from that
+ * host word: cheap for the grid to read at the first miss of every wait).
+ */
 static void cuda_comm_abort(void *priv)
 {
 	struct ccomm *cc = priv;
 
-	/* The grid's waiters read it every few thousand spins (check_abort); no fence needed. */
 	store_release(&revoke_words[cc->revoke_idx], 1u);
+	for (uint32_t r = 0; r < cc->nranks; r++) {
+		struct gpu *g = &gpus[cc->mem[r].gpu];
+		uint64_t dst = (uint64_t)cc->mem[r].ptr + offsetof(struct cuda_rank, revoked_dev);
+
+		cudaSetDevice(g->ord);
+		if (cudaMemcpyAsync((void *)(uintptr_t)dst, &revoke_words[cc->revoke_idx], sizeof(uint32_t),
+				    cudaMemcpyHostToDevice, g->aux_stream) != cudaSuccess) {
+			/* The grid still sees the host word, later. */
+			log_warn("communicator abort: copy to gpu%d: %s", cc->mem[r].gpu,
+				 cu_err(cudaGetLastError()));
+		}
+	}
 }
 
 static void cuda_comm_teardown(void *priv)

@@ -356,6 +356,7 @@ struct blk {
 	struct collc_fifo_ctrl *hctl; /* this lane's FIFO control (host memory) */
 	struct cuda_dstate *ds;
 	const uint32_t *revoked;      /* the running item's communicator abort word (host); NULL between items */
+	const uint32_t *revoked_dev;  /* the same in its struct cuda_rank (device); NULL between items */
 	uint32_t nsteps;              /* thread 0: steps of the running item, for the revoked check */
 	uint64_t send_step, recv_step, os_gen;
 	char *my_simple, *my_ll, *my_ll128, *nx_simple, *nx_ll, *nx_ll128;
@@ -367,15 +368,19 @@ struct blk {
 __shared__ uint64_t sh_send[COLLC_MAX_RANKS], sh_recv[COLLC_MAX_RANKS];
 
 /*
- * Every 2^10 spins a waiter looks at the device abort flag, every 2^12 at its
- * communicator's abort word (exec_cuda.c cuda_comm_abort), every 2^16 at the
- * host abort word; the host words cost a PCIe round trip each.
+ * After 64 spins of a wait, and every 2^10 spins after that, a waiter looks
+ * at the device abort flag and its communicator's device abort word
+ * (exec_cuda.c cuda_comm_abort); every 2^12 spins at the communicator's host
+ * word, every 2^16 at the host abort word: those cost a PCIe round trip each.
+ * A short wait costs nothing.
  */
 __device__ __noinline__ int check_abort(struct blk *b, uint32_t spins)
 {
-	if ((spins & 1023) != 1023)
+	if (spins != 63 && (spins & 1023) != 1023)
 		return 0;
 	if (ld_vol32(&b->ds->abort))
+		return 1;
+	if (b->revoked_dev && ld_vol32(b->revoked_dev))
 		return 1;
 	if ((spins & 4095) == 4095 && b->revoked && ld_vol32(b->revoked))
 		return 1;
@@ -637,11 +642,10 @@ __device__ int prim(struct blk *b, int flags, const char *src, char *dst, int64_
 		if (threadIdx.x == 0) {
 			p_abort = 0;
 			/*
-			 * A streaming item may never wait long enough for check_abort:
-			 * every 16th step looks at the communicator's word (one PCIe
-			 * read per 16 slots: well under 1% of a Simple step's time).
+			 * A streaming item may never miss in a wait: every 16th step
+			 * looks at the communicator's device word.
 			 */
-			if ((++b->nsteps & 15) == 0 && b->revoked && ld_vol32(b->revoked))
+			if ((++b->nsteps & 15) == 0 && b->revoked_dev && ld_vol32(b->revoked_dev))
 				p_abort = 1;
 			/* S2: head with acquire before the slot is overwritten; pairs with R2. */
 			if (!p_abort && (flags & P_SEND) &&
@@ -1027,6 +1031,7 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 
 	b->ch = (struct cuda_chan *)(uintptr_t)rk->chan[b->chan];
 	b->revoked = (const uint32_t *)(uintptr_t)rk->revoked;
+	b->revoked_dev = &rk->revoked_dev;
 	b->nsteps = 0;
 	b->es = (uint32_t)dtype_size(b->it.dtype);
 	b->algo = a.force_algo ? a.force_algo : b->it.algo;
@@ -1143,7 +1148,19 @@ __device__ void poller(const struct cuda_grid_args &a)
 	}
 }
 
-__global__ void __launch_bounds__(CUDA_THREADS, 1) collc_persist(const struct cuda_grid_args a)
+/*
+ * Grid blocks per SM the registers must allow: 1 lets the compiler take 128
+ * registers a thread, the whole register file of an SM for a 512-thread
+ * block, so no client block shares an SM with a grid block (bench/
+ * run-interfere.sh measures what that costs clients under MPS); 2 caps it
+ * at 64.
+ */
+#ifndef COLLC_GRID_BLOCKS_PER_SM
+#define COLLC_GRID_BLOCKS_PER_SM 1
+#endif
+
+__global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
+collc_persist(const struct cuda_grid_args a)
 {
 	struct blk b; /* per thread: every thread keeps the same copy */
 	__shared__ int state; /* 0 item ready, 1 stop, 2 abort, 3 item abandoned */
@@ -1160,6 +1177,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, 1) collc_persist(const struct cu
 	b.ds = a.ds;
 	b.hctl = &a.fifo[lane]->ctrl;
 	b.revoked = NULL;
+	b.revoked_dev = NULL;
 	b.chan = chan;
 	pos = a.ds->chan_pos[lane][chan];
 	for (;;) {
@@ -1204,6 +1222,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, 1) collc_persist(const struct cu
 				break;
 		}
 		b.revoked = NULL;
+		b.revoked_dev = NULL;
 		__syncthreads();
 		if (threadIdx.x == 0) {
 			struct collc_consumed *wc = &a.fifo[lane]->ctrl.work_consumed[chan];

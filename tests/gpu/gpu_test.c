@@ -900,13 +900,18 @@ static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, in
  * then rank 0 waits in a collective rank 1 never submits, and the parent kills
  * rank 1. Comm 1 (other processes, same GPUs) keeps running throughout.
  */
+#define KILL_QUEUE 200               /* 256 MiB all-reduces queued when the rank dies */
+#define KILL_COUNT ((size_t)64 << 20) /* float32 elements of each */
+
 static int child_kill(const struct collc_unique_id *ids, int n, int me, int which)
 {
+	static collc_req big_rq[KILL_QUEUE];
 	struct rank_ctx rc;
-	collc_req big_rq, rq;
-	int r;
+	collc_req rq;
+	int r, done = 0, lost = 0, order_ok = 1;
+	double t_last = 0;
 
-	if (rank_open(&rc, &ids[which], n, me, gpus[me], (size_t)64 << 20) < 0)
+	if (rank_open(&rc, &ids[which], n, me, gpus[me], which == 0 ? KILL_COUNT * 4 : (size_t)64 << 20) < 0)
 		return 1;
 	if (which == 1) {
 		struct check ck = { "bystander", 0, BUF_ALLOC, BUF_ALLOC };
@@ -933,9 +938,11 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 		if (!run_case(&rc, &ck, 1, 0, COLLC_FLOAT32, COLLC_SUM, 1000))
 			return 1;
 	}
-	r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, (size_t)16 << 20, COLLC_FLOAT32, COLLC_SUM, &big_rq);
-	if (r < 0)
-		return 1;
+	for (int i = 0; i < KILL_QUEUE; i++) {
+		r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, KILL_COUNT, COLLC_FLOAT32, COLLC_SUM, &big_rq[i]);
+		if (r < 0)
+			return 1;
+	}
 	if (me == 1) {
 		sh->ready[1] = 1;
 		for (;;)
@@ -943,16 +950,56 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 	}
 	r = collc_allreduce(rc.comm, rc.dsend, rc.drecv + 4096, 1024, COLLC_FLOAT32, COLLC_SUM, &rq);
 	sh->ready[0] = 1;
-	/* The big one ran on the GPUs (both ranks submitted it) or was revoked: 0 or -EPIPE. */
-	sh->value[0][0] = collc_wait(rc.ctx, big_rq, 10000);
+	/*
+	 * The queue went to the GPUs (both ranks submitted it): those finished
+	 * before the revocation end with 0, in order; the rest were abandoned in
+	 * the grid (or never started) and end with -EPIPE.
+	 */
+	for (int i = 0; i < KILL_QUEUE; i++) {
+		int b = collc_wait(rc.ctx, big_rq[i], 10000);
+
+		if (b == 0 && !lost)
+			done++;
+		else if (b == -EPIPE)
+			lost++, t_last = now_us();
+		else
+			order_ok = 0;
+	}
 	if (r == 0)
 		r = collc_wait(rc.ctx, rq, 5000);
-	sh->value[0][2] = now_us();
+	if (t_last < now_us())
+		t_last = now_us();
+	sh->value[0][0] = done;
+	sh->value[0][3] = order_ok ? lost : -1;
+	sh->value[0][2] = t_last;
 	sh->value[0][1] = r;
-	return r == -EPIPE ? 0 : 1;
+	return r == -EPIPE && order_ok ? 0 : 1;
 }
 
 /* Parent */
+
+/* totals.aborted_items of `collcctl status --json` ($COLLCCTL, --socket); -1 when unknown. */
+static double aborted_items(void)
+{
+	const char *ctl = getenv("COLLCCTL");
+	char cmd[1024], buf[1 << 16];
+	size_t n = 0, k;
+	const char *p;
+	FILE *f;
+
+	if (!ctl)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", ctl, sock_path);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	while (n + 1 < sizeof(buf) && (k = fread(buf + n, 1, sizeof(buf) - 1 - n, f)) > 0)
+		n += k;
+	buf[n] = '\0';
+	pclose(f);
+	p = strstr(buf, "\"aborted_items\": ");
+	return p ? strtod(p + strlen("\"aborted_items\": "), NULL) : -1;
+}
 
 static void parse_gpus(const char *s)
 {
@@ -1150,7 +1197,7 @@ int main(int argc, char **argv)
 			       (unsigned long long)f, sh->value[0][1] / 1000, sh->value[0][0] / 1000);
 		}
 	} else if (strcmp(scen, "kill") == 0) {
-		double t_kill;
+		double t_kill, a0, a1;
 
 		pids[0] = spawn(child_kill0, ids, 2, 0);
 		pids[1] = spawn(child_kill0, ids, 2, 1);
@@ -1158,22 +1205,33 @@ int main(int argc, char **argv)
 		pids[3] = spawn(child_kill1, ids, 2, 1);
 		for (int t = 0; t < 60000 && !(sh->ready[0] && sh->ready[1]); t++)
 			usleep(1000);
-		usleep(50000); /* rank 0 now waits for a collective rank 1 never submits */
+		a0 = aborted_items();
+		usleep(10000); /* rank 0 now waits for a collective rank 1 never submits */
 		t_kill = now_us();
 		kill(pids[1], SIGKILL);
 		waitpid(pids[1], NULL, 0);
 		bad = wait_all(&pids[0], 1, 30);
 		sh->phase = 3;
 		bad |= wait_all(&pids[2], 2, 120);
+		a1 = aborted_items();
 		{
 			uint64_t f = sh->fails[2][0] + sh->fails[3][0], cs = sh->cases[2][0] + sh->cases[3][0];
 			double ms = (sh->value[0][2] - t_kill) / 1000.0;
+			int lost = (int)sh->value[0][3];
 
-			printf("RESULT %s/client-killed %s in-flight 64 MiB peer got %d, waiting peer got %d "
-			       "%.1f ms after the kill (limit 1000), bystander comm %llu checks %llu failed\n",
-			       label, bad || f || sh->value[0][1] != -EPIPE || ms > 1000 ? "FAIL" : "PASS",
-			       (int)sh->value[0][0], (int)sh->value[0][1], ms, (unsigned long long)cs,
-			       (unsigned long long)f);
+			/*
+			 * Pass: the waiting peer got -EPIPE within 1 s, the queue ended as
+			 * completed-then-EPIPE with some abandoned, collcd counted work
+			 * items abandoned in the grid, the bystander saw no error.
+			 */
+			printf("RESULT %s/client-killed %s queue of %d x 256 MiB: %d completed, %d -EPIPE "
+			       "(grid items abandoned: %.0f), waiting peer got %d, last error %.1f ms after the "
+			       "kill (limit 1000), bystander comm %llu checks %llu failed\n",
+			       label,
+			       bad || f || sh->value[0][1] != -EPIPE || ms > 1000 || lost <= 0 || !(a1 > a0)
+				       ? "FAIL" : "PASS",
+			       KILL_QUEUE, (int)sh->value[0][0], lost, a1 - a0, (int)sh->value[0][1], ms,
+			       (unsigned long long)cs, (unsigned long long)f);
 		}
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", scen);

@@ -86,6 +86,7 @@ ensure_collcd() { # restarts collcd (same options) if a scenario killed it
 	fi
 }
 ctl() { "$BIN/collcctl" --socket "$SOCK" "$@"; }
+export COLLCCTL=$BIN/collcctl # the kill scenario reads status through it
 t() { # runs one scenario: label scenario args...
 	local label=$1; shift
 	local from
