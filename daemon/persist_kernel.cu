@@ -1149,14 +1149,17 @@ __device__ void poller(const struct cuda_grid_args &a)
 }
 
 /*
- * Grid blocks per SM the registers must allow: 1 lets the compiler take 128
+ * Grid blocks per SM the registers must allow. 1 lets the compiler take 128
  * registers a thread, the whole register file of an SM for a 512-thread
- * block, so no client block shares an SM with a grid block (bench/
- * run-interfere.sh measures what that costs clients under MPS); 2 caps it
- * at 64.
+ * block: no client block can then share an SM with a grid block, and under
+ * MPS a client kernel that fills the GPU ran 94% slower next to the default
+ * 65-block grid (bench/run-interfere.sh, 2 x H200). 2 caps it at 64 (with
+ * some spills): client blocks fill the rest of a grid block's SM, the loss
+ * was 1.7% idle and 2.5% with 256 MiB all-reduces running, for 2.4% less
+ * all-reduce busbw at 512 MiB and 0.9 us more at 8 bytes (bench/RESULTS.md).
  */
 #ifndef COLLC_GRID_BLOCKS_PER_SM
-#define COLLC_GRID_BLOCKS_PER_SM 1
+#define COLLC_GRID_BLOCKS_PER_SM 2
 #endif
 
 __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
