@@ -10,8 +10,9 @@
 #                   SIZE back to back (GPUs 0,1; 0,0 on one GPU) meanwhile
 #   baseline-after  MPS, collcd gone again (drift of clocks and temperature)
 # with collcd at its default channels and at --max-channels 4 (the grid is
-# 1 + lanes x channels blocks of 512 threads; each block uses 128 registers a
-# thread, the whole register file of an SM, so no client block shares its SM).
+# 1 + lanes x channels blocks of 512 threads; at 64 registers a thread, the
+# default, client blocks share a grid block's SM; a grid built with
+# -DCOLLC_GRID_BLOCKS_PER_SM=1 takes 128, the whole register file of an SM).
 # Prints a table last: condition, channels, grid blocks, SMs the kernel ran on,
 # median and min ms, loss vs baseline, and the loss predicted if every grid
 # block holds an SM alone. CSV, logs and the table go to $OUT (when set; else
