@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "client/ctlsock.h"
+#include "common/scm.h"
 
 #define DEFAULT_SOCKET "/run/collcd/collcd.sock"
 
@@ -46,30 +47,11 @@ int ctl_connect(const char *path, int *ret_fd)
 
 static int send_msg(int fd, const void *buf, size_t len, int send_fd)
 {
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (send_fd >= 0) {
-		struct cmsghdr *cm;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &send_fd, sizeof(int));
-	}
 	for (;;) {
-		if (sendmsg(fd, &mh, MSG_NOSIGNAL) >= 0)
-			return 0;
-		if (errno != EINTR)
-			return errno == EPIPE ? -ECONNRESET : -errno;
+		int r = scm_send(fd, buf, len, &send_fd, send_fd >= 0, MSG_NOSIGNAL);
+
+		if (r != -EINTR)
+			return r == -EPIPE ? -ECONNRESET : r;
 	}
 }
 

@@ -24,6 +24,7 @@
 #include <urcu-qsbr.h>
 
 #include "common/atomics.h"
+#include "common/scm.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
 #include "daemon/exec_cpu.h"
@@ -85,28 +86,7 @@ static void session_close(struct session *s);
 
 static int send_now(struct session *s, const void *buf, size_t len, const int *fds, int nfds)
 {
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 2)];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-	}
-	if (sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-		return -errno;
-	return 0;
+	return scm_send(s->fd, buf, len, fds, nfds, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
 static void on_session_io(uv_poll_t *h, int status, int events);

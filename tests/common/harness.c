@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "common/scm.h"
 
 #ifndef COLLCD_PATH
 #error "COLLCD_PATH must name the collcd binary"
@@ -1033,26 +1034,5 @@ int h_run_capture(const char *cmd, char *out, size_t outlen)
 
 int h_send_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags)
 {
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * H_MAX_SEND_FDS)];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-
-	if (nfds < 0 || nfds > H_MAX_SEND_FDS)
-		return -EINVAL;
-	if (nfds) {
-		struct cmsghdr *cm;
-
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
-	}
-	return sendmsg(fd, &mh, flags) < 0 ? -errno : 0;
+	return scm_send(fd, buf, len, fds, nfds, flags);
 }

@@ -35,7 +35,7 @@
 #define H_SKIP 77
 #define H_MAX_CHILDREN 512
 /* File descriptors h_send_fds passes at most. */
-#define H_MAX_SEND_FDS 8
+#define H_MAX_SEND_FDS 8 /* SCM_SEND_MAX_FDS */
 
 extern const char *h_name;   /* the test's name, prefixes every line */
 extern uint64_t h_seed;      /* the run's seed */
