@@ -730,6 +730,21 @@ static void comm_free(struct comm *cm)
 {
 	if (cm->exec_priv)
 		sched.exec->comm_teardown(cm->exec_priv);
+	/*
+	 * At shutdown collectives may still be waiting or in flight (the
+	 * executors have stopped): drop the registrations they hold.
+	 */
+	for (uint32_t i = 0; cm->slots && i < COMM_WINDOW; i++) {
+		struct slot *sl = &cm->slots[i];
+
+		if (sl->state != SLOT_ARRIVING && sl->state != SLOT_INFLIGHT)
+			continue;
+		for (uint32_t r = 0; r < cm->nranks; r++) {
+			mr_put(sl->ranks[r].send_mr);
+			mr_put(sl->ranks[r].recv_mr);
+			sl->ranks[r].send_mr = sl->ranks[r].recv_mr = NULL;
+		}
+	}
 	if (cm->slots) {
 		free(cm->slots[0].ranks);
 		free(cm->slots);
