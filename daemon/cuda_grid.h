@@ -70,6 +70,7 @@ struct cuda_dstate {
 	struct cuda_dlane lane[CUDA_MAX_LANES];
 	uint64_t chan_pos[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* each block's position */
 	uint64_t chan_aborted[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* items each block abandoned */
+	uint64_t chan_trace[CUDA_MAX_LANES][COLLC_MAX_CHANNELS][3]; /* CUDA_TRACE_* sums */
 	uint32_t abort;      /* written by the poller when a host abort word is set */
 	uint32_t reserved[15];
 	struct collc_work_item items[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
@@ -83,8 +84,20 @@ struct cuda_grid_args {
 	uint32_t nchannels;
 	uint32_t force_algo;  /* COLLC_ALGO_*, AUTO: as the item says */
 	uint32_t force_proto; /* COLLC_PROTO_*, AUTO: as the item says */
+	uint32_t trace;       /* COLLC_CUDA_TRACE: time the hand-offs (cuda_trace below) */
 	uint64_t epoch;       /* bumped at every launch */
 };
+
+/*
+ * COLLC_CUDA_TRACE=1: the poller stamps each item it forwards with
+ * %globaltimer (in the device copy's reserved[0]); each channel block adds,
+ * per item, the time from that stamp to its seeing the item and the time it
+ * ran the item, and mirrors its sums into its collc_consumed.reserved[0..2]
+ * (handoff ns, run ns, items) in host memory. collcd logs the means at exit.
+ */
+#define CUDA_TRACE_HANDOFF 0
+#define CUDA_TRACE_RUN     1
+#define CUDA_TRACE_ITEMS   2
 
 /* One-shot/two-shot slot that rank p writes into every rank's channel state. */
 struct cuda_os_slot {

@@ -47,6 +47,7 @@
 
 #include "common/atomics.h"
 #include "common/futex.h"
+#include "common/scm.h"
 #include "daemon/cuda_grid.h"
 #include "daemon/exec.h"
 #include "daemon/exec_cuda.h"
@@ -144,6 +145,7 @@ struct lane_track {
 static struct gpu *gpus;
 static uint32_t ngpus, nlanes, nchan;
 static uint32_t force_algo, force_proto;
+static uint32_t trace; /* COLLC_CUDA_TRACE */
 static int require_mps;
 static struct lane_track *track;
 static uint64_t kicked_coll; /* newest collective whose items are all written */
@@ -307,6 +309,7 @@ static int grid_launch(struct gpu *g)
 	a.nchannels = nchan;
 	a.force_algo = force_algo;
 	a.force_proto = force_proto;
+	a.trace = trace;
 	a.epoch = ++g->epoch;
 	fence_seq_cst();
 	cudaSetDevice(g->ord);
@@ -606,26 +609,6 @@ static int gpu_by_uuid(const uint8_t *uuid, int32_t ordinal)
 	return -1;
 }
 
-static int send_fd(int sock, const void *buf, size_t len, int fd)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm;
-
-	memset(&u, 0, sizeof(u));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	return sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 ? -errno : 0;
-}
-
 int exec_cuda_mem_add(uint16_t type, const struct collc_msg_mem *q, int in_fd, int *ret_fd,
 		      uint64_t *ret_addr, uint64_t *ret_size)
 {
@@ -666,7 +649,7 @@ int exec_cuda_mem_add(uint16_t type, const struct collc_msg_mem *q, int in_fd, i
 			goto err_vmm;
 		}
 		m.map_size = cr->v.size;
-		r = send_fd(sv[0], &m, sizeof(m), fd);
+		r = scm_send(sv[0], &m, sizeof(m), &fd, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 		close(fd);
 		if (r < 0)
 			goto err_vmm;
@@ -1052,6 +1035,23 @@ static void post_quit(void)
 	}
 }
 
+/* COLLC_CUDA_TRACE: the means the channel blocks summed (cuda_grid.h). */
+static void log_trace(void)
+{
+	for (uint32_t d = 0; d < ngpus * nlanes; d++)
+		for (uint32_t c = 0; c < nchan; c++) {
+			const uint64_t *tr = cuda_fifo(d)->ctrl.work_consumed[c].reserved;
+			uint64_t n = load_relaxed(&tr[CUDA_TRACE_ITEMS]);
+
+			if (!n)
+				continue;
+			log_info("trace gpu%u.%u channel %u: %llu items: poller forward -> block sees it "
+				 "%.2f us, block runs it %.2f us (means)", gpu_of(d), lane_of(d), c,
+				 (unsigned long long)n, load_relaxed(&tr[CUDA_TRACE_HANDOFF]) / 1e3 / n,
+				 load_relaxed(&tr[CUDA_TRACE_RUN]) / 1e3 / n);
+		}
+}
+
 static void cuda_fini(void)
 {
 	int exited;
@@ -1073,6 +1073,8 @@ static void cuda_fini(void)
 		log_err("grids still resident at exit: leaving their memory to the driver");
 		return;
 	}
+	if (trace)
+		log_trace();
 	while (cregs) {
 		struct creg *cr = cregs;
 
@@ -1214,6 +1216,9 @@ int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_b
 	if (r < 0)
 		return r;
 	parse_force();
+	trace = getenv("COLLC_CUDA_TRACE") && atoi(getenv("COLLC_CUDA_TRACE")) > 0;
+	if (trace)
+		log_warn("COLLC_CUDA_TRACE: the grid times its hand-offs (costs PCIe writes per item)");
 	gpus = calloc((size_t)n, sizeof(*gpus));
 	track = calloc((size_t)n * nlanes, sizeof(*track));
 	if (!gpus || !track)

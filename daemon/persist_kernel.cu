@@ -1069,6 +1069,14 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	return r;
 }
 
+__device__ __forceinline__ uint64_t globaltimer(void)
+{
+	uint64_t t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
 /* The poller: warp 0 of block 0, lane l of the warp serves FIFO l. */
 __device__ void poller(const struct cuda_grid_args &a)
 {
@@ -1128,6 +1136,17 @@ __device__ void poller(const struct cuda_grid_args &a)
 #pragma unroll
 			for (int k = 0; k < 8; k++)
 				v[k] = ld_vol128(src + k);
+			if (a.trace) {
+				/*
+				 * reserved[0] of the device copy: the loads of the body are
+				 * issued, not yet back; the hand-off the blocks time starts
+				 * here and includes that PCIe read.
+				 */
+				uint64_t t = globaltimer();
+
+				v[4].x = (uint32_t)t;
+				v[4].y = (uint32_t)(t >> 32);
+			}
 #pragma unroll
 			for (int k = 0; k < 8; k++)
 				dst[k] = v[k];
@@ -1168,7 +1187,7 @@ collc_persist(const struct cuda_grid_args a)
 	struct blk b; /* per thread: every thread keeps the same copy */
 	__shared__ int state; /* 0 item ready, 1 stop, 2 abort, 3 item abandoned */
 	uint32_t lane, chan;
-	uint64_t pos;
+	uint64_t pos, t_seen = 0;
 
 	if (blockIdx.x == 0) {
 		if (threadIdx.x < 32)
@@ -1190,8 +1209,11 @@ collc_persist(const struct cuda_grid_args a)
 			state = 0;
 			for (uint32_t spins = 0;; spins++) {
 				/* G1': pairs with G1 in the poller. */
-				if (ld_acq_gpu(&dl->dseq) > pos)
+				if (ld_acq_gpu(&dl->dseq) > pos) {
+					if (a.trace)
+						t_seen = globaltimer();
 					break;
+				}
 				/* G2': a stop is final only if dseq did not move before it. */
 				if (ld_acq_gpu(&dl->stop_epoch) == a.epoch && ld_acq_gpu(&dl->dseq) <= pos) {
 					state = 1;
@@ -1232,6 +1254,15 @@ collc_persist(const struct cuda_grid_args a)
 
 			if (state == 3)
 				st_vol64(&wc->aborted, ++a.ds->chan_aborted[lane][chan]);
+			if (a.trace && b.it.kind == COLLC_WORK_COLL && chan < b.it.nchannels) {
+				uint64_t *tr = a.ds->chan_trace[lane][chan];
+
+				tr[CUDA_TRACE_HANDOFF] += t_seen - b.it.reserved[0];
+				tr[CUDA_TRACE_RUN] += globaltimer() - t_seen;
+				tr[CUDA_TRACE_ITEMS]++;
+				for (int k = 0; k < 3; k++)
+					st_vol64(&wc->reserved[k], tr[k]);
+			}
 			/* E1: results, system fence, then work_consumed (mapped host memory). */
 			__threadfence_system();
 			st_vol64(&wc->value, pos + 1);
