@@ -67,6 +67,7 @@ struct session {
 	uv_poll_t pid_poll;
 	int pid_poll_closed;
 	int pending;       /* commands in the scheduler */
+	int hello_pending; /* a hello is with the scheduler: a second one is refused */
 	struct sched_client *client;
 	struct outmsg *outq, **outq_tail;
 };
@@ -257,6 +258,13 @@ static void done_hello(struct sched_cmd *cmd)
 	struct collc_msg_hello_reply rep;
 	int fds[2];
 
+	/*
+	 * The session's one hello (handle_hello refuses others meanwhile: two
+	 * in flight made two scheduler clients, and the first one's shared
+	 * memory leaked when the second took its place).
+	 */
+	if (s)
+		s->hello_pending = 0;
 	if (cmd->result < 0) {
 		munmap(cmd->u.add.shm, cmd->u.add.shm_size);
 		close(cmd->u.add.shm_fd);
@@ -340,8 +348,8 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	void *shm;
 	int fd, r;
 
-	if (s->client || q->api_version != 1 || q->flags) {
-		reply_status(s, h->type, h->id, s->client ? -EALREADY : -EPROTO);
+	if (s->client || s->hello_pending || q->api_version != 1 || q->flags) {
+		reply_status(s, h->type, h->id, s->client || s->hello_pending ? -EALREADY : -EPROTO);
 		return;
 	}
 	r = make_memfd("collc-client", COLLC_SHM_SIZE, F_SEAL_SEAL, &fd, &shm);
@@ -371,6 +379,7 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	c->cmd.u.add.pid = s->cred.pid;
 	c->cmd.u.add.uid = s->cred.uid;
 	c->cmd.u.add.gid = s->cred.gid;
+	s->hello_pending = 1;
 	cmd_post(c);
 }
 

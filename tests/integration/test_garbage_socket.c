@@ -198,11 +198,15 @@ static void session_garbage(int *fd)
 	struct collc_msg_comm_ref ref = { .comm = 777 };
 	struct collc_msg_comm_init ci = { 0 };
 	size_t n;
-	int pfd[2], mfd;
+	int pfd[2], mfd, r;
 
 	n = good(buf, COLLC_MSG_HELLO, &hello, sizeof(hello));
-	sendit(fd, buf, n, NULL, 0);                                    /* the real hello */
+	/* The real hello and a second one before its reply: one client, nothing leaked. */
+	r = h_send_fds(*fd, buf, n, NULL, 0, MSG_NOSIGNAL);
+	if (r < 0)
+		h_die("the real hello: %s", strerror(-r));
 	sendit(fd, buf, n, NULL, 0);                                    /* a second hello */
+	sendit(fd, buf, n, NULL, 0);                                    /* and a third, after it */
 	n = good(buf, COLLC_MSG_MEM_REGISTER, &mem, sizeof(mem));
 	sendit(fd, buf, n, NULL, 0);                                    /* register without an fd */
 	if (pipe2(pfd, O_CLOEXEC) == 0) {
