@@ -24,7 +24,8 @@ struct cpu_run {
 	const uint32_t *revoked;     /* the communicator's abort word (cpu_comm_abort()) */
 	const uint32_t *stopping;    /* the executor is shutting down */
 	struct cpu_rank *rk;
-	uint32_t ch;
+	uint32_t ch;                 /* the channel: its connections and mailboxes */
+	uint32_t share;              /* the item's share it runs: (ch - chan_base) mod channels */
 	size_t es;                   /* element size */
 	struct cpu_link *send, *recv; /* the item protocol's links of this channel */
 	uint64_t step_bytes;         /* payload bytes of one step of that protocol */

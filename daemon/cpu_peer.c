@@ -115,7 +115,7 @@ static void share(const struct cpu_run *x, uint64_t size, uint64_t *lo, uint64_t
 {
 	uint64_t per = collc_div_up(size, x->it->nchannels);
 
-	*lo = collc_min_u64(size, (uint64_t)x->ch * per);
+	*lo = collc_min_u64(size, (uint64_t)x->share * per);
 	*hi = collc_min_u64(size, *lo + per);
 }
 

@@ -37,7 +37,7 @@ static int ring_allreduce(struct cpu_run *x)
 	const struct collc_work_item *it = x->it;
 	const char *src = (const char *)(uintptr_t)it->sendbuf;
 	char *dst = (char *)(uintptr_t)it->recvbuf;
-	uint32_t n = it->nranks, me = it->rank, nch = it->nchannels, ch = x->ch;
+	uint32_t n = it->nranks, me = it->rank, nch = it->nchannels, ch = x->share;
 	uint64_t chunk = cpu_chunk_elems(x), count = it->count;
 	uint64_t loop = (uint64_t)nch * n * chunk;
 	int r = 0;
@@ -83,7 +83,7 @@ struct chunk_iter {
 static struct chunk_iter chunks(const struct cpu_run *x, uint64_t size)
 {
 	return (struct chunk_iter){ .size = size, .chunk = cpu_chunk_elems(x),
-				    .nch = x->it->nchannels, .ch = x->ch };
+				    .nch = x->it->nchannels, .ch = x->share };
 }
 
 static int next_chunk(struct chunk_iter *ci, uint64_t *off, int64_t *nel)

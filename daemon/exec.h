@@ -17,6 +17,7 @@ struct exec_backend {
 	uint32_t backend;      /* COLLC_BACKEND_* */
 	uint32_t ndevices;
 	uint32_t max_channels;
+	uint32_t rotate_channels; /* the scheduler spreads collectives over channels (chan_base) */
 	void (*fini)(void);
 	struct collc_work_fifo *(*fifo)(uint32_t dev);
 	/* Called after items were appended to dev's FIFO (item seq published). */

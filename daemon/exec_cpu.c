@@ -64,12 +64,12 @@ static uint32_t ndevs, nchan;
 static uint32_t stopping;
 
 /* One rank alone: its result is its own input. */
-static void single_rank(const struct collc_work_item *it, size_t es, uint32_t ch)
+static void single_rank(const struct collc_work_item *it, size_t es, uint32_t share)
 {
 	const char *src = (const char *)(uintptr_t)it->sendbuf;
 	char *dst = (char *)(uintptr_t)it->recvbuf;
 	uint64_t per = collc_div_up(it->count, it->nchannels);
-	uint64_t off = (uint64_t)ch * per, n;
+	uint64_t off = (uint64_t)share * per, n;
 
 	if (off >= it->count || !dst)
 		return;
@@ -80,7 +80,8 @@ static void single_rank(const struct collc_work_item *it, size_t es, uint32_t ch
 		red_finish(dst + off * es, n, it->dtype, it->redop, 1);
 }
 
-static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_work_item *it)
+static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_work_item *it,
+		    uint32_t share)
 {
 	struct cpu_run x = {
 		.it = it,
@@ -89,6 +90,7 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 		.rk = (struct cpu_rank *)(uintptr_t)it->comm_dev,
 		.revoked = ((struct cpu_rank *)(uintptr_t)it->comm_dev)->revoked,
 		.ch = c->id,
+		.share = share,
 		.es = red_dtype_size(it->dtype),
 		.scratch = c->mem,
 		.stage_in = c->mem + CPU_SCRATCH_BYTES,
@@ -101,7 +103,7 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 	if (load_acquire(x.revoked))
 		return -ECANCELED;
 	if (it->nranks == 1) {
-		single_rank(it, x.es, c->id);
+		single_rank(it, x.es, share);
 		return 0;
 	}
 	switch (it->algo) {
@@ -159,13 +161,15 @@ static void *chan_main(void *arg)
 		const struct collc_work_item *slot = &d->fifo->items[pos & (COLLC_FIFO_DEPTH - 1)];
 		struct collc_consumed *wc = &d->fifo->ctrl.work_consumed[c->id];
 		struct collc_work_item it;
+		uint32_t share;
 
 		if (wait_item(d, slot, pos + 1) < 0)
 			break;
 		it = *slot;
-		if (it.kind == COLLC_WORK_COLL && c->id < it.nchannels &&
+		share = (c->id + nchan - it.chan_base % nchan) % nchan;
+		if (it.kind == COLLC_WORK_COLL && share < it.nchannels &&
 		    !load_relaxed(&d->fifo->ctrl.abort)) {
-			int r = run_item(d, c, &it);
+			int r = run_item(d, c, &it, share);
 
 			if (r == -ECANCELED && !load_relaxed(&stopping))
 				store_relaxed(&wc->aborted, wc->aborted + 1); /* this thread alone writes it */
@@ -425,6 +429,12 @@ int exec_cpu_init(uint32_t ndevices, uint32_t max_channels, const struct exec_ba
 	}
 	cpu_backend.ndevices = ndevices;
 	cpu_backend.max_channels = max_channels;
+	/*
+	 * Channels are host threads here, asleep when idle: collectives keep to
+	 * channel 0 and up, where the last one ran, unless COLLC_ROTATE_CHANNELS=1
+	 * (tests run the CUDA backend's rotation on host threads with it).
+	 */
+	cpu_backend.rotate_channels = getenv("COLLC_ROTATE_CHANNELS") && atoi(getenv("COLLC_ROTATE_CHANNELS")) > 0;
 	*ret = &cpu_backend;
 	return 0;
 }

@@ -1284,6 +1284,8 @@ int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_b
 	svc_started = 1;
 	cuda_backend.ndevices = ngpus * nlanes;
 	cuda_backend.max_channels = nchan;
+	/* Every channel is a resident block: small collectives in a row run side by side. */
+	cuda_backend.rotate_channels = 1;
 	log_info("CUDA backend: %u GPUs x %u lanes, %u channels, grid of %u blocks x %u threads per GPU",
 		 ngpus, nlanes, nchan, 1 + nlanes * nchan, CUDA_THREADS);
 	*ret = &cuda_backend;

@@ -361,7 +361,8 @@ struct blk {
 	uint64_t send_step, recv_step, os_gen;
 	char *my_simple, *my_ll, *my_ll128, *nx_simple, *nx_ll, *nx_ll128;
 	uint64_t *next_tail, *prev_head, *my_head, *my_tail;
-	uint32_t es, proto, algo, chan;
+	uint32_t es, proto, algo, chan; /* chan: the block's channel (its connections) */
+	uint32_t share;                 /* the item's share it runs: (chan - chan_base) mod channels */
 };
 
 /* Peer buffer pointers of the current one-shot op, filled by os_barrier(). */
@@ -706,7 +707,7 @@ __device__ __forceinline__ uint32_t rmod(int64_t x, uint32_t n)
 
 __device__ int ring_allreduce(struct blk *b, const char *src, char *dst)
 {
-	const uint32_t n = b->it.nranks, me = b->it.rank, nch = b->it.nchannels, ch = b->chan;
+	const uint32_t n = b->it.nranks, me = b->it.rank, nch = b->it.nchannels, ch = b->share;
 	const uint64_t chunk = chunk_bytes(b->proto) / b->es, count = b->it.count, es = b->es;
 	const uint64_t loop = (uint64_t)nch * n * chunk;
 	int r = 0;
@@ -762,7 +763,7 @@ __device__ int ring_other(struct blk *b, const char *src, char *dst)
 {
 	const uint32_t n = b->it.nranks, me = b->it.rank, root = (uint32_t)b->it.root;
 	const uint64_t es = b->es, bb = b->it.count * es;
-	struct chunk_iter ci = { b->it.count, chunk_bytes(b->proto) / es, 0, b->it.nchannels, b->chan };
+	struct chunk_iter ci = { b->it.count, chunk_bytes(b->proto) / es, 0, b->it.nchannels, b->share };
 	uint64_t off;
 	int64_t nel;
 	int r = 0;
@@ -906,7 +907,7 @@ __device__ int ring_other(struct blk *b, const char *src, char *dst);
 
 __device__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot, uint64_t local)
 {
-	const uint32_t n = b->it.nranks, me = b->it.rank, nch = b->it.nchannels, ch = b->chan;
+	const uint32_t n = b->it.nranks, me = b->it.rank, nch = b->it.nchannels, ch = b->share;
 	const uint64_t es = b->es, count = b->it.count;
 	const uint64_t align = 16 / es;
 	uint64_t per = collc_round_up(collc_div_up(count, nch), align);
@@ -985,7 +986,7 @@ __device__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot, u
 __device__ void single_rank(struct blk *b, const char *src, char *dst)
 {
 	const uint64_t es = b->es, count = b->it.count;
-	uint64_t per = collc_div_up(count, b->it.nchannels), off = (uint64_t)b->chan * per, n;
+	uint64_t per = collc_div_up(count, b->it.nchannels), off = (uint64_t)b->share * per, n;
 	__shared__ uint64_t s1[1];
 	int fin = b->it.coll != COLLC_OP_ALLGATHER && b->it.coll != COLLC_OP_BROADCAST;
 
@@ -1234,7 +1235,8 @@ collc_persist(const struct cuda_grid_args a)
 		for (int k = 0; k < 8; k++)
 			((uint4 *)&b.it)[k] =
 				ld_data((const uint4 *)&a.ds->items[lane][pos & (COLLC_FIFO_DEPTH - 1)] + k);
-		if (b.it.kind == COLLC_WORK_COLL && chan < b.it.nchannels && run_item(&b, a) < 0) {
+		b.share = (chan + a.nchannels - b.it.chan_base % a.nchannels) % a.nchannels;
+		if (b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels && run_item(&b, a) < 0) {
 			/*
 			 * Every thread saw the same -1 (the primitives agree through
 			 * shared memory); thread 0 alone decides between the grid's
@@ -1254,7 +1256,7 @@ collc_persist(const struct cuda_grid_args a)
 
 			if (state == 3)
 				st_vol64(&wc->aborted, ++a.ds->chan_aborted[lane][chan]);
-			if (a.trace && b.it.kind == COLLC_WORK_COLL && chan < b.it.nchannels) {
+			if (a.trace && b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels) {
 				uint64_t *tr = a.ds->chan_trace[lane][chan];
 
 				tr[CUDA_TRACE_HANDOFF] += t_seen - b.it.reserved[0];

@@ -84,6 +84,7 @@ struct slot {
 	uint8_t state;
 	uint64_t t_first_ns;     /* first rank's arrival: the timeout runs from here */
 	uint8_t nchannels;
+	uint8_t chan_base;
 	uint8_t algo, proto;
 	uint32_t arrived;
 	uint64_t seq;
@@ -141,6 +142,7 @@ struct sched_state {
 	uint32_t next_client_id;
 	uint64_t next_comm_id;
 	uint64_t next_coll_id;
+	uint32_t next_chan_base;      /* rotates when the executor asks for it */
 	uint64_t submitted, completed, errors, bad;
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];

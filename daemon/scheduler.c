@@ -465,13 +465,15 @@ static int fifo_has_room(uint32_t dev)
 	return 1;
 }
 
-static int coll_done_on(uint32_t dev, uint64_t pos, uint32_t nchannels)
+/* Have the channels [base, base + nchannels) mod C of dev passed position pos? */
+static int coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchannels)
 {
 	struct collc_work_fifo *f = sched.fifos[dev].f;
+	uint32_t max = sched.exec->max_channels;
 
-	for (uint32_t ch = 0; ch < nchannels; ch++)
+	for (uint32_t k = 0; k < nchannels; k++)
 		/* F2: pairs with the executor's release after the item's last write to user buffers. */
-		if (load_acquire(&f->ctrl.work_consumed[ch].value) <= pos)
+		if (load_acquire(&f->ctrl.work_consumed[(base + k) % max].value) <= pos)
 			return 0;
 	return 1;
 }
@@ -530,6 +532,12 @@ static int launch(const struct collc_config *cfg, struct comm *cm, struct slot *
 	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(a, cm->nranks), cm->nranks, &p);
 	sl->coll_id = ++sched.next_coll_id;
 	sl->nchannels = p.nchannels;
+	/* Every rank's item of one collective starts at the same channel. */
+	sl->chan_base = 0;
+	if (sched.exec->rotate_channels) {
+		sl->chan_base = (uint8_t)(sched.next_chan_base % sched.exec->max_channels);
+		sched.next_chan_base = (sched.next_chan_base + p.nchannels) % sched.exec->max_channels;
+	}
 	sl->algo = p.algo;
 	sl->proto = p.proto;
 	sl->bytes = (uint64_t)rank_bytes(a, cm->nranks);
@@ -546,7 +554,7 @@ static int launch(const struct collc_config *cfg, struct comm *cm, struct slot *
 		it->dtype = sr->sqe.dtype;
 		it->redop = sr->sqe.redop;
 		it->nchannels = p.nchannels;
-		it->flags = 0;
+		it->chan_base = sl->chan_base;
 		it->nranks = cm->nranks;
 		it->rank = r;
 		it->root = sr->sqe.root;
@@ -684,7 +692,7 @@ static int reap(void)
 			if (sl->state != SLOT_INFLIGHT || sl->seq != cm->next_done)
 				break;
 			for (uint32_t r = 0; r < cm->nranks && done; r++)
-				done = coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->nchannels);
+				done = coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels);
 			if (!done)
 				break;
 			cm->inflight--;
@@ -1143,7 +1151,7 @@ static int completion_visible(int *ret_inflight)
 		if (sl->state != SLOT_INFLIGHT)
 			return 1;
 		for (uint32_t r = 0; r < cm->nranks && done; r++)
-			done = coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->nchannels);
+			done = coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels);
 		if (done)
 			return 1;
 	}

@@ -4,8 +4,11 @@
  * device (the persistent CUDA grid, or the CPU executor's threads) runs them.
  *
  * One FIFO per device. Every channel of the device reads every item in FIFO
- * order; an item names how many channels it uses (nchannels), and channels at
- * or past that count skip it. After finishing (or skipping) position p a
+ * order; an item names how many channels it uses (nchannels) from which one
+ * (chan_base): channel ch runs share (ch - chan_base) mod C of the item, C
+ * being the executor's channel count, when that share is below nchannels,
+ * and skips the item otherwise. Rotating chan_base lets consecutive small
+ * collectives run on different channels at once. After finishing (or skipping) position p a
  * channel stores work_consumed[channel] = p + 1 with release semantics, so one
  * counter serves flow control and completion:
  *
@@ -57,8 +60,8 @@ struct collc_work_item {
 	uint8_t proto;     /* COLLC_PROTO_*, never AUTO */
 	uint8_t dtype;     /* collc_dtype */
 	uint8_t redop;     /* collc_redop */
-	uint8_t nchannels; /* channels [0, nchannels) take part */
-	uint8_t flags;
+	uint8_t nchannels; /* channels [chan_base, chan_base + nchannels) mod C take part */
+	uint8_t chan_base; /* the channel that runs share 0 */
 	uint32_t nranks;
 	uint32_t rank;
 	int32_t root;
