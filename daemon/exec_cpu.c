@@ -166,7 +166,7 @@ static void *chan_main(void *arg)
 		if (wait_item(d, slot, pos + 1) < 0)
 			break;
 		it = *slot;
-		share = (c->id + nchan - it.chan_base % nchan) % nchan;
+		share = collc_item_share(it.chan_base, c->id, nchan);
 		if (it.kind == COLLC_WORK_COLL && share < it.nchannels &&
 		    !load_relaxed(&d->fifo->ctrl.abort)) {
 			int r = run_item(d, c, &it, share);

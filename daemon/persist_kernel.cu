@@ -1235,7 +1235,7 @@ collc_persist(const struct cuda_grid_args a)
 		for (int k = 0; k < 8; k++)
 			((uint4 *)&b.it)[k] =
 				ld_data((const uint4 *)&a.ds->items[lane][pos & (COLLC_FIFO_DEPTH - 1)] + k);
-		b.share = (chan + a.nchannels - b.it.chan_base % a.nchannels) % a.nchannels;
+		b.share = collc_item_share(b.it.chan_base, chan, a.nchannels);
 		if (b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels && run_item(&b, a) < 0) {
 			/*
 			 * Every thread saw the same -1 (the primitives agree through

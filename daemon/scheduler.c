@@ -478,6 +478,15 @@ static int coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t ncha
 	return 1;
 }
 
+/* Has every rank's item of an in-flight collective been consumed by its executor? */
+static int slot_executed(const struct comm *cm, const struct slot *sl)
+{
+	for (uint32_t r = 0; r < cm->nranks; r++)
+		if (!coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels))
+			return 0;
+	return 1;
+}
+
 static int64_t rank_bytes(const struct collc_sqe *e, uint32_t nranks)
 {
 	uint64_t b = e->count * red_dtype_size(e->dtype);
@@ -683,17 +692,12 @@ static int reap(void)
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
 		while (cm->inflight) {
 			struct slot *sl = slot_of(cm, cm->next_done);
-			int done = 1;
 
 			if (sl->state == SLOT_DONE) {
 				comm_advance_done(cm);
 				continue;
 			}
-			if (sl->state != SLOT_INFLIGHT || sl->seq != cm->next_done)
-				break;
-			for (uint32_t r = 0; r < cm->nranks && done; r++)
-				done = coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels);
-			if (!done)
+			if (sl->state != SLOT_INFLIGHT || sl->seq != cm->next_done || !slot_executed(cm, sl))
 				break;
 			cm->inflight--;
 			if (cm->revoked) {
@@ -1097,17 +1101,26 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 	cmd_finish(cmd, -EINVAL);
 }
 
+/* Takes every posted command, oldest first. */
+static struct sched_cmd *cmd_take_all(void)
+{
+	struct sched_cmd *list;
+
+	pthread_mutex_lock(&cmd_lock);
+	list = cmd_head;
+	store_relaxed(&cmd_head, NULL);
+	cmd_tail = &cmd_head;
+	pthread_mutex_unlock(&cmd_lock);
+	return list;
+}
+
 static int run_cmds(const struct collc_config *cfg)
 {
 	struct sched_cmd *list, *next;
 
 	if (!load_relaxed(&cmd_head))
 		return 0;
-	pthread_mutex_lock(&cmd_lock);
-	list = cmd_head;
-	store_relaxed(&cmd_head, NULL);
-	cmd_tail = &cmd_head;
-	pthread_mutex_unlock(&cmd_lock);
+	list = cmd_take_all();
 	for (; list; list = next) {
 		next = list->next;
 		run_cmd(cfg, list);
@@ -1142,17 +1155,12 @@ static int completion_visible(int *ret_inflight)
 	*ret_inflight = 0;
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
 		const struct slot *sl;
-		int done = 1;
 
 		if (!cm->inflight)
 			continue;
 		*ret_inflight = 1;
 		sl = slot_of(cm, cm->next_done);
-		if (sl->state != SLOT_INFLIGHT)
-			return 1;
-		for (uint32_t r = 0; r < cm->nranks && done; r++)
-			done = coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels);
-		if (done)
+		if (sl->state != SLOT_INFLIGHT || slot_executed(cm, sl))
 			return 1;
 	}
 	return 0;
@@ -1302,11 +1310,7 @@ void sched_fini(void)
 	for (struct comm *cm = sched.comms; cm; cm = cm->next)
 		if (!cm->ready && !cm->failed)
 			comm_fail_init(cm, -ECANCELED);
-	pthread_mutex_lock(&cmd_lock);
-	list = cmd_head;
-	store_relaxed(&cmd_head, NULL);
-	cmd_tail = &cmd_head;
-	pthread_mutex_unlock(&cmd_lock);
+	list = cmd_take_all();
 	for (; list; list = next) {
 		next = list->next;
 		if (list->type == CMD_MR_ADD)

@@ -67,6 +67,16 @@ COLLC_HD uint64_t collc_max_u64(uint64_t a, uint64_t b)
 	return a > b ? a : b;
 }
 
+/*
+ * The share of a work item that channel ch of an executor with nch channels
+ * runs (proto/work.h): (ch - chan_base) mod nch; it takes part when the share
+ * is below the item's nchannels.
+ */
+COLLC_HD uint32_t collc_item_share(uint32_t chan_base, uint32_t ch, uint32_t nch)
+{
+	return (ch + nch - chan_base % nch) % nch;
+}
+
 /* The slot a step lands in, for a ring of `steps` slots. */
 COLLC_HD uint32_t collc_slot(uint64_t step, uint32_t steps)
 {
