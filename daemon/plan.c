@@ -15,11 +15,13 @@ int plan_algo_supported(int op, uint32_t algo)
 	return 0;
 }
 
-int plan_proto_supported(uint32_t algo, uint32_t proto)
+int plan_proto_supported(int op, uint32_t algo, uint32_t proto)
 {
 	if (proto == COLLC_PROTO_SIMPLE)
 		return algo == COLLC_ALGO_RING || algo == COLLC_ALGO_ONESHOT || algo == COLLC_ALGO_TWOSHOT;
-	if (proto == COLLC_PROTO_LL || proto == COLLC_PROTO_LL128)
+	if (proto == COLLC_PROTO_LL)
+		return algo == COLLC_ALGO_RING || (algo == COLLC_ALGO_ONESHOT && op == COLLC_OP_ALLREDUCE);
+	if (proto == COLLC_PROTO_LL128)
 		return algo == COLLC_ALGO_RING;
 	return 0;
 }
@@ -34,24 +36,31 @@ static uint64_t oneshot_limit(const struct collc_config *cfg, int op, uint32_t n
 
 uint8_t plan_pick_algo(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks)
 {
+	uint8_t algo = COLLC_ALGO_RING;
+
 	if (nranks <= 1)
 		return COLLC_ALGO_RING;
 	if (cfg->algo != COLLC_ALGO_AUTO)
 		return plan_algo_supported(op, cfg->algo) ? (uint8_t)cfg->algo : COLLC_ALGO_RING;
-	/* A forced protocol that only ring carries picks ring. */
-	if (cfg->proto != COLLC_PROTO_AUTO && !plan_proto_supported(COLLC_ALGO_ONESHOT, cfg->proto))
-		return COLLC_ALGO_RING;
 	if (bytes <= oneshot_limit(cfg, op, nranks))
-		return COLLC_ALGO_ONESHOT;
-	if (op == COLLC_OP_ALLREDUCE && bytes <= cfg->twoshot_max_bytes)
-		return COLLC_ALGO_TWOSHOT;
-	return COLLC_ALGO_RING;
+		algo = COLLC_ALGO_ONESHOT;
+	else if (op == COLLC_OP_ALLREDUCE && bytes <= cfg->twoshot_max_bytes)
+		algo = COLLC_ALGO_TWOSHOT;
+	/* A forced protocol that the size's algorithm cannot carry picks ring. */
+	if (cfg->proto != COLLC_PROTO_AUTO && !plan_proto_supported(op, algo, cfg->proto))
+		return COLLC_ALGO_RING;
+	return algo;
 }
 
-uint8_t plan_pick_proto(const struct collc_config *cfg, uint32_t algo, uint64_t bytes)
+uint8_t plan_pick_proto(const struct collc_config *cfg, int op, uint32_t algo, uint64_t bytes,
+			uint32_t nranks)
 {
-	if (cfg->proto != COLLC_PROTO_AUTO && plan_proto_supported(algo, cfg->proto))
-		return (uint8_t)cfg->proto;
+	/* A forced protocol the algorithm cannot carry leaves Simple, which every one carries. */
+	if (cfg->proto != COLLC_PROTO_AUTO)
+		return plan_proto_supported(op, algo, cfg->proto) ? (uint8_t)cfg->proto : COLLC_PROTO_SIMPLE;
+	if (algo == COLLC_ALGO_ONESHOT && op == COLLC_OP_ALLREDUCE && nranks <= PLAN_OLL_MAX_RANKS &&
+	    bytes <= cfg->ll_max_bytes)
+		return COLLC_PROTO_LL;
 	if (algo != COLLC_ALGO_RING)
 		return COLLC_PROTO_SIMPLE;
 	if (bytes <= cfg->ll_max_bytes)
@@ -83,7 +92,7 @@ void plan_coll(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t 
 	       struct plan *out)
 {
 	out->algo = plan_pick_algo(cfg, op, bytes, nranks);
-	out->proto = plan_pick_proto(cfg, out->algo, bytes);
+	out->proto = plan_pick_proto(cfg, op, out->algo, bytes, nranks);
 	out->nchannels = plan_pick_channels(cfg, bytes);
 	out->chunk_bytes = 0;
 }

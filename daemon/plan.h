@@ -6,15 +6,17 @@
  * Which algorithm runs which collective and protocol:
  *
  *   ring     every collective, every protocol (Simple, LL, LL128)
- *   oneshot  every collective; Simple only (peer loads behind flag barriers)
+ *   oneshot  every collective with Simple (peer loads behind flag barriers);
+ *            all-reduce also with LL (pushed lines, no barrier: prims.h)
  *   twoshot  all-reduce only; Simple only
  *
  * Forced values (config algo/proto other than auto) are honoured whenever the
  * collective supports them: a forced twoshot for anything but an all-reduce
- * runs ring; a forced oneshot/twoshot wins over a forced LL/LL128, which it
- * cannot carry (the plan then says Simple, which is what runs). With algo
- * auto, a forced LL or LL128 selects ring, the only algorithm that runs it.
- * A communicator of one rank copies its input whatever the plan says.
+ * runs ring; a forced oneshot/twoshot wins over a forced protocol it cannot
+ * carry (the plan then says Simple, which is what runs). With algo auto, a
+ * forced protocol that the size's algorithm cannot carry selects ring, which
+ * runs them all. A communicator of one rank copies its input whatever the
+ * plan says.
  */
 #ifndef COLLCD_PLAN_H
 #define COLLCD_PLAN_H
@@ -32,8 +34,8 @@ struct plan {
 
 /* 1 when collective op (COLLC_OP_*) can run algorithm algo. */
 int plan_algo_supported(int op, uint32_t algo);
-/* 1 when algorithm algo can carry protocol proto. */
-int plan_proto_supported(uint32_t algo, uint32_t proto);
+/* 1 when algorithm algo can carry protocol proto for collective op. */
+int plan_proto_supported(int op, uint32_t algo, uint32_t proto);
 
 /*
  * Automatic choice (config algo auto): one-shot up to the one-shot limit,
@@ -42,8 +44,16 @@ int plan_proto_supported(uint32_t algo, uint32_t proto);
  * shrinks beyond 8 ranks: oneshot_max_bytes * 8 / nranks.
  */
 uint8_t plan_pick_algo(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks);
-/* Automatic choice (config proto auto, ring): LL, then LL128, then Simple by size. */
-uint8_t plan_pick_proto(const struct collc_config *cfg, uint32_t algo, uint64_t bytes);
+/*
+ * Automatic choice (config proto auto). Ring: LL, then LL128, then Simple by
+ * size. One-shot all-reduce: LL up to ll_max_bytes on up to
+ * PLAN_OLL_MAX_RANKS ranks (each rank writes its input to every peer, so the
+ * traffic grows with the square of the ranks), else Simple. Two-shot and
+ * other one-shot collectives: Simple.
+ */
+#define PLAN_OLL_MAX_RANKS 8u
+uint8_t plan_pick_proto(const struct collc_config *cfg, int op, uint32_t algo, uint64_t bytes,
+			uint32_t nranks);
 /* bytes / channel_min_bytes, at least 1, at most the config's channels. */
 uint8_t plan_pick_channels(const struct collc_config *cfg, uint64_t bytes);
 

@@ -228,6 +228,47 @@ COLLC_HD uint64_t collc_ll_step_bytes(uint64_t buffer_bytes, uint32_t steps)
 }
 
 /*
+ * One-shot LL (all-reduce): every rank pushes its share as LL lines straight
+ * into every peer's inbox and reduces what the peers pushed into its own; no
+ * rank ever reads another's buffers, and there is no barrier before or after.
+ *
+ * A rank's inbox on a channel holds COLLC_OLL_SLOTS slots; slot s holds one
+ * region of slot_lines lines per sending rank. A share moves in rounds of at
+ * most slot_lines lines; each round takes a fresh generation g (the
+ * channel's one-shot generation, shared with the Simple one-shot, and equal
+ * on every rank because every rank runs the same items), lands in slot
+ * g % COLLC_OLL_SLOTS, and carries flag collc_ll_flag(g) (W-LL / R-LL).
+ *
+ * Reuse (OLL1): a rank writes round g into a peer's slot only after it
+ * finished round g - 1, for which it received a line of that peer's round
+ * g - 1; the peer sent that line only after it finished round g - 2, the
+ * round that last used the slot. Two slots suffice, provided every round
+ * carries at least one line: an empty round (an empty share) still sends
+ * line 0, or a rank could run ahead of a peer by a round that proves
+ * nothing (tests/model/oneshot_ll.pml checks both).
+ */
+#define COLLC_OLL_SLOTS 2u
+
+/* Lines of a round that carries nbytes of payload: never fewer than one (OLL1). */
+COLLC_HD uint64_t collc_oll_lines(uint64_t nbytes)
+{
+	return nbytes ? collc_ll_lines(nbytes) : 1;
+}
+
+/* Line index, in an inbox, of line `line` that rank `from` sends in generation gen. */
+COLLC_HD uint64_t collc_oll_line(uint64_t gen, uint32_t nranks, uint32_t from, uint64_t line,
+				 uint64_t slot_lines)
+{
+	return ((gen % COLLC_OLL_SLOTS) * nranks + from) * slot_lines + line;
+}
+
+/* Lines of one rank's inbox on one channel. */
+COLLC_HD uint64_t collc_oll_inbox_lines(uint32_t nranks, uint64_t slot_lines)
+{
+	return (uint64_t)COLLC_OLL_SLOTS * nranks * slot_lines;
+}
+
+/*
  * LL128: 128-byte lines of sixteen 8-byte words; words 0..14 carry payload,
  * word 15 the flag (step + 1, all 64 bits, so it never repeats).
  *

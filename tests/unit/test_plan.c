@@ -53,24 +53,40 @@ static void test_support_table(void **state)
 	}
 	assert_false(plan_algo_supported(COLLC_OP_NOP, COLLC_ALGO_RING));
 	assert_false(plan_algo_supported(COLLC_OP_MAX, COLLC_ALGO_RING));
-	for (uint32_t pr = COLLC_PROTO_SIMPLE; pr < COLLC_PROTO_MAX; pr++)
-		assert_true(plan_proto_supported(COLLC_ALGO_RING, pr));
-	assert_true(plan_proto_supported(COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE));
-	assert_true(plan_proto_supported(COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE));
-	assert_false(plan_proto_supported(COLLC_ALGO_ONESHOT, COLLC_PROTO_LL));
-	assert_false(plan_proto_supported(COLLC_ALGO_TWOSHOT, COLLC_PROTO_LL128));
-	assert_false(plan_proto_supported(COLLC_ALGO_RING, COLLC_PROTO_AUTO));
+	for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+		int op = ops[i];
+
+		for (uint32_t pr = COLLC_PROTO_SIMPLE; pr < COLLC_PROTO_MAX; pr++)
+			assert_true(plan_proto_supported(op, COLLC_ALGO_RING, pr));
+		assert_true(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE));
+		assert_true(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE));
+		/* One-shot LL pushes lines and reduces them: an all-reduce algorithm. */
+		assert_int_equal(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL),
+				 op == COLLC_OP_ALLREDUCE);
+		assert_false(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL128));
+		assert_false(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_LL));
+		assert_false(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_LL128));
+		assert_false(plan_proto_supported(op, COLLC_ALGO_RING, COLLC_PROTO_AUTO));
+	}
 }
 
-/* The shipped thresholds: one-shot <= 64 KiB < two-shot <= 1 MiB < ring; LL128 <= 4 MiB < Simple. */
+/*
+ * The shipped thresholds: one-shot <= 64 KiB < two-shot <= 1 MiB < ring;
+ * LL128 <= 4 MiB < Simple; one-shot all-reduce in LL up to 64 KiB and 8 ranks.
+ */
 static void test_auto_allreduce(void **state)
 {
 	struct collc_config cfg = defaults(4);
 
 	(void)state;
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 8), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 8), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 9), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	cfg.ll_max_bytes = 4 * KiB;
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * KiB + 1, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	cfg = defaults(4);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB + 1, 8), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB, 4), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
@@ -143,7 +159,9 @@ static void test_forced_algo(void **state)
 			cfg.algo = COLLC_ALGO_RING;
 			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo, COLLC_ALGO_RING);
 			cfg.algo = COLLC_ALGO_ONESHOT;
-			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT,
+				    op == COLLC_OP_ALLREDUCE && sizes[s] <= 64 * KiB ? COLLC_PROTO_LL
+										     : COLLC_PROTO_SIMPLE);
 			/* Two-shot is an all-reduce algorithm; the others fall back to ring. */
 			cfg.algo = COLLC_ALGO_TWOSHOT;
 			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo,
@@ -161,10 +179,16 @@ static void test_forced_proto(void **state)
 		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
 			int op = ops[i];
 
-			/* algo auto: LL and LL128 run on ring only, so ring it is. */
+			/*
+			 * algo auto: LL128 runs on ring only, so ring it is; LL also
+			 * on a one-shot all-reduce, when the size picks one-shot.
+			 */
 			cfg.algo = COLLC_ALGO_AUTO;
 			cfg.proto = COLLC_PROTO_LL;
-			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
+			if (op == COLLC_OP_ALLREDUCE && sizes[s] <= 64 * KiB)
+				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+			else
+				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
 			cfg.proto = COLLC_PROTO_LL128;
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
 			/* Simple leaves the algorithm to the size. */
@@ -174,8 +198,11 @@ static void test_forced_proto(void **state)
 					 plan(&auto_cfg, op, sizes[s], 4).algo);
 			/* Both forced: the algorithm wins, and the plan says what runs. */
 			cfg.algo = COLLC_ALGO_ONESHOT;
-			cfg.proto = COLLC_PROTO_LL;
+			cfg.proto = COLLC_PROTO_LL128;
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+			cfg.proto = COLLC_PROTO_LL;
+			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT,
+				    op == COLLC_OP_ALLREDUCE ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE);
 			cfg.algo = COLLC_ALGO_RING;
 			cfg.proto = COLLC_PROTO_LL128;
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
@@ -240,13 +267,13 @@ static void test_sweep_invariants(void **state)
 							cfg.channels = ch;
 							p = plan(&cfg, ops[o], sizes[s], nranks[r]);
 							assert_true(plan_algo_supported(ops[o], p.algo));
-							assert_true(plan_proto_supported(p.algo, p.proto));
+							assert_true(plan_proto_supported(ops[o], p.algo, p.proto));
 							assert_in_range(p.nchannels, 1, ch);
 							if (algo != COLLC_ALGO_AUTO && nranks[r] > 1 &&
 							    plan_algo_supported(ops[o], algo))
 								assert_int_equal(p.algo, algo);
 							if (proto != COLLC_PROTO_AUTO &&
-							    plan_proto_supported(p.algo, proto))
+							    plan_proto_supported(ops[o], p.algo, proto))
 								assert_int_equal(p.proto, proto);
 							n++;
 						}
