@@ -43,6 +43,8 @@
 #define CUDA_LL128_BYTES    COLLC_LL128_BUFFER_BYTES
 #define CUDA_LL128_SLOT_LINES (CUDA_LL128_BYTES / COLLC_STEPS / COLLC_LL128_LINE_BYTES)
 #define CUDA_LL128_STEP     (CUDA_LL128_SLOT_LINES * COLLC_LL128_LINE_PAYLOAD)
+/* One-shot LL: lines a round of one sender lands in one inbox slot (16 KiB of payload). */
+#define CUDA_OLL_SLOT_LINES 2048u
 
 /* Per lane, in mapped host memory: the quiesce handshake (exec_cuda.c window()). */
 struct cuda_hlane {
@@ -134,6 +136,8 @@ struct cuda_chan {
 	uint64_t next_tail;     /* &next->tail */
 	uint64_t prev_head;     /* &prev->head */
 	uint64_t peers[COLLC_MAX_RANKS]; /* every rank's struct cuda_chan for this channel */
+	uint64_t oll_inbox;              /* our one-shot LL inbox (union collc_ll_line *) */
+	uint64_t oll_peer[COLLC_MAX_RANKS]; /* every rank's one-shot LL inbox on this channel */
 	struct cuda_os_slot os[COLLC_MAX_RANKS];
 };
 
@@ -150,6 +154,9 @@ struct cuda_rank {
 /* Bytes of one rank's connection region for nch channels; buffers 4 KiB aligned. */
 #define CUDA_CHAN_STRIDE  ((sizeof(struct cuda_chan) + 4095) & ~(size_t)4095)
 #define CUDA_BUFS_STRIDE  ((size_t)CUDA_SIMPLE_BYTES + CUDA_LL_BYTES + CUDA_LL128_BYTES)
+/* Bytes of one channel's one-shot LL inbox for nranks senders. */
+#define CUDA_OLL_STRIDE(nranks) \
+	((size_t)collc_oll_inbox_lines((nranks), CUDA_OLL_SLOT_LINES) * COLLC_LL_LINE_BYTES)
 
 #ifdef __cplusplus
 extern "C" {

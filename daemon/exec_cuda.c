@@ -840,9 +840,13 @@ static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *
 	return 0;
 }
 
-static size_t comm_region_bytes(void)
+/*
+ * One rank's region: its struct cuda_rank, then per channel its struct
+ * cuda_chan, its ring connection buffers and its one-shot LL inbox.
+ */
+static size_t comm_region_bytes(uint32_t nranks)
 {
-	return 4096 + (size_t)nchan * CUDA_CHAN_STRIDE + (size_t)nchan * CUDA_BUFS_STRIDE;
+	return 4096 + (size_t)nchan * (CUDA_CHAN_STRIDE + CUDA_BUFS_STRIDE + CUDA_OLL_STRIDE(nranks));
 }
 
 static uint64_t chan_addr(const struct vmm *v, uint32_t c)
@@ -853,6 +857,12 @@ static uint64_t chan_addr(const struct vmm *v, uint32_t c)
 static uint64_t bufs_addr(const struct vmm *v, uint32_t c)
 {
 	return (uint64_t)v->ptr + 4096 + (uint64_t)nchan * CUDA_CHAN_STRIDE + (uint64_t)c * CUDA_BUFS_STRIDE;
+}
+
+static uint64_t oll_addr(const struct vmm *v, uint32_t c, uint32_t nranks)
+{
+	return (uint64_t)v->ptr + 4096 + (uint64_t)nchan * (CUDA_CHAN_STRIDE + CUDA_BUFS_STRIDE) +
+	       (uint64_t)c * CUDA_OLL_STRIDE(nranks);
 }
 
 /* Takes a cleared abort word; its index, or -ENOSPC. */
@@ -938,7 +948,7 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 	for (uint32_t i = 0; i < nranks; i++) {
 		struct gpu *g = &gpus[gpu_of(devs[i])];
 
-		r = vmm_alloc((int)gpu_of(devs[i]), comm_region_bytes(), 0, &cc->mem[i]);
+		r = vmm_alloc((int)gpu_of(devs[i]), comm_region_bytes(nranks), 0, &cc->mem[i]);
 		if (r < 0)
 			goto err;
 		if (cudaMemsetAsync((void *)(uintptr_t)cc->mem[i].ptr, 0, cc->mem[i].size,
@@ -967,8 +977,12 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 			img->next_ll128 = img->next_ll + CUDA_LL_BYTES;
 			img->next_tail = chan_addr(&cc->mem[nx], c) + offsetof(struct cuda_chan, tail);
 			img->prev_head = chan_addr(&cc->mem[pv], c) + offsetof(struct cuda_chan, head);
-			for (uint32_t p = 0; p < nranks; p++)
+			/* Zeroed above: no LL flag (a generation + 1 >= 2) matches a fresh line. */
+			img->oll_inbox = oll_addr(&cc->mem[i], c, nranks);
+			for (uint32_t p = 0; p < nranks; p++) {
 				img->peers[p] = chan_addr(&cc->mem[p], c);
+				img->oll_peer[p] = oll_addr(&cc->mem[p], c, nranks);
+			}
 			rk.chan[c] = chan_addr(&cc->mem[i], c);
 			if (cudaMemcpyAsync((void *)(uintptr_t)chan_addr(&cc->mem[i], c), img, sizeof(*img),
 					    cudaMemcpyHostToDevice, g->aux_stream) != cudaSuccess ||

@@ -18,6 +18,8 @@
  *      F1/F2 in the scheduler.
  *   O1 (one-shot): buffers / pointers, system fence, then the slot flag;
  *      pairs with O1' (acquire of the flag before peer data is read).
+ *   One-shot LL pushes W-LL lines into peers' inboxes and reuses an inbox
+ *   slot by OLL1 (proto/prims.h); no fence, no barrier.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -982,6 +984,94 @@ __device__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot, u
 	return os_barrier(b, OS_DONE, src, dst, 0);
 }
 
+/*
+ * One-shot LL all-reduce (proto/prims.h): this channel's share of the
+ * one-shot split, in rounds of at most CUDA_OLL_SLOT_LINES lines. A thread
+ * pushes its lines of our input into every peer's inbox (W-LL: data and
+ * flags in one 16-byte store, no fence), then reduces the same lines of
+ * every rank in rank order, polling our own inbox (R-LL), and stores the
+ * result. The __syncthreads() that ends a round orders every thread's reads
+ * of the round before any thread's pushes of the next (OLL1).
+ */
+__device__ int oll_recv(struct blk *b, const union collc_ll_line *line, uint32_t flag, uint64_t *out,
+			volatile int *abort_all)
+{
+	for (uint32_t spins = 0;; spins++) {
+		uint4 v = ld_vol128(line);
+		union collc_ll_line l;
+
+		l.w.data1 = v.x;
+		l.w.flag1 = v.y;
+		l.w.data2 = v.z;
+		l.w.flag2 = v.w;
+		if (collc_ll_ready(l, flag)) {
+			*out = collc_ll_payload(l);
+			return 0;
+		}
+		if (check_abort(b, spins) || *abort_all) {
+			*abort_all = 1;
+			return -1;
+		}
+	}
+}
+
+__device__ int oll_allreduce(struct blk *b, const char *src, char *dst)
+{
+	const uint32_t n = b->it.nranks, me = b->it.rank;
+	const int dt = b->it.dtype, op = b->it.redop;
+	const int fin = op == COLLC_AVG;
+	const uint64_t es = b->es, count = b->it.count;
+	const uint64_t per = collc_round_up(collc_div_up(count, b->it.nchannels), 16 / es);
+	const uint64_t lo = collc_min_u64(count, (uint64_t)b->share * per);
+	const uint64_t bytes = (collc_min_u64(count, lo + per) - lo) * es;
+	const uint64_t round = (uint64_t)CUDA_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD;
+	const uint64_t nrounds = bytes ? collc_div_up(bytes, round) : 1;
+	const union collc_ll_line *inbox = (const union collc_ll_line *)(uintptr_t)b->ch->oll_inbox;
+	__shared__ int oll_abort;
+
+	if (threadIdx.x == 0)
+		oll_abort = 0;
+	__syncthreads();
+	for (uint64_t k = 0; k < nrounds; k++) {
+		const uint64_t gen = ++b->os_gen; /* every thread keeps the same count */
+		const uint32_t flag = collc_ll_flag(gen);
+		const uint64_t off = lo * es + k * round;
+		const uint64_t len = bytes ? collc_min_u64(round, bytes - k * round) : 0;
+		const uint64_t nlines = collc_oll_lines(len);
+
+		for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
+			const uint32_t w = (uint32_t)(len > 8 * i ? collc_min_u64(8, len - 8 * i) : 0);
+			const uint64_t mine = w ? ld_bytes(src + off + 8 * i, w) : 0;
+			union collc_ll_line l = collc_ll_pack(mine, flag);
+			const uint4 v = make_uint4(l.w.data1, l.w.flag1, l.w.data2, l.w.flag2);
+			uint64_t acc = 0, x;
+
+			/* W-LL: pairs with R-LL in peer p's oll_recv(). */
+			for (uint32_t p = 0; p < n; p++)
+				if (p != me)
+					st_vol128((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
+							  collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
+						  v);
+			for (uint32_t p = 0; p < n; p++) {
+				x = mine;
+				/* R-LL: pairs with W-LL in rank p. */
+				if (p != me && oll_recv(b, inbox + collc_oll_line(gen, n, p, i, CUDA_OLL_SLOT_LINES),
+							flag, &x, &oll_abort) < 0)
+					break;
+				acc = p == 0 ? x : red8(dt, op, acc, x);
+			}
+			if (*(volatile int *)&oll_abort)
+				break;
+			if (w)
+				st_bytes(dst + off + 8 * i, w, fin ? fin8(dt, n, acc) : acc);
+		}
+		__syncthreads();
+		if (oll_abort)
+			return -1;
+	}
+	return 0;
+}
+
 /* One rank alone (exec_cpu.c single_rank). */
 __device__ void single_rank(struct blk *b, const char *src, char *dst)
 {
@@ -1054,7 +1144,9 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	b->prev_head = (uint64_t *)(uintptr_t)b->ch->prev_head;
 	b->my_head = &b->ch->head;
 	b->my_tail = &b->ch->tail;
-	if (b->algo == COLLC_ALGO_ONESHOT || b->algo == COLLC_ALGO_TWOSHOT)
+	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL && b->it.coll == COLLC_OP_ALLREDUCE)
+		r = oll_allreduce(b, src, dst);
+	else if (b->algo == COLLC_ALGO_ONESHOT || b->algo == COLLC_ALGO_TWOSHOT)
 		r = oneshot(b, src, dst, b->algo == COLLC_ALGO_TWOSHOT && b->it.coll == COLLC_OP_ALLREDUCE,
 			    (b->it.sendbuf | b->it.recvbuf) & CUDA_ADDR_LOCAL);
 	else if (b->it.coll == COLLC_OP_ALLREDUCE)

@@ -125,7 +125,7 @@ DOPTS=(--set channels=4)
 start_collcd "${DOPTS[@]}" || exit 1
 grep -q "MPS: the MPS control daemon serves" "$DLOG" && result "mps-detected PASS $(grep -m1 -o 'MPS:.*' "$DLOG")" \
 	|| result "mps-detected FAIL $(grep -m1 -o 'MPS:.*' "$DLOG")"
-MODES="auto:auto:auto ring:ring:simple ring-ll:ring:ll ring-ll128:ring:ll128 oneshot:oneshot:simple twoshot:twoshot:simple"
+MODES="auto:auto:auto ring:ring:simple ring-ll:ring:ll ring-ll128:ring:ll128 oneshot:oneshot:simple oneshot-ll:oneshot:ll twoshot:twoshot:simple"
 [ "$QUICK" = 1 ] && MODES="auto:auto:auto"
 for m in $MODES; do
 	IFS=: read -r name algo proto <<<"$m"
