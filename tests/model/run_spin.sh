@@ -74,7 +74,7 @@ if ! "$CC" -O2 -DSAFETY -DMEMLIM=2048 -w -o pan pan.c >cc.log 2>&1; then
 	exit 2
 fi
 ./pan -m200000 >pan.out 2>&1
-grep -E "^pan:|errors:|states, stored|transitions|elapsed|too small|Search not completed" pan.out
+grep -E "^pan|errors:|states, stored|transitions|elapsed|too small|Search not completed" pan.out
 
 errors=$(sed -n 's/.*errors: \([0-9][0-9]*\).*/\1/p' pan.out | head -n 1)
 if [ -z "$errors" ]; then
@@ -90,7 +90,7 @@ if [ "$expect" = pass ]; then
 		echo "FAIL: $name$defs: $errors error(s)"
 		exit 1
 	fi
-	if grep -qE "too small|Search not completed" pan.out; then
+	if grep -qE "too small|Search not completed|MEMLIM bound" pan.out; then
 		echo "FAIL: $name$defs: the search did not complete"
 		exit 1
 	fi
