@@ -6,7 +6,8 @@
  *   exec_cpu.c   threads, FIFOs, communicators, the backend table
  *   cpu_prims.c  waiting and the Simple / LL / LL128 primitives
  *   cpu_ring.c   ring algorithms over the primitives
- *   cpu_peer.c   one-shot and two-shot algorithms over peer memory
+ *   cpu_peer.c   one-shot and two-shot algorithms over peer memory, and
+ *                one-shot LL all-reduce over the mailboxes' inboxes
  */
 #ifndef COLLCD_CPU_INT_H
 #define COLLCD_CPU_INT_H
@@ -14,7 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/atomics.h"
 #include "daemon/exec_cpu.h"
+#include "proto/prims.h"
 #include "proto/work.h"
 
 /* One channel thread running one item. */
@@ -31,10 +34,13 @@ struct cpu_run {
 	uint64_t step_bytes;         /* payload bytes of one step of that protocol */
 	char *scratch;               /* CPU_SCRATCH_BYTES, private to the thread */
 	char *stage_in, *stage_out;  /* CPU_STAGE_BYTES each, private to the thread */
-	uint32_t nsteps;             /* steps taken so far (cpu_prim's abort checks) */
+	uint32_t nsteps;             /* steps or rounds taken so far (the periodic abort checks) */
 };
 
 /* Waiting (cpu_prims.c) */
+
+/* Nonzero once the device aborted, the executor is stopping, or the communicator was revoked. */
+int cpu_cancelled(const struct cpu_run *x);
 
 /* Returns nonzero once the awaited condition holds; does its own acquire loads. */
 typedef int (*cpu_ready_fn)(void *arg);
@@ -54,6 +60,37 @@ int cpu_wait_ge(const struct cpu_run *x, const uint64_t *word, uint64_t target, 
 void cpu_post(uint64_t *word, uint64_t value, uint32_t *seqw, uint32_t *waiting);
 /* Wakes a sleeper of seqw after stores that make its condition true. */
 void cpu_wake(uint32_t *seqw, uint32_t *waiting);
+
+/* LL lines: each {data, flag} half one 8-byte atomic access */
+
+/* Writes one line of generation flag carrying payload. */
+static inline void cpu_ll_store(union collc_ll_line *line, uint64_t payload, uint32_t flag)
+{
+	union collc_ll_line v = collc_ll_pack(payload, flag);
+
+	/* W-LL: pairs with R-LL in cpu_ll_load(): one 8-byte store per {data, flag} half. */
+	store_relaxed(&line->v[0], v.v[0]);
+	store_relaxed(&line->v[1], v.v[1]);
+}
+
+/* Once line carries generation flag, returns 1 and its payload in *ret_payload; else 0. */
+static inline int cpu_ll_load(const union collc_ll_line *line, uint32_t flag, uint64_t *ret_payload)
+{
+	union collc_ll_line snap;
+
+	/*
+	 * R-LL: pairs with W-LL in cpu_ll_store(). Each half is one 8-byte load, so
+	 * a half is never torn; both flags are checked on this one snapshot and the
+	 * payload is taken from it. Relaxed suffices: the flag travels in the same
+	 * atomic word as the data it guards.
+	 */
+	snap.v[0] = load_relaxed(&line->v[0]);
+	snap.v[1] = load_relaxed(&line->v[1]);
+	if (!collc_ll_ready(snap, flag))
+		return 0;
+	*ret_payload = collc_ll_payload(snap);
+	return 1;
+}
 
 /* Primitives (cpu_prims.c) */
 

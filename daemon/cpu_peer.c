@@ -26,10 +26,15 @@
  * the rank's slice of the larger buffer, as NCCL defines it). Buffers of
  * different ranks must not overlap, and other partial overlaps are undefined,
  * as in NCCL.
+ *
+ * One-shot LL all-reduce is the exception to all of the above but the fixed
+ * order: no barrier, no peer buffer, ranks push LL lines into each other's
+ * inboxes (oneshot_ll_allreduce() below).
  */
 #include <errno.h>
 #include <string.h>
 
+#include "common/atomics.h"
 #include "daemon/cpu_int.h"
 #include "daemon/log.h"
 #include "daemon/reduce.h"
@@ -291,6 +296,153 @@ static void oneshot_reduce(const struct cpu_run *x, const struct peer_view *pv)
 	reduce_to(x, pv->dst[it->rank] + lo * es, pv->src, lo * es, hi - lo);
 }
 
+/*
+ * One-shot LL all-reduce (proto/prims.h, "One-shot LL"). The channel's share
+ * moves in rounds of at most CPU_OLL_SLOT_LINES lines; each round takes a
+ * fresh generation g of the mailbox (my_gen, shared with the items above), and
+ * every rank pushes its piece of the round as lines of flag(g) into slot g of
+ * every peer's inbox, then reduces, in rank order, its own piece with the
+ * lines the peers pushed into its inbox. An empty share still runs one round
+ * of one line (OLL1).
+ */
+
+/* One peer's lines of one round in our inbox, and how many of them were taken. */
+struct oll_arg {
+	const union collc_ll_line *lines;
+	uint32_t flag;
+	uint64_t nlines, next; /* lines of the round; lines already taken */
+	char *out;             /* their payload, len bytes */
+	uint64_t len;
+};
+
+static int oll_ready(void *arg)
+{
+	struct oll_arg *a = arg;
+
+	for (; a->next < a->nlines; a->next++) {
+		uint64_t off = a->next * COLLC_LL_LINE_PAYLOAD, p, n;
+
+		/* R-LL (cpu_ll_load()): pairs with W-LL in oll_push(). */
+		if (!cpu_ll_load(&a->lines[a->next], a->flag, &p))
+			return 0;
+		n = collc_min_u64(COLLC_LL_LINE_PAYLOAD, a->len - off); /* 0 for an empty round's line */
+		memcpy(a->out + off, &p, n);
+	}
+	return 1;
+}
+
+/* Waits for peer p's lines of round g (len bytes of payload) and copies them to out. */
+static int oll_pull(const struct cpu_run *x, uint32_t p, uint64_t g, char *out, uint64_t len)
+{
+	struct cpu_mbox *m = mbox_of(x, x->it->rank);
+	struct oll_arg a = {
+		.lines = m->oll + collc_oll_line(g, x->it->nranks, p, 0, CPU_OLL_SLOT_LINES),
+		.flag = collc_ll_flag(g),
+		.nlines = collc_oll_lines(len),
+		.out = out,
+		.len = len,
+	};
+
+	if (oll_ready(&a))
+		return 0;
+	/* The pusher wakes our mailbox's sleeper (oll_push()); the lines themselves say when. */
+	return cpu_wait(x, oll_ready, &a, &m->seq, &m->waiting);
+}
+
+/* Writes our piece of round g (len bytes at in) into peer q's inbox, then wakes q. */
+static void oll_push(const struct cpu_run *x, uint32_t q, uint64_t g, const char *in, uint64_t len)
+{
+	struct cpu_mbox *qm = mbox_of(x, q);
+	union collc_ll_line *lines =
+		qm->oll + collc_oll_line(g, x->it->nranks, x->it->rank, 0, CPU_OLL_SLOT_LINES);
+	uint64_t nlines = collc_oll_lines(len);
+	uint32_t flag = collc_ll_flag(g);
+
+	for (uint64_t i = 0; i < nlines; i++) {
+		uint64_t off = i * COLLC_LL_LINE_PAYLOAD, p = 0;
+		uint64_t n = collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off); /* 0: an empty round */
+
+		if (n)
+			memcpy(&p, in + off, n);
+		/* W-LL (cpu_ll_store()): pairs with R-LL in oll_ready(). */
+		cpu_ll_store(&lines[i], p, flag);
+	}
+	cpu_wake(&qm->seq, &qm->waiting);
+}
+
+/*
+ * One round: in and out are our src and dst for it (len bytes, NULL when
+ * empty). All of in is read before any of out is written, so in place works.
+ */
+static int oll_round(const struct cpu_run *x, uint64_t g, const char *in, char *out, uint64_t len)
+{
+	const struct collc_work_item *it = x->it;
+	uint32_t me = it->rank, n = it->nranks;
+	uint64_t ne = len / x->es;
+	char *acc = x->stage_out;
+	int r;
+
+	/*
+	 * OLL1: pairs with this fence in every peer. Acquire: a peer wrote its
+	 * lines of g - 1, which we read, after this fence and so after its reads
+	 * of our g - 2; those reads come before our lines of g overwrite that
+	 * slot. Release: in turn, our reads of g - 1 come before our lines of g,
+	 * after which a peer may overwrite the slot of g - 1 with g + 1.
+	 */
+	fence_acq_rel();
+	for (uint32_t i = 1; i < n; i++)
+		oll_push(x, (me + i) % n, g, in, len);
+	/* acc = piece 0 op piece 1 op ... op piece n-1: our own from in, the others as they land. */
+	if (me != 0 && (r = oll_pull(x, 0, g, acc, len)) < 0)
+		return r;
+	for (uint32_t p = 1; p < n; p++) {
+		const char *v = in;
+
+		if (p != me) {
+			r = oll_pull(x, p, g, x->stage_in, len);
+			if (r < 0)
+				return r;
+			v = x->stage_in;
+		}
+		if (ne)
+			red_reduce(acc, p == 1 && me == 0 ? in : acc, v, ne, it->dtype, it->redop);
+	}
+	if (!ne)
+		return 0;
+	red_finish(acc, ne, it->dtype, it->redop, n);
+	memcpy(out, acc, len);
+	return 0;
+}
+
+static int oneshot_ll_allreduce(struct cpu_run *x)
+{
+	const struct collc_work_item *it = x->it;
+	struct cpu_mbox *m = mbox_of(x, it->rank);
+	uint64_t lo, hi, es = x->es, rb = CPU_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD, bytes, nrounds;
+	const char *src = NULL;
+	char *dst = NULL;
+	int r;
+
+	share(x, it->count, &lo, &hi);
+	bytes = (hi - lo) * es;
+	if (bytes) {
+		src = (const char *)(uintptr_t)it->sendbuf + lo * es;
+		dst = (char *)(uintptr_t)it->recvbuf + lo * es;
+	}
+	nrounds = bytes ? collc_div_up(bytes, rb) : 1;
+	for (uint64_t k = 0; k < nrounds; k++) {
+		uint64_t off = k * rb, len = bytes ? collc_min_u64(rb, bytes - off) : 0;
+
+		/* Rounds may never wait long enough to see an abort: look every 16. */
+		if ((++x->nsteps & 15) == 0 && cpu_cancelled(x))
+			return -ECANCELED;
+		r = oll_round(x, ++m->my_gen, len ? src + off : NULL, len ? dst + off : NULL, len);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 static int run(const struct cpu_run *x, int twoshot)
 {
 	struct peer_view pv;
@@ -321,6 +473,8 @@ static int run(const struct cpu_run *x, int twoshot)
 
 int cpu_oneshot(struct cpu_run *x)
 {
+	if (x->it->coll == COLLC_OP_ALLREDUCE && x->it->proto == COLLC_PROTO_LL)
+		return oneshot_ll_allreduce(x);
 	return run(x, 0);
 }
 

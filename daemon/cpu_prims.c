@@ -21,7 +21,7 @@
 
 /* Waiting */
 
-static int cancelled(const struct cpu_run *x)
+int cpu_cancelled(const struct cpu_run *x)
 {
 	/* A1': a waiter that woke on cpu_comm_abort()'s bump of its futex word sees revoked (A1). */
 	return load_acquire(x->revoked) || load_relaxed(x->abort) || load_relaxed(x->stopping);
@@ -43,7 +43,7 @@ int cpu_wait(const struct cpu_run *x, cpu_ready_fn ready, void *arg, uint32_t *s
 				t0 = t;
 			else if (t - t0 > spin_ns)
 				break;
-			if (cancelled(x))
+			if (cpu_cancelled(x))
 				return -ECANCELED;
 			sched_yield();
 		}
@@ -57,7 +57,7 @@ int cpu_wait(const struct cpu_run *x, cpu_ready_fn ready, void *arg, uint32_t *s
 		fence_seq_cst();
 		if (ready(arg))
 			break;
-		if (cancelled(x)) {
+		if (cpu_cancelled(x)) {
 			r = -ECANCELED;
 			break;
 		}
@@ -145,27 +145,19 @@ static char *slot_of(const struct cpu_link *l, uint64_t step, uint64_t buffer_by
 	return l->buf + collc_slot_offset(step, COLLC_STEPS, collc_step_bytes(buffer_bytes, COLLC_STEPS));
 }
 
-/* LL: 16-byte lines, each {data, flag} half one 8-byte atomic access. */
+/* LL: 16-byte lines, each {data, flag} half one 8-byte atomic access (cpu_int.h). */
 
 struct ll_arg {
-	union collc_ll_line *line;
+	const union collc_ll_line *line;
 	uint32_t flag;
-	union collc_ll_line snap;
+	uint64_t payload;
 };
 
 static int ll_ready(void *arg)
 {
 	struct ll_arg *a = arg;
 
-	/*
-	 * R-LL: pairs with W-LL in ll_send(). Each half is one 8-byte load, so a
-	 * half is never torn; both flags are checked on this one snapshot and the
-	 * payload is taken from it. Relaxed suffices: the flag travels in the same
-	 * atomic word as the data it guards.
-	 */
-	a->snap.v[0] = load_relaxed(&a->line->v[0]);
-	a->snap.v[1] = load_relaxed(&a->line->v[1]);
-	return collc_ll_ready(a->snap, a->flag);
+	return cpu_ll_load(a->line, a->flag, &a->payload);
 }
 
 static int ll_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
@@ -176,7 +168,7 @@ static int ll_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
 	int r;
 
 	for (uint64_t i = 0; i < nlines; i++) {
-		uint64_t off = i * COLLC_LL_LINE_PAYLOAD, p;
+		uint64_t off = i * COLLC_LL_LINE_PAYLOAD;
 
 		a.line = &lines[i];
 		if (!ll_ready(&a)) {
@@ -184,8 +176,7 @@ static int ll_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
 			if (r < 0)
 				return r;
 		}
-		p = collc_ll_payload(a.snap);
-		memcpy(x->stage_in + off, &p, collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off));
+		memcpy(x->stage_in + off, &a.payload, collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off));
 	}
 	return 0;
 }
@@ -198,13 +189,9 @@ static void ll_send(struct cpu_link *l, const char *res, uint64_t len)
 
 	for (uint64_t i = 0; i < nlines; i++) {
 		uint64_t off = i * COLLC_LL_LINE_PAYLOAD, p = 0;
-		union collc_ll_line v;
 
 		memcpy(&p, res + off, collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off));
-		v = collc_ll_pack(p, flag);
-		/* W-LL: pairs with R-LL in ll_ready(): one 8-byte store per {data, flag} half. */
-		store_relaxed(&lines[i].v[0], v.v[0]);
-		store_relaxed(&lines[i].v[1], v.v[1]);
+		cpu_ll_store(&lines[i], p, flag);
 	}
 	cpu_wake(&l->tail_seq, &l->recv_waiting);
 }
@@ -357,7 +344,7 @@ int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t n
 		char *out = NULL, *d = at(dst, off);
 
 		/* A streaming item may never wait long enough to see an abort: look every 16 steps. */
-		if ((++x->nsteps & 15) == 0 && cancelled(x))
+		if ((++x->nsteps & 15) == 0 && cpu_cancelled(x))
 			return -ECANCELED;
 		if (flags & P_RECV) {
 			r = recv_begin(x, len, &in);

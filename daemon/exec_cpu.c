@@ -55,6 +55,7 @@ struct cpu_comm {
 	struct cpu_conn *conns;  /* nranks x nchan; conn [r][c] is rank r's receive side */
 	char **bufs;             /* the protocol buffers of each connection, CPU_CONN_BYTES each */
 	struct cpu_mbox *mbox;   /* nranks x nchan */
+	char *oll;               /* the mailboxes' one-shot LL inboxes, oll_bytes() each */
 	struct cpu_rank *ranks;
 	uint32_t revoked;        /* the abort word: set once by cpu_comm_abort() */
 };
@@ -253,8 +254,16 @@ static int cpu_place(uint32_t nranks, const struct collc_msg_comm_init *const *j
 	return 0;
 }
 
+/* Bytes of one mailbox's one-shot LL inbox (whole lines, so every inbox stays aligned). */
+static size_t oll_bytes(uint32_t nranks)
+{
+	return collc_oll_inbox_lines(nranks, CPU_OLL_SLOT_LINES) * COLLC_LL_LINE_BYTES;
+}
+
 static void comm_free(struct cpu_comm *cc)
 {
+	if (cc->oll)
+		munmap(cc->oll, (size_t)cc->nranks * nchan * oll_bytes(cc->nranks));
 	if (cc->bufs)
 		for (size_t i = 0; i < (size_t)cc->nranks * nchan; i++)
 			if (cc->bufs[i])
@@ -290,6 +299,15 @@ static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret
 		goto err_free;
 	memset(cc->conns, 0, nconn * sizeof(*cc->conns));
 	memset(cc->mbox, 0, nconn * sizeof(*cc->mbox));
+	/* Lazily touched, like the connections; zero matches no flag (prims.h, LL). */
+	cc->oll = mmap(NULL, nconn * oll_bytes(nranks), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (cc->oll == MAP_FAILED) {
+		cc->oll = NULL;
+		goto err_free;
+	}
+	for (size_t i = 0; i < nconn; i++)
+		cc->mbox[i].oll = (union collc_ll_line *)(cc->oll + i * oll_bytes(nranks));
 	for (size_t i = 0; i < nconn; i++) {
 		char *b;
 
@@ -340,7 +358,7 @@ static void cpu_comm_abort(void *priv)
 	size_t nconn = (size_t)cc->nranks * nchan;
 
 	/*
-	 * A1: pairs with A1' in cpu_prims.c cancelled(): revoked is stored before
+	 * A1: pairs with A1' in cpu_prims.c cpu_cancelled(): revoked is stored before
 	 * the futex words move, so a waiter that loads a bumped word (acquire)
 	 * sees it, and one that loaded the old word fails or leaves futex_wait.
 	 */

@@ -30,8 +30,12 @@
 #define CPU_STAGE_BYTES         (CPU_LL128_STEP_LINES * COLLC_LL128_LINE_PAYLOAD)
 /* A channel thread's scratch for the peer-memory algorithms (a round of one-shot). */
 #define CPU_SCRATCH_BYTES       (256u << 10)
+/* One-shot LL: lines of one round (2 KiB of payload), one sender's region of an inbox slot. */
+#define CPU_OLL_SLOT_LINES      256u
 
 _Static_assert(CPU_LL_STEP_LINES * COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES, "stage fits LL");
+_Static_assert(CPU_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES,
+	       "stage fits a one-shot LL round");
 _Static_assert(CPU_SIMPLE_BUFFER_BYTES % 4096 == 0 && CPU_LL_BUFFER_BYTES % 4096 == 0,
 	       "protocol buffers stay page aligned");
 
@@ -71,18 +75,26 @@ struct cpu_conn {
  * (daemon/cpu_peer.c) know of each other. Generations never repeat: gen
  * counts the collectives the owner published here, done the phases it
  * finished; every rank of a communicator runs the same sequence, so the
- * values agree across ranks.
+ * values agree across ranks. my_gen also counts the rounds of one-shot LL,
+ * which publishes nothing here: its lines carry their generation, and land
+ * in the owner's inbox (oll), whose sleeper the senders wake through seq.
  */
 struct cpu_mbox {
+	/*
+	 * The one-shot LL inbox, set before the communicator runs:
+	 * collc_oll_inbox_lines(nranks, CPU_OLL_SLOT_LINES) lines, written by the
+	 * peers and read by the owner.
+	 */
+	union collc_ll_line *oll;
 	/* Written by the owner, read by the peers. */
 	uint64_t gen __attribute__((aligned(64))); /* src/dst/coll_id below belong to gen */
 	uint64_t coll_id;
 	uint64_t src; /* executor-space addresses the owner exposes */
 	uint64_t dst;
 	uint64_t done __attribute__((aligned(64))); /* phases finished: peers' buffers are free */
-	uint32_t seq;                               /* futex word, bumped when gen or done moves */
-	/* Written by the peers. */
-	uint32_t waiting __attribute__((aligned(64))); /* peers asleep on seq */
+	uint32_t seq; /* futex word, bumped when gen or done moves, or one-shot LL lines land */
+	/* Written by whoever sleeps on seq: peers, or the owner awaiting one-shot LL lines. */
+	uint32_t waiting __attribute__((aligned(64))); /* threads asleep on seq */
 	/* Private to the owner's thread. */
 	uint64_t my_gen __attribute__((aligned(64)));
 	uint64_t my_done;
