@@ -17,8 +17,8 @@
  * was written. All-reduce results must be bitwise identical on every rank.
  * Afterwards `collcctl status --json` must show that the forced algorithm and
  * protocol ran (totals.by_algo, totals.by_proto), following the fallbacks of
- * daemon/plan.h: two-shot runs all-reduce only (the others ring); one-shot and
- * two-shot carry Simple only.
+ * daemon/plan.h: two-shot runs all-reduce only (the others ring); two-shot
+ * carries Simple only, one-shot Simple and, for all-reduce, LL (pushed lines).
  *
  * --big adds cases of several MB (several Simple chunks) up to 5 ranks; --quick runs every
  * 7th case only (for wide rank counts); --hot keeps one collcd and switches
@@ -386,22 +386,29 @@ static int rank_main(int rank, int nranks, void *arg)
 	return failed;
 }
 
-/* What the plan runs for a case under the forced values (daemon/plan.h); -1: size decides. */
+/*
+ * What the plan runs for a case under the forced values (daemon/plan.h); -1:
+ * size decides. With algo auto, a forced protocol the size's algorithm cannot
+ * carry runs ring; LL is carried by ring and by one-shot all-reduce, so a
+ * forced LL all-reduce runs one or the other, by size, and LL either way.
+ */
 static void expected_plan(const struct tcase *c, int nranks, int *algo, int *proto)
 {
-	int a = opt.algo;
+	int a = opt.algo, p = opt.proto, ar = c->coll == COLLC_OP_ALLREDUCE;
 
-	if (nranks == 1 || a == COLLC_ALGO_RING || (a == COLLC_ALGO_TWOSHOT && c->coll != COLLC_OP_ALLREDUCE))
+	if (nranks == 1 || a == COLLC_ALGO_RING || (a == COLLC_ALGO_TWOSHOT && !ar))
 		a = COLLC_ALGO_RING;
 	else if (a == COLLC_ALGO_AUTO)
-		a = opt.proto == COLLC_PROTO_LL || opt.proto == COLLC_PROTO_LL128 ? COLLC_ALGO_RING : -1;
+		a = p == COLLC_PROTO_LL128 || (p == COLLC_PROTO_LL && !ar) ? COLLC_ALGO_RING : -1;
 	*algo = a;
-	if (a == COLLC_ALGO_ONESHOT || a == COLLC_ALGO_TWOSHOT)
+	if (a == COLLC_ALGO_TWOSHOT)
 		*proto = COLLC_PROTO_SIMPLE;
-	else if (a == COLLC_ALGO_RING && opt.proto != COLLC_PROTO_AUTO)
-		*proto = opt.proto;
+	else if (a == COLLC_ALGO_ONESHOT && p != COLLC_PROTO_AUTO)
+		*proto = p == COLLC_PROTO_LL && ar ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE;
+	else if (a == COLLC_ALGO_ONESHOT)
+		*proto = ar && nranks <= 8 ? -1 : COLLC_PROTO_SIMPLE; /* PLAN_OLL_MAX_RANKS */
 	else
-		*proto = -1;
+		*proto = p != COLLC_PROTO_AUTO ? p : -1; /* ring or, by size, any: what was forced */
 }
 
 struct totals {

@@ -258,6 +258,59 @@ static void test_ll128_line(void **state)
 			 collc_step_bytes(COLLC_LL128_BUFFER_BYTES, COLLC_STEPS) * 15);
 }
 
+/* One-shot LL inboxes: COLLC_OLL_SLOTS slots of one slot_lines region per sender. */
+static void test_oll_inbox(void **state)
+{
+	static const uint32_t nranks[] = { 2, 3, 8 };
+	static const uint64_t slot_lines[] = { 1, 4, 256 };
+	static const uint64_t bases[] = { 0, 7, TWO32 - 1, 1ull << 40 };
+	static uint8_t seen[2 * 8 * 256];
+	size_t i, j, b;
+
+	(void)state;
+	/* A round carries at least one line: an empty round still sends line 0 (OLL1). */
+	assert_int_equal(collc_oll_lines(0), 1);
+	assert_int_equal(collc_oll_lines(1), 1);
+	assert_int_equal(collc_oll_lines(8), 1);
+	assert_int_equal(collc_oll_lines(9), 2);
+	assert_int_equal(collc_oll_lines(2 * KiB), 256);
+	assert_int_equal(collc_oll_lines(2 * KiB + 1), 257);
+	assert_int_equal(COLLC_OLL_SLOTS, 2);
+	assert_int_equal(collc_oll_inbox_lines(3, 256), 2 * 3 * 256);
+	assert_int_equal(collc_oll_inbox_lines(64, 256) * COLLC_LL_LINE_BYTES, 512 * KiB);
+
+	for (i = 0; i < sizeof(nranks) / sizeof(nranks[0]); i++)
+		for (j = 0; j < sizeof(slot_lines) / sizeof(slot_lines[0]); j++)
+			for (b = 0; b < sizeof(bases) / sizeof(bases[0]); b++) {
+				uint32_t n = nranks[i], from;
+				uint64_t sl = slot_lines[j], total = collc_oll_inbox_lines(n, sl), g, line;
+
+				/* Two consecutive generations cover the inbox, each line exactly once. */
+				memset(seen, 0, sizeof(seen));
+				assert_true(total <= sizeof(seen));
+				for (g = bases[b]; g < bases[b] + COLLC_OLL_SLOTS; g++)
+					for (from = 0; from < n; from++)
+						for (line = 0; line < sl; line++) {
+							uint64_t at = collc_oll_line(g, n, from, line, sl);
+
+							assert_true(at < total);
+							assert_int_equal(seen[at]++, 0);
+							/* A sender's region of a slot is contiguous. */
+							assert_int_equal(at, collc_oll_line(g, n, from, 0, sl) + line);
+						}
+				for (line = 0; line < total; line++)
+					assert_int_equal(seen[line], 1);
+
+				/* The slot alternates with the generation, across 2^32 too. */
+				g = bases[b] + 1;
+				assert_int_not_equal(collc_oll_line(g, n, 1, 0, sl), collc_oll_line(g - 1, n, 1, 0, sl));
+				assert_int_equal(collc_oll_line(g, n, 1, 0, sl), collc_oll_line(g + 2, n, 1, 0, sl));
+				assert_int_not_equal(collc_oll_line(g, n, 1, 0, sl), collc_oll_line(g + 1, n, 1, 0, sl));
+				/* The round that last used the slot (g - 2) left a flag round g rejects. */
+				assert_int_not_equal(collc_ll_flag(g), collc_ll_flag(g - 2));
+			}
+}
+
 static struct ph_result run_ok(enum ph_proto proto, uint32_t steps, uint32_t faults,
 			       const char *sched)
 {
@@ -507,6 +560,7 @@ int main(void)
 		cmocka_unit_test(test_slice_elems),
 		cmocka_unit_test(test_ll_line),
 		cmocka_unit_test(test_ll128_line),
+		cmocka_unit_test(test_oll_inbox),
 		cmocka_unit_test(test_fault_outcomes),
 		cmocka_unit_test(test_correct_variants),
 		cmocka_unit_test(test_midlife_wrap),
