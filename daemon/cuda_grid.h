@@ -68,11 +68,28 @@ struct cuda_dlane {
 	uint64_t reserved[4];
 };
 
+/*
+ * COLLC_CUDA_TRACE=1: the poller stamps each item it forwards with
+ * %globaltimer (in the device copy's reserved[0]); each channel block adds,
+ * per item, the time from that stamp to its seeing the item, the time it ran
+ * the item, and of that run the time before the algorithm started (loading
+ * the communicator's state) and, for one-shot LL, from its first line pushed
+ * to the last peer line it received on thread 0. It mirrors its sums into
+ * its collc_consumed.reserved[0..4] (ns, ns, items, ns, ns) in host memory;
+ * collcd logs the means at exit.
+ */
+#define CUDA_TRACE_HANDOFF 0
+#define CUDA_TRACE_RUN     1
+#define CUDA_TRACE_ITEMS   2
+#define CUDA_TRACE_SETUP   3
+#define CUDA_TRACE_OLLWAIT 4
+#define CUDA_TRACE_N       5
+
 struct cuda_dstate {
 	struct cuda_dlane lane[CUDA_MAX_LANES];
 	uint64_t chan_pos[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* each block's position */
 	uint64_t chan_aborted[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* items each block abandoned */
-	uint64_t chan_trace[CUDA_MAX_LANES][COLLC_MAX_CHANNELS][3]; /* CUDA_TRACE_* sums */
+	uint64_t chan_trace[CUDA_MAX_LANES][COLLC_MAX_CHANNELS][CUDA_TRACE_N]; /* CUDA_TRACE_* sums */
 	uint32_t abort;      /* written by the poller when a host abort word is set */
 	uint32_t reserved[15];
 	struct collc_work_item items[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
@@ -86,20 +103,10 @@ struct cuda_grid_args {
 	uint32_t nchannels;
 	uint32_t force_algo;  /* COLLC_ALGO_*, AUTO: as the item says */
 	uint32_t force_proto; /* COLLC_PROTO_*, AUTO: as the item says */
-	uint32_t trace;       /* COLLC_CUDA_TRACE: time the hand-offs (cuda_trace below) */
+	uint32_t trace;       /* COLLC_CUDA_TRACE: time the hand-offs (above) */
+	uint32_t idle_sleep_ns; /* a channel block idle for 4096 polls sleeps this long between polls; 0: never */
 	uint64_t epoch;       /* bumped at every launch */
 };
-
-/*
- * COLLC_CUDA_TRACE=1: the poller stamps each item it forwards with
- * %globaltimer (in the device copy's reserved[0]); each channel block adds,
- * per item, the time from that stamp to its seeing the item and the time it
- * ran the item, and mirrors its sums into its collc_consumed.reserved[0..2]
- * (handoff ns, run ns, items) in host memory. collcd logs the means at exit.
- */
-#define CUDA_TRACE_HANDOFF 0
-#define CUDA_TRACE_RUN     1
-#define CUDA_TRACE_ITEMS   2
 
 /* One-shot/two-shot slot that rank p writes into every rank's channel state. */
 struct cuda_os_slot {

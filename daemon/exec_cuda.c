@@ -146,6 +146,12 @@ static struct gpu *gpus;
 static uint32_t ngpus, nlanes, nchan;
 static uint32_t force_algo, force_proto;
 static uint32_t trace; /* COLLC_CUDA_TRACE */
+/*
+ * COLLC_CUDA_IDLE_SLEEP_NS: how long an idle channel block sleeps between
+ * polls of its lane (after 4096 polls without an item); 0 spins without
+ * sleeping, which takes issue slots from client kernels on the same SMs.
+ */
+static uint32_t idle_sleep_ns = 200;
 static int require_mps;
 static struct lane_track *track;
 static uint64_t kicked_coll; /* newest collective whose items are all written */
@@ -310,6 +316,7 @@ static int grid_launch(struct gpu *g)
 	a.force_algo = force_algo;
 	a.force_proto = force_proto;
 	a.trace = trace;
+	a.idle_sleep_ns = idle_sleep_ns;
 	a.epoch = ++g->epoch;
 	fence_seq_cst();
 	cudaSetDevice(g->ord);
@@ -1060,9 +1067,12 @@ static void log_trace(void)
 			if (!n)
 				continue;
 			log_info("trace gpu%u.%u channel %u: %llu items: poller forward -> block sees it "
-				 "%.2f us, block runs it %.2f us (means)", gpu_of(d), lane_of(d), c,
+				 "%.2f us, block runs it %.2f us, of which state loads %.2f us and "
+				 "one-shot LL push -> last line %.2f us (means)", gpu_of(d), lane_of(d), c,
 				 (unsigned long long)n, load_relaxed(&tr[CUDA_TRACE_HANDOFF]) / 1e3 / n,
-				 load_relaxed(&tr[CUDA_TRACE_RUN]) / 1e3 / n);
+				 load_relaxed(&tr[CUDA_TRACE_RUN]) / 1e3 / n,
+				 load_relaxed(&tr[CUDA_TRACE_SETUP]) / 1e3 / n,
+				 load_relaxed(&tr[CUDA_TRACE_OLLWAIT]) / 1e3 / n);
 		}
 }
 
@@ -1231,6 +1241,13 @@ int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_b
 		return r;
 	parse_force();
 	trace = getenv("COLLC_CUDA_TRACE") && atoi(getenv("COLLC_CUDA_TRACE")) > 0;
+	if (getenv("COLLC_CUDA_IDLE_SLEEP_NS")) {
+		long v = atol(getenv("COLLC_CUDA_IDLE_SLEEP_NS"));
+
+		idle_sleep_ns = v < 0 ? 0 : v > 1000000 ? 1000000 : (uint32_t)v;
+		log_info("COLLC_CUDA_IDLE_SLEEP_NS: idle channel blocks sleep %u ns between polls",
+			 idle_sleep_ns);
+	}
 	if (trace)
 		log_warn("COLLC_CUDA_TRACE: the grid times its hand-offs (costs PCIe writes per item)");
 	gpus = calloc((size_t)n, sizeof(*gpus));

@@ -333,6 +333,14 @@ __device__ __forceinline__ void st_bytes(char *p, uint32_t n, uint64_t v)
 		p[i] = (char)(v >> (8 * i));
 }
 
+__device__ __forceinline__ uint64_t globaltimer(void)
+{
+	uint64_t t;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
 /* Block context */
 
 enum {
@@ -365,6 +373,10 @@ struct blk {
 	uint64_t *next_tail, *prev_head, *my_head, *my_tail;
 	uint32_t es, proto, algo, chan; /* chan: the block's channel (its connections) */
 	uint32_t share;                 /* the item's share it runs: (chan - chan_base) mod channels */
+	const uint32_t *revoked_of;     /* the host abort word of state_of */
+	uint64_t state_of;              /* comm_id whose channel state the fields above hold; 0: none */
+	uint32_t trace;                 /* COLLC_CUDA_TRACE: thread 0 fills the stamps below */
+	uint64_t t_alg, t_ollwait;      /* the algorithm's start; one-shot LL: push to last line */
 };
 
 /* Peer buffer pointers of the current one-shot op, filled by os_barrier(). */
@@ -1052,6 +1064,8 @@ __device__ int oll_allreduce(struct blk *b, const char *src, char *dst)
 					st_vol128((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
 							  collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
 						  v);
+			if (b->trace && i == 0 && k == 0)
+				b->t_ollwait = globaltimer();
 			for (uint32_t p = 0; p < n; p++) {
 				x = mine;
 				/* R-LL: pairs with W-LL in rank p. */
@@ -1062,6 +1076,8 @@ __device__ int oll_allreduce(struct blk *b, const char *src, char *dst)
 			}
 			if (*(volatile int *)&oll_abort)
 				break;
+			if (b->trace && i == 0 && k == 0)
+				b->t_ollwait = globaltimer() - b->t_ollwait;
 			if (w)
 				st_bytes(dst + off + 8 * i, w, fin ? fin8(dt, n, acc) : acc);
 		}
@@ -1120,30 +1136,44 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	char *dst = untag(b->it.recvbuf);
 	int r;
 
-	b->ch = (struct cuda_chan *)(uintptr_t)rk->chan[b->chan];
-	b->revoked = (const uint32_t *)(uintptr_t)rk->revoked;
 	b->revoked_dev = &rk->revoked_dev;
 	b->nsteps = 0;
 	b->es = (uint32_t)dtype_size(b->it.dtype);
 	b->algo = a.force_algo ? a.force_algo : b->it.algo;
 	b->proto = a.force_proto ? a.force_proto : b->it.proto;
+	/*
+	 * The communicator's state, loaded unless the block ran this
+	 * communicator's last item: then every thread's copy is current (the
+	 * block alone advances the steps, and stores them back after each item),
+	 * and a chain of three dependent loads (item, struct cuda_rank, struct
+	 * cuda_chan) shrinks to one. comm_id is never reused, so a communicator
+	 * set up again at the same address never matches.
+	 */
+	if (b->state_of != b->it.comm_id || !b->it.comm_id) {
+		b->revoked_of = (const uint32_t *)(uintptr_t)rk->revoked;
+		b->ch = (struct cuda_chan *)(uintptr_t)rk->chan[b->chan];
+		b->send_step = b->ch->send_step;
+		b->recv_step = b->ch->recv_step;
+		b->os_gen = b->ch->os_gen;
+		b->my_simple = (char *)(uintptr_t)b->ch->buf_simple;
+		b->my_ll = (char *)(uintptr_t)b->ch->buf_ll;
+		b->my_ll128 = (char *)(uintptr_t)b->ch->buf_ll128;
+		b->nx_simple = (char *)(uintptr_t)b->ch->next_simple;
+		b->nx_ll = (char *)(uintptr_t)b->ch->next_ll;
+		b->nx_ll128 = (char *)(uintptr_t)b->ch->next_ll128;
+		b->next_tail = (uint64_t *)(uintptr_t)b->ch->next_tail;
+		b->prev_head = (uint64_t *)(uintptr_t)b->ch->prev_head;
+		b->my_head = &b->ch->head;
+		b->my_tail = &b->ch->tail;
+		b->state_of = b->it.comm_id;
+	}
+	b->revoked = b->revoked_of;
 	if (b->it.nranks == 1) {
 		single_rank(b, src, dst);
 		return 0;
 	}
-	b->send_step = b->ch->send_step;
-	b->recv_step = b->ch->recv_step;
-	b->os_gen = b->ch->os_gen;
-	b->my_simple = (char *)(uintptr_t)b->ch->buf_simple;
-	b->my_ll = (char *)(uintptr_t)b->ch->buf_ll;
-	b->my_ll128 = (char *)(uintptr_t)b->ch->buf_ll128;
-	b->nx_simple = (char *)(uintptr_t)b->ch->next_simple;
-	b->nx_ll = (char *)(uintptr_t)b->ch->next_ll;
-	b->nx_ll128 = (char *)(uintptr_t)b->ch->next_ll128;
-	b->next_tail = (uint64_t *)(uintptr_t)b->ch->next_tail;
-	b->prev_head = (uint64_t *)(uintptr_t)b->ch->prev_head;
-	b->my_head = &b->ch->head;
-	b->my_tail = &b->ch->tail;
+	if (b->trace)
+		b->t_alg = globaltimer();
 	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL && b->it.coll == COLLC_OP_ALLREDUCE)
 		r = oll_allreduce(b, src, dst);
 	else if (b->algo == COLLC_ALGO_ONESHOT || b->algo == COLLC_ALGO_TWOSHOT)
@@ -1160,14 +1190,6 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 		b->ch->os_gen = b->os_gen;
 	}
 	return r;
-}
-
-__device__ __forceinline__ uint64_t globaltimer(void)
-{
-	uint64_t t;
-
-	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-	return t;
 }
 
 /* The poller: warp 0 of block 0, lane l of the warp serves FIFO l. */
@@ -1198,7 +1220,8 @@ __device__ void poller(const struct cuda_grid_args &a)
 		}
 		/* The gate and the item's seq are read together: one round trip per poll. */
 		gate = ld_vol64(&hl->gate);
-		uint64_t seq = ld_vol64(&f->items[pos & (COLLC_FIFO_DEPTH - 1)].seq);
+		/* W1': pairs with W1 in the scheduler: seq with acquire, then the body's loads. */
+		uint64_t seq = ld_acq_sys(&f->items[pos & (COLLC_FIFO_DEPTH - 1)].seq);
 
 		if (gate == CUDA_GATE_HOLD) {
 			if (!acked) {
@@ -1219,8 +1242,12 @@ __device__ void poller(const struct cuda_grid_args &a)
 		}
 		if (seq != pos + 1)
 			continue;
-		/* R2 (work.h): seq first, then the item; a second read, never a torn one. */
-		__threadfence_system();
+		/*
+		 * The body: a second read after the acquire of seq, never a torn
+		 * one. (A system fence here instead of the acquire cost a fence per
+		 * item; reading the whole slot every poll, each word carrying seq,
+		 * was 3 us slower end to end: bench/RESULTS.md.)
+		 */
 		{
 			const uint4 *src = (const uint4 *)&f->items[pos & (COLLC_FIFO_DEPTH - 1)];
 			uint4 *dst = (uint4 *)&ds->items[l][pos & (COLLC_FIFO_DEPTH - 1)];
@@ -1237,8 +1264,8 @@ __device__ void poller(const struct cuda_grid_args &a)
 				 */
 				uint64_t t = globaltimer();
 
-				v[4].x = (uint32_t)t;
-				v[4].y = (uint32_t)(t >> 32);
+				v[4].z = (uint32_t)t;
+				v[4].w = (uint32_t)(t >> 32);
 			}
 #pragma unroll
 			for (int k = 0; k < 8; k++)
@@ -1294,6 +1321,9 @@ collc_persist(const struct cuda_grid_args a)
 	b.revoked = NULL;
 	b.revoked_dev = NULL;
 	b.chan = chan;
+	b.trace = a.trace;
+	b.state_of = 0;
+	b.t_alg = b.t_ollwait = 0;
 	pos = a.ds->chan_pos[lane][chan];
 	for (;;) {
 		if (threadIdx.x == 0) {
@@ -1307,8 +1337,13 @@ collc_persist(const struct cuda_grid_args a)
 						t_seen = globaltimer();
 					break;
 				}
-				/* G2': a stop is final only if dseq did not move before it. */
-				if (ld_acq_gpu(&dl->stop_epoch) == a.epoch && ld_acq_gpu(&dl->dseq) <= pos) {
+				/*
+				 * G2': a stop is final only if dseq did not move before it.
+				 * Looked at every 16th spin: each acquire load waits for the
+				 * one before it, so the dseq poll runs at twice the rate.
+				 */
+				if ((spins & 15) == 15 && ld_acq_gpu(&dl->stop_epoch) == a.epoch &&
+				    ld_acq_gpu(&dl->dseq) <= pos) {
 					state = 1;
 					break;
 				}
@@ -1316,8 +1351,8 @@ collc_persist(const struct cuda_grid_args a)
 					state = 2;
 					break;
 				}
-				if (spins > 4096)
-					__nanosleep(200);
+				if (spins > 4096 && a.idle_sleep_ns)
+					__nanosleep(a.idle_sleep_ns);
 			}
 		}
 		__syncthreads();
@@ -1328,6 +1363,8 @@ collc_persist(const struct cuda_grid_args a)
 			((uint4 *)&b.it)[k] =
 				ld_data((const uint4 *)&a.ds->items[lane][pos & (COLLC_FIFO_DEPTH - 1)] + k);
 		b.share = collc_item_share(b.it.chan_base, chan, a.nchannels);
+		b.t_alg = t_seen;
+		b.t_ollwait = 0;
 		if (b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels && run_item(&b, a) < 0) {
 			/*
 			 * Every thread saw the same -1 (the primitives agree through
@@ -1354,7 +1391,9 @@ collc_persist(const struct cuda_grid_args a)
 				tr[CUDA_TRACE_HANDOFF] += t_seen - b.it.reserved[0];
 				tr[CUDA_TRACE_RUN] += globaltimer() - t_seen;
 				tr[CUDA_TRACE_ITEMS]++;
-				for (int k = 0; k < 3; k++)
+				tr[CUDA_TRACE_SETUP] += b.t_alg - t_seen;
+				tr[CUDA_TRACE_OLLWAIT] += b.t_ollwait;
+				for (int k = 0; k < CUDA_TRACE_N; k++)
 					st_vol64(&wc->reserved[k], tr[k]);
 			}
 			/* E1: results, system fence, then work_consumed (mapped host memory). */

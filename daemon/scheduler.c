@@ -572,6 +572,7 @@ static int launch(const struct collc_config *cfg, struct comm *cm, struct slot *
 		it->sendbuf = buf_addr(sr->send_mr, sr->sqe.send_off);
 		it->recvbuf = buf_addr(sr->recv_mr, sr->sqe.recv_off);
 		it->comm_dev = cm->comm_dev[r];
+		it->comm_id = cm->id;
 		it->coll_id = sl->coll_id;
 		sr->fifo_pos = fh->tail;
 		/* W1: pairs with the executor's acquire load of seq: the item is whole first. */

@@ -71,7 +71,8 @@ struct collc_work_item {
 	uint64_t recvbuf;
 	uint64_t comm_dev;    /* executor-space address of the rank's connection state */
 	uint64_t coll_id;     /* the scheduler's id of the collective, for tracing */
-	uint64_t reserved[7];
+	uint64_t comm_id;     /* the scheduler's id of the communicator: never reused, never 0 */
+	uint64_t reserved[6];
 	uint64_t seq;         /* position + 1; written last */
 };
 _Static_assert(sizeof(struct collc_work_item) == 128, "work_item size");
@@ -82,6 +83,7 @@ _Static_assert(offsetof(struct collc_work_item, sendbuf) == 32, "work_item.sendb
 _Static_assert(offsetof(struct collc_work_item, recvbuf) == 40, "work_item.recvbuf");
 _Static_assert(offsetof(struct collc_work_item, comm_dev) == 48, "work_item.comm_dev");
 _Static_assert(offsetof(struct collc_work_item, coll_id) == 56, "work_item.coll_id");
+_Static_assert(offsetof(struct collc_work_item, comm_id) == 64, "work_item.comm_id");
 _Static_assert(offsetof(struct collc_work_item, seq) == 120, "work_item.seq");
 
 /* One channel's counters on their own cache line, written by that channel of the executor. */
