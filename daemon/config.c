@@ -27,6 +27,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->oneshot_max_bytes = 64 << 10;
 	cfg->twoshot_max_bytes = 1 << 20;
 	cfg->ll_max_bytes = 64 << 10;
+	cfg->oneshot_ll_max_bytes = 64 << 10;
 	cfg->ll128_max_bytes = 4 << 20;
 	cfg->channel_min_bytes = 256 << 10;
 	/*
@@ -90,6 +91,7 @@ static const struct key_desc keys[] = {
 	KEY("oneshot_max_bytes", K_U64, oneshot_max_bytes, 0, 1ull << 40),
 	KEY("twoshot_max_bytes", K_U64, twoshot_max_bytes, 0, 1ull << 40),
 	KEY("ll_max_bytes", K_U64, ll_max_bytes, 0, 1ull << 40),
+	KEY("oneshot_ll_max_bytes", K_U64, oneshot_ll_max_bytes, 0, 1ull << 40),
 	KEY("ll128_max_bytes", K_U64, ll128_max_bytes, 0, 1ull << 40),
 	KEY("channel_min_bytes", K_U64, channel_min_bytes, 1, 1ull << 40),
 	KEY("sched_spin_us", K_U32, sched_spin_us, 0, 1000000),

@@ -57,7 +57,8 @@ static void usage(FILE *f)
 		"\n"
 		"Keys: channels, proto (auto|simple|ll|ll128), algo (auto|ring|oneshot|twoshot),\n"
 		"      op_timeout_ms, oneshot_max_bytes, twoshot_max_bytes, ll_max_bytes,\n"
-		"      ll128_max_bytes, channel_min_bytes, sched_spin_us, exec_spin_us\n");
+		"      oneshot_ll_max_bytes, ll128_max_bytes, channel_min_bytes, sched_spin_us,\n"
+		"      exec_spin_us\n");
 }
 
 static int parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *ret)
@@ -168,11 +169,14 @@ static int build_config(const struct options *o, uint32_t backend, uint32_t max_
 	 * all (measured on 2 x H200, 1 GiB all-reduce: 22 GB/s with 2, 264 with
 	 * 32), and mid sizes want many too: one channel per 8 KiB, not 256 KiB,
 	 * took the 1 MiB all-reduce from 70.5 to 38.9 us and 64 KiB from 38.1 to
-	 * 23.6 us (p50; the same at 8 B and 8 MiB).
+	 * 23.6 us (p50; the same at 8 B and 8 MiB). One-shot LL all-reduces beat
+	 * two-shot Simple up to 512 KiB there (p50 128 KiB 19.4 vs 25.9 us, 512
+	 * KiB 23.9 vs 26.4; at 1 MiB 37.8 vs 29.3: bench/RESULTS.md).
 	 */
 	if (backend == COLLC_BACKEND_CUDA) {
 		cfg->channels = max_channels;
 		cfg->channel_min_bytes = 8 << 10;
+		cfg->oneshot_ll_max_bytes = 512 << 10;
 	}
 	if (o->config_path && cfg_apply_file(cfg, o->config_path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "collcd: %s\n", err);

@@ -34,6 +34,13 @@ static uint64_t oneshot_limit(const struct collc_config *cfg, int op, uint32_t n
 	return cfg->oneshot_max_bytes;
 }
 
+/* Does the automatic choice run this collective as a one-shot LL all-reduce? */
+static int oll_fits(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks)
+{
+	return op == COLLC_OP_ALLREDUCE && nranks <= PLAN_OLL_MAX_RANKS &&
+	       bytes <= cfg->oneshot_ll_max_bytes;
+}
+
 uint8_t plan_pick_algo(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks)
 {
 	uint8_t algo = COLLC_ALGO_RING;
@@ -42,6 +49,9 @@ uint8_t plan_pick_algo(const struct collc_config *cfg, int op, uint64_t bytes, u
 		return COLLC_ALGO_RING;
 	if (cfg->algo != COLLC_ALGO_AUTO)
 		return plan_algo_supported(op, cfg->algo) ? (uint8_t)cfg->algo : COLLC_ALGO_RING;
+	if (oll_fits(cfg, op, bytes, nranks) &&
+	    (cfg->proto == COLLC_PROTO_AUTO || cfg->proto == COLLC_PROTO_LL))
+		return COLLC_ALGO_ONESHOT;
 	if (bytes <= oneshot_limit(cfg, op, nranks))
 		algo = COLLC_ALGO_ONESHOT;
 	else if (op == COLLC_OP_ALLREDUCE && bytes <= cfg->twoshot_max_bytes)
@@ -58,8 +68,7 @@ uint8_t plan_pick_proto(const struct collc_config *cfg, int op, uint32_t algo, u
 	/* A forced protocol the algorithm cannot carry leaves Simple, which every one carries. */
 	if (cfg->proto != COLLC_PROTO_AUTO)
 		return plan_proto_supported(op, algo, cfg->proto) ? (uint8_t)cfg->proto : COLLC_PROTO_SIMPLE;
-	if (algo == COLLC_ALGO_ONESHOT && op == COLLC_OP_ALLREDUCE && nranks <= PLAN_OLL_MAX_RANKS &&
-	    bytes <= cfg->ll_max_bytes)
+	if (algo == COLLC_ALGO_ONESHOT && oll_fits(cfg, op, bytes, nranks))
 		return COLLC_PROTO_LL;
 	if (algo != COLLC_ALGO_RING)
 		return COLLC_PROTO_SIMPLE;

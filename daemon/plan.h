@@ -38,18 +38,20 @@ int plan_algo_supported(int op, uint32_t algo);
 int plan_proto_supported(int op, uint32_t algo, uint32_t proto);
 
 /*
- * Automatic choice (config algo auto): one-shot up to the one-shot limit,
- * then (all-reduce only) two-shot up to twoshot_max_bytes, then ring. For
- * all-reduce and reduce one rank reads nranks inputs, so their one-shot limit
- * shrinks beyond 8 ranks: oneshot_max_bytes * 8 / nranks.
+ * Automatic choice (config algo auto): an all-reduce on up to
+ * PLAN_OLL_MAX_RANKS ranks runs one-shot LL up to oneshot_ll_max_bytes;
+ * otherwise one-shot up to the one-shot limit, then (all-reduce only)
+ * two-shot up to twoshot_max_bytes, then ring. For all-reduce and reduce one
+ * rank reads nranks inputs, so their one-shot limit shrinks beyond 8 ranks:
+ * oneshot_max_bytes * 8 / nranks.
  */
 uint8_t plan_pick_algo(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks);
 /*
- * Automatic choice (config proto auto). Ring: LL, then LL128, then Simple by
- * size. One-shot all-reduce: LL up to ll_max_bytes on up to
- * PLAN_OLL_MAX_RANKS ranks (each rank writes its input to every peer, so the
- * traffic grows with the square of the ranks), else Simple. Two-shot and
- * other one-shot collectives: Simple.
+ * Automatic choice (config proto auto). Ring: LL up to ll_max_bytes, then
+ * LL128, then Simple. One-shot all-reduce: LL up to oneshot_ll_max_bytes on
+ * up to PLAN_OLL_MAX_RANKS ranks (each rank writes its input to every peer,
+ * so the traffic grows with the square of the ranks), else Simple. Two-shot
+ * and other one-shot collectives: Simple.
  */
 #define PLAN_OLL_MAX_RANKS 8u
 uint8_t plan_pick_proto(const struct collc_config *cfg, int op, uint32_t algo, uint64_t bytes,

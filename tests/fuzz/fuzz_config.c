@@ -36,9 +36,9 @@
 #include "fuzz_util.h"
 
 static const char *const keys[] = {
-	"channels",	     "proto",		 "algo",	    "op_timeout_ms",
-	"oneshot_max_bytes", "twoshot_max_bytes", "ll_max_bytes",  "ll128_max_bytes",
-	"channel_min_bytes", "sched_spin_us",	 "exec_spin_us",
+	"channels",	     "proto",		  "algo",	   "op_timeout_ms",
+	"oneshot_max_bytes", "twoshot_max_bytes",  "ll_max_bytes",  "oneshot_ll_max_bytes",
+	"ll128_max_bytes",   "channel_min_bytes", "sched_spin_us", "exec_spin_us",
 };
 
 static int memfd = -1;

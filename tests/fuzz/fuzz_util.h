@@ -33,6 +33,7 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->proto == b->proto && a->algo == b->algo && a->op_timeout_ms == b->op_timeout_ms &&
 	       a->oneshot_max_bytes == b->oneshot_max_bytes &&
 	       a->twoshot_max_bytes == b->twoshot_max_bytes && a->ll_max_bytes == b->ll_max_bytes &&
+	       a->oneshot_ll_max_bytes == b->oneshot_ll_max_bytes &&
 	       a->ll128_max_bytes == b->ll128_max_bytes &&
 	       a->channel_min_bytes == b->channel_min_bytes && a->sched_spin_us == b->sched_spin_us &&
 	       a->exec_spin_us == b->exec_spin_us;
@@ -42,10 +43,11 @@ static inline void fuzz_cfg_print(const char *tag, const struct collc_config *c)
 {
 	fprintf(stderr,
 		"%s: channels %u/%u proto %u algo %u op_timeout_ms %u oneshot %" PRIu64
-		" twoshot %" PRIu64 " ll %" PRIu64 " ll128 %" PRIu64 " channel_min %" PRIu64
-		" sched_spin %u exec_spin %u\n",
+		" twoshot %" PRIu64 " ll %" PRIu64 " oneshot_ll %" PRIu64 " ll128 %" PRIu64
+		" channel_min %" PRIu64 " sched_spin %u exec_spin %u\n",
 		tag, c->channels, c->max_channels, c->proto, c->algo, c->op_timeout_ms,
-		c->oneshot_max_bytes, c->twoshot_max_bytes, c->ll_max_bytes, c->ll128_max_bytes,
+		c->oneshot_max_bytes, c->twoshot_max_bytes, c->ll_max_bytes, c->oneshot_ll_max_bytes,
+		c->ll128_max_bytes,
 		c->channel_min_bytes, c->sched_spin_us, c->exec_spin_us);
 }
 
@@ -68,6 +70,8 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "twoshot_max_bytes";
 	if (c->ll_max_bytes > (1ull << 40))
 		return "ll_max_bytes";
+	if (c->oneshot_ll_max_bytes > (1ull << 40))
+		return "oneshot_ll_max_bytes";
 	if (c->ll128_max_bytes > (1ull << 40))
 		return "ll128_max_bytes";
 	if (c->channel_min_bytes < 1 || c->channel_min_bytes > (1ull << 40))

@@ -83,9 +83,21 @@ static void test_auto_allreduce(void **state)
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 8), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 9), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
-	cfg.ll_max_bytes = 4 * KiB;
+	cfg.oneshot_ll_max_bytes = 4 * KiB;
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * KiB + 1, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	/* Past the one-shot limit (the CUDA backend's 512 KiB): one-shot LL still, then two-shot. */
+	cfg.oneshot_ll_max_bytes = 512 * KiB;
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB + 1, 2), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 9), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+	/* Only all-reduce has a one-shot LL; ll_max_bytes is the ring's. */
+	assert_plan(plan(&cfg, COLLC_OP_ALLGATHER, 512 * KiB, 2), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	cfg.ll_max_bytes = 0;
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 8, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	/* A forced Simple keeps the size's algorithm without LL. */
+	cfg.proto = COLLC_PROTO_SIMPLE;
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 2), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
 	cfg = defaults(4);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB + 1, 8), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB, 4), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
