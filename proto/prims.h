@@ -240,12 +240,19 @@ COLLC_HD uint64_t collc_ll_step_bytes(uint64_t buffer_bytes, uint32_t steps)
  * g % COLLC_OLL_SLOTS, and carries flag collc_ll_flag(g) (W-LL / R-LL).
  *
  * Reuse (OLL1): a rank writes round g into a peer's slot only after it
- * finished round g - 1, for which it received a line of that peer's round
- * g - 1; the peer sent that line only after it finished round g - 2, the
+ * finished generation g - 1, for which it received a line of that peer's
+ * round g - 1 (or, if g - 1 was a Simple one-shot item, passed its closing
+ * barrier); the peer sent that line only after it finished round g - 2, the
  * round that last used the slot. Two slots suffice, provided every round
  * carries at least one line: an empty round (an empty share) still sends
  * line 0, or a rank could run ahead of a peer by a round that proves
  * nothing (tests/model/oneshot_ll.pml checks both).
+ *
+ * OLL1 also needs a round's reads of the inbox done before the next round's
+ * first push leaves: the CPU executor puts an acquire-release fence between
+ * them; on the GPU every value a thread reads is used (stored to the
+ * destination) before the block's barrier that ends the round, so the loads
+ * have returned before any thread pushes again.
  */
 #define COLLC_OLL_SLOTS 2u
 
