@@ -27,7 +27,8 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->oneshot_max_bytes = 64 << 10;
 	cfg->twoshot_max_bytes = 1 << 20;
 	cfg->ll_max_bytes = 64 << 10;
-	cfg->oneshot_ll_max_bytes = 64 << 10;
+	/* On host threads the Simple one-shot is faster at every size (bench/RESULTS.md). */
+	cfg->oneshot_ll_max_bytes = 0;
 	cfg->ll128_max_bytes = 4 << 20;
 	cfg->channel_min_bytes = 256 << 10;
 	/*

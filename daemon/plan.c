@@ -37,7 +37,7 @@ static uint64_t oneshot_limit(const struct collc_config *cfg, int op, uint32_t n
 /* Does the automatic choice run this collective as a one-shot LL all-reduce? */
 static int oll_fits(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks)
 {
-	return op == COLLC_OP_ALLREDUCE && nranks <= PLAN_OLL_MAX_RANKS &&
+	return op == COLLC_OP_ALLREDUCE && nranks <= PLAN_OLL_MAX_RANKS && cfg->oneshot_ll_max_bytes &&
 	       bytes <= cfg->oneshot_ll_max_bytes;
 }
 

@@ -39,7 +39,7 @@ int plan_proto_supported(int op, uint32_t algo, uint32_t proto);
 
 /*
  * Automatic choice (config algo auto): an all-reduce on up to
- * PLAN_OLL_MAX_RANKS ranks runs one-shot LL up to oneshot_ll_max_bytes;
+ * PLAN_OLL_MAX_RANKS ranks runs one-shot LL up to oneshot_ll_max_bytes (0: never);
  * otherwise one-shot up to the one-shot limit, then (all-reduce only)
  * two-shot up to twoshot_max_bytes, then ring. For all-reduce and reduce one
  * rank reads nranks inputs, so their one-shot limit shrinks beyond 8 ranks:

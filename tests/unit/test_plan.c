@@ -72,13 +72,17 @@ static void test_support_table(void **state)
 
 /*
  * The shipped thresholds: one-shot <= 64 KiB < two-shot <= 1 MiB < ring;
- * LL128 <= 4 MiB < Simple; one-shot all-reduce in LL up to 64 KiB and 8 ranks.
+ * LL128 <= 4 MiB < Simple; one-shot LL all-reduce off (0), as on the CPU
+ * executor; the CUDA backend sets 512 KiB (daemon/main.c), on up to 8 ranks.
  */
 static void test_auto_allreduce(void **state)
 {
 	struct collc_config cfg = defaults(4);
 
 	(void)state;
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	cfg.oneshot_ll_max_bytes = 64 * KiB;
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 8), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
@@ -171,9 +175,7 @@ static void test_forced_algo(void **state)
 			cfg.algo = COLLC_ALGO_RING;
 			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo, COLLC_ALGO_RING);
 			cfg.algo = COLLC_ALGO_ONESHOT;
-			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT,
-				    op == COLLC_OP_ALLREDUCE && sizes[s] <= 64 * KiB ? COLLC_PROTO_LL
-										     : COLLC_PROTO_SIMPLE);
+			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
 			/* Two-shot is an all-reduce algorithm; the others fall back to ring. */
 			cfg.algo = COLLC_ALGO_TWOSHOT;
 			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo,
