@@ -15,12 +15,17 @@ int plan_algo_supported(int op, uint32_t algo)
 	return 0;
 }
 
+int plan_oll_op(int op)
+{
+	return op == COLLC_OP_ALLREDUCE || op == COLLC_OP_ALLGATHER || op == COLLC_OP_REDUCE_SCATTER;
+}
+
 int plan_proto_supported(int op, uint32_t algo, uint32_t proto)
 {
 	if (proto == COLLC_PROTO_SIMPLE)
 		return algo == COLLC_ALGO_RING || algo == COLLC_ALGO_ONESHOT || algo == COLLC_ALGO_TWOSHOT;
 	if (proto == COLLC_PROTO_LL)
-		return algo == COLLC_ALGO_RING || (algo == COLLC_ALGO_ONESHOT && op == COLLC_OP_ALLREDUCE);
+		return algo == COLLC_ALGO_RING || (algo == COLLC_ALGO_ONESHOT && plan_oll_op(op));
 	if (proto == COLLC_PROTO_LL128)
 		return algo == COLLC_ALGO_RING;
 	return 0;
@@ -34,10 +39,10 @@ static uint64_t oneshot_limit(const struct collc_config *cfg, int op, uint32_t n
 	return cfg->oneshot_max_bytes;
 }
 
-/* Does the automatic choice run this collective as a one-shot LL all-reduce? */
+/* Does the automatic choice run this collective as a one-shot LL one? */
 static int oll_fits(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks)
 {
-	return op == COLLC_OP_ALLREDUCE && nranks <= PLAN_OLL_MAX_RANKS && cfg->oneshot_ll_max_bytes &&
+	return plan_oll_op(op) && nranks <= PLAN_OLL_MAX_RANKS && cfg->oneshot_ll_max_bytes &&
 	       bytes <= cfg->oneshot_ll_max_bytes;
 }
 

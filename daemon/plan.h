@@ -7,7 +7,8 @@
  *
  *   ring     every collective, every protocol (Simple, LL, LL128)
  *   oneshot  every collective with Simple (peer loads behind flag barriers);
- *            all-reduce also with LL (pushed lines, no barrier: prims.h)
+ *            all-reduce, allgather and reduce-scatter also with LL (every
+ *            rank pushes lines to every other, no barrier: prims.h)
  *   twoshot  all-reduce only; Simple only
  *
  * Forced values (config algo/proto other than auto) are honoured whenever the
@@ -34,12 +35,15 @@ struct plan {
 
 /* 1 when collective op (COLLC_OP_*) can run algorithm algo. */
 int plan_algo_supported(int op, uint32_t algo);
+/* 1 for the collectives one-shot LL runs: every rank sends to every other. */
+int plan_oll_op(int op);
 /* 1 when algorithm algo can carry protocol proto for collective op. */
 int plan_proto_supported(int op, uint32_t algo, uint32_t proto);
 
 /*
- * Automatic choice (config algo auto): an all-reduce on up to
- * PLAN_OLL_MAX_RANKS ranks runs one-shot LL up to oneshot_ll_max_bytes (0: never);
+ * Automatic choice (config algo auto): an all-reduce, allgather or
+ * reduce-scatter on up to PLAN_OLL_MAX_RANKS ranks runs one-shot LL up to
+ * oneshot_ll_max_bytes (0: never);
  * otherwise one-shot up to the one-shot limit, then (all-reduce only)
  * two-shot up to twoshot_max_bytes, then ring. For all-reduce and reduce one
  * rank reads nranks inputs, so their one-shot limit shrinks beyond 8 ranks:
@@ -48,10 +52,10 @@ int plan_proto_supported(int op, uint32_t algo, uint32_t proto);
 uint8_t plan_pick_algo(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks);
 /*
  * Automatic choice (config proto auto). Ring: LL up to ll_max_bytes, then
- * LL128, then Simple. One-shot all-reduce: LL up to oneshot_ll_max_bytes on
- * up to PLAN_OLL_MAX_RANKS ranks (each rank writes its input to every peer,
- * so the traffic grows with the square of the ranks), else Simple. Two-shot
- * and other one-shot collectives: Simple.
+ * LL128, then Simple. One-shot all-reduce, allgather and reduce-scatter: LL
+ * up to oneshot_ll_max_bytes on up to PLAN_OLL_MAX_RANKS ranks (each rank
+ * writes to every peer, so the traffic grows with the square of the ranks),
+ * else Simple. Two-shot, broadcast and reduce: Simple.
  */
 #define PLAN_OLL_MAX_RANKS 8u
 uint8_t plan_pick_proto(const struct collc_config *cfg, int op, uint32_t algo, uint64_t bytes,

@@ -60,9 +60,11 @@ static void test_support_table(void **state)
 			assert_true(plan_proto_supported(op, COLLC_ALGO_RING, pr));
 		assert_true(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE));
 		assert_true(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE));
-		/* One-shot LL pushes lines and reduces them: an all-reduce algorithm. */
+		/* One-shot LL: every rank pushes lines to every other. */
+		assert_int_equal(plan_oll_op(op), op == COLLC_OP_ALLREDUCE || op == COLLC_OP_ALLGATHER ||
+							  op == COLLC_OP_REDUCE_SCATTER);
 		assert_int_equal(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL),
-				 op == COLLC_OP_ALLREDUCE);
+				 plan_oll_op(op));
 		assert_false(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL128));
 		assert_false(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_LL));
 		assert_false(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_LL128));
@@ -95,8 +97,11 @@ static void test_auto_allreduce(void **state)
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB + 1, 2), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 9), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
-	/* Only all-reduce has a one-shot LL; ll_max_bytes is the ring's. */
-	assert_plan(plan(&cfg, COLLC_OP_ALLGATHER, 512 * KiB, 2), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	/* Allgather and reduce-scatter too, not broadcast and reduce; ll_max_bytes is the ring's. */
+	assert_plan(plan(&cfg, COLLC_OP_ALLGATHER, 512 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_REDUCE_SCATTER, 512 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_BROADCAST, 512 * KiB, 2), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	assert_plan(plan(&cfg, COLLC_OP_BROADCAST, 8, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
 	cfg.ll_max_bytes = 0;
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 8, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	/* A forced Simple keeps the size's algorithm without LL. */
@@ -195,11 +200,12 @@ static void test_forced_proto(void **state)
 
 			/*
 			 * algo auto: LL128 runs on ring only, so ring it is; LL also
-			 * on a one-shot all-reduce, when the size picks one-shot.
+			 * on one-shot all-reduce, allgather and reduce-scatter, when
+			 * the size picks one-shot.
 			 */
 			cfg.algo = COLLC_ALGO_AUTO;
 			cfg.proto = COLLC_PROTO_LL;
-			if (op == COLLC_OP_ALLREDUCE && sizes[s] <= 64 * KiB)
+			if (plan_oll_op(op) && sizes[s] <= 64 * KiB)
 				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 			else
 				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
@@ -216,7 +222,7 @@ static void test_forced_proto(void **state)
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
 			cfg.proto = COLLC_PROTO_LL;
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT,
-				    op == COLLC_OP_ALLREDUCE ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE);
+				    plan_oll_op(op) ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE);
 			cfg.algo = COLLC_ALGO_RING;
 			cfg.proto = COLLC_PROTO_LL128;
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
