@@ -997,13 +997,19 @@ __device__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot, u
 }
 
 /*
- * One-shot LL all-reduce (proto/prims.h): this channel's share of the
- * one-shot split, in rounds of at most CUDA_OLL_SLOT_LINES lines. A thread
- * pushes its lines of our input into every peer's inbox (W-LL: data and
- * flags in one 16-byte store, no fence), then reduces the same lines of
- * every rank in rank order, polling our own inbox (R-LL), and stores the
- * result. The __syncthreads() that ends a round orders every thread's reads
- * of the round before any thread's pushes of the next (OLL1).
+ * One-shot LL (proto/prims.h): all-reduce, allgather and reduce-scatter.
+ * This channel's share of the one-shot split of count elements (a rank's
+ * block: allgather's send count, reduce-scatter's receive count), in rounds
+ * of at most CUDA_OLL_SLOT_LINES lines. A thread pushes its lines into every
+ * peer's inbox (W-LL: data and flags in one 16-byte store, no fence): our
+ * input (all-reduce, allgather) or the peer's block of it (reduce-scatter).
+ * Then it takes the same lines of every rank in rank order, polling our own
+ * inbox (R-LL), and reduces them into the result (all-reduce,
+ * reduce-scatter) or stores each into its rank's block (allgather). Every
+ * line a thread pushes, and its own contribution, is read before it stores
+ * the result, so in-place buffers are safe. The __syncthreads() that ends
+ * a round orders every thread's reads of the round before any thread's
+ * pushes of the next (OLL1).
  */
 __device__ int oll_recv(struct blk *b, const union collc_ll_line *line, uint32_t flag, uint64_t *out,
 			volatile int *abort_all)
@@ -1027,18 +1033,20 @@ __device__ int oll_recv(struct blk *b, const union collc_ll_line *line, uint32_t
 	}
 }
 
-__device__ int oll_allreduce(struct blk *b, const char *src, char *dst)
+__device__ int oll_run(struct blk *b, const char *src, char *dst)
 {
-	const uint32_t n = b->it.nranks, me = b->it.rank;
+	const uint32_t n = b->it.nranks, me = b->it.rank, coll = b->it.coll;
 	const int dt = b->it.dtype, op = b->it.redop;
-	const int fin = op == COLLC_AVG;
-	const uint64_t es = b->es, count = b->it.count;
+	const int fin = op == COLLC_AVG && coll != COLLC_OP_ALLGATHER;
+	const uint64_t es = b->es, count = b->it.count, blk = count * es;
 	const uint64_t per = collc_round_up(collc_div_up(count, b->it.nchannels), 16 / es);
 	const uint64_t lo = collc_min_u64(count, (uint64_t)b->share * per);
 	const uint64_t bytes = (collc_min_u64(count, lo + per) - lo) * es;
 	const uint64_t round = (uint64_t)CUDA_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD;
 	const uint64_t nrounds = bytes ? collc_div_up(bytes, round) : 1;
 	const union collc_ll_line *inbox = (const union collc_ll_line *)(uintptr_t)b->ch->oll_inbox;
+	/* Where rank p's lines come from in our input: reduce-scatter sends block p. */
+	const uint64_t pstride = coll == COLLC_OP_REDUCE_SCATTER ? blk : 0;
 	__shared__ int oll_abort;
 
 	if (threadIdx.x == 0)
@@ -1053,17 +1061,21 @@ __device__ int oll_allreduce(struct blk *b, const char *src, char *dst)
 
 		for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
 			const uint32_t w = (uint32_t)(len > 8 * i ? collc_min_u64(8, len - 8 * i) : 0);
-			const uint64_t mine = w ? ld_bytes(src + off + 8 * i, w) : 0;
-			union collc_ll_line l = collc_ll_pack(mine, flag);
-			const uint4 v = make_uint4(l.w.data1, l.w.flag1, l.w.data2, l.w.flag2);
+			const uint64_t o = off + 8 * i;
+			const uint64_t mine = w ? ld_bytes(src + me * pstride + o, w) : 0;
 			uint64_t acc = 0, x;
 
 			/* W-LL: pairs with R-LL in peer p's oll_recv(). */
-			for (uint32_t p = 0; p < n; p++)
-				if (p != me)
-					st_vol128((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
-							  collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
-						  v);
+			for (uint32_t p = 0; p < n; p++) {
+				if (p == me)
+					continue;
+				x = pstride && w ? ld_bytes(src + p * pstride + o, w) : mine;
+				union collc_ll_line l = collc_ll_pack(x, flag);
+
+				st_vol128((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
+						  collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
+					  make_uint4(l.w.data1, l.w.flag1, l.w.data2, l.w.flag2));
+			}
 			if (b->trace && i == 0 && k == 0)
 				b->t_ollwait = globaltimer();
 			for (uint32_t p = 0; p < n; p++) {
@@ -1072,14 +1084,19 @@ __device__ int oll_allreduce(struct blk *b, const char *src, char *dst)
 				if (p != me && oll_recv(b, inbox + collc_oll_line(gen, n, p, i, CUDA_OLL_SLOT_LINES),
 							flag, &x, &oll_abort) < 0)
 					break;
-				acc = p == 0 ? x : red8(dt, op, acc, x);
+				if (coll == COLLC_OP_ALLGATHER) {
+					if (w)
+						st_bytes(dst + p * blk + o, w, x);
+				} else {
+					acc = p == 0 ? x : red8(dt, op, acc, x);
+				}
 			}
 			if (*(volatile int *)&oll_abort)
 				break;
 			if (b->trace && i == 0 && k == 0)
 				b->t_ollwait = globaltimer() - b->t_ollwait;
-			if (w)
-				st_bytes(dst + off + 8 * i, w, fin ? fin8(dt, n, acc) : acc);
+			if (w && coll != COLLC_OP_ALLGATHER)
+				st_bytes(dst + o, w, fin ? fin8(dt, n, acc) : acc);
 		}
 		__syncthreads();
 		if (oll_abort)
@@ -1174,8 +1191,10 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	}
 	if (b->trace)
 		b->t_alg = globaltimer();
-	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL && b->it.coll == COLLC_OP_ALLREDUCE)
-		r = oll_allreduce(b, src, dst);
+	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL &&
+	    (b->it.coll == COLLC_OP_ALLREDUCE || b->it.coll == COLLC_OP_ALLGATHER ||
+	     b->it.coll == COLLC_OP_REDUCE_SCATTER))
+		r = oll_run(b, src, dst);
 	else if (b->algo == COLLC_ALGO_ONESHOT || b->algo == COLLC_ALGO_TWOSHOT)
 		r = oneshot(b, src, dst, b->algo == COLLC_ALGO_TWOSHOT && b->it.coll == COLLC_OP_ALLREDUCE,
 			    (b->it.sendbuf | b->it.recvbuf) & CUDA_ADDR_LOCAL);
