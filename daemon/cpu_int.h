@@ -7,7 +7,8 @@
  *   cpu_prims.c  waiting and the Simple / LL / LL128 primitives
  *   cpu_ring.c   ring algorithms over the primitives
  *   cpu_peer.c   one-shot and two-shot algorithms over peer memory, and
- *                one-shot LL all-reduce over the mailboxes' inboxes
+ *                one-shot LL all-reduce, allgather and reduce-scatter over
+ *                the mailboxes' inboxes
  */
 #ifndef COLLCD_CPU_INT_H
 #define COLLCD_CPU_INT_H

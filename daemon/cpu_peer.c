@@ -27,9 +27,10 @@
  * different ranks must not overlap, and other partial overlaps are undefined,
  * as in NCCL.
  *
- * One-shot LL all-reduce is the exception to all of the above but the fixed
- * order: no barrier, no peer buffer, ranks push LL lines into each other's
- * inboxes (oneshot_ll_allreduce() below).
+ * One-shot LL (all-reduce, allgather, reduce-scatter) is the exception to
+ * all of the above but the fixed order and the in-place rules: no barrier, no
+ * peer buffer, ranks push LL lines into each other's inboxes (oneshot_ll()
+ * below).
  */
 #include <errno.h>
 #include <string.h>
@@ -297,13 +298,15 @@ static void oneshot_reduce(const struct cpu_run *x, const struct peer_view *pv)
 }
 
 /*
- * One-shot LL all-reduce (proto/prims.h, "One-shot LL"). The channel's share
- * moves in rounds of at most CPU_OLL_SLOT_LINES lines; each round takes a
- * fresh generation g of the mailbox (my_gen, shared with the items above), and
- * every rank pushes its piece of the round as lines of flag(g) into slot g of
- * every peer's inbox, then reduces, in rank order, its own piece with the
- * lines the peers pushed into its inbox. An empty share still runs one round
- * of one line (OLL1).
+ * One-shot LL (proto/prims.h, "One-shot LL"): all-reduce, allgather and
+ * reduce-scatter. The channel's share of count elements (count as the call
+ * names it: per rank for allgather and reduce-scatter) moves in rounds of at
+ * most CPU_OLL_SLOT_LINES lines; each round takes a fresh generation g of the
+ * mailbox (my_gen, shared with the items above), and every rank pushes its
+ * piece of the round as lines of flag(g) into slot g of every peer's inbox,
+ * then takes the lines the peers pushed into its own: all-reduce and
+ * reduce-scatter reduce them in rank order with their own piece, allgather
+ * stores them. An empty share still runs one round of one line (OLL1).
  */
 
 /* One peer's lines of one round in our inbox, and how many of them were taken. */
@@ -326,7 +329,8 @@ static int oll_ready(void *arg)
 		if (!cpu_ll_load(&a->lines[a->next], a->flag, &p))
 			return 0;
 		n = collc_min_u64(COLLC_LL_LINE_PAYLOAD, a->len - off); /* 0 for an empty round's line */
-		memcpy(a->out + off, &p, n);
+		if (n)
+			memcpy(a->out + off, &p, n);
 	}
 	return 1;
 }
@@ -370,15 +374,27 @@ static void oll_push(const struct cpu_run *x, uint32_t q, uint64_t g, const char
 	cpu_wake(&qm->seq, &qm->waiting);
 }
 
+/* Rank block blk of buf (bb bytes a block) at byte pos; NULL for an empty round. */
+static char *oll_at(uint64_t buf, uint32_t blk, uint64_t bb, uint64_t pos, uint64_t len)
+{
+	return len ? (char *)(uintptr_t)buf + blk * bb + pos : NULL;
+}
+
 /*
- * One round: in and out are our src and dst for it (len bytes, NULL when
- * empty). All of in is read before any of out is written, so in place works.
+ * One round: len bytes at byte pos of a rank's block (every block of
+ * allgather's dst and reduce-scatter's src; all-reduce has one). We push, and
+ * read our own piece, before we write dst, and write no byte that a later
+ * round or another channel reads, so in place works: allgather's src is then
+ * our block of dst, which peers' pieces never land in, and reduce-scatter's
+ * dst our block of src, of which the round writes only the piece it read.
  */
-static int oll_round(const struct cpu_run *x, uint64_t g, const char *in, char *out, uint64_t len)
+static int oll_round(const struct cpu_run *x, uint64_t g, uint64_t pos, uint64_t len)
 {
 	const struct collc_work_item *it = x->it;
 	uint32_t me = it->rank, n = it->nranks;
-	uint64_t ne = len / x->es;
+	uint64_t ne = len / x->es, bb = it->count * x->es;
+	int gather = it->coll == COLLC_OP_ALLGATHER, scatter = it->coll == COLLC_OP_REDUCE_SCATTER;
+	const char *own = oll_at(it->sendbuf, scatter ? me : 0, bb, pos, len);
 	char *acc = x->stage_out;
 	int r;
 
@@ -390,45 +406,43 @@ static int oll_round(const struct cpu_run *x, uint64_t g, const char *in, char *
 	 * after which a peer may overwrite the slot of g - 1 with g + 1.
 	 */
 	fence_acq_rel();
-	for (uint32_t i = 1; i < n; i++)
-		oll_push(x, (me + i) % n, g, in, len);
-	/* acc = piece 0 op piece 1 op ... op piece n-1: our own from in, the others as they land. */
-	if (me != 0 && (r = oll_pull(x, 0, g, acc, len)) < 0)
-		return r;
-	for (uint32_t p = 1; p < n; p++) {
-		const char *v = in;
+	for (uint32_t i = 1; i < n; i++) {
+		uint32_t q = (me + i) % n;
 
-		if (p != me) {
-			r = oll_pull(x, p, g, x->stage_in, len);
-			if (r < 0)
-				return r;
-			v = x->stage_in;
-		}
-		if (ne)
-			red_reduce(acc, p == 1 && me == 0 ? in : acc, v, ne, it->dtype, it->redop);
+		/* Reduce-scatter sends each peer its own block; the others, our piece to all. */
+		oll_push(x, q, g, scatter ? oll_at(it->sendbuf, q, bb, pos, len) : own, len);
 	}
-	if (!ne)
+	if (gather)
+		copy(oll_at(it->recvbuf, me, bb, pos, len), own, len); /* in place: the same bytes */
+	/*
+	 * Allgather: each peer's piece straight into its block of dst. Else acc =
+	 * piece 0 op piece 1 op ... op piece n-1: our own from src, the others as
+	 * they land.
+	 */
+	for (uint32_t p = 0; p < n; p++) {
+		char *got = gather ? oll_at(it->recvbuf, p, bb, pos, len) : p ? x->stage_in : acc;
+
+		if (p != me && (r = oll_pull(x, p, g, got, len)) < 0)
+			return r;
+		if (!gather && p && ne)
+			red_reduce(acc, p == 1 && me == 0 ? own : acc, p == me ? own : got, ne, it->dtype,
+				   it->redop);
+	}
+	if (gather || !ne)
 		return 0;
 	red_finish(acc, ne, it->dtype, it->redop, n);
-	memcpy(out, acc, len);
+	memcpy(oll_at(it->recvbuf, 0, bb, pos, len), acc, len);
 	return 0;
 }
 
-static int oneshot_ll_allreduce(struct cpu_run *x)
+static int oneshot_ll(struct cpu_run *x)
 {
-	const struct collc_work_item *it = x->it;
-	struct cpu_mbox *m = mbox_of(x, it->rank);
-	uint64_t lo, hi, es = x->es, rb = CPU_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD, bytes, nrounds;
-	const char *src = NULL;
-	char *dst = NULL;
+	struct cpu_mbox *m = mbox_of(x, x->it->rank);
+	uint64_t lo, hi, rb = CPU_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD, bytes, nrounds;
 	int r;
 
-	share(x, it->count, &lo, &hi);
-	bytes = (hi - lo) * es;
-	if (bytes) {
-		src = (const char *)(uintptr_t)it->sendbuf + lo * es;
-		dst = (char *)(uintptr_t)it->recvbuf + lo * es;
-	}
+	share(x, x->it->count, &lo, &hi);
+	bytes = (hi - lo) * x->es;
 	nrounds = bytes ? collc_div_up(bytes, rb) : 1;
 	for (uint64_t k = 0; k < nrounds; k++) {
 		uint64_t off = k * rb, len = bytes ? collc_min_u64(rb, bytes - off) : 0;
@@ -436,7 +450,7 @@ static int oneshot_ll_allreduce(struct cpu_run *x)
 		/* Rounds may never wait long enough to see an abort: look every 16. */
 		if ((++x->nsteps & 15) == 0 && cpu_cancelled(x))
 			return -ECANCELED;
-		r = oll_round(x, ++m->my_gen, len ? src + off : NULL, len ? dst + off : NULL, len);
+		r = oll_round(x, ++m->my_gen, lo * x->es + off, len);
 		if (r < 0)
 			return r;
 	}
@@ -471,10 +485,17 @@ static int run(const struct cpu_run *x, int twoshot)
 	return wait_all_done(x, pv.done0 + 1);
 }
 
+/* One-shot LL carries all-reduce, allgather and reduce-scatter; the others run Simple. */
 int cpu_oneshot(struct cpu_run *x)
 {
-	if (x->it->coll == COLLC_OP_ALLREDUCE && x->it->proto == COLLC_PROTO_LL)
-		return oneshot_ll_allreduce(x);
+	switch (x->it->coll) {
+	case COLLC_OP_ALLREDUCE:
+	case COLLC_OP_ALLGATHER:
+	case COLLC_OP_REDUCE_SCATTER:
+		if (x->it->proto == COLLC_PROTO_LL)
+			return oneshot_ll(x);
+		break;
+	}
 	return run(x, 0);
 }
 

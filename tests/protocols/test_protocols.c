@@ -389,24 +389,26 @@ static int rank_main(int rank, int nranks, void *arg)
 /*
  * What the plan runs for a case under the forced values (daemon/plan.h); -1:
  * size decides. With algo auto, a forced protocol the size's algorithm cannot
- * carry runs ring; LL is carried by ring and by one-shot all-reduce, so a
- * forced LL all-reduce runs one or the other, by size, and LL either way.
+ * carry runs ring; LL is carried by ring and by one-shot all-reduce, allgather
+ * and reduce-scatter, so a forced LL one of those runs one or the other, by
+ * size, and LL either way.
  */
 static void expected_plan(const struct tcase *c, int nranks, int *algo, int *proto)
 {
 	int a = opt.algo, p = opt.proto, ar = c->coll == COLLC_OP_ALLREDUCE;
+	int oll = ar || c->coll == COLLC_OP_ALLGATHER || c->coll == COLLC_OP_REDUCE_SCATTER;
 
 	if (nranks == 1 || a == COLLC_ALGO_RING || (a == COLLC_ALGO_TWOSHOT && !ar))
 		a = COLLC_ALGO_RING;
 	else if (a == COLLC_ALGO_AUTO)
-		a = p == COLLC_PROTO_LL128 || (p == COLLC_PROTO_LL && !ar) ? COLLC_ALGO_RING : -1;
+		a = p == COLLC_PROTO_LL128 || (p == COLLC_PROTO_LL && !oll) ? COLLC_ALGO_RING : -1;
 	*algo = a;
 	if (a == COLLC_ALGO_TWOSHOT)
 		*proto = COLLC_PROTO_SIMPLE;
 	else if (a == COLLC_ALGO_ONESHOT && p != COLLC_PROTO_AUTO)
-		*proto = p == COLLC_PROTO_LL && ar ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE;
+		*proto = p == COLLC_PROTO_LL && oll ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE;
 	else if (a == COLLC_ALGO_ONESHOT)
-		*proto = ar && nranks <= 8 ? -1 : COLLC_PROTO_SIMPLE; /* PLAN_OLL_MAX_RANKS */
+		*proto = oll && nranks <= 8 ? -1 : COLLC_PROTO_SIMPLE; /* PLAN_OLL_MAX_RANKS */
 	else
 		*proto = p != COLLC_PROTO_AUTO ? p : -1; /* ring or, by size, any: what was forced */
 }
