@@ -21,7 +21,8 @@ struct collc_config {
 	uint64_t oneshot_max_bytes; /* auto algo: one-shot up to here */
 	uint64_t twoshot_max_bytes; /* auto algo: two-shot up to here, then ring */
 	uint64_t ll_max_bytes;      /* auto proto: LL up to here (ring) */
-	uint64_t oneshot_ll_max_bytes; /* auto: one-shot LL all-reduce up to here (<= 8 ranks); 0: never */
+	uint64_t oneshot_ll_max_bytes; /* auto: one-shot LL all-reduce, allgather, reduce-scatter
+					  up to here (<= 8 ranks); 0: never */
 	uint64_t ll128_max_bytes;   /* auto proto: LL128 up to here, then Simple */
 	uint64_t channel_min_bytes; /* auto channels: at least this many bytes per channel */
 	uint32_t sched_spin_us;     /* scheduler spins this long idle before it sleeps */

@@ -171,7 +171,9 @@ static int build_config(const struct options *o, uint32_t backend, uint32_t max_
 	 * took the 1 MiB all-reduce from 70.5 to 38.9 us and 64 KiB from 38.1 to
 	 * 23.6 us (p50; the same at 8 B and 8 MiB). One-shot LL all-reduces beat
 	 * two-shot Simple up to 512 KiB there (p50 128 KiB 19.4 vs 25.9 us, 512
-	 * KiB 23.9 vs 26.4; at 1 MiB 37.8 vs 29.3: bench/RESULTS.md).
+	 * KiB 23.9 vs 26.4; at 1 MiB 37.8 vs 29.3: bench/RESULTS.md); allgather
+	 * and reduce-scatter take the same limit (8 B 16.9 and 17.2 us against
+	 * 23.0 with one-shot Simple).
 	 */
 	if (backend == COLLC_BACKEND_CUDA) {
 		cfg->channels = max_channels;
