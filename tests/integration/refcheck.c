@@ -191,9 +191,10 @@ int rc_check_input(const struct rc_case *c, int rank, const void *buf, const cha
 		uint64_t want = rc_input_bits(c, rank, i), got = load_bits(buf, i, es);
 
 		if (got != want)
-			return h_fail("%s: rank %d %s %s count %zu: send buffer changed at element %zu: "
-				      "%#" PRIx64 " (was %#" PRIx64 ")", what, rank, rc_dtype_name(c->dtype),
-				      rc_op_name(c->op), c->count, i, got, want);
+			return h_fail("%s: %s %s count %zu: element %zu is %#" PRIx64
+				      ", rank %d's input there is %#" PRIx64,
+				      what, rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, i, got,
+				      rank, want);
 	}
 	return 0;
 }

@@ -32,7 +32,11 @@ size_t rc_size(collc_dtype dtype);
 /* Raw bits (low rc_size*8 bits) of element i of `rank`'s input. */
 uint64_t rc_input_bits(const struct rc_case *c, int rank, size_t i);
 void rc_fill(const struct rc_case *c, int rank, void *buf);
-/* 0 when buf still holds rank's input; else prints and returns 1. */
+/*
+ * 0 when buf holds rank's input (a send buffer that must not have changed,
+ * or a block that received it); else prints the first differing element and
+ * returns 1.
+ */
 int rc_check_input(const struct rc_case *c, int rank, const void *buf, const char *what);
 /*
  * 0 when result (count elements) is the reduction of the inputs of ranks
