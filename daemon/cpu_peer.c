@@ -488,14 +488,8 @@ static int run(const struct cpu_run *x, int twoshot)
 /* One-shot LL carries all-reduce, allgather and reduce-scatter; the others run Simple. */
 int cpu_oneshot(struct cpu_run *x)
 {
-	switch (x->it->coll) {
-	case COLLC_OP_ALLREDUCE:
-	case COLLC_OP_ALLGATHER:
-	case COLLC_OP_REDUCE_SCATTER:
-		if (x->it->proto == COLLC_PROTO_LL)
-			return oneshot_ll(x);
-		break;
-	}
+	if (x->it->proto == COLLC_PROTO_LL && collc_oll_coll(x->it->coll))
+		return oneshot_ll(x);
 	return run(x, 0);
 }
 

@@ -495,6 +495,41 @@ __device__ __forceinline__ uint64_t word_op(struct blk *b, int flags, uint64_t r
 	return x;
 }
 
+/*
+ * R-LL: polls one line until it carries flag, then takes its payload from
+ * that snapshot. -1 once the grid or the communicator aborted, or another
+ * thread of the block did (*abort_all, which it then sets).
+ */
+__device__ int ll_recv_line(struct blk *b, const union collc_ll_line *line, uint32_t flag,
+			    uint64_t *out, volatile int *abort_all)
+{
+	for (uint32_t spins = 0;; spins++) {
+		uint4 v = ld_vol128(line);
+		union collc_ll_line l;
+
+		l.w.data1 = v.x;
+		l.w.flag1 = v.y;
+		l.w.data2 = v.z;
+		l.w.flag2 = v.w;
+		if (collc_ll_ready(l, flag)) {
+			*out = collc_ll_payload(l);
+			return 0;
+		}
+		if (check_abort(b, spins) || *abort_all) {
+			*abort_all = 1;
+			return -1;
+		}
+	}
+}
+
+/* W-LL: the payload and both flags in one 16-byte store, no fence. */
+__device__ __forceinline__ void ll_send_line(union collc_ll_line *line, uint64_t payload, uint32_t flag)
+{
+	union collc_ll_line l = collc_ll_pack(payload, flag);
+
+	st_vol128(line, make_uint4(l.w.data1, l.w.flag1, l.w.data2, l.w.flag2));
+}
+
 /* LL payload: each thread takes whole 16-byte lines; R-LL / W-LL. */
 __device__ int ll_payload(struct blk *b, int flags, const char *src, char *dst, uint64_t len)
 {
@@ -513,37 +548,12 @@ __device__ int ll_payload(struct blk *b, int flags, const char *src, char *dst, 
 		uint64_t off = i * 8, rcv = 0;
 		uint32_t n = (uint32_t)collc_min_u64(8, len - off);
 
-		if (flags & P_RECV) {
-			union collc_ll_line l;
-
-			for (uint32_t spins = 0;; spins++) {
-				l.v[0] = 0;
-				{
-					uint4 v = ld_vol128(&in[i]);
-
-					l.w.data1 = v.x;
-					l.w.flag1 = v.y;
-					l.w.data2 = v.z;
-					l.w.flag2 = v.w;
-				}
-				if (collc_ll_ready(l, rflag))
-					break;
-				if (check_abort(b, spins) || *(volatile int *)&ll_abort) {
-					ll_abort = 1;
-					break;
-				}
-			}
-			if (*(volatile int *)&ll_abort)
-				break;
-			rcv = collc_ll_payload(l);
-		}
+		if ((flags & P_RECV) && ll_recv_line(b, &in[i], rflag, &rcv, &ll_abort) < 0)
+			break;
 		uint64_t x = word_op(b, flags, rcv, src, dst, off, n);
 
-		if (flags & P_SEND) {
-			union collc_ll_line l = collc_ll_pack(x, sflag);
-
-			st_vol128(&out[i], make_uint4(l.w.data1, l.w.flag1, l.w.data2, l.w.flag2));
-		}
+		if (flags & P_SEND)
+			ll_send_line(&out[i], x, sflag);
 	}
 	__syncthreads();
 	return ll_abort ? -1 : 0;
@@ -919,16 +929,26 @@ __device__ int os_barrier(struct blk *b, int which, const char *src, char *dst, 
 __device__ int ring_allreduce(struct blk *b, const char *src, char *dst);
 __device__ int ring_other(struct blk *b, const char *src, char *dst);
 
+/* The block's share [lo, hi) of the item's count elements, in pieces of whole 16-byte vectors. */
+__device__ __forceinline__ void oneshot_share(const struct blk *b, uint64_t *lo, uint64_t *hi)
+{
+	const uint64_t count = b->it.count;
+	const uint64_t per = collc_round_up(collc_div_up(count, b->it.nchannels), 16 / b->es);
+
+	*lo = collc_min_u64(count, (uint64_t)b->share * per);
+	*hi = collc_min_u64(count, *lo + per);
+}
+
 __device__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot, uint64_t local)
 {
-	const uint32_t n = b->it.nranks, me = b->it.rank, nch = b->it.nchannels, ch = b->share;
+	const uint32_t n = b->it.nranks, me = b->it.rank;
 	const uint64_t es = b->es, count = b->it.count;
 	const uint64_t align = 16 / es;
-	uint64_t per = collc_round_up(collc_div_up(count, nch), align);
-	uint64_t lo = collc_min_u64(count, (uint64_t)ch * per), hi = collc_min_u64(count, lo + per);
+	uint64_t lo, hi;
 	__shared__ uint64_t srcs[COLLC_MAX_RANKS];
 	int r;
 
+	oneshot_share(b, &lo, &hi);
 	b->os_gen++;
 	r = os_barrier(b, OS_ARRIVE, src, dst, local);
 	if (r < 0)
@@ -1011,44 +1031,23 @@ __device__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot, u
  * a round orders every thread's reads of the round before any thread's
  * pushes of the next (OLL1).
  */
-__device__ int oll_recv(struct blk *b, const union collc_ll_line *line, uint32_t flag, uint64_t *out,
-			volatile int *abort_all)
-{
-	for (uint32_t spins = 0;; spins++) {
-		uint4 v = ld_vol128(line);
-		union collc_ll_line l;
-
-		l.w.data1 = v.x;
-		l.w.flag1 = v.y;
-		l.w.data2 = v.z;
-		l.w.flag2 = v.w;
-		if (collc_ll_ready(l, flag)) {
-			*out = collc_ll_payload(l);
-			return 0;
-		}
-		if (check_abort(b, spins) || *abort_all) {
-			*abort_all = 1;
-			return -1;
-		}
-	}
-}
-
 __device__ int oll_run(struct blk *b, const char *src, char *dst)
 {
 	const uint32_t n = b->it.nranks, me = b->it.rank, coll = b->it.coll;
 	const int dt = b->it.dtype, op = b->it.redop;
 	const int fin = op == COLLC_AVG && coll != COLLC_OP_ALLGATHER;
-	const uint64_t es = b->es, count = b->it.count, blk = count * es;
-	const uint64_t per = collc_round_up(collc_div_up(count, b->it.nchannels), 16 / es);
-	const uint64_t lo = collc_min_u64(count, (uint64_t)b->share * per);
-	const uint64_t bytes = (collc_min_u64(count, lo + per) - lo) * es;
+	const uint64_t es = b->es, blk = b->it.count * es;
+	uint64_t lo, hi;
 	const uint64_t round = (uint64_t)CUDA_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD;
-	const uint64_t nrounds = bytes ? collc_div_up(bytes, round) : 1;
+	uint64_t bytes, nrounds;
 	const union collc_ll_line *inbox = (const union collc_ll_line *)(uintptr_t)b->ch->oll_inbox;
 	/* Where rank p's lines come from in our input: reduce-scatter sends block p. */
 	const uint64_t pstride = coll == COLLC_OP_REDUCE_SCATTER ? blk : 0;
 	__shared__ int oll_abort;
 
+	oneshot_share(b, &lo, &hi);
+	bytes = (hi - lo) * es;
+	nrounds = bytes ? collc_div_up(bytes, round) : 1;
 	if (threadIdx.x == 0)
 		oll_abort = 0;
 	__syncthreads();
@@ -1065,24 +1064,23 @@ __device__ int oll_run(struct blk *b, const char *src, char *dst)
 			const uint64_t mine = w ? ld_bytes(src + me * pstride + o, w) : 0;
 			uint64_t acc = 0, x;
 
-			/* W-LL: pairs with R-LL in peer p's oll_recv(). */
+			/* W-LL: pairs with R-LL in peer p's ll_recv_line(). */
 			for (uint32_t p = 0; p < n; p++) {
 				if (p == me)
 					continue;
 				x = pstride && w ? ld_bytes(src + p * pstride + o, w) : mine;
-				union collc_ll_line l = collc_ll_pack(x, flag);
-
-				st_vol128((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
-						  collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
-					  make_uint4(l.w.data1, l.w.flag1, l.w.data2, l.w.flag2));
+				ll_send_line((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
+						     collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
+					     x, flag);
 			}
 			if (b->trace && i == 0 && k == 0)
 				b->t_ollwait = globaltimer();
 			for (uint32_t p = 0; p < n; p++) {
 				x = mine;
 				/* R-LL: pairs with W-LL in rank p. */
-				if (p != me && oll_recv(b, inbox + collc_oll_line(gen, n, p, i, CUDA_OLL_SLOT_LINES),
-							flag, &x, &oll_abort) < 0)
+				if (p != me &&
+				    ll_recv_line(b, inbox + collc_oll_line(gen, n, p, i, CUDA_OLL_SLOT_LINES), flag,
+						 &x, &oll_abort) < 0)
 					break;
 				if (coll == COLLC_OP_ALLGATHER) {
 					if (w)
@@ -1191,9 +1189,7 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	}
 	if (b->trace)
 		b->t_alg = globaltimer();
-	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL &&
-	    (b->it.coll == COLLC_OP_ALLREDUCE || b->it.coll == COLLC_OP_ALLGATHER ||
-	     b->it.coll == COLLC_OP_REDUCE_SCATTER))
+	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL && collc_oll_coll(b->it.coll))
 		r = oll_run(b, src, dst);
 	else if (b->algo == COLLC_ALGO_ONESHOT || b->algo == COLLC_ALGO_TWOSHOT)
 		r = oneshot(b, src, dst, b->algo == COLLC_ALGO_TWOSHOT && b->it.coll == COLLC_OP_ALLREDUCE,

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "daemon/plan.h"
+#include "proto/prims.h"
 #include "proto/shm.h"
 #include "proto/work.h"
 
@@ -15,17 +16,12 @@ int plan_algo_supported(int op, uint32_t algo)
 	return 0;
 }
 
-int plan_oll_op(int op)
-{
-	return op == COLLC_OP_ALLREDUCE || op == COLLC_OP_ALLGATHER || op == COLLC_OP_REDUCE_SCATTER;
-}
-
 int plan_proto_supported(int op, uint32_t algo, uint32_t proto)
 {
 	if (proto == COLLC_PROTO_SIMPLE)
 		return algo == COLLC_ALGO_RING || algo == COLLC_ALGO_ONESHOT || algo == COLLC_ALGO_TWOSHOT;
 	if (proto == COLLC_PROTO_LL)
-		return algo == COLLC_ALGO_RING || (algo == COLLC_ALGO_ONESHOT && plan_oll_op(op));
+		return algo == COLLC_ALGO_RING || (algo == COLLC_ALGO_ONESHOT && collc_oll_coll(op));
 	if (proto == COLLC_PROTO_LL128)
 		return algo == COLLC_ALGO_RING;
 	return 0;
@@ -42,7 +38,7 @@ static uint64_t oneshot_limit(const struct collc_config *cfg, int op, uint32_t n
 /* Does the automatic choice run this collective as a one-shot LL one? */
 static int oll_fits(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks)
 {
-	return plan_oll_op(op) && nranks <= PLAN_OLL_MAX_RANKS && cfg->oneshot_ll_max_bytes &&
+	return collc_oll_coll(op) && nranks <= PLAN_OLL_MAX_RANKS && cfg->oneshot_ll_max_bytes &&
 	       bytes <= cfg->oneshot_ll_max_bytes;
 }
 

@@ -35,8 +35,6 @@ struct plan {
 
 /* 1 when collective op (COLLC_OP_*) can run algorithm algo. */
 int plan_algo_supported(int op, uint32_t algo);
-/* 1 for the collectives one-shot LL runs: every rank sends to every other. */
-int plan_oll_op(int op);
 /* 1 when algorithm algo can carry protocol proto for collective op. */
 int plan_proto_supported(int op, uint32_t algo, uint32_t proto);
 

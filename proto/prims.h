@@ -33,6 +33,8 @@
 
 #include <stdint.h>
 
+#include "proto/shm.h"
+
 #if defined(__cplusplus)
 #define COLLC_PRIMS_ASSERT(c, m) static_assert(c, m)
 #else
@@ -255,6 +257,12 @@ COLLC_HD uint64_t collc_ll_step_bytes(uint64_t buffer_bytes, uint32_t steps)
  * have returned before any thread pushes again.
  */
 #define COLLC_OLL_SLOTS 2u
+
+/* The collectives one-shot LL runs: every rank sends to every other (COLLC_OP_*). */
+COLLC_HD int collc_oll_coll(int coll)
+{
+	return coll == COLLC_OP_ALLREDUCE || coll == COLLC_OP_ALLGATHER || coll == COLLC_OP_REDUCE_SCATTER;
+}
 
 /* Lines of a round that carries nbytes of payload: never fewer than one (OLL1). */
 COLLC_HD uint64_t collc_oll_lines(uint64_t nbytes)

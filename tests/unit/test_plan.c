@@ -61,10 +61,10 @@ static void test_support_table(void **state)
 		assert_true(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE));
 		assert_true(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE));
 		/* One-shot LL: every rank pushes lines to every other. */
-		assert_int_equal(plan_oll_op(op), op == COLLC_OP_ALLREDUCE || op == COLLC_OP_ALLGATHER ||
-							  op == COLLC_OP_REDUCE_SCATTER);
+		assert_int_equal(collc_oll_coll(op), op == COLLC_OP_ALLREDUCE || op == COLLC_OP_ALLGATHER ||
+							     op == COLLC_OP_REDUCE_SCATTER);
 		assert_int_equal(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL),
-				 plan_oll_op(op));
+				 collc_oll_coll(op));
 		assert_false(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL128));
 		assert_false(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_LL));
 		assert_false(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_LL128));
@@ -205,7 +205,7 @@ static void test_forced_proto(void **state)
 			 */
 			cfg.algo = COLLC_ALGO_AUTO;
 			cfg.proto = COLLC_PROTO_LL;
-			if (plan_oll_op(op) && sizes[s] <= 64 * KiB)
+			if (collc_oll_coll(op) && sizes[s] <= 64 * KiB)
 				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 			else
 				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
@@ -222,7 +222,7 @@ static void test_forced_proto(void **state)
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
 			cfg.proto = COLLC_PROTO_LL;
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT,
-				    plan_oll_op(op) ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE);
+				    collc_oll_coll(op) ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE);
 			cfg.algo = COLLC_ALGO_RING;
 			cfg.proto = COLLC_PROTO_LL128;
 			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
