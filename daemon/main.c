@@ -173,12 +173,22 @@ static int build_config(const struct options *o, uint32_t backend, uint32_t max_
 	 * two-shot Simple up to 512 KiB there (p50 128 KiB 19.4 vs 25.9 us, 512
 	 * KiB 23.9 vs 26.4; at 1 MiB 37.8 vs 29.3: bench/RESULTS.md); allgather
 	 * and reduce-scatter take the same limit (8 B 16.9 and 17.2 us against
-	 * 23.0 with one-shot Simple).
+	 * 23.0 with one-shot Simple). Beyond that, reading peer buffers
+	 * directly beats the ring: one-shot Simple up to 4 MiB (p50 1 MiB
+	 * all-reduce 29.4 against 39.7 us two-shot; reduce-scatter 2 MiB 28.7
+	 * against 40.2 with ring LL128, allgather 29.2 against 37.6), and
+	 * two-shot all-reduces up to 32 MiB (pipelined 4 MiB 29.2 against 42.7
+	 * us with ring LL128, 16 MiB 68.8 against 69.0; 64 MiB even). Measured
+	 * on 2 GPUs, where one-shot and two-shot all-reduces read the same
+	 * bytes; beyond 8 ranks the one-shot limit of all-reduce shrinks
+	 * (plan.h).
 	 */
 	if (backend == COLLC_BACKEND_CUDA) {
 		cfg->channels = max_channels;
 		cfg->channel_min_bytes = 8 << 10;
 		cfg->oneshot_ll_max_bytes = 512 << 10;
+		cfg->oneshot_max_bytes = 4 << 20;
+		cfg->twoshot_max_bytes = 32 << 20;
 	}
 	if (o->config_path && cfg_apply_file(cfg, o->config_path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "collcd: %s\n", err);

@@ -424,15 +424,95 @@ __device__ __forceinline__ int wait_ge(struct blk *b, const uint64_t *word, uint
 	}
 }
 
+/*
+ * Vectors in flight per thread in the copy and reduce loops. One 16-byte load
+ * at a time leaves a block latency-bound: 512 threads x 16 B per HBM or
+ * NVLink round trip, about 8 GB/s a block: 32 channels reached 257 GB/s busbw
+ * at 512 MiB, 4 vectors 330-338, 2 vectors 307, 8 (with spills) 284
+ * (bench/RESULTS.md). The loops load COLLC_VEC_UNROLL vectors of every source
+ * before the first is used. They live in prim<flags>() and reduce_n(), both
+ * __noinline__, so the reductions they inline exist once per instance, not
+ * once per call site.
+ */
+#ifndef COLLC_VEC_UNROLL
+#define COLLC_VEC_UNROLL 4
+#endif
+
+union vec16 {
+	uint4 v;
+	uint64_t w[2];
+};
+
+__device__ __forceinline__ uint4 vec_red(int dt, int op, uint4 a, uint4 b)
+{
+	union vec16 x, y;
+
+	x.v = a;
+	y.v = b;
+	x.w[0] = red8(dt, op, x.w[0], y.w[0]);
+	x.w[1] = red8(dt, op, x.w[1], y.w[1]);
+	return x.v;
+}
+
+__device__ __forceinline__ uint4 vec_fin(int dt, uint32_t n, uint4 a)
+{
+	union vec16 x;
+
+	x.v = a;
+	x.w[0] = fin8(dt, n, x.w[0]);
+	x.w[1] = fin8(dt, n, x.w[1]);
+	return x.v;
+}
+
+/*
+ * U vectors of one Simple step starting at vector i, T apart: loads of the
+ * received slot (or the source) and of the source first, then the reduction
+ * and the stores.
+ */
+template <int U>
+__device__ __forceinline__ void simple_vecs(int flags, int dt, int op, uint32_t nr, int fin, const char *in,
+					    const char *src, char *dst, char *out, uint64_t i, uint64_t T)
+{
+	uint4 x[U], y[U];
+
+#pragma unroll
+	for (int u = 0; u < U; u++)
+		x[u] = ld_data(((flags & P_RECV) ? in : src) + 16 * (i + u * T));
+	if (flags & P_REDUCE) {
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			y[u] = ld_data(src + 16 * (i + u * T));
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			x[u] = vec_red(dt, op, x[u], y[u]);
+	}
+	if (fin) {
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			x[u] = vec_fin(dt, nr, x[u]);
+	}
+	if (flags & P_DST) {
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			st_data(dst + 16 * (i + u * T), x[u]);
+	}
+	if (flags & P_SEND) {
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			st_data(out + 16 * (i + u * T), x[u]);
+	}
+}
+
 /* Simple payload: one slot's worth, 16-byte vectors where every pointer allows. */
-__device__ void simple_payload(struct blk *b, int flags, const char *in, const char *src, char *dst,
-			       char *out, uint64_t len)
+__device__ __forceinline__ void simple_payload(struct blk *b, int flags, const char *in, const char *src,
+					       char *dst, char *out, uint64_t len)
 {
 	const int dt = b->it.dtype, op = b->it.redop;
 	const uint32_t nr = b->it.nranks, es = b->es;
 	const int fin = (flags & P_POSTOP) && op == COLLC_AVG && nr > 1;
+	const uint64_t T = blockDim.x;
 	uintptr_t al = 0;
-	uint64_t nvec;
+	uint64_t nvec, i = threadIdx.x;
 
 	if (flags & P_RECV)
 		al |= (uintptr_t)in;
@@ -443,30 +523,12 @@ __device__ void simple_payload(struct blk *b, int flags, const char *in, const c
 	if (flags & P_SEND)
 		al |= (uintptr_t)out;
 	nvec = (al & 15) ? 0 : len / 16;
-	for (uint64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-		uint4 r = (flags & P_RECV) ? ld_data(in + 16 * i) : ld_data(src + 16 * i);
-		union {
-			uint4 v;
-			uint64_t w[2];
-		} x, y;
-
-		x.v = r;
-		if (flags & P_REDUCE) {
-			y.v = ld_data(src + 16 * i);
-			x.w[0] = red8(dt, op, x.w[0], y.w[0]);
-			x.w[1] = red8(dt, op, x.w[1], y.w[1]);
-		}
-		if (fin) {
-			x.w[0] = fin8(dt, nr, x.w[0]);
-			x.w[1] = fin8(dt, nr, x.w[1]);
-		}
-		if (flags & P_DST)
-			st_data(dst + 16 * i, x.v);
-		if (flags & P_SEND)
-			st_data(out + 16 * i, x.v);
-	}
+	for (; i + (COLLC_VEC_UNROLL - 1) * T < nvec; i += COLLC_VEC_UNROLL * T)
+		simple_vecs<COLLC_VEC_UNROLL>(flags, dt, op, nr, fin, in, src, dst, out, i, T);
+	for (; i < nvec; i += T)
+		simple_vecs<1>(flags, dt, op, nr, fin, in, src, dst, out, i, T);
 	/* The rest, one element at a time. */
-	for (uint64_t o = nvec * 16 + (uint64_t)threadIdx.x * es; o < len; o += (uint64_t)blockDim.x * es) {
+	for (uint64_t o = nvec * 16 + (uint64_t)threadIdx.x * es; o < len; o += T * es) {
 		uint64_t x = (flags & P_RECV) ? ld_bytes(in + o, es) : ld_bytes(src + o, es);
 
 		if (flags & P_REDUCE)
@@ -531,7 +593,8 @@ __device__ __forceinline__ void ll_send_line(union collc_ll_line *line, uint64_t
 }
 
 /* LL payload: each thread takes whole 16-byte lines; R-LL / W-LL. */
-__device__ int ll_payload(struct blk *b, int flags, const char *src, char *dst, uint64_t len)
+__device__ __forceinline__ int ll_payload(struct blk *b, int flags, const char *src, char *dst,
+					  uint64_t len)
 {
 	const uint32_t rflag = collc_ll_flag(b->recv_step), sflag = collc_ll_flag(b->send_step);
 	union collc_ll_line *in = (union collc_ll_line *)(b->my_ll) +
@@ -560,7 +623,8 @@ __device__ int ll_payload(struct blk *b, int flags, const char *src, char *dst, 
 }
 
 /* LL128 payload: 8 threads per 128-byte line, 16 bytes each; R128 / W128. */
-__device__ int ll128_payload(struct blk *b, int flags, const char *src, char *dst, uint64_t len)
+__device__ __forceinline__ int ll128_payload(struct blk *b, int flags, const char *src, char *dst,
+					     uint64_t len)
 {
 	const uint64_t rflag = collc_ll128_flag(b->recv_step), sflag = collc_ll128_flag(b->send_step);
 	char *in = b->my_ll128 + (uint64_t)collc_slot(b->recv_step, COLLC_STEPS) * CUDA_LL128_SLOT_LINES *
@@ -648,9 +712,14 @@ __device__ uint64_t chunk_bytes(uint32_t proto)
 
 /*
  * Moves nelem elements through the connections in steps of at most one slot,
- * as exec_cpu.c prim(): an empty call still posts one step.
+ * as exec_cpu.c prim(): an empty call still posts one step. One instance per
+ * combination of flags (the algorithms use seven): the payload loops inline
+ * with their flags known. An instance for every call site cost minutes of
+ * nvcc; one instance with the flags read at run time made ring LL128 of
+ * 1-4 MiB 8-18 us slower (bench/RESULTS.md).
  */
-__device__ int prim(struct blk *b, int flags, const char *src, char *dst, int64_t nelem)
+template <int flags>
+__device__ __noinline__ int prim(struct blk *b, const char *src, char *dst, int64_t nelem)
 {
 	const uint64_t bytes = nelem > 0 ? (uint64_t)nelem * b->es : 0;
 	const uint64_t sb = step_bytes(b->proto);
@@ -743,21 +812,21 @@ __device__ int ring_allreduce(struct blk *b, const char *src, char *dst)
 #define BY(j)  (OFF(j) * es)
 		uint32_t j = rmod((int64_t)me - 1, n);
 
-		r = prim(b, SEND, src + BY(j), NULL, NEL(j));
+		r = prim<SEND>(b, src + BY(j), NULL, NEL(j));
 		for (uint32_t k = 2; k < n && r == 0; k++) {
 			j = rmod((int64_t)me - k, n);
-			r = prim(b, RECV_REDUCE_SEND, src + BY(j), NULL, NEL(j));
+			r = prim<RECV_REDUCE_SEND>(b, src + BY(j), NULL, NEL(j));
 		}
 		j = me;
 		if (r == 0)
-			r = prim(b, RECV_REDUCE_COPY_SEND, src + BY(j), dst + BY(j), NEL(j));
+			r = prim<RECV_REDUCE_COPY_SEND>(b, src + BY(j), dst + BY(j), NEL(j));
 		for (uint32_t k = 1; k + 1 < n && r == 0; k++) {
 			j = rmod((int64_t)me - k, n);
-			r = prim(b, RECV_COPY_SEND, NULL, dst + BY(j), NEL(j));
+			r = prim<RECV_COPY_SEND>(b, NULL, dst + BY(j), NEL(j));
 		}
 		j = rmod((int64_t)me + 1, n);
 		if (r == 0)
-			r = prim(b, RECV, NULL, dst + BY(j), NEL(j));
+			r = prim<RECV>(b, NULL, dst + BY(j), NEL(j));
 #undef OFF
 #undef NEL
 #undef BY
@@ -797,36 +866,36 @@ __device__ int ring_other(struct blk *b, const char *src, char *dst)
 
 		switch (b->it.coll) {
 		case COLLC_OP_ALLGATHER:
-			r = prim(b, COPY_SEND, src + ob, dst + (uint64_t)me * bb + ob, nel);
+			r = prim<COPY_SEND>(b, src + ob, dst + (uint64_t)me * bb + ob, nel);
 			for (uint32_t k = 1; k + 1 < n && r == 0; k++)
-				r = prim(b, RECV_COPY_SEND, NULL,
+				r = prim<RECV_COPY_SEND>(b, NULL,
 					 dst + (uint64_t)rmod((int64_t)me - k, n) * bb + ob, nel);
 			if (r == 0)
-				r = prim(b, RECV, NULL, dst + (uint64_t)rmod((int64_t)me + 1, n) * bb + ob, nel);
+				r = prim<RECV>(b, NULL, dst + (uint64_t)rmod((int64_t)me + 1, n) * bb + ob, nel);
 			break;
 		case COLLC_OP_REDUCE_SCATTER:
-			r = prim(b, SEND, src + (uint64_t)rmod((int64_t)me - 1, n) * bb + ob, NULL, nel);
+			r = prim<SEND>(b, src + (uint64_t)rmod((int64_t)me - 1, n) * bb + ob, NULL, nel);
 			for (uint32_t k = 2; k < n && r == 0; k++)
-				r = prim(b, RECV_REDUCE_SEND,
-					 src + (uint64_t)rmod((int64_t)me - k, n) * bb + ob, NULL, nel);
+				r = prim<RECV_REDUCE_SEND>(b, src + (uint64_t)rmod((int64_t)me - k, n) * bb + ob,
+							   NULL, nel);
 			if (r == 0)
-				r = prim(b, RECV_REDUCE_COPY, src + (uint64_t)me * bb + ob, dst + ob, nel);
+				r = prim<RECV_REDUCE_COPY>(b, src + (uint64_t)me * bb + ob, dst + ob, nel);
 			break;
 		case COLLC_OP_BROADCAST:
 			if (me == root)
-				r = prim(b, COPY_SEND, src + ob, dst + ob, nel);
+				r = prim<COPY_SEND>(b, src + ob, dst + ob, nel);
 			else if ((me + 1) % n == root)
-				r = prim(b, RECV, NULL, dst + ob, nel);
+				r = prim<RECV>(b, NULL, dst + ob, nel);
 			else
-				r = prim(b, RECV_COPY_SEND, NULL, dst + ob, nel);
+				r = prim<RECV_COPY_SEND>(b, NULL, dst + ob, nel);
 			break;
 		case COLLC_OP_REDUCE:
 			if (me == root)
-				r = prim(b, RECV_REDUCE_COPY, src + ob, dst + ob, nel);
+				r = prim<RECV_REDUCE_COPY>(b, src + ob, dst + ob, nel);
 			else if (rmod((int64_t)me - 1, n) == root)
-				r = prim(b, SEND, src + ob, NULL, nel);
+				r = prim<SEND>(b, src + ob, NULL, nel);
 			else
-				r = prim(b, RECV_REDUCE_SEND, src + ob, NULL, nel);
+				r = prim<RECV_REDUCE_SEND>(b, src + ob, NULL, nel);
 			break;
 		default:
 			return -1;
@@ -837,38 +906,53 @@ __device__ int ring_other(struct blk *b, const char *src, char *dst)
 
 /* One-shot and two-shot: direct reads of peer buffers between flag barriers. */
 
+/* U vectors of reduce_n() starting at vector i, T apart: every source's loads before their use. */
+template <int U>
+__device__ __forceinline__ void reduce_vecs(int dt, int op, uint32_t nr, int fin, const uint64_t *srcs,
+					    uint32_t nsrc, uint64_t soff, char *d, uint64_t i, uint64_t T)
+{
+	uint4 x[U], y[U];
+
+#pragma unroll
+	for (int u = 0; u < U; u++)
+		x[u] = ld_data((const char *)srcs[0] + soff + 16 * (i + u * T));
+	for (uint32_t p = 1; p < nsrc; p++) {
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			y[u] = ld_data((const char *)srcs[p] + soff + 16 * (i + u * T));
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			x[u] = vec_red(dt, op, x[u], y[u]);
+	}
+	if (fin) {
+#pragma unroll
+		for (int u = 0; u < U; u++)
+			x[u] = vec_fin(dt, nr, x[u]);
+	}
+#pragma unroll
+	for (int u = 0; u < U; u++)
+		st_data(d + 16 * (i + u * T), x[u]);
+}
+
 /* Multi-source reduce (or copy, npeers 1) of [lo, hi) bytes: dst = op over srcs, then finish. */
-__device__ void reduce_n(struct blk *b, const uint64_t *srcs, uint32_t nsrc, uint64_t soff, char *dst,
-			 uint64_t doff, uint64_t len, int finish)
+__device__ __noinline__ void reduce_n(struct blk *b, const uint64_t *srcs, uint32_t nsrc, uint64_t soff,
+				      char *dst, uint64_t doff, uint64_t len, int finish)
 {
 	const int dt = b->it.dtype, op = b->it.redop;
 	const uint32_t nr = b->it.nranks, es = b->es;
 	const int fin = finish && op == COLLC_AVG && nr > 1;
+	const uint64_t T = blockDim.x;
 	uintptr_t al = (uintptr_t)(dst + doff);
-	uint64_t nvec;
+	uint64_t nvec, i = threadIdx.x;
 
 	for (uint32_t p = 0; p < nsrc; p++)
 		al |= (uintptr_t)(srcs[p] + soff);
 	nvec = (al & 15) ? 0 : len / 16;
-	for (uint64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
-		union {
-			uint4 v;
-			uint64_t w[2];
-		} x, y;
-
-		x.v = ld_data((const char *)srcs[0] + soff + 16 * i);
-		for (uint32_t p = 1; p < nsrc; p++) {
-			y.v = ld_data((const char *)srcs[p] + soff + 16 * i);
-			x.w[0] = red8(dt, op, x.w[0], y.w[0]);
-			x.w[1] = red8(dt, op, x.w[1], y.w[1]);
-		}
-		if (fin) {
-			x.w[0] = fin8(dt, nr, x.w[0]);
-			x.w[1] = fin8(dt, nr, x.w[1]);
-		}
-		st_data(dst + doff + 16 * i, x.v);
-	}
-	for (uint64_t o = nvec * 16 + (uint64_t)threadIdx.x * es; o < len; o += (uint64_t)blockDim.x * es) {
+	for (; i + (COLLC_VEC_UNROLL - 1) * T < nvec; i += COLLC_VEC_UNROLL * T)
+		reduce_vecs<COLLC_VEC_UNROLL>(dt, op, nr, fin, srcs, nsrc, soff, dst + doff, i, T);
+	for (; i < nvec; i += T)
+		reduce_vecs<1>(dt, op, nr, fin, srcs, nsrc, soff, dst + doff, i, T);
+	for (uint64_t o = nvec * 16 + (uint64_t)threadIdx.x * es; o < len; o += T * es) {
 		uint64_t x = ld_bytes((const char *)srcs[0] + soff + o, es);
 
 		for (uint32_t p = 1; p < nsrc; p++)
@@ -939,7 +1023,7 @@ __device__ __forceinline__ void oneshot_share(const struct blk *b, uint64_t *lo,
 	*hi = collc_min_u64(count, *lo + per);
 }
 
-__device__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot, uint64_t local)
+__device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot, uint64_t local)
 {
 	const uint32_t n = b->it.nranks, me = b->it.rank;
 	const uint64_t es = b->es, count = b->it.count;
