@@ -189,6 +189,14 @@ static int build_config(const struct options *o, uint32_t backend, uint32_t max_
 		cfg->oneshot_ll_max_bytes = 512 << 10;
 		cfg->oneshot_max_bytes = 4 << 20;
 		cfg->twoshot_max_bytes = 32 << 20;
+	} else {
+		/*
+		 * Host threads: two-shot all-reduces beat the ring from 2 to 8 MiB
+		 * and matched it to 64 MiB (2-core VM, 2 ranks, pipelined busbw
+		 * 2 MiB 7.3-7.4 against 2.8-2.9 GB/s, 4 MiB 7.5-7.9 against
+		 * 2.5-3.4, 16 MiB 6.4-7.1 against 6.7-6.9: bench/RESULTS.md).
+		 */
+		cfg->twoshot_max_bytes = 16 << 20;
 	}
 	if (o->config_path && cfg_apply_file(cfg, o->config_path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "collcd: %s\n", err);
