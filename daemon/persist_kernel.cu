@@ -1142,23 +1142,33 @@ __device__ int oll_run(struct blk *b, const char *src, char *dst)
 		const uint64_t len = bytes ? collc_min_u64(round, bytes - k * round) : 0;
 		const uint64_t nlines = collc_oll_lines(len);
 
+		/* W-LL: pairs with R-LL in peer p's ll_recv_line(). */
+		for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
+			const uint32_t w = (uint32_t)(len > 8 * i ? collc_min_u64(8, len - 8 * i) : 0);
+			const uint64_t o = off + 8 * i;
+			const uint64_t mine = w ? ld_bytes(src + me * pstride + o, w) : 0;
+
+			for (uint32_t p = 0; p < n; p++)
+				if (p != me)
+					ll_send_line((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
+							     collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
+						     pstride && w ? ld_bytes(src + p * pstride + o, w) : mine, flag);
+		}
+		if (b->trace && threadIdx.x == 0 && k == 0)
+			b->t_ollwait = globaltimer();
+		/*
+		 * A thread takes its lines only after pushing all of them, so its
+		 * lines' round trips overlap rather than follow each other (512 KiB
+		 * all-reduce p50 24.7 -> 23.3 us, pipelined 14.6 -> 13.5 us; 2 x
+		 * H200). It reads and writes only its own lines' bytes, so in-place
+		 * buffers stay safe.
+		 */
 		for (uint64_t i = threadIdx.x; i < nlines; i += blockDim.x) {
 			const uint32_t w = (uint32_t)(len > 8 * i ? collc_min_u64(8, len - 8 * i) : 0);
 			const uint64_t o = off + 8 * i;
 			const uint64_t mine = w ? ld_bytes(src + me * pstride + o, w) : 0;
 			uint64_t acc = 0, x;
 
-			/* W-LL: pairs with R-LL in peer p's ll_recv_line(). */
-			for (uint32_t p = 0; p < n; p++) {
-				if (p == me)
-					continue;
-				x = pstride && w ? ld_bytes(src + p * pstride + o, w) : mine;
-				ll_send_line((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
-						     collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
-					     x, flag);
-			}
-			if (b->trace && i == 0 && k == 0)
-				b->t_ollwait = globaltimer();
 			for (uint32_t p = 0; p < n; p++) {
 				x = mine;
 				/* R-LL: pairs with W-LL in rank p. */
