@@ -464,6 +464,39 @@ __device__ __forceinline__ uint4 vec_fin(int dt, uint32_t n, uint4 a)
 	return x.v;
 }
 
+/* U vectors at p + 16 * (i + u * T), u < U: loads, stores, reduction and finish of each. */
+template <int U>
+__device__ __forceinline__ void vecs_ld(uint4 (&x)[U], const char *p, uint64_t i, uint64_t T)
+{
+#pragma unroll
+	for (int u = 0; u < U; u++)
+		x[u] = ld_data(p + 16 * (i + u * T));
+}
+
+template <int U>
+__device__ __forceinline__ void vecs_st(char *p, const uint4 (&x)[U], uint64_t i, uint64_t T)
+{
+#pragma unroll
+	for (int u = 0; u < U; u++)
+		st_data(p + 16 * (i + u * T), x[u]);
+}
+
+template <int U>
+__device__ __forceinline__ void vecs_red(uint4 (&x)[U], const uint4 (&y)[U], int dt, int op)
+{
+#pragma unroll
+	for (int u = 0; u < U; u++)
+		x[u] = vec_red(dt, op, x[u], y[u]);
+}
+
+template <int U>
+__device__ __forceinline__ void vecs_fin(uint4 (&x)[U], int dt, uint32_t nr)
+{
+#pragma unroll
+	for (int u = 0; u < U; u++)
+		x[u] = vec_fin(dt, nr, x[u]);
+}
+
 /*
  * U vectors of one Simple step starting at vector i, T apart: loads of the
  * received slot (or the source) and of the source first, then the reduction
@@ -475,32 +508,17 @@ __device__ __forceinline__ void simple_vecs(int flags, int dt, int op, uint32_t 
 {
 	uint4 x[U], y[U];
 
-#pragma unroll
-	for (int u = 0; u < U; u++)
-		x[u] = ld_data(((flags & P_RECV) ? in : src) + 16 * (i + u * T));
+	vecs_ld(x, (flags & P_RECV) ? in : src, i, T);
 	if (flags & P_REDUCE) {
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			y[u] = ld_data(src + 16 * (i + u * T));
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			x[u] = vec_red(dt, op, x[u], y[u]);
+		vecs_ld(y, src, i, T);
+		vecs_red(x, y, dt, op);
 	}
-	if (fin) {
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			x[u] = vec_fin(dt, nr, x[u]);
-	}
-	if (flags & P_DST) {
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			st_data(dst + 16 * (i + u * T), x[u]);
-	}
-	if (flags & P_SEND) {
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			st_data(out + 16 * (i + u * T), x[u]);
-	}
+	if (fin)
+		vecs_fin(x, dt, nr);
+	if (flags & P_DST)
+		vecs_st(dst, x, i, T);
+	if (flags & P_SEND)
+		vecs_st(out, x, i, T);
 }
 
 /* Simple payload: one slot's worth, 16-byte vectors where every pointer allows. */
@@ -913,25 +931,14 @@ __device__ __forceinline__ void reduce_vecs(int dt, int op, uint32_t nr, int fin
 {
 	uint4 x[U], y[U];
 
-#pragma unroll
-	for (int u = 0; u < U; u++)
-		x[u] = ld_data((const char *)srcs[0] + soff + 16 * (i + u * T));
+	vecs_ld(x, (const char *)srcs[0] + soff, i, T);
 	for (uint32_t p = 1; p < nsrc; p++) {
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			y[u] = ld_data((const char *)srcs[p] + soff + 16 * (i + u * T));
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			x[u] = vec_red(dt, op, x[u], y[u]);
+		vecs_ld(y, (const char *)srcs[p] + soff, i, T);
+		vecs_red(x, y, dt, op);
 	}
-	if (fin) {
-#pragma unroll
-		for (int u = 0; u < U; u++)
-			x[u] = vec_fin(dt, nr, x[u]);
-	}
-#pragma unroll
-	for (int u = 0; u < U; u++)
-		st_data(d + 16 * (i + u * T), x[u]);
+	if (fin)
+		vecs_fin(x, dt, nr);
+	vecs_st(d, x, i, T);
 }
 
 /* Multi-source reduce (or copy, npeers 1) of [lo, hi) bytes: dst = op over srcs, then finish. */
