@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * An executor runs the work FIFOs of its devices: the CPU executor with host
- * threads (exec_cpu.c), or one persistent grid per GPU (exec_cuda.c). The
+ * threads (cpu/executor.c), or one persistent grid per GPU (cuda/executor.c). The
  * scheduler talks to either through this table.
  */
 #ifndef COLLCD_EXEC_H

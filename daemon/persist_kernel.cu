@@ -5,7 +5,7 @@
  * l of that warp polls work FIFO l and copies each new item into device
  * memory; the channel blocks wait on device memory only (and read their host
  * abort word every 2^16 spins). Each channel block runs every item of its
- * lane in FIFO order, mirroring exec_cpu.c: ring algorithms over Simple, LL
+ * lane in FIFO order, mirroring cpu/executor.c: ring algorithms over Simple, LL
  * or LL128 connections in the receiver's memory, or one-shot / two-shot over
  * peer buffers, then publishes work_consumed for its channel.
  *
@@ -28,7 +28,7 @@
 
 /* The proto/ headers are C11; in C++ their asserts are static_assert. */
 #define _Static_assert static_assert
-#include "daemon/cuda_grid.h"
+#include "daemon/cuda/grid.h"
 #include "include/collc.h"
 #include "proto/shm.h"
 
@@ -385,7 +385,7 @@ __shared__ uint64_t sh_send[COLLC_MAX_RANKS], sh_recv[COLLC_MAX_RANKS];
 /*
  * After 64 spins of a wait, and every 2^10 spins after that, a waiter looks
  * at the device abort flag and its communicator's device abort word
- * (exec_cuda.c cuda_comm_abort); every 2^12 spins at the communicator's host
+ * (cuda/executor.c cuda_comm_abort); every 2^12 spins at the communicator's host
  * word, every 2^16 at the host abort word: those cost a PCIe round trip each.
  * A short wait costs nothing.
  */
@@ -730,7 +730,7 @@ __device__ uint64_t chunk_bytes(uint32_t proto)
 
 /*
  * Moves nelem elements through the connections in steps of at most one slot,
- * as exec_cpu.c prim(): an empty call still posts one step. One instance per
+ * as cpu/executor.c prim(): an empty call still posts one step. One instance per
  * combination of flags (the algorithms use seven): the payload loops inline
  * with their flags known. An instance for every call site cost minutes of
  * nvcc; one instance with the flags read at run time made ring LL128 of
@@ -804,7 +804,7 @@ __device__ __noinline__ int prim(struct blk *b, const char *src, char *dst, int6
 	return 0;
 }
 
-/* Ring algorithms: exec_cpu.c, one channel's share, with this protocol's chunk. */
+/* Ring algorithms: cpu/executor.c, one channel's share, with this protocol's chunk. */
 
 __device__ __forceinline__ int64_t clamp_elems(uint64_t size, uint64_t off, uint64_t chunk)
 {
@@ -1204,7 +1204,7 @@ __device__ int oll_run(struct blk *b, const char *src, char *dst)
 	return 0;
 }
 
-/* One rank alone (exec_cpu.c single_rank). */
+/* One rank alone (cpu/executor.c single_rank). */
 __device__ void single_rank(struct blk *b, const char *src, char *dst)
 {
 	const uint64_t es = b->es, count = b->it.count;
@@ -1341,7 +1341,7 @@ __device__ void poller(const struct cuda_grid_args &a)
 
 		if (gate == CUDA_GATE_HOLD) {
 			if (!acked) {
-				/* Hold: tell the host where we stopped (exec_cuda.c window()). */
+				/* Hold: tell the host where we stopped (cuda/executor.c window()). */
 				st_vol64(&hl->ack_pos, pos);
 				st_vol64(&hl->ack_coll, last_coll);
 				__threadfence_system();

@@ -23,7 +23,7 @@
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "daemon/plan.h"
-#include "daemon/reduce.h"
+#include "daemon/cpu/reduce.h"
 #include "daemon/sched.h"
 #include "daemon/sched_int.h"
 #include "daemon/sqe_check.h"

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 
-#include "daemon/reduce.h"
+#include "daemon/cpu/reduce.h"
 #include "daemon/sqe_check.h"
 
 int sqe_validate(const struct collc_sqe *e, uint32_t nranks, uint32_t rank, uint64_t *ret_send,

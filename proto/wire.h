@@ -10,6 +10,9 @@
  * Protocol history:
  *   1  first version: hello, memory, communicators, status/get/set/metrics,
  *      per-communicator timeouts.
+ *   2  COLLC_MSG_MEM_REGISTER with device >= 0 carries its CUDA IPC handle in
+ *      the payload, a variable tail after struct collc_msg_mem (struct
+ *      collc_msg_mem_gpu_register), instead of in a pipe passed as its fd.
  */
 #ifndef COLLC_PROTO_WIRE_H
 #define COLLC_PROTO_WIRE_H
@@ -18,7 +21,7 @@
 #include <stdint.h>
 
 #define COLLC_WIRE_MAGIC   0x434f4c43u /* "COLC" */
-#define COLLC_WIRE_VERSION 1u
+#define COLLC_WIRE_VERSION 2u
 #define COLLC_MSG_MAX      65536u /* largest datagram either side sends */
 #define COLLC_MSG_REPLY    0x8000u
 
@@ -119,10 +122,7 @@ _Static_assert(sizeof(struct collc_msg_mem) == 32, "msg_mem size");
 _Static_assert(offsetof(struct collc_msg_mem, device) == 8, "msg_mem.device");
 _Static_assert(offsetof(struct collc_msg_mem, device_uuid) == 16, "msg_mem.device_uuid");
 
-/*
- * COLLC_MSG_MEM_REGISTER with device >= 0 passes a pipe as its fd holding
- * this: the CUDA IPC handle of the allocation that holds the range.
- */
+/* The CUDA IPC handle of the allocation that holds a registered GPU range. */
 struct collc_msg_mem_ipc {
 	uint8_t handle[64];  /* cudaIpcMemHandle_t of the allocation's base */
 	uint64_t offset;     /* of the registered range from the allocation's base */
@@ -130,6 +130,18 @@ struct collc_msg_mem_ipc {
 };
 _Static_assert(sizeof(struct collc_msg_mem_ipc) == 80, "mem_ipc size");
 _Static_assert(offsetof(struct collc_msg_mem_ipc, offset) == 64, "mem_ipc.offset");
+
+/*
+ * COLLC_MSG_MEM_REGISTER with device >= 0: the whole payload (112 bytes, no
+ * fd). With device -1 the payload is struct collc_msg_mem alone and the fd
+ * is the memfd.
+ */
+struct collc_msg_mem_gpu_register {
+	struct collc_msg_mem mem;
+	struct collc_msg_mem_ipc ipc;
+};
+_Static_assert(sizeof(struct collc_msg_mem_gpu_register) == 112, "mem_gpu_register size");
+_Static_assert(offsetof(struct collc_msg_mem_gpu_register, ipc) == 32, "mem_gpu_register.ipc");
 
 /*
  * COLLC_MSG_MEM_ALLOC with device >= 0: the reply's fd is a SOCK_SEQPACKET

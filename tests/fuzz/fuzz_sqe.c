@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "daemon/reduce.h"
+#include "daemon/cpu/reduce.h"
 #include "daemon/sqe_check.h"
 #include "fuzz_util.h"
 #include "proto/shm.h"

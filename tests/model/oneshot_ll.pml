@@ -13,7 +13,7 @@
  * A line is one variable: each {data, flag} half of a real line carries its
  * own flag, so a line is taken only once it is whole (prims.h, LL). Promela
  * is sequentially consistent: this checks the slot-reuse logic (OLL1); the
- * OLL1 fence in daemon/cpu_peer.c is what makes real memory behave like it.
+ * OLL1 fence in daemon/cpu/peer.c is what makes real memory behave like it.
  *
  * Checked: a line read after its wait holds exactly g (no later generation
  * overwrote it); a rank never writes round g into a peer's slot before the

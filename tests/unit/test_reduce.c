@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/reduce.h"
+#include "daemon/cpu/reduce.h"
 
 #define GUARD 64 /* canary elements after every output buffer */
 #define CANARY 0xa5

@@ -5,9 +5,9 @@
  * every item of its device's FIFO in order, runs its channel's share, and
  * publishes work_consumed.
  *
- * Ranks talk over connections (one ring per protocol, cpu_prims.c) for the
+ * Ranks talk over connections (one ring per protocol, cpu/prims.c) for the
  * ring algorithms, and meet in mailboxes to read each other's buffers for
- * one-shot and two-shot (cpu_peer.c).
+ * one-shot and two-shot (cpu/peer.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,11 +21,11 @@
 
 #include "common/atomics.h"
 #include "common/futex.h"
-#include "daemon/cpu_int.h"
+#include "daemon/cpu/internal.h"
 #include "daemon/exec.h"
-#include "daemon/exec_cpu.h"
+#include "daemon/cpu/cpu.h"
 #include "daemon/log.h"
-#include "daemon/reduce.h"
+#include "daemon/cpu/reduce.h"
 #include "proto/prims.h"
 #include "proto/shm.h"
 #include "proto/wire.h"
@@ -358,7 +358,7 @@ static void cpu_comm_abort(void *priv)
 	size_t nconn = (size_t)cc->nranks * nchan;
 
 	/*
-	 * A1: pairs with A1' in cpu_prims.c cpu_cancelled(): revoked is stored before
+	 * A1: pairs with A1' in cpu/prims.c cpu_cancelled(): revoked is stored before
 	 * the futex words move, so a waiter that loads a bumped word (acquire)
 	 * sees it, and one that loaded the old word fails or leaves futex_wait.
 	 */

@@ -72,7 +72,7 @@ struct cpu_conn {
 
 /*
  * Rank r's mailbox on one channel: what the one-shot and two-shot algorithms
- * (daemon/cpu_peer.c) know of each other. Generations never repeat: gen
+ * (daemon/cpu/peer.c) know of each other. Generations never repeat: gen
  * counts the collectives the owner published here, done the phases it
  * finished; every rank of a communicator runs the same sequence, so the
  * values agree across ranks. my_gen also counts the rounds of one-shot LL,

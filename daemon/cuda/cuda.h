@@ -2,7 +2,7 @@
 /*
  * The CUDA backend's entry points beyond struct exec_backend: device memory
  * for clients (control.c) and the MPS policy (main.c). Without CUDA,
- * exec_cuda_stub.c answers -ENODEV.
+ * cuda/stub.c answers -ENODEV.
  */
 #ifndef COLLCD_EXEC_CUDA_H
 #define COLLCD_EXEC_CUDA_H

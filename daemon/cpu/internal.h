@@ -3,12 +3,12 @@
  * Inside the CPU executor: what one channel thread knows while it runs one
  * work item, the waiting helpers, and the algorithm entry points.
  *
- *   exec_cpu.c   threads, FIFOs, communicators, the backend table
- *   cpu_prims.c  waiting and the Simple / LL / LL128 primitives
- *   cpu_ring.c   ring algorithms over the primitives
- *   cpu_peer.c   one-shot and two-shot algorithms over peer memory, and
- *                one-shot LL all-reduce, allgather and reduce-scatter over
- *                the mailboxes' inboxes
+ *   executor.c  threads, FIFOs, communicators, the backend table
+ *   prims.c     waiting and the Simple / LL / LL128 primitives
+ *   ring.c      ring algorithms over the primitives
+ *   peer.c      one-shot and two-shot algorithms over peer memory, and
+ *               one-shot LL all-reduce, allgather and reduce-scatter over
+ *               the mailboxes' inboxes
  */
 #ifndef COLLCD_CPU_INT_H
 #define COLLCD_CPU_INT_H
@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "common/atomics.h"
-#include "daemon/exec_cpu.h"
+#include "daemon/cpu/cpu.h"
 #include "proto/prims.h"
 #include "proto/work.h"
 
@@ -38,7 +38,7 @@ struct cpu_run {
 	uint32_t nsteps;             /* steps or rounds taken so far (the periodic abort checks) */
 };
 
-/* Waiting (cpu_prims.c) */
+/* Waiting (cpu/prims.c) */
 
 /* Nonzero once the device aborted, the executor is stopping, or the communicator was revoked. */
 int cpu_cancelled(const struct cpu_run *x);
@@ -93,7 +93,7 @@ static inline int cpu_ll_load(const union collc_ll_line *line, uint32_t flag, ui
 	return 1;
 }
 
-/* Primitives (cpu_prims.c) */
+/* Primitives (cpu/prims.c) */
 
 enum {
 	P_RECV = 1 << 0,   /* consume a step of the receive connection */

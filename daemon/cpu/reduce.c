@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "daemon/reduce.h"
+#include "daemon/cpu/reduce.h"
 
 #define BLOCK 64 /* elements; a multiple of any vector length in elements */
 

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Ring algorithms of the CPU executor, one channel's share, over the
- * primitives of cpu_prims.c; the same code runs Simple, LL and LL128 (the
+ * primitives of cpu/prims.c; the same code runs Simple, LL and LL128 (the
  * item's protocol picks the links and the step size).
  */
 #include <errno.h>
 #include <stdint.h>
 
-#include "daemon/cpu_int.h"
+#include "daemon/cpu/internal.h"
 #include "proto/prims.h"
 #include "proto/shm.h"
 

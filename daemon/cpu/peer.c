@@ -36,9 +36,9 @@
 #include <string.h>
 
 #include "common/atomics.h"
-#include "daemon/cpu_int.h"
+#include "daemon/cpu/internal.h"
 #include "daemon/log.h"
-#include "daemon/reduce.h"
+#include "daemon/cpu/reduce.h"
 #include "proto/prims.h"
 #include "proto/shm.h"
 

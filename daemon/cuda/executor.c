@@ -49,9 +49,9 @@
 #include "common/atomics.h"
 #include "common/futex.h"
 #include "common/scm.h"
-#include "daemon/cuda_grid.h"
+#include "daemon/cuda/grid.h"
 #include "daemon/exec.h"
-#include "daemon/exec_cuda.h"
+#include "daemon/cuda/cuda.h"
 #include "daemon/log.h"
 #include "proto/shm.h"
 #include "proto/wire.h"
@@ -1066,7 +1066,7 @@ static void post_quit(void)
 	}
 }
 
-/* COLLC_CUDA_TRACE: the means the channel blocks summed (cuda_grid.h). */
+/* COLLC_CUDA_TRACE: the means the channel blocks summed (cuda/grid.h). */
 static void log_trace(void)
 {
 	for (uint32_t d = 0; d < ngpus * nlanes; d++)

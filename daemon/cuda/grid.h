@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the host side of the CUDA backend (exec_cuda.c) and the persistent
+ * What the host side of the CUDA backend (cuda/executor.c) and the persistent
  * grid (persist_kernel.cu) share: the per-GPU control blocks, the device
  * state that survives a relaunch, the connection state of one rank on one
  * channel, and the launch entry point. Plain C, no CUDA types.
@@ -26,7 +26,7 @@
 #define CUDA_ACK_NONE   (UINT64_MAX - 2)
 
 /*
- * Executor-space addresses of client memory carry a tag (see exec_cuda.c):
+ * Executor-space addresses of client memory carry a tag (see cuda/executor.c):
  * + CUDA_ADDR_TAG always; CUDA_ADDR_LOCAL on memory only its own GPU maps (a
  * CUDA IPC import), which one-shot and two-shot must not read from a peer.
  */
@@ -46,7 +46,7 @@
 /* One-shot LL: lines a round of one sender lands in one inbox slot (16 KiB of payload). */
 #define CUDA_OLL_SLOT_LINES 2048u
 
-/* Per lane, in mapped host memory: the quiesce handshake (exec_cuda.c window()). */
+/* Per lane, in mapped host memory: the quiesce handshake (cuda/executor.c window()). */
 struct cuda_hlane {
 	uint64_t gate;     /* written by the host: OPEN, HOLD, or forward positions < gate */
 	uint64_t ack_gate; /* written by the poller: HOLD once it holds */

@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "daemon/exec.h"
-#include "daemon/exec_cuda.h"
+#include "daemon/cuda/cuda.h"
 
 int exec_cuda_available(void)
 {

@@ -15,8 +15,8 @@
 
 #include "common/atomics.h"
 #include "common/futex.h"
-#include "daemon/cpu_int.h"
-#include "daemon/reduce.h"
+#include "daemon/cpu/internal.h"
+#include "daemon/cpu/reduce.h"
 #include "proto/prims.h"
 
 /* Waiting */
@@ -145,7 +145,7 @@ static char *slot_of(const struct cpu_link *l, uint64_t step, uint64_t buffer_by
 	return l->buf + collc_slot_offset(step, COLLC_STEPS, collc_step_bytes(buffer_bytes, COLLC_STEPS));
 }
 
-/* LL: 16-byte lines, each {data, flag} half one 8-byte atomic access (cpu_int.h). */
+/* LL: 16-byte lines, each {data, flag} half one 8-byte atomic access (cpu/internal.h). */
 
 struct ll_arg {
 	const union collc_ll_line *line;
