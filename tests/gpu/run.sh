@@ -9,7 +9,7 @@
 #   tests/gpu/run.sh [--quick]
 #
 # Environment: BUILD (build dir, default build-gpu), PREBUILT (a directory with
-# collcd, collcctl, collc-gpu-test, libcollc.so.1 and any libraries they need:
+# collcd, collcctl, collc-gpu-test, collc-example-allreduce, libcollc.so.1 and any libraries they need:
 # skips the build), OUT (logs go there when set), SEED.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,7 +46,8 @@ else
 	fi
 	BIN=$BUILD/bin
 	mkdir -p "$BIN"
-	cp "$BUILD/daemon/collcd" "$BUILD/client/collcctl" "$BUILD/tests/gpu/collc-gpu-test" "$BIN/"
+	cp "$BUILD/daemon/collcd" "$BUILD/client/collcctl" "$BUILD/tests/gpu/collc-gpu-test" \
+		"$BUILD/collc-example-allreduce" "$BIN/"
 	cp -P "$BUILD"/client/libcollc.so* "$BIN/"
 	export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
@@ -55,11 +56,12 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 echo "GPUs: $NGPU"; nvidia-smi -L | tee -a "$TLOG"
 
 SOCK=/tmp/collc-gpu-test.sock
+BACKEND=cuda # which executors collcd starts
 DPID=
 start_collcd() { # args: collcd options
 	rm -f "$SOCK" "$SOCK.admin"
 	echo "=== collcd $* ===" >>"$DLOG"
-	"$BIN/collcd" --backend cuda --socket "$SOCK" --foreground --log-level info "$@" >>"$DLOG" 2>&1 &
+	"$BIN/collcd" --backend "$BACKEND" --socket "$SOCK" --foreground --log-level info "$@" >>"$DLOG" 2>&1 &
 	DPID=$!
 	for _ in $(seq 1 200); do
 		[ -S "$SOCK" ] && return 0
@@ -163,6 +165,38 @@ if [ "$NGPU" -ge 2 ]; then
 	stop_collcd
 	[ "$STOP_RC" = 0 ] && result "collcd-1gpu-clean-exit PASS exit 0" || result "collcd-1gpu-clean-exit FAIL exit status $STOP_RC"
 fi
+# Both executors in one collcd (--backend auto): a host-memory communicator on
+# the CPU executor and a GPU communicator on the grid, at the same time.
+BACKEND=auto
+DOPTS=(--set channels=4)
+start_collcd "${DOPTS[@]}" || exit 1
+HOSTLOG=$LOGDIR/host-comm.log
+HOSTSTOP=$LOGDIR/host-comm.stop
+rm -f "$HOSTSTOP"; : >"$HOSTLOG"
+( while [ ! -e "$HOSTSTOP" ]; do
+	"$BIN/collc-example-allreduce" --socket "$SOCK" --nranks 4 --count 262144 --iters 100 >>"$HOSTLOG" 2>&1
+	echo "exit $?" >>"$HOSTLOG"
+  done ) &
+HOSTPID=$!
+t "auto-backend-gpu" sweep --gpus "$G2"
+t "auto-backend-gpu" latency --gpus "$G2" --iters 4000
+touch "$HOSTSTOP"
+wait "$HOSTPID"
+ST=$(ctl status --json 2>/dev/null)
+echo "$ST" >"$LOGDIR/status-auto.json"
+NCPU_DEV=$(grep -o '"backend": *"cpu"' <<<"$ST" | wc -l)
+NGPU_DEV=$(grep -o '"backend": *"cuda"' <<<"$ST" | wc -l)
+HOST_RUNS=$(grep -c '^exit' "$HOSTLOG"); HOST_OK=$(grep -c '^exit 0$' "$HOSTLOG")
+if [ "$HOST_RUNS" -ge 2 ] && [ "$HOST_OK" = "$HOST_RUNS" ] && [ "$(grep -c '^all ranks correct' "$HOSTLOG")" = "$HOST_RUNS" ]; then
+	result "auto-backend-host-comm PASS $HOST_RUNS runs of 4 host ranks x 100 all-reduces of 1 MiB, all correct, during the GPU scenarios"
+else
+	result "auto-backend-host-comm FAIL $HOST_OK of $HOST_RUNS host runs correct: $(grep -v '^exit\|^all ranks' "$HOSTLOG" | head -3 | tr '\n' ' ')"
+fi
+[ "$NCPU_DEV" -ge 1 ] && [ "$NGPU_DEV" -ge 1 ] && result "auto-backend-status PASS cpu $NCPU_DEV, cuda $NGPU_DEV devices in one collcd" \
+	|| result "auto-backend-status FAIL cpu $NCPU_DEV, cuda $NGPU_DEV devices"
+stop_collcd
+[ "$STOP_RC" = 0 ] && result "collcd-auto-clean-exit PASS exit 0" || result "collcd-auto-clean-exit FAIL exit status $STOP_RC"
+BACKEND=cuda
 echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
 
 grep -o 'quiesce window: [0-9.]* ms' "$DLOG" | awk '{ print $3 }' | sort -n | awk '{ v[NR]=$1 } END { if (NR) printf "RESULT quiesce-windows INFO %d windows (IPC import/close), median %.3f ms, max %.3f ms\n", NR, v[int((NR+1)/2)], v[NR] }' | tee -a "$RES"
