@@ -79,6 +79,28 @@ COLLC_HD uint32_t collc_item_share(uint32_t chan_base, uint32_t ch, uint32_t nch
 	return (ch + nch - chan_base % nch) % nch;
 }
 
+/*
+ * What one primitive call does with one step's payload; the algorithms
+ * (proto/algo_ring.h) name one of the seven combinations below, each
+ * executor implements them (cpu/prims.c cpu_prim(), the grid's prim<flags>).
+ */
+#define COLLC_P_RECV   (1 << 0)  /* consume a step of the receive connection */
+#define COLLC_P_SRC    (1 << 1)  /* read the local source buffer */
+#define COLLC_P_REDUCE (1 << 2)  /* combine received data with the source */
+#define COLLC_P_DST    (1 << 3)  /* write the result to the destination buffer */
+#define COLLC_P_SEND   (1 << 4)  /* write the result to a step of the send connection */
+#define COLLC_P_POSTOP (1 << 5)  /* apply the AVG division to the destination */
+
+#define COLLC_PRIM_SEND             (COLLC_P_SRC | COLLC_P_SEND)
+#define COLLC_PRIM_RECV             (COLLC_P_RECV | COLLC_P_DST)
+#define COLLC_PRIM_COPY_SEND        (COLLC_P_SRC | COLLC_P_DST | COLLC_P_SEND)
+#define COLLC_PRIM_RECV_REDUCE_SEND (COLLC_P_RECV | COLLC_P_SRC | COLLC_P_REDUCE | COLLC_P_SEND)
+#define COLLC_PRIM_RECV_REDUCE_COPY_SEND \
+	(COLLC_P_RECV | COLLC_P_SRC | COLLC_P_REDUCE | COLLC_P_DST | COLLC_P_SEND | COLLC_P_POSTOP)
+#define COLLC_PRIM_RECV_REDUCE_COPY \
+	(COLLC_P_RECV | COLLC_P_SRC | COLLC_P_REDUCE | COLLC_P_DST | COLLC_P_POSTOP)
+#define COLLC_PRIM_RECV_COPY_SEND (COLLC_P_RECV | COLLC_P_DST | COLLC_P_SEND)
+
 /* The slot a step lands in, for a ring of `steps` slots. */
 COLLC_HD uint32_t collc_slot(uint64_t step, uint32_t steps)
 {

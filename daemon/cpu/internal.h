@@ -95,27 +95,11 @@ static inline int cpu_ll_load(const union collc_ll_line *line, uint32_t flag, ui
 
 /* Primitives (cpu/prims.c) */
 
-enum {
-	P_RECV = 1 << 0,   /* consume a step of the receive connection */
-	P_SRC = 1 << 1,    /* read the local source buffer */
-	P_REDUCE = 1 << 2, /* combine received data with the source */
-	P_DST = 1 << 3,    /* write the result to the destination buffer */
-	P_SEND = 1 << 4,   /* write the result to a step of the send connection */
-	P_POSTOP = 1 << 5, /* apply the AVG division to the destination */
-};
-
-#define SEND                  (P_SRC | P_SEND)
-#define RECV                  (P_RECV | P_DST)
-#define COPY_SEND             (P_SRC | P_DST | P_SEND)
-#define RECV_REDUCE_SEND      (P_RECV | P_SRC | P_REDUCE | P_SEND)
-#define RECV_REDUCE_COPY_SEND (P_RECV | P_SRC | P_REDUCE | P_DST | P_SEND | P_POSTOP)
-#define RECV_REDUCE_COPY      (P_RECV | P_SRC | P_REDUCE | P_DST | P_POSTOP)
-#define RECV_COPY_SEND        (P_RECV | P_DST | P_SEND)
-
 /* Selects the item's protocol links and step size; 0, or -EINVAL for an unknown protocol. */
 int cpu_prims_setup(struct cpu_run *x);
 /*
- * Moves nelem elements through the connections in steps of x->step_bytes.
+ * Moves nelem elements through the connections in steps of x->step_bytes;
+ * flags: one of proto/prims.h COLLC_PRIM_*.
  * Sender and receiver derive the steps from the same nelem; an empty call
  * still runs one (empty) step so both sides stay in step.
  */

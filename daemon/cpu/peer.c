@@ -2,6 +2,9 @@
 /*
  * One-shot and two-shot algorithms of the CPU executor: every rank reads its
  * peers' buffers directly (all of them live in collcd's address space).
+ * Which elements a channel and a rank take, and one-shot LL's rounds, are
+ * proto/algo_oneshot.h's, shared with the grid; the barriers here are the
+ * CPU's own.
  *
  * Ranks meet in their mailboxes (struct cpu_mbox, one per rank and channel).
  * Each channel's share of an item runs:
@@ -39,6 +42,7 @@
 #include "daemon/cpu/internal.h"
 #include "daemon/log.h"
 #include "daemon/cpu/reduce.h"
+#include "proto/algo_oneshot.h"
 #include "proto/prims.h"
 #include "proto/shm.h"
 
@@ -116,13 +120,10 @@ static int wait_all_done(const struct cpu_run *x, uint64_t value)
 	return r;
 }
 
-/* This channel's share [lo, hi) of size elements. */
+/* This channel's share [lo, hi) of size elements (proto/algo_oneshot.h), in pieces of any length. */
 static void share(const struct cpu_run *x, uint64_t size, uint64_t *lo, uint64_t *hi)
 {
-	uint64_t per = collc_div_up(size, x->it->nchannels);
-
-	*lo = collc_min_u64(size, (uint64_t)x->share * per);
-	*hi = collc_min_u64(size, *lo + per);
+	collc_oneshot_share(size, x->it->nchannels, x->share, 1, lo, hi);
 }
 
 static int overlaps(const char *a, const char *b, uint64_t bytes)
@@ -222,16 +223,14 @@ static int twoshot_allreduce(const struct cpu_run *x, const struct peer_view *pv
 {
 	const struct collc_work_item *it = x->it;
 	uint32_t me = it->rank, n = it->nranks;
-	uint64_t lo, hi, es = x->es, seg;
+	uint64_t lo, hi, es = x->es, a, e;
 	char *dst = pv->dst[me];
 	int r;
 
 	share(x, it->count, &lo, &hi);
-	seg = collc_div_up(hi - lo, n);
-#define SEG_LO(q) collc_min_u64(hi, lo + (uint64_t)(q) * seg)
-#define SEG_HI(q) collc_min_u64(hi, lo + (uint64_t)((q) + 1) * seg)
-	if (SEG_HI(me) > SEG_LO(me))
-		reduce_to(x, dst + SEG_LO(me) * es, pv->src, SEG_LO(me) * es, SEG_HI(me) - SEG_LO(me));
+	collc_twoshot_seg(lo, hi, n, me, 1, &a, &e);
+	if (e > a)
+		reduce_to(x, dst + a * es, pv->src, a * es, e - a);
 	phase_done(x);
 	for (uint32_t i = 1; i < n; i++) {
 		uint32_t q = (me + i) % n;
@@ -239,11 +238,10 @@ static int twoshot_allreduce(const struct cpu_run *x, const struct peer_view *pv
 		r = wait_done(x, q, pv->done0 + 1);
 		if (r < 0)
 			return r;
-		if (SEG_HI(q) > SEG_LO(q))
-			copy(dst + SEG_LO(q) * es, pv->dst[q] + SEG_LO(q) * es, (SEG_HI(q) - SEG_LO(q)) * es);
+		collc_twoshot_seg(lo, hi, n, q, 1, &a, &e);
+		if (e > a)
+			copy(dst + a * es, pv->dst[q] + a * es, (e - a) * es);
 	}
-#undef SEG_LO
-#undef SEG_HI
 	phase_done(x);
 	return wait_all_done(x, pv->done0 + 2);
 }
@@ -323,14 +321,14 @@ static int oll_ready(void *arg)
 	struct oll_arg *a = arg;
 
 	for (; a->next < a->nlines; a->next++) {
-		uint64_t off = a->next * COLLC_LL_LINE_PAYLOAD, p, n;
+		uint64_t p;
+		uint32_t n = collc_oll_line_bytes(a->len, a->next); /* 0 for an empty round's line */
 
 		/* R-LL (cpu_ll_load()): pairs with W-LL in oll_push(). */
 		if (!cpu_ll_load(&a->lines[a->next], a->flag, &p))
 			return 0;
-		n = collc_min_u64(COLLC_LL_LINE_PAYLOAD, a->len - off); /* 0 for an empty round's line */
 		if (n)
-			memcpy(a->out + off, &p, n);
+			memcpy(a->out + a->next * COLLC_LL_LINE_PAYLOAD, &p, n);
 	}
 	return 1;
 }
@@ -363,11 +361,11 @@ static void oll_push(const struct cpu_run *x, uint32_t q, uint64_t g, const char
 	uint32_t flag = collc_ll_flag(g);
 
 	for (uint64_t i = 0; i < nlines; i++) {
-		uint64_t off = i * COLLC_LL_LINE_PAYLOAD, p = 0;
-		uint64_t n = collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off); /* 0: an empty round */
+		uint64_t p = 0;
+		uint32_t n = collc_oll_line_bytes(len, i); /* 0: an empty round */
 
 		if (n)
-			memcpy(&p, in + off, n);
+			memcpy(&p, in + i * COLLC_LL_LINE_PAYLOAD, n);
 		/* W-LL (cpu_ll_store()): pairs with R-LL in oll_ready(). */
 		cpu_ll_store(&lines[i], p, flag);
 	}
@@ -443,9 +441,9 @@ static int oneshot_ll(struct cpu_run *x)
 
 	share(x, x->it->count, &lo, &hi);
 	bytes = (hi - lo) * x->es;
-	nrounds = bytes ? collc_div_up(bytes, rb) : 1;
+	nrounds = collc_oll_rounds(bytes, rb);
 	for (uint64_t k = 0; k < nrounds; k++) {
-		uint64_t off = k * rb, len = bytes ? collc_min_u64(rb, bytes - off) : 0;
+		uint64_t off = k * rb, len = collc_oll_round_len(bytes, rb, k);
 
 		/* Rounds may never wait long enough to see an abort: look every 16. */
 		if ((++x->nsteps & 15) == 0 && cpu_cancelled(x))

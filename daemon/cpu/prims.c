@@ -346,33 +346,33 @@ int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t n
 		/* A streaming item may never wait long enough to see an abort: look every 16 steps. */
 		if ((++x->nsteps & 15) == 0 && cpu_cancelled(x))
 			return -ECANCELED;
-		if (flags & P_RECV) {
+		if (flags & COLLC_P_RECV) {
 			r = recv_begin(x, len, &in);
 			if (r < 0)
 				return r;
 		}
-		if (flags & P_SEND) {
+		if (flags & COLLC_P_SEND) {
 			r = send_begin(x, &out);
 			if (r < 0)
 				return r;
 		}
-		res = (flags & P_RECV) ? in : at_c(src, off);
-		if (flags & P_REDUCE) {
-			char *target = (flags & P_DST) ? d : out;
+		res = (flags & COLLC_P_RECV) ? in : at_c(src, off);
+		if (flags & COLLC_P_REDUCE) {
+			char *target = (flags & COLLC_P_DST) ? d : out;
 
 			red_reduce(target, in, at_c(src, off), n, it->dtype, it->redop);
 			res = target;
 		}
-		if (flags & P_DST) {
+		if (flags & COLLC_P_DST) {
 			if (len && res != d)
 				memmove(d, res, len);
-			if (flags & P_POSTOP)
+			if (flags & COLLC_P_POSTOP)
 				red_finish(d, n, it->dtype, it->redop, it->nranks);
 			res = d;
 		}
-		if (flags & P_SEND)
+		if (flags & COLLC_P_SEND)
 			send_end(x, out, res, len);
-		if (flags & P_RECV)
+		if (flags & COLLC_P_RECV)
 			recv_end(x);
 	}
 	return 0;

@@ -25,14 +25,6 @@
 #define CUDA_GATE_HOLD  (UINT64_MAX - 1) /* forward nothing more; say where you are */
 #define CUDA_ACK_NONE   (UINT64_MAX - 2)
 
-/*
- * Executor-space addresses of client memory carry a tag (see cuda/executor.c):
- * + CUDA_ADDR_TAG always; CUDA_ADDR_LOCAL on memory only its own GPU maps (a
- * CUDA IPC import), which one-shot and two-shot must not read from a peer.
- */
-#define CUDA_ADDR_TAG   1ull
-#define CUDA_ADDR_LOCAL (1ull << 62)
-
 /* Connection geometry. */
 #define CUDA_SIMPLE_BYTES   COLLC_SIMPLE_BUFFER_BYTES
 #define CUDA_SIMPLE_SLOT    (CUDA_SIMPLE_BYTES / COLLC_STEPS)
@@ -101,8 +93,6 @@ struct cuda_grid_args {
 	struct cuda_dstate *ds;
 	uint32_t nlanes;
 	uint32_t nchannels;
-	uint32_t force_algo;  /* COLLC_ALGO_*, AUTO: as the item says */
-	uint32_t force_proto; /* COLLC_PROTO_*, AUTO: as the item says */
 	uint32_t trace;       /* COLLC_CUDA_TRACE: time the hand-offs (above) */
 	uint32_t idle_sleep_ns; /* a channel block idle for 4096 polls sleeps this long between polls; 0: never */
 	uint64_t epoch;       /* bumped at every launch */
@@ -115,8 +105,7 @@ struct cuda_os_slot {
 	uint64_t done;
 	uint64_t send; /* device pointers of rank p's buffers for the current op */
 	uint64_t recv;
-	uint64_t local; /* rank p's buffers are CUDA_ADDR_LOCAL: peers cannot read them */
-	uint64_t reserved[2];
+	uint64_t reserved[3];
 };
 
 /*
