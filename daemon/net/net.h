@@ -181,7 +181,7 @@ struct net_transport {
 	const ncclNet_v8_t *net;
 	void *dl;		/* dlopen handle of a plugin, NULL for built-ins */
 	int ndev;
-	char what[64];		/* "tcp", "ib", or "plugin:NAME" */
+	char what[256];		/* "tcp", "ib", or "plugin:NAME" (truncated) */
 };
 int net_load(const char *name, const char *plugin, ncclDebugLogger_t logger,
 	     struct net_transport *ret_t);

@@ -47,7 +47,7 @@ static int open_table(const ncclNet_v8_t *net, void *dl, const char *what,
  * when it holds a '/'. */
 static int load_plugin(const char *name, ncclDebugLogger_t logger, struct net_transport *ret_t)
 {
-	char lib[256], what[64];
+	char lib[256], what[256];
 	const ncclNet_v8_t *net;
 	void *dl;
 	int rc;
