@@ -104,6 +104,138 @@ static void t_bad_handle(void **state)
 	assert_null(scomm);
 }
 
+/* Small socket buffers: sends and receives of a share are partial, so the
+ * paths that resume mid-way run. (Below loopback's MSS of ~64 KiB, TCP's
+ * silly-window avoidance stalls on persist timers, which tests nothing.) */
+static void t_partial_io(void **state)
+{
+	struct pair p;
+	struct tcp_comm *sc, *rc;
+	int i, small = 128 << 10;
+
+	pair_open(&p);
+	sc = p.scomm;
+	rc = p.rcomm;
+	for (i = 0; i < sc->nsocks; i++) {
+		assert_int_equal(setsockopt(sc->fd[i], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+		assert_int_equal(setsockopt(rc->fd[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	}
+	send_one(&p, (3 << 20) + 5, 1);
+	send_one(&p, 0, 2);
+	send_one(&p, MIN_CHUNK + 1, 3);
+	pair_close(&p);
+}
+
+/* Random sizes, random group sizes, tags matched out of order, many rounds. */
+static void t_soak(void **state)
+{
+	enum { ROUNDS = 60, MAXN = MAX_RECVS, MAXSZ = 300 << 10 };
+	static uint8_t src[MAXN][MAXSZ], dst[MAXN][MAXSZ];
+	struct pair p;
+	int r;
+
+	pair_open(&p);
+	for (r = 0; r < ROUNDS; r++) {
+		int n = 1 + (int)(rnd(&seed) % MAXN), i, done = 0;
+		int sizes[MAXN], tags[MAXN], maxs[MAXN], got[MAXN], perm[MAXN];
+		void *data[MAXN], *rreq, *sreq[MAXN];
+		int64_t end = ms_now() + WAIT_MS;
+
+		for (i = 0; i < n; i++) {
+			sizes[i] = (int)(rnd(&seed) % MAXSZ);
+			if (rnd(&seed) % 4 == 0)
+				sizes[i] = (int)(rnd(&seed) % 3);
+			maxs[i] = MAXSZ;
+			tags[i] = r * 100 + i;
+			data[i] = dst[i];
+			perm[i] = i;
+			fill(src[i], sizes[i], &seed);
+		}
+		for (i = n - 1; i > 0; i--) {
+			int j = (int)(rnd(&seed) % (i + 1)), t = perm[i];
+
+			perm[i] = perm[j];
+			perm[j] = t;
+		}
+		assert_int_equal(net->irecv(p.rcomm, n, data, maxs, tags, NULL, &rreq), ncclSuccess);
+		assert_non_null(rreq);
+		for (i = 0; i < n; i++) {
+			int k = perm[i];
+
+			assert_int_equal(net->isend(p.scomm, src[k], sizes[k], tags[k], NULL, &sreq[i]),
+					 ncclSuccess);
+			assert_non_null(sreq[i]);
+		}
+		while (!done) {
+			assert_int_equal(net->test(rreq, &done, got), ncclSuccess);
+			for (i = 0; i < n; i++)
+				if (sreq[i]) {
+					int sd = 0;
+
+					assert_int_equal(net->test(sreq[i], &sd, NULL), ncclSuccess);
+					if (sd)
+						sreq[i] = NULL;
+				}
+			assert_true(ms_now() < end);
+		}
+		for (i = 0; i < n; i++)
+			while (sreq[i]) {
+				int sd = 0;
+
+				assert_int_equal(net->test(sreq[i], &sd, NULL), ncclSuccess);
+				if (sd)
+					sreq[i] = NULL;
+				assert_true(ms_now() < end);
+			}
+		for (i = 0; i < n; i++) {
+			assert_int_equal(got[i], sizes[i]);
+			check_bytes(src[i], dst[i], sizes[i], "soak payload");
+		}
+	}
+	pair_close(&p);
+}
+
+/* Nobody listens: connect fails within the bound instead of spinning. */
+static void t_connect_refused(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *lcomm, *scomm = NULL;
+	int64_t end = ms_now() + WAIT_MS;
+	ncclResult_t rc = ncclSuccess;
+
+	assert_int_equal(net->listen(0, handle, &lcomm), ncclSuccess);
+	assert_int_equal(net->closeListen(lcomm), ncclSuccess);
+	while (rc == ncclSuccess && !scomm) {
+		rc = net->connect(0, handle, &scomm, NULL);
+		assert_true(ms_now() < end);
+	}
+	assert_int_equal(rc, ncclRemoteError);
+	assert_null(scomm);
+	assert_null(((struct tcp_handle *)handle)->stage);
+}
+
+/* The receiver goes away: the sender's request fails, without SIGPIPE. */
+static void t_receiver_closed(void **state)
+{
+	static uint8_t src[8 << 20];
+	struct pair p;
+	void *sreq;
+	int done = 0;
+	int64_t end = ms_now() + WAIT_MS;
+	ncclResult_t rc = ncclSuccess;
+
+	pair_open(&p);
+	assert_int_equal(net->closeRecv(p.rcomm), ncclSuccess);
+	assert_int_equal(net->isend(p.scomm, src, sizeof(src), 1, NULL, &sreq), ncclSuccess);
+	while (rc == ncclSuccess && !done) {
+		rc = net->test(sreq, &done, NULL);
+		assert_true(ms_now() < end);
+	}
+	assert_int_equal(rc, ncclRemoteError);
+	assert_int_equal(net->closeSend(p.scomm), ncclSuccess);
+	assert_int_equal(net->closeListen(p.lcomm), ncclSuccess);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -111,6 +243,10 @@ int main(void)
 		cmocka_unit_test(t_options),
 		cmocka_unit_test(t_streams),
 		cmocka_unit_test(t_bad_handle),
+		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_soak),
+		cmocka_unit_test(t_connect_refused),
+		cmocka_unit_test(t_receiver_closed),
 		TCP_CASES,
 	};
 
