@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #endif
 #include "net.h"
+#include "sock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -47,12 +48,6 @@
 #define QMASK (NCCL_NET_MAX_REQUESTS - 1)
 _Static_assert((NCCL_NET_MAX_REQUESTS & QMASK) == 0, "queue size is a power of two");
 
-union tcp_addr {
-	struct sockaddr sa;
-	struct sockaddr_in in;
-	struct sockaddr_in6 in6;
-};
-
 struct tcp_comm;
 
 /* Lives in the caller's handle buffer; connect() keeps its progress in
@@ -61,7 +56,7 @@ struct tcp_handle {
 	uint64_t magic;
 	uint32_t nstreams;
 	uint32_t reserved;
-	union tcp_addr addr;
+	union net_addr addr;
 	struct tcp_comm *stage;		/* local to the connecting side */
 };
 _Static_assert(sizeof(struct tcp_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits");
@@ -125,7 +120,7 @@ struct tcp_comm {
 	int fd[MAX_SOCKS];
 	ncclResult_t error;		/* sticky: the connection is unusable */
 	/* connect progress */
-	union tcp_addr peer;
+	union net_addr peer;
 	int cstate[MAX_SOCKS];
 	size_t csent[MAX_SOCKS];
 	uint64_t conn_id;
@@ -155,7 +150,7 @@ static struct {
 	int inited;
 	ncclDebugLogger_t log;
 	char ifname[IF_NAMESIZE];
-	union tcp_addr addr;
+	union net_addr addr;
 	int nstreams;
 	char opt_ifname[IF_NAMESIZE];
 	int opt_nstreams;
@@ -176,60 +171,13 @@ int net_tcp_configure(const struct net_tcp_opts *opts)
 	return 0;
 }
 
-static socklen_t addr_len(const union tcp_addr *a)
-{
-	return a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
-}
-
-/* The interface named, else the first up non-loopback one with an address,
- * else loopback. IPv4 is preferred on an interface that has both. */
-static int pick_interface(const char *want, char *ret_name, union tcp_addr *ret_addr)
-{
-	struct ifaddrs *ifs, *i, *best = NULL;
-
-	if (getifaddrs(&ifs) < 0)
-		return -errno;
-	for (i = ifs; i; i = i->ifa_next) {
-		if (!i->ifa_addr || !(i->ifa_flags & IFF_UP))
-			continue;
-		if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6)
-			continue;
-		if (want && *want) {
-			if (strcmp(i->ifa_name, want))
-				continue;
-		} else if (i->ifa_flags & IFF_LOOPBACK) {
-			continue;
-		}
-		if (!best || (best->ifa_addr->sa_family == AF_INET6 &&
-			      i->ifa_addr->sa_family == AF_INET && !strcmp(best->ifa_name, i->ifa_name)))
-			best = i;
-	}
-	if (best) {
-		snprintf(ret_name, IF_NAMESIZE, "%s", best->ifa_name);
-		memset(ret_addr, 0, sizeof(*ret_addr));
-		memcpy(ret_addr, best->ifa_addr, best->ifa_addr->sa_family == AF_INET6 ?
-		       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
-		ret_addr->in.sin_port = 0;
-	}
-	freeifaddrs(ifs);
-	if (best)
-		return 0;
-	if (want && *want)
-		return -ENODEV;
-	snprintf(ret_name, IF_NAMESIZE, "lo");
-	memset(ret_addr, 0, sizeof(*ret_addr));
-	ret_addr->in.sin_family = AF_INET;
-	ret_addr->in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	return 0;
-}
-
 static ncclResult_t tcp_init(ncclDebugLogger_t logFunction)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 	int rc;
 
 	g.log = logFunction;
-	rc = pick_interface(g.opt_ifname, g.ifname, &g.addr);
+	rc = collc__net_pick_if(g.opt_ifname, g.ifname, &g.addr);
 	if (rc < 0) {
 		WARN("tcp: no usable interface %s: %s", g.opt_ifname, strerror(-rc));
 		return ncclInvalidArgument;
@@ -295,8 +243,8 @@ static ncclResult_t tcp_listen(int dev, void *opaque_handle, void **listenComm)
 {
 	struct tcp_handle *h = opaque_handle;
 	struct tcp_listen *l;
-	union tcp_addr a = g.addr;
-	socklen_t len = addr_len(&a);
+	union net_addr a = g.addr;
+	socklen_t len = net_addr_len(&a);
 	int one = 1, i;
 
 	if (!g.inited || dev != 0)
@@ -378,7 +326,7 @@ static int connect_step(struct tcp_comm *c, int i)
 		if (c->fd[i] < 0)
 			return -errno;
 		set_sockopts(c->fd[i]);
-		if (connect(c->fd[i], &c->peer.sa, addr_len(&c->peer)) < 0 && errno != EINPROGRESS)
+		if (connect(c->fd[i], &c->peer.sa, net_addr_len(&c->peer)) < 0 && errno != EINPROGRESS)
 			return -errno;
 		c->cstate[i] = CS_CONNECTING;
 		/* fall through */
