@@ -169,6 +169,15 @@ struct net_tcp_opts {
 #define NET_TCP_DEFAULT_STREAMS 2
 int net_tcp_configure(const struct net_tcp_opts *opts);
 
+/* Options of the ib transport; set before init. ifname: the interface of the
+ * out-of-band socket that exchanges queue pair numbers (as for tcp);
+ * gid_index: the GID table entry used on RoCE ports. */
+struct net_ib_opts {
+	const char *ifname;
+	int gid_index;
+};
+int net_ib_configure(const struct net_ib_opts *opts);
+
 /* Reason the ib transport found no device, for the loader's log. */
 const char *net_ib_status(void);
 

@@ -67,6 +67,25 @@ static void t_devices(void **state)
 	assert_ptr_equal(g.v.dl, dl);
 }
 
+static void t_options(void **state)
+{
+	struct net_ib_opts o = { .ifname = "lo", .gid_index = 3 };
+
+	assert_int_equal(net_ib_configure(&o), 0);
+	assert_string_equal(g.opt_ifname, "lo");
+	assert_int_equal(g.opt_gid_index, 3);
+	o.gid_index = -1;
+	assert_int_equal(net_ib_configure(&o), -EINVAL);
+	o.gid_index = 256;
+	assert_int_equal(net_ib_configure(&o), -EINVAL);
+	o.gid_index = 0;
+	o.ifname = "an-interface-name-too-long-for-linux";
+	assert_int_equal(net_ib_configure(&o), -EINVAL);
+	o.ifname = NULL;
+	assert_int_equal(net_ib_configure(&o), 0);
+	assert_string_equal(g.opt_ifname, "");
+}
+
 static void t_fifo_slots(void **state)
 {
 	uint64_t seq;
@@ -155,6 +174,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_missing_library),
 		cmocka_unit_test(t_devices),
+		cmocka_unit_test(t_options),
 		cmocka_unit_test(t_fifo_slots),
 		cmocka_unit_test(t_fifo_credits),
 		cmocka_unit_test(t_fifo_ready),
