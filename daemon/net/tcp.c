@@ -58,6 +58,7 @@ struct tcp_handle {
 	uint32_t reserved;
 	union net_addr addr;
 	struct tcp_comm *stage;		/* local to the connecting side */
+	uint64_t token;			/* random per listen: only holders of the handle connect */
 };
 _Static_assert(sizeof(struct tcp_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits");
 
@@ -68,8 +69,9 @@ struct tcp_hello {
 	uint32_t nstreams;
 	uint32_t reserved;
 	uint64_t conn_id;		/* groups the sockets of one connection */
+	uint64_t token;			/* the listener's, from the handle */
 };
-_Static_assert(sizeof(struct tcp_hello) == 24, "hello wire size");
+_Static_assert(sizeof(struct tcp_hello) == 32, "hello wire size");
 
 struct tcp_msg_hdr {
 	uint32_t magic;
@@ -124,6 +126,7 @@ struct tcp_comm {
 	int cstate[MAX_SOCKS];
 	size_t csent[MAX_SOCKS];
 	uint64_t conn_id;
+	uint64_t token;
 	/* Posted requests in order; free-running indices, masked on access. */
 	struct tcp_req *q[NCCL_NET_MAX_REQUESTS];
 	uint32_t qhead, qtail;
@@ -140,6 +143,7 @@ struct tcp_pending {
 struct tcp_listen {
 	int fd;
 	int nstreams;
+	uint64_t token;
 	uint64_t conn_id;		/* 0 until the first valid hello */
 	int group[MAX_SOCKS];		/* sockets of that connection by index */
 	int ngroup;
@@ -261,6 +265,8 @@ static ncclResult_t tcp_listen(int dev, void *opaque_handle, void **listenComm)
 		goto err_close;
 	}
 	l->nstreams = g.nstreams;
+	if (getrandom(&l->token, sizeof(l->token), 0) != sizeof(l->token))
+		goto err_close;
 	for (i = 0; i < MAX_PENDING; i++)
 		l->pend[i].fd = -1;
 	for (i = 0; i < MAX_SOCKS; i++)
@@ -270,6 +276,7 @@ static ncclResult_t tcp_listen(int dev, void *opaque_handle, void **listenComm)
 	h->nstreams = l->nstreams;
 	h->addr = a;
 	h->stage = NULL;
+	h->token = l->token;
 	*listenComm = l;
 	return ncclSuccess;
 
@@ -314,6 +321,7 @@ static int connect_step(struct tcp_comm *c, int i)
 {
 	struct tcp_hello hello = {
 		.magic = HELLO_MAGIC, .index = i, .nstreams = c->nstreams, .conn_id = c->conn_id,
+		.token = c->token,
 	};
 	struct pollfd p;
 	int err;
@@ -371,6 +379,7 @@ static ncclResult_t tcp_connect(int dev, void *opaque_handle, void **sendComm,
 		if (!c)
 			return ncclSystemError;
 		c->peer = h->addr;
+		c->token = h->token;
 		do {
 			if (getrandom(&c->conn_id, sizeof(c->conn_id), 0) != sizeof(c->conn_id)) {
 				comm_free(c);
@@ -410,7 +419,7 @@ static void pending_place(struct tcp_listen *l, struct tcp_pending *p)
 {
 	const struct tcp_hello *h = &p->hello;
 
-	if (h->magic != HELLO_MAGIC || h->nstreams != (uint32_t)l->nstreams ||
+	if (h->magic != HELLO_MAGIC || h->token != l->token || h->nstreams != (uint32_t)l->nstreams ||
 	    h->index > (uint32_t)l->nstreams || !h->conn_id ||
 	    (l->conn_id && h->conn_id != l->conn_id) || l->group[h->index] >= 0) {
 		WARN("tcp: dropped a connection with a bad hello");

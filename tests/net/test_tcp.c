@@ -236,6 +236,48 @@ static void t_receiver_closed(void **state)
 	assert_int_equal(net->closeListen(p.lcomm), ncclSuccess);
 }
 
+/* A connection that did not come from the handle (wrong token) is hung up
+ * on, and the real one is accepted after it. */
+static void t_impostor(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE], fake[NCCL_NET_HANDLE_MAXSIZE], byte;
+	struct pair p = { 0 };
+	struct tcp_comm *f = NULL;
+	int64_t end = ms_now() + WAIT_MS;
+	int i;
+
+	assert_int_equal(net->listen(0, handle, &p.lcomm), ncclSuccess);
+	memcpy(fake, handle, sizeof(fake));
+	((struct tcp_handle *)fake)->token ^= 0x5a5a;
+	while (!f) {
+		assert_int_equal(net->connect(0, fake, (void **)&f, NULL), ncclSuccess);
+		assert_true(ms_now() < end);
+	}
+	for (i = 0; i < 20; i++)
+		assert_int_equal(net->accept(p.lcomm, &p.rcomm, NULL), ncclSuccess);
+	assert_null(p.rcomm);
+	for (i = 0; i < f->nsocks; i++) {
+		ssize_t n;
+
+		while ((n = recv(f->fd[i], &byte, 1, MSG_DONTWAIT)) < 0 && errno == EAGAIN) {
+			assert_int_equal(net->accept(p.lcomm, &p.rcomm, NULL), ncclSuccess);
+			assert_null(p.rcomm);
+			assert_true(ms_now() < end);
+		}
+		assert_true(n <= 0);	/* EOF or reset: the listener closed it */
+	}
+	assert_int_equal(net->closeSend(f), ncclSuccess);
+	while (!p.scomm || !p.rcomm) {
+		if (!p.scomm)
+			assert_int_equal(net->connect(0, handle, &p.scomm, NULL), ncclSuccess);
+		if (!p.rcomm)
+			assert_int_equal(net->accept(p.lcomm, &p.rcomm, NULL), ncclSuccess);
+		assert_true(ms_now() < end);
+	}
+	send_one(&p, 1000, 1);
+	pair_close(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +289,7 @@ int main(void)
 		cmocka_unit_test(t_soak),
 		cmocka_unit_test(t_connect_refused),
 		cmocka_unit_test(t_receiver_closed),
+		cmocka_unit_test(t_impostor),
 		TCP_CASES,
 	};
 
