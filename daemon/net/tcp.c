@@ -11,6 +11,12 @@
  * so a stream may run ahead of the others by whole messages and no socket
  * waits for another.
  *
+ * Every socket starts with a hello naming the connection and the listener's
+ * random token from the handle (which travels over the authenticated
+ * bootstrap); the listener hangs up on sockets without it, so a port scan or
+ * a stray client never joins a connection. One connection is assembled per
+ * listener at a time, as NCCL pairs one listen with one connect.
+ *
  * Requests come from a fixed pool per comm (NCCL_NET_MAX_REQUESTS): no
  * allocation per message. test() moves bytes until every socket would block.
  * Host memory only: CUDA and DMA-BUF registrations are refused with a log
