@@ -1,0 +1,836 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The built-in tcp transport behind the ncclNet_v8 table (net.h).
+ *
+ * A connection is one control socket and nstreams data sockets, all
+ * nonblocking. A message is a 16-byte header (magic, tag, size) on the
+ * control socket and its payload split over the data sockets: stream s
+ * carries bytes [s * chunk, (s + 1) * chunk) with chunk = max(ceil(size /
+ * nstreams), MIN_CHUNK), so both sides compute the split from the size alone.
+ * Each socket keeps its own cursor into the comm's queue of posted requests,
+ * so a stream may run ahead of the others by whole messages and no socket
+ * waits for another.
+ *
+ * Every socket starts with a hello naming the connection and the listener's
+ * random token from the handle (which travels over the authenticated
+ * bootstrap); the listener hangs up on sockets without it, so a port scan or
+ * a stray client never joins a connection. One connection is assembled per
+ * listener at a time, as NCCL pairs one listen with one connect.
+ *
+ * Requests come from a fixed pool per comm (NCCL_NET_MAX_REQUESTS): no
+ * allocation per message. test() moves bytes until every socket would block.
+ * Host memory only: CUDA and DMA-BUF registrations are refused with a log
+ * line, and iflush has nothing to flush.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "net.h"
+#include "sock.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HANDLE_MAGIC 0x636f6c6c63546370ULL	/* "collcTcp" */
+#define HELLO_MAGIC 0x434c5448u			/* "CLTH" */
+#define MSG_MAGIC 0x434c544du			/* "CLTM" */
+#define MR_MAGIC 0x434c5452u
+#define MIN_CHUNK (64u << 10)			/* smaller payloads take one stream */
+#define MAX_RECVS 8
+#define MAX_SOCKS (1 + NET_TCP_MAX_STREAMS)
+#define MAX_PENDING 16
+#define QMASK (NCCL_NET_MAX_REQUESTS - 1)
+_Static_assert((NCCL_NET_MAX_REQUESTS & QMASK) == 0, "queue size is a power of two");
+
+struct tcp_comm;
+
+/* Lives in the caller's handle buffer; connect() keeps its progress in
+ * `stage` because NCCL calls it again with the same handle. */
+struct tcp_handle {
+	uint64_t magic;
+	uint32_t nstreams;
+	uint32_t reserved;
+	union net_addr addr;
+	struct tcp_comm *stage;		/* local to the connecting side */
+	uint64_t token;			/* random per listen: only holders of the handle connect */
+};
+_Static_assert(sizeof(struct tcp_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits");
+
+/* First bytes on every socket of a connection. */
+struct tcp_hello {
+	uint32_t magic;
+	uint32_t index;			/* 0: control, 1..nstreams: data */
+	uint32_t nstreams;
+	uint32_t reserved;
+	uint64_t conn_id;		/* groups the sockets of one connection */
+	uint64_t token;			/* the listener's, from the handle */
+};
+_Static_assert(sizeof(struct tcp_hello) == 32, "hello wire size");
+
+struct tcp_msg_hdr {
+	uint32_t magic;
+	int32_t tag;
+	uint64_t size;
+};
+_Static_assert(sizeof(struct tcp_msg_hdr) == 16, "header wire size");
+
+struct tcp_mr {
+	uint32_t magic;
+	int type;
+};
+
+struct tcp_sub {
+	char *data;
+	size_t size;			/* bytes of this message */
+	size_t max;			/* receive: most it may take */
+	int tag;
+	int filled;			/* receive: its header has arrived */
+};
+
+struct tcp_req {
+	struct tcp_comm *comm;
+	int used;
+	int n;
+	int nhdr;			/* receive: headers parsed so far */
+	int parts_left;			/* n * (1 + nstreams) socket shares to go */
+	int done;
+	struct tcp_sub sub[MAX_RECVS];
+	uint8_t order[MAX_RECVS];	/* message k of the group -> sub */
+};
+
+/* Where one socket stands: request q[qi], message k of it, byte off. */
+struct tcp_cursor {
+	uint32_t qi;
+	int k;
+	size_t off;
+	struct tcp_msg_hdr hdr;
+};
+
+enum { COMM_SEND = 1, COMM_RECV = 2 };
+enum { CS_START, CS_CONNECTING, CS_HELLO, CS_DONE };
+
+struct tcp_comm {
+	int kind;
+	int nstreams;
+	int nsocks;
+	int fd[MAX_SOCKS];
+	ncclResult_t error;		/* sticky: the connection is unusable */
+	/* connect progress */
+	union net_addr peer;
+	int cstate[MAX_SOCKS];
+	size_t csent[MAX_SOCKS];
+	uint64_t conn_id;
+	uint64_t token;
+	/* Posted requests in order; free-running indices, masked on access. */
+	struct tcp_req *q[NCCL_NET_MAX_REQUESTS];
+	uint32_t qhead, qtail;
+	struct tcp_cursor cur[MAX_SOCKS];
+	struct tcp_req reqs[NCCL_NET_MAX_REQUESTS];
+};
+
+struct tcp_pending {
+	int fd;
+	size_t got;
+	struct tcp_hello hello;
+};
+
+struct tcp_listen {
+	int fd;
+	int nstreams;
+	uint64_t token;
+	uint64_t conn_id;		/* 0 until the first valid hello */
+	int group[MAX_SOCKS];		/* sockets of that connection by index */
+	int ngroup;
+	struct tcp_pending pend[MAX_PENDING];
+};
+
+static struct {
+	int inited;
+	ncclDebugLogger_t log;
+	char ifname[IF_NAMESIZE];
+	union net_addr addr;
+	int nstreams;
+	char opt_ifname[IF_NAMESIZE];
+	int opt_nstreams;
+} g = { .opt_nstreams = NET_TCP_DEFAULT_STREAMS };
+
+#define LOG(lvl, ...) do { if (g.log) g.log(lvl, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define WARN(...) LOG(NCCL_LOG_WARN, __VA_ARGS__)
+#define INFO(...) LOG(NCCL_LOG_INFO, __VA_ARGS__)
+
+int net_tcp_configure(const struct net_tcp_opts *opts)
+{
+	if (opts->nstreams < 1 || opts->nstreams > NET_TCP_MAX_STREAMS)
+		return -EINVAL;
+	if (opts->ifname && strlen(opts->ifname) >= IF_NAMESIZE)
+		return -EINVAL;
+	snprintf(g.opt_ifname, sizeof(g.opt_ifname), "%s", opts->ifname ? opts->ifname : "");
+	g.opt_nstreams = opts->nstreams;
+	return 0;
+}
+
+static ncclResult_t tcp_init(ncclDebugLogger_t logFunction)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	int rc;
+
+	g.log = logFunction;
+	rc = collc__net_pick_if(g.opt_ifname, g.ifname, &g.addr);
+	if (rc < 0) {
+		WARN("tcp: no usable interface %s: %s", g.opt_ifname, strerror(-rc));
+		return ncclInvalidArgument;
+	}
+	g.nstreams = g.opt_nstreams;
+	inet_ntop(g.addr.sa.sa_family, g.addr.sa.sa_family == AF_INET6 ?
+		  (void *)&g.addr.in6.sin6_addr : (void *)&g.addr.in.sin_addr, host, sizeof(host));
+	INFO("tcp: interface %s address %s, %d streams per connection", g.ifname, host, g.nstreams);
+	g.inited = 1;
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_devices(int *ndev)
+{
+	*ndev = g.inited ? 1 : 0;
+	return ncclSuccess;
+}
+
+static int link_speed(const char *ifname)
+{
+	char path[96];
+	FILE *f;
+	int speed = 0;
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/speed", ifname);
+	f = fopen(path, "r");
+	if (f) {
+		if (fscanf(f, "%d", &speed) != 1)
+			speed = 0;
+		fclose(f);
+	}
+	return speed > 0 ? speed : 10000;	/* loopback and virtual links report none */
+}
+
+static ncclResult_t tcp_get_properties(int dev, ncclNetProperties_v8_t *props)
+{
+	if (!g.inited || dev != 0)
+		return ncclInvalidArgument;
+	memset(props, 0, sizeof(*props));
+	props->name = g.ifname;
+	props->pciPath = NULL;
+	props->guid = 0;
+	props->ptrSupport = NCCL_PTR_HOST;
+	props->regIsGlobal = 0;
+	props->speed = link_speed(g.ifname);
+	props->port = 0;
+	props->latency = 0;
+	props->maxComms = 65536;
+	props->maxRecvs = MAX_RECVS;
+	props->netDeviceType = NCCL_NET_DEVICE_HOST;
+	props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+	return ncclSuccess;
+}
+
+static void set_sockopts(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static ncclResult_t tcp_listen(int dev, void *opaque_handle, void **listenComm)
+{
+	struct tcp_handle *h = opaque_handle;
+	struct tcp_listen *l;
+	union net_addr a = g.addr;
+	socklen_t len = net_addr_len(&a);
+	int one = 1, i;
+
+	if (!g.inited || dev != 0)
+		return ncclInvalidArgument;
+	l = calloc(1, sizeof(*l));
+	if (!l)
+		return ncclSystemError;
+	l->fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (l->fd < 0)
+		goto err_free;
+	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l->fd, &a.sa, len) < 0 || listen(l->fd, 64) < 0 || getsockname(l->fd, &a.sa, &len) < 0) {
+		WARN("tcp: listen on %s: %s", g.ifname, strerror(errno));
+		goto err_close;
+	}
+	l->nstreams = g.nstreams;
+	if (getrandom(&l->token, sizeof(l->token), 0) != sizeof(l->token))
+		goto err_close;
+	for (i = 0; i < MAX_PENDING; i++)
+		l->pend[i].fd = -1;
+	for (i = 0; i < MAX_SOCKS; i++)
+		l->group[i] = -1;
+	memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
+	h->magic = HANDLE_MAGIC;
+	h->nstreams = l->nstreams;
+	h->addr = a;
+	h->stage = NULL;
+	h->token = l->token;
+	*listenComm = l;
+	return ncclSuccess;
+
+err_close:
+	close(l->fd);
+err_free:
+	free(l);
+	return ncclSystemError;
+}
+
+static struct tcp_comm *comm_new(int kind, int nstreams)
+{
+	struct tcp_comm *c = calloc(1, sizeof(*c));
+	int i;
+
+	if (!c)
+		return NULL;
+	c->kind = kind;
+	c->nstreams = nstreams;
+	c->nsocks = 1 + nstreams;
+	for (i = 0; i < MAX_SOCKS; i++)
+		c->fd[i] = -1;
+	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
+		c->reqs[i].comm = c;
+	return c;
+}
+
+static void comm_free(struct tcp_comm *c)
+{
+	int i;
+
+	if (!c)
+		return;
+	for (i = 0; i < MAX_SOCKS; i++)
+		if (c->fd[i] >= 0)
+			close(c->fd[i]);
+	free(c);
+}
+
+/* One nonblocking step of socket i's connection; 1: finished, 0: later. */
+static int connect_step(struct tcp_comm *c, int i)
+{
+	struct tcp_hello hello = {
+		.magic = HELLO_MAGIC, .index = i, .nstreams = c->nstreams, .conn_id = c->conn_id,
+		.token = c->token,
+	};
+	struct pollfd p;
+	int err;
+	socklen_t elen = sizeof(err);
+	ssize_t n;
+
+	switch (c->cstate[i]) {
+	case CS_START:
+		c->fd[i] = socket(c->peer.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (c->fd[i] < 0)
+			return -errno;
+		set_sockopts(c->fd[i]);
+		if (connect(c->fd[i], &c->peer.sa, net_addr_len(&c->peer)) < 0 && errno != EINPROGRESS)
+			return -errno;
+		c->cstate[i] = CS_CONNECTING;
+		/* fall through */
+	case CS_CONNECTING:
+		p = (struct pollfd){ .fd = c->fd[i], .events = POLLOUT };
+		if (poll(&p, 1, 0) <= 0)
+			return 0;
+		if (getsockopt(c->fd[i], SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+			return -errno;
+		if (err)
+			return -err;
+		c->cstate[i] = CS_HELLO;
+		/* fall through */
+	case CS_HELLO:
+		n = send(c->fd[i], (char *)&hello + c->csent[i], sizeof(hello) - c->csent[i],
+			 MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+		c->csent[i] += n;
+		if (c->csent[i] < sizeof(hello))
+			return 0;
+		c->cstate[i] = CS_DONE;
+		/* fall through */
+	default:
+		return 1;
+	}
+}
+
+static ncclResult_t tcp_connect(int dev, void *opaque_handle, void **sendComm,
+				ncclNetDeviceHandle_v8_t **sendDevComm)
+{
+	struct tcp_handle *h = opaque_handle;
+	struct tcp_comm *c = h->stage;
+	int i, rc, up = 0;
+
+	*sendComm = NULL;
+	if (!g.inited || dev != 0 || h->magic != HANDLE_MAGIC || h->nstreams < 1 ||
+	    h->nstreams > NET_TCP_MAX_STREAMS)
+		return ncclInvalidArgument;
+	if (!c) {
+		c = comm_new(COMM_SEND, h->nstreams);
+		if (!c)
+			return ncclSystemError;
+		c->peer = h->addr;
+		c->token = h->token;
+		do {
+			if (getrandom(&c->conn_id, sizeof(c->conn_id), 0) != sizeof(c->conn_id)) {
+				comm_free(c);
+				return ncclSystemError;
+			}
+		} while (!c->conn_id);
+		h->stage = c;
+	}
+	for (i = 0; i < c->nsocks; i++) {
+		rc = connect_step(c, i);
+		if (rc < 0) {
+			WARN("tcp: connect: %s", strerror(-rc));
+			h->stage = NULL;
+			comm_free(c);
+			return ncclRemoteError;
+		}
+		up += rc;
+	}
+	if (up == c->nsocks) {
+		h->stage = NULL;
+		*sendComm = c;
+	}
+	return ncclSuccess;
+}
+
+static void pending_drop(struct tcp_pending *p)
+{
+	if (p->fd >= 0)
+		close(p->fd);
+	p->fd = -1;
+	p->got = 0;
+}
+
+/* A socket whose hello is complete: keep it if it belongs to the connection
+ * being assembled (the first valid one wins), drop it otherwise. */
+static void pending_place(struct tcp_listen *l, struct tcp_pending *p)
+{
+	const struct tcp_hello *h = &p->hello;
+
+	if (h->magic != HELLO_MAGIC || h->token != l->token || h->nstreams != (uint32_t)l->nstreams ||
+	    h->index > (uint32_t)l->nstreams || !h->conn_id ||
+	    (l->conn_id && h->conn_id != l->conn_id) || l->group[h->index] >= 0) {
+		WARN("tcp: dropped a connection with a bad hello");
+		pending_drop(p);
+		return;
+	}
+	l->conn_id = h->conn_id;
+	l->group[h->index] = p->fd;
+	l->ngroup++;
+	p->fd = -1;
+	p->got = 0;
+}
+
+static ncclResult_t tcp_accept(void *listenComm, void **recvComm,
+			       ncclNetDeviceHandle_v8_t **recvDevComm)
+{
+	struct tcp_listen *l = listenComm;
+	struct tcp_comm *c;
+	int fd, i;
+	ssize_t n;
+
+	*recvComm = NULL;
+	for (;;) {
+		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR)
+				break;
+			WARN("tcp: accept: %s", strerror(errno));
+			return ncclSystemError;
+		}
+		set_sockopts(fd);
+		for (i = 0; i < MAX_PENDING && l->pend[i].fd >= 0; i++)
+			;
+		if (i == MAX_PENDING) {
+			close(fd);	/* more half-open sockets than a connection needs */
+			continue;
+		}
+		l->pend[i].fd = fd;
+		l->pend[i].got = 0;
+	}
+	for (i = 0; i < MAX_PENDING; i++) {
+		struct tcp_pending *p = &l->pend[i];
+
+		if (p->fd < 0)
+			continue;
+		n = recv(p->fd, (char *)&p->hello + p->got, sizeof(p->hello) - p->got, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+			pending_drop(p);
+			continue;
+		}
+		if (n > 0)
+			p->got += n;
+		if (p->got == sizeof(p->hello))
+			pending_place(l, p);
+	}
+	if (l->ngroup < 1 + l->nstreams)
+		return ncclSuccess;
+	c = comm_new(COMM_RECV, l->nstreams);
+	if (!c)
+		return ncclSystemError;
+	for (i = 0; i < c->nsocks; i++) {
+		c->fd[i] = l->group[i];
+		l->group[i] = -1;
+	}
+	c->conn_id = l->conn_id;
+	l->conn_id = 0;
+	l->ngroup = 0;
+	*recvComm = c;
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+	struct tcp_mr *mr;
+
+	if (type != NCCL_PTR_HOST) {
+		WARN("tcp: only host memory can be registered (type %d refused): CUDA buffers are not supported yet", type);
+		return ncclInternalError;
+	}
+	mr = malloc(sizeof(*mr));
+	if (!mr)
+		return ncclSystemError;
+	mr->magic = MR_MAGIC;
+	mr->type = type;
+	*mhandle = mr;
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_reg_mr_dmabuf(void *comm, void *data, size_t size, int type,
+				      uint64_t offset, int fd, void **mhandle)
+{
+	WARN("tcp: DMA-BUF registration is not supported (host memory only)");
+	return ncclInternalError;
+}
+
+static ncclResult_t tcp_dereg_mr(void *comm, void *mhandle)
+{
+	struct tcp_mr *mr = mhandle;
+
+	if (mr && mr->magic != MR_MAGIC)
+		return ncclInvalidArgument;
+	free(mr);
+	return ncclSuccess;
+}
+
+/* NULL handles are taken as host memory; anything else must be ours. */
+static int mr_ok(void *mhandle)
+{
+	return !mhandle || ((struct tcp_mr *)mhandle)->magic == MR_MAGIC;
+}
+
+static ncclResult_t progress(struct tcp_comm *c);
+
+static struct tcp_req *req_get(struct tcp_comm *c)
+{
+	int i;
+
+	if (c->qtail - c->qhead == NCCL_NET_MAX_REQUESTS)
+		return NULL;
+	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++) {
+		if (!c->reqs[i].used) {
+			struct tcp_req *r = &c->reqs[i];
+
+			memset(&r->n, 0, sizeof(*r) - offsetof(struct tcp_req, n));
+			r->used = 1;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+static void req_post(struct tcp_comm *c, struct tcp_req *r)
+{
+	r->parts_left = r->n * c->nsocks;
+	c->q[c->qtail++ & QMASK] = r;
+}
+
+static ncclResult_t tcp_isend(void *sendComm, void *data, int size, int tag, void *mhandle,
+			      void **request)
+{
+	struct tcp_comm *c = sendComm;
+	struct tcp_req *r;
+
+	*request = NULL;
+	if (!c || c->kind != COMM_SEND || size < 0 || (size && !data) || !mr_ok(mhandle))
+		return ncclInvalidArgument;
+	if (c->error)
+		return c->error;
+	r = req_get(c);
+	if (!r)
+		return ncclSuccess;
+	r->n = 1;
+	r->sub[0] = (struct tcp_sub){ .data = data, .size = size, .max = size, .tag = tag, .filled = 1 };
+	r->order[0] = 0;
+	r->nhdr = 1;
+	req_post(c, r);
+	*request = r;
+	progress(c);	/* start moving now; an error is reported by test() */
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_irecv(void *recvComm, int n, void **data, int *sizes, int *tags,
+			      void **mhandles, void **request)
+{
+	struct tcp_comm *c = recvComm;
+	struct tcp_req *r;
+	int i;
+
+	*request = NULL;
+	if (!c || c->kind != COMM_RECV || n < 1 || n > MAX_RECVS)
+		return ncclInvalidArgument;
+	for (i = 0; i < n; i++)
+		if (sizes[i] < 0 || (sizes[i] && !data[i]) || !mr_ok(mhandles ? mhandles[i] : NULL))
+			return ncclInvalidArgument;
+	if (c->error)
+		return c->error;
+	r = req_get(c);
+	if (!r)
+		return ncclSuccess;
+	r->n = n;
+	for (i = 0; i < n; i++)
+		r->sub[i] = (struct tcp_sub){ .data = data[i], .max = sizes[i], .tag = tags[i] };
+	req_post(c, r);
+	*request = r;
+	progress(c);
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_iflush(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+			       void **request)
+{
+	*request = NULL;	/* host memory: the data is visible once received */
+	return ncclSuccess;
+}
+
+static void share(size_t size, int nstreams, int s, size_t *b, size_t *e)
+{
+	size_t chunk = (size + nstreams - 1) / nstreams;
+
+	if (chunk < MIN_CHUNK)
+		chunk = MIN_CHUNK;
+	*b = (size_t)s * chunk < size ? (size_t)s * chunk : size;
+	*e = size - *b < chunk ? size : *b + chunk;
+}
+
+/* Socket i is done with message k of its current request. */
+static void part_done(struct tcp_comm *c, int i)
+{
+	struct tcp_cursor *cu = &c->cur[i];
+	struct tcp_req *r = c->q[cu->qi & QMASK];
+
+	cu->off = 0;
+	if (++cu->k == r->n) {
+		cu->k = 0;
+		cu->qi++;
+	}
+	if (--r->parts_left == 0) {
+		/* Every socket passed r, hence every older request: completion is in order. */
+		r->done = 1;
+		while (c->qhead != c->qtail && c->q[c->qhead & QMASK]->done)
+			c->qhead++;
+	}
+}
+
+/* Moves bytes of [p, p + len) from *off on; 1: all moved, 0: would block. */
+static int xfer(struct tcp_comm *c, int i, char *p, size_t len, size_t *off)
+{
+	ssize_t n;
+
+	while (*off < len) {
+		if (c->kind == COMM_SEND)
+			n = send(c->fd[i], p + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		else
+			n = recv(c->fd[i], p + *off, len - *off, MSG_DONTWAIT);
+		if (n > 0) {
+			*off += n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n == 0 ? -ECONNRESET : -errno;
+	}
+	return 1;
+}
+
+/* The header of message k has arrived: match it to a receive of the group. */
+static int header_arrived(struct tcp_req *r, const struct tcp_msg_hdr *h)
+{
+	int j;
+
+	if (h->magic != MSG_MAGIC)
+		return -EPROTO;
+	for (j = 0; j < r->n; j++)
+		if (!r->sub[j].filled && r->sub[j].tag == h->tag)
+			break;
+	if (j == r->n)
+		return -ENOMSG;
+	if (h->size > r->sub[j].max)
+		return -EMSGSIZE;
+	r->sub[j].filled = 1;
+	r->sub[j].size = h->size;
+	r->order[r->nhdr++] = j;
+	return 0;
+}
+
+/* Progress of socket i as far as it goes; >0: it moved, 0: idle, <0: error. */
+static int sock_step(struct tcp_comm *c, int i)
+{
+	struct tcp_cursor *cu = &c->cur[i];
+	int moved = 0, rc;
+
+	while (cu->qi != c->qtail) {
+		struct tcp_req *r = c->q[cu->qi & QMASK];
+		size_t off0 = cu->off;
+
+		if (i == 0) {
+			if (c->kind == COMM_SEND && cu->off == 0)
+				cu->hdr = (struct tcp_msg_hdr){ .magic = MSG_MAGIC, .tag = r->sub[0].tag,
+								.size = r->sub[0].size };
+			rc = xfer(c, 0, (char *)&cu->hdr, sizeof(cu->hdr), &cu->off);
+			if (rc < 0)
+				return rc;
+			moved |= cu->off != off0;
+			if (!rc)
+				break;
+			if (c->kind == COMM_RECV && (rc = header_arrived(r, &cu->hdr)) < 0)
+				return rc;
+		} else {
+			struct tcp_sub *s;
+			size_t b, e;
+
+			if (cu->k >= r->nhdr)
+				break;	/* its header has not arrived yet */
+			s = &r->sub[r->order[cu->k]];
+			share(s->size, c->nstreams, i - 1, &b, &e);
+			rc = xfer(c, i, s->data + b, e - b, &cu->off);
+			if (rc < 0)
+				return rc;
+			moved |= cu->off != off0;
+			if (!rc)
+				break;
+		}
+		part_done(c, i);
+		moved = 1;
+	}
+	return moved;
+}
+
+static ncclResult_t progress(struct tcp_comm *c)
+{
+	int i, rc, moved;
+
+	if (c->error)
+		return c->error;
+	do {
+		moved = 0;
+		for (i = 0; i < c->nsocks; i++) {
+			rc = sock_step(c, i);
+			if (rc < 0) {
+				WARN("tcp: connection %016llx %s failed: %s", (unsigned long long)c->conn_id,
+				     c->kind == COMM_SEND ? "send" : "receive", strerror(-rc));
+				c->error = rc == -ECONNRESET || rc == -EPIPE ? ncclRemoteError : ncclSystemError;
+				return c->error;
+			}
+			moved |= rc;
+		}
+	} while (moved);
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_test(void *request, int *done, int *sizes)
+{
+	struct tcp_req *r = request;
+	ncclResult_t rc;
+	int i;
+
+	*done = 0;
+	if (!r || !r->used)
+		return ncclInvalidArgument;
+	rc = progress(r->comm);
+	if (rc != ncclSuccess)
+		return rc;
+	if (!r->done)
+		return ncclSuccess;
+	*done = 1;
+	if (sizes)
+		for (i = 0; i < r->n; i++)
+			sizes[i] = (int)r->sub[i].size;
+	r->used = 0;
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_close_comm(void *comm)
+{
+	comm_free(comm);
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_close_listen(void *listenComm)
+{
+	struct tcp_listen *l = listenComm;
+	int i;
+
+	if (!l)
+		return ncclSuccess;
+	for (i = 0; i < MAX_PENDING; i++)
+		pending_drop(&l->pend[i]);
+	for (i = 0; i < MAX_SOCKS; i++)
+		if (l->group[i] >= 0)
+			close(l->group[i]);
+	close(l->fd);
+	free(l);
+	return ncclSuccess;
+}
+
+static ncclResult_t tcp_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle)
+{
+	return ncclInternalError;	/* no device offload */
+}
+
+static ncclResult_t tcp_irecv_consumed(void *recvComm, int n, void *request)
+{
+	return ncclSuccess;
+}
+
+const ncclNet_v8_t net_tcp = {
+	.name = "tcp",
+	.init = tcp_init,
+	.devices = tcp_devices,
+	.getProperties = tcp_get_properties,
+	.listen = tcp_listen,
+	.connect = tcp_connect,
+	.accept = tcp_accept,
+	.regMr = tcp_reg_mr,
+	.regMrDmaBuf = tcp_reg_mr_dmabuf,
+	.deregMr = tcp_dereg_mr,
+	.isend = tcp_isend,
+	.irecv = tcp_irecv,
+	.iflush = tcp_iflush,
+	.test = tcp_test,
+	.closeSend = tcp_close_comm,
+	.closeRecv = tcp_close_comm,
+	.closeListen = tcp_close_listen,
+	.getDeviceMr = tcp_get_device_mr,
+	.irecvConsumed = tcp_irecv_consumed,
+};

@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/* The built-in tcp transport over loopback; includes tcp.c for its statics. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "daemon/net/tcp.c"
+#include "tcp_cases.h"
+
+static int use_lo(int nstreams)
+{
+	struct net_tcp_opts o = { .ifname = "lo", .nstreams = nstreams };
+
+	if (net_tcp_configure(&o) < 0 || net_tcp.init(test_logger) != ncclSuccess)
+		return -1;
+	net = &net_tcp;
+	return 0;
+}
+
+static int setup(void **state)
+{
+	return use_lo(NET_TCP_DEFAULT_STREAMS);
+}
+
+/* Stream shares tile the message exactly, for any size and stream count. */
+static void t_share(void **state)
+{
+	static const size_t sizes[] = { 0, 1, MIN_CHUNK - 1, MIN_CHUNK, MIN_CHUNK + 1, 1 << 20,
+					(1 << 20) + 3, 64 << 20, 0x7fffffff };
+	size_t i, b, e, at;
+	int n, s;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		for (n = 1; n <= NET_TCP_MAX_STREAMS; n++) {
+			at = 0;
+			for (s = 0; s < n; s++) {
+				share(sizes[i], n, s, &b, &e);
+				assert_true(b == at || b == sizes[i]);
+				assert_true(e >= b && e <= sizes[i]);
+				if (e > b)
+					assert_int_equal(b, at);
+				at = e > at ? e : at;
+			}
+			assert_int_equal(at, sizes[i]);
+		}
+	}
+	/* Small messages take one stream. */
+	share(1000, 4, 0, &b, &e);
+	assert_int_equal(e - b, 1000);
+	share(1000, 4, 1, &b, &e);
+	assert_int_equal(e - b, 0);
+}
+
+static void t_options(void **state)
+{
+	struct net_tcp_opts o = { .ifname = "lo", .nstreams = 0 };
+
+	assert_int_equal(net_tcp_configure(&o), -EINVAL);
+	o.nstreams = NET_TCP_MAX_STREAMS + 1;
+	assert_int_equal(net_tcp_configure(&o), -EINVAL);
+	o.nstreams = 2;
+	o.ifname = "an-interface-name-too-long-for-linux";
+	assert_int_equal(net_tcp_configure(&o), -EINVAL);
+	/* An interface that does not exist fails init, like NCCL_SOCKET_IFNAME. */
+	o.ifname = "nosuchif0";
+	assert_int_equal(net_tcp_configure(&o), 0);
+	assert_int_equal(net_tcp.init(NULL), ncclInvalidArgument);
+	/* The default is an up interface with an address; lo only when no other. */
+	o.ifname = NULL;
+	assert_int_equal(net_tcp_configure(&o), 0);
+	assert_int_equal(net_tcp.init(NULL), ncclSuccess);
+	assert_true(g.ifname[0] != 0);
+	assert_int_equal(use_lo(NET_TCP_DEFAULT_STREAMS), 0);
+}
+
+/* 1, 3 and the most streams move the same bytes. */
+static void t_streams(void **state)
+{
+	static const int counts[] = { 1, 3, NET_TCP_MAX_STREAMS };
+	size_t i;
+
+	for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		struct pair p;
+
+		assert_int_equal(use_lo(counts[i]), 0);
+		pair_open(&p);
+		send_one(&p, (4 << 20) + 17, 1);
+		send_one(&p, 3, 2);
+		pair_close(&p);
+	}
+	assert_int_equal(use_lo(NET_TCP_DEFAULT_STREAMS), 0);
+}
+
+/* A handle that is not a tcp handle is refused by connect. */
+static void t_bad_handle(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *scomm = (void *)1;
+
+	memset(handle, 0x5a, sizeof(handle));
+	assert_int_equal(net->connect(0, handle, &scomm, NULL), ncclInvalidArgument);
+	assert_null(scomm);
+}
+
+/* Small socket buffers: sends and receives of a share are partial, so the
+ * paths that resume mid-way run. (Below loopback's MSS of ~64 KiB, TCP's
+ * silly-window avoidance stalls on persist timers, which tests nothing.) */
+static void t_partial_io(void **state)
+{
+	struct pair p;
+	struct tcp_comm *sc, *rc;
+	int i, small = 128 << 10;
+
+	pair_open(&p);
+	sc = p.scomm;
+	rc = p.rcomm;
+	for (i = 0; i < sc->nsocks; i++) {
+		assert_int_equal(setsockopt(sc->fd[i], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+		assert_int_equal(setsockopt(rc->fd[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	}
+	send_one(&p, (3 << 20) + 5, 1);
+	send_one(&p, 0, 2);
+	send_one(&p, MIN_CHUNK + 1, 3);
+	pair_close(&p);
+}
+
+/* Random sizes, random group sizes, tags matched out of order, many rounds. */
+static void t_soak(void **state)
+{
+	enum { ROUNDS = 60, MAXN = MAX_RECVS, MAXSZ = 300 << 10 };
+	static uint8_t src[MAXN][MAXSZ], dst[MAXN][MAXSZ];
+	struct pair p;
+	int r;
+
+	pair_open(&p);
+	for (r = 0; r < ROUNDS; r++) {
+		int n = 1 + (int)(rnd(&seed) % MAXN), i, done = 0;
+		int sizes[MAXN], tags[MAXN], maxs[MAXN], got[MAXN], perm[MAXN];
+		void *data[MAXN], *rreq, *sreq[MAXN];
+		int64_t end = ms_now() + WAIT_MS;
+
+		for (i = 0; i < n; i++) {
+			sizes[i] = (int)(rnd(&seed) % MAXSZ);
+			if (rnd(&seed) % 4 == 0)
+				sizes[i] = (int)(rnd(&seed) % 3);
+			maxs[i] = MAXSZ;
+			tags[i] = r * 100 + i;
+			data[i] = dst[i];
+			perm[i] = i;
+			fill(src[i], sizes[i], &seed);
+		}
+		for (i = n - 1; i > 0; i--) {
+			int j = (int)(rnd(&seed) % (i + 1)), t = perm[i];
+
+			perm[i] = perm[j];
+			perm[j] = t;
+		}
+		assert_int_equal(net->irecv(p.rcomm, n, data, maxs, tags, NULL, &rreq), ncclSuccess);
+		assert_non_null(rreq);
+		for (i = 0; i < n; i++) {
+			int k = perm[i];
+
+			assert_int_equal(net->isend(p.scomm, src[k], sizes[k], tags[k], NULL, &sreq[i]),
+					 ncclSuccess);
+			assert_non_null(sreq[i]);
+		}
+		while (!done) {
+			assert_int_equal(net->test(rreq, &done, got), ncclSuccess);
+			for (i = 0; i < n; i++)
+				if (sreq[i]) {
+					int sd = 0;
+
+					assert_int_equal(net->test(sreq[i], &sd, NULL), ncclSuccess);
+					if (sd)
+						sreq[i] = NULL;
+				}
+			assert_true(ms_now() < end);
+		}
+		for (i = 0; i < n; i++)
+			while (sreq[i]) {
+				int sd = 0;
+
+				assert_int_equal(net->test(sreq[i], &sd, NULL), ncclSuccess);
+				if (sd)
+					sreq[i] = NULL;
+				assert_true(ms_now() < end);
+			}
+		for (i = 0; i < n; i++) {
+			assert_int_equal(got[i], sizes[i]);
+			check_bytes(src[i], dst[i], sizes[i], "soak payload");
+		}
+	}
+	pair_close(&p);
+}
+
+/* Nobody listens: connect fails within the bound instead of spinning. */
+static void t_connect_refused(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE];
+	void *lcomm, *scomm = NULL;
+	int64_t end = ms_now() + WAIT_MS;
+	ncclResult_t rc = ncclSuccess;
+
+	assert_int_equal(net->listen(0, handle, &lcomm), ncclSuccess);
+	assert_int_equal(net->closeListen(lcomm), ncclSuccess);
+	while (rc == ncclSuccess && !scomm) {
+		rc = net->connect(0, handle, &scomm, NULL);
+		assert_true(ms_now() < end);
+	}
+	assert_int_equal(rc, ncclRemoteError);
+	assert_null(scomm);
+	assert_null(((struct tcp_handle *)handle)->stage);
+}
+
+/* The receiver goes away: the sender's request fails, without SIGPIPE. */
+static void t_receiver_closed(void **state)
+{
+	static uint8_t src[8 << 20];
+	struct pair p;
+	void *sreq;
+	int done = 0;
+	int64_t end = ms_now() + WAIT_MS;
+	ncclResult_t rc = ncclSuccess;
+
+	pair_open(&p);
+	assert_int_equal(net->closeRecv(p.rcomm), ncclSuccess);
+	assert_int_equal(net->isend(p.scomm, src, sizeof(src), 1, NULL, &sreq), ncclSuccess);
+	while (rc == ncclSuccess && !done) {
+		rc = net->test(sreq, &done, NULL);
+		assert_true(ms_now() < end);
+	}
+	assert_int_equal(rc, ncclRemoteError);
+	assert_int_equal(net->closeSend(p.scomm), ncclSuccess);
+	assert_int_equal(net->closeListen(p.lcomm), ncclSuccess);
+}
+
+/* A connection that did not come from the handle (wrong token) is hung up
+ * on, and the real one is accepted after it. */
+static void t_impostor(void **state)
+{
+	char handle[NCCL_NET_HANDLE_MAXSIZE], fake[NCCL_NET_HANDLE_MAXSIZE], byte;
+	struct pair p = { 0 };
+	struct tcp_comm *f = NULL;
+	int64_t end = ms_now() + WAIT_MS;
+	int i;
+
+	assert_int_equal(net->listen(0, handle, &p.lcomm), ncclSuccess);
+	memcpy(fake, handle, sizeof(fake));
+	((struct tcp_handle *)fake)->token ^= 0x5a5a;
+	while (!f) {
+		assert_int_equal(net->connect(0, fake, (void **)&f, NULL), ncclSuccess);
+		assert_true(ms_now() < end);
+	}
+	for (i = 0; i < 20; i++)
+		assert_int_equal(net->accept(p.lcomm, &p.rcomm, NULL), ncclSuccess);
+	assert_null(p.rcomm);
+	for (i = 0; i < f->nsocks; i++) {
+		ssize_t n;
+
+		while ((n = recv(f->fd[i], &byte, 1, MSG_DONTWAIT)) < 0 && errno == EAGAIN) {
+			assert_int_equal(net->accept(p.lcomm, &p.rcomm, NULL), ncclSuccess);
+			assert_null(p.rcomm);
+			assert_true(ms_now() < end);
+		}
+		assert_true(n <= 0);	/* EOF or reset: the listener closed it */
+	}
+	assert_int_equal(net->closeSend(f), ncclSuccess);
+	while (!p.scomm || !p.rcomm) {
+		if (!p.scomm)
+			assert_int_equal(net->connect(0, handle, &p.scomm, NULL), ncclSuccess);
+		if (!p.rcomm)
+			assert_int_equal(net->accept(p.lcomm, &p.rcomm, NULL), ncclSuccess);
+		assert_true(ms_now() < end);
+	}
+	send_one(&p, 1000, 1);
+	pair_close(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_share),
+		cmocka_unit_test(t_options),
+		cmocka_unit_test(t_streams),
+		cmocka_unit_test(t_bad_handle),
+		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_soak),
+		cmocka_unit_test(t_connect_refused),
+		cmocka_unit_test(t_receiver_closed),
+		cmocka_unit_test(t_impostor),
+		TCP_CASES,
+	};
+
+	return cmocka_run_group_tests(tests, setup, NULL);
+}
