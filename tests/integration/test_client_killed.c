@@ -256,7 +256,7 @@ static int rank_healthy(int rank, int nranks, void *arg)
 		return 1;
 	for (int it = 0; it < 10; it++) {
 		c.seed++;
-		if (rc_allreduce(&c, ctx, comm, rank, nranks, send, recv,
+		if (h_allreduce(&c, ctx, comm, rank, nranks, send, recv,
 				 "all-reduce on a new communicator"))
 			return 1;
 	}

@@ -36,7 +36,7 @@ static int allreduce_ok(struct collc_ctx *ctx, struct collc_comm *comm, int rank
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
 
-	return rc_allreduce(&c, ctx, comm, rank, nranks, send, recv, what);
+	return h_allreduce(&c, ctx, comm, rank, nranks, send, recv, what);
 }
 
 static int join_and_run(const struct collc_unique_id *id, int rank, int nranks, const char *what)
