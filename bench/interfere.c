@@ -35,7 +35,7 @@
 
 #include <collc.h>
 
-#include "bench/check.h"
+#include "bench/sizes.h"
 #include "bench/interfere_kernel.h"
 #include "common/atomics.h"
 
@@ -476,7 +476,7 @@ static uint32_t sample_tid(const struct kernel *k, int i)
 		return 0;
 	if (i == NSAMPLES - 1)
 		return (uint32_t)(k->nthreads - 1);
-	return (uint32_t)(bench_mix(0x51ed27u + (uint64_t)i) % k->nthreads);
+	return (uint32_t)(rc_mix(0x51ed27u + (uint64_t)i) % k->nthreads);
 }
 
 struct sample {
