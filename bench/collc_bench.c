@@ -307,15 +307,10 @@ static int build_sizes(struct bench_cfg *cfg, uint64_t min, uint64_t max)
 
 static int parse_int(const char *opt, const char *s, int min, int max, int *ret)
 {
-	char *end;
 	long v;
 
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < min || v > max) {
-		fprintf(stderr, "collc-bench: %s must be an integer in [%d, %d]\n", opt, min, max);
+	if (bench_parse_long("collc-bench", opt, s, min, max, &v) < 0)
 		return -1;
-	}
 	*ret = (int)v;
 	return 0;
 }

@@ -606,17 +606,7 @@ static double predicted_loss(const struct kernel *k, int grid_blocks)
 
 static int parse_int(const char *opt, const char *s, long min, long max, long *ret)
 {
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < min || v > max) {
-		fprintf(stderr, "collc-interfere: %s must be an integer in [%ld, %ld]\n", opt, min, max);
-		return -1;
-	}
-	*ret = v;
-	return 0;
+	return bench_parse_long("collc-interfere", opt, s, min, max, ret);
 }
 
 static int parse_gpus(const char *s, struct opts *o)

@@ -10,9 +10,11 @@
 #ifndef COLLC_BENCH_SIZES_H
 #define COLLC_BENCH_SIZES_H
 
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +126,23 @@ static inline int bench_cmp_double(const void *a, const void *b)
 static inline uint64_t bench_seed(int size_index, int last)
 {
 	return 2 * (uint64_t)size_index + 1 + (uint64_t)last;
+}
+
+/* An integer option in [min, max]: 0, or -1 after saying (as prog) what is wrong. */
+static inline int bench_parse_long(const char *prog, const char *opt, const char *s, long min,
+				   long max, long *ret)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < min || v > max) {
+		fprintf(stderr, "%s: %s must be an integer in [%ld, %ld]\n", prog, opt, min, max);
+		return -1;
+	}
+	*ret = v;
+	return 0;
 }
 
 /* Sizes double from min to max (both in bytes, like nccl-tests -f 2). */

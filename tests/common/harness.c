@@ -890,18 +890,20 @@ int h_allreduce(const struct rc_case *c, struct collc_ctx *ctx, struct collc_com
 	return rc_check(c, nranks, recv, what, NULL);
 }
 
-int h_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int rank,
+int h_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int times, int rank,
 		     int nranks, const char *what)
 {
 	size_t bytes = c->count * rc_size(c->dtype);
+	struct rc_case ci = *c;
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	void *send, *recv;
 
 	if (h_join_alloc(id, nranks, rank, bytes, &ctx, &comm, &send, &recv) < 0)
 		return 1;
-	if (h_allreduce(c, ctx, comm, rank, nranks, send, recv, what))
-		return 1;
+	for (int i = 0; i < times; i++, ci.seed++)
+		if (h_allreduce(&ci, ctx, comm, rank, nranks, send, recv, what))
+			return 1;
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return 0;

@@ -142,10 +142,11 @@ struct rc_case;
 int h_allreduce(const struct rc_case *c, struct collc_ctx *ctx, struct collc_comm *comm, int rank,
 		int nranks, void *send, void *recv, const char *what);
 /*
- * A rank of communicator id: joins, runs h_allreduce of c once and leaves.
- * 0 when the result was right, else 1 (after saying why).
+ * A rank of communicator id: joins, runs h_allreduce of c `times` times (the
+ * seed one higher each time) and leaves. 0 when every result was right, else
+ * 1 (after saying why).
  */
-int h_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int rank,
+int h_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int times, int rank,
 		     int nranks, const char *what);
 
 /* Memory shared by every process forked afterwards (MAP_SHARED | MAP_ANONYMOUS, zeroed). */

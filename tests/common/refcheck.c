@@ -515,6 +515,16 @@ void rc_fill_coll(const struct rc_case *c, enum rc_coll coll, int nranks, int ra
 	rc_fill(&all, rank, send);
 }
 
+int rc_check_send(const struct rc_case *c, enum rc_coll coll, int nranks, int rank,
+		  const void *send, const char *what)
+{
+	struct rc_case all = *c;
+
+	if (coll == RC_REDUCE_SCATTER)
+		all.count = c->count * (size_t)nranks;
+	return rc_check_input(&all, rank, send, what);
+}
+
 int rc_check_coll(const struct rc_case *c, enum rc_coll coll, int nranks, int rank, int root,
 		  const void *recv, const char *what)
 {

@@ -86,6 +86,9 @@ int rc_check(const struct rc_case *c, int nranks, const void *result, const char
 void rc_fill_coll(const struct rc_case *c, enum rc_coll coll, int nranks, int rank, void *send);
 int rc_check_coll(const struct rc_case *c, enum rc_coll coll, int nranks, int rank, int root,
 		  const void *recv, const char *what);
+/* 0 when send still holds what rc_fill_coll wrote there; else 1 after reporting. */
+int rc_check_send(const struct rc_case *c, enum rc_coll coll, int nranks, int rank,
+		  const void *send, const char *what);
 
 /* Fills bytes [0, n) of p with a pattern derived from tag (byte i depends on tag and i). */
 void rc_canary_fill(void *p, size_t n, uint64_t tag);

@@ -49,7 +49,6 @@
 #include "proto/shm.h"
 #include "proto/wire.h"
 #include "rel.h"
-#include "refcheck.h"
 
 struct shared {
 	struct rel_steady steady;

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "rel.h"
-#include "refcheck.h"
 
 #define QUOTA_MRS   4096
 #define QUOTA_COMMS 256
