@@ -46,7 +46,7 @@ struct rank_result {
 	int32_t status;
 	int32_t pad;
 	double pipe_s;            /* the whole pipelined phase: iters collectives */
-	char msg[200];
+	char msg[360];            /* what went wrong: the reference check names the element */
 };
 
 /*
@@ -66,7 +66,7 @@ struct shared_results {
 /* Per-size statistics for the table, from either system. */
 struct size_stats {
 	int status;               /* RES_* (RES_OK: numbers valid) */
-	char msg[240];
+	char msg[360];
 	double p50_us, p99_us, pipe_us;
 };
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inputs and reference checks for reductions (see refcheck.h).
+ * Inputs and reference checks for collectives (see refcheck.h).
  *
  * Float bounds. The daemon combines the nranks inputs with nranks - 1 binary
  * operations in some order (a ring visits ranks cyclically from a
@@ -26,6 +26,12 @@
  * Inputs are exact values of the storage format with magnitudes in
  * [2^-4, 2) (SUM, AVG, MAX, MIN) or [0.5, 2) (PROD), random signs, so nothing
  * overflows and the bound is neither loose nor accidental.
+ *
+ * Exact data (rc_case.exact = n) are small integers for which every partial
+ * result of any order is exact: |x| <= 8 (SUM, MAX, MIN), n * [-4, 4] (AVG,
+ * so the mean is an integer), {-2, -1, 1, 2} (PROD); integers of the full
+ * width otherwise (two's complement wraps exactly). Results must match the
+ * encoding of the reference bit for bit.
  */
 #include <float.h>
 #include <inttypes.h>
