@@ -52,6 +52,7 @@ static void draw(uint64_t *rs, struct op *o)
 					   COLLC_BFLOAT16, COLLC_UINT8, COLLC_INT64 };
 	uint64_t pick = h_rand_below(rs, 100), n;
 
+	*o = (struct op){ 0 }; /* random data (c.exact 0) */
 	o->kind = (int)h_rand_below(rs, RC_NUM_COLLS);
 	o->c.dtype = dts[h_rand_below(rs, sizeof(dts) / sizeof(dts[0]))];
 	o->c.op = (collc_redop)h_rand_below(rs, 5);
