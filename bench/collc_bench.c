@@ -23,6 +23,12 @@
 #include <collc.h>
 
 #include "bench/bench.h"
+#include "bench/cudart.h"
+#include "bench/daemon.h"
+#include "bench/proc.h"
+#include "bench/report.h"
+#include "bench/runner.h"
+#include "bench/vs_mpi.h"
 
 #ifndef COLLC_BENCH_COLLCD
 #define COLLC_BENCH_COLLCD "collcd"
@@ -50,8 +56,8 @@ static void usage(FILE *f)
 "Runs one process per rank (one per GPU, rank r on GPU r, with --backend cuda), each\n"
 "connected to collcd, and for every size from A to B, doubling (nccl-tests -f 2):\n"
 "  1. fills the send buffers with rank- and size-dependent random data, runs one\n"
-"     collective and checks it against a double-precision reference (tolerance\n"
-"     (nranks + 1) * eps(dtype) * sum|x| for reductions, exact otherwise);\n"
+"     collective and checks it against a long double reference (the tests' checker:\n"
+"     within ((1 + u)^(nranks - 1) - 1) * sum|x| for sums, exact otherwise);\n"
 "  2. W warmup collectives, then K timed ones: end-to-end latency = the call to\n"
 "     collc_<coll>() until collc_wait() returns, per rank; the table shows p50 and\n"
 "     p99 over iterations of the per-iteration MAX OVER RANKS;\n"
@@ -109,56 +115,6 @@ static void usage(FILE *f)
 		COLLC_BENCH_MPI_PEER ? COLLC_BENCH_MPI_PEER : "not built: no MPI at configure time");
 }
 
-/* Children, for the signal handler. */
-static volatile pid_t children[BENCH_MAX_RANKS + 4];
-
-void bench_child_add(pid_t pid)
-{
-	for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++)
-		if (children[i] == 0) {
-			children[i] = pid;
-			return;
-		}
-}
-
-void bench_child_del(pid_t pid)
-{
-	for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++)
-		if (children[i] == pid)
-			children[i] = 0;
-}
-
-static void on_signal(int sig)
-{
-	for (size_t i = 0; i < sizeof(children) / sizeof(children[0]); i++)
-		if (children[i] > 0)
-			kill(children[i], SIGTERM);
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static pid_t fork_child(void)
-{
-	pid_t pid;
-
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0) {
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
-	} else if (pid > 0) {
-		bench_child_add(pid);
-	}
-	return pid;
-}
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 /* Waits for the rank processes; once one fails, the rest get RANK_GRACE_S, then SIGKILL. */
 static int wait_ranks(const char *what, pid_t *pids, int n)
 {
@@ -195,7 +151,7 @@ static int wait_ranks(const char *what, pid_t *pids, int n)
 			failed_at = bench_now() + 1e9; /* once */
 		}
 		if (left)
-			sleep_ms(5);
+			bench_sleep_ms(5);
 	}
 	return bad ? -1 : 0;
 }
@@ -259,7 +215,7 @@ static int run_ranks(const char *what, const struct bench_cfg *cfg, struct share
 	int r;
 
 	for (int rank = 0; rank < cfg->nranks; rank++) {
-		pids[rank] = fork_child();
+		pids[rank] = bench_fork();
 		if (pids[rank] < 0) {
 			fprintf(stderr, "collc-bench: fork: %s\n", strerror(errno));
 			for (int k = 0; k < rank; k++)
@@ -299,7 +255,7 @@ static int probe_gpus(int nranks)
 		return -1;
 	pr->n = -1;
 	snprintf(pr->msg, sizeof(pr->msg), "the GPU probe died");
-	pid = fork_child();
+	pid = bench_fork();
 	if (pid == 0) {
 		pr->n = cuda_probe(pr->msg, sizeof(pr->msg));
 		_exit(0);
@@ -351,15 +307,10 @@ static int build_sizes(struct bench_cfg *cfg, uint64_t min, uint64_t max)
 
 static int parse_int(const char *opt, const char *s, int min, int max, int *ret)
 {
-	char *end;
 	long v;
 
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < min || v > max) {
-		fprintf(stderr, "collc-bench: %s must be an integer in [%d, %d]\n", opt, min, max);
+	if (bench_parse_long("collc-bench", opt, s, min, max, &v) < 0)
 		return -1;
-	}
 	*ret = (int)v;
 	return 0;
 }
@@ -490,7 +441,7 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	static struct bench_cfg cfg = {
-		.coll = BENCH_ALLREDUCE, .dtype = BENCH_FLOAT32, .iters = 100, .warmup = 5,
+		.coll = BENCH_ALLREDUCE, .dtype = COLLC_FLOAT32, .iters = 100, .warmup = 5,
 		.depth = 4, .timeout_ms = 60000, .peer = PEER_NONE,
 	};
 	static struct report rp;
@@ -528,7 +479,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_DTYPE:
-			cfg.dtype = bench_parse_name(bench_dtype_names, BENCH_NUM_DTYPES, optarg);
+			cfg.dtype = bench_parse_name(bench_dtype_names, COLLC_NUM_DTYPES, optarg);
 			if (cfg.dtype < 0) {
 				fprintf(stderr, "collc-bench: unknown --dtype %s\n", optarg);
 				return 2;
@@ -665,8 +616,7 @@ int main(int argc, char **argv)
 	mo.extra = mpirun_extra;
 	mo.nextra = nmpirun_extra;
 
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
+	bench_catch_signals();
 	if (cfg.peer == PEER_NCCL)
 		setenv("NCCL_NVLS_ENABLE", "0", 0);
 	print_machine(stdout, argc, argv);

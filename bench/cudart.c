@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "bench/bench.h"
 #include "bench/cudart.h"
+#include "proto/dtype.h"
 
 struct sym {
 	const char *name;
@@ -98,13 +98,13 @@ int nccl_load(struct nccl *nc, char *msg, size_t len)
 
 int nccl_dtype(int dt)
 {
-	static const int map[BENCH_NUM_DTYPES] = {
-		[BENCH_INT8] = 0, [BENCH_UINT8] = 1, [BENCH_INT32] = 2, [BENCH_UINT32] = 3,
-		[BENCH_INT64] = 4, [BENCH_UINT64] = 5, [BENCH_FLOAT16] = 6, [BENCH_BFLOAT16] = 9,
-		[BENCH_FLOAT32] = 7, [BENCH_FLOAT64] = 8,
+	static const int map[COLLC_NUM_DTYPES] = {
+		[COLLC_INT8] = 0, [COLLC_UINT8] = 1, [COLLC_INT32] = 2, [COLLC_UINT32] = 3,
+		[COLLC_INT64] = 4, [COLLC_UINT64] = 5, [COLLC_FLOAT16] = 6, [COLLC_BFLOAT16] = 9,
+		[COLLC_FLOAT32] = 7, [COLLC_FLOAT64] = 8,
 	};
 
-	return (unsigned)dt < BENCH_NUM_DTYPES ? map[dt] : -1;
+	return (unsigned)dt < COLLC_NUM_DTYPES ? map[dt] : -1;
 }
 
 int cuda_probe(char *msg, size_t len)

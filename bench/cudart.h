@@ -73,4 +73,7 @@ int nccl_load(struct nccl *nc, char *msg, size_t len);
 /* NCCL's ncclDataType_t for a bench dtype; -1 when NCCL lacks it. */
 int nccl_dtype(int bench_dtype);
 
+/* In a child process: how many GPUs this process sees; <0 with a message when none. */
+int cuda_probe(char *msg, size_t len);
+
 #endif /* COLLC_BENCH_CUDART_H */

@@ -19,15 +19,10 @@
 #include <collc.h>
 
 #include "bench/bench.h"
+#include "bench/daemon.h"
+#include "bench/proc.h"
 
 #define READY_TIMEOUT_S 60.0 /* CUDA initialization of every GPU can take a while */
-
-static void sleep_ms(int ms)
-{
-	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
 
 static void print_log(const struct bench_daemon *d)
 {
@@ -41,16 +36,6 @@ static void print_log(const struct bench_daemon *d)
 		fputs(line, stderr);
 	fprintf(stderr, "----\n");
 	fclose(f);
-}
-
-static void describe_status(int st, char *buf, size_t len)
-{
-	if (WIFEXITED(st))
-		snprintf(buf, len, "exited with status %d", WEXITSTATUS(st));
-	else if (WIFSIGNALED(st))
-		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
-	else
-		snprintf(buf, len, "stopped (status 0x%x)", st);
 }
 
 static void cleanup_dir(struct bench_daemon *d)
@@ -131,7 +116,7 @@ int daemon_spawn(const char *collcd, const char *backend, char *const *extra, in
 			char why[96];
 
 			bench_child_del(d->pid);
-			describe_status(st, why, sizeof(why));
+			bench_describe_status(st, why, sizeof(why));
 			fprintf(stderr, "collc-bench: collcd %s before it was ready\n", why);
 			print_log(d);
 			cleanup_dir(d);
@@ -148,7 +133,7 @@ int daemon_spawn(const char *collcd, const char *backend, char *const *extra, in
 			daemon_stop(d);
 			return -1;
 		}
-		sleep_ms(20);
+		bench_sleep_ms(20);
 	}
 	fprintf(stderr, "collc-bench: collcd ready on %s after %.2f s\n", d->sock, bench_now() - t0);
 	return 0;
@@ -166,7 +151,7 @@ int daemon_stop(struct bench_daemon *d)
 		/* It did not wait for us: a crash during the run is a finding, not noise. */
 		bench_child_del(d->pid);
 		d->pid = 0;
-		describe_status(st, why, sizeof(why));
+		bench_describe_status(st, why, sizeof(why));
 		fprintf(stderr, "collc-bench: collcd %s during the run; its log: %s\n", why, d->log);
 		print_log(d);
 		return -1;
@@ -182,7 +167,7 @@ int daemon_stop(struct bench_daemon *d)
 			kill(d->pid, SIGKILL);
 			killed = 1;
 		}
-		sleep_ms(10);
+		bench_sleep_ms(10);
 	}
 	bench_child_del(d->pid);
 	d->pid = 0;
@@ -190,7 +175,7 @@ int daemon_stop(struct bench_daemon *d)
 		cleanup_dir(d);
 		return 0;
 	}
-	describe_status(st, why, sizeof(why));
+	bench_describe_status(st, why, sizeof(why));
 	fprintf(stderr, "collc-bench: collcd %s on SIGTERM; its log: %s\n", why, d->log);
 	print_log(d);
 	return -1;

@@ -35,7 +35,7 @@
 
 #include <collc.h>
 
-#include "bench/check.h"
+#include "bench/sizes.h"
 #include "bench/interfere_kernel.h"
 #include "common/atomics.h"
 
@@ -476,7 +476,7 @@ static uint32_t sample_tid(const struct kernel *k, int i)
 		return 0;
 	if (i == NSAMPLES - 1)
 		return (uint32_t)(k->nthreads - 1);
-	return (uint32_t)(bench_mix(0x51ed27u + (uint64_t)i) % k->nthreads);
+	return (uint32_t)(rc_mix(0x51ed27u + (uint64_t)i) % k->nthreads);
 }
 
 struct sample {
@@ -606,17 +606,7 @@ static double predicted_loss(const struct kernel *k, int grid_blocks)
 
 static int parse_int(const char *opt, const char *s, long min, long max, long *ret)
 {
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < min || v > max) {
-		fprintf(stderr, "collc-interfere: %s must be an integer in [%ld, %ld]\n", opt, min, max);
-		return -1;
-	}
-	*ret = v;
-	return 0;
+	return bench_parse_long("collc-interfere", opt, s, min, max, ret);
 }
 
 static int parse_gpus(const char *s, struct opts *o)

@@ -7,8 +7,9 @@
  *     the max over ranks, p50 and p99 over iterations;
  *   pipelined: `iters` nonblocking calls (MPI_I*) with `depth` outstanding,
  *     each into its own receive buffer, total / iters, max over ranks;
- *   the first and last iteration checked against the double reference.
- * Rank 0 prints one COLLC-PEER line per size (format in peer_mpi.c).
+ *   the first and last iteration checked against the reference
+ *   (tests/common/refcheck.h).
+ * Rank 0 prints one COLLC-PEER line per size (format in vs_mpi.c).
  *
  *   collc-mpi-peer --coll C --dtype T --root R --iters K --warmup W --depth Q --sizes B1,B2,...
  */
@@ -20,7 +21,7 @@
 
 #include <mpi.h>
 
-#include "bench/check.h"
+#include "bench/sizes.h"
 
 struct peer {
 	int coll, dtype, root, iters, warmup, depth;
@@ -33,21 +34,21 @@ struct peer {
 static MPI_Datatype mpi_type(int dt)
 {
 	switch (dt) {
-	case BENCH_INT8:
+	case COLLC_INT8:
 		return MPI_INT8_T;
-	case BENCH_UINT8:
+	case COLLC_UINT8:
 		return MPI_UINT8_T;
-	case BENCH_INT32:
+	case COLLC_INT32:
 		return MPI_INT32_T;
-	case BENCH_UINT32:
+	case COLLC_UINT32:
 		return MPI_UINT32_T;
-	case BENCH_INT64:
+	case COLLC_INT64:
 		return MPI_INT64_T;
-	case BENCH_UINT64:
+	case COLLC_UINT64:
 		return MPI_UINT64_T;
-	case BENCH_FLOAT32:
+	case COLLC_FLOAT32:
 		return MPI_FLOAT;
-	case BENCH_FLOAT64:
+	case COLLC_FLOAT64:
 		return MPI_DOUBLE;
 	default:
 		return MPI_DATATYPE_NULL; /* MPI has no standard float16 or bfloat16 */
@@ -96,25 +97,49 @@ static int start(struct peer *p, const struct bench_size *sz, int slot, MPI_Requ
 	}
 }
 
+/* The first mismatch the reference check reports (it prints nothing itself). */
+static char first_wrong[256];
+
+static void keep_first_wrong(int fail, const char *line)
+{
+	if (fail && !first_wrong[0])
+		snprintf(first_wrong, sizeof(first_wrong), "%s", line);
+}
+
+/* Size s's data set `last`, as collc-bench's ranks use it (runner.c). */
+static struct rc_case peer_case(const struct peer *p, const struct bench_size *sz, int s, int last)
+{
+	return (struct rc_case){ (collc_dtype)p->dtype, COLLC_SUM, sz->count, bench_seed(s, last), 0 };
+}
+
+static void fill(struct peer *p, const struct bench_size *sz, int s, int last)
+{
+	struct rc_case c = peer_case(p, sz, s, last);
+
+	rc_fill_coll(&c, (enum rc_coll)p->coll, p->nranks, p->rank, p->send);
+}
+
 static int check(struct peer *p, const struct bench_size *sz, int s, int slot, int last,
 		 char *msg, size_t len)
 {
-	struct bench_mismatch mm;
+	struct rc_case c = peer_case(p, sz, s, last);
+	char what[64];
 
 	if (p->coll == BENCH_BROADCAST && p->rank == p->root)
 		return 0;
-	if (bench_check(p->coll, p->dtype, p->nranks, p->rank, p->root, sz, bench_seed(s, last),
-			p->recv[slot], &mm) == 0)
+	snprintf(what, sizeof(what), "rank %d, %s iteration", p->rank, last ? "last" : "first");
+	first_wrong[0] = '\0';
+	if (rc_check_coll(&c, (enum rc_coll)p->coll, p->nranks, p->rank, p->root, p->recv[slot],
+			  what) == 0)
 		return 0;
-	snprintf(msg, len, "rank %d, %s iteration: element %llu is %.9g, want %.9g (tolerance %.3g)",
-		 p->rank, last ? "last" : "first", (unsigned long long)mm.index, mm.got, mm.want, mm.tol);
+	snprintf(msg, len, "%s", first_wrong);
 	return -1;
 }
 
 static void run_size(struct peer *p, int s, const struct bench_size *sz, double *lat,
 		     double *latmax, MPI_Request *reqs)
 {
-	size_t es = bench_dtype_size(p->dtype);
+	size_t es = collc_dtype_bytes(p->dtype);
 	size_t recv_bytes = sz->recv_elems * es;
 	int depth = p->depth < p->iters ? p->depth : p->iters, wrong = 0, culprit = 0;
 	double pipe, pipemax = 0, t0;
@@ -123,7 +148,7 @@ static void run_size(struct peer *p, int s, const struct bench_size *sz, double 
 	if (p->coll == BENCH_REDUCE && p->rank != p->root)
 		recv_bytes = 0;
 
-	bench_fill(p->dtype, p->send, sz->send_elems, p->rank, bench_seed(s, 0));
+	fill(p, sz, s, 0);
 	memset(p->recv[0], 0xff, recv_bytes);
 	once(p, sz, 0);
 	wrong |= check(p, sz, s, 0, 0, msg, sizeof(msg)) < 0;
@@ -136,7 +161,7 @@ static void run_size(struct peer *p, int s, const struct bench_size *sz, double 
 		lat[i] = MPI_Wtime() - t0;
 	}
 
-	bench_fill(p->dtype, p->send, sz->send_elems, p->rank, bench_seed(s, 1));
+	fill(p, sz, s, 1);
 	for (int q = 0; q < depth; q++)
 		memset(p->recv[q], 0xff, recv_bytes);
 	MPI_Barrier(MPI_COMM_WORLD);
@@ -192,7 +217,7 @@ int main(int argc, char **argv)
 		{ "warmup", required_argument, NULL, 'w' }, { "depth", required_argument, NULL, 'q' },
 		{ "sizes", required_argument, NULL, 's' },  { 0 },
 	};
-	struct peer p = { .coll = -1, .dtype = BENCH_FLOAT32, .iters = 20, .warmup = 5, .depth = 4 };
+	struct peer p = { .coll = -1, .dtype = COLLC_FLOAT32, .iters = 20, .warmup = 5, .depth = 4 };
 	struct bench_size sizes[64];
 	uint64_t bytes[64], max_send = 0, max_recv = 0;
 	int nsizes = 0, c, depth;
@@ -201,6 +226,7 @@ int main(int argc, char **argv)
 	char ver[MPI_MAX_LIBRARY_VERSION_STRING];
 
 	MPI_Init(&argc, &argv);
+	rc_set_report(keep_first_wrong);
 	MPI_Comm_rank(MPI_COMM_WORLD, &p.rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &p.nranks);
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -212,7 +238,7 @@ int main(int argc, char **argv)
 			p.coll = bench_parse_name(bench_coll_names, BENCH_NUM_COLLS, optarg);
 			break;
 		case 't':
-			p.dtype = bench_parse_name(bench_dtype_names, BENCH_NUM_DTYPES, optarg);
+			p.dtype = bench_parse_name(bench_dtype_names, COLLC_NUM_DTYPES, optarg);
 			break;
 		case 'r':
 			p.root = atoi(optarg);
@@ -267,7 +293,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	depth = p.depth < p.iters ? p.depth : p.iters;
-	p.send = malloc(max_send * bench_dtype_size(p.dtype));
+	p.send = malloc(max_send * collc_dtype_bytes(p.dtype));
 	p.recv = calloc((size_t)depth, sizeof(*p.recv));
 	lat = malloc((size_t)p.iters * sizeof(double));
 	latmax = malloc((size_t)p.iters * sizeof(double));
@@ -277,7 +303,7 @@ int main(int argc, char **argv)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
 	for (int q = 0; q < depth; q++) {
-		p.recv[q] = malloc(max_recv * bench_dtype_size(p.dtype));
+		p.recv[q] = malloc(max_recv * collc_dtype_bytes(p.dtype));
 		if (!p.recv[q]) {
 			fprintf(stderr, "collc-mpi-peer: out of memory\n");
 			MPI_Abort(MPI_COMM_WORLD, 1);

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
+#include "bench/report.h"
 
 struct derived {
 	double algbw, busbw, ops;

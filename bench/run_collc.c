@@ -14,11 +14,12 @@
 
 #include <collc.h>
 
-#include "bench/bench.h"
+#include "bench/proc.h"
+#include "bench/runner.h"
 #include "bench/cudart.h"
 
-_Static_assert((int)COLLC_FLOAT32 == (int)BENCH_FLOAT32 && (int)COLLC_BFLOAT16 == (int)BENCH_BFLOAT16 &&
-		       (int)COLLC_FLOAT64 == (int)BENCH_FLOAT64 && (int)COLLC_INT8 == (int)BENCH_INT8,
+_Static_assert((int)COLLC_FLOAT32 == (int)COLLC_FLOAT32 && (int)COLLC_BFLOAT16 == (int)COLLC_BFLOAT16 &&
+		       (int)COLLC_FLOAT64 == (int)COLLC_FLOAT64 && (int)COLLC_INT8 == (int)COLLC_INT8,
 	       "bench dtypes follow collc's");
 
 struct collc_rank {
@@ -174,25 +175,11 @@ static const struct runner_ops collc_ops = {
 	.poison = op_poison,
 };
 
-/* Before the first size: the parent reports it as the run's error. */
-static void __attribute__((format(printf, 3, 4)))
-setup_error(struct shared_results *sr, int rank, const char *fmt, ...)
-{
-	struct rank_result *res = &sr->res[rank];
-	int n = snprintf(res->msg, sizeof(res->msg), "rank %d: ", rank);
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(res->msg + n, sizeof(res->msg) - (size_t)n, fmt, ap);
-	va_end(ap);
-	res->status = RES_ERROR;
-}
-
 int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank, struct shared_results *sr)
 {
 	struct collc_rank cr = { .cfg = cfg, .device = cfg->cuda ? rank : -1 };
 	struct runner rn = { .ops = &collc_ops, .st = &cr };
-	size_t es = bench_dtype_size(cfg->dtype);
+	size_t es = collc_dtype_bytes(cfg->dtype);
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	int r, status = 1;
 	char msg[256];
@@ -201,7 +188,7 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank, stru
 		cuda_err_t e;
 
 		if (cudart_load(&cr.rt, msg, sizeof(msg)) < 0) {
-			setup_error(sr, rank, "%s", msg);
+			bench_setup_error(sr, rank, "rank", "%s", msg);
 			return 1;
 		}
 		/* The client's CUDA context on its GPU, before collc maps device memory into it. */
@@ -209,20 +196,20 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank, stru
 		if (e == 0)
 			e = cr.rt.Free(NULL);
 		if (e) {
-			setup_error(sr, rank, "cudaSetDevice(%d): %s", cr.device,
+			bench_setup_error(sr, rank, "rank", "cudaSetDevice(%d): %s", cr.device,
 				    cudart_strerror(&cr.rt, e));
 			return 1;
 		}
 	}
 	r = collc_connect(cfg->socket, &cr.ctx);
 	if (r < 0) {
-		setup_error(sr, rank, "collc_connect(%s): %s",
+		bench_setup_error(sr, rank, "rank", "collc_connect(%s): %s",
 			    cfg->socket ? cfg->socket : "default socket", collc_strerror(r));
 		return 1;
 	}
 	r = collc_comm_init(cr.ctx, uid, cfg->nranks, rank, cr.device, &cr.comm);
 	if (r < 0) {
-		setup_error(sr, rank, "collc_comm_init(device %d): %s", cr.device, collc_strerror(r));
+		bench_setup_error(sr, rank, "rank", "collc_comm_init(device %d): %s", cr.device, collc_strerror(r));
 		goto out_disconnect;
 	}
 	cr.reqs = calloc((size_t)depth, sizeof(*cr.reqs));
@@ -235,7 +222,7 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank, stru
 	if (r == 0)
 		r = collc_mem_alloc(cr.ctx, 64, cr.device, &cr.bar_recv);
 	if (r < 0) {
-		setup_error(sr, rank, "collc_mem_alloc (%s memory, %d receive slots of %llu bytes): %s",
+		bench_setup_error(sr, rank, "rank", "collc_mem_alloc (%s memory, %d receive slots of %llu bytes): %s",
 			    cr.device < 0 ? "host" : "device", depth,
 			    (unsigned long long)(cfg->max_recv_elems * es), collc_strerror(r));
 		goto out_free;
@@ -243,7 +230,7 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank, stru
 	if (cr.device < 0) {
 		memset(cr.bar_send, 0, 64);
 	} else if (cr.rt.Memset(cr.bar_send, 0, 64)) {
-		setup_error(sr, rank, "cudaMemset on memory from collc_mem_alloc failed");
+		bench_setup_error(sr, rank, "rank", "cudaMemset on memory from collc_mem_alloc failed");
 		goto out_free;
 	}
 	status = bench_rank_loop(cfg, rank, &rn, sr);

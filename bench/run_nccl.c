@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
+#include "bench/runner.h"
 #include "bench/cudart.h"
 
 struct nccl_rank {
@@ -154,19 +154,6 @@ static const struct runner_ops nccl_ops = {
 	.poison = op_poison,
 };
 
-static void __attribute__((format(printf, 3, 4)))
-setup_error(struct shared_results *sr, int rank, const char *fmt, ...)
-{
-	struct rank_result *res = &sr->res[rank];
-	int n = snprintf(res->msg, sizeof(res->msg), "NCCL rank %d: ", rank);
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(res->msg + n, sizeof(res->msg) - (size_t)n, fmt, ap);
-	va_end(ap);
-	res->status = RES_ERROR;
-}
-
 /* Rank 0 makes the id; the others wait for it (up to 60 s). */
 static int exchange_id(struct nccl_rank *nr, int rank, struct shared_results *sr,
 		       struct nccl_unique_id *id)
@@ -176,7 +163,7 @@ static int exchange_id(struct nccl_rank *nr, int rank, struct shared_results *sr
 
 		if (r) {
 			__atomic_store_n(&sr->id_ready, -1, __ATOMIC_RELEASE);
-			setup_error(sr, rank, "ncclGetUniqueId: %s", nr->nc.GetErrorString(r));
+			bench_setup_error(sr, rank, "NCCL rank", "ncclGetUniqueId: %s", nr->nc.GetErrorString(r));
 			return -1;
 		}
 		memcpy(sr->id, id, sizeof(*id));
@@ -195,7 +182,7 @@ static int exchange_id(struct nccl_rank *nr, int rank, struct shared_results *sr
 			break;
 		usleep(1000);
 	}
-	setup_error(sr, rank, "no NCCL unique id from rank 0");
+	bench_setup_error(sr, rank, "NCCL rank", "no NCCL unique id from rank 0");
 	return -1;
 }
 
@@ -203,7 +190,7 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 {
 	struct nccl_rank nr = { .cfg = cfg };
 	struct runner rn = { .ops = &nccl_ops, .st = &nr };
-	size_t es = bench_dtype_size(cfg->dtype);
+	size_t es = collc_dtype_bytes(cfg->dtype);
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	struct nccl_unique_id id;
 	int status = 1, ver = 0;
@@ -212,7 +199,7 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 	char msg[256];
 
 	if (cudart_load(&nr.rt, msg, sizeof(msg)) < 0 || nccl_load(&nr.nc, msg, sizeof(msg)) < 0) {
-		setup_error(sr, rank, "%s", msg);
+		bench_setup_error(sr, rank, "NCCL rank", "%s", msg);
 		if (rank == 0)
 			__atomic_store_n(&sr->id_ready, -1, __ATOMIC_RELEASE);
 		return 1;
@@ -220,7 +207,7 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 	nr.dtype = nccl_dtype(cfg->dtype);
 	e = nr.rt.SetDevice(rank);
 	if (e) {
-		setup_error(sr, rank, "cudaSetDevice(%d): %s", rank, cudart_strerror(&nr.rt, e));
+		bench_setup_error(sr, rank, "NCCL rank", "cudaSetDevice(%d): %s", rank, cudart_strerror(&nr.rt, e));
 		if (rank == 0)
 			__atomic_store_n(&sr->id_ready, -1, __ATOMIC_RELEASE);
 		return 1;
@@ -233,7 +220,7 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 			ver % 100, nr.rt.libname);
 	r = nr.nc.CommInitRank(&nr.comm, cfg->nranks, id, rank);
 	if (r) {
-		setup_error(sr, rank, "ncclCommInitRank: %s", nr.nc.GetErrorString(r));
+		bench_setup_error(sr, rank, "NCCL rank", "ncclCommInitRank: %s", nr.nc.GetErrorString(r));
 		return 1;
 	}
 	nr.recv = calloc((size_t)depth, sizeof(*nr.recv));
@@ -251,7 +238,7 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 	if (e == 0)
 		e = nr.rt.Memset(nr.bar, 0, 64);
 	if (e) {
-		setup_error(sr, rank, "setting up buffers (%d receive slots of %llu bytes): %s", depth,
+		bench_setup_error(sr, rank, "NCCL rank", "setting up buffers (%d receive slots of %llu bytes): %s", depth,
 			    (unsigned long long)(cfg->max_recv_elems * es), cudart_strerror(&nr.rt, e));
 		goto out;
 	}

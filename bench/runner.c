@@ -13,21 +13,16 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 
-#include "bench/bench.h"
-
-double bench_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "bench/proc.h"
+#include "bench/runner.h"
+#include "refcheck.h"
 
 struct shared_results *shared_results_new(const struct bench_cfg *cfg)
 {
@@ -52,6 +47,34 @@ void shared_results_free(struct shared_results *sr)
 		munmap(sr, sr->map_bytes);
 }
 
+void bench_setup_error(struct shared_results *sr, int rank, const char *who, const char *fmt, ...)
+{
+	struct rank_result *res = &sr->res[rank];
+	int n = snprintf(res->msg, sizeof(res->msg), "%s %d: ", who, rank);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(res->msg + n, sizeof(res->msg) - (size_t)n, fmt, ap);
+	va_end(ap);
+	res->status = RES_ERROR;
+}
+
+/* The first mismatch the reference check reports (it prints nothing itself). */
+static char first_wrong[sizeof(((struct rank_result *)0)->msg)];
+
+static void keep_first_wrong(int fail, const char *line)
+{
+	if (fail && !first_wrong[0])
+		snprintf(first_wrong, sizeof(first_wrong), "%s", line);
+}
+
+/* Size s's data set `last`: random data, sums checked against a long double reference. */
+static struct rc_case bench_case(const struct bench_cfg *cfg, int s, int last)
+{
+	return (struct rc_case){ (collc_dtype)cfg->dtype, COLLC_SUM, cfg->sizes[s].count,
+				 bench_seed(s, last), 0 };
+}
+
 /*
  * Checks receive slot `slot` against the reference. With `ref` (slot 0 of the
  * same phase, already checked), a bitwise-equal slot passes without
@@ -61,8 +84,9 @@ static int check_slot(const struct bench_cfg *cfg, int rank, struct runner *rn, 
 		      int last, void *host, const void *ref, struct rank_result *res)
 {
 	const struct bench_size *sz = &cfg->sizes[s];
-	size_t bytes = sz->recv_elems * bench_dtype_size(cfg->dtype);
-	struct bench_mismatch mm;
+	size_t bytes = sz->recv_elems * collc_dtype_bytes(cfg->dtype);
+	struct rc_case c = bench_case(cfg, s, last);
+	char what[64];
 	int r;
 
 	if (cfg->coll == BENCH_REDUCE && rank != cfg->root)
@@ -72,15 +96,14 @@ static int check_slot(const struct bench_cfg *cfg, int rank, struct runner *rn, 
 		return r;
 	if (ref && memcmp(host, ref, bytes) == 0)
 		return 0;
-	if (bench_check(cfg->coll, cfg->dtype, cfg->nranks, rank, cfg->root, sz,
-			bench_seed(s, last), host, &mm) == 0)
+	snprintf(what, sizeof(what), "rank %d, %s iteration%s", rank, last ? "last" : "first",
+		 last ? " (pipelined)" : "");
+	first_wrong[0] = '\0';
+	if (rc_check_coll(&c, (enum rc_coll)cfg->coll, cfg->nranks, rank, cfg->root, host, what) == 0)
 		return 0;
 	if (res->status != RES_WRONG) {
 		res->status = RES_WRONG;
-		snprintf(res->msg, sizeof(res->msg),
-			 "rank %d, %s iteration%s: element %llu is %.9g, want %.9g (tolerance %.3g)",
-			 rank, last ? "last" : "first", last ? " (pipelined)" : "",
-			 (unsigned long long)mm.index, mm.got, mm.want, mm.tol);
+		snprintf(res->msg, sizeof(res->msg), "%s", first_wrong);
 	}
 	return 0;
 }
@@ -89,9 +112,10 @@ static int fill_send(const struct bench_cfg *cfg, int rank, struct runner *rn, i
 		     void *host)
 {
 	const struct bench_size *sz = &cfg->sizes[s];
+	struct rc_case c = bench_case(cfg, s, last);
 
-	bench_fill(cfg->dtype, host, sz->send_elems, rank, bench_seed(s, last));
-	return rn->ops->upload(rn, host, sz->send_elems * bench_dtype_size(cfg->dtype));
+	rc_fill_coll(&c, (enum rc_coll)cfg->coll, cfg->nranks, rank, host);
+	return rn->ops->upload(rn, host, sz->send_elems * collc_dtype_bytes(cfg->dtype));
 }
 
 static int run_size(const struct bench_cfg *cfg, int rank, struct runner *rn,
@@ -100,7 +124,7 @@ static int run_size(const struct bench_cfg *cfg, int rank, struct runner *rn,
 	const struct bench_size *sz = &cfg->sizes[s];
 	struct rank_result *res = &sr->res[s * cfg->nranks + rank];
 	double *lat = &sr->lat[((size_t)s * cfg->nranks + rank) * cfg->iters];
-	size_t recv_bytes = sz->recv_elems * bench_dtype_size(cfg->dtype);
+	size_t recv_bytes = sz->recv_elems * collc_dtype_bytes(cfg->dtype);
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	double pipe_s;
 	int r;
@@ -156,12 +180,13 @@ static int run_size(const struct bench_cfg *cfg, int rank, struct runner *rn,
 int bench_rank_loop(const struct bench_cfg *cfg, int rank, struct runner *rn,
 		    struct shared_results *sr)
 {
-	size_t es = bench_dtype_size(cfg->dtype);
+	size_t es = collc_dtype_bytes(cfg->dtype);
 	size_t host_bytes = (cfg->max_send_elems > cfg->max_recv_elems ? cfg->max_send_elems
 									: cfg->max_recv_elems) * es;
 	void *host = malloc(host_bytes ? host_bytes : 1);
 	void *ref = malloc(cfg->max_recv_elems * es + 1);
 
+	rc_set_report(keep_first_wrong);
 	if (!host || !ref) {
 		free(host);
 		free(ref);

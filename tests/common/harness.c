@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "refcheck.h"
 #include "common/scm.h"
 
 #ifndef COLLCD_PATH
@@ -320,6 +321,15 @@ int h_tsan(void)
 	return UNDER_TSAN;
 }
 
+/* The reference checker's lines, as this test's FAIL and log lines. */
+static void report_check(int fail, const char *line)
+{
+	if (fail)
+		h_fail("%s", line);
+	else
+		h_log("%s", line);
+}
+
 void h_init_suite(const struct h_suite *s, const char *name, int argc, char **argv,
 		  unsigned watchdog_s)
 {
@@ -347,6 +357,7 @@ void h_init_suite(const struct h_suite *s, const char *name, int argc, char **ar
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	atexit(at_exit);
+	rc_set_report(report_check);
 	h_watchdog_s = watchdog_s;
 	alarm(watchdog_s);
 	h_log("seed %#" PRIx64 " (replay: COLLC_TEST_SEED=%#" PRIx64 "), watchdog %u s%s", h_seed,
@@ -864,6 +875,40 @@ int h_join_alloc(const struct collc_unique_id *id, int nranks, int rank, size_t 
 	return r;
 }
 
+int h_allreduce(const struct rc_case *c, struct collc_ctx *ctx, struct collc_comm *comm, int rank,
+		int nranks, void *send, void *recv, const char *what)
+{
+	collc_req req;
+	int r;
+
+	rc_fill(c, rank, send);
+	r = collc_allreduce(comm, send, recv, c->count, c->dtype, c->op, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r < 0)
+		return h_fail("rank %d: %s: %s", rank, what, collc_strerror(r));
+	return rc_check(c, nranks, recv, what, NULL);
+}
+
+int h_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int times, int rank,
+		     int nranks, const char *what)
+{
+	size_t bytes = c->count * rc_size(c->dtype);
+	struct rc_case ci = *c;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	void *send, *recv;
+
+	if (h_join_alloc(id, nranks, rank, bytes, &ctx, &comm, &send, &recv) < 0)
+		return 1;
+	for (int i = 0; i < times; i++, ci.seed++)
+		if (h_allreduce(&ci, ctx, comm, rank, nranks, send, recv, what))
+			return 1;
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return 0;
+}
+
 /* Shared memory */
 
 void *h_shared(size_t bytes)
@@ -950,10 +995,7 @@ void h_sleep_us(uint64_t us)
 
 uint64_t h_mix(uint64_t x)
 {
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
+	return rc_mix(x);
 }
 
 uint64_t h_rand(uint64_t *state)

@@ -133,6 +133,22 @@ int h_join_alloc(const struct collc_unique_id *id, int nranks, int rank, size_t 
 		 struct collc_ctx **ret_ctx, struct collc_comm **ret_comm, void **ret_send,
 		 void **ret_recv);
 
+struct rc_case;
+/*
+ * rc_fill of rank's input (refcheck.h) into send, an all-reduce of it into
+ * recv waited for up to 10 s, rc_check of the result: 0, or prints (naming
+ * `what`) and returns 1.
+ */
+int h_allreduce(const struct rc_case *c, struct collc_ctx *ctx, struct collc_comm *comm, int rank,
+		int nranks, void *send, void *recv, const char *what);
+/*
+ * A rank of communicator id: joins, runs h_allreduce of c `times` times (the
+ * seed one higher each time) and leaves. 0 when every result was right, else
+ * 1 (after saying why).
+ */
+int h_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int times, int rank,
+		     int nranks, const char *what);
+
 /* Memory shared by every process forked afterwards (MAP_SHARED | MAP_ANONYMOUS, zeroed). */
 void *h_shared(size_t bytes);
 /* Words in h_shared memory; stores and adds wake the waiters. */

@@ -4,8 +4,9 @@
  * the unique ids and forks one client process per rank; it never touches
  * CUDA itself. Every rank fills its buffers with random data, runs the
  * collective through collcd and checks the result against a reference that
- * it computes on the host in double precision from every rank's input (each
- * rank regenerates the others' inputs from the shared seed).
+ * it computes on the host in long double precision from every rank's input
+ * (each rank regenerates the others' inputs from the shared seed): the tests'
+ * reference checker, tests/common/refcheck.h.
  *
  *   collc-gpu-test SCENARIO --socket PATH --gpus 0,1[,..] [--seed N] [--big]
  *                  [--iters N] [--label TEXT]
@@ -37,13 +38,16 @@
 
 #include <collc.h>
 
+#include "proto/dtype.h"
+#include "refcheck.h"
+
 #define MAXR 8
 #define NCOLL 5
 
 static const char *coll_names[NCOLL] = { "allreduce", "allgather", "reduce_scatter", "broadcast",
 					 "reduce" };
-static const char *dt_names[10] = { "i8", "u8", "i32", "u32", "i64", "u64", "f16", "bf16", "f32", "f64" };
-static const char *op_names[5] = { "sum", "prod", "max", "min", "avg" };
+static const char *dt_names[COLLC_NUM_DTYPES] = COLLC_DTYPE_NAMES;
+static const char *op_names[COLLC_NUM_REDOPS] = COLLC_REDOP_NAMES;
 
 struct shared {
 	uint64_t cases[MAXR][NCOLL];
@@ -83,259 +87,23 @@ static double now_us(void)
 		}                                                                              \
 	} while (0)
 
-/* Random data */
+/* Random data: tests/common/refcheck.h, one case per (seed, case id). */
 
-static uint64_t mix(uint64_t x)
+static struct rc_case gpu_case(int dt, int op, size_t count, uint64_t cid)
 {
-	x ^= x >> 31;
-	x *= 0x94d049bb133111ebull;
-	x ^= x >> 29;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 32;
-	return x;
+	return (struct rc_case){ (collc_dtype)dt, (collc_redop)op, count,
+				 rc_mix(seed ^ rc_mix(cid * 0x9e3779b97f4a7c15ull)), 0 };
 }
 
-static uint32_t f2u(float f)
+/* The first mismatch the reference check reports, and its count of wrong elements. */
+static char first_wrong[320], wrong_count[96];
+
+static void keep_first_wrong(int fail, const char *line)
 {
-	uint32_t u;
-
-	memcpy(&u, &f, 4);
-	return u;
-}
-
-static float u2f(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-static uint16_t f2bf(float f)
-{
-	uint32_t u = f2u(f);
-
-	return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-
-static float bf2f(uint16_t b)
-{
-	return u2f((uint32_t)b << 16);
-}
-
-static float h2f(uint16_t h)
-{
-	int e = (h >> 10) & 31, m = h & 1023;
-	float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? INFINITY : ldexpf((float)(m | 1024), e - 25);
-
-	return (h & 0x8000) ? -v : v;
-}
-
-static uint16_t f2h(float f)
-{
-	/* Values here are small and normal or zero: round to nearest even on the mantissa. */
-	uint32_t u = f2u(f), sign = (u >> 16) & 0x8000, a = u & 0x7fffffff;
-
-	if (a < 0x38800000) { /* below 2^-14: subnormal half */
-		float s = u2f(a) * 16777216.0f;
-		uint32_t m = (uint32_t)nearbyintf(s);
-
-		return (uint16_t)(sign | m);
-	}
-	return (uint16_t)(sign | ((a - ((127u - 15) << 23) + 0xfff + ((a >> 13) & 1)) >> 13));
-}
-
-static size_t dsz(int dt)
-{
-	static const size_t s[10] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8 };
-
-	return s[dt];
-}
-
-static int is_float(int dt)
-{
-	return dt >= COLLC_FLOAT16;
-}
-
-static int is_signed(int dt)
-{
-	return dt == COLLC_INT8 || dt == COLLC_INT32 || dt == COLLC_INT64;
-}
-
-/* Element i of rank r's input for case c, stored into p. */
-static void gen(void *p, int dt, int op, uint64_t c, int r, uint64_t i)
-{
-	uint64_t x = mix(seed ^ mix(c * 0x9e3779b97f4a7c15ull ^ ((uint64_t)r << 48) ^ i));
-	double f = (double)(x >> 11) / (double)(1ull << 53) * 2.0 - 1.0; /* [-1, 1) */
-	int64_t v;
-
-	if (op == COLLC_PROD && is_float(dt))
-		f = 0.5 + (f + 1.0) * 0.5; /* [0.5, 1.5): products stay normal */
-	switch (dt) {
-	case COLLC_FLOAT16: {
-		uint16_t h = f2h((float)f);
-		memcpy(p, &h, 2);
-		return;
-	}
-	case COLLC_BFLOAT16: {
-		uint16_t h = f2bf((float)f);
-		memcpy(p, &h, 2);
-		return;
-	}
-	case COLLC_FLOAT32: {
-		float g = (float)f;
-		memcpy(p, &g, 4);
-		return;
-	}
-	case COLLC_FLOAT64:
-		memcpy(p, &f, 8);
-		return;
-	}
-	v = (int64_t)(x % 201) - 100;
-	if (!is_signed(dt))
-		v = (int64_t)(x % 250);
-	if (dt == COLLC_INT64 || dt == COLLC_UINT64)
-		v = (int64_t)x; /* full range: wrapping SUM and PROD are exercised */
-	memcpy(p, &v, dsz(dt)); /* little endian: the low bytes */
-}
-
-static double to_d(const void *p, int dt)
-{
-	uint16_t h;
-	float f;
-	double d;
-
-	switch (dt) {
-	case COLLC_FLOAT16:
-		memcpy(&h, p, 2);
-		return h2f(h);
-	case COLLC_BFLOAT16:
-		memcpy(&h, p, 2);
-		return bf2f(h);
-	case COLLC_FLOAT32:
-		memcpy(&f, p, 4);
-		return f;
-	default:
-		memcpy(&d, p, 8);
-		return d;
-	}
-}
-
-static uint64_t to_u(const void *p, int dt)
-{
-	uint64_t u = 0;
-
-	memcpy(&u, p, dsz(dt));
-	return u;
-}
-
-static int64_t sext(uint64_t u, int dt)
-{
-	int sh_ = 64 - 8 * (int)dsz(dt);
-
-	return (int64_t)(u << sh_) >> sh_;
-}
-
-static uint64_t umask(int dt)
-{
-	return dsz(dt) == 8 ? ~0ull : (1ull << (8 * dsz(dt))) - 1;
-}
-
-/* An element as text: its value and its raw bits (0xa5 bytes: never written). */
-static void fmt_elem(char *buf, size_t len, const void *p, int dt)
-{
-	uint64_t u = to_u(p, dt);
-
-	if (is_float(dt))
-		snprintf(buf, len, "%.9g [0x%0*llx]", to_d(p, dt), (int)(2 * dsz(dt)), (unsigned long long)u);
-	else if (is_signed(dt))
-		snprintf(buf, len, "%lld [0x%0*llx]", (long long)sext(u, dt), (int)(2 * dsz(dt)),
-			 (unsigned long long)u);
-	else
-		snprintf(buf, len, "%llu [0x%0*llx]", (unsigned long long)u, (int)(2 * dsz(dt)),
-			 (unsigned long long)u);
-}
-
-/*
- * Checks element got against the reduction of vals[0..n) (raw element bytes).
- * Integers: exact, wrapping; floats: double-precision reference with a
- * tolerance for the dtype's rounding at every step. On a mismatch, want
- * (when not NULL) receives the reference as text.
- */
-static int check_red(const void *got, const unsigned char *vals, int n, int dt, int op, char *want,
-		     size_t wlen)
-{
-	size_t es = dsz(dt);
-
-	if (!is_float(dt)) {
-		uint64_t m = umask(dt), acc = to_u(vals, dt), g = to_u(got, dt);
-
-		for (int k = 1; k < n; k++) {
-			uint64_t y = to_u(vals + k * es, dt);
-
-			switch (op) {
-			case COLLC_SUM:
-			case COLLC_AVG:
-				acc = (acc + y) & m;
-				break;
-			case COLLC_PROD:
-				acc = (acc * y) & m;
-				break;
-			case COLLC_MAX:
-				if (is_signed(dt) ? sext(y, dt) > sext(acc, dt) : y > acc)
-					acc = y;
-				break;
-			case COLLC_MIN:
-				if (is_signed(dt) ? sext(y, dt) < sext(acc, dt) : y < acc)
-					acc = y;
-				break;
-			}
-		}
-		if (op == COLLC_AVG && n > 1)
-			acc = is_signed(dt) ? (uint64_t)(sext(acc, dt) / n) & m : (acc / (uint64_t)n) & m;
-		if ((g & m) == acc)
-			return 1;
-		if (want)
-			fmt_elem(want, wlen, &acc, dt); /* little endian: the low bytes */
-		return 0;
-	}
-	{
-		double acc = to_d(vals, dt), mag = fabs(acc), g = to_d(got, dt), eps, tol;
-
-		for (int k = 1; k < n; k++) {
-			double y = to_d(vals + k * es, dt);
-
-			mag += fabs(y);
-			switch (op) {
-			case COLLC_SUM:
-			case COLLC_AVG:
-				acc += y;
-				break;
-			case COLLC_PROD:
-				acc *= y;
-				break;
-			case COLLC_MAX:
-				acc = y > acc ? y : acc;
-				break;
-			case COLLC_MIN:
-				acc = y < acc ? y : acc;
-				break;
-			}
-		}
-		if (op == COLLC_AVG) {
-			acc /= n;
-			mag /= n;
-		}
-		if (op == COLLC_PROD)
-			mag = fabs(acc);
-		eps = dt == COLLC_FLOAT16 ? 1e-3 : dt == COLLC_BFLOAT16 ? 8e-3 : dt == COLLC_FLOAT32 ? 1e-6 : 1e-14;
-		tol = (op == COLLC_MAX || op == COLLC_MIN) ? 0 : eps * (n + 2) * mag + 1e-30;
-		if (!isnan(g) && fabs(g - acc) <= tol)
-			return 1;
-		if (want)
-			snprintf(want, wlen, "%.9g +- %.3g", acc, tol);
-		return 0;
-	}
+	if (fail && !first_wrong[0])
+		snprintf(first_wrong, sizeof(first_wrong), "%s", line);
+	else if (!fail)
+		snprintf(wrong_count, sizeof(wrong_count), "%s", line);
 }
 
 /* Failure reports */
@@ -392,7 +160,7 @@ struct rank_ctx {
 	int n, me, gpu;
 	char *dsend, *drecv;  /* device buffers (collc_mem_alloc or registered cudaMalloc) */
 	size_t cap;           /* bytes of each */
-	unsigned char *hsend, *hrecv, *hall;
+	unsigned char *hsend, *hrecv;
 };
 
 static int rank_open(struct rank_ctx *rc, const struct collc_unique_id *id, int n, int me, int gpu,
@@ -420,8 +188,7 @@ static int rank_open(struct rank_ctx *rc, const struct collc_unique_id *id, int 
 	if (cap) {
 		rc->hsend = malloc(cap);
 		rc->hrecv = malloc(cap);
-		rc->hall = malloc(16 * (size_t)n);
-		if (!rc->hsend || !rc->hrecv || !rc->hall)
+		if (!rc->hsend || !rc->hrecv)
 			return -ENOMEM;
 	}
 	return 0;
@@ -454,12 +221,11 @@ static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, i
 		    size_t count)
 {
 	const int n = rc->n, me = rc->me, root = (int)(cid % (uint64_t)n);
-	const size_t es = dsz(dt);
+	const size_t es = collc_dtype_bytes(dt);
+	const struct rc_case c = gpu_case(dt, coll == 1 || coll == 3 ? COLLC_SUM : op, count, cid);
 	size_t sn = count, rn = count; /* elements */
-	size_t nbad = 0, first = 0;
-	char got_s[64] = "", want_s[96] = "";
 	collc_req req;
-	int r, poison = -1;
+	int r, bad, poison = -1;
 
 	if (coll == 1)
 		rn = count * n;
@@ -467,8 +233,7 @@ static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, i
 		sn = count * n;
 	if (sn * es > rc->cap || rn * es > rc->cap)
 		return 1;
-	for (size_t i = 0; i < sn; i++)
-		gen(rc->hsend + i * es, dt, op, cid, me, i);
+	rc_fill_coll(&c, (enum rc_coll)coll, n, me, rc->hsend);
 	CK(cudaMemcpy(rc->dsend, rc->hsend, sn * es, cudaMemcpyHostToDevice));
 	CK(cudaMemset(rc->drecv, 0xa5, rn * es + 16 < rc->cap ? rn * es + 16 : rc->cap));
 	/* A pageable copy may return before its DMA lands; collcd's grid reads dsend next. */
@@ -484,47 +249,22 @@ static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, i
 		      cudaMemcpyDeviceToHost));
 	if (coll == 4 && me != root)
 		return 1; /* nothing is written on other ranks */
-	for (size_t i = 0; i < rn; i++) {
-		const unsigned char *got = rc->hrecv + i * es;
-		unsigned char want[8];
-		int bad;
-
-		switch (coll) {
-		case 1: /* allgather: block p is rank p's input, bit exact */
-		case 3: /* broadcast: the root's input, bit exact */
-			if (coll == 1)
-				gen(want, dt, op, cid, (int)(i / count), i % count);
-			else
-				gen(want, dt, op, cid, root, i);
-			bad = memcmp(got, want, es) != 0;
-			if (bad && nbad == 0)
-				fmt_elem(want_s, sizeof(want_s), want, dt);
-			break;
-		default:
-			for (int p = 0; p < n; p++)
-				gen(rc->hall + p * es, dt, op, cid, p, coll == 2 ? (size_t)me * count + i : i);
-			bad = !check_red(got, rc->hall, n, dt, op, nbad == 0 ? want_s : NULL, sizeof(want_s));
-			break;
-		}
-		if (bad && nbad++ == 0) {
-			first = i;
-			fmt_elem(got_s, sizeof(got_s), got, dt);
-		}
-	}
+	/* allgather and broadcast bit exact, reductions against the long double reference */
+	first_wrong[0] = wrong_count[0] = '\0';
+	bad = rc_check_coll(&c, (enum rc_coll)coll, n, me, root, rc->hrecv, "result");
 	/* The bytes past the result must be untouched (poison). */
 	if (rn * es + 16 <= rc->cap)
 		for (int k = 0; k < 16 && poison < 0; k++)
 			if (rc->hrecv[rn * es + k] != 0xa5)
 				poison = k;
-	if (nbad)
-		report(ck, me, coll, dt, op, count, n,
-		       "%zu of %zu elements wrong, first at index %zu: got %s, want %s%s", nbad, rn, first,
-		       got_s, want_s, poison >= 0 ? "; also wrote past the result" : "");
+	if (bad)
+		report(ck, me, coll, dt, op, count, n, "%s%s%s%s", first_wrong, wrong_count[0] ? "; " : "",
+		       wrong_count, poison >= 0 ? "; also wrote past the result" : "");
 	else if (poison >= 0)
 		report(ck, me, coll, dt, op, count, n,
 		       "result right, but byte %d past it is 0x%02x (poison 0xa5): wrote past its result",
 		       poison, rc->hrecv[rn * es + poison]);
-	return nbad == 0 && poison < 0;
+	return !bad && poison < 0;
 }
 
 static int child_sweep(const struct collc_unique_id *id, int n, int me)
@@ -856,14 +596,15 @@ static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, in
 					poison = k;
 			ok = nbad == 0 && poison < 0;
 			if (nbad) {
-				char got_s[64], want_s[64];
+				uint32_t gb, wb;
 
-				fmt_elem(got_s, sizeof(got_s), &g[first], COLLC_FLOAT32);
-				fmt_elem(want_s, sizeof(want_s), &wfirst, COLLC_FLOAT32);
+				memcpy(&gb, &g[first], 4);
+				memcpy(&wb, &wfirst, 4);
 				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
-				       "%zu of %zu elements wrong, first at index %zu: got %s, want %s "
+				       "%zu of %zu elements wrong, first at index %zu: got %.9g [0x%08x], "
+				       "want %.9g [0x%08x] "
 				       "(send %p+4096 of a %zu-byte cudaMalloc, recv %p+8192)%s",
-				       nbad, cnt, first, got_s, want_s, (void *)m, sz, (void *)a,
+				       nbad, cnt, first, g[first], gb, wfirst, wb, (void *)m, sz, (void *)a,
 				       poison >= 0 ? "; also wrote past the result" : "");
 			} else if (poison >= 0) {
 				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
@@ -1114,6 +855,7 @@ int main(int argc, char **argv)
 	pid_t pids[2 * MAXR];
 	int c, bad = 0;
 
+	rc_set_report(keep_first_wrong);
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 's':

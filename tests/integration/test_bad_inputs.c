@@ -62,7 +62,7 @@ static int good_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, int ra
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
 
-	return rc_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, when);
+	return h_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, when);
 }
 
 static int bad_collectives(struct collc_ctx *ctx, struct collc_comm *comm, int rank, float *send,

@@ -245,24 +245,10 @@ static int rank_inflight(int rank, int nranks, void *arg)
 /* A plain, healthy communicator. */
 static int rank_healthy(int rank, int nranks, void *arg)
 {
-	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, 100000, h_seed ^ 42 };
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	float *send, *recv;
+	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, 100000, (h_seed ^ 42) + 1 };
 
 	(void)arg;
-	if (h_join_alloc(&uid, nranks, rank, c.count * 4, &ctx, &comm, (void **)&send,
-			 (void **)&recv) < 0)
-		return 1;
-	for (int it = 0; it < 10; it++) {
-		c.seed++;
-		if (rc_allreduce(&c, ctx, comm, rank, nranks, send, recv,
-				 "all-reduce on a new communicator"))
-			return 1;
-	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return 0;
+	return h_join_allreduce(&uid, &c, 10, rank, nranks, "all-reduce on a new communicator");
 }
 
 /* Phase 5: joins and waits in collc_comm_init; the parent kills the victim meanwhile. */

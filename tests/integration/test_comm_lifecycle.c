@@ -39,7 +39,7 @@ static int good(struct collc_ctx *ctx, struct collc_comm *comm, int rank, float 
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
 
-	return rc_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, what);
+	return h_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, what);
 }
 
 /* Ranks 0 and 1 wait in an all-reduce; rank 2 aborts (abort=1) or destroys the communicator. */

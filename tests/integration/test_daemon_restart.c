@@ -36,24 +36,14 @@ static int allreduce_ok(struct collc_ctx *ctx, struct collc_comm *comm, int rank
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
 
-	return rc_allreduce(&c, ctx, comm, rank, nranks, send, recv, what);
+	return h_allreduce(&c, ctx, comm, rank, nranks, send, recv, what);
 }
 
 static int join_and_run(const struct collc_unique_id *id, int rank, int nranks, const char *what)
 {
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	float *send, *recv;
+	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, h_seed };
 
-	if (h_join_alloc(id, nranks, rank, COUNT * 4, &ctx, &comm, (void **)&send,
-			 (void **)&recv) < 0)
-		return 1;
-	for (int i = 0; i < 5; i++)
-		if (allreduce_ok(ctx, comm, rank, nranks, send, recv, h_seed + (uint64_t)i, what))
-			return 1;
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return 0;
+	return h_join_allreduce(id, &c, 5, rank, nranks, what);
 }
 
 static int old_generation(int rank, int nranks, void *arg)

@@ -462,7 +462,7 @@ static int rank_main(int rank, int nranks, void *arg)
 	struct rc_case rc = { COLLC_INT32, COLLC_SUM, 30000, h_seed };
 
 	(void)arg;
-	return rc_join_allreduce(&uid, &rc, rank, nranks, "all-reduce after the hostile client");
+	return h_join_allreduce(&uid, &rc, 1, rank, nranks, "all-reduce after the hostile client");
 }
 
 int main(int argc, char **argv)

@@ -317,7 +317,7 @@ static int rank_main(int rank, int nranks, void *arg)
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, h_seed };
 
 	(void)arg;
-	return rc_join_allreduce(&uid, &c, rank, nranks, "all-reduce after the garbage");
+	return h_join_allreduce(&uid, &c, 1, rank, nranks, "all-reduce after the garbage");
 }
 
 int main(int argc, char **argv)

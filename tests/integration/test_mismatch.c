@@ -40,7 +40,7 @@ static int good_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, int ra
 {
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, seed };
 
-	return rc_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, when);
+	return h_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, when);
 }
 
 /* Submits this rank's side of a collective of kind k; the odd rank `odd` disagrees. */

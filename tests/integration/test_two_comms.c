@@ -33,7 +33,7 @@ struct op {
 
 static struct rc_case pick(uint64_t *rng, size_t max_bytes)
 {
-	struct rc_case c;
+	struct rc_case c = { 0 }; /* random data (c.exact 0) */
 
 	c.dtype = (collc_dtype)h_rand_below(rng, COLLC_NUM_DTYPES);
 	c.op = (collc_redop)h_rand_below(rng, COLLC_NUM_REDOPS);

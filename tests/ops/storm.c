@@ -40,7 +40,7 @@ static uint64_t ncoll = 50000;
 static char status_path[256], metrics_path[256];
 
 struct op {
-	int kind; /* 0 allreduce, 1 allgather, 2 reduce_scatter, 3 broadcast, 4 reduce */
+	int kind; /* enum rc_coll */
 	struct rc_case c;
 	int root;
 };
@@ -52,7 +52,8 @@ static void draw(uint64_t *rs, struct op *o)
 					   COLLC_BFLOAT16, COLLC_UINT8, COLLC_INT64 };
 	uint64_t pick = h_rand_below(rs, 100), n;
 
-	o->kind = (int)h_rand_below(rs, 5);
+	*o = (struct op){ 0 }; /* random data (c.exact 0) */
+	o->kind = (int)h_rand_below(rs, RC_NUM_COLLS);
 	o->c.dtype = dts[h_rand_below(rs, sizeof(dts) / sizeof(dts[0]))];
 	o->c.op = (collc_redop)h_rand_below(rs, 5);
 	if (pick < 60)
@@ -61,7 +62,7 @@ static void draw(uint64_t *rs, struct op *o)
 		n = 257 + h_rand_below(rs, 16384);
 	else
 		n = 16641 + h_rand_below(rs, MAXCOUNT - 16641);
-	if (o->kind == 1 || o->kind == 2)
+	if (o->kind == RC_ALLGATHER || o->kind == RC_REDUCE_SCATTER)
 		n /= NRANKS;
 	o->c.count = n;
 	o->c.seed = h_rand(rs);
@@ -71,24 +72,15 @@ static void draw(uint64_t *rs, struct op *o)
 static int submit(struct collc_comm *comm, const struct op *o, int rank, void *send, void *recv,
 		  collc_req *req)
 {
-	rc_fill(&o->c, rank, send);
+	rc_fill_coll(&o->c, (enum rc_coll)o->kind, NRANKS, rank, send);
 	switch (o->kind) {
-	case 0:
+	case RC_ALLREDUCE:
 		return collc_allreduce(comm, send, recv, o->c.count, o->c.dtype, o->c.op, req);
-	case 1:
+	case RC_ALLGATHER:
 		return collc_allgather(comm, send, recv, o->c.count, o->c.dtype, req);
-	case 2: {
-		/* Every rank's input is nranks blocks; block b is "rank's input" of a case shifted by b. */
-		struct rc_case blk = o->c;
-		size_t bb = o->c.count * rc_size(o->c.dtype);
-
-		for (int b = 0; b < NRANKS; b++) {
-			blk.seed = o->c.seed + (uint64_t)b;
-			rc_fill(&blk, rank, (char *)send + (size_t)b * bb);
-		}
+	case RC_REDUCE_SCATTER:
 		return collc_reduce_scatter(comm, send, recv, o->c.count, o->c.dtype, o->c.op, req);
-	}
-	case 3:
+	case RC_BROADCAST:
 		return collc_broadcast(comm, send, recv, o->c.count, o->c.dtype, o->root, req);
 	default:
 		return collc_reduce(comm, send, recv, o->c.count, o->c.dtype, o->c.op, o->root, req);
@@ -97,25 +89,8 @@ static int submit(struct collc_comm *comm, const struct op *o, int rank, void *s
 
 static int check(const struct op *o, int rank, const void *recv)
 {
-	size_t bb = o->c.count * rc_size(o->c.dtype);
-	struct rc_case blk = o->c;
-
-	switch (o->kind) {
-	case 0:
-		return rc_check(&o->c, NRANKS, recv, "allreduce", NULL);
-	case 1:
-		for (int r = 0; r < NRANKS; r++)
-			if (rc_check_input(&o->c, r, (const char *)recv + (size_t)r * bb, "allgather block"))
-				return 1;
-		return 0;
-	case 2:
-		blk.seed = o->c.seed + (uint64_t)rank;
-		return rc_check(&blk, NRANKS, recv, "reduce_scatter", NULL);
-	case 3:
-		return rc_check_input(&o->c, o->root, recv, "broadcast");
-	default:
-		return rank == o->root ? rc_check(&o->c, NRANKS, recv, "reduce", NULL) : 0;
-	}
+	return rc_check_coll(&o->c, (enum rc_coll)o->kind, NRANKS, rank, o->root, recv,
+			     rc_coll_name((enum rc_coll)o->kind));
 }
 
 static int rank_main(int rank, int nranks, void *arg)

@@ -150,15 +150,15 @@ static void describe(const struct tcase *c, int rank, int nranks, char *out, siz
 		 rank, nranks);
 }
 
-/* The case of block b of a reduce-scatter: rank r's result is block r's reduction. */
-static struct rc_case block_case(const struct tcase *c, int b)
-{
-	return (struct rc_case){ c->dtype, c->op, c->count, h_mix(c->seed ^ (uint64_t)(b + 1)) };
-}
-
 static struct rc_case plain_case(const struct tcase *c)
 {
 	return (struct rc_case){ c->dtype, has_op(c->coll) ? c->op : COLLC_SUM, c->count, c->seed };
+}
+
+/* refcheck's number of the collective (COLLC_OP_* - 1). */
+static enum rc_coll rc_coll_of(const struct tcase *c)
+{
+	return (enum rc_coll)(c->coll - COLLC_OP_ALLREDUCE);
 }
 
 /* Bytes of the send and receive buffers of one rank. */
@@ -215,26 +215,11 @@ static uint64_t hash_bytes(const void *p, size_t n)
 
 static int fill(const struct tcase *c, int rank, int nranks, char *buf, const struct layout *l)
 {
-	size_t b = c->count * rc_size(c->dtype);
 	struct rc_case pc = plain_case(c);
 
 	rc_canary_fill(buf, l->end, c->seed);
-	switch (c->coll) {
-	case COLLC_OP_REDUCE_SCATTER:
-		for (int q = 0; q < nranks; q++) {
-			struct rc_case bc = block_case(c, q);
-
-			rc_fill(&bc, rank, buf + l->send_off + (size_t)q * b);
-		}
-		break;
-	case COLLC_OP_BROADCAST:
-		if (rank == c->root)
-			rc_fill(&pc, rank, buf + l->send_off);
-		break;
-	default:
-		rc_fill(&pc, rank, buf + l->send_off);
-		break;
-	}
+	if (c->coll != COLLC_OP_BROADCAST || rank == c->root)
+		rc_fill_coll(&pc, rc_coll_of(c), nranks, rank, buf + l->send_off);
 	return 0;
 }
 
@@ -278,52 +263,24 @@ static int check_canaries(const struct tcase *c, const char *buf, const struct l
 static int check(const struct tcase *c, int rank, int nranks, const char *buf,
 		 const struct layout *l, const char *what)
 {
-	size_t b = c->count * rc_size(c->dtype);
 	const char *send = buf + l->send_off, *recv = buf + l->recv_off;
 	struct rc_case pc = plain_case(c);
-	int bad = 0;
+	int bad = rc_check_coll(&pc, rc_coll_of(c), nranks, rank, c->root, recv, what), send_kept;
 
-	switch (c->coll) {
-	case COLLC_OP_ALLREDUCE:
-		bad = rc_check(&pc, nranks, recv, what, NULL);
-		if (!c->inplace)
-			bad |= rc_check_input(&pc, rank, send, what);
-		break;
-	case COLLC_OP_ALLGATHER:
-		for (int q = 0; q < nranks && !bad; q++)
-			bad = rc_check_input(&pc, q, recv + (size_t)q * b, what);
-		if (!c->inplace && !bad)
-			bad = rc_check_input(&pc, rank, send, what);
-		break;
-	case COLLC_OP_REDUCE_SCATTER: {
-		struct rc_case mine = block_case(c, rank);
+	/* Where send and recv are apart, the input must still be there (a non-root's broadcast has none). */
+	send_kept = !c->inplace;
+	if (c->coll == COLLC_OP_BROADCAST)
+		send_kept = !c->inplace && rank == c->root;
+	if (c->coll == COLLC_OP_REDUCE)
+		send_kept = !c->inplace || rank != c->root;
+	if (c->coll == COLLC_OP_REDUCE && rank != c->root && !c->inplace) {
+		long at = rc_canary_check(buf, l->recv_off, l->recv_off + l->recv_len, c->seed);
 
-		bad = rc_check(&mine, nranks, recv, what, NULL);
-		for (int q = 0; q < nranks && !bad && !c->inplace; q++) {
-			struct rc_case bc = block_case(c, q);
-
-			bad = rc_check_input(&bc, rank, send + (size_t)q * b, what);
-		}
-		break;
+		if (at >= 0)
+			bad = h_fail("%s: a non-root's receive buffer changed at byte %ld", what, at);
 	}
-	case COLLC_OP_BROADCAST:
-		bad = rc_check_input(&pc, c->root, recv, what);
-		if (!c->inplace && rank == c->root && !bad)
-			bad = rc_check_input(&pc, rank, send, what);
-		break;
-	case COLLC_OP_REDUCE:
-		if (rank == c->root) {
-			bad = rc_check(&pc, nranks, recv, what, NULL);
-		} else if (!c->inplace) {
-			long at = rc_canary_check(buf, l->recv_off, l->recv_off + l->recv_len, c->seed);
-
-			if (at >= 0)
-				bad = h_fail("%s: a non-root's receive buffer changed at byte %ld", what, at);
-		}
-		if ((!c->inplace || rank != c->root) && !bad)
-			bad = rc_check_input(&pc, rank, send, what);
-		break;
-	}
+	if (send_kept && !bad)
+		bad = rc_check_send(&pc, rc_coll_of(c), nranks, rank, send, what);
 	return bad | check_canaries(c, buf, l, what);
 }
 

@@ -49,7 +49,6 @@
 #include "proto/shm.h"
 #include "proto/wire.h"
 #include "rel.h"
-#include "rel_data.h"
 
 struct shared {
 	struct rel_steady steady;
@@ -141,11 +140,11 @@ static int hrequest(int fd, uint16_t type, const void *payload, uint32_t len, co
 {
 	uint32_t id;
 	int r = hsend(fd, type, payload, len, fds, nfds, &id);
-	uint64_t deadline = rel_now_ns() + 10000000000ull;
+	uint64_t deadline = h_now_ns() + 10000000000ull;
 
 	if (r < 0)
 		return r;
-	while (rel_now_ns() < deadline) {
+	while (h_now_ns() < deadline) {
 		r = hrecv(fd, rep, 1000);
 		if (r == -ETIMEDOUT)
 			continue;
@@ -171,7 +170,7 @@ static int raw_connect(void)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 
-	memcpy(sa.sun_path, rel_sock, strlen(rel_sock) < sizeof(sa.sun_path) ? strlen(rel_sock) + 1 : 0);
+	memcpy(sa.sun_path, h_sock, strlen(h_sock) < sizeof(sa.sun_path) ? strlen(h_sock) + 1 : 0);
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		return -1;
 	return fd;
@@ -246,7 +245,7 @@ static void publish(struct hostile *H, uint32_t tail)
 static void random_bytes(uint64_t *rng, void *p, size_t n)
 {
 	for (size_t i = 0; i < n; i += 8) {
-		uint64_t v = rel_rand(rng);
+		uint64_t v = h_rand(rng);
 
 		memcpy((char *)p + i, &v, n - i < 8 ? n - i : 8);
 	}
@@ -254,7 +253,7 @@ static void random_bytes(uint64_t *rng, void *p, size_t n)
 
 static uint64_t pick(uint64_t *rng, const uint64_t *vals, size_t n)
 {
-	return vals[rel_rand_below(rng, n)];
+	return vals[h_rand_below(rng, n)];
 }
 
 /* An entry whose fields look right but name things it does not own, or too much. */
@@ -267,21 +266,21 @@ static void plausible_sqe(struct hostile *H, struct collc_sqe *e)
 	uint64_t *rng = &H->rng;
 
 	memset(e, 0, sizeof(*e));
-	e->opcode = (uint8_t)(1 + rel_rand_below(rng, COLLC_OP_MAX - 1));
-	e->dtype = (uint8_t)rel_rand_below(rng, COLLC_NUM_DTYPES);
-	e->redop = (uint8_t)rel_rand_below(rng, COLLC_NUM_REDOPS);
-	e->comm = rel_rand_below(rng, 3) ? H->comm : (uint32_t)pick(rng, comms, 7);
+	e->opcode = (uint8_t)(1 + h_rand_below(rng, COLLC_OP_MAX - 1));
+	e->dtype = (uint8_t)h_rand_below(rng, COLLC_NUM_DTYPES);
+	e->redop = (uint8_t)h_rand_below(rng, COLLC_NUM_REDOPS);
+	e->comm = h_rand_below(rng, 3) ? H->comm : (uint32_t)pick(rng, comms, 7);
 	/* Mostly the next sequence number of its own communicator: those get furthest. */
-	e->seq = rel_rand_below(rng, 4) ? H->seq : rel_rand(rng) % 4;
-	e->count = rel_rand_below(rng, 2) ? rel_rand_below(rng, 4096) : pick(rng, counts, 7);
-	e->send_mr = (uint32_t)rel_rand_below(rng, 12);
-	e->recv_mr = (uint32_t)rel_rand_below(rng, 12);
-	if (rel_rand_below(rng, 8) == 0)
+	e->seq = h_rand_below(rng, 4) ? H->seq : h_rand(rng) % 4;
+	e->count = h_rand_below(rng, 2) ? h_rand_below(rng, 4096) : pick(rng, counts, 7);
+	e->send_mr = (uint32_t)h_rand_below(rng, 12);
+	e->recv_mr = (uint32_t)h_rand_below(rng, 12);
+	if (h_rand_below(rng, 8) == 0)
 		e->send_mr = 0xffffffffu;
-	e->send_off = rel_rand_below(rng, 2) ? rel_rand_below(rng, 1u << 20) : pick(rng, offs, 8);
-	e->recv_off = rel_rand_below(rng, 2) ? rel_rand_below(rng, 1u << 20) : pick(rng, offs, 8);
-	e->user_data = rel_rand(rng);
-	e->root = (int32_t)rel_rand_below(rng, 4) - 1;
+	e->send_off = h_rand_below(rng, 2) ? h_rand_below(rng, 1u << 20) : pick(rng, offs, 8);
+	e->recv_off = h_rand_below(rng, 2) ? h_rand_below(rng, 1u << 20) : pick(rng, offs, 8);
+	e->user_data = h_rand(rng);
+	e->root = (int32_t)h_rand_below(rng, 4) - 1;
 }
 
 static void submit_n(struct hostile *H, int n, int plausible)
@@ -307,23 +306,23 @@ static void control_garbage(struct hostile *H)
 {
 	uint8_t buf[COLLC_MSG_MAX + 64];
 	uint64_t *rng = &H->rng;
-	int which = (int)rel_rand_below(rng, 14), fd = rel_rand_below(rng, 2) ? H->fd : H->g;
+	int which = (int)h_rand_below(rng, 14), fd = h_rand_below(rng, 2) ? H->fd : H->g;
 	struct collc_msg_hdr h = { COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, 0, 0, next_id++ };
 	size_t len = sizeof(h);
 
 	switch (which) {
 	case 0: /* random bytes */
-		len = 1 + rel_rand_below(rng, 512);
+		len = 1 + h_rand_below(rng, 512);
 		random_bytes(rng, buf, len);
 		hsend_raw(fd, buf, len, NULL, 0);
 		break;
 	case 1: /* a header that lies about the length */
-		h.type = (uint16_t)(1 + rel_rand_below(rng, COLLC_MSG_TYPE_MAX));
+		h.type = (uint16_t)(1 + h_rand_below(rng, COLLC_MSG_TYPE_MAX));
 		if (h.type == COLLC_MSG_SET)
 			h.type = COLLC_MSG_GET;
-		h.length = (uint32_t)rel_rand(rng);
+		h.length = (uint32_t)h_rand(rng);
 		memcpy(buf, &h, sizeof(h));
-		len = sizeof(h) + rel_rand_below(rng, 200);
+		len = sizeof(h) + h_rand_below(rng, 200);
 		hsend_raw(fd, buf, len, NULL, 0);
 		break;
 	case 2: /* oversized: truncated on receipt */
@@ -339,29 +338,29 @@ static void control_garbage(struct hostile *H)
 
 		for (int i = 0; i < 5; i++)
 			fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		hsend(fd, (uint16_t)(1 + rel_rand_below(rng, COLLC_MSG_TYPE_MAX - 1)), NULL, 0, fds, 5, NULL);
+		hsend(fd, (uint16_t)(1 + h_rand_below(rng, COLLC_MSG_TYPE_MAX - 1)), NULL, 0, fds, 5, NULL);
 		for (int i = 0; i < 5; i++)
 			close(fds[i]);
 		break;
 	}
 	case 4: { /* release handles it may or may not own, some in use */
-		struct collc_msg_mem_release q = { (uint32_t)rel_rand_below(rng, 8), 0 };
+		struct collc_msg_mem_release q = { (uint32_t)h_rand_below(rng, 8), 0 };
 
 		hsend(fd, COLLC_MSG_MEM_RELEASE, &q, sizeof(q), NULL, 0, NULL);
 		break;
 	}
 	case 5: { /* destroy or abort handles it does not hold (its own only at the very end) */
-		struct collc_msg_comm_ref q = { (uint32_t)rel_rand_below(rng, 6), 0 };
+		struct collc_msg_comm_ref q = { (uint32_t)h_rand_below(rng, 6), 0 };
 
 		if (q.comm == H->comm && !H->late)
 			q.comm = H->comm + 1;
-		hsend(fd, rel_rand_below(rng, 2) ? COLLC_MSG_COMM_DESTROY : COLLC_MSG_COMM_ABORT, &q,
+		hsend(fd, h_rand_below(rng, 2) ? COLLC_MSG_COMM_DESTROY : COLLC_MSG_COMM_ABORT, &q,
 		      sizeof(q), NULL, 0, NULL);
 		break;
 	}
 	case 6: { /* timeouts on foreign handles */
-		struct collc_msg_comm_timeout q = { (uint32_t)rel_rand_below(rng, 6) + 1,
-						    (uint32_t)rel_rand(rng) };
+		struct collc_msg_comm_timeout q = { (uint32_t)h_rand_below(rng, 6) + 1,
+						    (uint32_t)h_rand(rng) };
 
 		if (q.comm == H->comm)
 			q.comm = 0;
@@ -378,10 +377,10 @@ static void control_garbage(struct hostile *H)
 		struct collc_msg_comm_init q;
 
 		random_bytes(rng, &q, sizeof(q));
-		q.uid.magic = rel_rand_below(rng, 4) ? COLLC_UID_MAGIC : (uint32_t)rel_rand(rng);
-		q.nranks = (uint32_t)rel_rand_below(rng, 80);
-		q.rank = (uint32_t)rel_rand_below(rng, 80);
-		q.flags = rel_rand_below(rng, 2) ? 0 : (uint32_t)rel_rand(rng);
+		q.uid.magic = h_rand_below(rng, 4) ? COLLC_UID_MAGIC : (uint32_t)h_rand(rng);
+		q.nranks = (uint32_t)h_rand_below(rng, 80);
+		q.rank = (uint32_t)h_rand_below(rng, 80);
+		q.flags = h_rand_below(rng, 2) ? 0 : (uint32_t)h_rand(rng);
 		hsend(fd, COLLC_MSG_COMM_INIT, &q, sizeof(q), NULL, 0, NULL);
 		break;
 	}
@@ -389,11 +388,11 @@ static void control_garbage(struct hostile *H)
 		char key[63];
 
 		random_bytes(rng, key, sizeof(key));
-		hsend(fd, COLLC_MSG_GET, key, 1 + (uint32_t)rel_rand_below(rng, 63), NULL, 0, NULL);
+		hsend(fd, COLLC_MSG_GET, key, 1 + (uint32_t)h_rand_below(rng, 63), NULL, 0, NULL);
 		break;
 	}
 	case 10: { /* status, both kinds */
-		struct collc_msg_status_req q = { (uint32_t)rel_rand(rng), (uint32_t)rel_rand(rng) };
+		struct collc_msg_status_req q = { (uint32_t)h_rand(rng), (uint32_t)h_rand(rng) };
 
 		hsend(fd, COLLC_MSG_STATUS, &q, sizeof(q), NULL, 0, NULL);
 		break;
@@ -405,11 +404,11 @@ static void control_garbage(struct hostile *H)
 		hsend(fd, COLLC_MSG_SET_EVENTFD, NULL, 0, NULL, 0, NULL);
 		break;
 	default: { /* allocations of odd sizes */
-		struct collc_msg_mem q = { rel_rand_below(rng, 2) ? 0 : rel_rand(rng), -1,
-					   (uint32_t)rel_rand_below(rng, 2), { 0 } };
+		struct collc_msg_mem q = { h_rand_below(rng, 2) ? 0 : h_rand(rng), -1,
+					   (uint32_t)h_rand_below(rng, 2), { 0 } };
 
-		if (rel_rand_below(rng, 2))
-			q.device = (int32_t)rel_rand(rng);
+		if (h_rand_below(rng, 2))
+			q.device = (int32_t)h_rand(rng);
 		hsend(fd, COLLC_MSG_MEM_ALLOC, &q, sizeof(q), NULL, 0, NULL);
 		break;
 	}
@@ -430,7 +429,7 @@ static int registrations(struct hostile *H)
 	do {                                                                                   \
 		r = (expr);                                                                    \
 		if (r == 0)                                                                    \
-			failed |= rel_fail("hostile: registration of %s was accepted", what); \
+			failed |= h_fail("hostile: registration of %s was accepted", what); \
 		else                                                                           \
 			S->refused_ok++;                                                       \
 	} while (0)
@@ -438,13 +437,13 @@ static int registrations(struct hostile *H)
 	/* A memfd that cannot be sealed. */
 	fd = memfd_create("hostile-nosealing", MFD_CLOEXEC);
 	if (fd < 0 || ftruncate(fd, (off_t)sz) < 0)
-		return rel_fail("memfd: %s", strerror(errno));
+		return h_fail("memfd: %s", strerror(errno));
 	REFUSED("a memfd without MFD_ALLOW_SEALING", mem_register(H, &fd, 1, sz, NULL));
 	close(fd);
 	/* A memfd sealed against further seals. */
 	fd = memfd_create("hostile-sealseal", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0 || ftruncate(fd, (off_t)sz) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL) < 0)
-		return rel_fail("memfd: %s", strerror(errno));
+		return h_fail("memfd: %s", strerror(errno));
 	REFUSED("a memfd with F_SEAL_SEAL (shrinkable)", mem_register(H, &fd, 1, sz, NULL));
 	close(fd);
 	/* A plain file. */
@@ -463,7 +462,7 @@ static int registrations(struct hostile *H)
 	/* Larger than the file. */
 	fd = memfd_create("hostile-short", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0 || ftruncate(fd, 4096) < 0)
-		return rel_fail("memfd: %s", strerror(errno));
+		return h_fail("memfd: %s", strerror(errno));
 	REFUSED("a size past the end of the memfd", mem_register(H, &fd, 1, sz, NULL));
 	REFUSED("size 0", mem_register(H, &fd, 1, 0, NULL));
 	close(fd);
@@ -480,22 +479,22 @@ static int registrations(struct hostile *H)
 	/* A good one: then collcd has sealed it against shrinking. */
 	fd = memfd_create("hostile-good", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0 || ftruncate(fd, (off_t)sz) < 0)
-		return rel_fail("memfd: %s", strerror(errno));
+		return h_fail("memfd: %s", strerror(errno));
 	r = mem_register(H, &fd, 1, sz, &mr);
 	if (r < 0) {
-		failed |= rel_fail("hostile: a proper memfd registration was refused: %s", strerror(-r));
+		failed |= h_fail("hostile: a proper memfd registration was refused: %s", strerror(-r));
 	} else {
 		S->accepted_ok++;
 		H->mr[2] = mr;
 		H->mr_size[2] = sz;
 		if (ftruncate(fd, 4096) == 0)
-			failed |= rel_fail("hostile: shrinking a registered memfd succeeded: collcd did not seal it against F_SEAL_SHRINK");
+			failed |= h_fail("hostile: shrinking a registered memfd succeeded: collcd did not seal it against F_SEAL_SHRINK");
 		else if (errno != EPERM)
-			failed |= rel_fail("hostile: shrinking a registered memfd failed with %s, want EPERM",
-					   strerror(errno));
+			failed |= h_fail("hostile: shrinking a registered memfd failed with %s, want EPERM",
+					 strerror(errno));
 		/* Growing is harmless; sealing it further is its own business. */
 		if (ftruncate(fd, (off_t)(2 * sz)) < 0 && errno != EPERM)
-			failed |= rel_fail("hostile: growing a registered memfd: %s", strerror(errno));
+			failed |= h_fail("hostile: growing a registered memfd: %s", strerror(errno));
 	}
 	close(fd);
 	return failed;
@@ -538,20 +537,20 @@ static int own_comm(struct hostile *H)
 static void own_collectives(struct hostile *H, int n)
 {
 	if (H->own_calls++ % 16 == 0) {
-		uint64_t deadline = rel_now_ns() + 200000000ull;
+		uint64_t deadline = h_now_ns() + 200000000ull;
 
 		__atomic_store_n(&H->hdr->cq_head, __atomic_load_n(&H->hdr->cq_tail, __ATOMIC_ACQUIRE),
 				 __ATOMIC_RELEASE);
 		while (__atomic_load_n(&H->hdr->sq_head, __ATOMIC_ACQUIRE) != H->tail &&
-		       rel_now_ns() < deadline)
-			rel_sleep_us(100);
+		       h_now_ns() < deadline)
+			h_sleep_us(100);
 		H->tail = __atomic_load_n(&H->hdr->sq_head, __ATOMIC_ACQUIRE);
 		if (own_comm(H) == 0)
 			S->fresh_comms++;
 	}
 	for (int i = 0; i < n; i++) {
 		struct collc_sqe e = { 0 };
-		int k = (int)rel_rand_below(&H->rng, 3);
+		int k = (int)h_rand_below(&H->rng, 3);
 
 		if (!H->mr[k])
 			k = 0;
@@ -560,11 +559,11 @@ static void own_collectives(struct hostile *H, int n)
 		e.redop = COLLC_SUM;
 		e.comm = H->comm;
 		e.seq = H->seq++;
-		e.count = 1 + rel_rand_below(&H->rng, 65536);
+		e.count = 1 + h_rand_below(&H->rng, 65536);
 		e.send_mr = e.recv_mr = H->mr[k];
 		e.send_off = 0;
 		e.recv_off = H->mr_size[k] - e.count * 4;
-		e.user_data = rel_rand(&H->rng);
+		e.user_data = h_rand(&H->rng);
 		memcpy(&H->sqes[H->tail & (H->sq_entries - 1)], &e, sizeof(e));
 		publish(H, H->tail + 1);
 	}
@@ -582,22 +581,22 @@ static int hostile_main(void *arg)
 	int r;
 
 	(void)arg;
-	H->rng = rel_seed ^ 0x4057113ull;
+	H->rng = h_seed ^ 0x4057113ull;
 	H->fd = raw_connect();
 	H->g = raw_connect();
 	if (H->fd < 0 || H->g < 0)
-		return rel_fail("hostile: connect: %s", strerror(errno));
+		return h_fail("hostile: connect: %s", strerror(errno));
 	r = hrequest(H->fd, COLLC_MSG_HELLO, &q, sizeof(q), NULL, 0, &rep);
 	if (r < 0 || rep.status < 0 || rep.nfds != 2)
-		return rel_fail("hostile: hello: %d/%d, %d fds", r, rep.status, rep.nfds);
+		return h_fail("hostile: hello: %d/%d, %d fds", r, rep.status, rep.nfds);
 	memcpy(&hr, rep.body, sizeof(hr));
 	shm = mmap(NULL, hr.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, rep.fds[0], 0);
 	H->db = mmap(NULL, sizeof(*H->db), PROT_READ | PROT_WRITE, MAP_SHARED, rep.fds[1], 0);
 	if (shm == MAP_FAILED || H->db == MAP_FAILED)
-		return rel_fail("hostile: mmap: %s", strerror(errno));
+		return h_fail("hostile: mmap: %s", strerror(errno));
 	/* The region is sealed: it cannot be shrunk under collcd either. */
 	if (ftruncate(rep.fds[0], 4096) == 0)
-		return rel_fail("hostile: the shared region could be shrunk");
+		return h_fail("hostile: the shared region could be shrunk");
 	close_fds(&rep);
 	H->hdr = shm;
 	H->sqes = (struct collc_sqe *)((char *)shm + hr.sq.entries);
@@ -606,49 +605,49 @@ static int hostile_main(void *arg)
 	H->tail = H->hdr->sq_tail;
 
 	if ((r = mem_alloc(H, 1u << 20, &H->mr[0])) < 0 || (r = mem_alloc(H, 1u << 20, &H->mr[1])) < 0)
-		return rel_fail("hostile: mem_alloc: %s", strerror(-r));
+		return h_fail("hostile: mem_alloc: %s", strerror(-r));
 	H->mr_size[0] = H->mr_size[1] = 1u << 20;
 	r = own_comm(H);
 	if (r < 0)
-		return rel_fail("hostile: its own 1-rank communicator: %s", strerror(-r));
+		return h_fail("hostile: its own 1-rank communicator: %s", strerror(-r));
 	if (registrations(H))
 		return 1;
-	rel_store(&S->hostile_ready, 1);
+	h_store(&S->hostile_ready, 1);
 
-	t_end = rel_now_ns() + seconds * 1000000000ull;
-	while (rel_now_ns() < t_end) {
+	t_end = h_now_ns() + seconds * 1000000000ull;
+	while (h_now_ns() < t_end) {
 		uint32_t head = __atomic_load_n(&H->hdr->sq_head, __ATOMIC_ACQUIRE);
-		int late = H->late = rel_now_ns() > t_end - seconds * 100000000ull;
+		int late = H->late = h_now_ns() > t_end - seconds * 100000000ull;
 		uint32_t v;
 
-		switch (rel_rand_below(&H->rng, 16)) {
+		switch (h_rand_below(&H->rng, 16)) {
 		case 0: /* far ahead */
-			publish(H, head + 1025 + (uint32_t)rel_rand_below(&H->rng, 1u << 30));
+			publish(H, head + 1025 + (uint32_t)h_rand_below(&H->rng, 1u << 30));
 			break;
 		case 1: /* behind the head */
-			publish(H, head - 1 - (uint32_t)rel_rand_below(&H->rng, 2000));
+			publish(H, head - 1 - (uint32_t)h_rand_below(&H->rng, 2000));
 			break;
 		case 2: /* wrapping */
-			publish(H, head + UINT32_MAX - (uint32_t)rel_rand_below(&H->rng, 4));
+			publish(H, head + UINT32_MAX - (uint32_t)h_rand_below(&H->rng, 4));
 			break;
 		case 3:
 		case 4:
 			H->tail = head;
-			submit_n(H, 1 + (int)rel_rand_below(&H->rng, 64), 0);
+			submit_n(H, 1 + (int)h_rand_below(&H->rng, 64), 0);
 			break;
 		case 5:
 		case 6:
 		case 7:
 			H->tail = head;
-			submit_n(H, 1 + (int)rel_rand_below(&H->rng, 64), 1);
+			submit_n(H, 1 + (int)h_rand_below(&H->rng, 64), 1);
 			break;
 		case 8: /* bad cq_head */
-			v = (uint32_t)rel_rand(&H->rng);
+			v = (uint32_t)h_rand(&H->rng);
 			__atomic_store_n(&H->hdr->cq_head, v, __ATOMIC_RELEASE);
 			break;
 		case 9: /* its header's collcd-written and read-only fields */
-			v = (uint32_t)rel_rand(&H->rng);
-			switch (rel_rand_below(&H->rng, late ? 8 : 7)) {
+			v = (uint32_t)h_rand(&H->rng);
+			switch (h_rand_below(&H->rng, late ? 8 : 7)) {
 			case 0: H->hdr->sq_head = v; break;
 			case 1: H->hdr->sq_flags = v; break;
 			case 2: H->hdr->sq_dropped = v; break;
@@ -666,7 +665,7 @@ static int hostile_main(void *arg)
 		case 10: /* the doorbell, in a loop, and its spare words */
 			for (int i = 0; i < 1000; i++)
 				bump_doorbell(H);
-			H->db->reserved[rel_rand_below(&H->rng, 1023)] = (uint32_t)rel_rand(&H->rng);
+			H->db->reserved[h_rand_below(&H->rng, 1023)] = (uint32_t)h_rand(&H->rng);
 			break;
 		case 11:
 		case 12:
@@ -678,16 +677,16 @@ static int hostile_main(void *arg)
 			break;
 		default:
 			H->tail = head;
-			own_collectives(H, 1 + (int)rel_rand_below(&H->rng, 8));
+			own_collectives(H, 1 + (int)h_rand_below(&H->rng, 8));
 			break;
 		}
 		if (++n % 64 == 0)
-			rel_sleep_us(200); /* let the honest clients run too */
+			h_sleep_us(200); /* let the honest clients run too */
 	}
-	rel_store(&S->scribbled, 1);
+	h_store(&S->scribbled, 1);
 
 	/* Stay connected until the parent has read status. */
-	rel_wait_at_least(&S->may_exit, 1, 300000);
+	h_wait_at_least(&S->may_exit, 1, 300000);
 	return 0;
 }
 
@@ -732,57 +731,57 @@ int main(int argc, char **argv)
 	uint64_t flood_n = rel_env_u64("COLLC_HOSTILE_FLOOD", 200000);
 	pid_t steady[2], hostile;
 	int failed = 0;
-	struct jv *st;
+	struct json *st;
 	long rss0, rss1;
 
 	rel_init("rel_hostile", argc, argv, 200);
-	rel_daemon_start(NULL);
-	S = rel_shared(sizeof(*S));
-	rel_unique_ids(&S->steady.uid, 1);
+	h_daemon_start(NULL);
+	S = h_shared(sizeof(*S));
+	h_unique_ids(&S->steady.uid, 1);
 	S->steady.pause_us = 100;
-	steady[0] = rel_spawn(steady_rank, (void *)0);
-	steady[1] = rel_spawn(steady_rank, (void *)1);
-	if (rel_wait_at_least(&S->steady.joined, 2, 20000) < 0)
-		rel_die("the honest pair did not form its communicator");
-	hostile = rel_spawn(hostile_main, NULL);
+	steady[0] = h_fork(steady_rank, (void *)0);
+	steady[1] = h_fork(steady_rank, (void *)1);
+	if (h_wait_at_least(&S->steady.joined, 2, 20000) < 0)
+		h_die("the honest pair did not form its communicator");
+	hostile = h_fork(hostile_main, NULL);
 	S->hostile_pid = hostile;
-	if (rel_wait_at_least(&S->hostile_ready, 1, 20000) < 0) {
-		failed |= rel_reap_ok(hostile, 1000, "hostile client");
-		rel_die("the hostile client did not get going");
+	if (h_wait_at_least(&S->hostile_ready, 1, 20000) < 0) {
+		failed |= h_reap_one_ok(hostile, 1000, "hostile client");
+		h_die("the hostile client did not get going");
 	}
-	rel_log("hostile client pid %d: %" PRIu64 " refused registrations, %" PRIu64 " accepted (and sealed)",
-		(int)hostile, S->refused_ok, S->accepted_ok);
-	while (!rel_load(&S->scribbled)) {
-		if (!rel_daemon_alive()) {
-			failed = rel_fail("collcd died while the hostile client scribbled");
+	h_log("hostile client pid %d: %" PRIu64 " refused registrations, %" PRIu64 " accepted (and sealed)",
+	      (int)hostile, S->refused_ok, S->accepted_ok);
+	while (!h_load(&S->scribbled)) {
+		if (!h_daemon_alive()) {
+			failed = h_fail("collcd died while the hostile client scribbled");
 			break;
 		}
-		rel_sleep_us(100000);
+		h_sleep_us(100000);
 	}
-	rel_log("hostile client wrote %" PRIu64 " SQEs, sent %" PRIu64 " control messages, formed %" PRIu64
-		" communicators of its own", S->sqes_written, S->ctl_sent, S->fresh_comms);
+	h_log("hostile client wrote %" PRIu64 " SQEs, sent %" PRIu64 " control messages, formed %" PRIu64
+	      " communicators of its own", S->sqes_written, S->ctl_sent, S->fresh_comms);
 
 	/* While the hostile client is still connected: its bad entries are counted. */
 	st = rel_status();
 	if (!st) {
 		failed = 1;
 	} else {
-		const struct jv *c = rel_status_client(st, hostile);
-		double bad = jv_num(jv_get(c, "bad_entries"), -1);
-		double tot = jv_num(jv_get(jv_get(st, "totals"), "bad_entries"), -1);
+		const struct json *c = rel_status_client(st, hostile);
+		double bad = json_num(json_get(c, "bad_entries"), -1);
+		double tot = json_num(json_get(json_get(st, "totals"), "bad_entries"), -1);
 
-		rel_log("status: hostile client: submitted %.0f, errors %.0f, sq_depth %.0f, cq_depth %.0f",
-			jv_num(jv_get(c, "submitted"), -1), jv_num(jv_get(c, "errors"), -1),
-			jv_num(jv_get(c, "sq_depth"), -1), jv_num(jv_get(c, "cq_depth"), -1));
+		h_log("status: hostile client: submitted %.0f, errors %.0f, sq_depth %.0f, cq_depth %.0f",
+		      json_num(json_get(c, "submitted"), -1), json_num(json_get(c, "errors"), -1),
+		      json_num(json_get(c, "sq_depth"), -1), json_num(json_get(c, "cq_depth"), -1));
 
 		if (!c)
-			failed |= rel_fail("status --json lists no client with the hostile pid %d", (int)hostile);
+			failed |= h_fail("status --json lists no client with the hostile pid %d", (int)hostile);
 		if (bad <= 0)
-			failed |= rel_fail("status --json: the hostile client's bad_entries is %.0f, want > 0", bad);
+			failed |= h_fail("status --json: the hostile client's bad_entries is %.0f, want > 0", bad);
 		if (tot <= 0)
-			failed |= rel_fail("status --json: totals.bad_entries is %.0f, want > 0", tot);
-		rel_log("status: hostile client bad_entries %.0f, totals.bad_entries %.0f", bad, tot);
-		jv_free(st);
+			failed |= h_fail("status --json: totals.bad_entries is %.0f, want > 0", tot);
+		h_log("status: hostile client bad_entries %.0f, totals.bad_entries %.0f", bad, tot);
+		json_free(st);
 	}
 
 	/* A flood of requests whose replies nobody reads. */
@@ -792,43 +791,43 @@ int main(int argc, char **argv)
 
 		rss0 = rel_daemon_rss_kb();
 		sent = fd >= 0 ? flood(fd, flood_n) : -1;
-		rel_sleep_us(500000);
+		h_sleep_us(500000);
 		rss1 = rel_daemon_rss_kb();
-		rel_log("reply flood: %d status requests sent, none read: collcd VmRSS %ld -> %ld KiB", sent,
-			rss0, rss1);
+		h_log("reply flood: %d status requests sent, none read: collcd VmRSS %ld -> %ld KiB", sent,
+		      rss0, rss1);
 		if (rss1 - rss0 > 64 * 1024)
-			failed |= rel_fail("collcd buffered %ld MiB of unread replies for one client (want a bound)",
-					   (rss1 - rss0) / 1024);
+			failed |= h_fail("collcd buffered %ld MiB of unread replies for one client (want a bound)",
+					 (rss1 - rss0) / 1024);
 		if (fd >= 0)
 			close(fd);
 	}
-	rel_store(&S->may_exit, 1);
-	failed |= rel_reap_ok(hostile, 30000, "hostile client");
+	h_store(&S->may_exit, 1);
+	failed |= h_reap_one_ok(hostile, 30000, "hostile client");
 
 	rel_steady_stop(&S->steady);
-	failed |= rel_reap_ok(steady[0], 60000, "honest rank 0");
-	failed |= rel_reap_ok(steady[1], 60000, "honest rank 1");
-	rel_log("honest pair: %u + %u all-reduces, %.1f MiB, %u errors (want 0)", S->steady.progress[0],
-		S->steady.progress[1], (double)(S->steady.bytes[0] + S->steady.bytes[1]) / 1048576.0,
-		S->steady.errors[0] + S->steady.errors[1]);
+	failed |= h_reap_one_ok(steady[0], 60000, "honest rank 0");
+	failed |= h_reap_one_ok(steady[1], 60000, "honest rank 1");
+	h_log("honest pair: %u + %u all-reduces, %.1f MiB, %u errors (want 0)", S->steady.progress[0],
+	      S->steady.progress[1], (double)(S->steady.bytes[0] + S->steady.bytes[1]) / 1048576.0,
+	      S->steady.errors[0] + S->steady.errors[1]);
 	if (S->steady.progress[0] == 0)
-		failed |= rel_fail("the honest pair made no progress");
-	if (!rel_daemon_alive())
-		failed |= rel_fail("collcd died");
+		failed |= h_fail("the honest pair made no progress");
+	if (!h_daemon_alive())
+		failed |= h_fail("collcd died");
 
 	/* collcd still serves: a new communicator, correct results. */
 	if (!failed) {
 		pid_t p[2];
 
-		AGAIN = rel_shared(sizeof(*AGAIN));
-		rel_unique_ids(&AGAIN->uid, 1);
+		AGAIN = h_shared(sizeof(*AGAIN));
+		h_unique_ids(&AGAIN->uid, 1);
 		AGAIN->stop_at = 50;
-		p[0] = rel_spawn(after_rank, (void *)0);
-		p[1] = rel_spawn(after_rank, (void *)1);
-		failed |= rel_reap_ok(p[0], 60000, "new communicator rank 0");
-		failed |= rel_reap_ok(p[1], 60000, "new communicator rank 1");
+		p[0] = h_fork(after_rank, (void *)0);
+		p[1] = h_fork(after_rank, (void *)1);
+		failed |= h_reap_one_ok(p[0], 60000, "new communicator rank 0");
+		failed |= h_reap_one_ok(p[1], 60000, "new communicator rank 1");
 		if (!failed)
-			rel_log("afterwards: a new communicator ran 50 correct all-reduces");
+			h_log("afterwards: a new communicator ran 50 correct all-reduces");
 	}
-	return rel_finish(failed);
+	return h_finish(failed);
 }

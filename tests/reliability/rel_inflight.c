@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "rel.h"
-#include "rel_data.h"
+#include "refcheck.h"
 
 #define COUNT   (16u << 20) /* elements: 64 MiB of float32 */
 #define MAXQ    64
@@ -54,20 +54,18 @@ static int submit_queue(struct collc_comm *comm, float *send, float *recv, uint3
 		int r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &reqs[i]);
 
 		if (r < 0)
-			return rel_fail("rank %d: submit %u: %s", rank, i, collc_strerror(r));
+			return h_fail("rank %d: submit %u: %s", rank, i, collc_strerror(r));
 	}
 	return 0;
 }
 
 static int check_result(const float *recv, int nranks, uint64_t key, int rank, const char *what)
 {
-	uint64_t got, want;
-	long bad = rd_check_allreduce(recv, COUNT, COLLC_FLOAT32, COLLC_SUM, nranks, key, &got, &want);
+	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, key, nranks };
+	char line[160];
 
-	if (bad >= 0)
-		return rel_fail("rank %d: %s: element %ld is %#" PRIx64 ", want %#" PRIx64, rank, what, bad,
-				got, want);
-	return 0;
+	snprintf(line, sizeof(line), "rank %d: %s", rank, what);
+	return rc_check(&c, nranks, recv, line, NULL);
 }
 
 /* Both ranks: time one queue on a warm-up communicator and check its result. */
@@ -75,24 +73,24 @@ static int warm_up(struct collc_ctx *ctx, int rank, float *send, float *recv)
 {
 	struct collc_comm *comm;
 	collc_req reqs[MAXQ];
-	uint64_t t0, key = rel_seed ^ 0x77;
+	uint64_t t0, key = h_seed ^ 0x77;
 	uint32_t q = 4;
 	int r;
 
 	r = collc_comm_init(ctx, &S->uid_warm, 2, rank, -1, &comm);
 	if (r < 0)
-		return rel_fail("rank %d: warm-up communicator: %s", rank, collc_strerror(r));
-	rd_fill(send, COUNT, COLLC_FLOAT32, COLLC_SUM, 2, rank, key, 0);
-	t0 = rel_now_ns();
+		return h_fail("rank %d: warm-up communicator: %s", rank, collc_strerror(r));
+	rc_fill(&(struct rc_case){ COLLC_FLOAT32, COLLC_SUM, COUNT, key, 2 }, rank, send);
+	t0 = h_now_ns();
 	if (submit_queue(comm, send, recv, q, reqs, rank))
 		return 1;
 	for (uint32_t i = 0; i < q; i++) {
 		r = collc_wait(ctx, reqs[i], 120000);
 		if (r < 0)
-			return rel_fail("rank %d: warm-up all-reduce %u: %s", rank, i, collc_strerror(r));
+			return h_fail("rank %d: warm-up all-reduce %u: %s", rank, i, collc_strerror(r));
 	}
 	if (rank == 0) {
-		uint64_t per = (rel_now_ns() - t0) / q;
+		uint64_t per = (h_now_ns() - t0) / q;
 
 		S->warm_ns = per;
 		S->queue = (uint32_t)(TARGET_NS / (per ? per : 1)) + 1;
@@ -116,35 +114,35 @@ static int rank_main(void *arg)
 	float *send, *recv;
 	uint32_t q;
 
-	r = rel_connect(&ctx);
+	r = h_connect(&ctx);
 	if (r < 0)
-		return rel_fail("rank %d: connect: %s", rank, collc_strerror(r));
+		return h_fail("rank %d: connect: %s", rank, collc_strerror(r));
 	if ((r = collc_mem_alloc(ctx, (size_t)COUNT * 4, -1, (void **)&send)) < 0 ||
 	    (r = collc_mem_alloc(ctx, (size_t)COUNT * 4, -1, (void **)&recv)) < 0)
-		return rel_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
+		return h_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	if (warm_up(ctx, rank, send, recv))
 		return 1;
-	rel_add(&S->warm_done, 1);
-	if (rel_wait_at_least(&S->warm_done, 2, 120000) < 0)
-		return rel_fail("rank %d: the other rank's warm-up did not end", rank);
+	h_add(&S->warm_done, 1);
+	if (h_wait_at_least(&S->warm_done, 2, 120000) < 0)
+		return h_fail("rank %d: the other rank's warm-up did not end", rank);
 	q = S->queue;
 
 	r = collc_comm_init(ctx, &S->uid_a, 2, rank, -1, &a);
 	if (r < 0)
-		return rel_fail("rank %d: communicator: %s", rank, collc_strerror(r));
+		return h_fail("rank %d: communicator: %s", rank, collc_strerror(r));
 	if (submit_queue(a, send, recv, q, reqs, rank))
 		return 1;
-	rel_add(&S->submitted, 1);
+	h_add(&S->submitted, 1);
 	if (rank == 1 && S->scenario == 0) {
 		pause(); /* killed here */
 		return 1;
 	}
 	if (rank == 1) {
 		/* The parent saw the queue in the executor and set t_event. */
-		rel_wait_at_least(&S->go_abort, 1, 120000);
+		h_wait_at_least(&S->go_abort, 1, 120000);
 		r = collc_comm_abort(a);
 		if (r < 0)
-			return rel_fail("rank 1: collc_comm_abort: %s", collc_strerror(r));
+			return h_fail("rank 1: collc_comm_abort: %s", collc_strerror(r));
 	}
 	/*
 	 * Those that completed before the revocation end with 0 (a prefix of the
@@ -155,11 +153,11 @@ static int rank_main(void *arg)
 		S->res[rank][i] = r;
 		if (r == want) {
 			errs++;
-			S->t_last_err[rank] = rel_now_ns();
+			S->t_last_err[rank] = h_now_ns();
 		} else if (r != 0 || errs) {
-			failed |= rel_fail("rank %d: queued collective %u of %u ended with %d (%s) after %u "
-					   "ended with %s", rank, i, q, r, collc_strerror(r), errs,
-					   collc_strerror(want));
+			failed |= h_fail("rank %d: queued collective %u of %u ended with %d (%s) after %u "
+					 "ended with %s", rank, i, q, r, collc_strerror(r), errs,
+					 collc_strerror(want));
 		}
 	}
 	collc_comm_destroy(a);
@@ -171,14 +169,14 @@ static int rank_main(void *arg)
 	/* A new communicator with a new process: fresh connections, correct results. */
 	r = collc_comm_init(ctx, &S->uid_b, 2, 0, -1, &a);
 	if (r < 0)
-		return rel_fail("rank 0: communicator after the revocation: %s", collc_strerror(r));
-	rd_fill(send, COUNT, COLLC_FLOAT32, COLLC_SUM, 2, 0, rel_seed ^ 0xb1, 0);
+		return h_fail("rank 0: communicator after the revocation: %s", collc_strerror(r));
+	rc_fill(&(struct rc_case){ COLLC_FLOAT32, COLLC_SUM, COUNT, h_seed ^ 0xb1, 2 }, 0, send);
 	r = collc_allreduce(a, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &reqs[0]);
 	if (r == 0)
 		r = collc_wait(ctx, reqs[0], 120000);
 	if (r < 0)
-		return rel_fail("rank 0: all-reduce after the revocation: %s", collc_strerror(r));
-	failed |= check_result(recv, 2, rel_seed ^ 0xb1, 0, "all-reduce on the new communicator");
+		return h_fail("rank 0: all-reduce after the revocation: %s", collc_strerror(r));
+	failed |= check_result(recv, 2, h_seed ^ 0xb1, 0, "all-reduce on the new communicator");
 	collc_comm_destroy(a);
 	collc_disconnect(ctx);
 	return failed;
@@ -194,22 +192,22 @@ static int newcomer(void *arg)
 	int r, failed;
 
 	(void)arg;
-	r = rel_connect(&ctx);
+	r = h_connect(&ctx);
 	if (r < 0)
-		return rel_fail("newcomer: connect: %s", collc_strerror(r));
+		return h_fail("newcomer: connect: %s", collc_strerror(r));
 	if ((r = collc_mem_alloc(ctx, (size_t)COUNT * 4, -1, (void **)&send)) < 0 ||
 	    (r = collc_mem_alloc(ctx, (size_t)COUNT * 4, -1, (void **)&recv)) < 0)
-		return rel_fail("newcomer: collc_mem_alloc: %s", collc_strerror(r));
+		return h_fail("newcomer: collc_mem_alloc: %s", collc_strerror(r));
 	r = collc_comm_init(ctx, &S->uid_b, 2, 1, -1, &b);
 	if (r < 0)
-		return rel_fail("newcomer: communicator: %s", collc_strerror(r));
-	rd_fill(send, COUNT, COLLC_FLOAT32, COLLC_SUM, 2, 1, rel_seed ^ 0xb1, 0);
+		return h_fail("newcomer: communicator: %s", collc_strerror(r));
+	rc_fill(&(struct rc_case){ COLLC_FLOAT32, COLLC_SUM, COUNT, h_seed ^ 0xb1, 2 }, 1, send);
 	r = collc_allreduce(b, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
 	if (r == 0)
 		r = collc_wait(ctx, req, 120000);
 	if (r < 0)
-		return rel_fail("newcomer: all-reduce: %s", collc_strerror(r));
-	failed = check_result(recv, 2, rel_seed ^ 0xb1, 1, "all-reduce on the new communicator");
+		return h_fail("newcomer: all-reduce: %s", collc_strerror(r));
+	failed = check_result(recv, 2, h_seed ^ 0xb1, 1, "all-reduce on the new communicator");
 	collc_comm_destroy(b);
 	collc_disconnect(ctx);
 	return failed;
@@ -217,33 +215,33 @@ static int newcomer(void *arg)
 
 static double aborted_items(void)
 {
-	struct jv *st = rel_status();
+	struct json *st = rel_status();
 	double n;
 
 	if (!st)
 		return -1;
-	n = jv_num(jv_get(jv_get(st, "totals"), "aborted_items"), -1);
-	jv_free(st);
+	n = json_num(json_get(json_get(st, "totals"), "aborted_items"), -1);
+	json_free(st);
 	return n;
 }
 
 /* Waits until collcd reports collectives of some communicator in the executor. */
 static int wait_inflight(int timeout_ms)
 {
-	uint64_t end = rel_now_ns() + (uint64_t)timeout_ms * 1000000;
+	uint64_t end = h_now_ns() + (uint64_t)timeout_ms * 1000000;
 
-	while (rel_now_ns() < end) {
-		struct jv *st = rel_status();
-		const struct jv *comms = st ? jv_get(st, "comms") : NULL;
+	while (h_now_ns() < end) {
+		struct json *st = rel_status();
+		const struct json *comms = st ? json_get(st, "comms") : NULL;
 		int found = 0;
 
-		for (size_t i = 0; comms && jv_at(comms, i); i++)
-			if (jv_num(jv_get(jv_at(comms, i), "inflight"), 0) >= 1)
+		for (size_t i = 0; comms && json_at(comms, i); i++)
+			if (json_num(json_get(json_at(comms, i), "inflight"), 0) >= 1)
 				found = 1;
-		jv_free(st);
+		json_free(st);
 		if (found)
 			return 0;
-		rel_sleep_us(2000);
+		h_sleep_us(2000);
 	}
 	return -ETIMEDOUT;
 }
@@ -258,66 +256,66 @@ static int scenario(uint32_t which, uint64_t bound_ms)
 
 	memset(S, 0, sizeof(*S));
 	S->scenario = which;
-	rel_unique_ids(&S->uid_warm, 1);
-	rel_unique_ids(&S->uid_a, 1);
-	rel_unique_ids(&S->uid_b, 1);
+	h_unique_ids(&S->uid_warm, 1);
+	h_unique_ids(&S->uid_a, 1);
+	h_unique_ids(&S->uid_b, 1);
 	before = aborted_items();
 	for (int r = 0; r < 2; r++)
-		pid[r] = rel_spawn(rank_main, (void *)(intptr_t)r);
-	nc = rel_spawn(newcomer, NULL);
-	if (rel_wait_at_least(&S->submitted, 2, 240000) < 0)
-		rel_die("%s: the ranks did not queue their all-reduces", name);
+		pid[r] = h_fork(rank_main, (void *)(intptr_t)r);
+	nc = h_fork(newcomer, NULL);
+	if (h_wait_at_least(&S->submitted, 2, 240000) < 0)
+		h_die("%s: the ranks did not queue their all-reduces", name);
 	if (wait_inflight(30000) < 0)
-		rel_die("%s: collcd never reported the queued all-reduces in the executor", name);
-	rel_log("%s: one queue of %u x 64 MiB all-reduces took %.0f ms in the warm-up; revoking now", name,
-		S->queue, (double)S->warm_ns * S->queue / 1e6);
+		h_die("%s: collcd never reported the queued all-reduces in the executor", name);
+	h_log("%s: one queue of %u x 64 MiB all-reduces took %.0f ms in the warm-up; revoking now", name,
+	      S->queue, (double)S->warm_ns * S->queue / 1e6);
 	if (which == 0) {
-		S->t_event = rel_now_ns();
+		S->t_event = h_now_ns();
 		kill(pid[1], SIGKILL);
 	} else {
-		S->t_event = rel_now_ns();
-		rel_store(&S->go_abort, 1);
+		S->t_event = h_now_ns();
+		h_store(&S->go_abort, 1);
 	}
-	failed |= rel_reap_ok(pid[0], 240000, "rank 0");
+	failed |= h_reap_one_ok(pid[0], 240000, "rank 0");
 	if (which == 0)
-		rel_reap(pid[1], 10000, NULL);
+		h_reap_one(pid[1], 10000, NULL);
 	else
-		failed |= rel_reap_ok(pid[1], 60000, "rank 1");
-	failed |= rel_reap_ok(nc, 240000, "newcomer");
+		failed |= h_reap_one_ok(pid[1], 60000, "rank 1");
+	failed |= h_reap_one_ok(nc, 240000, "newcomer");
 	if (failed)
 		return failed;
 
 	if (!S->t_last_err[0])
-		return rel_fail("%s: the whole queue of %u completed before the %s: make it longer", name,
-				S->queue, name);
+		return h_fail("%s: the whole queue of %u completed before the %s: make it longer", name,
+			      S->queue, name);
 	last = S->t_last_err[0] > S->t_last_err[1] ? S->t_last_err[0] : S->t_last_err[1];
 	took = last > S->t_event ? last - S->t_event : 0;
 	after = aborted_items();
-	rel_log("%s: the last of %u queued all-reduces ended %.2f ms after the %s (the queue runs %.0f ms); "
-		"work items abandoned in the executor: %.0f",
-		name, S->queue, (double)took / 1e6, which == 0 ? "kill" : "abort",
-		(double)S->warm_ns * S->queue / 1e6, after - before);
+	h_log("%s: the last of %u queued all-reduces ended %.2f ms after the %s (the queue runs %.0f ms); "
+	      "work items abandoned in the executor: %.0f",
+	      name, S->queue, (double)took / 1e6, which == 0 ? "kill" : "abort",
+	      (double)S->warm_ns * S->queue / 1e6, after - before);
 	if (took > bound_ms * 1000000)
-		failed |= rel_fail("%s: errors came %.1f ms after the %s (bound %" PRIu64 " ms)", name,
-				   (double)took / 1e6, name, bound_ms);
+		failed |= h_fail("%s: errors came %.1f ms after the %s (bound %" PRIu64 " ms)", name,
+				 (double)took / 1e6, name, bound_ms);
 	if (!(after > before))
-		failed |= rel_fail("%s: status counts no abandoned work item (aborted_items %.0f -> %.0f)",
-				   name, before, after);
+		failed |= h_fail("%s: status counts no abandoned work item (aborted_items %.0f -> %.0f)",
+				 name, before, after);
 	return failed;
 }
 
 int main(int argc, char **argv)
 {
-	uint64_t bound_ms = rel_env_u64("COLLC_KILL_BOUND_MS", rel_tsan() ? 500 : 100);
+	uint64_t bound_ms = rel_env_u64("COLLC_KILL_BOUND_MS", h_tsan() ? 500 : 100);
 	int failed = 0;
 
 	rel_init("rel_inflight", argc, argv, 600);
-	rel_daemon_start(NULL);
-	S = rel_shared(sizeof(*S));
+	h_daemon_start(NULL);
+	S = h_shared(sizeof(*S));
 	failed |= scenario(0, bound_ms);
 	if (!failed)
 		failed |= scenario(1, bound_ms);
-	if (!rel_daemon_alive())
-		failed |= rel_fail("collcd died");
-	return rel_finish(failed);
+	if (!h_daemon_alive())
+		failed |= h_fail("collcd died");
+	return h_finish(failed);
 }

@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 #include "rel.h"
-#include "rel_data.h"
+#include "refcheck.h"
 
 enum { PH_BEFORE_SUBMIT, PH_AFTER_SUBMIT, PH_DURING_LARGE, PH_WAITING, PH_DURING_INIT, PH_COUNT };
 static const char *const phase_name[PH_COUNT] = { "before-submit", "after-submit", "during-large",
@@ -75,59 +75,59 @@ static int survivor(struct trial *t, int rank, struct collc_ctx *ctx, struct col
 		    float *send, float *recv)
 {
 	struct rank_out *o = &t->out[rank];
-	uint64_t rng = t->rng ^ rel_mix((uint64_t)rank + 1);
+	uint64_t rng = t->rng ^ h_mix((uint64_t)rank + 1);
 	collc_req req;
 	int r;
 
 	switch (t->phase) {
 	case PH_AFTER_SUBMIT:
-		rel_sleep_us(rel_rand_below(&rng, 2000));
+		h_sleep_us(h_rand_below(&rng, 2000));
 		break;
 	case PH_WAITING:
-		if (rel_wait_at_least(&t->waiting[t->victim], 1, 10000) < 0)
-			return rel_fail("trial %u: the victim never reached collc_wait", t->index);
-		rel_sleep_us(rel_rand_below(&rng, 10000));
+		if (h_wait_at_least(&t->waiting[t->victim], 1, 10000) < 0)
+			return h_fail("trial %u: the victim never reached collc_wait", t->index);
+		h_sleep_us(h_rand_below(&rng, 10000));
 		break;
 	}
-	o->t_sub1 = rel_now_ns();
+	o->t_sub1 = h_now_ns();
 	r = collc_allreduce(comm, send, recv, t->count, COLLC_FLOAT32, COLLC_SUM, &req);
-	rel_store(&t->submitted[rank], 1);
+	h_store(&t->submitted[rank], 1);
 	if (r == 0)
 		r = collc_wait(ctx, req, 10000);
-	o->t_ret1 = rel_now_ns();
+	o->t_ret1 = h_now_ns();
 	o->res1 = r;
 	if (r != 0 && r != -EPIPE)
-		return rel_fail("trial %u (%s, %u ranks, victim %u): rank %d: collective ended with %d (%s), want 0 or -EPIPE",
-				t->index, phase_name[t->phase], t->nranks, t->victim, rank, r,
-				collc_strerror(r));
+		return h_fail("trial %u (%s, %u ranks, victim %u): rank %d: collective ended with %d (%s), want 0 or -EPIPE",
+			      t->index, phase_name[t->phase], t->nranks, t->victim, rank, r,
+			      collc_strerror(r));
 	if (r == 0 && t->phase == PH_BEFORE_SUBMIT)
-		return rel_fail("trial %u (before-submit): rank %d: a collective the victim never submitted succeeded",
-				t->index, rank);
+		return h_fail("trial %u (before-submit): rank %d: a collective the victim never submitted succeeded",
+			      t->index, rank);
 	if (r == 0) {
-		uint64_t got, want;
-		long bad = rd_check_allreduce(recv, t->count, COLLC_FLOAT32, COLLC_SUM, (int)t->nranks,
-					      t->key, &got, &want);
+		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, t->count, t->key, (int)t->nranks };
+		char what[128];
 
-		if (bad >= 0)
-			return rel_fail("trial %u (%s): rank %d: completed collective is wrong at element %ld: %#" PRIx64 ", want %#" PRIx64,
-					t->index, phase_name[t->phase], rank, bad, got, want);
+		snprintf(what, sizeof(what), "trial %u (%s): rank %d: completed collective", t->index,
+			 phase_name[t->phase], rank);
+		if (rc_check(&c, (int)t->nranks, recv, what, NULL))
+			return 1;
 	}
 	/* Anything submitted after the kill ends with -EPIPE. */
-	if (rel_wait_at_least(&t->killed, 1, 20000) < 0)
-		return rel_fail("trial %u: the parent never killed the victim", t->index);
-	o->t_sub2 = rel_now_ns();
+	if (h_wait_at_least(&t->killed, 1, 20000) < 0)
+		return h_fail("trial %u: the parent never killed the victim", t->index);
+	o->t_sub2 = h_now_ns();
 	r = collc_allreduce(comm, send, recv, 1, COLLC_FLOAT32, COLLC_SUM, &req);
 	if (r == 0)
 		r = collc_wait(ctx, req, 10000);
-	o->t_ret2 = rel_now_ns();
+	o->t_ret2 = h_now_ns();
 	o->res2 = r;
 	if (r != -EPIPE)
-		return rel_fail("trial %u (%s): rank %d: a collective submitted after the kill ended with %d (%s), want -EPIPE",
-				t->index, phase_name[t->phase], rank, r, collc_strerror(r));
+		return h_fail("trial %u (%s): rank %d: a collective submitted after the kill ended with %d (%s), want -EPIPE",
+			      t->index, phase_name[t->phase], rank, r, collc_strerror(r));
 	r = collc_comm_destroy(comm);
 	if (r < 0)
-		return rel_fail("trial %u: rank %d: collc_comm_destroy: %s", t->index, rank,
-				collc_strerror(r));
+		return h_fail("trial %u: rank %d: collc_comm_destroy: %s", t->index, rank,
+			      collc_strerror(r));
 	collc_mem_free(ctx, send);
 	collc_mem_free(ctx, recv);
 	collc_disconnect(ctx);
@@ -145,29 +145,29 @@ static int during_init(struct trial *t, int rank)
 
 	if ((uint32_t)rank == t->absent)
 		return 0;
-	r = rel_connect(&ctx);
+	r = h_connect(&ctx);
 	if (r < 0)
-		return rel_fail("trial %u: rank %d: collc_connect: %s", t->index, rank, collc_strerror(r));
+		return h_fail("trial %u: rank %d: collc_connect: %s", t->index, rank, collc_strerror(r));
 	if ((uint32_t)rank == t->victim) {
 		/* Join after everyone else who joins: collcd holds their joins already. */
 		for (uint32_t q = 0; q < t->nranks; q++)
 			if (q != t->victim && q != t->absent)
-				rel_wait_at_least(&t->init_called[q], 1, 10000);
-		rel_sleep_us(50000);
-		rel_store(&t->waiting[rank], 1);
+				h_wait_at_least(&t->init_called[q], 1, 10000);
+		h_sleep_us(50000);
+		h_store(&t->waiting[rank], 1);
 		r = collc_comm_init(ctx, &t->uid, (int)t->nranks, rank, -1, &comm);
 		for (;;)
 			pause();
 	}
-	rel_store(&t->init_called[rank], 1);
-	o->t_sub1 = rel_now_ns();
+	h_store(&t->init_called[rank], 1);
+	o->t_sub1 = h_now_ns();
 	r = collc_comm_init(ctx, &t->uid, (int)t->nranks, rank, -1, &comm);
-	o->t_ret1 = rel_now_ns();
+	o->t_ret1 = h_now_ns();
 	o->res1 = r;
 	o->res2 = -EPIPE;
 	if (r != -EPIPE)
-		return rel_fail("trial %u (during-init, %u ranks, victim %u): rank %d: collc_comm_init ended with %d (%s), want -EPIPE",
-				t->index, t->nranks, t->victim, rank, r, collc_strerror(r));
+		return h_fail("trial %u (during-init, %u ranks, victim %u): rank %d: collc_comm_init ended with %d (%s), want -EPIPE",
+			      t->index, t->nranks, t->victim, rank, r, collc_strerror(r));
 	collc_disconnect(ctx);
 	o->done = 1;
 	return 0;
@@ -187,30 +187,30 @@ static int trial_rank(void *arg)
 	(void)arg;
 	if (t->phase == PH_DURING_INIT)
 		return during_init(t, rank);
-	if (rel_join(&t->uid, (int)t->nranks, rank, &ctx, &comm) < 0)
+	if (h_join(&t->uid, (int)t->nranks, rank, &ctx, &comm) < 0)
 		return 1;
 	if ((r = collc_mem_alloc(ctx, bytes, -1, (void **)&send)) < 0 ||
 	    (r = collc_mem_alloc(ctx, bytes, -1, (void **)&recv)) < 0)
-		return rel_fail("trial %u: rank %d: collc_mem_alloc(%zu): %s", t->index, rank, bytes,
-				collc_strerror(r));
-	rd_fill(send, t->count, COLLC_FLOAT32, COLLC_SUM, (int)t->nranks, rank, t->key, 0);
-	rel_add(&t->joined, 1);
-	if (rel_wait_at_least(&t->go, 1, 20000) < 0)
-		return rel_fail("trial %u: rank %d: no go from the parent", t->index, rank);
+		return h_fail("trial %u: rank %d: collc_mem_alloc(%zu): %s", t->index, rank, bytes,
+			      collc_strerror(r));
+	rc_fill(&(struct rc_case){ COLLC_FLOAT32, COLLC_SUM, t->count, t->key, (int)t->nranks }, rank, send);
+	h_add(&t->joined, 1);
+	if (h_wait_at_least(&t->go, 1, 20000) < 0)
+		return h_fail("trial %u: rank %d: no go from the parent", t->index, rank);
 	if ((uint32_t)rank != t->victim)
 		return survivor(t, rank, ctx, comm, send, recv);
 
 	/* The victim: gets SIGKILLed somewhere below. */
 	if (t->phase == PH_BEFORE_SUBMIT) {
-		rel_store(&t->waiting[rank], 1);
+		h_store(&t->waiting[rank], 1);
 		for (;;)
 			pause();
 	}
 	r = collc_allreduce(comm, send, recv, t->count, COLLC_FLOAT32, COLLC_SUM, &req);
-	rel_store(&t->submitted[rank], 1);
+	h_store(&t->submitted[rank], 1);
 	if (r < 0)
-		return rel_fail("trial %u: victim rank %d: submit: %s", t->index, rank, collc_strerror(r));
-	rel_store(&t->waiting[rank], 1);
+		return h_fail("trial %u: victim rank %d: submit: %s", t->index, rank, collc_strerror(r));
+	h_store(&t->waiting[rank], 1);
 	collc_wait(ctx, req, -1);
 	for (;;)
 		pause();
@@ -237,25 +237,18 @@ static int after_rank(void *arg)
 	float *send, *recv;
 	int r;
 
-	if (rel_join(&A->uid, 3, rank, &ctx, &comm) < 0)
+	if (h_join(&A->uid, 3, rank, &ctx, &comm) < 0)
 		return 1;
 	if ((r = collc_mem_alloc(ctx, count * 4, -1, (void **)&send)) < 0 ||
 	    (r = collc_mem_alloc(ctx, count * 4, -1, (void **)&recv)) < 0)
-		return rel_fail("after rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
+		return h_fail("after rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	for (int it = 0; it < 5; it++) {
-		uint64_t key = rel_mix(rel_seed + 0xaf7e + (uint64_t)it), got, want;
-		collc_req req;
-		long bad;
+		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(h_seed + 0xaf7e + (uint64_t)it), 3 };
+		char what[64];
 
-		rd_fill(send, count, COLLC_FLOAT32, COLLC_SUM, 3, rank, key, 0);
-		r = collc_allreduce(comm, send, recv, count, COLLC_FLOAT32, COLLC_SUM, &req);
-		if (r == 0)
-			r = collc_wait(ctx, req, 10000);
-		if (r < 0)
-			return rel_fail("after the trials: rank %d: all-reduce %d: %s", rank, it, collc_strerror(r));
-		bad = rd_check_allreduce(recv, count, COLLC_FLOAT32, COLLC_SUM, 3, key, &got, &want);
-		if (bad >= 0)
-			return rel_fail("after the trials: rank %d: all-reduce %d wrong at %ld", rank, it, bad);
+		snprintf(what, sizeof(what), "after the trials: all-reduce %d", it);
+		if (h_allreduce(&c, ctx, comm, rank, 3, send, recv, what))
+			return 1;
 	}
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
@@ -264,34 +257,34 @@ static int after_rank(void *arg)
 
 static int wait_collected(int fds0)
 {
-	uint64_t t0 = rel_now_ns();
+	uint64_t t0 = h_now_ns();
 	int last_fds = -1;
 	double clients = -1, comms = -1;
 
 	/* Sessions close asynchronously: give collcd a moment to free everything. */
-	while (rel_now_ns() - t0 < 5000000000ull) {
-		struct jv *st = rel_status();
+	while (h_now_ns() - t0 < 5000000000ull) {
+		struct json *st = rel_status();
 
 		if (!st)
 			return 1;
 		/* The status request itself is one client-less session: count clients with a pid. */
-		clients = (double)(jv_get(st, "clients") ? jv_get(st, "clients")->n : 0);
-		comms = (double)(jv_get(st, "comms") ? jv_get(st, "comms")->n : 0);
-		jv_free(st);
+		clients = (double)(json_get(st, "clients") ? json_get(st, "clients")->n : 0);
+		comms = (double)(json_get(st, "comms") ? json_get(st, "comms")->n : 0);
+		json_free(st);
 		last_fds = rel_daemon_settled_fds();
 		if (clients == 0 && comms == 0 && last_fds == fds0)
 			return 0;
-		rel_sleep_us(50000);
+		h_sleep_us(50000);
 	}
-	return rel_fail("collcd did not return to idle: %.0f clients, %.0f communicators, %d fds (%d before)",
-			clients, comms, last_fds, fds0);
+	return h_fail("collcd did not return to idle: %.0f clients, %.0f communicators, %d fds (%d before)",
+		      clients, comms, last_fds, fds0);
 }
 
 int main(int argc, char **argv)
 {
 	unsigned trials = (unsigned)rel_env_u64("COLLC_KILL_TRIALS", 200);
 	/* TSan slows collcd and clients 5-15x: its pass looks for races, not for the 100 ms. */
-	uint64_t bound_ms = rel_env_u64("COLLC_KILL_BOUND_MS", rel_tsan() ? 500 : 100);
+	uint64_t bound_ms = rel_env_u64("COLLC_KILL_BOUND_MS", h_tsan() ? 500 : 100);
 	uint64_t *lat = calloc(trials ? trials : 1, sizeof(*lat)), rng;
 	unsigned by_phase[PH_COUNT] = { 0 }, ok_by_phase[PH_COUNT] = { 0 }, over = 0, nlat = 0;
 	pid_t steady[2], after[3];
@@ -301,23 +294,23 @@ int main(int argc, char **argv)
 	uint64_t t_start;
 
 	rel_init("rel_kill9", argc, argv, 90 + trials * 2);
-	rng = rel_seed;
-	rel_daemon_start(NULL);
+	rng = h_seed;
+	h_daemon_start(NULL);
 	fds0 = rel_daemon_settled_fds();
-	T = rel_shared(sizeof(*T));
-	S = rel_shared(sizeof(*S));
-	A = rel_shared(sizeof(*A));
-	rel_unique_ids(&S->uid, 1);
+	T = h_shared(sizeof(*T));
+	S = h_shared(sizeof(*S));
+	A = h_shared(sizeof(*A));
+	h_unique_ids(&S->uid, 1);
 	/* Steady, not saturating: on 2 cores a CPU-bound pair starves collcd's threads. */
 	S->pause_us = 200;
-	steady[0] = rel_spawn(steady_rank, (void *)0);
-	steady[1] = rel_spawn(steady_rank, (void *)1);
-	if (rel_wait_at_least(&S->joined, 2, 20000) < 0)
-		rel_die("the steady pair did not form its communicator");
-	rel_log("%u trials, kill-to-error bound %" PRIu64 " ms; steady pair pids %d %d", trials, bound_ms,
-		(int)steady[0], (int)steady[1]);
+	steady[0] = h_fork(steady_rank, (void *)0);
+	steady[1] = h_fork(steady_rank, (void *)1);
+	if (h_wait_at_least(&S->joined, 2, 20000) < 0)
+		h_die("the steady pair did not form its communicator");
+	h_log("%u trials, kill-to-error bound %" PRIu64 " ms; steady pair pids %d %d", trials, bound_ms,
+	      (int)steady[0], (int)steady[1]);
 
-	t_start = rel_now_ns();
+	t_start = h_now_ns();
 	for (unsigned i = 0; i < trials && !failed; i++) {
 		struct trial *t = T;
 		pid_t pids[MAX_RANKS];
@@ -328,59 +321,59 @@ int main(int argc, char **argv)
 		t->index = i;
 		t->phase = only_phase >= 0 ? (uint32_t)only_phase : i % PH_COUNT;
 		t->absent = UINT32_MAX;
-		t->nranks = 2 + (uint32_t)rel_rand_below(&rng, 2);
-		t->victim = (uint32_t)rel_rand_below(&rng, t->nranks);
-		t->key = rel_rand(&rng);
-		t->rng = rel_rand(&rng);
-		t->count = t->phase == PH_DURING_LARGE ? (256u << 10) + rel_rand_below(&rng, 7u << 18)
-						       : 1 + rel_rand_below(&rng, 4096);
+		t->nranks = 2 + (uint32_t)h_rand_below(&rng, 2);
+		t->victim = (uint32_t)h_rand_below(&rng, t->nranks);
+		t->key = h_rand(&rng);
+		t->rng = h_rand(&rng);
+		t->count = t->phase == PH_DURING_LARGE ? (256u << 10) + h_rand_below(&rng, 7u << 18)
+						       : 1 + h_rand_below(&rng, 4096);
 		if (t->phase == PH_DURING_INIT)
-			t->absent = (t->victim + 1 + (uint32_t)rel_rand_below(&rng, t->nranks - 1)) % t->nranks;
-		rel_unique_ids(&t->uid, 1);
+			t->absent = (t->victim + 1 + (uint32_t)h_rand_below(&rng, t->nranks - 1)) % t->nranks;
+		h_unique_ids(&t->uid, 1);
 		for (uint32_t r = 0; r < t->nranks; r++) {
 			cur_rank = (int)r;
-			pids[r] = rel_spawn(trial_rank, NULL);
+			pids[r] = h_fork(trial_rank, NULL);
 		}
 		if (t->phase != PH_DURING_INIT &&
-		    rel_wait_at_least(&t->joined, t->nranks, 20000) < 0) {
-			failed = rel_fail("trial %u: ranks did not join within 20 s", i);
+		    h_wait_at_least(&t->joined, t->nranks, 20000) < 0) {
+			failed = h_fail("trial %u: ranks did not join within 20 s", i);
 			break;
 		}
-		rel_store(&t->go, 1);
+		h_store(&t->go, 1);
 		switch (t->phase) {
 		case PH_DURING_INIT:
-			rel_wait_at_least(&t->waiting[t->victim], 1, 10000);
+			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
 			/* Its comm_init request is out once it sleeps for the reply. */
 			if (rel_wait_in_poll(pids[t->victim], 10000) < 0)
-				failed = rel_fail("trial %u: the victim never blocked in collc_comm_init", i);
-			delay_us = rel_rand_below(&rng, 20000);
+				failed = h_fail("trial %u: the victim never blocked in collc_comm_init", i);
+			delay_us = h_rand_below(&rng, 20000);
 			break;
 		case PH_BEFORE_SUBMIT:
 			for (uint32_t r = 0; r < t->nranks; r++)
-				if (r != t->victim && rel_wait_at_least(&t->submitted[r], 1, 10000) < 0)
-					failed = rel_fail("trial %u: rank %u never submitted", i, r);
-			rel_wait_at_least(&t->waiting[t->victim], 1, 10000);
-			delay_us = rel_rand_below(&rng, 5000);
+				if (r != t->victim && h_wait_at_least(&t->submitted[r], 1, 10000) < 0)
+					failed = h_fail("trial %u: rank %u never submitted", i, r);
+			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
+			delay_us = h_rand_below(&rng, 5000);
 			break;
 		case PH_AFTER_SUBMIT:
-			rel_wait_at_least(&t->submitted[t->victim], 1, 10000);
-			delay_us = rel_rand_below(&rng, 500);
+			h_wait_at_least(&t->submitted[t->victim], 1, 10000);
+			delay_us = h_rand_below(&rng, 500);
 			break;
 		case PH_DURING_LARGE:
 			for (uint32_t r = 0; r < t->nranks; r++)
-				rel_wait_at_least(&t->submitted[r], 1, 10000);
-			delay_us = rel_rand_below(&rng, 20000);
+				h_wait_at_least(&t->submitted[r], 1, 10000);
+			delay_us = h_rand_below(&rng, 20000);
 			break;
 		case PH_WAITING:
-			rel_wait_at_least(&t->waiting[t->victim], 1, 10000);
-			delay_us = rel_rand_below(&rng, 10000);
+			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
+			delay_us = h_rand_below(&rng, 10000);
 			break;
 		}
-		rel_sleep_us(delay_us);
-		t->t_kill = rel_now_ns();
+		h_sleep_us(delay_us);
+		t->t_kill = h_now_ns();
 		kill(pids[t->victim], SIGKILL);
-		rel_reap(pids[t->victim], -1, NULL);
-		rel_store(&t->killed, 1);
+		h_reap_one(pids[t->victim], -1, NULL);
+		h_store(&t->killed, 1);
 		for (uint32_t r = 0; r < t->nranks; r++) {
 			char what[64];
 
@@ -388,11 +381,11 @@ int main(int argc, char **argv)
 				continue;
 			snprintf(what, sizeof(what), "trial %u %s rank %u", i,
 				 r == t->absent ? "absent" : "survivor", r);
-			failed |= rel_reap_ok(pids[r], 20000, what);
+			failed |= h_reap_one_ok(pids[r], 20000, what);
 		}
 		if (failed) {
-			rel_log("trial %u: %s, %u ranks, victim %u, %zu floats, killed %" PRIu64 " us after the cue",
-				i, phase_name[t->phase], t->nranks, t->victim, t->count, delay_us);
+			h_log("trial %u: %s, %u ranks, victim %u, %zu floats, killed %" PRIu64 " us after the cue",
+			      i, phase_name[t->phase], t->nranks, t->victim, t->count, delay_us);
 			break;
 		}
 		by_phase[t->phase]++;
@@ -416,61 +409,61 @@ int main(int argc, char **argv)
 			sample = 1;
 		}
 		if (verbose)
-			rel_log("trial %u: %s, %u ranks, victim %u, %zu floats, kill +%" PRIu64 " us: results %d/%d %d/%d, kill-to-error %.2f ms",
-				i, phase_name[t->phase], t->nranks, t->victim, t->count, delay_us,
-				t->out[0].res1, t->out[0].res2, t->out[1].res1, t->out[1].res2,
-				(double)worst / 1e6);
+			h_log("trial %u: %s, %u ranks, victim %u, %zu floats, kill +%" PRIu64 " us: results %d/%d %d/%d, kill-to-error %.2f ms",
+			      i, phase_name[t->phase], t->nranks, t->victim, t->count, delay_us,
+			      t->out[0].res1, t->out[0].res2, t->out[1].res1, t->out[1].res2,
+			      (double)worst / 1e6);
 		if (sample) {
 			lat[nlat++] = worst;
 			if (worst > bound_ms * 1000000) {
 				over++;
-				failed = rel_fail("trial %u (%s, %u ranks, victim %u, %zu floats): kill-to-error %.1f ms > %" PRIu64 " ms",
-						  i, phase_name[t->phase], t->nranks, t->victim, t->count,
-						  (double)worst / 1e6, bound_ms);
+				failed = h_fail("trial %u (%s, %u ranks, victim %u, %zu floats): kill-to-error %.1f ms > %" PRIu64 " ms",
+						i, phase_name[t->phase], t->nranks, t->victim, t->count,
+						(double)worst / 1e6, bound_ms);
 			}
 		}
-		if (!rel_daemon_alive())
-			failed = rel_fail("collcd died during trial %u (%s, %u ranks, victim %u)", i,
-					  phase_name[t->phase], t->nranks, t->victim);
+		if (!h_daemon_alive())
+			failed = h_fail("collcd died during trial %u (%s, %u ranks, victim %u)", i,
+					phase_name[t->phase], t->nranks, t->victim);
 		if ((i + 1) % 50 == 0)
-			rel_log("%u trials done (%.1f s); steady pair at %u collectives", i + 1,
-				(double)(rel_now_ns() - t_start) / 1e9, rel_load(&S->progress[0]));
+			h_log("%u trials done (%.1f s); steady pair at %u collectives", i + 1,
+			      (double)(h_now_ns() - t_start) / 1e9, h_load(&S->progress[0]));
 	}
 	{
-		uint64_t tot = rel_now_ns() - t_start;
+		uint64_t tot = h_now_ns() - t_start;
 
 		rel_steady_stop(S);
-		failed |= rel_reap_ok(steady[0], 30000, "steady rank 0");
-		failed |= rel_reap_ok(steady[1], 30000, "steady rank 1");
-		rel_log("steady pair: %u + %u collectives, %.1f MiB, %u errors (want 0)", S->progress[0],
-			S->progress[1], (double)(S->bytes[0] + S->bytes[1]) / 1048576.0,
-			S->errors[0] + S->errors[1]);
+		failed |= h_reap_one_ok(steady[0], 30000, "steady rank 0");
+		failed |= h_reap_one_ok(steady[1], 30000, "steady rank 1");
+		h_log("steady pair: %u + %u collectives, %.1f MiB, %u errors (want 0)", S->progress[0],
+		      S->progress[1], (double)(S->bytes[0] + S->bytes[1]) / 1048576.0,
+		      S->errors[0] + S->errors[1]);
 		if (S->errors[0] + S->errors[1])
 			failed = 1;
 		if (nlat) {
 			uint64_t p50 = rel_percentile(lat, nlat, 0.5), p99 = rel_percentile(lat, nlat, 0.99);
 			uint64_t mx = rel_percentile(lat, nlat, 1.0);
 
-			rel_log("kill-to-error over the %u of %u trials with a survivor to time (%.1f s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %" PRIu64 " ms, %u over)",
-				nlat, trials, (double)tot / 1e9, (double)p50 / 1e6, (double)p99 / 1e6, (double)mx / 1e6,
-				bound_ms, over);
+			h_log("kill-to-error over the %u of %u trials with a survivor to time (%.1f s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %" PRIu64 " ms, %u over)",
+			      nlat, trials, (double)tot / 1e9, (double)p50 / 1e6, (double)p99 / 1e6, (double)mx / 1e6,
+			      bound_ms, over);
 		}
 		for (int p = 0; p < PH_COUNT; p++)
-			rel_log("  %-14s %3u trials, %3u survivor collectives completed before the revocation",
-				phase_name[p], by_phase[p], ok_by_phase[p]);
+			h_log("  %-14s %3u trials, %3u survivor collectives completed before the revocation",
+			      phase_name[p], by_phase[p], ok_by_phase[p]);
 	}
 	if (!failed) {
-		rel_unique_ids(&A->uid, 1);
+		h_unique_ids(&A->uid, 1);
 		for (int r = 0; r < 3; r++)
-			after[r] = rel_spawn(after_rank, (void *)(intptr_t)r);
+			after[r] = h_fork(after_rank, (void *)(intptr_t)r);
 		for (int r = 0; r < 3; r++)
-			failed |= rel_reap_ok(after[r], 30000, "post-trial rank");
+			failed |= h_reap_one_ok(after[r], 30000, "post-trial rank");
 		if (!failed)
-			rel_log("a new 3-rank communicator on the same collcd: 5 all-reduces correct");
+			h_log("a new 3-rank communicator on the same collcd: 5 all-reduces correct");
 		failed |= wait_collected(fds0);
 		if (!failed)
-			rel_log("collcd idle again: no clients, no communicators, %d fds as before", fds0);
+			h_log("collcd idle again: no clients, no communicators, %d fds as before", fds0);
 	}
 	free(lat);
-	return rel_finish(failed);
+	return h_finish(failed);
 }

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "rel.h"
-#include "rel_data.h"
 
 #define QUOTA_MRS   4096
 #define QUOTA_COMMS 256
@@ -47,10 +46,10 @@ static int solo_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, float 
 	if (r == 0)
 		r = collc_wait(ctx, req, 10000);
 	if (r < 0)
-		return rel_fail("%s: %s", what, collc_strerror(r));
+		return h_fail("%s: %s", what, collc_strerror(r));
 	for (int i = 0; i < 256; i++)
 		if (buf[256 + i] != (float)i)
-			return rel_fail("%s: wrong result at %d", what, i);
+			return h_fail("%s: wrong result at %d", what, i);
 	return 0;
 }
 
@@ -60,11 +59,11 @@ static int registrations(void *arg)
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	int n = 0, r = 0, failed = 0;
-	uint64_t t0 = rel_now_ns();
+	uint64_t t0 = h_now_ns();
 	char *user;
 
 	(void)arg;
-	if (rel_join(&S->uids[0], 1, 0, &ctx, &comm) < 0)
+	if (h_join(&S->uids[0], 1, 0, &ctx, &comm) < 0)
 		return 1;
 	/* Up to the quota: every one succeeds, the next one gets -EDQUOT. */
 	while (n < QUOTA_MRS + 16) {
@@ -73,17 +72,17 @@ static int registrations(void *arg)
 			break;
 		n++;
 	}
-	rel_log("registrations: %d succeeded, then %d (%s) after %.0f ms", n, r, collc_strerror(r),
-		(double)(rel_now_ns() - t0) / 1e6);
+	h_log("registrations: %d succeeded, then %d (%s) after %.0f ms", n, r, collc_strerror(r),
+		(double)(h_now_ns() - t0) / 1e6);
 	if (r != -EDQUOT || n != QUOTA_MRS) {
 		if (r != -EDQUOT)
-			failed = rel_fail("registration %d failed with %d (%s), want -EDQUOT at the quota", n,
+			failed = h_fail("registration %d failed with %d (%s), want -EDQUOT at the quota", n,
 					  r, collc_strerror(r));
 		else
-			failed = rel_fail("-EDQUOT after %d registrations, the quota is %d", n, QUOTA_MRS);
+			failed = h_fail("-EDQUOT after %d registrations, the quota is %d", n, QUOTA_MRS);
 		/* Whatever stopped it: can another client still work meanwhile? */
-		rel_store(&S->first_at_quota, 1);
-		rel_wait_at_least(&S->second_done, 1, 60000);
+		h_store(&S->first_at_quota, 1);
+		h_wait_at_least(&S->second_done, 1, 60000);
 		return failed;
 	}
 	/* At the quota, existing registrations still work. */
@@ -94,40 +93,40 @@ static int registrations(void *arg)
 		user[i] = (char)(i * 7);
 	r = collc_mem_register(ctx, user + 4096, 4096, -1);
 	if (r != -EDQUOT)
-		failed |= rel_fail("collc_mem_register at the quota: %d (%s), want -EDQUOT", r, collc_strerror(r));
+		failed |= h_fail("collc_mem_register at the quota: %d (%s), want -EDQUOT", r, collc_strerror(r));
 	for (int i = 0; i < 3 * 4096; i++)
 		if (user[i] != (char)(i * 7)) {
-			failed |= rel_fail("a refused collc_mem_register changed the user's byte %d", i);
+			failed |= h_fail("a refused collc_mem_register changed the user's byte %d", i);
 			break;
 		}
 	/* Another client is not limited by this one. */
-	rel_store(&S->first_at_quota, 1);
-	if (rel_wait_at_least(&S->second_done, 1, 60000) < 0)
-		failed |= rel_fail("the second client did not finish");
+	h_store(&S->first_at_quota, 1);
+	if (h_wait_at_least(&S->second_done, 1, 60000) < 0)
+		failed |= h_fail("the second client did not finish");
 	/* Free 10: 10 more succeed, then -EDQUOT again. */
 	for (int i = 0; i < 10; i++) {
 		r = collc_mem_free(ctx, p[--n]);
 		if (r < 0)
-			return rel_fail("collc_mem_free: %s", collc_strerror(r));
+			return h_fail("collc_mem_free: %s", collc_strerror(r));
 	}
 	for (int i = 0; i < 10; i++) {
 		r = collc_mem_alloc(ctx, 4096, -1, &p[n]);
 		if (r < 0)
-			return rel_fail("registration after freeing 10 (%d/10): %s", i, collc_strerror(r));
+			return h_fail("registration after freeing 10 (%d/10): %s", i, collc_strerror(r));
 		n++;
 	}
 	r = collc_mem_alloc(ctx, 4096, -1, &p[n]);
 	if (r != -EDQUOT)
-		return rel_fail("registration past the quota again: %d (%s), want -EDQUOT", r, collc_strerror(r));
+		return h_fail("registration past the quota again: %d (%s), want -EDQUOT", r, collc_strerror(r));
 	/* Free everything: registering works again. */
 	while (n > 0) {
 		r = collc_mem_free(ctx, p[--n]);
 		if (r < 0)
-			return rel_fail("collc_mem_free: %s", collc_strerror(r));
+			return h_fail("collc_mem_free: %s", collc_strerror(r));
 	}
 	r = collc_mem_alloc(ctx, 1 << 20, -1, &p[0]);
 	if (r < 0)
-		return rel_fail("registration after freeing all: %s", collc_strerror(r));
+		return h_fail("registration after freeing all: %s", collc_strerror(r));
 	failed |= solo_allreduce(ctx, comm, p[0], "all-reduce after freeing all registrations");
 	collc_mem_free(ctx, p[0]);
 	collc_comm_destroy(comm);
@@ -145,21 +144,21 @@ static int second_client(void *arg)
 	int r, failed = 0;
 
 	(void)arg;
-	if (rel_wait_at_least(&S->first_at_quota, 1, 120000) < 0)
-		return rel_fail("the first client never reached its quota");
-	if (rel_join(&S->uids[1], 1, 0, &ctx, &comm) < 0) {
-		rel_store(&S->second_done, 1);
+	if (h_wait_at_least(&S->first_at_quota, 1, 120000) < 0)
+		return h_fail("the first client never reached its quota");
+	if (h_join(&S->uids[1], 1, 0, &ctx, &comm) < 0) {
+		h_store(&S->second_done, 1);
 		return 1;
 	}
 	r = collc_mem_alloc(ctx, 1 << 20, -1, &buf);
 	if (r < 0)
-		failed |= rel_fail("a second client cannot register while the first is at its quota: %s",
+		failed |= h_fail("a second client cannot register while the first is at its quota: %s",
 				   collc_strerror(r));
 	else
 		failed |= solo_allreduce(ctx, comm, buf, "second client's all-reduce");
 	if (!failed)
-		rel_log("a second client registers and all-reduces while the first sits at its quota");
-	rel_store(&S->second_done, 1);
+		h_log("a second client registers and all-reduces while the first sits at its quota");
+	h_store(&S->second_done, 1);
 	collc_disconnect(ctx);
 	return failed;
 }
@@ -172,12 +171,12 @@ static int communicators(void *arg)
 	int n = 0, r = 0, failed = 0, next_uid = 2;
 
 	(void)arg;
-	r = rel_connect(&ctx);
+	r = h_connect(&ctx);
 	if (r < 0)
-		return rel_fail("collc_connect: %s", collc_strerror(r));
+		return h_fail("collc_connect: %s", collc_strerror(r));
 	r = collc_mem_alloc(ctx, 4096, -1, &buf);
 	if (r < 0)
-		return rel_fail("collc_mem_alloc: %s", collc_strerror(r));
+		return h_fail("collc_mem_alloc: %s", collc_strerror(r));
 	while (n < QUOTA_COMMS + 4) {
 		r = collc_comm_init(ctx, &S->uids[next_uid], 1, 0, -1, &c[n]);
 		if (r < 0)
@@ -185,38 +184,38 @@ static int communicators(void *arg)
 		next_uid++;
 		n++;
 	}
-	rel_log("communicators: %d joined, then %d (%s)", n, r, collc_strerror(r));
+	h_log("communicators: %d joined, then %d (%s)", n, r, collc_strerror(r));
 	if (r != -EDQUOT)
-		return rel_fail("communicator %d failed with %d (%s), want -EDQUOT at the quota", n, r,
+		return h_fail("communicator %d failed with %d (%s), want -EDQUOT at the quota", n, r,
 				collc_strerror(r));
 	if (n != QUOTA_COMMS)
-		return rel_fail("-EDQUOT after %d communicators, the quota is %d", n, QUOTA_COMMS);
+		return h_fail("-EDQUOT after %d communicators, the quota is %d", n, QUOTA_COMMS);
 	failed |= solo_allreduce(ctx, c[0], buf, "all-reduce at the communicator quota");
 	failed |= solo_allreduce(ctx, c[n - 1], buf, "all-reduce on the last communicator");
 	/* Destroy one: one more joins, then -EDQUOT again. */
 	r = collc_comm_destroy(c[--n]);
 	if (r < 0)
-		return rel_fail("collc_comm_destroy: %s", collc_strerror(r));
+		return h_fail("collc_comm_destroy: %s", collc_strerror(r));
 	r = collc_comm_init(ctx, &S->uids[next_uid++], 1, 0, -1, &c[n]);
 	if (r < 0)
-		return rel_fail("a communicator after destroying one: %s", collc_strerror(r));
+		return h_fail("a communicator after destroying one: %s", collc_strerror(r));
 	n++;
 	{
 		struct collc_comm *extra;
 
 		r = collc_comm_init(ctx, &S->uids[next_uid++], 1, 0, -1, &extra);
 		if (r != -EDQUOT)
-			return rel_fail("a communicator past the quota again: %d (%s), want -EDQUOT", r,
+			return h_fail("a communicator past the quota again: %d (%s), want -EDQUOT", r,
 					collc_strerror(r));
 	}
 	while (n > 0) {
 		r = collc_comm_destroy(c[--n]);
 		if (r < 0)
-			return rel_fail("collc_comm_destroy: %s", collc_strerror(r));
+			return h_fail("collc_comm_destroy: %s", collc_strerror(r));
 	}
 	r = collc_comm_init(ctx, &S->uids[next_uid++], 1, 0, -1, &c[0]);
 	if (r < 0)
-		return rel_fail("a communicator after destroying all: %s", collc_strerror(r));
+		return h_fail("a communicator after destroying all: %s", collc_strerror(r));
 	failed |= solo_allreduce(ctx, c[0], buf, "all-reduce after destroying all communicators");
 	collc_comm_destroy(c[0]);
 	collc_disconnect(ctx);
@@ -231,29 +230,29 @@ static int bytes(void *arg)
 	int r;
 
 	(void)arg;
-	r = rel_connect(&ctx);
+	r = h_connect(&ctx);
 	if (r < 0)
-		return rel_fail("collc_connect: %s", collc_strerror(r));
+		return h_fail("collc_connect: %s", collc_strerror(r));
 	r = collc_mem_alloc(ctx, 1ull << 40, -1, &big);
 	if (r == -ENOMEM) {
-		rel_log("bytes: a 1 TiB (sparse) allocation is refused here (%s): byte quota not tested",
+		h_log("bytes: a 1 TiB (sparse) allocation is refused here (%s): byte quota not tested",
 			collc_strerror(r));
 		collc_disconnect(ctx);
 		return 0;
 	}
 	if (r < 0)
-		return rel_fail("a 1 TiB allocation (the byte quota exactly): %s", collc_strerror(r));
+		return h_fail("a 1 TiB allocation (the byte quota exactly): %s", collc_strerror(r));
 	r = collc_mem_alloc(ctx, 4096, -1, &small);
 	if (r != -EDQUOT)
-		return rel_fail("an allocation past the 1 TiB byte quota: %d (%s), want -EDQUOT", r,
+		return h_fail("an allocation past the 1 TiB byte quota: %d (%s), want -EDQUOT", r,
 				collc_strerror(r));
 	r = collc_mem_free(ctx, big);
 	if (r < 0)
-		return rel_fail("collc_mem_free(1 TiB): %s", collc_strerror(r));
+		return h_fail("collc_mem_free(1 TiB): %s", collc_strerror(r));
 	r = collc_mem_alloc(ctx, 4096, -1, &small);
 	if (r < 0)
-		return rel_fail("an allocation after freeing the 1 TiB: %s", collc_strerror(r));
-	rel_log("bytes: 1 TiB allocated, 4 KiB more refused with -EDQUOT, accepted after the free");
+		return h_fail("an allocation after freeing the 1 TiB: %s", collc_strerror(r));
+	h_log("bytes: 1 TiB allocated, 4 KiB more refused with -EDQUOT, accepted after the free");
 	collc_disconnect(ctx);
 	return 0;
 }
@@ -264,25 +263,25 @@ int main(int argc, char **argv)
 	pid_t a, b;
 
 	if (argc > 2 && strcmp(argv[1], "--nofile") == 0)
-		rel_daemon_nofile = atol(argv[2]);
-	rel_init(rel_daemon_nofile ? "rel_quota_fdlimit" : "rel_quota", argc, argv, 200);
-	rel_daemon_start(NULL);
-	if (rel_daemon_nofile)
-		rel_log("collcd runs with a soft RLIMIT_NOFILE of %ld", rel_daemon_nofile);
-	S = rel_shared(sizeof(*S));
-	rel_unique_ids(S->uids, QUOTA_COMMS + 8);
-	a = rel_spawn(registrations, NULL);
-	b = rel_spawn(second_client, NULL);
-	failed |= rel_reap_ok(a, 150000, "registration client");
-	rel_store(&S->first_at_quota, 1);
-	failed |= rel_reap_ok(b, 30000, "second client");
-	if (!rel_daemon_nofile) {
-		a = rel_spawn(communicators, NULL);
-		failed |= rel_reap_ok(a, 120000, "communicator client");
-		a = rel_spawn(bytes, NULL);
-		failed |= rel_reap_ok(a, 60000, "byte-quota client");
+		h_daemon_nofile = atol(argv[2]);
+	rel_init(h_daemon_nofile ? "rel_quota_fdlimit" : "rel_quota", argc, argv, 200);
+	h_daemon_start(NULL);
+	if (h_daemon_nofile)
+		h_log("collcd runs with a soft RLIMIT_NOFILE of %ld", h_daemon_nofile);
+	S = h_shared(sizeof(*S));
+	h_unique_ids(S->uids, QUOTA_COMMS + 8);
+	a = h_fork(registrations, NULL);
+	b = h_fork(second_client, NULL);
+	failed |= h_reap_one_ok(a, 150000, "registration client");
+	h_store(&S->first_at_quota, 1);
+	failed |= h_reap_one_ok(b, 30000, "second client");
+	if (!h_daemon_nofile) {
+		a = h_fork(communicators, NULL);
+		failed |= h_reap_one_ok(a, 120000, "communicator client");
+		a = h_fork(bytes, NULL);
+		failed |= h_reap_one_ok(a, 60000, "byte-quota client");
 	}
-	if (!rel_daemon_alive())
-		failed |= rel_fail("collcd died");
-	return rel_finish(failed);
+	if (!h_daemon_alive())
+		failed |= h_fail("collcd died");
+	return h_finish(failed);
 }

@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 
 #include "rel.h"
-#include "rel_data.h"
+#include "refcheck.h"
 
 #define ITERS 24
 #define BYTES (1u << 20)
@@ -31,7 +31,7 @@ static int rank_main(void *arg)
 	struct collc_comm *comm;
 	size_t count = BYTES / 2 / sizeof(float);
 
-	if (rel_join(UID, 2, rank, &ctx, &comm) < 0)
+	if (h_join(UID, 2, rank, &ctx, &comm) < 0)
 		return 1;
 	for (int it = 0; it < ITERS && !failed; it++) {
 		int use_malloc = it % 4 >= 2; /* mmap, mmap, malloc, malloc, ... */
@@ -39,43 +39,46 @@ static int rank_main(void *arg)
 				       : mmap(NULL, BYTES, PROT_READ | PROT_WRITE,
 					      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		float *send, *recv;
-		uint64_t key = rel_mix(rel_seed + (uint64_t)it), got, want;
+		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(h_seed + (uint64_t)it), 2 };
+		char what[128];
 		collc_req req;
-		long bad;
 
 		if (!buf || buf == MAP_FAILED)
-			return rel_fail("rank %d: no memory", rank);
+			return h_fail("rank %d: no memory", rank);
 		send = (float *)buf;
 		recv = (float *)(buf + BYTES / 2);
-		rd_fill(send, count, COLLC_FLOAT32, COLLC_SUM, 2, rank, key, 0);
+		rc_fill(&c, rank, send);
 		memset(recv, 0x5c, count * sizeof(float));
 		r = collc_mem_register(ctx, buf, BYTES, -1);
 		if (r < 0)
-			return rel_fail("rank %d: iteration %d: collc_mem_register(%p): %s", rank, it,
-					(void *)buf, collc_strerror(r));
+			return h_fail("rank %d: iteration %d: collc_mem_register(%p): %s", rank, it,
+				      (void *)buf, collc_strerror(r));
 		r = collc_allreduce(comm, send, recv, count, COLLC_FLOAT32, COLLC_SUM, &req);
 		if (r == 0)
 			r = collc_wait(ctx, req, 10000);
 		if (r < 0)
-			return rel_fail("rank %d: iteration %d: all-reduce: %s", rank, it, collc_strerror(r));
-		bad = rd_check_allreduce(recv, count, COLLC_FLOAT32, COLLC_SUM, 2, key, &got, &want);
-		if (bad >= 0)
-			failed = rel_fail("rank %d: iteration %d (%s at %p): result wrong at %ld: %#" PRIx64
-					  ", want %#" PRIx64 "%s",
-					  rank, it, use_malloc ? "malloc" : "mmap", (void *)buf, bad, got, want,
-					  got == 0x5c5c5c5c ? " (the receive buffer was never written: collcd "
-							      "wrote into other memory)" : "");
+			return h_fail("rank %d: iteration %d: all-reduce: %s", rank, it, collc_strerror(r));
+		snprintf(what, sizeof(what), "rank %d: iteration %d (%s at %p)", rank, it,
+			 use_malloc ? "malloc" : "mmap", (void *)buf);
+		if (rc_check(&c, 2, recv, what, NULL)) {
+			uint32_t first;
+
+			memcpy(&first, recv, sizeof(first));
+			failed = first == 0x5c5c5c5c ? h_fail("%s: the receive buffer was never written: "
+							      "collcd wrote into other memory", what)
+						     : 1;
+		}
 		r = collc_mem_deregister(ctx, buf);
 		if (r < 0)
-			failed |= rel_fail("rank %d: collc_mem_deregister: %s", rank, collc_strerror(r));
+			failed |= h_fail("rank %d: collc_mem_deregister: %s", rank, collc_strerror(r));
 		if (use_malloc)
 			free(buf);
 		else
 			munmap(buf, BYTES);
 	}
 	if (!failed)
-		rel_log("rank %d: %d register / all-reduce / deregister / give back cycles correct", rank,
-			ITERS);
+		h_log("rank %d: %d register / all-reduce / deregister / give back cycles correct", rank,
+		      ITERS);
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return failed;
@@ -87,12 +90,12 @@ int main(int argc, char **argv)
 	int failed = 0;
 
 	rel_init("rel_regchurn", argc, argv, 60);
-	rel_daemon_start(NULL);
-	UID = rel_shared(sizeof(*UID));
-	rel_unique_ids(UID, 1);
-	pid[0] = rel_spawn(rank_main, (void *)0);
-	pid[1] = rel_spawn(rank_main, (void *)1);
-	failed |= rel_reap_ok(pid[0], 40000, "rank 0");
-	failed |= rel_reap_ok(pid[1], 40000, "rank 1");
-	return rel_finish(failed);
+	h_daemon_start(NULL);
+	UID = h_shared(sizeof(*UID));
+	h_unique_ids(UID, 1);
+	pid[0] = h_fork(rank_main, (void *)0);
+	pid[1] = h_fork(rank_main, (void *)1);
+	failed |= h_reap_one_ok(pid[0], 40000, "rank 0");
+	failed |= h_reap_one_ok(pid[1], 40000, "rank 1");
+	return h_finish(failed);
 }

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "rel.h"
-#include "rel_data.h"
+#include "refcheck.h"
 
 enum { W_P0, W_P1, W_Q0, W_Q1, W_J, NW };
 static const char *const wname[NW] = { "P0 (pipelining)", "P1 (pipelining)", "Q0 (in collc_wait)",
@@ -66,16 +66,16 @@ static int conn_err(int r)
 /* A graceful stop may revoke the communicators before the connections close. */
 static int stop_err(int r)
 {
-	return conn_err(r) || (rel_load(&S->graceful) && r == -EPIPE);
+	return conn_err(r) || (h_load(&S->graceful) && r == -EPIPE);
 }
 
 static void record(struct worker *w, int r)
 {
 	if (w->errored)
 		return;
-	w->t_err = rel_now_ns();
+	w->t_err = h_now_ns();
 	w->err = r;
-	rel_store(&w->errored, 1);
+	h_store(&w->errored, 1);
 }
 
 /* After collcd came back: a new communicator on a new connection works. */
@@ -84,28 +84,22 @@ static int reconnect(int id, const struct collc_unique_id *uid, int rank)
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	float *send, *recv;
-	uint64_t key = rel_mix(rel_seed ^ 0x4ec0 ^ (uint64_t)(id - rank)), got, want;
-	collc_req req;
-	long bad;
+	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, 65536, h_mix(h_seed ^ 0x4ec0 ^ (uint64_t)(id - rank)),
+			     2 };
+	char what[96];
 	int r;
 
-	if (rel_wait_at_least(&S->restarted, 1, 30000) < 0)
-		return rel_fail("%s: collcd never came back", wname[id]);
-	if (rel_join(uid, 2, rank, &ctx, &comm) < 0)
+	if (h_wait_at_least(&S->restarted, 1, 30000) < 0)
+		return h_fail("%s: collcd never came back", wname[id]);
+	if (h_join(uid, 2, rank, &ctx, &comm) < 0)
 		return 1;
 	if ((r = collc_mem_alloc(ctx, 65536 * 4, -1, (void **)&send)) < 0 ||
 	    (r = collc_mem_alloc(ctx, 65536 * 4, -1, (void **)&recv)) < 0)
-		return rel_fail("%s: collc_mem_alloc after the restart: %s", wname[id], collc_strerror(r));
-	rd_fill(send, 65536, COLLC_FLOAT32, COLLC_SUM, 2, rank, key, 0);
-	r = collc_allreduce(comm, send, recv, 65536, COLLC_FLOAT32, COLLC_SUM, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		return rel_fail("%s: all-reduce after the restart: %s", wname[id], collc_strerror(r));
-	bad = rd_check_allreduce(recv, 65536, COLLC_FLOAT32, COLLC_SUM, 2, key, &got, &want);
-	if (bad >= 0)
-		return rel_fail("%s: all-reduce after the restart wrong at %ld", wname[id], bad);
-	rel_store(&S->w[id].reconnected, 1);
+		return h_fail("%s: collc_mem_alloc after the restart: %s", wname[id], collc_strerror(r));
+	snprintf(what, sizeof(what), "%s: all-reduce after the restart", wname[id]);
+	if (h_allreduce(&c, ctx, comm, rank, 2, send, recv, what))
+		return 1;
+	h_store(&S->w[id].reconnected, 1);
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return 0;
@@ -116,18 +110,18 @@ static int second_call(int id, struct collc_ctx *ctx, struct collc_comm *comm, v
 {
 	struct worker *w = &S->w[id];
 	collc_req req;
-	uint64_t t0 = rel_now_ns();
+	uint64_t t0 = h_now_ns();
 	int r = collc_allreduce(comm, buf, buf, 16, COLLC_FLOAT32, COLLC_SUM, &req);
 
 	if (r == 0)
 		r = collc_wait(ctx, req, 2000);
 	w->err2 = r;
 	if (!stop_err(r))
-		return rel_fail("%s: the call after the error returned %d (%s), want -ECONNRESET/-ENOTCONN",
-				wname[id], r, collc_strerror(r));
-	if (rel_now_ns() - t0 > 1000000000ull)
-		return rel_fail("%s: the call after the error took %.0f ms", wname[id],
-				(double)(rel_now_ns() - t0) / 1e6);
+		return h_fail("%s: the call after the error returned %d (%s), want -ECONNRESET/-ENOTCONN",
+			      wname[id], r, collc_strerror(r));
+	if (h_now_ns() - t0 > 1000000000ull)
+		return h_fail("%s: the call after the error took %.0f ms", wname[id],
+			      (double)(h_now_ns() - t0) / 1e6);
 	return 0;
 }
 
@@ -138,22 +132,22 @@ static int pair_p(void *arg)
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	void *send, *recv;
-	uint64_t rng = rel_seed ^ 0x9a1e;
+	uint64_t rng = h_seed ^ 0x9a1e;
 	int r = 0;
 
-	if (rel_join(&S->uid_p, 2, rank, &ctx, &comm) < 0)
+	if (h_join(&S->uid_p, 2, rank, &ctx, &comm) < 0)
 		return 1;
 	if ((r = collc_mem_alloc(ctx, 8 * CAP, -1, &send)) < 0 || (r = collc_mem_alloc(ctx, 8 * CAP, -1, &recv)) < 0)
-		return rel_fail("%s: collc_mem_alloc: %s", wname[id], collc_strerror(r));
+		return h_fail("%s: collc_mem_alloc: %s", wname[id], collc_strerror(r));
 	for (uint64_t it = 0; !w->errored; it++) {
 		collc_req req[8];
 		int n = 0;
 
 		for (int k = 0; k < 8; k++) {
-			size_t count = (size_t)(1 + rel_rand_below(&rng, CAP / 4));
-			uint64_t key = rel_mix(it * 8 + (uint64_t)k);
+			size_t count = (size_t)(1 + h_rand_below(&rng, CAP / 4));
+			struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(it * 8 + (uint64_t)k), 2 };
 
-			rd_fill((char *)send + (size_t)k * CAP, count, COLLC_FLOAT32, COLLC_SUM, 2, rank, key, 0);
+			rc_fill(&c, rank, (char *)send + (size_t)k * CAP);
 			r = collc_allreduce(comm, (char *)send + (size_t)k * CAP, (char *)recv + (size_t)k * CAP,
 					    count, COLLC_FLOAT32, COLLC_SUM, &req[n]);
 			if (r < 0) {
@@ -171,15 +165,15 @@ static int pair_p(void *arg)
 			w->ops++;
 		}
 		if (it == 4)
-			rel_store(&w->ready, 1);
+			h_store(&w->ready, 1);
 	}
 	if (!stop_err(w->err))
-		failed |= rel_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
-				   collc_strerror(w->err));
+		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
+				 collc_strerror(w->err));
 	failed |= second_call(id, ctx, comm, send);
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
-	if (failed || rel_load(&S->graceful))
+	if (failed || h_load(&S->graceful))
 		return failed;
 	return reconnect(id, &S->uid_p2, rank);
 }
@@ -194,34 +188,34 @@ static int pair_q(void *arg)
 	collc_req req;
 	int r;
 
-	if (rel_join(&S->uid_q, 2, rank, &ctx, &comm) < 0)
+	if (h_join(&S->uid_q, 2, rank, &ctx, &comm) < 0)
 		return 1;
 	if ((r = collc_mem_alloc(ctx, 4096, -1, &buf)) < 0)
-		return rel_fail("%s: collc_mem_alloc: %s", wname[id], collc_strerror(r));
+		return h_fail("%s: collc_mem_alloc: %s", wname[id], collc_strerror(r));
 	if (rank == 0) {
 		/* Rank 1 never submits this one: sleeps in collc_wait until collcd is gone. */
 		r = collc_allreduce(comm, buf, buf, 1024, COLLC_FLOAT32, COLLC_SUM, &req);
-		rel_store(&w->ready, 1);
+		h_store(&w->ready, 1);
 		if (r == 0)
 			r = collc_wait(ctx, req, 30000);
 		record(w, r);
 	} else {
-		rel_store(&w->ready, 1);
+		h_store(&w->ready, 1);
 		/* Idle on a healthy connection: collcd's death shows at its next call. */
-		while (!rel_load(&S->w[W_Q0].errored))
-			rel_sleep_us(1000);
+		while (!h_load(&S->w[W_Q0].errored))
+			h_sleep_us(1000);
 		r = collc_allreduce(comm, buf, buf, 1024, COLLC_FLOAT32, COLLC_SUM, &req);
 		if (r == 0)
 			r = collc_wait(ctx, req, 30000);
 		record(w, r);
 	}
 	if (!stop_err(w->err))
-		failed |= rel_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
-				   collc_strerror(w->err));
+		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
+				 collc_strerror(w->err));
 	failed |= second_call(id, ctx, comm, buf);
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
-	if (failed || rel_load(&S->graceful))
+	if (failed || h_load(&S->graceful))
 		return failed;
 	return reconnect(id, &S->uid_q2, rank);
 }
@@ -231,51 +225,51 @@ static int loner(void *arg)
 	struct worker *w = &S->w[W_J];
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
-	int r = rel_connect(&ctx);
+	int r = h_connect(&ctx);
 
 	(void)arg;
 	if (r < 0)
-		return rel_fail("J: collc_connect: %s", collc_strerror(r));
-	rel_store(&w->ready, 1);
+		return h_fail("J: collc_connect: %s", collc_strerror(r));
+	h_store(&w->ready, 1);
 	r = collc_comm_init(ctx, &S->uid_j, 2, 0, -1, &comm);
 	record(w, r);
 	if (!stop_err(r))
-		return rel_fail("J: collc_comm_init ended with %d (%s), want -ECONNRESET/-ENOTCONN", r,
-				collc_strerror(r));
+		return h_fail("J: collc_comm_init ended with %d (%s), want -ECONNRESET/-ENOTCONN", r,
+			      collc_strerror(r));
 	r = collc_comm_init(ctx, &S->uid_j, 2, 0, -1, &comm);
 	w->err2 = r;
 	if (!stop_err(r))
-		return rel_fail("J: the next collc_comm_init returned %d (%s)", r, collc_strerror(r));
+		return h_fail("J: the next collc_comm_init returned %d (%s)", r, collc_strerror(r));
 	collc_disconnect(ctx);
 	return 0;
 }
 
 static int run_round(uint64_t *rng, int graceful, int cycle)
 {
-	static const rel_fn fns[NW] = { pair_p, pair_p, pair_q, pair_q, loner };
+	static const h_fn fns[NW] = { pair_p, pair_p, pair_q, pair_q, loner };
 	pid_t pid[NW];
 	uint64_t t_kill, delay_ms;
 	int failed = 0;
 
 	memset(S, 0, sizeof(*S));
 	S->graceful = (uint32_t)graceful;
-	rel_unique_ids(&S->uid_p, 1);
-	rel_unique_ids(&S->uid_q, 1);
-	rel_unique_ids(&S->uid_j, 1);
+	h_unique_ids(&S->uid_p, 1);
+	h_unique_ids(&S->uid_q, 1);
+	h_unique_ids(&S->uid_j, 1);
 	for (int i = 0; i < NW; i++)
-		pid[i] = rel_spawn(fns[i], (void *)(intptr_t)i);
+		pid[i] = h_fork(fns[i], (void *)(intptr_t)i);
 	for (int i = 0; i < NW; i++)
-		if (rel_wait_at_least(&S->w[i].ready, 1, 20000) < 0)
-			return rel_fail("cycle %d: %s never got going", cycle, wname[i]);
+		if (h_wait_at_least(&S->w[i].ready, 1, 20000) < 0)
+			return h_fail("cycle %d: %s never got going", cycle, wname[i]);
 	if (rel_wait_in_poll(pid[W_J], 10000) < 0)
-		failed |= rel_fail("cycle %d: J never blocked in collc_comm_init", cycle);
-	delay_ms = 50 + rel_rand_below(rng, 250);
-	rel_sleep_us(delay_ms * 1000);
+		failed |= h_fail("cycle %d: J never blocked in collc_comm_init", cycle);
+	delay_ms = 50 + h_rand_below(rng, 250);
+	h_sleep_us(delay_ms * 1000);
 	if (graceful) {
-		rel_log("SIGTERM to collcd under load (P at %" PRIu64 " all-reduces)", S->w[W_P0].ops);
-		t_kill = rel_now_ns();
-		if (rel_daemon_stop() < 0)
-			failed |= rel_fail("collcd did not stop cleanly with clients connected and a collective pending");
+		h_log("SIGTERM to collcd under load (P at %" PRIu64 " all-reduces)", S->w[W_P0].ops);
+		t_kill = h_now_ns();
+		if (h_daemon_stop() < 0)
+			failed |= h_fail("collcd did not stop cleanly with clients connected and a collective pending");
 	} else {
 		t_kill = rel_daemon_kill9();
 	}
@@ -283,30 +277,30 @@ static int run_round(uint64_t *rng, int graceful, int cycle)
 	for (int i = 0; i < NW; i++) {
 		struct worker *w = &S->w[i];
 
-		if (rel_wait_at_least(&w->errored, 1, 3000) < 0) {
-			failed |= rel_fail("cycle %d: %s still blocked 3 s after collcd died", cycle, wname[i]);
+		if (h_wait_at_least(&w->errored, 1, 3000) < 0) {
+			failed |= h_fail("cycle %d: %s still blocked 3 s after collcd died", cycle, wname[i]);
 			continue;
 		}
 		if (w->t_err - t_kill > 1000000000ull)
-			failed |= rel_fail("cycle %d: %s heard of collcd's death after %.1f ms (want < 1 s)",
-					   cycle, wname[i], (double)(w->t_err - t_kill) / 1e6);
+			failed |= h_fail("cycle %d: %s heard of collcd's death after %.1f ms (want < 1 s)",
+					 cycle, wname[i], (double)(w->t_err - t_kill) / 1e6);
 	}
-	rel_log("cycle %d: %s %" PRIu64 " ms into the load: P0 %d after %.1f ms, P1 %d after %.1f ms, Q0 %d after %.1f ms, Q1 %d, J %d after %.1f ms",
-		cycle, graceful ? "SIGTERM" : "SIGKILL", delay_ms, S->w[W_P0].err,
-		(double)(S->w[W_P0].t_err - t_kill) / 1e6, S->w[W_P1].err,
-		(double)(S->w[W_P1].t_err - t_kill) / 1e6, S->w[W_Q0].err,
-		(double)(S->w[W_Q0].t_err - t_kill) / 1e6, S->w[W_Q1].err, S->w[W_J].err,
-		(double)(S->w[W_J].t_err - t_kill) / 1e6);
+	h_log("cycle %d: %s %" PRIu64 " ms into the load: P0 %d after %.1f ms, P1 %d after %.1f ms, Q0 %d after %.1f ms, Q1 %d, J %d after %.1f ms",
+	      cycle, graceful ? "SIGTERM" : "SIGKILL", delay_ms, S->w[W_P0].err,
+	      (double)(S->w[W_P0].t_err - t_kill) / 1e6, S->w[W_P1].err,
+	      (double)(S->w[W_P1].t_err - t_kill) / 1e6, S->w[W_Q0].err,
+	      (double)(S->w[W_Q0].t_err - t_kill) / 1e6, S->w[W_Q1].err, S->w[W_J].err,
+	      (double)(S->w[W_J].t_err - t_kill) / 1e6);
 	if (!graceful && !failed) {
-		rel_daemon_start(NULL);
-		rel_unique_ids(&S->uid_p2, 1);
-		rel_unique_ids(&S->uid_q2, 1);
-		rel_store(&S->restarted, 1);
+		h_daemon_start(NULL);
+		h_unique_ids(&S->uid_p2, 1);
+		h_unique_ids(&S->uid_q2, 1);
+		h_store(&S->restarted, 1);
 	}
 	for (int i = 0; i < NW; i++)
-		failed |= rel_reap_ok(pid[i], 30000, wname[i]);
+		failed |= h_reap_one_ok(pid[i], 30000, wname[i]);
 	if (!graceful && !failed)
-		rel_log("cycle %d: new collcd on the same path: reconnected, all-reduces correct", cycle);
+		h_log("cycle %d: new collcd on the same path: reconnected, all-reduces correct", cycle);
 	return failed;
 }
 
@@ -318,12 +312,12 @@ int main(int argc, char **argv)
 	int failed = 0;
 
 	rel_init(sigterm ? "rel_stop_under_load" : "rel_restart", argc, argv, 60 + cycles * 30);
-	rng = rel_seed;
-	S = rel_shared(sizeof(*S));
-	rel_daemon_start(NULL);
+	rng = h_seed;
+	S = h_shared(sizeof(*S));
+	h_daemon_start(NULL);
 	if (sigterm)
 		failed |= run_round(&rng, 1, 0);
 	for (unsigned c = 0; !sigterm && c < cycles && !failed; c++)
 		failed |= run_round(&rng, 0, (int)c);
-	return rel_finish(failed);
+	return h_finish(failed);
 }

@@ -38,7 +38,7 @@
 #include <unistd.h>
 
 #include "rel.h"
-#include "rel_data.h"
+#include "refcheck.h"
 
 #define NPROC       6
 #define MAX_COMMS   4
@@ -46,9 +46,16 @@
 #define MAX_WINDOW  4
 #define BUF_BYTES   (1u << 20)
 
-enum { K_ALLREDUCE, K_ALLGATHER, K_REDUCE_SCATTER, K_BROADCAST, K_REDUCE, K_COUNT };
-static const char *const kind_name[K_COUNT] = { "allreduce", "allgather", "reduce_scatter",
-						"broadcast", "reduce" };
+/* The kinds are refcheck's collectives. */
+enum {
+	K_ALLREDUCE = RC_ALLREDUCE,
+	K_ALLGATHER = RC_ALLGATHER,
+	K_REDUCE_SCATTER = RC_REDUCE_SCATTER,
+	K_BROADCAST = RC_BROADCAST,
+	K_REDUCE = RC_REDUCE,
+	K_COUNT = RC_NUM_COLLS
+};
+#define kind_name(k) rc_coll_name((enum rc_coll)(k))
 
 struct op {
 	uint8_t comm, kind, dtype, redop;
@@ -122,6 +129,15 @@ static void op_bytes(const struct op *o, uint32_t nranks, int rank, size_t *send
 	}
 }
 
+/* Exact data (every element checked bit for bit); ops without a reduction take SUM's. */
+static struct rc_case op_case(const struct op *o, int nranks)
+{
+	int reduces = o->kind == K_ALLREDUCE || o->kind == K_REDUCE_SCATTER || o->kind == K_REDUCE;
+
+	return (struct rc_case){ (collc_dtype)o->dtype, reduces ? (collc_redop)o->redop : COLLC_SUM,
+				 o->count, o->key, nranks };
+}
+
 static int submit_op(struct collc_comm *comm, const struct op *o, int rank, int nranks, void *send,
 		     void *recv, collc_req *req)
 {
@@ -131,17 +147,10 @@ static int submit_op(struct collc_comm *comm, const struct op *o, int rank, int 
 
 	op_bytes(o, (uint32_t)nranks, rank, &sb, &rb);
 	/* The send data: element i of rank r is a function of the request's key. */
-	switch (o->kind) {
-	case K_REDUCE_SCATTER:
-		rd_fill(send, (size_t)o->count * (size_t)nranks, dt, op, nranks, rank, o->key, 0);
-		break;
-	case K_ALLGATHER:
-	case K_BROADCAST:
-		if (sb)
-			rd_fill(send, o->count, dt, COLLC_SUM, nranks, rank, o->key, 0);
-		break;
-	default:
-		rd_fill(send, o->count, dt, op, nranks, rank, o->key, 0);
+	if (sb) {
+		struct rc_case c = op_case(o, nranks);
+
+		rc_fill_coll(&c, (enum rc_coll)o->kind, nranks, rank, send);
 	}
 	if (rb)
 		memset(recv, 0x5c, rb);
@@ -159,26 +168,12 @@ static int submit_op(struct collc_comm *comm, const struct op *o, int rank, int 
 	}
 }
 
-/* -1 when the result is right, else the first wrong element. */
-static long check_op(const struct op *o, int rank, int nranks, const void *recv, uint64_t *got,
-		     uint64_t *want)
+/* 0 when the result is right, else 1 after saying what is wrong (`what` names the op). */
+static int check_op(const struct op *o, int rank, int nranks, const void *recv, const char *what)
 {
-	collc_dtype dt = (collc_dtype)o->dtype;
-	collc_redop op = (collc_redop)o->redop;
+	struct rc_case c = op_case(o, nranks);
 
-	switch (o->kind) {
-	case K_ALLGATHER:
-		return rd_check_allgather(recv, o->count, dt, nranks, o->key, got, want);
-	case K_REDUCE_SCATTER:
-		return rd_check_reduce_scatter(recv, o->count, dt, op, nranks, rank, o->key, got, want);
-	case K_BROADCAST:
-		return rd_check_broadcast(recv, o->count, dt, o->root, nranks, o->key, got, want);
-	case K_REDUCE:
-		return rank == o->root ? rd_check_allreduce(recv, o->count, dt, op, nranks, o->key, got, want)
-				       : -1;
-	default:
-		return rd_check_allreduce(recv, o->count, dt, op, nranks, o->key, got, want);
-	}
+	return rc_check_coll(&c, (enum rc_coll)o->kind, nranks, rank, o->root, recv, what);
 }
 
 /* One process */
@@ -229,37 +224,34 @@ static int complete_oldest(struct collc_ctx *ctx, const struct layout *L, struct
 	int k = m->head, oi = m->opi[k], r, t;
 	const struct op *o = &L->ops[oi];
 	const struct comm_desc *cd = &L->comms[m->idx];
-	uint64_t got = 0, want = 0;
-	long bad;
+	char what[192];
 
 	r = collc_wait(ctx, m->req[k], 60000);
 	m->head = (m->head + 1) % m->win;
 	m->n--;
 	m->opi[k] = -1;
 	if (r == -EAGAIN)
-		return rel_fail("round %u: slot %d: %s #%d on communicator %d never completed (lost)",
-				L->round, my_slot, kind_name[o->kind], oi, m->idx);
+		return h_fail("round %u: slot %d: %s #%d on communicator %d never completed (lost)",
+			      L->round, my_slot, kind_name(o->kind), oi, m->idx);
 	/* Reported once: the library forgets it, and no second completion revives it. */
 	t = collc_test(ctx, m->req[k]);
 	if (t != -EINVAL)
-		return rel_fail("round %u: slot %d: request of %s #%d still known after collc_wait (%d): duplicated",
-				L->round, my_slot, kind_name[o->kind], oi, t);
-	if (r == -EPIPE && rel_load(&L->comms[m->idx].victim_inside)) {
+		return h_fail("round %u: slot %d: request of %s #%d still known after collc_wait (%d): duplicated",
+			      L->round, my_slot, kind_name(o->kind), oi, t);
+	if (r == -EPIPE && h_load(&L->comms[m->idx].victim_inside)) {
 		ps->ops_epipe++;
 		return 0;
 	}
 	if (r != 0)
-		return rel_fail("round %u: slot %d: %s #%d (%s %s x%u, comm %d of %u ranks%s) ended with %d (%s)",
-				L->round, my_slot, kind_name[o->kind], oi, rd_dtype_name((collc_dtype)o->dtype),
-				rd_op_name((collc_redop)o->redop), o->count, m->idx, cd->nranks,
-				rel_load(&cd->victim_inside) ? ", a member was killed" : "", r,
-				collc_strerror(r));
-	bad = check_op(o, m->rank, (int)cd->nranks, m->recv[k], &got, &want);
-	if (bad >= 0)
-		return rel_fail("round %u: slot %d rank %d: %s #%d (%s %s x%u root %d, %u ranks) wrong at %ld: %#" PRIx64 ", want %#" PRIx64,
-				L->round, my_slot, m->rank, kind_name[o->kind], oi,
-				rd_dtype_name((collc_dtype)o->dtype), rd_op_name((collc_redop)o->redop),
-				o->count, o->root, cd->nranks, bad, got, want);
+		return h_fail("round %u: slot %d: %s #%d (%s %s x%u, comm %d of %u ranks%s) ended with %d (%s)",
+			      L->round, my_slot, kind_name(o->kind), oi, rc_dtype_name((collc_dtype)o->dtype),
+			      rc_op_name((collc_redop)o->redop), o->count, m->idx, cd->nranks,
+			      h_load(&cd->victim_inside) ? ", a member was killed" : "", r,
+			      collc_strerror(r));
+	snprintf(what, sizeof(what), "round %u: slot %d rank %d: %s #%d (root %d)", L->round, my_slot,
+		 m->rank, kind_name(o->kind), oi, o->root);
+	if (check_op(o, m->rank, (int)cd->nranks, m->recv[k], what))
+		return 1;
 	ps->ops_ok++;
 	ps->by_kind[o->kind]++;
 	ps->bytes += (uint64_t)o->count * collc_dtype_size((collc_dtype)o->dtype);
@@ -287,16 +279,16 @@ static int run_round(struct collc_ctx *ctx, const struct layout *L, struct proc_
 
 		r = collc_comm_init(ctx, &cd->uid, (int)cd->nranks, mine[i].rank, -1, &mine[i].comm);
 		if (r < 0)
-			return rel_fail("round %u: slot %d: join communicator %d: %s", L->round, my_slot,
-					mine[i].idx, collc_strerror(r));
+			return h_fail("round %u: slot %d: join communicator %d: %s", L->round, my_slot,
+				      mine[i].idx, collc_strerror(r));
 		for (uint32_t w = 0; w < win; w++) {
 			if ((r = buf_get(ctx, (int)L->use_register[my_slot], &mine[i].send[w], &mine[i].raw[2 * w])) < 0 ||
 			    (r = buf_get(ctx, (int)L->use_register[my_slot], &mine[i].recv[w], &mine[i].raw[2 * w + 1])) < 0)
-				return rel_fail("round %u: slot %d: buffers: %s", L->round, my_slot, collc_strerror(r));
+				return h_fail("round %u: slot %d: buffers: %s", L->round, my_slot, collc_strerror(r));
 			mine[i].opi[w] = -1;
 		}
 	}
-	rel_store(&ps->joined_round, L->round);
+	h_store(&ps->joined_round, L->round);
 	for (uint32_t oi = 0; oi < L->nops && !failed; oi++) {
 		const struct op *o = &L->ops[oi];
 		struct mine *m = NULL;
@@ -312,13 +304,13 @@ static int run_round(struct collc_ctx *ctx, const struct layout *L, struct proc_
 		k = (m->head + m->n) % m->win;
 		r = submit_op(m->comm, o, m->rank, (int)L->comms[m->idx].nranks, m->send[k], m->recv[k],
 			      &m->req[k]);
-		if (r == -EPIPE && rel_load(&L->comms[m->idx].victim_inside)) {
+		if (r == -EPIPE && h_load(&L->comms[m->idx].victim_inside)) {
 			ps->ops_epipe++;
 			continue;
 		}
 		if (r < 0) {
-			failed |= rel_fail("round %u: slot %d: submit %s #%u: %s", L->round, my_slot,
-					   kind_name[o->kind], oi, collc_strerror(r));
+			failed |= h_fail("round %u: slot %d: submit %s #%u: %s", L->round, my_slot,
+					 kind_name(o->kind), oi, collc_strerror(r));
 			break;
 		}
 		m->opi[k] = (int)oi;
@@ -346,23 +338,23 @@ static int proc_main(void *arg)
 
 	my_slot = (int)(intptr_t)arg;
 	ps = &S->p[my_slot];
-	r = rel_connect(&ctx);
+	r = h_connect(&ctx);
 	if (r < 0)
-		return rel_fail("slot %d: collc_connect: %s", my_slot, collc_strerror(r));
-	round = rel_load(&S->round);
+		return h_fail("slot %d: collc_connect: %s", my_slot, collc_strerror(r));
+	round = h_load(&S->round);
 	for (;;) {
-		rel_store(&ps->ready_round, round + 1);
+		h_store(&ps->ready_round, round + 1);
 		/* Wait for the next round (or the end). */
-		while (rel_load(&S->round) <= round && !rel_load(&S->quit))
-			rel_wait_at_least(&S->round, round + 1, 100);
-		if (rel_load(&S->quit))
+		while (h_load(&S->round) <= round && !h_load(&S->quit))
+			h_wait_at_least(&S->round, round + 1, 100);
+		if (h_load(&S->quit))
 			break;
-		round = rel_load(&S->round);
+		round = h_load(&S->round);
 		if (run_round(ctx, &S->L, ps)) {
-			rel_store(&ps->failed, 1);
+			h_store(&ps->failed, 1);
 			return 1;
 		}
-		rel_store(&ps->done_round, round);
+		h_store(&ps->done_round, round);
 	}
 	collc_disconnect(ctx);
 	return 0;
@@ -378,32 +370,30 @@ static int probe_rank(void *arg)
 	void *send, *recv;
 	int r;
 
-	if (rel_join(&S->probe_uid, 2, rank, &ctx, &comm) < 0)
+	if (h_join(&S->probe_uid, 2, rank, &ctx, &comm) < 0)
 		return 1;
 	if ((r = collc_mem_alloc(ctx, 65536, -1, &send)) < 0 || (r = collc_mem_alloc(ctx, 65536, -1, &recv)) < 0)
-		return rel_fail("probe: collc_mem_alloc: %s", collc_strerror(r));
+		return h_fail("probe: collc_mem_alloc: %s", collc_strerror(r));
 	for (int k = 0; k < K_COUNT; k++) {
-		struct op o = { 0, (uint8_t)k, COLLC_INT32, COLLC_SUM, 1, 1000, rel_mix(rel_seed + (uint64_t)k) };
-		uint64_t got, want;
+		struct op o = { 0, (uint8_t)k, COLLC_INT32, COLLC_SUM, 1, 1000, h_mix(h_seed + (uint64_t)k) };
+		char what[64];
 		collc_req req;
-		long bad;
 
 		r = submit_op(comm, &o, rank, 2, send, recv, &req);
 		if (r == 0)
 			r = collc_wait(ctx, req, 10000);
 		if (r < 0) {
 			if (rank == 0)
-				rel_log("probe: %s ends with %s: left out of the soak", kind_name[k], collc_strerror(r));
+				h_log("probe: %s ends with %s: left out of the soak", kind_name(k), collc_strerror(r));
 			if (r != -ENOSYS && r != -EOPNOTSUPP && r != -EINVAL)
-				return rel_fail("probe: %s ended with %s", kind_name[k], collc_strerror(r));
+				return h_fail("probe: %s ended with %s", kind_name(k), collc_strerror(r));
 			continue;
 		}
-		bad = check_op(&o, rank, 2, recv, &got, &want);
-		if (bad >= 0)
-			return rel_fail("probe: %s completed with a wrong result at %ld (%#" PRIx64 ", want %#" PRIx64 ")",
-					kind_name[k], bad, got, want);
+		snprintf(what, sizeof(what), "probe: %s", kind_name(k));
+		if (check_op(&o, rank, 2, recv, what))
+			return 1;
 		if (rank == 0)
-			rel_store(&S->kinds_ok[k], 1);
+			h_store(&S->kinds_ok[k], 1);
 	}
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
@@ -417,12 +407,12 @@ static void make_layout(struct layout *L, uint64_t *rng, const int *kinds, int n
 	uint32_t count[NPROC] = { 0 };
 
 	memset(L->comms, 0, sizeof(L->comms));
-	L->ncomms = 3 + (uint32_t)rel_rand_below(rng, 2);
+	L->ncomms = 3 + (uint32_t)h_rand_below(rng, 2);
 	for (uint32_t c = 0; c < L->ncomms; c++) {
 		struct comm_desc *cd = &L->comms[c];
 		int order[NPROC], n = 0;
 
-		cd->nranks = 2 + (uint32_t)rel_rand_below(rng, 2);
+		cd->nranks = 2 + (uint32_t)h_rand_below(rng, 2);
 		/* Those in no communicator yet first, then those in one. */
 		for (uint32_t want = 0; want < 2; want++) {
 			int cand[NPROC], nc = 0;
@@ -431,7 +421,7 @@ static void make_layout(struct layout *L, uint64_t *rng, const int *kinds, int n
 				if (count[p] == want)
 					cand[nc++] = p;
 			for (int i = nc - 1; i > 0; i--) {
-				int j = (int)rel_rand_below(rng, (uint64_t)i + 1), t = cand[i];
+				int j = (int)h_rand_below(rng, (uint64_t)i + 1), t = cand[i];
 
 				cand[i] = cand[j];
 				cand[j] = t;
@@ -447,63 +437,63 @@ static void make_layout(struct layout *L, uint64_t *rng, const int *kinds, int n
 		}
 		/* Ranks need not follow slots: shuffle them. */
 		for (int i = (int)cd->nranks - 1; i > 0; i--) {
-			int j = (int)rel_rand_below(rng, (uint64_t)i + 1), t = cd->member[i];
+			int j = (int)h_rand_below(rng, (uint64_t)i + 1), t = cd->member[i];
 
 			cd->member[i] = cd->member[j];
 			cd->member[j] = t;
 		}
-		rel_unique_ids(&cd->uid, 1);
+		h_unique_ids(&cd->uid, 1);
 	}
-	L->nops = 80 + (uint32_t)rel_rand_below(rng, MAX_OPS - 80);
+	L->nops = 80 + (uint32_t)h_rand_below(rng, MAX_OPS - 80);
 	for (uint32_t i = 0; i < L->nops; i++) {
 		struct op *o = &L->ops[i];
 		size_t es, bytes;
 		uint32_t nr;
 
-		o->comm = (uint8_t)rel_rand_below(rng, L->ncomms);
+		o->comm = (uint8_t)h_rand_below(rng, L->ncomms);
 		nr = L->comms[o->comm].nranks;
-		o->kind = (uint8_t)kinds[rel_rand_below(rng, (uint64_t)nkinds)];
-		o->dtype = (uint8_t)rel_rand_below(rng, COLLC_NUM_DTYPES);
-		o->redop = (uint8_t)rel_rand_below(rng, COLLC_NUM_REDOPS);
-		o->root = (int32_t)rel_rand_below(rng, nr);
+		o->kind = (uint8_t)kinds[h_rand_below(rng, (uint64_t)nkinds)];
+		o->dtype = (uint8_t)h_rand_below(rng, COLLC_NUM_DTYPES);
+		o->redop = (uint8_t)h_rand_below(rng, COLLC_NUM_REDOPS);
+		o->root = (int32_t)h_rand_below(rng, nr);
 		es = collc_dtype_size((collc_dtype)o->dtype);
 		/* 0..1 MiB in all, mostly small. */
-		bytes = rel_rand_below(rng, 4) ? rel_rand_below(rng, 65536) : rel_rand_below(rng, BUF_BYTES + 1);
-		if (rel_rand_below(rng, 16) == 0)
+		bytes = h_rand_below(rng, 4) ? h_rand_below(rng, 65536) : h_rand_below(rng, BUF_BYTES + 1);
+		if (h_rand_below(rng, 16) == 0)
 			bytes = 0;
 		if (o->kind == K_ALLGATHER || o->kind == K_REDUCE_SCATTER)
 			bytes /= nr;
 		o->count = (uint32_t)(bytes / es);
-		o->key = rel_rand(rng);
+		o->key = h_rand(rng);
 	}
 	for (int p = 0; p < NPROC; p++) {
-		L->window[p] = 1 + (uint32_t)rel_rand_below(rng, MAX_WINDOW);
-		L->use_register[p] = rel_rand_below(rng, 4) == 0;
+		L->window[p] = 1 + (uint32_t)h_rand_below(rng, MAX_WINDOW);
+		L->use_register[p] = h_rand_below(rng, 4) == 0;
 	}
 }
 
 static int status_consistent(uint32_t round)
 {
-	struct jv *st = rel_status();
-	const struct jv *cl;
+	struct json *st = rel_status();
+	const struct json *cl;
 	int failed = 0;
 
 	if (!st)
 		return 1;
-	cl = jv_get(st, "clients");
+	cl = json_get(st, "clients");
 	for (size_t i = 0; cl && i < cl->n; i++) {
-		const struct jv *c = jv_at(cl, i);
-		double sub = jv_num(jv_get(c, "submitted"), -1), done = jv_num(jv_get(c, "completed"), -1);
-		double err = jv_num(jv_get(c, "errors"), -1), inflight = jv_num(jv_get(c, "inflight"), -1);
+		const struct json *c = json_at(cl, i);
+		double sub = json_num(json_get(c, "submitted"), -1), done = json_num(json_get(c, "completed"), -1);
+		double err = json_num(json_get(c, "errors"), -1), inflight = json_num(json_get(c, "inflight"), -1);
 
 		if (inflight != 0)
-			failed |= rel_fail("round %u: client pid %.0f has %.0f requests in flight at the round's end",
-					   round, jv_num(jv_get(c, "pid"), -1), inflight);
+			failed |= h_fail("round %u: client pid %.0f has %.0f requests in flight at the round's end",
+					 round, json_num(json_get(c, "pid"), -1), inflight);
 		if (done + err != sub)
-			failed |= rel_fail("round %u: client pid %.0f: submitted %.0f, completed %.0f + errors %.0f (lost or duplicated completions)",
-					   round, jv_num(jv_get(c, "pid"), -1), sub, done, err);
+			failed |= h_fail("round %u: client pid %.0f: submitted %.0f, completed %.0f + errors %.0f (lost or duplicated completions)",
+					 round, json_num(json_get(c, "pid"), -1), sub, done, err);
 	}
-	jv_free(st);
+	json_free(st);
 	return failed;
 }
 
@@ -514,85 +504,85 @@ int main(int argc, char **argv)
 	int kinds[K_COUNT], nkinds = 0, failed = 0, fds0, kills = 0, restarts = 0;
 	long rss_warm = -1, rss_end;
 	uint64_t rounds = 0, coll = 0, epipe = 0, by_kind[K_COUNT] = { 0 }, bytes = 0, ncomms = 0;
-	long bound_kb = (rel_sanitized() ? 64 : 16) * 1024;
+	long bound_kb = (h_sanitized() ? 64 : 16) * 1024;
 	pid_t pp[2];
 
 	rel_init("rel_soak", argc, argv, (unsigned)(seconds + 240));
-	rng = rel_seed;
-	rel_daemon_start(NULL);
+	rng = h_seed;
+	h_daemon_start(NULL);
 	fds0 = rel_daemon_settled_fds();
-	S = rel_shared(sizeof(*S));
+	S = h_shared(sizeof(*S));
 
-	rel_unique_ids(&S->probe_uid, 1);
-	pp[0] = rel_spawn(probe_rank, (void *)0);
-	pp[1] = rel_spawn(probe_rank, (void *)1);
-	failed |= rel_reap_ok(pp[0], 60000, "probe rank 0");
-	failed |= rel_reap_ok(pp[1], 60000, "probe rank 1");
+	h_unique_ids(&S->probe_uid, 1);
+	pp[0] = h_fork(probe_rank, (void *)0);
+	pp[1] = h_fork(probe_rank, (void *)1);
+	failed |= h_reap_one_ok(pp[0], 60000, "probe rank 0");
+	failed |= h_reap_one_ok(pp[1], 60000, "probe rank 1");
 	if (failed)
-		return rel_finish(failed);
+		return h_finish(failed);
 	for (int k = 0; k < K_COUNT; k++)
 		if (S->kinds_ok[k])
 			kinds[nkinds++] = k;
 	if (!S->kinds_ok[K_ALLREDUCE])
-		return rel_finish(rel_fail("all-reduce does not work: nothing to soak"));
+		return h_finish(h_fail("all-reduce does not work: nothing to soak"));
 	{
 		char list[128] = "";
 
 		for (int i = 0; i < nkinds; i++)
 			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
-				 kind_name[kinds[i]]);
-		rel_log("soak: %" PRIu64 " s, %d processes, collectives: %s; fds at start %d", seconds, NPROC,
-			list, fds0);
+				 kind_name(kinds[i]));
+		h_log("soak: %" PRIu64 " s, %d processes, collectives: %s; fds at start %d", seconds, NPROC,
+		      list, fds0);
 	}
 
 	for (int p = 0; p < NPROC; p++)
-		pid[p] = rel_spawn(proc_main, (void *)(intptr_t)p);
-	t0 = rel_now_ns();
+		pid[p] = h_fork(proc_main, (void *)(intptr_t)p);
+	t0 = h_now_ns();
 	t_end = t0 + seconds * 1000000000ull;
-	while (!failed && (rounds == 0 || rel_now_ns() < t_end)) {
+	while (!failed && (rounds == 0 || h_now_ns() < t_end)) {
 		uint32_t round = (uint32_t)rounds + 1;
 		int victim = -1;
 		uint64_t kill_after_us = 0;
 
 		/* Everyone (a fresh process in a killed one's place too) waits for this round. */
 		for (int p = 0; p < NPROC; p++)
-			if (rel_wait_at_least(&S->p[p].ready_round, round, 30000) < 0)
-				failed |= rel_fail("round %u: slot %d never got ready", round, p);
+			if (h_wait_at_least(&S->p[p].ready_round, round, 30000) < 0)
+				failed |= h_fail("round %u: slot %d never got ready", round, p);
 		if (failed)
 			break;
 		make_layout(&S->L, &rng, kinds, nkinds);
 		S->L.round = round;
 		ncomms += S->L.ncomms;
-		if (rel_rand_below(&rng, 2)) {
-			victim = (int)rel_rand_below(&rng, NPROC);
-			kill_after_us = rel_rand_below(&rng, 300000);
+		if (h_rand_below(&rng, 2)) {
+			victim = (int)h_rand_below(&rng, NPROC);
+			kill_after_us = h_rand_below(&rng, 300000);
 		}
-		rel_store(&S->round, round);
+		h_store(&S->round, round);
 		for (int p = 0; p < NPROC; p++) {
 			int in_any = 0;
 
 			for (uint32_t c = 0; c < S->L.ncomms; c++)
 				for (uint32_t k = 0; k < S->L.comms[c].nranks; k++)
 					in_any |= S->L.comms[c].member[k] == p;
-			if (in_any && rel_wait_at_least(&S->p[p].joined_round, round, 30000) < 0)
-				failed |= rel_fail("round %u: slot %d did not join its communicators", round, p);
+			if (in_any && h_wait_at_least(&S->p[p].joined_round, round, 30000) < 0)
+				failed |= h_fail("round %u: slot %d did not join its communicators", round, p);
 		}
 		if (failed)
 			break;
 		if (victim >= 0) {
-			rel_sleep_us(kill_after_us);
+			h_sleep_us(kill_after_us);
 			for (uint32_t c = 0; c < S->L.ncomms; c++)
 				for (uint32_t k = 0; k < S->L.comms[c].nranks; k++)
 					if (S->L.comms[c].member[k] == victim)
-						rel_store(&S->L.comms[c].victim_inside, 1);
+						h_store(&S->L.comms[c].victim_inside, 1);
 			kill(pid[victim], SIGKILL);
-			rel_reap(pid[victim], -1, NULL);
+			h_reap_one(pid[victim], -1, NULL);
 			pid[victim] = 0;
 			kills++;
 		}
 		/* Every survivor finishes the round; the first failure ends the soak. */
 		{
-			uint64_t deadline = rel_now_ns() + 60000000000ull;
+			uint64_t deadline = h_now_ns() + 60000000000ull;
 
 			for (;;) {
 				int waiting = 0;
@@ -600,22 +590,22 @@ int main(int argc, char **argv)
 				for (int p = 0; p < NPROC; p++) {
 					if (p == victim || pid[p] == 0)
 						continue;
-					if (rel_load(&S->p[p].failed)) {
-						rel_reap_ok(pid[p], 5000, "soak process");
+					if (h_load(&S->p[p].failed)) {
+						h_reap_one_ok(pid[p], 5000, "soak process");
 						pid[p] = 0;
 						failed = 1;
-					} else if (rel_load(&S->p[p].done_round) < round) {
+					} else if (h_load(&S->p[p].done_round) < round) {
 						waiting++;
 					}
 				}
 				if (failed || !waiting)
 					break;
-				if (rel_now_ns() > deadline) {
-					failed = rel_fail("round %u: %d processes did not finish within 60 s (lost completions?)",
+				if (h_now_ns() > deadline) {
+					failed = h_fail("round %u: %d processes did not finish within 60 s (lost completions?)",
 							  round, waiting);
 					break;
 				}
-				rel_sleep_us(2000);
+				h_sleep_us(2000);
 			}
 		}
 		if (failed)
@@ -624,62 +614,62 @@ int main(int argc, char **argv)
 		if (victim >= 0) {
 			/* A fresh process takes the victim's place. */
 			memset(&S->p[victim], 0, offsetof(struct proc_state, ops_ok));
-			pid[victim] = rel_spawn(proc_main, (void *)(intptr_t)victim);
+			pid[victim] = h_fork(proc_main, (void *)(intptr_t)victim);
 			restarts++;
 		}
 		rounds++;
 		if (rounds == 3)
 			rss_warm = rel_daemon_rss_kb();
 		if (rounds % 10 == 0)
-			rel_log("%" PRIu64 " rounds (%.0f s), %d kills, collcd %d fds, VmRSS %ld KiB", rounds,
-				(double)(rel_now_ns() - t0) / 1e9, kills, rel_daemon_fds(), rel_daemon_rss_kb());
+			h_log("%" PRIu64 " rounds (%.0f s), %d kills, collcd %d fds, VmRSS %ld KiB", rounds,
+				(double)(h_now_ns() - t0) / 1e9, kills, rel_daemon_fds(), rel_daemon_rss_kb());
 	}
-	rel_store(&S->quit, 1);
+	h_store(&S->quit, 1);
 	for (int p = 0; p < NPROC; p++) {
 		char what[32];
 
 		snprintf(what, sizeof(what), "soak process %d", p);
 		if (pid[p] > 0)
-			failed |= rel_reap_ok(pid[p], 30000, what);
+			failed |= h_reap_one_ok(pid[p], 30000, what);
 		coll += S->p[p].ops_ok;
 		epipe += S->p[p].ops_epipe;
 		bytes += S->p[p].bytes;
 		for (int k = 0; k < K_COUNT; k++)
 			by_kind[k] += S->p[p].by_kind[k];
 	}
-	rel_log("soak size: %d client processes (%d restarts), %" PRIu64 " rounds of 3-4 communicators "
+	h_log("soak size: %d client processes (%d restarts), %" PRIu64 " rounds of 3-4 communicators "
 		"(%" PRIu64 " communicators), %" PRIu64 " rank-collectives correct, %" PRIu64 " ended -EPIPE "
 		"after a kill, %.1f MiB, %d kills",
 		NPROC, restarts, rounds, ncomms, coll, epipe, (double)bytes / 1048576.0, kills);
-	rel_log("  by kind: allreduce %" PRIu64 ", allgather %" PRIu64 ", reduce_scatter %" PRIu64
+	h_log("  by kind: allreduce %" PRIu64 ", allgather %" PRIu64 ", reduce_scatter %" PRIu64
 		", broadcast %" PRIu64 ", reduce %" PRIu64,
 		by_kind[0], by_kind[1], by_kind[2], by_kind[3], by_kind[4]);
 	/* All clients gone: back to the fds of the start; memory flat. */
 	{
-		uint64_t w0 = rel_now_ns();
+		uint64_t w0 = h_now_ns();
 		int fds_end = -1;
-		struct jv *st;
+		struct json *st;
 
-		while (rel_now_ns() - w0 < 5000000000ull) {
+		while (h_now_ns() - w0 < 5000000000ull) {
 			st = rel_status();
 			if (!st)
 				break;
-			if (jv_get(st, "clients")->n == 0 && jv_get(st, "comms")->n == 0) {
-				jv_free(st);
+			if (json_get(st, "clients")->n == 0 && json_get(st, "comms")->n == 0) {
+				json_free(st);
 				break;
 			}
-			jv_free(st);
-			rel_sleep_us(50000);
+			json_free(st);
+			h_sleep_us(50000);
 		}
 		fds_end = rel_daemon_settled_fds();
 		rss_end = rel_daemon_rss_kb();
-		rel_log("collcd fds: %d at start, %d at the end; VmRSS: %ld KiB after warm-up, %ld KiB at the end (bound +%ld KiB)",
+		h_log("collcd fds: %d at start, %d at the end; VmRSS: %ld KiB after warm-up, %ld KiB at the end (bound +%ld KiB)",
 			fds0, fds_end, rss_warm, rss_end, bound_kb);
 		if (fds_end != fds0)
-			failed |= rel_fail("collcd holds %d fds with no client left, %d at the start", fds_end, fds0);
+			failed |= h_fail("collcd holds %d fds with no client left, %d at the start", fds_end, fds0);
 		if (rss_warm > 0 && rss_end - rss_warm > bound_kb)
-			failed |= rel_fail("collcd's VmRSS grew %ld KiB over the run (bound %ld KiB)",
+			failed |= h_fail("collcd's VmRSS grew %ld KiB over the run (bound %ld KiB)",
 					   rss_end - rss_warm, bound_kb);
 	}
-	return rel_finish(failed);
+	return h_finish(failed);
 }

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "rel.h"
-#include "rel_data.h"
+#include "refcheck.h"
 
 #define COUNT 4096
 
@@ -40,26 +40,21 @@ static struct shared *S;
 static int one_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, float *send, float *recv,
 			 int rank, uint64_t key, int *ret_res, uint64_t *ret_ns)
 {
+	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, COUNT, key, 2 };
+	char what[32];
 	collc_req req;
 	uint64_t t0;
 	int r;
 
-	rd_fill(send, COUNT, COLLC_FLOAT32, COLLC_SUM, 2, rank, key, 0);
-	t0 = rel_now_ns();
+	rc_fill(&c, rank, send);
+	t0 = h_now_ns();
 	r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
 	if (r == 0)
 		r = collc_wait(ctx, req, 15000);
-	*ret_ns = rel_now_ns() - t0;
+	*ret_ns = h_now_ns() - t0;
 	*ret_res = r;
-	if (r == 0) {
-		uint64_t got, want;
-		long bad = rd_check_allreduce(recv, COUNT, COLLC_FLOAT32, COLLC_SUM, 2, key, &got, &want);
-
-		if (bad >= 0)
-			return rel_fail("rank %d: result wrong at %ld: %#" PRIx64 ", want %#" PRIx64, rank, bad,
-					got, want);
-	}
-	return 0;
+	snprintf(what, sizeof(what), "rank %d: result", rank);
+	return r == 0 ? rc_check(&c, 2, recv, what, NULL) : 0;
 }
 
 static int rank_main(void *arg)
@@ -71,55 +66,55 @@ static int rank_main(void *arg)
 	uint64_t ns;
 	int r;
 
-	if (rel_join(&S->uid, 2, rank, &ctx, &comm) < 0)
+	if (h_join(&S->uid, 2, rank, &ctx, &comm) < 0)
 		return 1;
 	if ((r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send)) < 0 ||
 	    (r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv)) < 0)
-		return rel_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
+		return h_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	if (S->use_comm_timeout && rank == 0) {
 		r = collc_comm_set_timeout(comm, 300);
 		if (r < 0)
-			return rel_fail("collc_comm_set_timeout(300): %s", collc_strerror(r));
+			return h_fail("collc_comm_set_timeout(300): %s", collc_strerror(r));
 	}
 	/* Within the limit nothing times out: rank 1 is 100 ms late once. */
 	if (!S->use_comm_timeout) {
 		if (rank == 1)
-			rel_sleep_us(100000);
-		failed |= one_allreduce(ctx, comm, send, recv, rank, rel_seed ^ 1, &res, &ns);
+			h_sleep_us(100000);
+		failed |= one_allreduce(ctx, comm, send, recv, rank, h_seed ^ 1, &res, &ns);
 		if (res != 0)
-			return rel_fail("rank %d: a collective 100 ms late (limit 300 ms) ended with %s", rank,
-					collc_strerror(res));
+			return h_fail("rank %d: a collective 100 ms late (limit 300 ms) ended with %s", rank,
+				      collc_strerror(res));
 	}
-	rel_add(&S->joined, 1);
-	rel_wait_at_least(&S->joined, 2, 10000);
+	h_add(&S->joined, 1);
+	h_wait_at_least(&S->joined, 2, 10000);
 	if (rank == 1) {
 		raise(SIGSTOP);
 		/* Resumed: the others gave up on this collective long ago. */
-		failed |= one_allreduce(ctx, comm, send, recv, rank, rel_seed ^ 2, &res, &ns);
+		failed |= one_allreduce(ctx, comm, send, recv, rank, h_seed ^ 2, &res, &ns);
 		S->late_res = res;
 		if (res != -ETIMEDOUT)
-			failed |= rel_fail("rank 1: late submission ended with %d (%s), want -ETIMEDOUT", res,
-					   collc_strerror(res));
+			failed |= h_fail("rank 1: late submission ended with %d (%s), want -ETIMEDOUT", res,
+					 collc_strerror(res));
 		else
-			rel_log("rank 1: late submission ended with -ETIMEDOUT after %.1f ms", (double)ns / 1e6);
-		rel_store(&S->late_done, 1);
+			h_log("rank 1: late submission ended with -ETIMEDOUT after %.1f ms", (double)ns / 1e6);
+		h_store(&S->late_done, 1);
 	} else {
-		if (rel_wait_at_least(&S->stopped, 1, 10000) < 0)
-			return rel_fail("rank 0: rank 1 never stopped");
-		failed |= one_allreduce(ctx, comm, send, recv, rank, rel_seed ^ 2, &res, &ns);
+		if (h_wait_at_least(&S->stopped, 1, 10000) < 0)
+			return h_fail("rank 0: rank 1 never stopped");
+		failed |= one_allreduce(ctx, comm, send, recv, rank, h_seed ^ 2, &res, &ns);
 		S->res0 = res;
 		S->elapsed_ns = ns;
-		rel_store(&S->timed_out, 1);
-		if (rel_wait_at_least(&S->late_done, 1, 20000) < 0)
-			return rel_fail("rank 0: rank 1 never came back");
+		h_store(&S->timed_out, 1);
+		if (h_wait_at_least(&S->late_done, 1, 20000) < 0)
+			return h_fail("rank 0: rank 1 never came back");
 	}
 	/* The next collective on the same communicator works for both. */
-	rel_add(&S->ready_next, 1);
-	rel_wait_at_least(&S->ready_next, 2, 10000);
-	failed |= one_allreduce(ctx, comm, send, recv, rank, rel_seed ^ 3, &res, &ns);
+	h_add(&S->ready_next, 1);
+	h_wait_at_least(&S->ready_next, 2, 10000);
+	failed |= one_allreduce(ctx, comm, send, recv, rank, h_seed ^ 3, &res, &ns);
 	if (res != 0)
-		failed |= rel_fail("rank %d: the collective after the timeout ended with %d (%s), want 0",
-				   rank, res, collc_strerror(res));
+		failed |= h_fail("rank %d: the collective after the timeout ended with %d (%s), want 0",
+				 rank, res, collc_strerror(res));
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return failed;
@@ -131,66 +126,66 @@ static int scenario(int use_comm_timeout)
 	char out[256];
 	pid_t pid[2];
 	int failed = 0, st;
-	struct jv *status;
+	struct json *status;
 
 	memset(S, 0, sizeof(*S));
 	S->use_comm_timeout = use_comm_timeout;
-	rel_log("scenario: %s", name);
+	h_log("scenario: %s", name);
 	if (rel_ctl(out, sizeof(out), use_comm_timeout ? "set op_timeout_ms=0" : "set op_timeout_ms=300") != 0)
-		return rel_fail("collcctl set op_timeout_ms: %s", out);
+		return h_fail("collcctl set op_timeout_ms: %s", out);
 	if (rel_ctl(out, sizeof(out), "get op_timeout_ms") != 0 ||
 	    atoi(out) != (use_comm_timeout ? 0 : 300))
-		return rel_fail("collcctl get op_timeout_ms printed '%s'", out);
-	rel_unique_ids(&S->uid, 1);
-	pid[0] = rel_spawn(rank_main, (void *)0);
-	pid[1] = rel_spawn(rank_main, (void *)1);
+		return h_fail("collcctl get op_timeout_ms printed '%s'", out);
+	h_unique_ids(&S->uid, 1);
+	pid[0] = h_fork(rank_main, (void *)0);
+	pid[1] = h_fork(rank_main, (void *)1);
 	/* Rank 1 stops itself. */
 	if (waitpid(pid[1], &st, WUNTRACED) != pid[1] || !WIFSTOPPED(st)) {
-		failed = rel_fail("rank 1 did not stop");
+		failed = h_fail("rank 1 did not stop");
 		goto out;
 	}
-	rel_store(&S->stopped, 1);
-	if (rel_wait_at_least(&S->timed_out, 1, 10000) < 0) {
-		failed = rel_fail("rank 0's collective did not end within 10 s");
+	h_store(&S->stopped, 1);
+	if (h_wait_at_least(&S->timed_out, 1, 10000) < 0) {
+		failed = h_fail("rank 0's collective did not end within 10 s");
 		goto out;
 	}
 	if (S->res0 != -ETIMEDOUT)
-		failed |= rel_fail("rank 0: collective ended with %d (%s), want -ETIMEDOUT", S->res0,
-				   collc_strerror(S->res0));
+		failed |= h_fail("rank 0: collective ended with %d (%s), want -ETIMEDOUT", S->res0,
+				 collc_strerror(S->res0));
 	if (S->elapsed_ns < 250000000ull || S->elapsed_ns > 2000000000ull)
-		failed |= rel_fail("rank 0: -ETIMEDOUT after %.1f ms, want 250 ms..2 s",
-				   (double)S->elapsed_ns / 1e6);
-	rel_log("rank 0: -ETIMEDOUT after %.1f ms (limit 300 ms)", (double)S->elapsed_ns / 1e6);
+		failed |= h_fail("rank 0: -ETIMEDOUT after %.1f ms, want 250 ms..2 s",
+				 (double)S->elapsed_ns / 1e6);
+	h_log("rank 0: -ETIMEDOUT after %.1f ms (limit 300 ms)", (double)S->elapsed_ns / 1e6);
 	status = rel_status();
 	if (!status) {
 		failed = 1;
 	} else {
-		const struct jv *comms = jv_get(status, "comms"), *cm = NULL;
+		const struct json *comms = json_get(status, "comms"), *cm = NULL;
 
 		for (size_t i = 0; comms && i < comms->n; i++)
-			if (jv_num(jv_get(jv_at(comms, i), "timeouts"), 0) >= 1)
-				cm = jv_at(comms, i);
+			if (json_num(json_get(json_at(comms, i), "timeouts"), 0) >= 1)
+				cm = json_at(comms, i);
 		if (!cm) {
-			failed |= rel_fail("status --json: no communicator with timeouts >= 1");
+			failed |= h_fail("status --json: no communicator with timeouts >= 1");
 		} else {
-			const struct jv *tr = jv_get(cm, "timed_out_ranks");
+			const struct json *tr = json_get(cm, "timed_out_ranks");
 
-			if (!tr || tr->n != 1 || !jv_has_num(tr, 1))
-				failed |= rel_fail("status --json: timed_out_ranks should be [1]");
-			if (use_comm_timeout && jv_num(jv_get(cm, "timeout_ms"), -2) != 300)
-				failed |= rel_fail("status --json: timeout_ms %.0f, want 300",
-						   jv_num(jv_get(cm, "timeout_ms"), -2));
-			rel_log("status: communicator %.0f: timeouts %.0f, timed_out_ranks [1], timeout_ms %.0f",
-				jv_num(jv_get(cm, "id"), -1), jv_num(jv_get(cm, "timeouts"), -1),
-				jv_num(jv_get(cm, "timeout_ms"), -2));
+			if (!tr || tr->n != 1 || !json_has_num(tr, 1))
+				failed |= h_fail("status --json: timed_out_ranks should be [1]");
+			if (use_comm_timeout && json_num(json_get(cm, "timeout_ms"), -2) != 300)
+				failed |= h_fail("status --json: timeout_ms %.0f, want 300",
+						 json_num(json_get(cm, "timeout_ms"), -2));
+			h_log("status: communicator %.0f: timeouts %.0f, timed_out_ranks [1], timeout_ms %.0f",
+			      json_num(json_get(cm, "id"), -1), json_num(json_get(cm, "timeouts"), -1),
+			      json_num(json_get(cm, "timeout_ms"), -2));
 		}
-		jv_free(status);
+		json_free(status);
 	}
 	kill(pid[1], SIGCONT);
 out:
 	kill(pid[1], SIGCONT);
-	failed |= rel_reap_ok(pid[0], 20000, "rank 0");
-	failed |= rel_reap_ok(pid[1], 20000, "rank 1");
+	failed |= h_reap_one_ok(pid[0], 20000, "rank 0");
+	failed |= h_reap_one_ok(pid[1], 20000, "rank 1");
 	return failed;
 }
 
@@ -199,10 +194,10 @@ int main(int argc, char **argv)
 	int failed = 0;
 
 	rel_init("rel_timeout", argc, argv, 90);
-	rel_daemon_start(NULL);
-	S = rel_shared(sizeof(*S));
+	h_daemon_start(NULL);
+	S = h_shared(sizeof(*S));
 	failed |= scenario(0);
 	if (!failed)
 		failed |= scenario(1);
-	return rel_finish(failed);
+	return h_finish(failed);
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Inputs and reference checks for reductions (see refcheck.h).
+ * Inputs and reference checks for collectives (see refcheck.h).
  *
  * Float bounds. The daemon combines the nranks inputs with nranks - 1 binary
  * operations in some order (a ring visits ranks cyclically from a
@@ -26,21 +26,56 @@
  * Inputs are exact values of the storage format with magnitudes in
  * [2^-4, 2) (SUM, AVG, MAX, MIN) or [0.5, 2) (PROD), random signs, so nothing
  * overflows and the bound is neither loose nor accidental.
+ *
+ * Exact data (rc_case.exact = n) are small integers for which every partial
+ * result of any order is exact: |x| <= 8 (SUM, MAX, MIN), n * [-4, 4] (AVG,
+ * so the mean is an integer), {-2, -1, 1, 2} (PROD); integers of the full
+ * width otherwise (two's complement wraps exactly). Results must match the
+ * encoding of the reference bit for bit.
  */
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "harness.h"
+#include "proto/dtype.h"
 #include "refcheck.h"
 
-static const char *const dtype_names[COLLC_NUM_DTYPES] = {
-	"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64",
+_Static_assert(RC_ALLREDUCE == COLLC_OP_ALLREDUCE - 1 && RC_REDUCE == COLLC_OP_REDUCE - 1 &&
+		       RC_NUM_COLLS == COLLC_OP_MAX - 1,
+	       "enum rc_coll follows COLLC_OP_*");
+
+static const char *const dtype_names[COLLC_NUM_DTYPES] = COLLC_DTYPE_NAMES;
+static const char *const op_names[COLLC_NUM_REDOPS] = COLLC_REDOP_NAMES;
+static const char *const coll_names[RC_NUM_COLLS] = {
+	"allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
 };
-static const char *const op_names[COLLC_NUM_REDOPS] = { "sum", "prod", "max", "min", "avg" };
-static const size_t sizes[COLLC_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8 };
+
+static void report_stderr(int fail, const char *line)
+{
+	fprintf(stderr, "%s%s\n", fail ? "FAIL: " : "", line);
+}
+
+static rc_report_fn *report_fn = report_stderr;
+
+void rc_set_report(rc_report_fn *fn)
+{
+	report_fn = fn ? fn : report_stderr;
+}
+
+static int __attribute__((format(printf, 2, 3))) say(int fail, const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	report_fn(fail, line);
+	return 1;
+}
 
 const char *rc_dtype_name(collc_dtype dtype)
 {
@@ -52,9 +87,22 @@ const char *rc_op_name(collc_redop op)
 	return (unsigned)op < COLLC_NUM_REDOPS ? op_names[op] : "?";
 }
 
+const char *rc_coll_name(enum rc_coll coll)
+{
+	return (unsigned)coll < RC_NUM_COLLS ? coll_names[coll] : "?";
+}
+
 size_t rc_size(collc_dtype dtype)
 {
-	return (unsigned)dtype < COLLC_NUM_DTYPES ? sizes[dtype] : 0;
+	return collc_dtype_bytes(dtype);
+}
+
+uint64_t rc_mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
 }
 
 static int is_float(collc_dtype d)
@@ -69,14 +117,14 @@ static int is_signed(collc_dtype d)
 
 static uint64_t width_mask(collc_dtype d)
 {
-	size_t bits = sizes[d] * 8;
+	size_t bits = rc_size(d) * 8;
 
 	return bits == 64 ? UINT64_MAX : (1ull << bits) - 1;
 }
 
 static int64_t sign_extend(uint64_t v, collc_dtype d)
 {
-	size_t bits = sizes[d] * 8;
+	size_t bits = rc_size(d) * 8;
 
 	if (bits == 64)
 		return (int64_t)v;
@@ -86,11 +134,72 @@ static int64_t sign_extend(uint64_t v, collc_dtype d)
 	return (int64_t)v;
 }
 
+/* A small integer (|v| <= 2048) in the float dtype's encoding: exact. */
+static uint64_t encode_small(collc_dtype d, double v)
+{
+	float f = (float)v;
+	uint32_t fb;
+	uint64_t b;
+
+	switch (d) {
+	case COLLC_FLOAT64:
+		memcpy(&b, &v, 8);
+		return b;
+	case COLLC_FLOAT32:
+		memcpy(&fb, &f, 4);
+		return fb;
+	case COLLC_BFLOAT16:
+		memcpy(&fb, &f, 4);
+		return fb >> 16;
+	default: { /* float16 */
+		uint64_t s = v < 0 ? 0x8000u : 0, m = (uint64_t)(v < 0 ? -v : v);
+		int e = 0;
+
+		if (m == 0)
+			return s;
+		while ((m >> (e + 1)) != 0)
+			e++;
+		return s | (uint64_t)(e + 15) << 10 | ((m << (10 - e)) & 0x3ffu);
+	}
+	}
+}
+
+/* Exact data: every partial result stays a small integer, in any order. */
+static uint64_t exact_bits(const struct rc_case *c, uint64_t x)
+{
+	int64_t n = c->exact, v;
+
+	if (!is_float(c->dtype)) {
+		if (c->op != COLLC_AVG)
+			return x & width_mask(c->dtype);
+		v = is_signed(c->dtype) ? (int64_t)(x % 9) - 4 : (int64_t)(x % 9);
+		return (uint64_t)(v * n) & width_mask(c->dtype);
+	}
+	switch (c->op) {
+	case COLLC_PROD: {
+		static const int prod_vals[4] = { -2, -1, 1, 2 };
+
+		v = prod_vals[x & 3];
+		break;
+	}
+	case COLLC_AVG:
+		v = n * ((int64_t)(x % 9) - 4);
+		break;
+	default:
+		v = (int64_t)(x % 17) - 8;
+		break;
+	}
+	return encode_small(c->dtype, (double)v);
+}
+
 uint64_t rc_input_bits(const struct rc_case *c, int rank, size_t i)
 {
-	uint64_t x = h_mix(h_mix(c->seed ^ ((uint64_t)(unsigned)rank << 56)) ^ (uint64_t)i);
+	uint64_t x = rc_mix(rc_mix(c->seed ^ ((uint64_t)(unsigned)rank << 56)) ^ (uint64_t)i);
 	int prod = c->op == COLLC_PROD;
 	uint64_t s = x & 1, e, m;
+
+	if (c->exact)
+		return exact_bits(c, x);
 
 	switch (c->dtype) {
 	case COLLC_INT8:
@@ -177,7 +286,7 @@ static void store_bits(void *buf, size_t i, size_t es, uint64_t v)
 
 void rc_fill(const struct rc_case *c, int rank, void *buf)
 {
-	size_t es = sizes[c->dtype];
+	size_t es = rc_size(c->dtype);
 
 	for (size_t i = 0; i < c->count; i++)
 		store_bits(buf, i, es, rc_input_bits(c, rank, i));
@@ -185,13 +294,13 @@ void rc_fill(const struct rc_case *c, int rank, void *buf)
 
 int rc_check_input(const struct rc_case *c, int rank, const void *buf, const char *what)
 {
-	size_t es = sizes[c->dtype];
+	size_t es = rc_size(c->dtype);
 
 	for (size_t i = 0; i < c->count; i++) {
 		uint64_t want = rc_input_bits(c, rank, i), got = load_bits(buf, i, es);
 
 		if (got != want)
-			return h_fail("%s: %s %s count %zu: element %zu is %#" PRIx64
+			return say(1, "%s: %s %s count %zu: element %zu is %#" PRIx64
 				      ", rank %d's input there is %#" PRIx64,
 				      what, rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, i, got,
 				      rank, want);
@@ -251,14 +360,20 @@ static struct fmt fmt_of(collc_dtype d)
 	}
 }
 
-static int check_int(const struct rc_case *c, int nranks, const void *result, const char *what)
+/*
+ * Result element k is element first + k of the reduction (a block of a
+ * reduce-scatter); n elements.
+ */
+static int check_int(const struct rc_case *c, int nranks, size_t first, size_t n,
+		     const void *result, const char *what)
 {
-	size_t es = sizes[c->dtype];
+	size_t es = rc_size(c->dtype);
 	uint64_t mask = width_mask(c->dtype);
 	int bad = 0;
 
-	for (size_t i = 0; i < c->count; i++) {
-		uint64_t acc = rc_input_bits(c, 0, i), got = load_bits(result, i, es), want;
+	for (size_t k = 0; k < n; k++) {
+		size_t i = first + k;
+		uint64_t acc = rc_input_bits(c, 0, i), got = load_bits(result, k, es), want;
 
 		for (int r = 1; r < nranks; r++) {
 			uint64_t x = rc_input_bits(c, r, i);
@@ -293,31 +408,33 @@ static int check_int(const struct rc_case *c, int nranks, const void *result, co
 		}
 		if (got != want) {
 			if (bad < 5)
-				h_fail("%s: %s %s count %zu nranks %d: element %zu is %#" PRIx64
-				       " (%" PRId64 "), want %#" PRIx64 " (%" PRId64 ")", what,
-				       rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, nranks, i, got,
-				       is_signed(c->dtype) ? sign_extend(got, c->dtype) : (int64_t)got, want,
-				       is_signed(c->dtype) ? sign_extend(want, c->dtype) : (int64_t)want);
+				say(1, "%s: %s %s count %zu nranks %d: element %zu is %#" PRIx64
+				    " (%" PRId64 "), want %#" PRIx64 " (%" PRId64 ")", what,
+				    rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, nranks, k, got,
+				    is_signed(c->dtype) ? sign_extend(got, c->dtype) : (int64_t)got, want,
+				    is_signed(c->dtype) ? sign_extend(want, c->dtype) : (int64_t)want);
 			bad++;
 		}
 	}
 	if (bad)
-		h_log("%s: %d of %zu elements wrong", what, bad, c->count);
+		say(0, "%s: %d of %zu elements wrong", what, bad, n);
 	return bad != 0;
 }
 
-static int check_float(const struct rc_case *c, int nranks, const void *result, const char *what,
-		       double *ret_worst)
+static int check_float(const struct rc_case *c, int nranks, size_t first, size_t n,
+		       const void *result, const char *what, double *ret_worst)
 {
-	size_t es = sizes[c->dtype];
+	size_t es = rc_size(c->dtype);
 	struct fmt f = fmt_of(c->dtype);
 	long double d = f.u + f.uc + f.u * f.uc, steps = nranks - 1;
 	long double grow = powl(1 + d, steps) - 1, ref_u = LDBL_EPSILON / 2;
 	double worst = 0;
 	int bad = 0;
 
-	for (size_t i = 0; i < c->count; i++) {
-		long double got = decode(load_bits(result, i, es), c->dtype), ref = 0, mag = 0, tol = 0;
+	for (size_t k = 0; k < n; k++) {
+		size_t i = first + k;
+		uint64_t got_bits = load_bits(result, k, es);
+		long double got = decode(got_bits, c->dtype), ref = 0, mag = 0, tol = 0;
 		long double x0 = decode(rc_input_bits(c, 0, i), c->dtype), err;
 
 		switch (c->op) {
@@ -356,66 +473,90 @@ static int check_float(const struct rc_case *c, int nranks, const void *result, 
 		}
 		/* Guards against the rounding of the bound's own arithmetic. */
 		tol *= 1 + ldexpl(1, -30);
+		if (c->exact)
+			tol = 0; /* small integers: exact in any order, bit for bit (+0 for a zero) */
 		err = fabsl(got - ref);
-		if (!isnan(got) && err <= tol) {
+		if (c->exact ? got_bits == encode_small(c->dtype, (double)(ref == 0 ? 0 : ref))
+			     : !isnan(got) && err <= tol) {
 			if (tol > 0 && (double)(err / tol) > worst)
 				worst = (double)(err / tol);
 			continue;
 		}
 		if (bad < 5)
-			h_fail("%s: %s %s count %zu nranks %d: element %zu is %.17Lg, want %.17Lg "
-			       "(error %.3Lg, bound %.3Lg; rank 0 input %.17Lg)", what,
-			       rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, nranks, i, got, ref,
-			       err, tol, x0);
+			say(1, "%s: %s %s count %zu nranks %d: element %zu is %.17Lg [%#" PRIx64 "], want "
+			    "%.17Lg (error %.3Lg, bound %.3Lg; rank 0 input %.17Lg)", what,
+			    rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, nranks, k, got, got_bits,
+			    ref, err, tol, x0);
 		bad++;
 	}
 	if (bad)
-		h_log("%s: %d of %zu elements wrong", what, bad, c->count);
+		say(0, "%s: %d of %zu elements wrong", what, bad, n);
 	if (ret_worst)
 		*ret_worst = worst;
 	return bad != 0;
 }
 
-int rc_check(const struct rc_case *c, int nranks, const void *result, const char *what,
-	     double *ret_worst)
+static int check_range(const struct rc_case *c, int nranks, size_t first, size_t n,
+		       const void *result, const char *what, double *ret_worst)
 {
 	if (ret_worst)
 		*ret_worst = 0;
 	if (is_float(c->dtype))
-		return check_float(c, nranks, result, what, ret_worst);
-	return check_int(c, nranks, result, what);
+		return check_float(c, nranks, first, n, result, what, ret_worst);
+	return check_int(c, nranks, first, n, result, what);
 }
 
-int rc_allreduce(const struct rc_case *c, struct collc_ctx *ctx, struct collc_comm *comm, int rank,
-		 int nranks, void *send, void *recv, const char *what)
+int rc_check(const struct rc_case *c, int nranks, const void *result, const char *what,
+	     double *ret_worst)
 {
-	collc_req req;
-	int r;
-
-	rc_fill(c, rank, send);
-	r = collc_allreduce(comm, send, recv, c->count, c->dtype, c->op, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		return h_fail("rank %d: %s: %s", rank, what, collc_strerror(r));
-	return rc_check(c, nranks, recv, what, NULL);
+	return check_range(c, nranks, 0, c->count, result, what, ret_worst);
 }
 
-int rc_join_allreduce(const struct collc_unique_id *id, const struct rc_case *c, int rank,
-		      int nranks, const char *what)
+void rc_fill_coll(const struct rc_case *c, enum rc_coll coll, int nranks, int rank, void *send)
 {
-	size_t bytes = c->count * rc_size(c->dtype);
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	void *send, *recv;
+	struct rc_case all = *c;
 
-	if (h_join_alloc(id, nranks, rank, bytes, &ctx, &comm, &send, &recv) < 0)
-		return 1;
-	if (rc_allreduce(c, ctx, comm, rank, nranks, send, recv, what))
-		return 1;
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return 0;
+	if (coll == RC_REDUCE_SCATTER)
+		all.count = c->count * (size_t)nranks;
+	rc_fill(&all, rank, send);
+}
+
+int rc_check_send(const struct rc_case *c, enum rc_coll coll, int nranks, int rank,
+		  const void *send, const char *what)
+{
+	struct rc_case all = *c;
+
+	if (coll == RC_REDUCE_SCATTER)
+		all.count = c->count * (size_t)nranks;
+	return rc_check_input(&all, rank, send, what);
+}
+
+int rc_check_coll(const struct rc_case *c, enum rc_coll coll, int nranks, int rank, int root,
+		  const void *recv, const char *what)
+{
+	size_t bb = c->count * rc_size(c->dtype);
+	char blk[256];
+
+	switch (coll) {
+	case RC_ALLGATHER:
+		for (int r = 0; r < nranks; r++) {
+			snprintf(blk, sizeof(blk), "%s, block %d", what, r);
+			if (rc_check_input(c, r, (const char *)recv + (size_t)r * bb, blk))
+				return 1;
+		}
+		return 0;
+	case RC_REDUCE_SCATTER:
+		snprintf(blk, sizeof(blk), "%s, rank %d's block", what, rank);
+		return check_range(c, nranks, (size_t)rank * c->count, c->count, recv, blk, NULL);
+	case RC_BROADCAST:
+		return rc_check_input(c, root, recv, what);
+	case RC_REDUCE:
+		if (rank != root)
+			return 0; /* nothing is written there */
+		/* fall through */
+	default:
+		return rc_check(c, nranks, recv, what, NULL);
+	}
 }
 
 void rc_canary_fill(void *p, size_t n, uint64_t tag)
@@ -423,7 +564,7 @@ void rc_canary_fill(void *p, size_t n, uint64_t tag)
 	unsigned char *b = p;
 
 	for (size_t i = 0; i < n; i++)
-		b[i] = (unsigned char)(h_mix(tag + i / 8) >> (8 * (i % 8)));
+		b[i] = (unsigned char)(rc_mix(tag + i / 8) >> (8 * (i % 8)));
 }
 
 long rc_canary_check(const void *p, size_t from, size_t to, uint64_t tag)
@@ -431,7 +572,7 @@ long rc_canary_check(const void *p, size_t from, size_t to, uint64_t tag)
 	const unsigned char *b = p;
 
 	for (size_t i = from; i < to; i++)
-		if (b[i] != (unsigned char)(h_mix(tag + i / 8) >> (8 * (i % 8))))
+		if (b[i] != (unsigned char)(rc_mix(tag + i / 8) >> (8 * (i % 8))))
 			return (long)i;
 	return -1;
 }

@@ -19,7 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench/bench.h"
+#include "bench/proc.h"
+#include "bench/vs_mpi.h"
 
 static void parse_line(const struct bench_cfg *cfg, char *line, struct size_stats *st)
 {
@@ -117,10 +118,8 @@ int mpi_peer_run(const struct bench_cfg *cfg, const struct mpi_opts *mo, struct 
 		free(sizes);
 		return -1;
 	}
-	pid = fork();
+	pid = bench_fork();
 	if (pid == 0) {
-		signal(SIGINT, SIG_DFL);
-		signal(SIGTERM, SIG_DFL);
 		dup2(pfd[1], 1);
 		setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
 		setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
@@ -134,7 +133,6 @@ int mpi_peer_run(const struct bench_cfg *cfg, const struct mpi_opts *mo, struct 
 		close(pfd[0]);
 		return -1;
 	}
-	bench_child_add(pid);
 	f = fdopen(pfd[0], "r");
 	while (f && fgets(line, sizeof(line), f))
 		parse_line(cfg, line, st);

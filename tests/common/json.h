@@ -2,7 +2,8 @@
 /*
  * A small, strict JSON (RFC 8259) parser for checking collcctl's output:
  * one value, whitespace around it, nothing else; no trailing commas, no
- * comments, control characters escaped, \u escapes well formed.
+ * comments, control characters escaped, \u escapes well formed. The tests
+ * read `collcctl status --json` with it.
  */
 #ifndef COLLC_TEST_JSON_H
 #define COLLC_TEST_JSON_H
@@ -26,5 +27,11 @@ void json_free(struct json *v);
 /* The member named key of an object, or NULL. */
 const struct json *json_get(const struct json *obj, const char *key);
 const char *json_type_name(enum json_type t);
+/* Item i of an array or object, or NULL. */
+const struct json *json_at(const struct json *v, size_t i);
+/* The number (a bool as 0 or 1), or dflt when v is none. */
+double json_num(const struct json *v, double dflt);
+/* 1 when the array v holds the number x. */
+int json_has_num(const struct json *v, double x);
 
 #endif /* COLLC_TEST_JSON_H */

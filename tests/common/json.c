@@ -394,3 +394,23 @@ const char *json_type_name(enum json_type t)
 
 	return (unsigned)t < 6 ? names[t] : "?";
 }
+
+const struct json *json_at(const struct json *v, size_t i)
+{
+	if (!v || (v->type != JSON_ARRAY && v->type != JSON_OBJECT) || i >= v->n)
+		return NULL;
+	return &v->items[i];
+}
+
+double json_num(const struct json *v, double dflt)
+{
+	return v && (v->type == JSON_NUMBER || v->type == JSON_BOOL) ? v->number : dflt;
+}
+
+int json_has_num(const struct json *v, double x)
+{
+	for (size_t i = 0; v && v->type == JSON_ARRAY && i < v->n; i++)
+		if (json_num(&v->items[i], x + 1) == x)
+			return 1;
+	return 0;
+}
