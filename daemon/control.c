@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,7 @@
 #include "common/scm.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
-#include "daemon/cpu/cpu.h"
-#include "daemon/cuda/cuda.h"
+#include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/sched.h"
 #include "daemon/wire_check.h"
@@ -305,8 +305,11 @@ static void done_hello(struct sched_cmd *cmd)
 	rep.cq.ring_entries = COLLC_CQ_ENTRIES;
 	memcpy(rep.node_id, params.node_id, sizeof(rep.node_id));
 	rep.max_ranks = COLLC_MAX_RANKS;
-	rep.ndevices = params.exec->ndevices;
-	rep.backend = params.exec->backend;
+	rep.ndevices = 0;
+	for (uint32_t e = 0; e < exec_count(); e++)
+		rep.ndevices += exec_get(e)->ndevices;
+	/* A bitmask since wire version 2: every executor that runs. */
+	rep.backend = exec_backend_mask();
 	fds[0] = cmd->u.add.shm_fd;
 	fds[1] = sched_doorbell_fd();
 	reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep), fds, 2);
@@ -399,12 +402,11 @@ static void done_mem(struct sched_cmd *cmd)
 			reply_struct(s, c->type, c->id, cmd->result, &rep, sizeof(rep), NULL, 0);
 	}
 	/*
-	 * On success the registration keeps mr.fd (host memory keeps none: its
-	 * mapping suffices); what is left over, or everything on failure, closes here.
+	 * The registration keeps no fd (a host mapping or the executor's handle);
+	 * the scheduler released the memory on failure. Our copy of the reply
+	 * fd (sent or not) closes here.
 	 */
-	if (cmd->result < 0 && cmd->u.mr.fd >= 0)
-		close(cmd->u.mr.fd);
-	if (cmd->u.mr.reply_fd >= 0 && cmd->u.mr.reply_fd != cmd->u.mr.fd)
+	if (cmd->u.mr.reply_fd >= 0)
 		close(cmd->u.mr.reply_fd);
 	free(c);
 }
@@ -420,112 +422,157 @@ static void done_status_only(struct sched_cmd *cmd)
 }
 
 /*
- * Hands a registration to the scheduler. fd: what collcd keeps (host memory
- * it mapped: -1); reply_fd: what the client gets (a memfd, or the device
- * registration's socket); both are ours until then.
+ * Hands a registration to the scheduler. reply_fd: what the client gets (a
+ * memfd, or a GPU allocation's socket; -1: none); ex NULL: addr is host
+ * memory we mapped, else executor memory of handle exec_mem. All of it is
+ * ours until then.
  */
-static void mem_post(struct session *s, uint16_t type, uint32_t id, int fd, int reply_fd, void *addr,
-		     uint64_t size, int device)
+static void mem_post(struct session *s, uint16_t type, uint32_t id, int reply_fd, void *addr,
+		     uint64_t size, const struct exec_backend *ex, void *exec_mem, uint32_t flags)
 {
 	struct cmd_ctx *c = cmd_new(s, CMD_MR_ADD, type, id, done_mem);
 
 	if (!c) {
-		if (device == -1)
+		if (ex)
+			ex->mem_release(exec_mem);
+		else
 			munmap(addr, size);
-		if (fd >= 0)
-			close(fd);
-		if (reply_fd >= 0 && reply_fd != fd)
+		if (reply_fd >= 0)
 			close(reply_fd);
 		reply_status(s, type, id, -EBUSY);
 		return;
 	}
-	c->cmd.u.mr.fd = fd;
 	c->cmd.u.mr.reply_fd = reply_fd;
 	c->cmd.u.mr.addr = addr;
 	c->cmd.u.mr.size = size;
+	c->cmd.u.mr.exec = ex;
+	c->cmd.u.mr.exec_mem = exec_mem;
+	c->cmd.u.mr.flags = flags;
 	cmd_post(c);
 }
 
 /*
- * Device memory is allocated or imported by the CUDA backend, which may have
- * to wait for a quiesce window of the grids (milliseconds): that runs in
- * libuv's thread pool, never on the loop thread. The session stays allocated
+ * Device memory is allocated or imported by its executor, which may have to
+ * wait for a quiesce window of the grids (milliseconds): mem_add queues it
+ * on the executor's own thread, whose completion (mem_done_cb) queues it
+ * here and wakes the loop (done_async). The session stays allocated
  * meanwhile (pending).
  */
-struct dev_mem_work {
-	uv_work_t w;
+struct dev_mem {
+	struct dev_mem *next;
 	struct session *s;
+	const struct exec_backend *ex;
 	uint16_t type;
 	uint32_t id;
-	struct collc_msg_mem q;
-	int in_fd;  /* MEM_REGISTER: our copy of the pipe holding the IPC handle */
-	int r, fd;  /* the result, and the registration's socket for the client */
-	uint64_t daddr, dsize;
+	uint64_t size;
+	int r;
+	struct exec_mem m;
 };
 
-static void dev_mem_run(uv_work_t *w)
-{
-	struct dev_mem_work *d = w->data;
+static pthread_mutex_t mem_done_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct dev_mem *mem_done_head; /* completions the loop has not taken */
+static int mem_done_closed;           /* ctl_fini() ran: nobody takes them */
 
-	d->r = exec_cuda_mem_add(d->type, &d->q, d->in_fd, &d->fd, &d->daddr, &d->dsize);
+/* Lets go of what a completion brought when nobody will use it. */
+static void dev_mem_drop(struct dev_mem *d)
+{
+	if (d->r == 0) {
+		d->ex->mem_release(d->m.handle);
+		if (d->m.fd >= 0)
+			close(d->m.fd);
+	}
 }
 
-static void dev_mem_done(uv_work_t *w, int status)
+/* The executor's thread. */
+static void mem_done_cb(void *arg, int result, const struct exec_mem *m)
 {
-	struct dev_mem_work *d = w->data;
+	struct dev_mem *d = arg;
+
+	d->r = result;
+	if (result == 0)
+		d->m = *m;
+	pthread_mutex_lock(&mem_done_lock);
+	if (mem_done_closed) {
+		pthread_mutex_unlock(&mem_done_lock);
+		dev_mem_drop(d);
+		free(d);
+		return;
+	}
+	d->next = mem_done_head;
+	mem_done_head = d;
+	/* Under the lock: ctl_fini() cannot close the handle in between. */
+	uv_async_send(&done_async);
+	pthread_mutex_unlock(&mem_done_lock);
+}
+
+static void dev_mem_finish(struct dev_mem *d)
+{
 	struct session *s = d->s;
 
-	if (d->in_fd >= 0)
-		close(d->in_fd);
-	if (status < 0 && d->r == 0)
-		d->r = status;
 	s->pending--;
 	if (s->closed) {
-		/* Nobody to tell: closing our end of the socket releases the registration. */
-		if (d->r == 0 && d->fd >= 0)
-			close(d->fd);
+		/* Nobody to tell: the memory goes back at once. */
+		dev_mem_drop(d);
 		session_maybe_free(s);
 	} else if (d->r < 0) {
 		reply_status(s, d->type, d->id, d->r);
 	} else {
-		mem_post(s, d->type, d->id, d->fd, d->fd, (void *)(uintptr_t)d->daddr, d->q.size,
-			 d->q.device);
+		mem_post(s, d->type, d->id, d->m.fd, (void *)(uintptr_t)d->m.addr, d->m.size, d->ex,
+			 d->m.handle, d->m.flags);
 	}
 	free(d);
 }
 
-static void handle_dev_mem(struct session *s, const struct collc_msg_hdr *h,
-			   const struct collc_msg_mem *q, int *fds, int nfds)
+/* Loop thread: takes the completions, oldest first. */
+static void run_mem_done(void)
 {
-	struct dev_mem_work *d;
+	struct dev_mem *list, *rev = NULL, *next;
+
+	pthread_mutex_lock(&mem_done_lock);
+	list = mem_done_head;
+	mem_done_head = NULL;
+	pthread_mutex_unlock(&mem_done_lock);
+	for (; list; list = next) {
+		next = list->next;
+		list->next = rev;
+		rev = list;
+	}
+	for (; rev; rev = next) {
+		next = rev->next;
+		dev_mem_finish(rev);
+	}
+}
+
+static void handle_dev_mem(struct session *s, const struct collc_msg_hdr *h, const void *payload,
+			   int nfds)
+{
+	const struct collc_msg_mem *q = payload;
+	const struct exec_backend *ex = exec_for_device(q->device);
+	struct dev_mem *d;
 	int r;
 
-	if (params.exec->backend != COLLC_BACKEND_CUDA) {
+	if (!ex || !ex->mem_add) {
 		reply_status(s, h->type, h->id, -ENODEV);
+		return;
+	}
+	/* The IPC handle travels in the payload since wire version 2: no fd. */
+	if (nfds) {
+		reply_status(s, h->type, h->id, -EBADF);
 		return;
 	}
 	if (s->pending >= MAX_PENDING_CMDS || !(d = calloc(1, sizeof(*d)))) {
 		reply_status(s, h->type, h->id, -EBUSY);
 		return;
 	}
-	d->w.data = d;
 	d->s = s;
+	d->ex = ex;
 	d->type = h->type;
 	d->id = h->id;
-	d->q = *q;
-	d->fd = -1;
-	d->in_fd = nfds == 1 ? fcntl(fds[0], F_DUPFD_CLOEXEC, 0) : -1;
-	if (nfds == 1 && d->in_fd < 0) {
-		reply_status(s, h->type, h->id, -errno);
-		free(d);
-		return;
-	}
-	r = uv_queue_work(params.loop, &d->w, dev_mem_run, dev_mem_done);
+	d->size = q->size;
+	r = ex->mem_add(h->type, payload, h->length, mem_done_cb, d);
 	if (r < 0) {
-		if (d->in_fd >= 0)
-			close(d->in_fd);
 		free(d);
-		reply_status(s, h->type, h->id, -EAGAIN);
+		reply_status(s, h->type, h->id, r);
 		return;
 	}
 	s->pending++;
@@ -544,7 +591,7 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 		return;
 	}
 	if (q->device != -1) {
-		handle_dev_mem(s, h, q, fds, nfds);
+		handle_dev_mem(s, h, payload, nfds);
 		return;
 	}
 	if (h->type == COLLC_MSG_MEM_ALLOC) {
@@ -572,8 +619,7 @@ static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const v
 		/* The mapping keeps the memory; the fd (closed by the caller) is not needed. */
 	}
 	reply_fd = fd;
-	fd = -1;
-	mem_post(s, h->type, h->id, fd, reply_fd, addr, q->size, -1);
+	mem_post(s, h->type, h->id, reply_fd, addr, q->size, NULL, NULL, 0);
 }
 
 static void done_comm(struct sched_cmd *cmd)
@@ -607,13 +653,34 @@ static void done_text(struct sched_cmd *cmd)
 
 static void handle_get(struct session *s, const struct collc_msg_hdr *h, const char *payload)
 {
+	const struct collc_config *cfg;
 	char key[64], val[128];
 	int r;
 
 	memcpy(key, payload, h->length);
 	key[h->length] = '\0';
 	rcu_thread_online();
-	r = cfg_get_key(cfg_get(), key, val, sizeof(val));
+	cfg = cfg_get();
+	r = cfg_get_key(cfg, key, val, sizeof(val));
+	/* auto: say what each executor makes of it ("auto (cpu 2, cuda 32)"). */
+	if (r == 0 && cfg_key_is_auto(cfg, key)) {
+		size_t n = strlen(val);
+		char one[64];
+
+		for (uint32_t e = 0; e < exec_count(); e++) {
+			const struct exec_backend *ex = exec_get(e);
+			struct collc_config eff;
+
+			cfg_resolve(cfg, &ex->defaults, ex->max_channels, &eff);
+			cfg_get_key(&eff, key, one, sizeof(one));
+			n += (size_t)snprintf(val + n, sizeof(val) - n, "%s%s %s",
+					      e ? ", " : " (", ex->name, one);
+			if (n >= sizeof(val))
+				break;
+		}
+		if (n < sizeof(val) && exec_count())
+			snprintf(val + n, sizeof(val) - n, ")");
+	}
 	cfg_reader_quiescent();
 	rcu_thread_offline();
 	if (r < 0) {
@@ -626,7 +693,8 @@ static void handle_get(struct session *s, const struct collc_msg_hdr *h, const c
 
 int ctl_set(const char *words, char *err, size_t errlen)
 {
-	struct collc_config next;
+	struct collc_config next, cur;
+	const char *fixed;
 	char buf[1024], *save = NULL, *w;
 	int r = 0;
 
@@ -639,16 +707,21 @@ int ctl_set(const char *words, char *err, size_t errlen)
 	next = *cfg_get();
 	cfg_reader_quiescent();
 	rcu_thread_offline();
+	cur = next;
 	/* All words apply, or none: the old config stays on any error. */
 	for (w = strtok_r(buf, " \t\n", &save); w && r == 0; w = strtok_r(NULL, " \t\n", &save))
 		r = cfg_apply_kv(&next, w, err, errlen);
 	if (r < 0)
 		return r;
+	if ((fixed = cfg_fixed_changed(&cur, &next))) {
+		snprintf(err, errlen, "%s is fixed at start: set it in the config file or with --set and restart collcd",
+			 fixed);
+		return -EINVAL;
+	}
 	rcu_thread_online();
 	r = cfg_publish(&next);
 	cfg_reader_quiescent();
 	rcu_thread_offline();
-	exec_spin_us = next.exec_spin_us;
 	if (r == 0)
 		snprintf(err, errlen, "ok");
 	return r;
@@ -656,7 +729,8 @@ int ctl_set(const char *words, char *err, size_t errlen)
 
 int ctl_reload(void)
 {
-	struct collc_config next;
+	struct collc_config next, cur;
+	const char *fixed;
 	char err[256];
 	int r;
 
@@ -666,16 +740,20 @@ int ctl_reload(void)
 	next = *cfg_get();
 	cfg_reader_quiescent();
 	rcu_thread_offline();
+	cur = next;
 	r = cfg_apply_file(&next, params.config_path, err, sizeof(err));
 	if (r < 0) {
 		log_err("reload: %s", err);
 		return r;
 	}
+	if ((fixed = cfg_fixed_changed(&cur, &next))) {
+		log_err("reload: %s is fixed at start: restart collcd to change it; config unchanged", fixed);
+		return -EINVAL;
+	}
 	rcu_thread_online();
 	r = cfg_publish(&next);
 	cfg_reader_quiescent();
 	rcu_thread_offline();
-	exec_spin_us = next.exec_spin_us;
 	log_info("reloaded %s", params.config_path);
 	return r;
 }
@@ -1046,6 +1124,7 @@ static int listen_fd(int fd, int admin)
 
 static void on_done_async(uv_async_t *h)
 {
+	run_mem_done();
 	sched_run_done();
 }
 
@@ -1114,6 +1193,11 @@ void ctl_fini(void)
 			unlink(listeners[i].path);
 	}
 	nlisteners = 0;
+	pthread_mutex_lock(&mem_done_lock);
+	mem_done_closed = 1;
+	pthread_mutex_unlock(&mem_done_lock);
+	/* Completions that came in before: their sessions are closed, their memory goes back. */
+	run_mem_done();
 	store_relaxed(&async_closed, 1);
 	uv_close((uv_handle_t *)&done_async, NULL);
 	free(rxbuf);

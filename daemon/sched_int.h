@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The scheduler's own state. Only the scheduler thread touches it (status.c
- * renders it from that thread too).
+ * renders a snapshot of it: daemon/status.h).
  */
 #ifndef COLLCD_SCHED_INT_H
 #define COLLCD_SCHED_INT_H
@@ -14,11 +14,17 @@
 #include "proto/shm.h"
 #include "proto/work.h"
 
+/*
+ * A registration: either a host mapping the scheduler made and unmaps
+ * (exec NULL), or executor memory it lets go through exec->mem_release().
+ */
 struct mr {
 	uint32_t id;
-	int fd;
 	void *addr;
 	uint64_t size;
+	const struct exec_backend *exec; /* NULL: a host mapping */
+	void *exec_mem;                  /* the executor's handle */
+	uint32_t flags;                  /* EXEC_MEM_* */
 	uint32_t refs;    /* submissions that name it and are not finished */
 	uint8_t released; /* the client let it go: unmap once refs drop to 0 */
 };
@@ -112,8 +118,9 @@ struct comm {
 	struct sched_cmd **joins;     /* pending comm_init of each rank */
 	struct member **members;      /* by rank; NULL once the client went */
 	uint32_t live;                /* members neither gone nor left */
-	uint32_t *devs;
+	uint32_t *devs;               /* global device indexes (sched.fifos) */
 	uint64_t *comm_dev;
+	uint32_t exec_idx;            /* its executor: sched.execs[exec_idx] */
 	void *exec_priv;
 	int revoked;                  /* 0, or the error every later collective gets */
 	uint32_t timeout_ms;          /* UINT32_MAX: follow op_timeout_ms */
@@ -128,21 +135,35 @@ struct comm {
 	uint64_t by_proto[COLLC_PROTO_MAX];
 };
 
+/* One device of one executor; the scheduler numbers them globally. */
 struct fifo_host {
 	struct collc_work_fifo *f;
 	uint64_t tail;    /* next position to write */
+	uint32_t exec_idx;
+	uint32_t dev;     /* the executor's own device number */
 	uint8_t used;
 };
 
+#define SCHED_MAX_DEVICES (EXEC_MAX * COLLC_MAX_RANKS)
+
+/* One executor as the scheduler sees it. */
+struct sched_exec {
+	const struct exec_backend *ex;
+	uint32_t base;             /* its devices are sched.fifos[base, base + ndevices) */
+	uint32_t next_chan_base;   /* rotates when its config asks for it */
+	struct collc_config cfg;   /* this pass's config, resolved for it (cfg_resolve) */
+};
+
 struct sched_state {
-	const struct exec_backend *exec;
+	struct sched_exec execs[EXEC_MAX];
+	uint32_t nexecs;
+	uint32_t ndevs;
 	struct sched_client *clients;
 	struct comm *comms;
-	struct fifo_host fifos[COLLC_MAX_RANKS];
+	struct fifo_host fifos[SCHED_MAX_DEVICES];
 	uint32_t next_client_id;
 	uint64_t next_comm_id;
 	uint64_t next_coll_id;
-	uint32_t next_chan_base;      /* rotates when the executor asks for it */
 	uint64_t submitted, completed, errors, bad;
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
@@ -153,10 +174,5 @@ struct sched_state {
 };
 
 extern struct sched_state sched;
-
-/* status.c */
-char *status_render(const struct collc_config *cfg, uint32_t flags, size_t *ret_len);
-char *metrics_render(const struct collc_config *cfg, size_t *ret_len);
-uint32_t slot_pending_count(const struct comm *c);
 
 #endif

@@ -23,10 +23,11 @@
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "daemon/plan.h"
-#include "daemon/cpu/reduce.h"
 #include "daemon/sched.h"
 #include "daemon/sched_int.h"
 #include "daemon/sqe_check.h"
+#include "daemon/status.h"
+#include "proto/dtype.h"
 
 struct sched_state sched;
 
@@ -38,6 +39,7 @@ static uint32_t stop_requested;
 static uint32_t sleeping;    /* the scheduler sleeps on the doorbell */
 static uint32_t stall;       /* tests: freeze the loop */
 static uint64_t loops;
+static int execs_stopped;    /* sched_release(): the executors' fini ran */
 
 static pthread_mutex_t cmd_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sched_cmd *cmd_head, **cmd_tail = &cmd_head;
@@ -181,13 +183,21 @@ static void flush_cqs(void)
 
 /* Registrations */
 
+/* Lets go of memory a registration holds: its host mapping, or the executor's memory. */
+static void mr_free_mem(const struct exec_backend *ex, void *exec_mem, void *addr, uint64_t size)
+{
+	if (ex) {
+		if (!(execs_stopped && ex->fini_frees))
+			ex->mem_release(exec_mem);
+	} else
+		munmap(addr, size);
+}
+
 static void mr_put(struct mr *m)
 {
 	if (!m || --m->refs > 0 || !m->released)
 		return;
-	munmap(m->addr, m->size);
-	if (m->fd >= 0)
-		close(m->fd);
+	mr_free_mem(m->exec, m->exec_mem, m->addr, m->size);
 	free(m);
 }
 
@@ -222,7 +232,7 @@ static struct slot *slot_of(struct comm *cm, uint64_t seq)
 	return &cm->slots[seq % COMM_WINDOW];
 }
 
-uint32_t slot_pending_count(const struct comm *cm)
+static uint32_t slot_pending_count(const struct comm *cm)
 {
 	uint32_t n = 0;
 
@@ -289,7 +299,7 @@ static void comm_revoke(struct comm *cm, int err)
 		log_info("communicator %llu revoked: %s", (unsigned long long)cm->id, strerror(-err));
 	if (cm->inflight && cm->exec_priv) {
 		cm->revoked_inflight = cm->inflight;
-		sched.exec->comm_abort(cm->exec_priv);
+		sched.execs[cm->exec_idx].ex->comm_abort(cm->exec_priv);
 	}
 	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {
 		struct slot *sl = slot_of(cm, s);
@@ -450,6 +460,11 @@ static int drain_sq(struct sched_client *c)
 
 /* FIFOs */
 
+static uint32_t fifo_channels(const struct fifo_host *fh)
+{
+	return sched.execs[fh->exec_idx].ex->max_channels;
+}
+
 static int fifo_has_room(uint32_t dev)
 {
 	struct fifo_host *fh = &sched.fifos[dev];
@@ -458,7 +473,7 @@ static int fifo_has_room(uint32_t dev)
 	if (fh->tail < COLLC_FIFO_DEPTH)
 		return 1;
 	need = fh->tail - COLLC_FIFO_DEPTH + 1;
-	for (uint32_t ch = 0; ch < sched.exec->max_channels; ch++)
+	for (uint32_t ch = 0; ch < fifo_channels(fh); ch++)
 		/* F1: pairs with the executor's release of work_consumed after it read the item. */
 		if (load_acquire(&fh->f->ctrl.work_consumed[ch].value) < need)
 			return 0;
@@ -469,7 +484,7 @@ static int fifo_has_room(uint32_t dev)
 static int coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchannels)
 {
 	struct collc_work_fifo *f = sched.fifos[dev].f;
-	uint32_t max = sched.exec->max_channels;
+	uint32_t max = fifo_channels(&sched.fifos[dev]);
 
 	for (uint32_t k = 0; k < nchannels; k++)
 		/* F2: pairs with the executor's release after the item's last write to user buffers. */
@@ -489,7 +504,7 @@ static int slot_executed(const struct comm *cm, const struct slot *sl)
 
 static int64_t rank_bytes(const struct collc_sqe *e, uint32_t nranks)
 {
-	uint64_t b = e->count * red_dtype_size(e->dtype);
+	uint64_t b = e->count * collc_dtype_bytes(e->dtype);
 
 	if (e->opcode == COLLC_OP_ALLGATHER || e->opcode == COLLC_OP_REDUCE_SCATTER)
 		b *= nranks;
@@ -524,10 +539,26 @@ static uint64_t buf_addr(const struct mr *m, uint64_t off)
 	return m ? (uint64_t)(uintptr_t)m->addr + off : 0;
 }
 
+/* Does some rank's buffer live in memory its peers cannot read directly? */
+static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl)
+{
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		if ((sr->send_mr && (sr->send_mr->flags & EXEC_MEM_NO_PEER_READ)) ||
+		    (sr->recv_mr && (sr->recv_mr->flags & EXEC_MEM_NO_PEER_READ)))
+			return PLAN_NO_PEER_READ;
+	}
+	return 0;
+}
+
 /* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
-static int launch(const struct collc_config *cfg, struct comm *cm, struct slot *sl)
+static int launch(struct comm *cm, struct slot *sl)
 {
 	const struct collc_sqe *a = &sl->ranks[0].sqe;
+	struct sched_exec *se = &sched.execs[cm->exec_idx];
+	const struct collc_config *cfg = &se->cfg;
+	uint32_t maxch = se->ex->max_channels;
 	struct plan p;
 	int err = slot_consistent(cm, sl);
 
@@ -538,14 +569,15 @@ static int launch(const struct collc_config *cfg, struct comm *cm, struct slot *
 	for (uint32_t r = 0; r < cm->nranks; r++)
 		if (!fifo_has_room(cm->devs[r]))
 			return 0;
-	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(a, cm->nranks), cm->nranks, &p);
+	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(a, cm->nranks), cm->nranks,
+		  slot_plan_flags(cm, sl), &p);
 	sl->coll_id = ++sched.next_coll_id;
 	sl->nchannels = p.nchannels;
 	/* Every rank's item of one collective starts at the same channel. */
 	sl->chan_base = 0;
-	if (sched.exec->rotate_channels) {
-		sl->chan_base = (uint8_t)(sched.next_chan_base % sched.exec->max_channels);
-		sched.next_chan_base = (sched.next_chan_base + p.nchannels) % sched.exec->max_channels;
+	if (cfg->rotate_channels) {
+		sl->chan_base = (uint8_t)(se->next_chan_base % maxch);
+		se->next_chan_base = (se->next_chan_base + p.nchannels) % maxch;
 	}
 	sl->algo = p.algo;
 	sl->proto = p.proto;
@@ -581,7 +613,7 @@ static int launch(const struct collc_config *cfg, struct comm *cm, struct slot *
 		fh->used = 1;
 	}
 	for (uint32_t r = 0; r < cm->nranks; r++)
-		sched.exec->kick(cm->devs[r]);
+		se->ex->kick(sched.fifos[cm->devs[r]].dev);
 	sl->state = SLOT_INFLIGHT;
 	cm->inflight++;
 	cm->by_algo[p.algo]++;
@@ -592,7 +624,7 @@ static int launch(const struct collc_config *cfg, struct comm *cm, struct slot *
 	return 1;
 }
 
-static int launch_ready(const struct collc_config *cfg)
+static int launch_ready(void)
 {
 	int progress = 0;
 
@@ -608,7 +640,7 @@ static int launch_ready(const struct collc_config *cfg)
 			}
 			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nranks)
 				break;
-			if (!launch(cfg, cm, sl))
+			if (!launch(cm, sl))
 				break;
 			cm->next_launch++;
 			progress = 1;
@@ -742,7 +774,7 @@ static void client_free(struct sched_client *c)
 static void comm_free(struct comm *cm)
 {
 	if (cm->exec_priv)
-		sched.exec->comm_teardown(cm->exec_priv);
+		sched.execs[cm->exec_idx].ex->comm_teardown(cm->exec_priv);
 	/*
 	 * At shutdown collectives may still be waiting or in flight (the
 	 * executors have stopped): drop the registrations they hold.
@@ -854,6 +886,51 @@ static int member_add(struct sched_client *c, struct comm *cm, uint32_t rank, ui
 	return 0;
 }
 
+/* The executor of a communicator's ranks: host memory ranks, or GPU ones. */
+static int comm_pick_exec(const struct comm *cm, uint32_t *ret_idx)
+{
+	int32_t dev0 = cm->joins[0]->u.join.req.device;
+	uint32_t cap = dev0 == -1 ? EXEC_CAP_HOST_RANKS : EXEC_CAP_DEVICE_RANKS;
+
+	for (uint32_t i = 1; i < cm->nranks; i++)
+		if ((cm->joins[i]->u.join.req.device == -1) != (dev0 == -1)) {
+			log_warn("communicator %llu: rank 0 uses %s but rank %u %s: one communicator "
+				 "runs on host threads or on GPUs, not both",
+				 (unsigned long long)cm->id, dev0 == -1 ? "host memory (device -1)" : "a GPU",
+				 i, dev0 == -1 ? "a GPU" : "host memory (device -1)");
+			return -EINVAL;
+		}
+	for (uint32_t e = 0; e < sched.nexecs; e++)
+		if (sched.execs[e].ex->caps & cap) {
+			*ret_idx = e;
+			return 0;
+		}
+	log_warn("communicator %llu: no executor runs %s ranks", (unsigned long long)cm->id,
+		 dev0 == -1 ? "host-memory" : "GPU");
+	return -ENODEV;
+}
+
+/* Places the ranks on its executor's devices and sets up its connections there. */
+static int comm_place(struct comm *cm)
+{
+	const struct collc_msg_comm_init *reqs[COLLC_MAX_RANKS];
+	const struct exec_backend *ex;
+	uint32_t local[COLLC_MAX_RANKS];
+	int r = comm_pick_exec(cm, &cm->exec_idx);
+
+	if (r < 0)
+		return r;
+	ex = sched.execs[cm->exec_idx].ex;
+	for (uint32_t i = 0; i < cm->nranks; i++)
+		reqs[i] = &cm->joins[i]->u.join.req;
+	r = ex->place(cm->nranks, reqs, local);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < cm->nranks; i++)
+		cm->devs[i] = sched.execs[cm->exec_idx].base + local[i];
+	return ex->comm_setup(cm->nranks, local, cm->comm_dev, &cm->exec_priv);
+}
+
 static int comm_complete_init(struct comm *cm)
 {
 	struct slot_rank *ranks;
@@ -869,16 +946,7 @@ static int comm_complete_init(struct comm *cm)
 		cm->slots[i].ranks = ranks + (size_t)i * cm->nranks;
 		cm->slots[i].seq = UINT64_MAX;
 	}
-	{
-		const struct collc_msg_comm_init *reqs[COLLC_MAX_RANKS];
-
-		for (uint32_t i = 0; i < cm->nranks; i++)
-			reqs[i] = &cm->joins[i]->u.join.req;
-		r = sched.exec->place(cm->nranks, reqs, cm->devs);
-		if (r < 0)
-			return r;
-	}
-	r = sched.exec->comm_setup(cm->nranks, cm->devs, cm->comm_dev, &cm->exec_priv);
+	r = comm_place(cm);
 	if (r < 0)
 		return r;
 	for (uint32_t i = 0; i < cm->nranks; i++) {
@@ -977,6 +1045,157 @@ static struct member *member_of(struct sched_client *c, uint32_t handle)
 	return c->members[handle - 1];
 }
 
+/* Status */
+
+static uint32_t clamp_depth(uint32_t tail, uint32_t head, uint32_t entries)
+{
+	uint32_t d = tail - head;
+
+	return d > entries ? entries : d;
+}
+
+/* Ranks that have not yet submitted the oldest collective some rank is waiting in. */
+static uint64_t lagging_mask(const struct comm *cm)
+{
+	const struct slot *sl;
+	uint64_t mask = 0;
+
+	if (!cm->ready || !cm->slots)
+		return 0;
+	sl = &cm->slots[cm->next_launch % COMM_WINDOW];
+	if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING)
+		return 0;
+	for (uint32_t r = 0; r < cm->nranks; r++)
+		if (!sl->ranks[r].client)
+			mask |= 1ull << r;
+	return mask;
+}
+
+static void snapshot_device(uint32_t g, struct status_device *d)
+{
+	const struct fifo_host *fh = &sched.fifos[g];
+	const struct exec_backend *ex = sched.execs[fh->exec_idx].ex;
+
+	d->id = g;
+	d->backend = ex->name;
+	ex->device_name(fh->dev, d->name, sizeof(d->name));
+	d->nchannels = ex->max_channels;
+	d->tail = fh->tail;
+	for (uint32_t ch = 0; ch < d->nchannels; ch++) {
+		d->consumed[ch] = load_acquire(&fh->f->ctrl.work_consumed[ch].value);
+		d->aborted[ch] = load_relaxed(&fh->f->ctrl.work_consumed[ch].aborted);
+	}
+}
+
+/* Fills s from the scheduler's state; the arrays are malloc'ed (snapshot_free). */
+static int snapshot_take(const struct collc_config *cfg, struct status_snapshot *s)
+{
+	uint32_t n = 0;
+
+	memset(s, 0, sizeof(*s));
+	s->cfg = cfg;
+	s->generation = cfg_generation();
+	for (uint32_t e = 0; e < sched.nexecs; e++) {
+		s->execs[e].name = sched.execs[e].ex->name;
+		s->execs[e].ndevices = sched.execs[e].ex->ndevices;
+		s->execs[e].max_channels = sched.execs[e].ex->max_channels;
+		s->execs[e].cfg = sched.execs[e].cfg;
+	}
+	s->nexecs = sched.nexecs;
+	for (struct sched_client *c = sched.clients; c; c = c->next)
+		n++;
+	s->clients = calloc(n ? n : 1, sizeof(*s->clients));
+	n = 0;
+	for (struct comm *cm = sched.comms; cm; cm = cm->next)
+		n++;
+	s->comms = calloc(n ? n : 1, sizeof(*s->comms));
+	s->devices = calloc(sched.ndevs ? sched.ndevs : 1, sizeof(*s->devices));
+	if (!s->clients || !s->comms || !s->devices)
+		return -ENOMEM;
+	for (const struct sched_client *c = sched.clients; c; c = c->next) {
+		struct status_client *v = &s->clients[s->nclients];
+
+		if (c->gone)
+			continue;
+		v->id = c->id;
+		v->pid = (int32_t)c->pid;
+		v->uid = (uint32_t)c->uid;
+		v->sq_depth = clamp_depth(load_relaxed(&c->hdr->sq_tail), c->sq_head, c->sq_entries);
+		v->cq_depth = clamp_depth(c->cq_tail, load_relaxed(&c->hdr->cq_head), c->cq_entries);
+		v->inflight = c->outstanding;
+		v->submitted = c->submitted;
+		v->completed = c->completed;
+		v->errors = c->errors;
+		v->bad = c->bad;
+		s->nclients++;
+	}
+	for (const struct comm *cm = sched.comms; cm; cm = cm->next) {
+		struct status_comm *v = &s->comms[s->ncomms];
+
+		if (!cm->ready)
+			continue;
+		v->id = cm->id;
+		v->backend = sched.execs[cm->exec_idx].ex->name;
+		v->nranks = cm->nranks;
+		v->live = cm->live;
+		v->pending = slot_pending_count(cm);
+		v->revoked = cm->revoked;
+		v->timeout_ms = cm->timeout_ms == UINT32_MAX ? -1 : (int32_t)cm->timeout_ms;
+		v->inflight = cm->inflight;
+		v->completed = cm->completed;
+		v->errors = cm->errors;
+		v->revoked_inflight = cm->revoked_inflight;
+		v->timeouts = cm->timeouts;
+		v->timed_out_mask = cm->timed_out_mask;
+		v->lagging_mask = lagging_mask(cm);
+		memcpy(v->by_algo, cm->by_algo, sizeof(v->by_algo));
+		memcpy(v->by_proto, cm->by_proto, sizeof(v->by_proto));
+		s->ncomms++;
+	}
+	for (uint32_t g = 0; g < sched.ndevs; g++) {
+		struct status_device *d = &s->devices[s->ndevices];
+
+		if (!sched.execs[sched.fifos[g].exec_idx].ex->device_active(sched.fifos[g].dev))
+			continue;
+		snapshot_device(g, d);
+		for (uint32_t ch = 0; ch < d->nchannels; ch++)
+			s->aborted += d->aborted[ch];
+		s->ndevices++;
+	}
+	s->submitted = sched.submitted;
+	s->completed = sched.completed;
+	s->errors = sched.errors;
+	s->bad = sched.bad;
+	memcpy(s->by_algo, sched.by_algo, sizeof(s->by_algo));
+	memcpy(s->by_proto, sched.by_proto, sizeof(s->by_proto));
+	memcpy(s->lat_buckets, sched.lat_buckets, sizeof(s->lat_buckets));
+	memcpy(s->lat_count, sched.lat_count, sizeof(s->lat_count));
+	memcpy(s->lat_sum_ns, sched.lat_sum_ns, sizeof(s->lat_sum_ns));
+	return 0;
+}
+
+static void snapshot_free(struct status_snapshot *s)
+{
+	free(s->clients);
+	free(s->comms);
+	free(s->devices);
+}
+
+/* CMD_STATUS and CMD_METRICS: the text, or NULL when out of memory. */
+static char *render_status(const struct collc_config *cfg, struct sched_cmd *cmd)
+{
+	struct status_snapshot *s = malloc(sizeof(*s));
+	char *text = NULL;
+
+	if (s && snapshot_take(cfg, s) == 0)
+		text = cmd->type == CMD_STATUS ? status_render(s, cmd->u.status.flags, &cmd->u.status.len)
+					       : metrics_render(s, &cmd->u.status.len);
+	if (s)
+		snapshot_free(s);
+	free(s);
+	return text;
+}
+
 static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 {
 	struct sched_client *c = cmd->client;
@@ -1017,8 +1236,8 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		return;
 	case CMD_MR_ADD:
 		if (c->nmrs_live >= QUOTA_MRS || c->mr_bytes + cmd->u.mr.size > QUOTA_BYTES) {
-			munmap(cmd->u.mr.addr, cmd->u.mr.size);
-			/* The fds go back to the control thread, which closes them. */
+			mr_free_mem(cmd->u.mr.exec, cmd->u.mr.exec_mem, cmd->u.mr.addr, cmd->u.mr.size);
+			/* The reply fd goes back to the control thread, which closes it. */
 			cmd_finish(cmd, -EDQUOT);
 			return;
 		}
@@ -1028,12 +1247,14 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 			c->mrs = t;
 		if (!m || !t) {
 			free(m);
-			munmap(cmd->u.mr.addr, cmd->u.mr.size);
-			/* The fds go back to the control thread, which closes them. */
+			mr_free_mem(cmd->u.mr.exec, cmd->u.mr.exec_mem, cmd->u.mr.addr, cmd->u.mr.size);
+			/* The reply fd goes back to the control thread, which closes it. */
 			cmd_finish(cmd, -ENOMEM);
 			return;
 		}
-		m->fd = cmd->u.mr.fd;
+		m->exec = cmd->u.mr.exec;
+		m->exec_mem = cmd->u.mr.exec_mem;
+		m->flags = cmd->u.mr.flags;
 		m->addr = cmd->u.mr.addr;
 		m->size = cmd->u.mr.size;
 		m->id = ++c->nmrs;
@@ -1091,11 +1312,8 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		cmd_finish(cmd, 0);
 		return;
 	case CMD_STATUS:
-		cmd->u.status.text = status_render(cfg, cmd->u.status.flags, &cmd->u.status.len);
-		cmd_finish(cmd, cmd->u.status.text ? 0 : -ENOMEM);
-		return;
 	case CMD_METRICS:
-		cmd->u.status.text = metrics_render(cfg, &cmd->u.status.len);
+		cmd->u.status.text = render_status(cfg, cmd);
 		cmd_finish(cmd, cmd->u.status.text ? 0 : -ENOMEM);
 		return;
 	}
@@ -1219,6 +1437,26 @@ static void sleep_until_work(int timers)
 	set_need_wakeup(0);
 }
 
+/*
+ * Resolves this pass's config for every executor (its auto keys), and hands
+ * a newly published one to the executors that take it (configure). The
+ * generation is read first (G2 in config.c): cfg is at least that new, so
+ * no publication goes unseen.
+ */
+static void exec_configs(const struct collc_config *cfg, uint64_t gen)
+{
+	static uint64_t configured = UINT64_MAX;
+
+	for (uint32_t e = 0; e < sched.nexecs; e++) {
+		struct sched_exec *se = &sched.execs[e];
+
+		cfg_resolve(cfg, &se->ex->defaults, se->ex->max_channels, &se->cfg);
+		if (gen != configured && se->ex->configure)
+			se->ex->configure(&se->cfg);
+	}
+	configured = gen;
+}
+
 static void *sched_main(void *arg)
 {
 	uint64_t idle_since = now_ns();
@@ -1227,6 +1465,7 @@ static void *sched_main(void *arg)
 	rcu_register_thread();
 	while (!load_relaxed(&stop_requested)) {
 		const struct collc_config *cfg;
+		uint64_t gen;
 		int progress;
 
 		cfg_reader_quiescent();
@@ -1239,12 +1478,14 @@ static void *sched_main(void *arg)
 			continue;
 		}
 		fetch_add_relaxed(&loops, 1);
+		gen = cfg_generation();
 		cfg = cfg_get(); /* one snapshot plans every collective of this pass */
+		exec_configs(cfg, gen);
 		progress = run_cmds(cfg);
 		for (struct sched_client *c = sched.clients; c; c = c->next)
 			if (!c->gone)
 				progress |= drain_sq(c);
-		progress |= launch_ready(cfg);
+		progress |= launch_ready();
 		progress |= reap();
 		progress |= expire(cfg, now_ns());
 		flush_cqs();
@@ -1269,9 +1510,21 @@ int sched_init(const struct sched_params *p)
 	int r;
 
 	params = *p;
-	sched.exec = p->exec;
-	for (uint32_t d = 0; d < p->exec->ndevices && d < COLLC_MAX_RANKS; d++)
-		sched.fifos[d].f = p->exec->fifo(d);
+	/* One global device space: executor e's devices follow those of e - 1. */
+	for (uint32_t e = 0; e < exec_count() && e < EXEC_MAX; e++) {
+		const struct exec_backend *ex = exec_get(e);
+		struct sched_exec *se = &sched.execs[sched.nexecs++];
+
+		se->ex = ex;
+		se->base = sched.ndevs;
+		for (uint32_t d = 0; d < ex->ndevices && sched.ndevs < SCHED_MAX_DEVICES; d++) {
+			struct fifo_host *fh = &sched.fifos[sched.ndevs++];
+
+			fh->f = ex->fifo(d);
+			fh->exec_idx = e;
+			fh->dev = d;
+		}
+	}
 	doorbell_fd = memfd_create("collc-doorbell", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (doorbell_fd < 0)
 		return -errno;
@@ -1315,15 +1568,21 @@ void sched_fini(void)
 	for (; list; list = next) {
 		next = list->next;
 		if (list->type == CMD_MR_ADD)
-			munmap(list->u.mr.addr, list->u.mr.size);
+			/* The executors still run: their memory goes back to them now. */
+			mr_free_mem(list->u.mr.exec, list->u.mr.exec_mem, list->u.mr.addr, list->u.mr.size);
 		cmd_finish(list, -ECANCELED);
 	}
 }
 
-void sched_release(int teardown)
+void sched_release(void)
 {
 	if (doorbell_fd < 0)
 		return;
+	/*
+	 * The executors have stopped: where a fini released its memory and
+	 * connections, the registrations and communicators naming them must not.
+	 */
+	execs_stopped = 1;
 	/* Clients first: client_free() unlinks their members from the communicators. */
 	while (sched.clients) {
 		struct sched_client *c = sched.clients;
@@ -1335,8 +1594,8 @@ void sched_release(int teardown)
 		struct comm *cm = sched.comms;
 
 		sched.comms = cm->next;
-		if (!teardown)
-			cm->exec_priv = NULL;
+		if (sched.execs[cm->exec_idx].ex->fini_frees)
+			cm->exec_priv = NULL; /* execs_stopped */
 		comm_free(cm);
 	}
 	munmap(doorbell, sizeof(*doorbell));
