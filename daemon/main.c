@@ -255,8 +255,6 @@ int main(int argc, char **argv)
 		snprintf(admin, sizeof(admin), "%s.admin", o.socket_path);
 		o.admin_socket_path = admin;
 	}
-	/* Kernels load at start, never while a grid is resident. */
-	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 
 	if (build_config(&o, &cfg) < 0)
 		return 2;

@@ -1288,10 +1288,17 @@ static struct exec_backend cuda_backend = {
 	.mem_release = cuda_mem_release,
 };
 
+/* Kernels load at start, never while a grid is resident: before the first CUDA call. */
+static void eager_modules(void)
+{
+	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
+
 int exec_cuda_available(void)
 {
 	int n = 0;
 
+	eager_modules();
 	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
@@ -1344,6 +1351,7 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 	int n = 0, r;
 	cudaError_t e;
 
+	eager_modules();
 	if (max_channels < 1 || max_channels > COLLC_MAX_CHANNELS)
 		return -EINVAL;
 	e = cudaGetDeviceCount(&n);
