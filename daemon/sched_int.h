@@ -158,6 +158,7 @@ struct sched_state {
 	struct sched_exec execs[EXEC_MAX];
 	uint32_t nexecs;
 	uint32_t ndevs;
+	int execs_stopped;            /* sched_release(): the executors' fini ran */
 	struct sched_client *clients;
 	struct comm *comms;
 	struct fifo_host fifos[SCHED_MAX_DEVICES];
@@ -174,5 +175,43 @@ struct sched_state {
 };
 
 extern struct sched_state sched;
+
+/* scheduler.c: commands */
+void sched_cmd_finish(struct sched_cmd *cmd, int result);
+
+/* sched_ring.c: submission and completion rings */
+void sched_post_cqe(struct sched_client *c, uint64_t user_data, int res);
+void sched_flush_cqs(void);
+int sched_cq_room(const struct sched_client *c);
+int sched_drain_sq(struct sched_client *c);
+
+/* sched_mr.c: registrations */
+void sched_mr_free_mem(const struct exec_backend *ex, void *exec_mem, void *addr, uint64_t size);
+void sched_mr_put(struct mr *m);
+struct mr *sched_mr_lookup(struct sched_client *c, uint32_t id);
+void sched_mr_release(struct sched_client *c, uint32_t id);
+
+/* sched_comm.c: communicators */
+struct slot *sched_slot_of(struct comm *cm, uint64_t seq);
+uint32_t sched_slot_pending_count(const struct comm *cm);
+void sched_slot_finish(struct comm *cm, struct slot *sl, int res);
+void sched_comm_advance_done(struct comm *cm);
+void sched_comm_revoke(struct comm *cm, int err);
+void sched_client_free(struct sched_client *c);
+void sched_comm_free(struct comm *cm);
+void sched_collect(void);
+void sched_member_leave(struct member *mb, int err);
+void sched_comm_fail_init(struct comm *cm, int err);
+void sched_cmd_join(struct sched_cmd *cmd);
+void sched_client_gone(struct sched_client *c);
+struct member *sched_member_of(struct sched_client *c, uint32_t handle);
+
+/* sched_launch.c: launch, reap, timeouts */
+int sched_fifo_has_room(uint32_t dev);
+int sched_slot_executed(const struct comm *cm, const struct slot *sl);
+int sched_launch_ready(void);
+int sched_expire(const struct collc_config *cfg, uint64_t now);
+int sched_timers_armed(const struct collc_config *cfg);
+int sched_reap(void);
 
 #endif
