@@ -257,7 +257,7 @@ int main(int argc, char **argv)
 	}
 
 	if (build_config(&o, &cfg) < 0)
-		return 2;
+		return 1;
 	ei.ndevices = o.devices;
 	ei.max_channels = o.max_channels;
 	ei.require_mps = o.require_mps;
