@@ -16,6 +16,11 @@ static uint64_t generation;
 static const char *const proto_names[COLLC_PROTO_MAX] = { "auto", "simple", "ll", "ll128" };
 static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot" };
 
+/*
+ * The generic defaults. Keys marked auto here take each executor's own value
+ * (struct cfg_exec_defaults in its table, with the measurements behind it);
+ * the field keeps a placeholder so that "auto" reads back unchanged.
+ */
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -27,10 +32,16 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->oneshot_max_bytes = 64 << 10;
 	cfg->twoshot_max_bytes = 1 << 20;
 	cfg->ll_max_bytes = 64 << 10;
-	/* On host threads the Simple one-shot is faster at every size (bench/RESULTS.md). */
 	cfg->oneshot_ll_max_bytes = 0;
 	cfg->ll128_max_bytes = 4 << 20;
 	cfg->channel_min_bytes = 256 << 10;
+	cfg->rotate_channels = 0;
+	cfg->cuda_lanes = 2;
+	cfg->cuda_idle_sleep_ns = 200;
+	cfg->cuda_trace = 0;
+	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES | CFG_AUTO_ONESHOT_LL_MAX_BYTES |
+			 CFG_AUTO_ONESHOT_MAX_BYTES | CFG_AUTO_TWOSHOT_MAX_BYTES |
+			 CFG_AUTO_ROTATE_CHANNELS;
 	/*
 	 * Spinning pays only with cores to spare: on a small host the spinners
 	 * take the cores from the threads they wait for (measured on 2 cores:
@@ -40,6 +51,30 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 		cfg->sched_spin_us = 100;
 		cfg->exec_spin_us = 50;
 	}
+}
+
+void cfg_resolve(const struct collc_config *cfg, const struct cfg_exec_defaults *d,
+		 uint32_t max_channels, struct collc_config *out)
+{
+	*out = *cfg;
+	if (cfg->auto_mask & CFG_AUTO_CHANNELS)
+		out->channels = d->channels;
+	if (cfg->auto_mask & CFG_AUTO_CHANNEL_MIN_BYTES)
+		out->channel_min_bytes = d->channel_min_bytes;
+	if (cfg->auto_mask & CFG_AUTO_ONESHOT_LL_MAX_BYTES)
+		out->oneshot_ll_max_bytes = d->oneshot_ll_max_bytes;
+	if (cfg->auto_mask & CFG_AUTO_ONESHOT_MAX_BYTES)
+		out->oneshot_max_bytes = d->oneshot_max_bytes;
+	if (cfg->auto_mask & CFG_AUTO_TWOSHOT_MAX_BYTES)
+		out->twoshot_max_bytes = d->twoshot_max_bytes;
+	if (cfg->auto_mask & CFG_AUTO_ROTATE_CHANNELS)
+		out->rotate_channels = d->rotate_channels;
+	out->max_channels = max_channels;
+	if (out->channels > max_channels)
+		out->channels = max_channels;
+	if (out->channels < 1)
+		out->channels = 1;
+	out->auto_mask = 0;
 }
 
 static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
@@ -81,22 +116,61 @@ struct key_desc {
 	enum key_kind kind;
 	size_t off;
 	uint64_t min, max;
+	uint32_t auto_bit; /* CFG_AUTO_*: "auto" is a value; 0: it is not */
+	uint8_t fixed;     /* read at start only: set and reload may not change it */
 };
 
-#define KEY(n, k, f, lo, hi) { n, k, offsetof(struct collc_config, f), lo, hi }
+#define KEY(n, k, f, lo, hi) { n, k, offsetof(struct collc_config, f), lo, hi, 0, 0 }
+#define KEY_AUTO(n, k, f, lo, hi, bit) { n, k, offsetof(struct collc_config, f), lo, hi, bit, 0 }
+#define KEY_FIXED(n, k, f, lo, hi) { n, k, offsetof(struct collc_config, f), lo, hi, 0, 1 }
+/*
+ * Every key, its range and what it means (collcd.conf(5) is written from
+ * these comments). "auto" keys take each executor's own value (cfg_resolve);
+ * a number applies to every executor.
+ */
 static const struct key_desc keys[] = {
-	KEY("channels", K_U32, channels, 1, COLLC_MAX_CHANNELS),
+	/* Most channels one collective uses; auto: all of a GPU's, 2 on host threads. */
+	KEY_AUTO("channels", K_U32, channels, 1, COLLC_MAX_CHANNELS, CFG_AUTO_CHANNELS),
+	/* Protocol: auto (by size), or simple, ll, ll128 forced where the algorithm carries it. */
 	KEY("proto", K_PROTO, proto, 0, 0),
+	/* Algorithm: auto (by size), or ring, oneshot, twoshot forced where the collective has it. */
 	KEY("algo", K_ALGO, algo, 0, 0),
+	/* A collective waiting this long for its last rank fails with -ETIMEDOUT; 0: never. */
 	KEY("op_timeout_ms", K_U32, op_timeout_ms, 0, 86400000),
-	KEY("oneshot_max_bytes", K_U64, oneshot_max_bytes, 0, 1ull << 40),
-	KEY("twoshot_max_bytes", K_U64, twoshot_max_bytes, 0, 1ull << 40),
+	/* Automatic choice: one-shot up to this many bytes per rank; auto: per executor. */
+	KEY_AUTO("oneshot_max_bytes", K_U64, oneshot_max_bytes, 0, 1ull << 40, CFG_AUTO_ONESHOT_MAX_BYTES),
+	/* Automatic choice: two-shot all-reduce up to here, then the ring; auto: per executor. */
+	KEY_AUTO("twoshot_max_bytes", K_U64, twoshot_max_bytes, 0, 1ull << 40, CFG_AUTO_TWOSHOT_MAX_BYTES),
+	/* Ring, automatic protocol: LL up to here. */
 	KEY("ll_max_bytes", K_U64, ll_max_bytes, 0, 1ull << 40),
-	KEY("oneshot_ll_max_bytes", K_U64, oneshot_ll_max_bytes, 0, 1ull << 40),
+	/* One-shot LL (all-reduce, allgather, reduce-scatter, <= 8 ranks) up to here; 0: never. */
+	KEY_AUTO("oneshot_ll_max_bytes", K_U64, oneshot_ll_max_bytes, 0, 1ull << 40,
+		 CFG_AUTO_ONESHOT_LL_MAX_BYTES),
+	/* Ring, automatic protocol: LL128 up to here, then Simple. */
 	KEY("ll128_max_bytes", K_U64, ll128_max_bytes, 0, 1ull << 40),
-	KEY("channel_min_bytes", K_U64, channel_min_bytes, 1, 1ull << 40),
+	/* Automatic channel count: at least this many bytes per channel; auto: per executor. */
+	KEY_AUTO("channel_min_bytes", K_U64, channel_min_bytes, 1, 1ull << 40, CFG_AUTO_CHANNEL_MIN_BYTES),
+	/* The scheduler spins this long after its last event before it sleeps. */
 	KEY("sched_spin_us", K_U32, sched_spin_us, 0, 1000000),
+	/* Host-thread channels spin this long for the next item before they sleep. */
 	KEY("exec_spin_us", K_U32, exec_spin_us, 0, 1000000),
+	/*
+	 * 1: consecutive collectives start on the channels after the last one's
+	 * (side by side on GPUs); 0: every one starts at channel 0; auto: GPUs
+	 * rotate, host threads do not.
+	 */
+	KEY_AUTO("rotate_channels", K_U32, rotate_channels, 0, 1, CFG_AUTO_ROTATE_CHANNELS),
+	/* Fixed at start. FIFOs per GPU: how many ranks of one communicator may share a GPU. */
+	KEY_FIXED("cuda_lanes", K_U32, cuda_lanes, 1, 4),
+	/* Fixed at start. An idle GPU channel block sleeps this long between polls; 0: spins. */
+	KEY_FIXED("cuda_idle_sleep_ns", K_U32, cuda_idle_sleep_ns, 0, 1000000),
+	/* Fixed at start. 1: the grid times its hand-offs, logged at exit (costs PCIe writes). */
+	KEY_FIXED("cuda_trace", K_U32, cuda_trace, 0, 1),
+};
+
+const char *const cfg_auto_keys[] = {
+	"channels", "channel_min_bytes", "oneshot_ll_max_bytes", "oneshot_max_bytes",
+	"twoshot_max_bytes", "rotate_channels", NULL,
 };
 
 static const struct key_desc *find_key(const char *name, size_t len)
@@ -126,6 +200,17 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 		return -EINVAL;
 	}
 	val = eq + 1;
+	if (k->auto_bit && strcmp(val, "auto") == 0) {
+		struct collc_config d;
+
+		/* The placeholder cfg_defaults() keeps: "auto" reads back to the same config. */
+		cfg_defaults(&d, next.max_channels);
+		memcpy((char *)&next + k->off, (const char *)&d + k->off,
+		       k->kind == K_U64 ? sizeof(uint64_t) : sizeof(uint32_t));
+		next.auto_mask |= k->auto_bit;
+		*cfg = next;
+		return 0;
+	}
 	switch (k->kind) {
 	case K_PROTO:
 		i = parse_name(val, proto_names, COLLC_PROTO_MAX);
@@ -146,17 +231,18 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 	case K_U32:
 	case K_U64:
 		if (parse_u64(val, k->min, k->max, &v) < 0) {
-			snprintf(err, errlen, "%s must be an integer in [%" PRIu64 ", %" PRIu64 "], got '%.32s'",
-				 k->name, k->min, k->max, val);
+			snprintf(err, errlen, "%s must be %san integer in [%" PRIu64 ", %" PRIu64 "], got '%.32s'",
+				 k->name, k->auto_bit ? "auto or " : "", k->min, k->max, val);
 			return -EINVAL;
 		}
+		next.auto_mask &= ~k->auto_bit;
 		if (k->kind == K_U32)
 			*(uint32_t *)((char *)&next + k->off) = (uint32_t)v;
 		else
 			*(uint64_t *)((char *)&next + k->off) = v;
 		break;
 	}
-	if (next.channels > next.max_channels) {
+	if (!(next.auto_mask & CFG_AUTO_CHANNELS) && next.channels > next.max_channels) {
 		snprintf(err, errlen, "channels must be at most %u (the executor's channel count)",
 			 next.max_channels);
 		return -EINVAL;
@@ -219,6 +305,10 @@ int cfg_get_key(const struct collc_config *cfg, const char *key, char *out, size
 
 	if (!k)
 		return -ENOENT;
+	if (cfg->auto_mask & k->auto_bit) {
+		snprintf(out, outlen, "auto");
+		return 0;
+	}
 	switch (k->kind) {
 	case K_PROTO:
 		snprintf(out, outlen, "%s", proto_names[cfg->proto]);
@@ -244,12 +334,28 @@ size_t cfg_to_json(const struct collc_config *cfg, char *out, size_t outlen)
 	n += (size_t)snprintf(out + n, outlen - n, "\"max_channels\": %u", cfg->max_channels);
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && n < outlen; i++) {
 		cfg_get_key(cfg, keys[i].name, v, sizeof(v));
-		if (keys[i].kind == K_PROTO || keys[i].kind == K_ALGO)
+		if (keys[i].kind == K_PROTO || keys[i].kind == K_ALGO || (cfg->auto_mask & keys[i].auto_bit))
 			n += (size_t)snprintf(out + n, outlen - n, ", \"%s\": \"%s\"", keys[i].name, v);
 		else
 			n += (size_t)snprintf(out + n, outlen - n, ", \"%s\": %s", keys[i].name, v);
 	}
 	return n < outlen ? n : outlen - 1;
+}
+
+int cfg_key_is_auto(const struct collc_config *cfg, const char *key)
+{
+	const struct key_desc *k = find_key(key, strlen(key));
+
+	return k && (cfg->auto_mask & k->auto_bit);
+}
+
+const char *cfg_fixed_changed(const struct collc_config *a, const struct collc_config *b)
+{
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (keys[i].fixed && memcmp((const char *)a + keys[i].off, (const char *)b + keys[i].off,
+					    keys[i].kind == K_U64 ? sizeof(uint64_t) : sizeof(uint32_t)))
+			return keys[i].name;
+	return NULL;
 }
 
 const char *cfg_proto_name(uint32_t proto)
@@ -304,7 +410,8 @@ int cfg_publish(const struct collc_config *cfg)
 	__tsan_release(c);
 #endif
 	old = rcu_xchg_pointer(&cfg_current, c);
-	__atomic_fetch_add(&generation, 1, __ATOMIC_RELAXED);
+	/* G1: pairs with G2 in cfg_generation(): a reader that sees the count sees c. */
+	__atomic_fetch_add(&generation, 1, __ATOMIC_RELEASE);
 	/* Freed once every reader went through a quiescent state: none still plans with it. */
 	if (old)
 		call_rcu(&old->rcu, cfg_free_rcu);
@@ -313,5 +420,6 @@ int cfg_publish(const struct collc_config *cfg)
 
 uint64_t cfg_generation(void)
 {
-	return __atomic_load_n(&generation, __ATOMIC_RELAXED);
+	/* G2: pairs with G1: cfg_get() after this returns that snapshot or a newer one. */
+	return __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 }

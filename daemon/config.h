@@ -12,9 +12,17 @@
 
 #include <urcu-qsbr.h>
 
+/* Bits of collc_config.auto_mask: the key is "auto", each executor uses its own default. */
+#define CFG_AUTO_CHANNELS             (1u << 0)
+#define CFG_AUTO_CHANNEL_MIN_BYTES    (1u << 1)
+#define CFG_AUTO_ONESHOT_LL_MAX_BYTES (1u << 2)
+#define CFG_AUTO_ONESHOT_MAX_BYTES    (1u << 3)
+#define CFG_AUTO_TWOSHOT_MAX_BYTES    (1u << 4)
+#define CFG_AUTO_ROTATE_CHANNELS      (1u << 5)
+
 struct collc_config {
 	uint32_t channels;          /* most channels one collective uses */
-	uint32_t max_channels;      /* fixed at start: the executor's channel count */
+	uint32_t max_channels;      /* fixed at start: the largest executor's channel count */
 	uint32_t proto;             /* COLLC_PROTO_* (AUTO: chosen by size) */
 	uint32_t algo;              /* COLLC_ALGO_* (AUTO: chosen by size) */
 	uint32_t op_timeout_ms;     /* 0: none */
@@ -27,8 +35,43 @@ struct collc_config {
 	uint64_t channel_min_bytes; /* auto channels: at least this many bytes per channel */
 	uint32_t sched_spin_us;     /* scheduler spins this long idle before it sleeps */
 	uint32_t exec_spin_us;      /* executor threads spin this long before they sleep */
+	uint32_t rotate_channels;   /* 1: consecutive collectives start on the next channels */
+	uint32_t cuda_lanes;        /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
+	uint32_t cuda_idle_sleep_ns; /* fixed at start: idle GPU channel blocks sleep between polls */
+	uint32_t cuda_trace;        /* fixed at start: 1: the grid times its hand-offs */
+	/*
+	 * CFG_AUTO_*: keys left at auto. Their field holds a placeholder (the
+	 * generic default) until cfg_resolve() fills in an executor's own value.
+	 */
+	uint32_t auto_mask;
 	struct rcu_head rcu;
 };
+
+/* An executor's values for the keys left at auto (exec.h: struct exec_backend). */
+struct cfg_exec_defaults {
+	uint32_t channels;
+	uint32_t rotate_channels;
+	uint64_t channel_min_bytes;
+	uint64_t oneshot_ll_max_bytes;
+	uint64_t oneshot_max_bytes;
+	uint64_t twoshot_max_bytes;
+};
+
+/*
+ * The config one executor runs with: cfg with its auto keys replaced by d,
+ * and max_channels (and channels with it) bounded by the executor's own.
+ */
+void cfg_resolve(const struct collc_config *cfg, const struct cfg_exec_defaults *d,
+		 uint32_t max_channels, struct collc_config *out);
+/*
+ * The first key fixed at start whose value differs between a and b (a
+ * reload or set may not change it); NULL when none does.
+ */
+const char *cfg_fixed_changed(const struct collc_config *a, const struct collc_config *b);
+/* 1 when key is left at auto in cfg. */
+int cfg_key_is_auto(const struct collc_config *cfg, const char *key);
+/* Names of the keys that may be auto, NULL-terminated. */
+extern const char *const cfg_auto_keys[];
 
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels);
 /*
@@ -86,7 +129,7 @@ static inline const struct collc_config *cfg_get(void)
 }
 /* Writer side (any registered thread): publishes a copy of cfg. */
 int cfg_publish(const struct collc_config *cfg);
-/* Counts publications since start (status shows it). */
+/* Counts publications since start (acquire: a cfg_get() after it is at least that new). */
 uint64_t cfg_generation(void);
 const char *cfg_proto_name(uint32_t proto);
 const char *cfg_algo_name(uint32_t algo);

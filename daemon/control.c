@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,8 @@
 #include "common/scm.h"
 #include "daemon/config.h"
 #include "daemon/control.h"
-#include "daemon/cpu/cpu.h"
-#include "daemon/cuda/cuda.h"
+#include "daemon/ctl_int.h"
+#include "daemon/exec.h"
 #include "daemon/log.h"
 #include "daemon/sched.h"
 #include "daemon/wire_check.h"
@@ -36,16 +37,6 @@
 #include "proto/wire.h"
 
 #define MAX_FDS_IN       2
-#define MAX_PENDING_CMDS 256       /* commands one session may have in the scheduler */
-#define MAX_MEM_BYTES    (1ull << 40)
-
-struct outmsg {
-	struct outmsg *next;
-	size_t len;
-	int fds[2];
-	int nfds;
-	char data[];
-};
 
 struct listener {
 	uv_poll_t poll;
@@ -55,25 +46,8 @@ struct listener {
 	char path[108];
 };
 
-struct session {
-	struct session *next, **pprev;
-	uv_poll_t poll;
-	int fd;
-	struct ucred cred;
-	int admin;
-	int closed;
-	int handle_closed; /* libuv is done with the poll handle */
-	int pidfd;         /* the client process: readable once it exits */
-	uv_poll_t pid_poll;
-	int pid_poll_closed;
-	int pending;       /* commands in the scheduler */
-	int hello_pending; /* a hello is with the scheduler: a second one is refused */
-	struct sched_client *client;
-	struct outmsg *outq, **outq_tail;
-};
-
-static struct ctl_params params;
-static uv_async_t done_async;
+struct ctl_params ctl_params;
+uv_async_t ctl_done_async;
 static struct listener listeners[8];
 static int nlisteners;
 static struct session *sessions;
@@ -82,8 +56,6 @@ static int rcu_registered;
 static int async_closed;
 
 static void session_close(struct session *s);
-
-/* Sending */
 
 static int send_now(struct session *s, const void *buf, size_t len, const int *fds, int nfds)
 {
@@ -165,14 +137,14 @@ static void reply_raw(struct session *s, uint16_t type, uint32_t id, uint32_t fl
 	uv_poll_start(&s->poll, UV_WRITABLE | UV_DISCONNECT, on_session_io);
 }
 
-static void reply_status(struct session *s, uint16_t type, uint32_t id, int status)
+void ctl_reply_status(struct session *s, uint16_t type, uint32_t id, int status)
 {
 	reply_raw(s, type, id, 0, status, NULL, 0, NULL, 0);
 }
 
 /* A struct reply whose first member is a collc_msg_status. */
-static void reply_struct(struct session *s, uint16_t type, uint32_t id, int status, const void *body,
-			 size_t len, const int *fds, int nfds)
+void ctl_reply_struct(struct session *s, uint16_t type, uint32_t id, int status, const void *body,
+		      size_t len, const int *fds, int nfds)
 {
 	size_t st = sizeof(struct collc_msg_status);
 
@@ -180,8 +152,8 @@ static void reply_struct(struct session *s, uint16_t type, uint32_t id, int stat
 }
 
 /* Long text goes out in chunks; all but the last carry COLLC_STATUS_MORE. */
-static void reply_text(struct session *s, uint16_t type, uint32_t id, int status, const char *text,
-		       size_t len)
+void ctl_reply_text(struct session *s, uint16_t type, uint32_t id, int status, const char *text,
+		    size_t len)
 {
 	size_t max = COLLC_MSG_MAX - sizeof(struct collc_msg_hdr) - sizeof(struct collc_msg_status);
 
@@ -194,24 +166,15 @@ static void reply_text(struct session *s, uint16_t type, uint32_t id, int status
 	} while (len > 0);
 }
 
-/* Commands */
-
-static void session_maybe_free(struct session *s)
+void ctl_session_maybe_free(struct session *s)
 {
 	if (!s->closed || s->pending || !s->handle_closed || !s->pid_poll_closed)
 		return;
 	free(s);
 }
 
-struct cmd_ctx {
-	struct sched_cmd cmd;
-	struct session *s;
-	uint16_t type;
-	uint32_t id;
-};
-
-static struct cmd_ctx *cmd_new(struct session *s, enum sched_cmd_type type, uint16_t mtype, uint32_t id,
-			       void (*done)(struct sched_cmd *))
+struct cmd_ctx *ctl_cmd_new(struct session *s, enum sched_cmd_type type, uint16_t mtype, uint32_t id,
+			    void (*done)(struct sched_cmd *))
 {
 	struct cmd_ctx *c;
 
@@ -230,14 +193,14 @@ static struct cmd_ctx *cmd_new(struct session *s, enum sched_cmd_type type, uint
 	return c;
 }
 
-static void cmd_post(struct cmd_ctx *c)
+void ctl_cmd_post(struct cmd_ctx *c)
 {
 	c->s->pending++;
 	sched_post(&c->cmd);
 }
 
 /* Ends a command: the session may have closed meanwhile. */
-static struct session *cmd_end(struct sched_cmd *cmd, struct cmd_ctx **ret_ctx)
+struct session *ctl_cmd_end(struct sched_cmd *cmd, struct cmd_ctx **ret_ctx)
 {
 	struct cmd_ctx *c = cmd->owner;
 	struct session *s = c->s;
@@ -245,7 +208,7 @@ static struct session *cmd_end(struct sched_cmd *cmd, struct cmd_ctx **ret_ctx)
 	s->pending--;
 	*ret_ctx = c;
 	if (s->closed) {
-		session_maybe_free(s);
+		ctl_session_maybe_free(s);
 		return NULL;
 	}
 	return s;
@@ -254,7 +217,7 @@ static struct session *cmd_end(struct sched_cmd *cmd, struct cmd_ctx **ret_ctx)
 static void done_hello(struct sched_cmd *cmd)
 {
 	struct cmd_ctx *c;
-	struct session *s = cmd_end(cmd, &c);
+	struct session *s = ctl_cmd_end(cmd, &c);
 	struct collc_msg_hello_reply rep;
 	int fds[2];
 
@@ -269,7 +232,7 @@ static void done_hello(struct sched_cmd *cmd)
 		munmap(cmd->u.add.shm, cmd->u.add.shm_size);
 		close(cmd->u.add.shm_fd);
 		if (s)
-			reply_status(s, c->type, c->id, cmd->result);
+			ctl_reply_status(s, c->type, c->id, cmd->result);
 		free(c);
 		return;
 	}
@@ -303,17 +266,20 @@ static void done_hello(struct sched_cmd *cmd)
 	rep.cq.flags = offsetof(struct collc_shm_hdr, cq_flags);
 	rep.cq.entries = COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe);
 	rep.cq.ring_entries = COLLC_CQ_ENTRIES;
-	memcpy(rep.node_id, params.node_id, sizeof(rep.node_id));
+	memcpy(rep.node_id, ctl_params.node_id, sizeof(rep.node_id));
 	rep.max_ranks = COLLC_MAX_RANKS;
-	rep.ndevices = params.exec->ndevices;
-	rep.backend = params.exec->backend;
+	rep.ndevices = 0;
+	for (uint32_t e = 0; e < exec_count(); e++)
+		rep.ndevices += exec_get(e)->ndevices;
+	/* A bitmask since wire version 2: every executor that runs. */
+	rep.backend = exec_backend_mask();
 	fds[0] = cmd->u.add.shm_fd;
 	fds[1] = sched_doorbell_fd();
-	reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep), fds, 2);
+	ctl_reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep), fds, 2);
 	free(c);
 }
 
-static int make_memfd(const char *name, uint64_t size, int extra_seals, int *ret_fd, void **ret_addr)
+int ctl_make_memfd(const char *name, uint64_t size, int extra_seals, int *ret_fd, void **ret_addr)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	void *p;
@@ -349,13 +315,13 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	int fd, r;
 
 	if (s->client || s->hello_pending || q->api_version != 1 || q->flags) {
-		reply_status(s, h->type, h->id, s->client || s->hello_pending ? -EALREADY : -EPROTO);
+		ctl_reply_status(s, h->type, h->id, s->client || s->hello_pending ? -EALREADY : -EPROTO);
 		return;
 	}
-	r = make_memfd("collc-client", COLLC_SHM_SIZE, F_SEAL_SEAL, &fd, &shm);
+	r = ctl_make_memfd("collc-client", COLLC_SHM_SIZE, F_SEAL_SEAL, &fd, &shm);
 	if (r < 0) {
 		log_err("client region: %s", strerror(-r));
-		reply_status(s, h->type, h->id, r);
+		ctl_reply_status(s, h->type, h->id, r);
 		return;
 	}
 	sh = shm;
@@ -366,11 +332,11 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	sh->sqes_off = COLLC_SHM_HDR_BYTES;
 	sh->cqes_off = COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe);
 	sh->size = COLLC_SHM_SIZE;
-	c = cmd_new(s, CMD_CLIENT_ADD, h->type, h->id, done_hello);
+	c = ctl_cmd_new(s, CMD_CLIENT_ADD, h->type, h->id, done_hello);
 	if (!c) {
 		munmap(shm, COLLC_SHM_SIZE);
 		close(fd);
-		reply_status(s, h->type, h->id, -ENOMEM);
+		ctl_reply_status(s, h->type, h->id, -ENOMEM);
 		return;
 	}
 	c->cmd.u.add.shm_fd = fd;
@@ -380,322 +346,31 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	c->cmd.u.add.uid = s->cred.uid;
 	c->cmd.u.add.gid = s->cred.gid;
 	s->hello_pending = 1;
-	cmd_post(c);
-}
-
-static void done_mem(struct sched_cmd *cmd)
-{
-	struct cmd_ctx *c;
-	struct session *s = cmd_end(cmd, &c);
-	struct collc_msg_mem_reply rep = { .st.status = cmd->result };
-
-	if (s) {
-		rep.mr = cmd->u.mr.mr;
-		rep.size = cmd->u.mr.size;
-		/* An allocation hands its memfd to the client; a registration needs no fd back. */
-		if (cmd->result == 0 && c->type == COLLC_MSG_MEM_ALLOC)
-			reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep), &cmd->u.mr.reply_fd, 1);
-		else
-			reply_struct(s, c->type, c->id, cmd->result, &rep, sizeof(rep), NULL, 0);
-	}
-	/*
-	 * On success the registration keeps mr.fd (host memory keeps none: its
-	 * mapping suffices); what is left over, or everything on failure, closes here.
-	 */
-	if (cmd->result < 0 && cmd->u.mr.fd >= 0)
-		close(cmd->u.mr.fd);
-	if (cmd->u.mr.reply_fd >= 0 && cmd->u.mr.reply_fd != cmd->u.mr.fd)
-		close(cmd->u.mr.reply_fd);
-	free(c);
+	ctl_cmd_post(c);
 }
 
 static void done_status_only(struct sched_cmd *cmd)
 {
 	struct cmd_ctx *c;
-	struct session *s = cmd_end(cmd, &c);
+	struct session *s = ctl_cmd_end(cmd, &c);
 
 	if (s)
-		reply_status(s, c->type, c->id, cmd->result);
+		ctl_reply_status(s, c->type, c->id, cmd->result);
 	free(c);
-}
-
-/*
- * Hands a registration to the scheduler. fd: what collcd keeps (host memory
- * it mapped: -1); reply_fd: what the client gets (a memfd, or the device
- * registration's socket); both are ours until then.
- */
-static void mem_post(struct session *s, uint16_t type, uint32_t id, int fd, int reply_fd, void *addr,
-		     uint64_t size, int device)
-{
-	struct cmd_ctx *c = cmd_new(s, CMD_MR_ADD, type, id, done_mem);
-
-	if (!c) {
-		if (device == -1)
-			munmap(addr, size);
-		if (fd >= 0)
-			close(fd);
-		if (reply_fd >= 0 && reply_fd != fd)
-			close(reply_fd);
-		reply_status(s, type, id, -EBUSY);
-		return;
-	}
-	c->cmd.u.mr.fd = fd;
-	c->cmd.u.mr.reply_fd = reply_fd;
-	c->cmd.u.mr.addr = addr;
-	c->cmd.u.mr.size = size;
-	cmd_post(c);
-}
-
-/*
- * Device memory is allocated or imported by the CUDA backend, which may have
- * to wait for a quiesce window of the grids (milliseconds): that runs in
- * libuv's thread pool, never on the loop thread. The session stays allocated
- * meanwhile (pending).
- */
-struct dev_mem_work {
-	uv_work_t w;
-	struct session *s;
-	uint16_t type;
-	uint32_t id;
-	struct collc_msg_mem q;
-	int in_fd;  /* MEM_REGISTER: our copy of the pipe holding the IPC handle */
-	int r, fd;  /* the result, and the registration's socket for the client */
-	uint64_t daddr, dsize;
-};
-
-static void dev_mem_run(uv_work_t *w)
-{
-	struct dev_mem_work *d = w->data;
-
-	d->r = exec_cuda_mem_add(d->type, &d->q, d->in_fd, &d->fd, &d->daddr, &d->dsize);
-}
-
-static void dev_mem_done(uv_work_t *w, int status)
-{
-	struct dev_mem_work *d = w->data;
-	struct session *s = d->s;
-
-	if (d->in_fd >= 0)
-		close(d->in_fd);
-	if (status < 0 && d->r == 0)
-		d->r = status;
-	s->pending--;
-	if (s->closed) {
-		/* Nobody to tell: closing our end of the socket releases the registration. */
-		if (d->r == 0 && d->fd >= 0)
-			close(d->fd);
-		session_maybe_free(s);
-	} else if (d->r < 0) {
-		reply_status(s, d->type, d->id, d->r);
-	} else {
-		mem_post(s, d->type, d->id, d->fd, d->fd, (void *)(uintptr_t)d->daddr, d->q.size,
-			 d->q.device);
-	}
-	free(d);
-}
-
-static void handle_dev_mem(struct session *s, const struct collc_msg_hdr *h,
-			   const struct collc_msg_mem *q, int *fds, int nfds)
-{
-	struct dev_mem_work *d;
-	int r;
-
-	if (params.exec->backend != COLLC_BACKEND_CUDA) {
-		reply_status(s, h->type, h->id, -ENODEV);
-		return;
-	}
-	if (s->pending >= MAX_PENDING_CMDS || !(d = calloc(1, sizeof(*d)))) {
-		reply_status(s, h->type, h->id, -EBUSY);
-		return;
-	}
-	d->w.data = d;
-	d->s = s;
-	d->type = h->type;
-	d->id = h->id;
-	d->q = *q;
-	d->fd = -1;
-	d->in_fd = nfds == 1 ? fcntl(fds[0], F_DUPFD_CLOEXEC, 0) : -1;
-	if (nfds == 1 && d->in_fd < 0) {
-		reply_status(s, h->type, h->id, -errno);
-		free(d);
-		return;
-	}
-	r = uv_queue_work(params.loop, &d->w, dev_mem_run, dev_mem_done);
-	if (r < 0) {
-		if (d->in_fd >= 0)
-			close(d->in_fd);
-		free(d);
-		reply_status(s, h->type, h->id, -EAGAIN);
-		return;
-	}
-	s->pending++;
-}
-
-static void handle_mem(struct session *s, const struct collc_msg_hdr *h, const void *payload,
-		       int *fds, int nfds)
-{
-	const struct collc_msg_mem *q = payload;
-	struct stat st;
-	void *addr;
-	int fd = -1, reply_fd = -1, r;
-
-	if (q->flags || q->size == 0 || q->size > MAX_MEM_BYTES) {
-		reply_status(s, h->type, h->id, -EINVAL);
-		return;
-	}
-	if (q->device != -1) {
-		handle_dev_mem(s, h, q, fds, nfds);
-		return;
-	}
-	if (h->type == COLLC_MSG_MEM_ALLOC) {
-		r = make_memfd("collc-mem", q->size, F_SEAL_SEAL, &fd, &addr);
-		if (r < 0) {
-			reply_status(s, h->type, h->id, r);
-			return;
-		}
-	} else {
-		if (nfds != 1) {
-			reply_status(s, h->type, h->id, -EBADF);
-			return;
-		}
-		/* Sealed against shrinking first: the client can never pull pages from under us. */
-		if (fcntl(fds[0], F_ADD_SEALS, F_SEAL_SHRINK) < 0 || fstat(fds[0], &st) < 0 ||
-		    !S_ISREG(st.st_mode) || (uint64_t)st.st_size < q->size) {
-			reply_status(s, h->type, h->id, -EINVAL);
-			return;
-		}
-		addr = mmap(NULL, q->size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-		if (addr == MAP_FAILED) {
-			reply_status(s, h->type, h->id, -errno);
-			return;
-		}
-		/* The mapping keeps the memory; the fd (closed by the caller) is not needed. */
-	}
-	reply_fd = fd;
-	fd = -1;
-	mem_post(s, h->type, h->id, fd, reply_fd, addr, q->size, -1);
 }
 
 static void done_comm(struct sched_cmd *cmd)
 {
 	struct cmd_ctx *c;
-	struct session *s = cmd_end(cmd, &c);
+	struct session *s = ctl_cmd_end(cmd, &c);
 	struct collc_msg_comm_reply rep = { .st.status = cmd->result };
 
 	if (s) {
 		rep.comm = cmd->u.join.comm;
 		rep.comm_id = cmd->u.join.comm_id;
-		reply_struct(s, c->type, c->id, cmd->result, &rep, sizeof(rep), NULL, 0);
+		ctl_reply_struct(s, c->type, c->id, cmd->result, &rep, sizeof(rep), NULL, 0);
 	}
 	free(c);
-}
-
-static void done_text(struct sched_cmd *cmd)
-{
-	struct cmd_ctx *c;
-	struct session *s = cmd_end(cmd, &c);
-
-	if (s) {
-		if (cmd->result < 0)
-			reply_status(s, c->type, c->id, cmd->result);
-		else
-			reply_text(s, c->type, c->id, 0, cmd->u.status.text, cmd->u.status.len);
-	}
-	free(cmd->u.status.text);
-	free(c);
-}
-
-static void handle_get(struct session *s, const struct collc_msg_hdr *h, const char *payload)
-{
-	char key[64], val[128];
-	int r;
-
-	memcpy(key, payload, h->length);
-	key[h->length] = '\0';
-	rcu_thread_online();
-	r = cfg_get_key(cfg_get(), key, val, sizeof(val));
-	cfg_reader_quiescent();
-	rcu_thread_offline();
-	if (r < 0) {
-		snprintf(val, sizeof(val), "unknown key '%s'", key);
-		reply_text(s, h->type, h->id, r, val, strlen(val));
-		return;
-	}
-	reply_text(s, h->type, h->id, 0, val, strlen(val));
-}
-
-int ctl_set(const char *words, char *err, size_t errlen)
-{
-	struct collc_config next;
-	char buf[1024], *save = NULL, *w;
-	int r = 0;
-
-	if (strlen(words) >= sizeof(buf)) {
-		snprintf(err, errlen, "request too long");
-		return -EINVAL;
-	}
-	snprintf(buf, sizeof(buf), "%s", words);
-	rcu_thread_online();
-	next = *cfg_get();
-	cfg_reader_quiescent();
-	rcu_thread_offline();
-	/* All words apply, or none: the old config stays on any error. */
-	for (w = strtok_r(buf, " \t\n", &save); w && r == 0; w = strtok_r(NULL, " \t\n", &save))
-		r = cfg_apply_kv(&next, w, err, errlen);
-	if (r < 0)
-		return r;
-	rcu_thread_online();
-	r = cfg_publish(&next);
-	cfg_reader_quiescent();
-	rcu_thread_offline();
-	exec_spin_us = next.exec_spin_us;
-	if (r == 0)
-		snprintf(err, errlen, "ok");
-	return r;
-}
-
-int ctl_reload(void)
-{
-	struct collc_config next;
-	char err[256];
-	int r;
-
-	if (!params.config_path)
-		return 0;
-	rcu_thread_online();
-	next = *cfg_get();
-	cfg_reader_quiescent();
-	rcu_thread_offline();
-	r = cfg_apply_file(&next, params.config_path, err, sizeof(err));
-	if (r < 0) {
-		log_err("reload: %s", err);
-		return r;
-	}
-	rcu_thread_online();
-	r = cfg_publish(&next);
-	cfg_reader_quiescent();
-	rcu_thread_offline();
-	exec_spin_us = next.exec_spin_us;
-	log_info("reloaded %s", params.config_path);
-	return r;
-}
-
-static void handle_set(struct session *s, const struct collc_msg_hdr *h, const char *payload)
-{
-	char words[1024], msg[256];
-	int r;
-
-	if (!s->admin) {
-		snprintf(msg, sizeof(msg), "permission denied: set needs root or the admin socket");
-		reply_text(s, h->type, h->id, -EPERM, msg, strlen(msg));
-		return;
-	}
-	memcpy(words, payload, h->length);
-	words[h->length] = '\0';
-	r = ctl_set(words, msg, sizeof(msg));
-	if (r == 0)
-		log_info("set %s", words);
-	reply_text(s, h->type, h->id, r, msg, strlen(msg));
 }
 
 static void dispatch(struct session *s, const struct collc_msg_hdr *h, const char *payload, int *fds,
@@ -706,7 +381,7 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 
 	if (!s->client && h->type != COLLC_MSG_HELLO && h->type != COLLC_MSG_STATUS &&
 	    h->type != COLLC_MSG_GET && h->type != COLLC_MSG_SET && h->type != COLLC_MSG_METRICS) {
-		reply_status(s, h->type, h->id, -ENOTCONN);
+		ctl_reply_status(s, h->type, h->id, -ENOTCONN);
 		return;
 	}
 	switch (h->type) {
@@ -715,21 +390,21 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 		return;
 	case COLLC_MSG_MEM_ALLOC:
 	case COLLC_MSG_MEM_REGISTER:
-		handle_mem(s, h, payload, fds, nfds);
+		ctl_handle_mem(s, h, payload, fds, nfds);
 		return;
 	case COLLC_MSG_MEM_RELEASE:
-		c = cmd_new(s, CMD_MR_RELEASE, h->type, h->id, done_status_only);
+		c = ctl_cmd_new(s, CMD_MR_RELEASE, h->type, h->id, done_status_only);
 		if (c)
 			c->cmd.u.mr.mr = ((const struct collc_msg_mem_release *)payload)->mr;
 		break;
 	case COLLC_MSG_COMM_INIT:
-		c = cmd_new(s, CMD_COMM_JOIN, h->type, h->id, done_comm);
+		c = ctl_cmd_new(s, CMD_COMM_JOIN, h->type, h->id, done_comm);
 		if (c)
 			memcpy(&c->cmd.u.join.req, payload, sizeof(c->cmd.u.join.req));
 		break;
 	case COLLC_MSG_COMM_DESTROY:
 	case COLLC_MSG_COMM_ABORT:
-		c = cmd_new(s, h->type == COLLC_MSG_COMM_ABORT ? CMD_COMM_ABORT : CMD_COMM_DESTROY,
+		c = ctl_cmd_new(s, h->type == COLLC_MSG_COMM_ABORT ? CMD_COMM_ABORT : CMD_COMM_DESTROY,
 			    h->type, h->id, done_status_only);
 		if (c)
 			c->cmd.u.comm.comm = ((const struct collc_msg_comm_ref *)payload)->comm;
@@ -738,13 +413,13 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 		/* collcd makes it non-blocking: a client cannot make the scheduler's write block. */
 		efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (efd < 0) {
-			reply_status(s, h->type, h->id, -errno);
+			ctl_reply_status(s, h->type, h->id, -errno);
 			return;
 		}
-		c = cmd_new(s, CMD_SET_EVENTFD, h->type, h->id, NULL);
+		c = ctl_cmd_new(s, CMD_SET_EVENTFD, h->type, h->id, NULL);
 		if (!c) {
 			close(efd);
-			reply_status(s, h->type, h->id, -EBUSY);
+			ctl_reply_status(s, h->type, h->id, -EBUSY);
 			return;
 		}
 		/* Reply now with the fd; the scheduler takes its copy. */
@@ -754,15 +429,15 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 		sched_post(&c->cmd);
 		return;
 	case COLLC_MSG_STATUS:
-		c = cmd_new(s, CMD_STATUS, h->type, h->id, done_text);
+		c = ctl_cmd_new(s, CMD_STATUS, h->type, h->id, ctl_done_text);
 		if (c)
 			c->cmd.u.status.flags = ((const struct collc_msg_status_req *)payload)->flags;
 		break;
 	case COLLC_MSG_METRICS:
-		c = cmd_new(s, CMD_METRICS, h->type, h->id, done_text);
+		c = ctl_cmd_new(s, CMD_METRICS, h->type, h->id, ctl_done_text);
 		break;
 	case COLLC_MSG_COMM_TIMEOUT:
-		c = cmd_new(s, CMD_COMM_TIMEOUT, h->type, h->id, done_status_only);
+		c = ctl_cmd_new(s, CMD_COMM_TIMEOUT, h->type, h->id, done_status_only);
 		if (c) {
 			const struct collc_msg_comm_timeout *q = (const void *)payload;
 
@@ -771,23 +446,21 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 		}
 		break;
 	case COLLC_MSG_GET:
-		handle_get(s, h, payload);
+		ctl_handle_get(s, h, payload);
 		return;
 	case COLLC_MSG_SET:
-		handle_set(s, h, payload);
+		ctl_handle_set(s, h, payload);
 		return;
 	default:
-		reply_status(s, h->type, h->id, -EOPNOTSUPP);
+		ctl_reply_status(s, h->type, h->id, -EOPNOTSUPP);
 		return;
 	}
 	if (!c) {
-		reply_status(s, h->type, h->id, -EINVAL);
+		ctl_reply_status(s, h->type, h->id, -EINVAL);
 		return;
 	}
-	cmd_post(c);
+	ctl_cmd_post(c);
 }
-
-/* Receiving */
 
 static void on_session_closed(uv_handle_t *h)
 {
@@ -797,7 +470,7 @@ static void on_session_closed(uv_handle_t *h)
 		s->handle_closed = 1;
 	else
 		s->pid_poll_closed = 1;
-	session_maybe_free(s);
+	ctl_session_maybe_free(s);
 }
 
 static void session_close(struct session *s)
@@ -885,7 +558,7 @@ static void read_one(struct session *s)
 	if (r < 0) {
 		/* Garbage: answer if the header is readable, then carry on serving. */
 		if (r != -EPROTO || (size_t)n >= sizeof(h))
-			reply_status(s, h.type & ~COLLC_MSG_REPLY, h.id, r);
+			ctl_reply_status(s, h.type & ~COLLC_MSG_REPLY, h.id, r);
 		goto out_close_fds;
 	}
 	dispatch(s, &h, rxbuf + sizeof(h), fds, nfds);
@@ -930,7 +603,7 @@ static void on_pid_exit(uv_poll_t *h, int status, int events)
 static void watch_pid(struct session *s)
 {
 	s->pidfd = (int)syscall(SYS_pidfd_open, s->cred.pid, 0);
-	if (s->pidfd < 0 || uv_poll_init(params.loop, &s->pid_poll, s->pidfd) < 0) {
+	if (s->pidfd < 0 || uv_poll_init(ctl_params.loop, &s->pid_poll, s->pidfd) < 0) {
 		if (s->pidfd >= 0)
 			close(s->pidfd);
 		s->pidfd = -1;
@@ -967,7 +640,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
 		return;
 	}
 	s->admin = l->admin || s->cred.uid == 0 || s->cred.uid == geteuid();
-	if (uv_poll_init(params.loop, &s->poll, fd) < 0) {
+	if (uv_poll_init(ctl_params.loop, &s->poll, fd) < 0) {
 		free(s);
 		close(fd);
 		return;
@@ -1046,6 +719,7 @@ static int listen_fd(int fd, int admin)
 
 static void on_done_async(uv_async_t *h)
 {
+	ctl_run_mem_done();
 	sched_run_done();
 }
 
@@ -1053,18 +727,18 @@ void ctl_notify_done(void)
 {
 	/* After ctl_fini() the caller runs sched_run_done() itself. */
 	if (!load_relaxed(&async_closed))
-		uv_async_send(&done_async);
+		uv_async_send(&ctl_done_async);
 }
 
 int ctl_init(const struct ctl_params *p)
 {
 	int r;
 
-	params = *p;
+	ctl_params = *p;
 	rxbuf = malloc(COLLC_MSG_MAX);
 	if (!rxbuf)
 		return -ENOMEM;
-	r = uv_async_init(p->loop, &done_async, on_done_async);
+	r = uv_async_init(p->loop, &ctl_done_async, on_done_async);
 	if (r < 0)
 		return r;
 	for (int i = 0; i < p->nlisten_fds; i++) {
@@ -1114,8 +788,9 @@ void ctl_fini(void)
 			unlink(listeners[i].path);
 	}
 	nlisteners = 0;
+	ctl_mem_fini();
 	store_relaxed(&async_closed, 1);
-	uv_close((uv_handle_t *)&done_async, NULL);
+	uv_close((uv_handle_t *)&ctl_done_async, NULL);
 	free(rxbuf);
 	rxbuf = NULL;
 }

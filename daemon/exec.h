@@ -1,23 +1,71 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * An executor runs the work FIFOs of its devices: the CPU executor with host
- * threads (cpu/executor.c), or one persistent grid per GPU (cuda/executor.c). The
- * scheduler talks to either through this table.
+ * threads (cpu/executor.c), or one persistent grid per GPU (cuda/executor.c).
+ * Generic code reaches either only through this table; the registry
+ * (exec.c) starts them and is, with the executors, the only file that knows
+ * them by name.
  */
 #ifndef COLLCD_EXEC_H
 #define COLLCD_EXEC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/config.h"
 #include "proto/wire.h"
 #include "proto/work.h"
 
+/* At most this many executors run in one collcd (CPU and CUDA). */
+#define EXEC_MAX 2u
+
+/* Capability bits of an executor. */
+#define EXEC_CAP_HOST_RANKS   1u /* runs ranks of device -1 (host memory) */
+#define EXEC_CAP_DEVICE_RANKS 2u /* runs ranks of device >= 0, and serves their memory (mem_add) */
+
+/* A registration the executor made (mem_add). */
+struct exec_mem {
+	uint64_t addr;  /* executor-space address work items carry (a plain pointer) */
+	uint64_t size;
+	int fd;         /* for the client with the reply (a GPU allocation's socket); -1: none */
+	uint32_t flags; /* EXEC_MEM_* */
+	void *handle;   /* for mem_release */
+};
+
+/* Peers cannot read it directly (one-shot/two-shot): the planner picks the ring. */
+#define EXEC_MEM_NO_PEER_READ 1u
+
+/*
+ * Completion of mem_add, called once from the executor's own thread (never
+ * from inside mem_add): result 0 with m filled, or -errno. On success the
+ * callee owns m->fd and must release m->handle once.
+ */
+typedef void exec_mem_done_fn(void *arg, int result, const struct exec_mem *m);
+
+/* What every executor is handed at start. */
+struct exec_init {
+	uint32_t ndevices;     /* 0: the executor's own default */
+	uint32_t max_channels; /* 0: the executor's own default */
+	int require_mps;       /* CUDA: a GPU not served by MPS fails the start with -EPERM */
+	const struct collc_config *cfg; /* the start config: keys fixed at start (cuda_lanes, ...) */
+	/* Wakes the scheduler; executors call it after publishing work_consumed. */
+	void (*notify)(void);
+};
+
 struct exec_backend {
 	const char *name;
-	uint32_t backend;      /* COLLC_BACKEND_* */
+	uint32_t backend;      /* COLLC_BACKEND_* (one bit) */
 	uint32_t ndevices;
 	uint32_t max_channels;
-	uint32_t rotate_channels; /* the scheduler spreads collectives over channels (chan_base) */
+	uint32_t caps;         /* EXEC_CAP_* */
+	/*
+	 * 1: fini released the executor's communicators and memory with its
+	 * contexts; sched_release() must leave them alone. 0: they outlive
+	 * fini and sched_release() tears them down.
+	 */
+	uint32_t fini_frees;
+	/* Values of the config keys left at auto, for this executor (cfg_resolve). */
+	struct cfg_exec_defaults defaults;
 	void (*fini)(void);
 	struct collc_work_fifo *(*fifo)(uint32_t dev);
 	/* Called after items were appended to dev's FIFO (item seq published). */
@@ -25,7 +73,7 @@ struct exec_backend {
 	/*
 	 * Places every rank of a communicator on a device (a FIFO): joins[r] is
 	 * rank r's comm_init request (its device ordinal and UUID). Returns
-	 * -EINVAL when the ranks cannot be placed (e.g. an unknown GPU).
+	 * -EINVAL or -ENODEV when the ranks cannot be placed (e.g. an unknown GPU).
 	 */
 	int (*place)(uint32_t nranks, const struct collc_msg_comm_init *const *joins,
 		     uint32_t *ret_devs);
@@ -51,14 +99,40 @@ struct exec_backend {
 	void (*device_name)(uint32_t dev, char *out, uint32_t outlen);
 	/* Nonzero when the device's executor has started. */
 	int (*device_active)(uint32_t dev);
+	/*
+	 * Executor memory for a client (COLLC_MSG_MEM_ALLOC or MEM_REGISTER with
+	 * device >= 0; req is the request's whole payload, len its length).
+	 * NULL: the executor serves host memory only. Returns 0 when queued (done
+	 * follows from the executor's thread) or -errno (done is never called).
+	 * Never blocks: the work, which may wait for a quiesce window, runs on
+	 * the executor's own thread.
+	 */
+	int (*mem_add)(uint16_t type, const void *req, size_t len, exec_mem_done_fn *done, void *arg);
+	/* Lets go of a registration mem_add made. Never blocks; any thread. */
+	void (*mem_release)(void *handle);
+	/*
+	 * Hands the executor a newly published config (scheduler thread, which
+	 * holds it as an RCU reader for the call); NULL: nothing to take.
+	 */
+	void (*configure)(const struct collc_config *cfg);
 };
 
-/* Wakes the scheduler if it sleeps (executors call it after publishing work_consumed). */
-void sched_notify(void);
-
-int exec_cpu_init(uint32_t ndevices, uint32_t max_channels, const struct exec_backend **ret);
-int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_backend **ret);
-/* 1 when the CUDA backend was built in and a GPU is present. */
-int exec_cuda_available(void);
+/*
+ * Starts the executors: mode "auto" the CPU one always and the CUDA one where
+ * GPUs exist, "cpu" only the CPU one, "cuda" only CUDA (failing if it cannot
+ * start). -EPERM (require_mps without MPS) fails whatever the mode.
+ */
+int exec_start(const char *mode, const struct exec_init *init);
+/* Stops every executor, in reverse order. */
+void exec_stop(void);
+uint32_t exec_count(void);
+const struct exec_backend *exec_get(uint32_t i);
+/* COLLC_BACKEND_* bits of the executors that run. */
+uint32_t exec_backend_mask(void);
+/*
+ * The executor that serves memory or ranks of a device (-1: host memory);
+ * NULL when none runs for it.
+ */
+const struct exec_backend *exec_for_device(int32_t device);
 
 #endif

@@ -2,7 +2,7 @@
 /*
  * collcd: options, module init/fini in dependency order, signals on the loop.
  *
- *   config -> executor -> scheduler -> control (sockets) -> READY
+ *   config -> executors -> scheduler -> control (sockets) -> READY
  * and the reverse on the way out.
  */
 #define _GNU_SOURCE
@@ -22,8 +22,6 @@
 #include "daemon/config.h"
 #include "daemon/control.h"
 #include "daemon/exec.h"
-#include "daemon/cpu/cpu.h"
-#include "daemon/cuda/cuda.h"
 #include "daemon/log.h"
 #include "daemon/notify.h"
 #include "daemon/sched.h"
@@ -55,10 +53,14 @@ static void usage(FILE *f)
 		"              [--devices N] [--max-channels N] [--set KEY=VALUE]...\n"
 		"              [--config FILE] [--foreground] [--log-level LEVEL] [--require-mps]\n"
 		"\n"
+		"--backend auto (default) runs the CPU executor and, where GPUs exist, the CUDA one.\n"
+		"\n"
 		"Keys: channels, proto (auto|simple|ll|ll128), algo (auto|ring|oneshot|twoshot),\n"
 		"      op_timeout_ms, oneshot_max_bytes, twoshot_max_bytes, ll_max_bytes,\n"
 		"      oneshot_ll_max_bytes, ll128_max_bytes, channel_min_bytes, sched_spin_us,\n"
-		"      exec_spin_us\n");
+		"      exec_spin_us, rotate_channels, cuda_lanes, cuda_idle_sleep_ns, cuda_trace\n"
+		"      (channels, channel_min_bytes, oneshot_ll_max_bytes, oneshot_max_bytes,\n"
+		"      twoshot_max_bytes and rotate_channels take auto: each executor's default)\n");
 }
 
 static int parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *ret)
@@ -158,46 +160,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-static int build_config(const struct options *o, uint32_t backend, uint32_t max_channels,
-			struct collc_config *cfg)
+/*
+ * The config before the executors start: max_channels bounds channels for
+ * now; once they run it becomes the largest executor's channel count.
+ * Per-executor defaults live in the executors' tables (keys left at auto).
+ */
+static int build_config(const struct options *o, struct collc_config *cfg)
 {
 	char err[256];
 
-	cfg_defaults(cfg, max_channels);
-	/*
-	 * On GPUs every channel is a resident block: large collectives need them
-	 * all (measured on 2 x H200, 1 GiB all-reduce: 22 GB/s with 2, 264 with
-	 * 32), and mid sizes want many too: one channel per 8 KiB, not 256 KiB,
-	 * took the 1 MiB all-reduce from 70.5 to 38.9 us and 64 KiB from 38.1 to
-	 * 23.6 us (p50; the same at 8 B and 8 MiB). One-shot LL all-reduces beat
-	 * two-shot Simple up to 512 KiB there (p50 128 KiB 19.4 vs 25.9 us, 512
-	 * KiB 23.9 vs 26.4; at 1 MiB 37.8 vs 29.3: bench/RESULTS.md); allgather
-	 * and reduce-scatter take the same limit (8 B 16.9 and 17.2 us against
-	 * 23.0 with one-shot Simple). Beyond that, reading peer buffers
-	 * directly beats the ring: one-shot Simple up to 4 MiB (p50 1 MiB
-	 * all-reduce 29.4 against 39.7 us two-shot; reduce-scatter 2 MiB 28.7
-	 * against 40.2 with ring LL128, allgather 29.2 against 37.6), and
-	 * two-shot all-reduces up to 32 MiB (pipelined 4 MiB 29.2 against 42.7
-	 * us with ring LL128, 16 MiB 68.8 against 69.0; 64 MiB even). Measured
-	 * on 2 GPUs, where one-shot and two-shot all-reduces read the same
-	 * bytes; beyond 8 ranks the one-shot limit of all-reduce shrinks
-	 * (plan.h).
-	 */
-	if (backend == COLLC_BACKEND_CUDA) {
-		cfg->channels = max_channels;
-		cfg->channel_min_bytes = 8 << 10;
-		cfg->oneshot_ll_max_bytes = 512 << 10;
-		cfg->oneshot_max_bytes = 4 << 20;
-		cfg->twoshot_max_bytes = 32 << 20;
-	} else {
-		/*
-		 * Host threads: two-shot all-reduces beat the ring from 2 to 8 MiB
-		 * and matched it to 64 MiB (2-core VM, 2 ranks, pipelined busbw
-		 * 2 MiB 7.3-7.4 against 2.8-2.9 GB/s, 4 MiB 7.5-7.9 against
-		 * 2.5-3.4, 16 MiB 6.4-7.1 against 6.7-6.9: bench/RESULTS.md).
-		 */
-		cfg->twoshot_max_bytes = 16 << 20;
-	}
+	cfg_defaults(cfg, o->max_channels ? o->max_channels : COLLC_MAX_CHANNELS);
 	if (o->config_path && cfg_apply_file(cfg, o->config_path, err, sizeof(err)) < 0) {
 		fprintf(stderr, "collcd: %s\n", err);
 		return -EINVAL;
@@ -207,6 +179,24 @@ static int build_config(const struct options *o, uint32_t backend, uint32_t max_
 			fprintf(stderr, "collcd: --set %s: %s\n", o->sets[i], err);
 			return -EINVAL;
 		}
+	return 0;
+}
+
+/* channels set to a number must fit the largest executor. */
+static int fit_config(struct collc_config *cfg)
+{
+	uint32_t maxch = 1;
+
+	for (uint32_t e = 0; e < exec_count(); e++)
+		if (exec_get(e)->max_channels > maxch)
+			maxch = exec_get(e)->max_channels;
+	cfg->max_channels = maxch;
+	if (!(cfg->auto_mask & CFG_AUTO_CHANNELS) && cfg->channels > maxch) {
+		log_err("channels must be at most %u (the executors' channel count)", maxch);
+		return -EINVAL;
+	}
+	if (cfg->auto_mask & CFG_AUTO_CHANNELS && cfg->channels > maxch)
+		cfg->channels = maxch; /* the placeholder; never used as such */
 	return 0;
 }
 
@@ -243,29 +233,10 @@ static void raise_fd_limit(void)
 	}
 }
 
-static int start_backend(const struct options *o, const struct exec_backend **ret)
-{
-	const char *b = o->backend ? o->backend : "auto";
-	uint32_t maxch = o->max_channels;
-	int r;
-
-	exec_cuda_set_require_mps(o->require_mps);
-	if (strcmp(b, "cuda") == 0 || (strcmp(b, "auto") == 0 && exec_cuda_available())) {
-		r = exec_cuda_init(o->devices, maxch ? maxch : COLLC_MAX_CHANNELS, ret);
-		/* -EPERM: --require-mps and no MPS; never fall back to the CPU then. */
-		if (r < 0 && (strcmp(b, "cuda") == 0 || r == -EPERM))
-			return r;
-		if (r == 0)
-			return 0;
-		log_warn("CUDA backend unavailable (%s): using the CPU executor", strerror(-r));
-	}
-	return exec_cpu_init(o->devices ? o->devices : COLLC_MAX_RANKS, maxch ? maxch : 4, ret);
-}
-
 int main(int argc, char **argv)
 {
 	struct options o = { 0 };
-	const struct exec_backend *exec = NULL;
+	struct exec_init ei = { 0 };
 	struct collc_config cfg;
 	struct ctl_params cp = { 0 };
 	struct sched_params sp = { 0 };
@@ -284,23 +255,24 @@ int main(int argc, char **argv)
 		snprintf(admin, sizeof(admin), "%s.admin", o.socket_path);
 		o.admin_socket_path = admin;
 	}
-	/* Kernels load at start, never while a grid is resident. */
-	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 
-	r = start_backend(&o, &exec);
+	if (build_config(&o, &cfg) < 0)
+		return 1;
+	ei.ndevices = o.devices;
+	ei.max_channels = o.max_channels;
+	ei.require_mps = o.require_mps;
+	ei.cfg = &cfg;
+	ei.notify = sched_notify;
+	r = exec_start(o.backend ? o.backend : "auto", &ei);
 	if (r < 0) {
 		log_err("backend %s: %s", o.backend ? o.backend : "auto", strerror(-r));
 		return 1;
 	}
-	if (build_config(&o, exec->backend, exec->max_channels, &cfg) < 0)
-		goto out_exec;
-	exec_spin_us = cfg.exec_spin_us;
-	if (cfg_init(&cfg) < 0)
+	if (fit_config(&cfg) < 0 || cfg_init(&cfg) < 0)
 		goto out_exec;
 	if (getrandom(sp.node_id, sizeof(sp.node_id), 0) != sizeof(sp.node_id))
 		goto out_cfg;
 	uv_loop_init(&loop);
-	sp.exec = exec;
 	sp.notify_done = ctl_notify_done;
 	r = sched_init(&sp);
 	if (r < 0) {
@@ -314,7 +286,6 @@ int main(int argc, char **argv)
 	cp.listen_fds = lfds;
 	cp.listen_admin = ladmin;
 	cp.nlisten_fds = nlfds > 0 ? nlfds : 0;
-	cp.exec = exec;
 	cp.node_id = sp.node_id;
 	cp.config_path = o.config_path;
 	r = ctl_init(&cp);
@@ -331,9 +302,10 @@ int main(int argc, char **argv)
 	r = notify_init(&loop);
 	if (r < 0)
 		goto out_ctl;
-	log_info("serving on %s (backend %s, %u devices, %u channels)",
-		 nlfds > 0 ? "activated sockets" : o.socket_path, exec->name, exec->ndevices,
-		 exec->max_channels);
+	for (uint32_t e = 0; e < exec_count(); e++)
+		log_info("serving on %s (backend %s, %u devices, %u channels)",
+			 nlfds > 0 ? "activated sockets" : o.socket_path, exec_get(e)->name,
+			 exec_get(e)->ndevices, exec_get(e)->max_channels);
 	notify_ready();
 	uv_run(&loop, UV_RUN_DEFAULT);
 	status = 0;
@@ -353,9 +325,9 @@ out_sched:
 out_cfg:
 	cfg_fini();
 out_exec:
-	exec->fini();
-	/* The CUDA backend's fini released device memory with its contexts. */
-	sched_release(exec->backend == COLLC_BACKEND_CPU);
+	exec_stop();
+	/* Where an executor's fini released its memory with its contexts, this leaves it. */
+	sched_release();
 	uv_loop_close(&loop);
 	return status;
 }

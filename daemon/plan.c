@@ -99,9 +99,9 @@ uint8_t plan_pick_channels(const struct collc_config *cfg, uint64_t bytes)
 }
 
 void plan_coll(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks,
-	       struct plan *out)
+	       uint32_t flags, struct plan *out)
 {
-	out->algo = plan_pick_algo(cfg, op, bytes, nranks);
+	out->algo = flags & PLAN_NO_PEER_READ ? COLLC_ALGO_RING : plan_pick_algo(cfg, op, bytes, nranks);
 	out->proto = plan_pick_proto(cfg, op, out->algo, bytes, nranks);
 	out->nchannels = plan_pick_channels(cfg, bytes);
 	out->chunk_bytes = 0;

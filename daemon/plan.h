@@ -61,8 +61,19 @@ uint8_t plan_pick_proto(const struct collc_config *cfg, int op, uint32_t algo, u
 /* bytes / channel_min_bytes, at least 1, at most the config's channels. */
 uint8_t plan_pick_channels(const struct collc_config *cfg, uint64_t bytes);
 
-/* bytes: the per-rank payload the collective moves (the larger buffer). */
+/*
+ * Some rank's buffer is memory its peers cannot read directly (an executor
+ * said so: EXEC_MEM_NO_PEER_READ, e.g. a CUDA IPC import mapped for its own
+ * GPU only): one-shot and two-shot are out, whatever the config forces; the
+ * ring, which only ever touches its own rank's buffers, runs it.
+ */
+#define PLAN_NO_PEER_READ 1u
+
+/*
+ * bytes: the per-rank payload the collective moves (the larger buffer);
+ * flags: PLAN_*. cfg is one executor's (cfg_resolve: no auto keys left).
+ */
 void plan_coll(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks,
-	       struct plan *out);
+	       uint32_t flags, struct plan *out);
 
 #endif

@@ -47,10 +47,18 @@ struct sched_cmd {
 			uint32_t client_id; /* out */
 		} add;
 		struct {
-			int fd;         /* kept by the registration (-1: none); the scheduler owns it */
 			int reply_fd;   /* sent back with the reply (-1: none); control owns it */
-			void *addr;     /* collcd's mapping */
+			void *addr;     /* collcd's mapping, or the executor-space address */
 			uint64_t size;
+			/*
+			 * NULL: addr is a host mapping the scheduler owns (it unmaps
+			 * it, also when the command fails). Else executor memory:
+			 * the registration releases exec_mem through it; on failure
+			 * the scheduler releases it.
+			 */
+			const struct exec_backend *exec;
+			void *exec_mem;
+			uint32_t flags; /* EXEC_MEM_* */
 			uint32_t mr;    /* out for MR_ADD, in for MR_RELEASE */
 		} mr;
 		struct {
@@ -78,21 +86,28 @@ struct sched_cmd {
 	void *owner;                         /* the control session */
 };
 
+/* The scheduler serves every executor the registry started (exec_count()). */
 struct sched_params {
-	const struct exec_backend *exec;
 	uint8_t node_id[16];
 	void (*notify_done)(void); /* wakes the control loop: done commands wait */
 };
+
+/*
+ * Wakes the scheduler if it sleeps: the executors' notify callback
+ * (exec_init), called after they publish work_consumed. Any thread.
+ */
+void sched_notify(void);
 
 int sched_init(const struct sched_params *p);
 /* Stops the scheduler thread and ends the commands it did not run. */
 void sched_fini(void);
 /*
  * Frees clients and communicators, once the executors stopped (their threads
- * may wait on connection memory until then). teardown 0: leave the executor's
- * part of each communicator alone (its fini released it).
+ * may wait on connection memory until then). The executor's part of each
+ * communicator and registration is left alone where its fini released it
+ * (exec_backend.fini_frees).
  */
-void sched_release(int teardown);
+void sched_release(void);
 void sched_post(struct sched_cmd *cmd);
 /* The doorbell memfd every client maps (see proto/shm.h). */
 int sched_doorbell_fd(void);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The scheduler's own state. Only the scheduler thread touches it (status.c
- * renders it from that thread too).
+ * renders a snapshot of it: daemon/status.h).
  */
 #ifndef COLLCD_SCHED_INT_H
 #define COLLCD_SCHED_INT_H
@@ -14,11 +14,17 @@
 #include "proto/shm.h"
 #include "proto/work.h"
 
+/*
+ * A registration: either a host mapping the scheduler made and unmaps
+ * (exec NULL), or executor memory it lets go through exec->mem_release().
+ */
 struct mr {
 	uint32_t id;
-	int fd;
 	void *addr;
 	uint64_t size;
+	const struct exec_backend *exec; /* NULL: a host mapping */
+	void *exec_mem;                  /* the executor's handle */
+	uint32_t flags;                  /* EXEC_MEM_* */
 	uint32_t refs;    /* submissions that name it and are not finished */
 	uint8_t released; /* the client let it go: unmap once refs drop to 0 */
 };
@@ -112,8 +118,9 @@ struct comm {
 	struct sched_cmd **joins;     /* pending comm_init of each rank */
 	struct member **members;      /* by rank; NULL once the client went */
 	uint32_t live;                /* members neither gone nor left */
-	uint32_t *devs;
+	uint32_t *devs;               /* global device indexes (sched.fifos) */
 	uint64_t *comm_dev;
+	uint32_t exec_idx;            /* its executor: sched.execs[exec_idx] */
 	void *exec_priv;
 	int revoked;                  /* 0, or the error every later collective gets */
 	uint32_t timeout_ms;          /* UINT32_MAX: follow op_timeout_ms */
@@ -128,21 +135,36 @@ struct comm {
 	uint64_t by_proto[COLLC_PROTO_MAX];
 };
 
+/* One device of one executor; the scheduler numbers them globally. */
 struct fifo_host {
 	struct collc_work_fifo *f;
 	uint64_t tail;    /* next position to write */
+	uint32_t exec_idx;
+	uint32_t dev;     /* the executor's own device number */
 	uint8_t used;
 };
 
+#define SCHED_MAX_DEVICES (EXEC_MAX * COLLC_MAX_RANKS)
+
+/* One executor as the scheduler sees it. */
+struct sched_exec {
+	const struct exec_backend *ex;
+	uint32_t base;             /* its devices are sched.fifos[base, base + ndevices) */
+	uint32_t next_chan_base;   /* rotates when its config asks for it */
+	struct collc_config cfg;   /* this pass's config, resolved for it (cfg_resolve) */
+};
+
 struct sched_state {
-	const struct exec_backend *exec;
+	struct sched_exec execs[EXEC_MAX];
+	uint32_t nexecs;
+	uint32_t ndevs;
+	int execs_stopped;            /* sched_release(): the executors' fini ran */
 	struct sched_client *clients;
 	struct comm *comms;
-	struct fifo_host fifos[COLLC_MAX_RANKS];
+	struct fifo_host fifos[SCHED_MAX_DEVICES];
 	uint32_t next_client_id;
 	uint64_t next_comm_id;
 	uint64_t next_coll_id;
-	uint32_t next_chan_base;      /* rotates when the executor asks for it */
 	uint64_t submitted, completed, errors, bad;
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
@@ -154,9 +176,42 @@ struct sched_state {
 
 extern struct sched_state sched;
 
-/* status.c */
-char *status_render(const struct collc_config *cfg, uint32_t flags, size_t *ret_len);
-char *metrics_render(const struct collc_config *cfg, size_t *ret_len);
-uint32_t slot_pending_count(const struct comm *c);
+/* scheduler.c: commands */
+void sched_cmd_finish(struct sched_cmd *cmd, int result);
+
+/* sched_ring.c: submission and completion rings */
+void sched_post_cqe(struct sched_client *c, uint64_t user_data, int res);
+void sched_flush_cqs(void);
+int sched_cq_room(const struct sched_client *c);
+int sched_drain_sq(struct sched_client *c);
+
+/* sched_mr.c: registrations */
+void sched_mr_free_mem(const struct exec_backend *ex, void *exec_mem, void *addr, uint64_t size);
+void sched_mr_put(struct mr *m);
+struct mr *sched_mr_lookup(struct sched_client *c, uint32_t id);
+void sched_mr_release(struct sched_client *c, uint32_t id);
+
+/* sched_comm.c: communicators */
+struct slot *sched_slot_of(struct comm *cm, uint64_t seq);
+uint32_t sched_slot_pending_count(const struct comm *cm);
+void sched_slot_finish(struct comm *cm, struct slot *sl, int res);
+void sched_comm_advance_done(struct comm *cm);
+void sched_comm_revoke(struct comm *cm, int err);
+void sched_client_free(struct sched_client *c);
+void sched_comm_free(struct comm *cm);
+void sched_collect(void);
+void sched_member_leave(struct member *mb, int err);
+void sched_comm_fail_init(struct comm *cm, int err);
+void sched_cmd_join(struct sched_cmd *cmd);
+void sched_client_gone(struct sched_client *c);
+struct member *sched_member_of(struct sched_client *c, uint32_t handle);
+
+/* sched_launch.c: launch, reap, timeouts */
+int sched_fifo_has_room(uint32_t dev);
+int sched_slot_executed(const struct comm *cm, const struct slot *sl);
+int sched_launch_ready(void);
+int sched_expire(const struct collc_config *cfg, uint64_t now);
+int sched_timers_armed(const struct collc_config *cfg);
+int sched_reap(void);
 
 #endif

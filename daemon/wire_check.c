@@ -12,7 +12,9 @@ struct len_rule {
 static const struct len_rule rules[COLLC_MSG_TYPE_MAX] = {
 	[COLLC_MSG_HELLO] = EXACTLY(struct collc_msg_hello),
 	[COLLC_MSG_MEM_ALLOC] = EXACTLY(struct collc_msg_mem),
-	[COLLC_MSG_MEM_REGISTER] = EXACTLY(struct collc_msg_mem),
+	/* Host memory: struct collc_msg_mem (and the memfd); a GPU: with its IPC handle. */
+	[COLLC_MSG_MEM_REGISTER] = { sizeof(struct collc_msg_mem),
+				     sizeof(struct collc_msg_mem_gpu_register) },
 	[COLLC_MSG_MEM_RELEASE] = EXACTLY(struct collc_msg_mem_release),
 	[COLLC_MSG_COMM_INIT] = EXACTLY(struct collc_msg_comm_init),
 	[COLLC_MSG_COMM_DESTROY] = EXACTLY(struct collc_msg_comm_ref),
@@ -40,5 +42,14 @@ int wire_check(const void *buf, size_t n, struct collc_msg_hdr *h)
 	rule = &rules[h->type];
 	if (h->length < rule->min || h->length > rule->max)
 		return -EBADMSG;
+	if (h->type == COLLC_MSG_MEM_REGISTER) {
+		struct collc_msg_mem q;
+
+		/* device -1 sends 32 bytes and an fd, device >= 0 112 bytes (wire version 2). */
+		memcpy(&q, (const char *)buf + sizeof(*h), sizeof(q));
+		if (h->length != (q.device == -1 ? sizeof(struct collc_msg_mem)
+						 : sizeof(struct collc_msg_mem_gpu_register)))
+			return -EBADMSG;
+	}
 	return 0;
 }

@@ -13,6 +13,8 @@
  *   2  COLLC_MSG_MEM_REGISTER with device >= 0 carries its CUDA IPC handle in
  *      the payload, a variable tail after struct collc_msg_mem (struct
  *      collc_msg_mem_gpu_register), instead of in a pipe passed as its fd.
+ *      hello_reply.backend is a bitmask of COLLC_BACKEND_* (one collcd runs
+ *      the CPU and the CUDA executor side by side): test the bit.
  */
 #ifndef COLLC_PROTO_WIRE_H
 #define COLLC_PROTO_WIRE_H
@@ -97,8 +99,8 @@ struct collc_msg_hello_reply {
 	struct collc_ring_offsets cq;
 	uint8_t node_id[16]; /* names this collcd; goes into unique ids */
 	uint32_t max_ranks;
-	uint32_t ndevices; /* devices the backend serves */
-	uint32_t backend;  /* COLLC_BACKEND_* */
+	uint32_t ndevices; /* devices of every executor together */
+	uint32_t backend;  /* bitmask of COLLC_BACKEND_*: every executor that runs (version 2) */
 	uint32_t reserved[7];
 };
 _Static_assert(sizeof(struct collc_msg_hello_reply) == 152, "hello_reply size");
@@ -110,6 +112,7 @@ _Static_assert(offsetof(struct collc_msg_hello_reply, node_id) == 96, "hello_rep
 _Static_assert(offsetof(struct collc_msg_hello_reply, max_ranks) == 112, "hello_reply.max_ranks");
 _Static_assert(offsetof(struct collc_msg_hello_reply, reserved) == 124, "hello_reply.reserved");
 
+/* Bits of hello_reply.backend. */
 enum { COLLC_BACKEND_CPU = 1, COLLC_BACKEND_CUDA = 2 };
 
 struct collc_msg_mem {

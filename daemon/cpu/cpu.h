@@ -109,7 +109,19 @@ struct cpu_rank {
 	uint32_t nchan;
 };
 
-/* Written by the control thread, read by the channel threads. */
+/*
+ * The config's exec_spin_us, copied here by cpu_configure() on the scheduler
+ * thread whenever a new config is published; the channel threads read it
+ * (relaxed: any recent value will do). The channel threads are not RCU
+ * readers: under liburcu-qsbr they would have to report quiescent states and
+ * go offline around every futex sleep, and a missed report stalls every
+ * grace period; one word handed over by a registered reader needs neither.
+ */
 extern _Atomic uint32_t exec_spin_us;
+
+struct exec_init;
+struct exec_backend;
+/* Starts the CPU executor (called by the registry, exec.c). */
+int exec_cpu_init(const struct exec_init *init, const struct exec_backend **ret);
 
 #endif

@@ -30,7 +30,7 @@
 #include "proto/shm.h"
 #include "proto/wire.h"
 
-_Atomic uint32_t exec_spin_us = 50;
+_Atomic uint32_t exec_spin_us = 50; /* cpu.h says who writes it */
 
 struct cpu_chan {
 	pthread_t thread;
@@ -63,6 +63,7 @@ struct cpu_comm {
 static struct cpu_dev *devs;
 static uint32_t ndevs, nchan;
 static uint32_t stopping;
+static void (*notify)(void); /* wakes the scheduler (exec_init) */
 
 /* One rank alone: its result is its own input. */
 static void single_rank(const struct collc_work_item *it, size_t es, uint32_t share)
@@ -180,7 +181,7 @@ static void *chan_main(void *arg)
 		}
 		/* E1: pairs with F1/F2 in the scheduler: results are written, the slot is free. */
 		store_release(&wc->value, pos + 1);
-		sched_notify();
+		notify();
 		if (it.kind == COLLC_WORK_QUIT)
 			break;
 	}
@@ -409,9 +410,18 @@ static void cpu_fini(void)
 	devs = NULL;
 }
 
+/* A new config was published (scheduler thread): take the one key read here. */
+static void cpu_configure(const struct collc_config *cfg)
+{
+	store_relaxed(&exec_spin_us, cfg->exec_spin_us);
+}
+
 static struct exec_backend cpu_backend = {
 	.name = "cpu",
 	.backend = COLLC_BACKEND_CPU,
+	.caps = EXEC_CAP_HOST_RANKS,
+	/* Its communicators outlive fini: sched_release() tears them down. */
+	.fini_frees = 0,
 	.fini = cpu_fini,
 	.fifo = cpu_fifo,
 	.kick = cpu_kick,
@@ -421,10 +431,14 @@ static struct exec_backend cpu_backend = {
 	.comm_teardown = cpu_comm_teardown,
 	.device_name = cpu_device_name,
 	.device_active = cpu_device_active,
+	.configure = cpu_configure,
 };
 
-int exec_cpu_init(uint32_t ndevices, uint32_t max_channels, const struct exec_backend **ret)
+int exec_cpu_init(const struct exec_init *init, const struct exec_backend **ret)
 {
+	uint32_t ndevices = init->ndevices ? init->ndevices : COLLC_MAX_RANKS;
+	uint32_t max_channels = init->max_channels ? init->max_channels : 4;
+
 	if (ndevices < 1 || ndevices > COLLC_MAX_RANKS || max_channels < 1 ||
 	    max_channels > COLLC_MAX_CHANNELS)
 		return -EINVAL;
@@ -433,6 +447,8 @@ int exec_cpu_init(uint32_t ndevices, uint32_t max_channels, const struct exec_ba
 		return -ENOMEM;
 	ndevs = ndevices;
 	nchan = max_channels;
+	notify = init->notify;
+	store_relaxed(&exec_spin_us, init->cfg->exec_spin_us);
 	for (uint32_t d = 0; d < ndevices; d++) {
 		devs[d].id = d;
 		pthread_mutex_init(&devs[d].start_lock, NULL);
@@ -447,12 +463,26 @@ int exec_cpu_init(uint32_t ndevices, uint32_t max_channels, const struct exec_ba
 	}
 	cpu_backend.ndevices = ndevices;
 	cpu_backend.max_channels = max_channels;
-	/*
-	 * Channels are host threads here, asleep when idle: collectives keep to
-	 * channel 0 and up, where the last one ran, unless COLLC_ROTATE_CHANNELS=1
-	 * (tests run the CUDA backend's rotation on host threads with it).
-	 */
-	cpu_backend.rotate_channels = getenv("COLLC_ROTATE_CHANNELS") && atoi(getenv("COLLC_ROTATE_CHANNELS")) > 0;
+	cpu_backend.defaults = (struct cfg_exec_defaults){
+		.channels = max_channels < 2 ? max_channels : 2,
+		/*
+		 * Channels are host threads here, asleep when idle: collectives
+		 * keep to channel 0 and up, where the last one ran (rotate_channels=1
+		 * runs the GPUs' rotation on host threads, as the tests do).
+		 */
+		.rotate_channels = 0,
+		.channel_min_bytes = 256 << 10,
+		/* On host threads the Simple one-shot is faster at every size (bench/RESULTS.md). */
+		.oneshot_ll_max_bytes = 0,
+		.oneshot_max_bytes = 64 << 10,
+		/*
+		 * Host threads: two-shot all-reduces beat the ring from 2 to 8 MiB
+		 * and matched it to 64 MiB (2-core VM, 2 ranks, pipelined busbw
+		 * 2 MiB 7.3-7.4 against 2.8-2.9 GB/s, 4 MiB 7.5-7.9 against
+		 * 2.5-3.4, 16 MiB 6.4-7.1 against 6.7-6.9: bench/RESULTS.md).
+		 */
+		.twoshot_max_bytes = 16 << 20,
+	};
 	*ret = &cpu_backend;
 	return 0;
 }

@@ -18,15 +18,14 @@
  * while resident (VMM, cudaHostAlloc, async copies on other streams, stream
  * queries) run at any time.
  *
- * Client memory reaches the scheduler as (fd, addr, size). addr carries
- * CUDA_ADDR_TAG: the scheduler munmap()s the address of a registration when
- * it lets it go, and an address that is not page aligned makes that call
- * fail harmlessly instead of punching a hole in CUDA's reserved VA; the grid
- * subtracts the tag. A CUDA IPC import is mapped for its own GPU only, so its
- * address also carries CUDA_ADDR_LOCAL: one-shot and two-shot then fall back
- * to the ring, which never touches a peer's user buffers. fd is one end of a socket pair whose other end this
- * file polls: when every copy is closed (the client and the scheduler both
- * let go), the memory is released.
+ * Client memory (mem_add) is allocated or imported on the service thread,
+ * which completes the request from there: an import may wait for a quiesce
+ * window. The scheduler gets a plain device address and a handle it lets go
+ * with mem_release. A CUDA IPC import is mapped for its own GPU only, so it
+ * is marked EXEC_MEM_NO_PEER_READ: the planner runs the ring, which never
+ * touches a peer's user buffers. An allocation also hands the client one end
+ * of a socket pair whose other end this file polls: the memory is released
+ * once the client closed every copy and the scheduler let go.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -110,11 +109,14 @@ struct ipc_imp {
 	uint64_t close_since;
 };
 
+/* Released once the scheduler let go (sched_gone) and no client socket is open (sock -1). */
 struct creg {
 	struct creg *next;
-	int sock; /* our end; hang-up: every copy of the other end is closed */
-	struct vmm v;         /* collc_mem_alloc memory, or */
-	struct ipc_imp *imp;  /* a registration of imported memory */
+	struct creg *rel_next; /* on rel_list after mem_release() */
+	int sock;              /* an allocation: our end; hang-up: every copy of the other is closed */
+	uint8_t sched_gone;
+	struct vmm v;          /* collc_mem_alloc memory, or */
+	struct ipc_imp *imp;   /* a registration of imported memory */
 };
 
 struct imp_req {
@@ -123,6 +125,17 @@ struct imp_req {
 	int gpu;
 	int done, err;
 	struct ipc_imp *imp;
+};
+
+/* A mem_add() request, run and completed on the service thread. */
+struct mem_req {
+	struct mem_req *next;
+	uint16_t type;
+	struct collc_msg_mem_gpu_register q; /* MEM_ALLOC: q.mem only */
+	exec_mem_done_fn *done;
+	void *arg;
+	int gpu;
+	struct imp_req ir; /* an import waiting for a window */
 };
 
 struct ccomm {
@@ -145,15 +158,15 @@ struct lane_track {
 
 static struct gpu *gpus;
 static uint32_t ngpus, nlanes, nchan;
-static uint32_t force_algo, force_proto;
-static uint32_t trace; /* COLLC_CUDA_TRACE */
+static uint32_t trace; /* config cuda_trace */
 /*
- * COLLC_CUDA_IDLE_SLEEP_NS: how long an idle channel block sleeps between
+ * Config cuda_idle_sleep_ns: how long an idle channel block sleeps between
  * polls of its lane (after 4096 polls without an item); 0 spins without
  * sleeping, which takes issue slots from client kernels on the same SMs.
  */
 static uint32_t idle_sleep_ns = 200;
 static int require_mps;
+static void (*notify)(void); /* wakes the scheduler (exec_init) */
 static struct lane_track *track;
 static uint64_t kicked_coll; /* newest collective whose items are all written */
 
@@ -164,10 +177,14 @@ static int svc_efd = -1;
 static uint32_t svc_slow; /* the service thread sleeps in its 2 ms poll */
 #define SVC_POLL_US 4     /* the service thread's poll period while collectives complete */
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t mem_cond = PTHREAD_COND_INITIALIZER;
 static struct creg *cregs;
 static struct ipc_imp *imps;
 static struct imp_req *imp_reqs;
+static struct mem_req *mem_waiting; /* imports waiting for a window; service thread only */
+/* What other threads hand the service thread; never held across a window. */
+static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mem_req *mem_reqs;    /* mem_add() requests not yet run */
+static struct creg *rel_list;       /* mem_release() calls not yet run */
 static uint32_t *revoke_words;     /* CUDA_REVOKE_WORDS, mapped host memory */
 static uint64_t revoke_words_dev;  /* their device address */
 static uint8_t *revoke_used;
@@ -315,8 +332,6 @@ static int grid_launch(struct gpu *g)
 	a.ds = g->ds;
 	a.nlanes = nlanes;
 	a.nchannels = nchan;
-	a.force_algo = force_algo;
-	a.force_proto = force_proto;
 	a.trace = trace;
 	a.idle_sleep_ns = idle_sleep_ns;
 	a.epoch = ++g->epoch;
@@ -431,7 +446,8 @@ static void window(void (*calls)(void))
 
 static void creg_release(struct creg *cr)
 {
-	close(cr->sock);
+	if (cr->sock >= 0)
+		close(cr->sock);
 	if (cr->imp) {
 		if (--cr->imp->refs == 0) {
 			cr->imp->closing = 1;
@@ -495,13 +511,12 @@ static void window_calls(void)
 		q->done = 1;
 	}
 	imp_reqs = NULL;
-	pthread_cond_broadcast(&mem_cond);
 }
 
 /*
  * The grids cannot wake the scheduler; this thread does it for them (the CPU
- * executor calls sched_notify() itself): when any channel's work_consumed
- * moved, sched_notify(). Returns 1 when something moved.
+ * executor's threads call notify() themselves): when any channel's
+ * work_consumed moved, notify(). Returns 1 when something moved.
  */
 static int notify_progress(void)
 {
@@ -517,8 +532,190 @@ static int notify_progress(void)
 	if (sum == last)
 		return 0;
 	last = sum;
-	sched_notify();
+	notify();
 	return 1;
+}
+
+static void svc_wake(void)
+{
+	uint64_t one = 1;
+
+	(void)!write(svc_efd, &one, sizeof(one));
+}
+
+static int gpu_by_uuid(const uint8_t *uuid, int32_t ordinal)
+{
+	static const uint8_t zero[16];
+
+	if (memcmp(uuid, zero, 16) == 0)
+		return ordinal >= 0 && (uint32_t)ordinal < ngpus ? ordinal : -1;
+	for (uint32_t g = 0; g < ngpus; g++)
+		if (memcmp(gpus[g].uuid, uuid, 16) == 0)
+			return (int)g;
+	return -1;
+}
+
+static void mem_complete(struct mem_req *rq, int r, struct creg *cr, uint64_t addr, int fd,
+			 uint32_t flags)
+{
+	struct exec_mem m = { .addr = addr, .size = rq->q.mem.size, .fd = fd, .flags = flags, .handle = cr };
+
+	rq->done(rq->arg, r, r == 0 ? &m : NULL);
+	free(rq);
+}
+
+/* Service thread, mem_lock held: a registration from its import. */
+static void mem_register_finish(struct mem_req *rq, struct ipc_imp *imp)
+{
+	const struct collc_msg_mem_ipc *ip = &rq->q.ipc;
+	struct creg *cr;
+	uint64_t end;
+
+	if (__builtin_add_overflow(ip->offset, rq->q.mem.size, &end) || imp->gpu != rq->gpu ||
+	    end > imp->size) {
+		mem_complete(rq, -EINVAL, NULL, 0, -1, 0);
+		return;
+	}
+	cr = calloc(1, sizeof(*cr));
+	if (!cr) {
+		mem_complete(rq, -ENOMEM, NULL, 0, -1, 0);
+		return;
+	}
+	imp->refs++;
+	imp->closing = 0;
+	cr->imp = imp;
+	cr->sock = -1; /* the scheduler's reference alone keeps it */
+	cr->next = cregs;
+	cregs = cr;
+	/* Mapped for its own GPU only: peers must not read it. */
+	mem_complete(rq, 0, cr, (uint64_t)(uintptr_t)imp->base + ip->offset, -1, EXEC_MEM_NO_PEER_READ);
+}
+
+/* Service thread, mem_lock held: an allocation, whose memory the client maps through a socket. */
+static void mem_alloc_run(struct mem_req *rq)
+{
+	struct collc_msg_mem_vmm m = { 0 };
+	struct creg *cr = calloc(1, sizeof(*cr));
+	int sv[2], fd = -1, r;
+
+	if (!cr) {
+		mem_complete(rq, -ENOMEM, NULL, 0, -1, 0);
+		return;
+	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+		r = -errno;
+		free(cr);
+		mem_complete(rq, r, NULL, 0, -1, 0);
+		return;
+	}
+	r = vmm_alloc(rq->gpu, rq->q.mem.size, 1, &cr->v);
+	if (r < 0)
+		goto err_close;
+	if (drv.export_fd(&fd, cr->v.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) {
+		r = -EIO;
+		goto err_vmm;
+	}
+	m.map_size = cr->v.size;
+	r = scm_send(sv[0], &m, sizeof(m), &fd, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
+	if (r < 0)
+		goto err_vmm;
+	cr->sock = sv[0];
+	cr->next = cregs;
+	cregs = cr;
+	mem_complete(rq, 0, cr, (uint64_t)cr->v.ptr, sv[1], 0);
+	return;
+
+err_vmm:
+	vmm_free(&cr->v);
+err_close:
+	close(sv[0]);
+	close(sv[1]);
+	free(cr);
+	mem_complete(rq, r, NULL, 0, -1, 0);
+}
+
+/* Service thread, mem_lock held: a registration, at once or after the window that imports it. */
+static void mem_register_run(struct mem_req *rq)
+{
+	struct ipc_imp *imp;
+
+	/* Imported once per allocation; one waiting to close is never reused. */
+	for (imp = imps; imp; imp = imp->next)
+		if (imp->refs && memcmp(imp->handle, rq->q.ipc.handle, sizeof(rq->q.ipc.handle)) == 0)
+			break;
+	if (imp) {
+		mem_register_finish(rq, imp);
+		return;
+	}
+	memcpy(rq->ir.handle, rq->q.ipc.handle, sizeof(rq->ir.handle));
+	rq->ir.gpu = rq->gpu;
+	rq->ir.next = imp_reqs;
+	imp_reqs = &rq->ir;
+	rq->next = mem_waiting;
+	mem_waiting = rq;
+}
+
+/* Service thread, mem_lock held, after a window: imports are done or failed. */
+static void mem_finish_imports(void)
+{
+	struct mem_req *list = mem_waiting, *next;
+
+	mem_waiting = NULL;
+	for (; list; list = next) {
+		next = list->next;
+		if (!list->ir.done) {
+			list->next = mem_waiting;
+			mem_waiting = list;
+		} else if (list->ir.err) {
+			mem_complete(list, list->ir.err, NULL, 0, -1, 0);
+		} else {
+			mem_register_finish(list, list->ir.imp);
+		}
+	}
+}
+
+/* Service thread, mem_lock held: runs what mem_add() and mem_release() queued. */
+static void mem_service(void)
+{
+	struct mem_req *reqs, *rev = NULL, *next;
+	struct creg *rel;
+
+	if (!load_relaxed(&mem_reqs) && !load_relaxed(&rel_list))
+		return;
+	pthread_mutex_lock(&req_lock);
+	reqs = mem_reqs;
+	rel = rel_list;
+	store_relaxed(&mem_reqs, NULL);
+	store_relaxed(&rel_list, NULL);
+	pthread_mutex_unlock(&req_lock);
+	while (rel) {
+		struct creg *cr = rel;
+
+		rel = cr->rel_next;
+		cr->sched_gone = 1;
+		if (cr->sock >= 0)
+			continue; /* the client still maps it: its hang-up releases it */
+		for (struct creg **pc = &cregs; *pc; pc = &(*pc)->next)
+			if (*pc == cr) {
+				*pc = cr->next;
+				break;
+			}
+		creg_release(cr);
+	}
+	/* Oldest first. */
+	for (; reqs; reqs = next) {
+		next = reqs->next;
+		reqs->next = rev;
+		rev = reqs;
+	}
+	for (; rev; rev = next) {
+		next = rev->next;
+		if (rev->type == COLLC_MSG_MEM_ALLOC)
+			mem_alloc_run(rev);
+		else
+			mem_register_run(rev);
+	}
 }
 
 static void *svc_main(void *arg)
@@ -543,7 +740,7 @@ static void *svc_main(void *arg)
 
 		pthread_mutex_lock(&mem_lock);
 		for (struct creg *cr = cregs; cr; cr = cr->next)
-			n++;
+			n += cr->sock >= 0;
 		if (n > cap) {
 			struct pollfd *t = realloc(pfd, n * 2 * sizeof(*t));
 
@@ -556,7 +753,8 @@ static void *svc_main(void *arg)
 		if (cap) {
 			pfd[n++] = (struct pollfd){ .fd = svc_efd, .events = POLLIN };
 			for (struct creg *cr = cregs; cr && n < cap; cr = cr->next)
-				pfd[n++] = (struct pollfd){ .fd = cr->sock, .events = POLLIN };
+				if (cr->sock >= 0)
+					pfd[n++] = (struct pollfd){ .fd = cr->sock, .events = POLLIN };
 		}
 		pthread_mutex_unlock(&mem_lock);
 		/* SVC_POLL_US polls while collectives complete, 2 ms once idle for 10 ms. */
@@ -575,8 +773,13 @@ static void *svc_main(void *arg)
 					if ((*pc)->sock == pfd[i].fd) {
 						struct creg *cr = *pc;
 
-						*pc = cr->next;
-						creg_release(cr);
+						/* The client let go; the scheduler may still hold it. */
+						close(cr->sock);
+						cr->sock = -1;
+						if (cr->sched_gone) {
+							*pc = cr->next;
+							creg_release(cr);
+						}
 						break;
 					}
 			}
@@ -591,6 +794,7 @@ static void *svc_main(void *arg)
 				fatal("grid exited unexpectedly", cudaGetLastError());
 		now = now_ns();
 		pthread_mutex_lock(&mem_lock);
+		mem_service();
 		if (imp_reqs)
 			need_window = 1;
 		for (struct ipc_imp *imp = imps; imp && !need_window; imp = imp->next)
@@ -599,146 +803,59 @@ static void *svc_main(void *arg)
 		for (struct ipc_imp *imp = imps; imp; imp = imp->next)
 			if (imp->refs)
 				imp->closing = 0; /* registered again before it closed */
-		if (need_window)
+		if (need_window) {
 			window(window_calls);
+			mem_finish_imports();
+		}
 		pthread_mutex_unlock(&mem_lock);
 	}
 	free(pfd);
 	return NULL;
 }
 
-static void svc_wake(void)
+static int cuda_mem_add(uint16_t type, const void *req, size_t len, exec_mem_done_fn *done,
+			void *arg)
 {
-	uint64_t one = 1;
-
-	(void)!write(svc_efd, &one, sizeof(one));
-}
-
-static int gpu_by_uuid(const uint8_t *uuid, int32_t ordinal)
-{
-	static const uint8_t zero[16];
-
-	if (memcmp(uuid, zero, 16) == 0)
-		return ordinal >= 0 && (uint32_t)ordinal < ngpus ? ordinal : -1;
-	for (uint32_t g = 0; g < ngpus; g++)
-		if (memcmp(gpus[g].uuid, uuid, 16) == 0)
-			return (int)g;
-	return -1;
-}
-
-int exec_cuda_mem_add(uint16_t type, const struct collc_msg_mem *q, int in_fd, int *ret_fd,
-		      uint64_t *ret_addr, uint64_t *ret_size)
-{
-	struct collc_msg_mem_ipc ipc;
-	struct creg *cr;
-	int sv[2], g, r;
+	const struct collc_msg_mem *q = req;
+	struct mem_req *rq;
+	int g;
 
 	if (!gpus)
 		return -ENODEV;
-	if (q->flags || q->size == 0 || q->device < 0)
+	if (len < sizeof(*q) || q->flags || q->size == 0 || q->device < 0)
 		return -EINVAL;
-	if (type == COLLC_MSG_MEM_REGISTER) {
-		/* The pipe was filled before the request was sent: never block on it. */
-		if (in_fd < 0 || fcntl(in_fd, F_SETFL, O_NONBLOCK) < 0 ||
-		    read(in_fd, &ipc, sizeof(ipc)) != (ssize_t)sizeof(ipc))
-			return -EINVAL;
-	}
+	if ((type == COLLC_MSG_MEM_ALLOC && len != sizeof(struct collc_msg_mem)) ||
+	    (type == COLLC_MSG_MEM_REGISTER && len != sizeof(struct collc_msg_mem_gpu_register)) ||
+	    (type != COLLC_MSG_MEM_ALLOC && type != COLLC_MSG_MEM_REGISTER))
+		return -EINVAL;
 	g = gpu_by_uuid(q->device_uuid, q->device);
 	if (g < 0)
 		return -ENODEV;
-	cr = calloc(1, sizeof(*cr));
-	if (!cr)
+	rq = calloc(1, sizeof(*rq));
+	if (!rq)
 		return -ENOMEM;
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-		r = -errno;
-		free(cr);
-		return r;
-	}
-	if (type == COLLC_MSG_MEM_ALLOC) {
-		struct collc_msg_mem_vmm m = { 0 };
-		int fd = -1;
-
-		r = vmm_alloc(g, q->size, 1, &cr->v);
-		if (r < 0)
-			goto err_close;
-		if (drv.export_fd(&fd, cr->v.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) {
-			r = -EIO;
-			goto err_vmm;
-		}
-		m.map_size = cr->v.size;
-		r = scm_send(sv[0], &m, sizeof(m), &fd, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-		close(fd);
-		if (r < 0)
-			goto err_vmm;
-		*ret_addr = (uint64_t)cr->v.ptr + CUDA_ADDR_TAG;
-	} else if (type == COLLC_MSG_MEM_REGISTER) {
-		const struct collc_msg_mem_ipc *ip = &ipc;
-		struct ipc_imp *imp;
-		uint64_t end;
-
-		if (__builtin_add_overflow(ip->offset, q->size, &end)) {
-			r = -EINVAL;
-			goto err_close;
-		}
-		pthread_mutex_lock(&mem_lock);
-		/* Imported once per allocation; one waiting to close is never reused. */
-		for (imp = imps; imp; imp = imp->next)
-			if (imp->refs && memcmp(imp->handle, ip->handle, sizeof(ip->handle)) == 0)
-				break;
-		if (!imp) {
-			struct imp_req rq = { 0 };
-
-			memcpy(rq.handle, ip->handle, sizeof(rq.handle));
-			rq.gpu = g;
-			rq.next = imp_reqs;
-			imp_reqs = &rq;
-			svc_wake();
-			while (!rq.done)
-				pthread_cond_wait(&mem_cond, &mem_lock);
-			imp = rq.imp;
-			if (rq.err) {
-				pthread_mutex_unlock(&mem_lock);
-				r = rq.err;
-				goto err_close;
-			}
-		}
-		if (imp->gpu != g || end > imp->size) {
-			pthread_mutex_unlock(&mem_lock);
-			r = -EINVAL;
-			goto err_close;
-		}
-		imp->refs++;
-		imp->closing = 0;
-		cr->imp = imp;
-		/* Mapped for its own GPU only: peers must not read it (CUDA_ADDR_LOCAL). */
-		*ret_addr = ((uint64_t)(uintptr_t)imp->base + ip->offset + CUDA_ADDR_TAG) | CUDA_ADDR_LOCAL;
-		pthread_mutex_unlock(&mem_lock);
-	} else {
-		r = -EINVAL;
-		goto err_close;
-	}
-	cr->sock = sv[0];
-	pthread_mutex_lock(&mem_lock);
-	cr->next = cregs;
-	cregs = cr;
-	pthread_mutex_unlock(&mem_lock);
+	rq->type = type;
+	memcpy(&rq->q, req, len);
+	rq->done = done;
+	rq->arg = arg;
+	rq->gpu = g;
+	pthread_mutex_lock(&req_lock);
+	rq->next = mem_reqs;
+	store_relaxed(&mem_reqs, rq);
+	pthread_mutex_unlock(&req_lock);
 	svc_wake();
-	*ret_fd = sv[1];
-	*ret_size = q->size;
 	return 0;
-
-err_vmm:
-	vmm_free(&cr->v);
-err_close:
-	close(sv[0]);
-	close(sv[1]);
-	free(cr);
-	return r;
 }
 
-void exec_cuda_set_require_mps(int on)
+static void cuda_mem_release(void *handle)
 {
-	require_mps = on;
+	struct creg *cr = handle;
+
+	pthread_mutex_lock(&req_lock);
+	cr->rel_next = rel_list;
+	store_relaxed(&rel_list, cr);
+	pthread_mutex_unlock(&req_lock);
+	svc_wake();
 }
 
 /* Is an nvidia-cuda-mps-server process running (it starts for our context)? */
@@ -842,7 +959,7 @@ static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *
 		if (g < 0)
 			return -EINVAL;
 		if (on_gpu[g] >= nlanes) {
-			log_warn("communicator has more than %u ranks on gpu%d (COLLC_CUDA_LANES)", nlanes, g);
+			log_warn("communicator has more than %u ranks on gpu%d (config cuda_lanes)", nlanes, g);
 			return -EINVAL;
 		}
 		ret_devs[r] = (uint32_t)g * nlanes + on_gpu[g]++;
@@ -1066,7 +1183,7 @@ static void post_quit(void)
 	}
 }
 
-/* COLLC_CUDA_TRACE: the means the channel blocks summed (cuda/grid.h). */
+/* Config cuda_trace: the means the channel blocks summed (cuda/grid.h). */
 static void log_trace(void)
 {
 	for (uint32_t d = 0; d < ngpus * nlanes; d++)
@@ -1109,6 +1226,21 @@ static void cuda_fini(void)
 	}
 	if (trace)
 		log_trace();
+	/* Requests nobody ran end now; releases nobody ran do not matter: every creg goes. */
+	while (mem_reqs) {
+		struct mem_req *rq = mem_reqs;
+
+		mem_reqs = rq->next;
+		mem_complete(rq, -ECANCELED, NULL, 0, -1, 0);
+	}
+	while (mem_waiting) {
+		struct mem_req *rq = mem_waiting;
+
+		mem_waiting = rq->next;
+		mem_complete(rq, -ECANCELED, NULL, 0, -1, 0);
+	}
+	imp_reqs = NULL;
+	rel_list = NULL;
 	while (cregs) {
 		struct creg *cr = cregs;
 
@@ -1140,6 +1272,9 @@ static void cuda_fini(void)
 static struct exec_backend cuda_backend = {
 	.name = "cuda",
 	.backend = COLLC_BACKEND_CUDA,
+	.caps = EXEC_CAP_DEVICE_RANKS,
+	/* fini frees device memory with the contexts: sched_release() leaves it. */
+	.fini_frees = 1,
 	.fini = cuda_fini,
 	.fifo = cuda_fifo,
 	.kick = cuda_kick,
@@ -1149,35 +1284,22 @@ static struct exec_backend cuda_backend = {
 	.comm_teardown = cuda_comm_teardown,
 	.device_name = cuda_device_name,
 	.device_active = cuda_device_active,
+	.mem_add = cuda_mem_add,
+	.mem_release = cuda_mem_release,
 };
+
+/* Kernels load at start, never while a grid is resident: before the first CUDA call. */
+static void eager_modules(void)
+{
+	setenv("CUDA_MODULE_LOADING", "EAGER", 0);
+}
 
 int exec_cuda_available(void)
 {
 	int n = 0;
 
+	eager_modules();
 	return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-static void parse_force(void)
-{
-	const char *f = getenv("COLLC_CUDA_FORCE");
-
-	if (!f || !*f)
-		return;
-	if (strncmp(f, "oneshot", 7) == 0)
-		force_algo = COLLC_ALGO_ONESHOT;
-	else if (strncmp(f, "twoshot", 7) == 0)
-		force_algo = COLLC_ALGO_TWOSHOT;
-	else if (strncmp(f, "ring", 4) == 0)
-		force_algo = COLLC_ALGO_RING;
-	if (strstr(f, "ll128"))
-		force_proto = COLLC_PROTO_LL128;
-	else if (strstr(f, "ll"))
-		force_proto = COLLC_PROTO_LL;
-	else if (strstr(f, "simple"))
-		force_proto = COLLC_PROTO_SIMPLE;
-	log_warn("COLLC_CUDA_FORCE=%s: every collective runs algo %u proto %u (testing only)", f,
-		 force_algo, force_proto);
 }
 
 static int gpu_init(struct gpu *g, int ord)
@@ -1221,13 +1343,15 @@ static int gpu_init(struct gpu *g, int ord)
 	return 0;
 }
 
-int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_backend **ret)
+int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret)
 {
-	const char *lanes_env = getenv("COLLC_CUDA_LANES");
+	uint32_t ndevices = init->ndevices;
+	uint32_t max_channels = init->max_channels ? init->max_channels : COLLC_MAX_CHANNELS;
 	void *dp = NULL;
 	int n = 0, r;
 	cudaError_t e;
 
+	eager_modules();
 	if (max_channels < 1 || max_channels > COLLC_MAX_CHANNELS)
 		return -EINVAL;
 	e = cudaGetDeviceCount(&n);
@@ -1240,26 +1364,24 @@ int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_b
 	}
 	if (ndevices && ndevices < (uint32_t)n)
 		n = (int)ndevices;
-	nlanes = 2;
-	if (lanes_env && atoi(lanes_env) >= 1 && atoi(lanes_env) <= (int)CUDA_MAX_LANES)
-		nlanes = (uint32_t)atoi(lanes_env);
+	/* Config cuda_lanes (1..4, validated by config.c). */
+	nlanes = init->cfg->cuda_lanes;
+	if (nlanes < 1 || nlanes > CUDA_MAX_LANES)
+		return -EINVAL;
 	while ((uint32_t)n * nlanes > COLLC_MAX_RANKS)
 		n--;
 	nchan = max_channels;
 	r = drv_load();
 	if (r < 0)
 		return r;
-	parse_force();
-	trace = getenv("COLLC_CUDA_TRACE") && atoi(getenv("COLLC_CUDA_TRACE")) > 0;
-	if (getenv("COLLC_CUDA_IDLE_SLEEP_NS")) {
-		long v = atol(getenv("COLLC_CUDA_IDLE_SLEEP_NS"));
-
-		idle_sleep_ns = v < 0 ? 0 : v > 1000000 ? 1000000 : (uint32_t)v;
-		log_info("COLLC_CUDA_IDLE_SLEEP_NS: idle channel blocks sleep %u ns between polls",
-			 idle_sleep_ns);
-	}
+	notify = init->notify;
+	require_mps = init->require_mps;
+	trace = init->cfg->cuda_trace;
+	idle_sleep_ns = init->cfg->cuda_idle_sleep_ns;
+	if (idle_sleep_ns != 200)
+		log_info("cuda_idle_sleep_ns: idle channel blocks sleep %u ns between polls", idle_sleep_ns);
 	if (trace)
-		log_warn("COLLC_CUDA_TRACE: the grid times its hand-offs (costs PCIe writes per item)");
+		log_warn("cuda_trace: the grid times its hand-offs (costs PCIe writes per item)");
 	gpus = calloc((size_t)n, sizeof(*gpus));
 	track = calloc((size_t)n * nlanes, sizeof(*track));
 	if (!gpus || !track)
@@ -1325,8 +1447,34 @@ int exec_cuda_init(uint32_t ndevices, uint32_t max_channels, const struct exec_b
 	svc_started = 1;
 	cuda_backend.ndevices = ngpus * nlanes;
 	cuda_backend.max_channels = nchan;
-	/* Every channel is a resident block: small collectives in a row run side by side. */
-	cuda_backend.rotate_channels = 1;
+	/*
+	 * On GPUs every channel is a resident block: large collectives need them
+	 * all (measured on 2 x H200, 1 GiB all-reduce: 22 GB/s with 2, 264 with
+	 * 32), and mid sizes want many too: one channel per 8 KiB, not 256 KiB,
+	 * took the 1 MiB all-reduce from 70.5 to 38.9 us and 64 KiB from 38.1 to
+	 * 23.6 us (p50; the same at 8 B and 8 MiB). One-shot LL all-reduces beat
+	 * two-shot Simple up to 512 KiB there (p50 128 KiB 19.4 vs 25.9 us, 512
+	 * KiB 23.9 vs 26.4; at 1 MiB 37.8 vs 29.3: bench/RESULTS.md); allgather
+	 * and reduce-scatter take the same limit (8 B 16.9 and 17.2 us against
+	 * 23.0 with one-shot Simple). Beyond that, reading peer buffers
+	 * directly beats the ring: one-shot Simple up to 4 MiB (p50 1 MiB
+	 * all-reduce 29.4 against 39.7 us two-shot; reduce-scatter 2 MiB 28.7
+	 * against 40.2 with ring LL128, allgather 29.2 against 37.6), and
+	 * two-shot all-reduces up to 32 MiB (pipelined 4 MiB 29.2 against 42.7
+	 * us with ring LL128, 16 MiB 68.8 against 69.0; 64 MiB even). Measured
+	 * on 2 GPUs, where one-shot and two-shot all-reduces read the same
+	 * bytes; beyond 8 ranks the one-shot limit of all-reduce shrinks
+	 * (plan.h). Every channel is a resident block, so small collectives in
+	 * a row run side by side: they rotate over the channels.
+	 */
+	cuda_backend.defaults = (struct cfg_exec_defaults){
+		.channels = nchan,
+		.rotate_channels = 1,
+		.channel_min_bytes = 8 << 10,
+		.oneshot_ll_max_bytes = 512 << 10,
+		.oneshot_max_bytes = 4 << 20,
+		.twoshot_max_bytes = 32 << 20,
+	};
 	log_info("CUDA backend: %u GPUs x %u lanes, %u channels, grid of %u blocks x %u threads per GPU",
 		 ngpus, nlanes, nchan, 1 + nlanes * nchan, CUDA_THREADS);
 	*ret = &cuda_backend;

@@ -4,6 +4,7 @@
  * (cfg_defaults), forced algorithms and protocols with their fallbacks, the
  * channel bound, and invariants over a sweep of every input.
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -31,7 +32,7 @@ static struct plan plan(const struct collc_config *cfg, int op, uint64_t bytes, 
 {
 	struct plan p;
 
-	plan_coll(cfg, op, bytes, nranks, &p);
+	plan_coll(cfg, op, bytes, nranks, 0, &p);
 	return p;
 }
 
@@ -75,7 +76,7 @@ static void test_support_table(void **state)
 /*
  * The shipped thresholds: one-shot <= 64 KiB < two-shot <= 1 MiB < ring;
  * LL128 <= 4 MiB < Simple; one-shot LL all-reduce off (0), as on the CPU
- * executor; the CUDA backend sets 512 KiB (daemon/main.c), on up to 8 ranks.
+ * executor; the CUDA executor sets 512 KiB (its defaults, daemon/cuda/executor.c), on up to 8 ranks.
  */
 static void test_auto_allreduce(void **state)
 {
@@ -264,6 +265,69 @@ static void test_channels(void **state)
 	assert_int_equal(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 4).chunk_bytes, 0);
 }
 
+/* Memory peers cannot read directly runs the ring, even where one-shot/two-shot are forced. */
+static void test_no_peer_read(void **state)
+{
+	struct collc_config cfg = defaults(4);
+	struct plan p;
+
+	(void)state;
+	for (uint32_t algo = 0; algo < COLLC_ALGO_MAX; algo++)
+		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+			cfg.algo = algo;
+			plan_coll(&cfg, ops[o], 8 * KiB, 4, PLAN_NO_PEER_READ, &p);
+			assert_int_equal(p.algo, COLLC_ALGO_RING);
+			assert_int_equal(p.proto, COLLC_PROTO_LL); /* the ring's choice at 8 KiB */
+		}
+	cfg.algo = COLLC_ALGO_AUTO;
+	cfg.proto = COLLC_PROTO_LL128;
+	plan_coll(&cfg, COLLC_OP_ALLREDUCE, 8 * KiB, 2, PLAN_NO_PEER_READ, &p);
+	assert_plan(p, COLLC_ALGO_RING, COLLC_PROTO_LL128);
+}
+
+/* Keys left at auto take the executor's values; set ones apply to every executor. */
+static void test_resolve(void **state)
+{
+	static const struct cfg_exec_defaults gpu = {
+		.channels = 32, .rotate_channels = 1, .channel_min_bytes = 8 * KiB,
+		.oneshot_ll_max_bytes = 512 * KiB, .oneshot_max_bytes = 4 * MiB,
+		.twoshot_max_bytes = 32 * MiB,
+	};
+	struct collc_config cfg = defaults(32), out;
+	char err[128], v[64];
+
+	(void)state;
+	cfg_resolve(&cfg, &gpu, 32, &out);
+	assert_int_equal(out.channels, 32);
+	assert_int_equal(out.twoshot_max_bytes, 32 * MiB);
+	assert_int_equal(out.rotate_channels, 1);
+	assert_int_equal(out.auto_mask, 0);
+	assert_int_equal(plan(&out, COLLC_OP_ALLREDUCE, 256 * KiB, 2).algo, COLLC_ALGO_ONESHOT);
+	assert_int_equal(plan(&out, COLLC_OP_ALLREDUCE, 256 * KiB, 2).proto, COLLC_PROTO_LL);
+	/* Bounded by the executor's own channels. */
+	cfg_resolve(&cfg, &gpu, 4, &out);
+	assert_int_equal(out.channels, 4);
+	assert_int_equal(out.max_channels, 4);
+	assert_int_equal(cfg_apply_kv(&cfg, "twoshot_max_bytes=2M", err, sizeof(err)), 0);
+	cfg_resolve(&cfg, &gpu, 32, &out);
+	assert_int_equal(out.twoshot_max_bytes, 2 * MiB);
+	assert_int_equal(cfg_get_key(&cfg, "twoshot_max_bytes", v, sizeof(v)), 0);
+	assert_string_equal(v, "2097152");
+	assert_int_equal(cfg_apply_kv(&cfg, "twoshot_max_bytes=auto", err, sizeof(err)), 0);
+	assert_int_equal(cfg_get_key(&cfg, "twoshot_max_bytes", v, sizeof(v)), 0);
+	assert_string_equal(v, "auto");
+	cfg_resolve(&cfg, &gpu, 32, &out);
+	assert_int_equal(out.twoshot_max_bytes, 32 * MiB);
+	/* Keys without an executor default take no auto. */
+	assert_int_equal(cfg_apply_kv(&cfg, "ll_max_bytes=auto", err, sizeof(err)), -EINVAL);
+	/* Keys fixed at start are told apart. */
+	out = cfg;
+	assert_null(cfg_fixed_changed(&cfg, &out));
+	assert_int_equal(cfg_apply_kv(&out, "cuda_lanes=3", err, sizeof(err)), 0);
+	assert_string_equal(cfg_fixed_changed(&cfg, &out), "cuda_lanes");
+	assert_int_equal(cfg_apply_kv(&out, "cuda_lanes=5", err, sizeof(err)), -EINVAL);
+}
+
 /* Every plan is runnable: a real algorithm the collective supports, carrying a protocol it can. */
 static void test_sweep_invariants(void **state)
 {
@@ -311,6 +375,8 @@ int main(void)
 		cmocka_unit_test(test_forced_algo),
 		cmocka_unit_test(test_forced_proto),
 		cmocka_unit_test(test_channels),
+		cmocka_unit_test(test_no_peer_read),
+		cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_sweep_invariants),
 	};
 

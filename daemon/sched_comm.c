@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Communicators: ranks join (comm_init), the communicator is placed on one
+ * executor and set up there, collectives finish or are revoked, and
+ * communicators and clients nobody uses are freed.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/atomics.h"
+#include "common/futex.h"
+#include "daemon/log.h"
+#include "daemon/sched_int.h"
+
+struct slot *sched_slot_of(struct comm *cm, uint64_t seq)
+{
+	return &cm->slots[seq % COMM_WINDOW];
+}
+
+uint32_t sched_slot_pending_count(const struct comm *cm)
+{
+	uint32_t n = 0;
+
+	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {
+		const struct slot *sl = &cm->slots[s % COMM_WINDOW];
+
+		if (sl->state == SLOT_ARRIVING && sl->seq == s)
+			n++;
+	}
+	return n;
+}
+
+/* Ends collective seq for every rank that submitted it; frees its references. */
+void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
+{
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		struct slot_rank *sr = &sl->ranks[r];
+
+		if (!sr->client)
+			continue;
+		sched_post_cqe(sr->client, sr->user_data, res);
+		if (res == 0)
+			sched.completed++;
+		else
+			sched.errors++;
+		sched_mr_put(sr->send_mr);
+		sched_mr_put(sr->recv_mr);
+		sr->client = NULL;
+		sr->send_mr = sr->recv_mr = NULL;
+	}
+	if (res == 0)
+		cm->completed++;
+	else
+		cm->errors++;
+	sl->state = SLOT_DONE;
+}
+
+void sched_comm_advance_done(struct comm *cm)
+{
+	while (cm->slots) {
+		struct slot *sl = sched_slot_of(cm, cm->next_done);
+
+		if (sl->state != SLOT_DONE || sl->seq != cm->next_done)
+			break;
+		sl->state = SLOT_EMPTY;
+		sl->arrived = 0;
+		cm->next_done++;
+		if (cm->next_launch < cm->next_done)
+			cm->next_launch = cm->next_done;
+	}
+}
+
+/*
+ * Every collective that can no longer complete ends with err; so do later
+ * ones. Those already in the executors are abandoned there (comm_abort) and
+ * end with err when their items are consumed (reap).
+ */
+void sched_comm_revoke(struct comm *cm, int err)
+{
+	if (cm->revoked || !cm->slots)
+		return;
+	cm->revoked = err;
+	if (cm->live)
+		log_info("communicator %llu revoked: %s", (unsigned long long)cm->id, strerror(-err));
+	if (cm->inflight && cm->exec_priv) {
+		cm->revoked_inflight = cm->inflight;
+		sched.execs[cm->exec_idx].ex->comm_abort(cm->exec_priv);
+	}
+	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {
+		struct slot *sl = sched_slot_of(cm, s);
+
+		if (sl->seq == s && sl->state == SLOT_ARRIVING)
+			sched_slot_finish(cm, sl, err);
+	}
+	sched_comm_advance_done(cm);
+}
+
+void sched_client_free(struct sched_client *c)
+{
+	for (uint32_t i = 0; i < c->nmembers; i++) {
+		struct member *mb = c->members[i];
+
+		if (mb && mb->comm)
+			mb->comm->members[mb->rank] = NULL;
+	}
+	for (uint32_t i = 0; i < c->nmrs; i++)
+		if (c->mrs[i])
+			sched_mr_release(c, i + 1);
+	free(c->mrs);
+	for (uint32_t i = 0; i < c->nmembers; i++)
+		free(c->members[i]);
+	free(c->members);
+	munmap(c->shm, c->shm_size);
+	close(c->shm_fd);
+	if (c->event_fd >= 0)
+		close(c->event_fd);
+	free(c);
+}
+
+void sched_comm_free(struct comm *cm)
+{
+	if (cm->exec_priv)
+		sched.execs[cm->exec_idx].ex->comm_teardown(cm->exec_priv);
+	/*
+	 * At shutdown collectives may still be waiting or in flight (the
+	 * executors have stopped): drop the registrations they hold.
+	 */
+	for (uint32_t i = 0; cm->slots && i < COMM_WINDOW; i++) {
+		struct slot *sl = &cm->slots[i];
+
+		if (sl->state != SLOT_ARRIVING && sl->state != SLOT_INFLIGHT)
+			continue;
+		for (uint32_t r = 0; r < cm->nranks; r++) {
+			sched_mr_put(sl->ranks[r].send_mr);
+			sched_mr_put(sl->ranks[r].recv_mr);
+			sl->ranks[r].send_mr = sl->ranks[r].recv_mr = NULL;
+		}
+	}
+	if (cm->slots) {
+		free(cm->slots[0].ranks);
+		free(cm->slots);
+	}
+	free(cm->joins);
+	free(cm->members);
+	free(cm->devs);
+	free(cm->comm_dev);
+	free(cm);
+}
+
+/* Frees communicators nobody uses and clients that are gone and idle. */
+void sched_collect(void)
+{
+	struct comm **pc = &sched.comms;
+	struct sched_client **pcl = &sched.clients;
+
+	while (*pc) {
+		struct comm *cm = *pc;
+
+		if ((cm->ready || cm->failed) && cm->live == 0 && cm->inflight == 0) {
+			for (uint32_t r = 0; r < cm->nranks; r++)
+				if (cm->members[r])
+					cm->members[r]->comm = NULL;
+			*pc = cm->next;
+			sched_comm_free(cm);
+			continue;
+		}
+		pc = &cm->next;
+	}
+	while (*pcl) {
+		struct sched_client *c = *pcl;
+
+		if (c->gone && c->outstanding == 0) {
+			*pcl = c->next;
+			sched_client_free(c);
+			continue;
+		}
+		pcl = &c->next;
+	}
+}
+
+void sched_member_leave(struct member *mb, int err)
+{
+	struct comm *cm = mb->comm;
+
+	if (!cm || mb->left)
+		return;
+	mb->left = 1;
+	mb->client->nmembers_live--;
+	cm->live--;
+	/* The others can no longer complete anything that needs this rank. */
+	sched_comm_revoke(cm, err);
+}
+
+static struct comm *comm_find_init(const uint8_t *nonce)
+{
+	for (struct comm *cm = sched.comms; cm; cm = cm->next)
+		if (!cm->ready && !cm->failed && memcmp(cm->nonce, nonce, sizeof(cm->nonce)) == 0)
+			return cm;
+	return NULL;
+}
+
+void sched_comm_fail_init(struct comm *cm, int err)
+{
+	for (uint32_t r = 0; r < cm->nranks; r++)
+		if (cm->joins[r]) {
+			sched_cmd_finish(cm->joins[r], err);
+			cm->joins[r] = NULL;
+		}
+}
+
+static int member_add(struct sched_client *c, struct comm *cm, uint32_t rank, uint32_t *handle)
+{
+	struct member *mb = calloc(1, sizeof(*mb));
+	struct member **t = realloc(c->members, (c->nmembers + 1) * sizeof(*t));
+
+	if (!mb || !t) {
+		free(mb);
+		if (t)
+			c->members = t;
+		return -ENOMEM;
+	}
+	c->members = t;
+	mb->comm = cm;
+	mb->client = c;
+	mb->rank = rank;
+	mb->handle = ++c->nmembers;
+	c->members[mb->handle - 1] = mb;
+	c->nmembers_live++;
+	cm->members[rank] = mb;
+	cm->live++;
+	*handle = mb->handle;
+	return 0;
+}
+
+/* The executor of a communicator's ranks: host memory ranks, or GPU ones. */
+static int comm_pick_exec(const struct comm *cm, uint32_t *ret_idx)
+{
+	int32_t dev0 = cm->joins[0]->u.join.req.device;
+	uint32_t cap = dev0 == -1 ? EXEC_CAP_HOST_RANKS : EXEC_CAP_DEVICE_RANKS;
+
+	for (uint32_t i = 1; i < cm->nranks; i++)
+		if ((cm->joins[i]->u.join.req.device == -1) != (dev0 == -1)) {
+			log_warn("communicator %llu: rank 0 uses %s but rank %u %s: one communicator "
+				 "runs on host threads or on GPUs, not both",
+				 (unsigned long long)cm->id, dev0 == -1 ? "host memory (device -1)" : "a GPU",
+				 i, dev0 == -1 ? "a GPU" : "host memory (device -1)");
+			return -EINVAL;
+		}
+	for (uint32_t e = 0; e < sched.nexecs; e++)
+		if (sched.execs[e].ex->caps & cap) {
+			*ret_idx = e;
+			return 0;
+		}
+	log_warn("communicator %llu: no executor runs %s ranks", (unsigned long long)cm->id,
+		 dev0 == -1 ? "host-memory" : "GPU");
+	return -ENODEV;
+}
+
+/* Places the ranks on its executor's devices and sets up its connections there. */
+static int comm_place(struct comm *cm)
+{
+	const struct collc_msg_comm_init *reqs[COLLC_MAX_RANKS];
+	const struct exec_backend *ex;
+	uint32_t local[COLLC_MAX_RANKS];
+	int r = comm_pick_exec(cm, &cm->exec_idx);
+
+	if (r < 0)
+		return r;
+	ex = sched.execs[cm->exec_idx].ex;
+	for (uint32_t i = 0; i < cm->nranks; i++)
+		reqs[i] = &cm->joins[i]->u.join.req;
+	r = ex->place(cm->nranks, reqs, local);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < cm->nranks; i++)
+		cm->devs[i] = sched.execs[cm->exec_idx].base + local[i];
+	return ex->comm_setup(cm->nranks, local, cm->comm_dev, &cm->exec_priv);
+}
+
+static int comm_complete_init(struct comm *cm)
+{
+	struct slot_rank *ranks;
+	int r;
+
+	cm->slots = calloc(COMM_WINDOW, sizeof(*cm->slots));
+	ranks = calloc((size_t)COMM_WINDOW * cm->nranks, sizeof(*ranks));
+	if (!cm->slots || !ranks) {
+		free(ranks);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < COMM_WINDOW; i++) {
+		cm->slots[i].ranks = ranks + (size_t)i * cm->nranks;
+		cm->slots[i].seq = UINT64_MAX;
+	}
+	r = comm_place(cm);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < cm->nranks; i++) {
+		struct sched_cmd *j = cm->joins[i];
+
+		r = member_add(j->client, cm, i, &j->u.join.comm);
+		if (r < 0)
+			return r;
+		j->u.join.comm_id = cm->id;
+	}
+	cm->ready = 1;
+	log_info("communicator %llu: %u ranks", (unsigned long long)cm->id, cm->nranks);
+	for (uint32_t i = 0; i < cm->nranks; i++) {
+		sched_cmd_finish(cm->joins[i], 0);
+		cm->joins[i] = NULL;
+	}
+	return 0;
+}
+
+void sched_cmd_join(struct sched_cmd *cmd)
+{
+	const struct collc_msg_comm_init *q = &cmd->u.join.req;
+	struct comm *cm;
+	int r;
+
+	if (q->nranks < 1 || q->nranks > COLLC_MAX_RANKS || q->rank >= q->nranks || q->flags ||
+	    q->uid.magic != COLLC_UID_MAGIC) {
+		sched_cmd_finish(cmd, -EINVAL);
+		return;
+	}
+	cm = comm_find_init(q->uid.nonce);
+	if (!cm) {
+		cm = calloc(1, sizeof(*cm));
+		if (cm) {
+			cm->joins = calloc(q->nranks, sizeof(*cm->joins));
+			cm->members = calloc(q->nranks, sizeof(*cm->members));
+			cm->devs = calloc(q->nranks, sizeof(*cm->devs));
+			cm->comm_dev = calloc(q->nranks, sizeof(*cm->comm_dev));
+		}
+		if (!cm || !cm->joins || !cm->members || !cm->devs || !cm->comm_dev) {
+			if (cm)
+				sched_comm_free(cm);
+			sched_cmd_finish(cmd, -ENOMEM);
+			return;
+		}
+		cm->id = ++sched.next_comm_id;
+		cm->nranks = q->nranks;
+		cm->timeout_ms = UINT32_MAX;
+		memcpy(cm->nonce, q->uid.nonce, sizeof(cm->nonce));
+		cm->next = sched.comms;
+		sched.comms = cm;
+	}
+	if (cm->nranks != q->nranks || cm->joins[q->rank]) {
+		/* Ranks that disagree on the size, or a rank taken twice: nobody proceeds. */
+		sched_cmd_finish(cmd, -EINVAL);
+		return;
+	}
+	cm->joins[q->rank] = cmd;
+	if (++cm->joined < cm->nranks)
+		return;
+	r = comm_complete_init(cm);
+	if (r < 0) {
+		log_err("communicator setup failed: %s", strerror(-r));
+		sched_comm_fail_init(cm, r);
+		for (uint32_t i = 0; i < cm->nranks; i++)
+			if (cm->members[i])
+				sched_member_leave(cm->members[i], -EPIPE);
+		cm->ready = 0;
+		cm->failed = 1; /* sched_collect() frees it */
+	}
+}
+
+void sched_client_gone(struct sched_client *c)
+{
+	c->gone = 1;
+	for (uint32_t i = 0; i < c->nmembers; i++)
+		if (c->members[i])
+			sched_member_leave(c->members[i], -EPIPE);
+	/* Communicators still gathering ranks lose this client's join. */
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		if (cm->ready || cm->failed)
+			continue;
+		for (uint32_t r = 0; r < cm->nranks; r++)
+			if (cm->joins[r] && cm->joins[r]->client == c) {
+				sched_comm_fail_init(cm, -EPIPE);
+				cm->failed = 1; /* nobody joined for good: sched_collect() frees it */
+				break;
+			}
+	}
+}
+
+struct member *sched_member_of(struct sched_client *c, uint32_t handle)
+{
+	if (handle < 1 || handle > c->nmembers)
+		return NULL;
+	return c->members[handle - 1];
+}

@@ -1,0 +1,306 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Launch, reap and timeouts: a collective every rank submitted is planned
+ * against its executor's config and appended to the device FIFOs; its items'
+ * work_consumed turns it into completions; a rank that keeps the others
+ * waiting past the timeout ends it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+
+#include "common/atomics.h"
+#include "common/futex.h"
+#include "daemon/log.h"
+#include "daemon/sched_int.h"
+#include "daemon/plan.h"
+#include "proto/dtype.h"
+
+/* FIFOs */
+
+static uint32_t fifo_channels(const struct fifo_host *fh)
+{
+	return sched.execs[fh->exec_idx].ex->max_channels;
+}
+
+int sched_fifo_has_room(uint32_t dev)
+{
+	struct fifo_host *fh = &sched.fifos[dev];
+	uint64_t need;
+
+	if (fh->tail < COLLC_FIFO_DEPTH)
+		return 1;
+	need = fh->tail - COLLC_FIFO_DEPTH + 1;
+	for (uint32_t ch = 0; ch < fifo_channels(fh); ch++)
+		/* F1: pairs with the executor's release of work_consumed after it read the item. */
+		if (load_acquire(&fh->f->ctrl.work_consumed[ch].value) < need)
+			return 0;
+	return 1;
+}
+
+/* Have the channels [base, base + nchannels) mod C of dev passed position pos? */
+static int coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchannels)
+{
+	struct collc_work_fifo *f = sched.fifos[dev].f;
+	uint32_t max = fifo_channels(&sched.fifos[dev]);
+
+	for (uint32_t k = 0; k < nchannels; k++)
+		/* F2: pairs with the executor's release after the item's last write to user buffers. */
+		if (load_acquire(&f->ctrl.work_consumed[(base + k) % max].value) <= pos)
+			return 0;
+	return 1;
+}
+
+/* Has every rank's item of an in-flight collective been consumed by its executor? */
+int sched_slot_executed(const struct comm *cm, const struct slot *sl)
+{
+	for (uint32_t r = 0; r < cm->nranks; r++)
+		if (!coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels))
+			return 0;
+	return 1;
+}
+
+static int64_t rank_bytes(const struct collc_sqe *e, uint32_t nranks)
+{
+	uint64_t b = e->count * collc_dtype_bytes(e->dtype);
+
+	if (e->opcode == COLLC_OP_ALLGATHER || e->opcode == COLLC_OP_REDUCE_SCATTER)
+		b *= nranks;
+	return (int64_t)b;
+}
+
+/* The ranks agree on what they run; otherwise every one of them fails. */
+static int slot_consistent(const struct comm *cm, const struct slot *sl)
+{
+	const struct collc_sqe *a = &sl->ranks[0].sqe;
+
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		if (sr->err)
+			return sr->err;
+		if (sr->sqe.opcode != a->opcode || sr->sqe.count != a->count ||
+		    sr->sqe.dtype != a->dtype)
+			return -EINVAL;
+		if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST &&
+		    sr->sqe.redop != a->redop)
+			return -EINVAL;
+		if ((a->opcode == COLLC_OP_BROADCAST || a->opcode == COLLC_OP_REDUCE) &&
+		    sr->sqe.root != a->root)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static uint64_t buf_addr(const struct mr *m, uint64_t off)
+{
+	return m ? (uint64_t)(uintptr_t)m->addr + off : 0;
+}
+
+/* Does some rank's buffer live in memory its peers cannot read directly? */
+static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl)
+{
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		if ((sr->send_mr && (sr->send_mr->flags & EXEC_MEM_NO_PEER_READ)) ||
+		    (sr->recv_mr && (sr->recv_mr->flags & EXEC_MEM_NO_PEER_READ)))
+			return PLAN_NO_PEER_READ;
+	}
+	return 0;
+}
+
+/* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
+static int launch(struct comm *cm, struct slot *sl)
+{
+	const struct collc_sqe *a = &sl->ranks[0].sqe;
+	struct sched_exec *se = &sched.execs[cm->exec_idx];
+	const struct collc_config *cfg = &se->cfg;
+	uint32_t maxch = se->ex->max_channels;
+	struct plan p;
+	int err = slot_consistent(cm, sl);
+
+	if (err) {
+		sched_slot_finish(cm, sl, err);
+		return 1;
+	}
+	for (uint32_t r = 0; r < cm->nranks; r++)
+		if (!sched_fifo_has_room(cm->devs[r]))
+			return 0;
+	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(a, cm->nranks), cm->nranks,
+		  slot_plan_flags(cm, sl), &p);
+	sl->coll_id = ++sched.next_coll_id;
+	sl->nchannels = p.nchannels;
+	/* Every rank's item of one collective starts at the same channel. */
+	sl->chan_base = 0;
+	if (cfg->rotate_channels) {
+		sl->chan_base = (uint8_t)(se->next_chan_base % maxch);
+		se->next_chan_base = (se->next_chan_base + p.nchannels) % maxch;
+	}
+	sl->algo = p.algo;
+	sl->proto = p.proto;
+	sl->bytes = (uint64_t)rank_bytes(a, cm->nranks);
+	sl->t_start_ns = now_ns();
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		struct slot_rank *sr = &sl->ranks[r];
+		struct fifo_host *fh = &sched.fifos[cm->devs[r]];
+		struct collc_work_item *it = &fh->f->items[fh->tail & (COLLC_FIFO_DEPTH - 1)];
+
+		it->kind = COLLC_WORK_COLL;
+		it->coll = sr->sqe.opcode;
+		it->algo = p.algo;
+		it->proto = p.proto;
+		it->dtype = sr->sqe.dtype;
+		it->redop = sr->sqe.redop;
+		it->nchannels = p.nchannels;
+		it->chan_base = sl->chan_base;
+		it->nranks = cm->nranks;
+		it->rank = r;
+		it->root = sr->sqe.root;
+		it->chunk_bytes = p.chunk_bytes;
+		it->count = sr->sqe.count;
+		it->sendbuf = buf_addr(sr->send_mr, sr->sqe.send_off);
+		it->recvbuf = buf_addr(sr->recv_mr, sr->sqe.recv_off);
+		it->comm_dev = cm->comm_dev[r];
+		it->comm_id = cm->id;
+		it->coll_id = sl->coll_id;
+		sr->fifo_pos = fh->tail;
+		/* W1: pairs with the executor's acquire load of seq: the item is whole first. */
+		store_release(&it->seq, fh->tail + 1);
+		fh->tail++;
+		fh->used = 1;
+	}
+	for (uint32_t r = 0; r < cm->nranks; r++)
+		se->ex->kick(sched.fifos[cm->devs[r]].dev);
+	sl->state = SLOT_INFLIGHT;
+	cm->inflight++;
+	cm->by_algo[p.algo]++;
+	cm->by_proto[p.proto]++;
+	sched.by_algo[p.algo]++;
+	sched.by_proto[p.proto]++;
+	sched.by_op[a->opcode]++;
+	return 1;
+}
+
+int sched_launch_ready(void)
+{
+	int progress = 0;
+
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		while (cm->ready && cm->slots) {
+			struct slot *sl = sched_slot_of(cm, cm->next_launch);
+
+			if (sl->seq != cm->next_launch)
+				break;
+			if (sl->state == SLOT_DONE) {
+				cm->next_launch++;
+				continue;
+			}
+			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nranks)
+				break;
+			if (!launch(cm, sl))
+				break;
+			cm->next_launch++;
+			progress = 1;
+		}
+		sched_comm_advance_done(cm);
+	}
+	return progress;
+}
+
+static uint32_t comm_timeout_ms(const struct collc_config *cfg, const struct comm *cm)
+{
+	return cm->timeout_ms == UINT32_MAX ? cfg->op_timeout_ms : cm->timeout_ms;
+}
+
+/*
+ * Ends the oldest collective of a communicator when some rank kept the others
+ * waiting past the timeout; the missing ranks are remembered for status.
+ */
+int sched_expire(const struct collc_config *cfg, uint64_t now)
+{
+	int progress = 0;
+
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		uint32_t ms = comm_timeout_ms(cfg, cm);
+		struct slot *sl;
+
+		if (!cm->ready || !cm->slots || !ms || cm->revoked)
+			continue;
+		sl = sched_slot_of(cm, cm->next_launch);
+		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
+		    now - sl->t_first_ns < (uint64_t)ms * 1000000)
+			continue;
+		cm->timed_out_mask = 0;
+		for (uint32_t r = 0; r < cm->nranks; r++)
+			if (!sl->ranks[r].client)
+				cm->timed_out_mask |= 1ull << r;
+		cm->timeouts++;
+		log_info("communicator %llu: collective %llu timed out after %u ms waiting for ranks 0x%llx",
+			 (unsigned long long)cm->id, (unsigned long long)sl->seq, ms,
+			 (unsigned long long)cm->timed_out_mask);
+		sched_slot_finish(cm, sl, -ETIMEDOUT);
+		cm->next_launch++;
+		sched_comm_advance_done(cm);
+		progress = 1;
+	}
+	return progress;
+}
+
+/* Does some communicator wait for a rank under a timeout? Then sleep briefly. */
+int sched_timers_armed(const struct collc_config *cfg)
+{
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		const struct slot *sl;
+
+		if (!cm->ready || !cm->slots || !comm_timeout_ms(cfg, cm))
+			continue;
+		sl = sched_slot_of(cm, cm->next_launch);
+		if (sl->seq == cm->next_launch && sl->state == SLOT_ARRIVING)
+			return 1;
+	}
+	return 0;
+}
+
+static void record_latency(const struct slot *sl)
+{
+	uint64_t ns = now_ns() - sl->t_start_ns;
+	uint32_t cls = 0, b = 0;
+
+	for (uint64_t x = sl->bytes; x >= 1024 && cls < 7; x >>= 4)
+		cls++;
+	for (uint64_t us = ns / 1000; us && b < 16; us >>= 1)
+		b++;
+	sched.lat_buckets[cls][b]++;
+	sched.lat_count[cls]++;
+	sched.lat_sum_ns[cls] += ns;
+}
+
+int sched_reap(void)
+{
+	int progress = 0;
+
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		while (cm->inflight) {
+			struct slot *sl = sched_slot_of(cm, cm->next_done);
+
+			if (sl->state == SLOT_DONE) {
+				sched_comm_advance_done(cm);
+				continue;
+			}
+			if (sl->state != SLOT_INFLIGHT || sl->seq != cm->next_done || !sched_slot_executed(cm, sl))
+				break;
+			cm->inflight--;
+			if (cm->revoked) {
+				/* Abandoned in the executor (or finished just before): not a result. */
+				sched_slot_finish(cm, sl, cm->revoked);
+			} else {
+				record_latency(sl);
+				sched_slot_finish(cm, sl, 0);
+			}
+			sched_comm_advance_done(cm);
+			progress = 1;
+		}
+	}
+	return progress;
+}

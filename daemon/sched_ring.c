@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scheduler's side of every client's rings: it takes submissions (copied
+ * once, validated against the client's own registrations, matched to their
+ * collective's slot) and posts completions.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/atomics.h"
+#include "common/futex.h"
+#include "daemon/log.h"
+#include "daemon/sched_int.h"
+#include "daemon/sqe_check.h"
+
+void sched_post_cqe(struct sched_client *c, uint64_t user_data, int res)
+{
+	struct collc_cqe *cqe;
+
+	c->outstanding--;
+	if (res == 0)
+		c->completed++;
+	else
+		c->errors++;
+	if (c->gone)
+		return;
+	cqe = &c->cqes[c->cq_tail & (c->cq_entries - 1)];
+	cqe->user_data = user_data;
+	cqe->res = res;
+	cqe->flags = 0;
+	c->cq_tail++;
+	c->cq_dirty = 1;
+}
+
+void sched_flush_cqs(void)
+{
+	for (struct sched_client *c = sched.clients; c; c = c->next) {
+		if (!c->cq_dirty || c->gone)
+			continue;
+		c->cq_dirty = 0;
+		/* C1: pairs with the client's acquire load of cq_tail: CQEs are visible first. */
+		store_release(&c->hdr->cq_tail, c->cq_tail);
+		/* C2: pairs with W1 in the client: it sets WAITING, fences, re-reads cq_tail. */
+		fence_seq_cst();
+		if (load_relaxed(&c->hdr->cq_flags) & COLLC_CQ_WAITING)
+			futex_wake(&c->hdr->cq_tail, 64);
+		if (c->event_fd >= 0) {
+			uint64_t one = 1;
+
+			if (write(c->event_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+				log_debug("client %u: eventfd write: %s", c->id, strerror(errno));
+		}
+	}
+}
+
+static int resolve_buf(struct sched_client *c, uint32_t id, uint64_t off, uint64_t len,
+		       struct mr **ret)
+{
+	struct mr *m;
+	uint64_t end;
+
+	if (len == 0 && id == COLLC_MR_NONE)
+		return 0;
+	m = sched_mr_lookup(c, id);
+	if (!m)
+		return -EINVAL;
+	if (__builtin_add_overflow(off, len, &end) || end > m->size)
+		return -EINVAL;
+	m->refs++;
+	*ret = m;
+	return 0;
+}
+
+/* Validates a copied SQE against the client's own registrations. */
+static int sqe_check(struct sched_client *c, const struct collc_sqe *e, const struct member *mb,
+		     struct slot_rank *sr)
+{
+	uint64_t send = 0, recv = 0;
+	int r = sqe_validate(e, mb->comm->nranks, mb->rank, &send, &recv);
+
+	if (r < 0)
+		return r;
+	r = resolve_buf(c, e->send_mr, e->send_off, send, &sr->send_mr);
+	if (r == 0)
+		r = resolve_buf(c, e->recv_mr, e->recv_off, recv, &sr->recv_mr);
+	if (r < 0) {
+		sched_mr_put(sr->send_mr);
+		sr->send_mr = NULL;
+	}
+	return r;
+}
+
+/*
+ * Takes one SQE. Returns 0 when consumed, -EAGAIN when it must stay in the
+ * ring for now (its communicator's window is full).
+ */
+static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
+{
+	struct member *mb = NULL;
+	struct comm *cm;
+	struct slot *sl;
+	struct slot_rank *sr;
+
+	if (e->comm >= 1 && e->comm <= c->nmembers)
+		mb = c->members[e->comm - 1];
+	if (!mb || mb->left || e->seq != mb->next_seq) {
+		/* Not a collective of any communicator: only this client hears of it. */
+		c->bad++;
+		c->outstanding++;
+		sched.bad++;
+		sched.errors++;
+		sched_post_cqe(c, e->user_data, mb && mb->left ? -EBADF : -EINVAL);
+		return 0;
+	}
+	cm = mb->comm;
+	/* A revoked communicator answers at once: its window never moves again. */
+	if (e->seq >= cm->next_done + COMM_WINDOW && !cm->revoked)
+		return -EAGAIN;
+	mb->next_seq++;
+	c->outstanding++;
+	c->submitted++;
+	sched.submitted++;
+	if (cm->revoked || e->seq < cm->next_done) {
+		/*
+		 * Revoked: nothing completes any more. Older than the oldest open
+		 * collective: the others gave up on it (timeout), so does this rank.
+		 */
+		sched.errors++;
+		cm->errors++;
+		sched_post_cqe(c, e->user_data, cm->revoked ? cm->revoked : -ETIMEDOUT);
+		return 0;
+	}
+	sl = sched_slot_of(cm, e->seq);
+	if (sl->state == SLOT_EMPTY || sl->seq != e->seq) {
+		sl->state = SLOT_ARRIVING;
+		sl->seq = e->seq;
+		sl->arrived = 0;
+		sl->t_first_ns = now_ns();
+	}
+	sr = &sl->ranks[mb->rank];
+	memset(sr, 0, sizeof(*sr));
+	sr->client = c;
+	sr->user_data = e->user_data;
+	sr->sqe = *e;
+	sr->err = sqe_check(c, e, mb, sr);
+	if (sr->err) {
+		c->bad++;
+		sched.bad++;
+	}
+	sl->arrived++;
+	return 0;
+}
+
+/* May one more SQE be taken without risking a CQ overflow? */
+int sched_cq_room(const struct sched_client *c)
+{
+	uint32_t used = c->cq_tail - load_acquire(&c->hdr->cq_head);
+
+	return used <= c->cq_entries && used + c->outstanding < c->cq_entries;
+}
+
+int sched_drain_sq(struct sched_client *c)
+{
+	uint32_t tail, n, taken = 0;
+
+	/* R1: pairs with A1 in the client: SQEs are visible before the tail. */
+	tail = load_acquire(&c->hdr->sq_tail);
+	n = tail - c->sq_head;
+	if (n > c->sq_entries) {
+		/* A tail more than one ring ahead is garbage: take what can be real. */
+		if ((uint64_t)tail != c->bad_tail) {
+			/* Counted once per garbage value, not once per pass that sees it. */
+			c->bad_tail = tail;
+			c->bad++;
+			sched.bad++;
+		}
+		n = c->sq_entries;
+	}
+	c->stall = STALL_NONE;
+	while (taken < n) {
+		struct collc_sqe e;
+
+		/* Back-pressure: every taken SQE owns a CQ entry until its CQE is posted. */
+		if (!sched_cq_room(c)) {
+			c->stall = STALL_CQ_FULL;
+			break;
+		}
+		/* Copied once: a client rewriting the entry now changes nothing. */
+		memcpy(&e, &c->sqes[c->sq_head & (c->sq_entries - 1)], sizeof(e));
+		compiler_barrier();
+		if (take_sqe(c, &e) == -EAGAIN) {
+			c->stall = STALL_WINDOW;
+			break;
+		}
+		c->sq_head++;
+		taken++;
+	}
+	if (taken)
+		/* H1: pairs with the client's acquire load of sq_head: slots are free to reuse. */
+		store_release(&c->hdr->sq_head, c->sq_head);
+	return taken != 0;
+}

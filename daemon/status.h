@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Status (JSON and a human table) and Prometheus metrics, rendered from a
+ * snapshot the scheduler fills on its own thread (sched_status_snapshot in
+ * scheduler.c): status.c never sees the scheduler's state.
+ */
+#ifndef COLLCD_STATUS_H
+#define COLLCD_STATUS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/config.h"
+#include "daemon/exec.h"
+#include "proto/work.h"
+
+struct status_client {
+	uint32_t id;
+	int32_t pid;
+	uint32_t uid;
+	uint32_t sq_depth, cq_depth;
+	uint32_t inflight;
+	uint64_t submitted, completed, errors, bad;
+};
+
+struct status_comm {
+	uint64_t id;
+	const char *backend; /* its executor's name */
+	uint32_t nranks, live, pending;
+	int32_t revoked;
+	int32_t timeout_ms;  /* -1: follows op_timeout_ms */
+	uint64_t inflight, completed, errors, revoked_inflight, timeouts;
+	uint64_t timed_out_mask, lagging_mask;
+	uint64_t by_algo[COLLC_ALGO_MAX];
+	uint64_t by_proto[COLLC_PROTO_MAX];
+};
+
+struct status_device {
+	uint32_t id;         /* the scheduler's global device index */
+	char name[64];
+	const char *backend; /* its executor's name */
+	uint32_t nchannels;
+	uint64_t tail;
+	uint64_t consumed[COLLC_MAX_CHANNELS];
+	uint64_t aborted[COLLC_MAX_CHANNELS];
+};
+
+struct status_exec {
+	const char *name;
+	uint32_t ndevices;
+	uint32_t max_channels;
+	struct collc_config cfg; /* the config resolved for it: what it runs with */
+};
+
+struct status_snapshot {
+	const struct collc_config *cfg; /* as set: keys may be auto */
+	uint64_t generation;
+	struct status_exec execs[EXEC_MAX];
+	uint32_t nexecs;
+	struct status_client *clients;
+	uint32_t nclients;
+	struct status_comm *comms;
+	uint32_t ncomms;
+	struct status_device *devices;
+	uint32_t ndevices;
+	uint64_t submitted, completed, errors, bad, aborted;
+	uint64_t by_algo[COLLC_ALGO_MAX];
+	uint64_t by_proto[COLLC_PROTO_MAX];
+	uint64_t lat_buckets[8][17]; /* size class x log2(us) bucket; 16: beyond */
+	uint64_t lat_count[8];
+	uint64_t lat_sum_ns[8];
+};
+
+/* malloc'ed text (the caller frees it), or NULL when out of memory. */
+char *status_render(const struct status_snapshot *s, uint32_t flags, size_t *ret_len);
+char *metrics_render(const struct status_snapshot *s, size_t *ret_len);
+
+#endif
