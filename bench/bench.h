@@ -32,6 +32,8 @@ struct bench_cfg {
 	int depth;                /* collectives kept outstanding in the pipelined phase */
 	int timeout_ms;           /* one collective, collc only */
 	int cuda;                 /* one process per GPU, device buffers */
+	int ngpus;                /* --gpus: entries of gpu[]; 0: rank r on GPU r */
+	int gpu[BENCH_MAX_RANKS]; /* --gpus: the GPU of each rank */
 	int peer;                 /* enum bench_peer */
 	const char *socket;       /* collcd's socket (spawned or given) */
 	int nsizes;

@@ -47,7 +47,7 @@ static void usage(FILE *f)
 	fprintf(f,
 "usage: collc-bench [--coll allreduce|allgather|reduce_scatter|broadcast|reduce] --nranks N\n"
 "                   [--min-bytes A] [--max-bytes B] [--dtype float32] [--iters K] [--warmup W]\n"
-"                   [--depth Q] [--root R] [--vs-nccl | --vs-mpi] [--csv FILE] [--plot FILE.png]\n"
+"                   [--depth Q] [--gpus LIST] [--root R] [--vs-nccl | --vs-mpi] [--csv FILE] [--plot FILE.png]\n"
 "                   [--socket PATH | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
 "                   [--daemon-arg ARG]... [--timeout-ms MS] [--mpirun PATH] [--mpi-peer PATH]\n"
 "                   [--mpirun-arg ARG]...\n"
@@ -85,6 +85,8 @@ static void usage(FILE *f)
 "  --iters K         timed iterations per phase and size (default 100)\n"
 "  --warmup W        untimed iterations before the latency phase (default 5)\n"
 "  --depth Q         collectives outstanding in the pipelined phase (default 4)\n"
+"  --gpus G0,G1,...  with --backend cuda: the GPU of each rank (default rank r on GPU r);\n"
+"                    ranks may share a GPU (collc only: NCCL needs one GPU per rank)\n"
 "  --root R          root of broadcast and reduce (default 0)\n"
 "  --vs-nccl         also run NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
 "                    one process per GPU, same sizes, measured the same way: latency to\n"
@@ -242,6 +244,16 @@ static int run_ranks(const char *what, const struct bench_cfg *cfg, struct share
 }
 
 /* In a child: CUDA must not be initialized in the parent, which forks the GPU ranks. */
+/* The highest GPU ordinal --gpus names. */
+static int max_gpu(const struct bench_cfg *cfg)
+{
+	int m = 0;
+
+	for (int r = 0; r < cfg->ngpus; r++)
+		m = cfg->gpu[r] > m ? cfg->gpu[r] : m;
+	return m;
+}
+
 static int probe_gpus(int nranks)
 {
 	struct {
@@ -407,7 +419,7 @@ enum {
 	OPT_COLL = 256, OPT_NRANKS, OPT_MIN, OPT_MAX, OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_DEPTH,
 	OPT_ROOT, OPT_VS_NCCL, OPT_VS_MPI, OPT_CSV, OPT_PLOT, OPT_FROM_CSV, OPT_TITLE, OPT_SOCKET,
 	OPT_SPAWN, OPT_BACKEND, OPT_COLLCD, OPT_DAEMON_ARG, OPT_TIMEOUT, OPT_MPIRUN, OPT_MPI_PEER,
-	OPT_MPIRUN_ARG, OPT_HELP,
+	OPT_MPIRUN_ARG, OPT_GPUS, OPT_HELP,
 };
 
 int main(int argc, char **argv)
@@ -421,6 +433,7 @@ int main(int argc, char **argv)
 		{ "iters", required_argument, NULL, OPT_ITERS },
 		{ "warmup", required_argument, NULL, OPT_WARMUP },
 		{ "depth", required_argument, NULL, OPT_DEPTH },
+		{ "gpus", required_argument, NULL, OPT_GPUS },
 		{ "root", required_argument, NULL, OPT_ROOT },
 		{ "vs-nccl", no_argument, NULL, OPT_VS_NCCL },
 		{ "vs-mpi", no_argument, NULL, OPT_VS_MPI },
@@ -497,6 +510,21 @@ int main(int argc, char **argv)
 			if (parse_int("--depth", optarg, 1, 1024, &cfg.depth) < 0)
 				return 2;
 			break;
+		case OPT_GPUS: {
+			char *save = NULL, *list = strdup(optarg);
+
+			cfg.ngpus = 0;
+			for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+				if (cfg.ngpus == BENCH_MAX_RANKS ||
+				    parse_int("--gpus", w, 0, 1023, &cfg.gpu[cfg.ngpus]) < 0) {
+					free(list);
+					return 2;
+				}
+				cfg.ngpus++;
+			}
+			free(list);
+			break;
+		}
 		case OPT_ROOT:
 			if (parse_int("--root", optarg, 0, BENCH_MAX_RANKS - 1, &cfg.root) < 0)
 				return 2;
@@ -597,6 +625,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	cfg.cuda = strcmp(backend, "cuda") == 0;
+	if (cfg.ngpus && (!cfg.cuda || cfg.ngpus != cfg.nranks || cfg.peer == PEER_NCCL)) {
+		fprintf(stderr, "collc-bench: --gpus needs --backend cuda, one GPU per rank (%d), and no "
+				"--vs-nccl\n", cfg.nranks);
+		return 2;
+	}
 	if (cfg.peer == PEER_NCCL && !cfg.cuda) {
 		fprintf(stderr, "collc-bench: --vs-nccl compares on GPUs: add --backend cuda\n");
 		return 2;
@@ -621,7 +654,7 @@ int main(int argc, char **argv)
 		setenv("NCCL_NVLS_ENABLE", "0", 0);
 	print_machine(stdout, argc, argv);
 	fflush(stdout);
-	if (cfg.cuda && probe_gpus(cfg.nranks) < 0)
+	if (cfg.cuda && probe_gpus(cfg.ngpus ? max_gpu(&cfg) + 1 : cfg.nranks) < 0)
 		return 1;
 
 	rp.cfg = &cfg;

@@ -177,7 +177,8 @@ static const struct runner_ops collc_ops = {
 
 int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank, struct shared_results *sr)
 {
-	struct collc_rank cr = { .cfg = cfg, .device = cfg->cuda ? rank : -1 };
+	struct collc_rank cr = { .cfg = cfg,
+				  .device = !cfg->cuda ? -1 : cfg->ngpus ? cfg->gpu[rank] : rank };
 	struct runner rn = { .ops = &collc_ops, .st = &cr };
 	size_t es = collc_dtype_bytes(cfg->dtype);
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
