@@ -10,7 +10,7 @@ set -euo pipefail
 
 build_pkgs=(
 	build-essential cmake pkg-config
-	libuv1-dev liburcu-dev libcmocka-dev libsystemd-dev libibverbs-dev
+	libuv1-dev liburcu-dev libcmocka-dev libsystemd-dev libibverbs-dev libssl-dev
 )
 test_pkgs=(
 	systemd spin clang libclang-rt-14-dev
