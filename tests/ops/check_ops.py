@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Checks a `collcctl status --json` sample for every field of DESIGN §4 and
+"""Checks a `collcctl status --json` sample for every field the status contract
+(docs/design.md, collcctl(8)) names and
 parses a `collcctl metrics` sample with the Prometheus text parser.
 
 usage: check_ops.py STATUS.json METRICS.txt
