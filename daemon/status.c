@@ -240,64 +240,59 @@ char *status_render(const struct status_snapshot *s, uint32_t flags, size_t *ret
 
 static const char *const size_class[8] = { "1K", "16K", "256K", "4M", "64M", "1G", "16G", "+Inf" };
 
+/* A metric's HELP and TYPE lines (Prometheus text format). */
+static void metric_head(struct sbuf *b, const char *name, const char *type, const char *help)
+{
+	sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A counter with no labels. */
+static void metric_total(struct sbuf *b, const char *name, const char *help, uint64_t value)
+{
+	metric_head(b, name, "counter", help);
+	sb_printf(b, "%s %" PRIu64 "\n", name, value);
+}
+
 char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 {
 	struct sbuf b = { 0 };
 	static const char *const algos[] = { "auto", "ring", "oneshot", "twoshot" };
 	static const char *const protos[] = { "auto", "simple", "ll", "ll128" };
 
-	sb_printf(&b, "# HELP collc_collectives_submitted_total Collective submissions taken.\n"
-		      "# TYPE collc_collectives_submitted_total counter\n"
-		      "collc_collectives_submitted_total %" PRIu64 "\n", s->submitted);
-	sb_printf(&b, "# HELP collc_collectives_completed_total Collective completions posted without error.\n"
-		      "# TYPE collc_collectives_completed_total counter\n"
-		      "collc_collectives_completed_total %" PRIu64 "\n", s->completed);
-	sb_printf(&b, "# HELP collc_collectives_errors_total Collective completions posted with an error.\n"
-		      "# TYPE collc_collectives_errors_total counter\n"
-		      "collc_collectives_errors_total %" PRIu64 "\n", s->errors);
-	sb_printf(&b, "# HELP collc_bad_entries_total Submission entries rejected as invalid.\n"
-		      "# TYPE collc_bad_entries_total counter\n"
-		      "collc_bad_entries_total %" PRIu64 "\n", s->bad);
-	sb_printf(&b, "# HELP collc_items_aborted_total Work items of revoked communicators abandoned in an executor.\n"
-		      "# TYPE collc_items_aborted_total counter\n"
-		      "collc_items_aborted_total %" PRIu64 "\n", s->aborted);
-	sb_printf(&b, "# HELP collc_collectives_by_algo_total Collectives launched per algorithm.\n"
-		      "# TYPE collc_collectives_by_algo_total counter\n");
+	metric_total(&b, "collc_collectives_submitted_total", "Collective submissions taken.", s->submitted);
+	metric_total(&b, "collc_collectives_completed_total", "Collective completions posted without error.", s->completed);
+	metric_total(&b, "collc_collectives_errors_total", "Collective completions posted with an error.", s->errors);
+	metric_total(&b, "collc_bad_entries_total", "Submission entries rejected as invalid.", s->bad);
+	metric_total(&b, "collc_items_aborted_total", "Work items of revoked communicators abandoned in an executor.", s->aborted);
+	metric_head(&b, "collc_collectives_by_algo_total", "counter", "Collectives launched per algorithm.");
 	for (int a = 1; a < COLLC_ALGO_MAX; a++)
 		sb_printf(&b, "collc_collectives_by_algo_total{algo=\"%s\"} %" PRIu64 "\n", algos[a],
 			  s->by_algo[a]);
-	sb_printf(&b, "# HELP collc_collectives_by_proto_total Collectives launched per protocol.\n"
-		      "# TYPE collc_collectives_by_proto_total counter\n");
+	metric_head(&b, "collc_collectives_by_proto_total", "counter", "Collectives launched per protocol.");
 	for (int p = 1; p < COLLC_PROTO_MAX; p++)
 		sb_printf(&b, "collc_collectives_by_proto_total{proto=\"%s\"} %" PRIu64 "\n", protos[p],
 			  s->by_proto[p]);
-	sb_printf(&b, "# HELP collc_client_sq_depth Submissions waiting in a client's ring.\n"
-		      "# TYPE collc_client_sq_depth gauge\n");
+	metric_head(&b, "collc_client_sq_depth", "gauge", "Submissions waiting in a client's ring.");
 	for (uint32_t i = 0; i < s->nclients; i++)
 		sb_printf(&b, "collc_client_sq_depth{client=\"%u\",pid=\"%d\"} %u\n", s->clients[i].id,
 			  (int)s->clients[i].pid, s->clients[i].sq_depth);
-	sb_printf(&b, "# HELP collc_client_cq_depth Completions a client has not reaped.\n"
-		      "# TYPE collc_client_cq_depth gauge\n");
+	metric_head(&b, "collc_client_cq_depth", "gauge", "Completions a client has not reaped.");
 	for (uint32_t i = 0; i < s->nclients; i++)
 		sb_printf(&b, "collc_client_cq_depth{client=\"%u\",pid=\"%d\"} %u\n", s->clients[i].id,
 			  (int)s->clients[i].pid, s->clients[i].cq_depth);
-	sb_printf(&b, "# HELP collc_client_inflight Collectives a client submitted that have not completed.\n"
-		      "# TYPE collc_client_inflight gauge\n");
+	metric_head(&b, "collc_client_inflight", "gauge", "Collectives a client submitted that have not completed.");
 	for (uint32_t i = 0; i < s->nclients; i++)
 		sb_printf(&b, "collc_client_inflight{client=\"%u\",pid=\"%d\"} %u\n", s->clients[i].id,
 			  (int)s->clients[i].pid, s->clients[i].inflight);
-	sb_printf(&b, "# HELP collc_comm_pending Collectives of a communicator waiting for ranks.\n"
-		      "# TYPE collc_comm_pending gauge\n");
+	metric_head(&b, "collc_comm_pending", "gauge", "Collectives of a communicator waiting for ranks.");
 	for (uint32_t i = 0; i < s->ncomms; i++)
 		sb_printf(&b, "collc_comm_pending{comm=\"%" PRIu64 "\"} %u\n", s->comms[i].id,
 			  s->comms[i].pending);
-	sb_printf(&b, "# HELP collc_comm_inflight Collectives of a communicator in the executors.\n"
-		      "# TYPE collc_comm_inflight gauge\n");
+	metric_head(&b, "collc_comm_inflight", "gauge", "Collectives of a communicator in the executors.");
 	for (uint32_t i = 0; i < s->ncomms; i++)
 		sb_printf(&b, "collc_comm_inflight{comm=\"%" PRIu64 "\"} %" PRIu64 "\n", s->comms[i].id,
 			  s->comms[i].inflight);
-	sb_printf(&b, "# HELP collc_channel_inflight Work items queued for a device channel.\n"
-		      "# TYPE collc_channel_inflight gauge\n");
+	metric_head(&b, "collc_channel_inflight", "gauge", "Work items queued for a device channel.");
 	for (uint32_t i = 0; i < s->ndevices; i++) {
 		const struct status_device *d = &s->devices[i];
 
@@ -305,8 +300,7 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 			sb_printf(&b, "collc_channel_inflight{device=\"%s\",backend=\"%s\",channel=\"%u\"} %" PRIu64 "\n",
 				  d->name, d->backend, ch, d->tail - d->consumed[ch]);
 	}
-	sb_printf(&b, "# HELP collc_collective_latency_seconds Time from the last rank's submission to completion.\n"
-		      "# TYPE collc_collective_latency_seconds histogram\n");
+	metric_head(&b, "collc_collective_latency_seconds", "histogram", "Time from the last rank's submission to completion.");
 	for (int cls = 0; cls < 8; cls++) {
 		uint64_t cum = 0;
 
