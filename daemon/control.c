@@ -214,6 +214,21 @@ struct session *ctl_cmd_end(struct sched_cmd *cmd, struct cmd_ctx **ret_ctx)
 	return s;
 }
 
+/* Tells the scheduler a client's session ended; the command frees itself. */
+static int post_client_gone(struct sched_client *client)
+{
+	struct cmd_ctx *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return -ENOMEM;
+	g->cmd.type = CMD_CLIENT_GONE;
+	g->cmd.client = client;
+	g->cmd.done = (void (*)(struct sched_cmd *))free;
+	g->cmd.owner = g;
+	sched_post(&g->cmd);
+	return 0;
+}
+
 static void done_hello(struct sched_cmd *cmd)
 {
 	struct cmd_ctx *c;
@@ -238,15 +253,7 @@ static void done_hello(struct sched_cmd *cmd)
 	}
 	if (!s) {
 		/* The scheduler owns the client now: tell it the session went away. */
-		struct cmd_ctx *g = calloc(1, sizeof(*g));
-
-		if (g) {
-			g->cmd.type = CMD_CLIENT_GONE;
-			g->cmd.client = cmd->client;
-			g->cmd.done = (void (*)(struct sched_cmd *))free;
-			g->cmd.owner = g;
-			sched_post(&g->cmd);
-		}
+		post_client_gone(cmd->client);
 		free(c);
 		return;
 	}
@@ -491,18 +498,9 @@ static void session_close(struct session *s)
 		free(m);
 	}
 	if (s->client) {
-		struct cmd_ctx *g = calloc(1, sizeof(*g));
-
 		/* The scheduler fails this client's peers and frees its resources. */
-		if (g) {
-			g->cmd.type = CMD_CLIENT_GONE;
-			g->cmd.client = s->client;
-			g->cmd.done = (void (*)(struct sched_cmd *))free;
-			g->cmd.owner = g;
-			sched_post(&g->cmd);
-		} else {
+		if (post_client_gone(s->client) < 0)
 			log_err("out of memory: client %d leaks", (int)s->cred.pid);
-		}
 		s->client = NULL;
 	}
 	uv_close((uv_handle_t *)&s->poll, on_session_closed);
