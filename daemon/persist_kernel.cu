@@ -136,7 +136,7 @@ __device__ void poller(const struct cuda_grid_args &a)
 
 		if (gate == CUDA_GATE_HOLD) {
 			if (!acked) {
-				/* Hold: tell the host where we stopped (cuda/executor.c window()). */
+				/* Hold: tell the host where we stopped (cuda/window.c window()). */
 				st_vol64(&hl->ack_pos, pos);
 				st_vol64(&hl->ack_coll, last_coll);
 				__threadfence_system();

@@ -38,7 +38,7 @@
 /* One-shot LL: lines a round of one sender lands in one inbox slot (16 KiB of payload). */
 #define CUDA_OLL_SLOT_LINES 2048u
 
-/* Per lane, in mapped host memory: the quiesce handshake (cuda/executor.c window()). */
+/* Per lane, in mapped host memory: the quiesce handshake (cuda/window.c window()). */
 struct cuda_hlane {
 	uint64_t gate;     /* written by the host: OPEN, HOLD, or forward positions < gate */
 	uint64_t ack_gate; /* written by the poller: HOLD once it holds */
