@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Properties and no-op entries shared by the built-in transports (common.h). */
+/* Properties, no-op entries and the request pool shared by the built-in
+ * transports (common.h). */
 #include "common.h"
 
 #include <string.h>
@@ -36,5 +37,42 @@ ncclResult_t collc__net_no_device_mr(void *comm, void *mhandle, void **dptr_mhan
 
 ncclResult_t collc__net_irecv_consumed(void *recvComm, int n, void *request)
 {
+	return ncclSuccess;
+}
+
+void *collc__net_req_get(void *pool, size_t size)
+{
+	struct net_req *r;
+	void *comm;
+	int i;
+
+	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++) {
+		r = (struct net_req *)((char *)pool + i * size);
+		if (!r->used) {
+			comm = r->comm;
+			memset(r, 0, size);
+			r->comm = comm;
+			r->used = 1;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+ncclResult_t collc__net_req_test(struct net_req *r, int *done,
+				 ncclResult_t (*progress)(void *comm))
+{
+	ncclResult_t rc;
+
+	*done = 0;
+	if (!r || !r->used)
+		return ncclInvalidArgument;
+	rc = progress(r->comm);
+	if (rc != ncclSuccess || !r->done)
+		return rc;
+	/* One thread per comm (net.h): the slot is not reused before the
+	 * caller has read the sizes. */
+	*done = 1;
+	r->used = 0;
 	return ncclSuccess;
 }

@@ -17,4 +17,22 @@ ncclResult_t collc__net_iflush_host(void *recvComm, int n, void **data, int *siz
 ncclResult_t collc__net_no_device_mr(void *comm, void *mhandle, void **dptr_mhandle);
 ncclResult_t collc__net_irecv_consumed(void *recvComm, int n, void *request);
 
+/* The head of a built-in transport's request. A comm's requests are a fixed
+ * pool of NCCL_NET_MAX_REQUESTS (no allocation per message), each starting
+ * with this head. */
+struct net_req {
+	void *comm;			/* set once, when the comm is made */
+	int used;
+	int done;
+};
+
+/* The first free request of pool (NCCL_NET_MAX_REQUESTS elements of size
+ * bytes): zeroed but for its comm, marked used. NULL when all are used. */
+void *collc__net_req_get(void *pool, size_t size);
+
+/* test() of the ncclNet_v8 table: checks r, runs progress on its comm, and
+ * frees a request found done (*done = 1); the caller then reads its sizes. */
+ncclResult_t collc__net_req_test(struct net_req *r, int *done,
+				 ncclResult_t (*progress)(void *comm));
+
 #endif

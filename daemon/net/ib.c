@@ -298,13 +298,12 @@ struct ib_mr {
 };
 
 struct ib_req {
-	struct ib_comm *comm;
-	int used;
+	struct net_req head;		/* comm: its struct ib_comm */
 	int n;
 	int left;			/* completions to go */
-	int done;
 	int sizes[IB_FIFO_MAX_RECVS];
 };
+_Static_assert(offsetof(struct ib_req, head) == 0, "a request is its head to common.c");
 
 enum { IB_SEND = 1, IB_RECV = 2 };
 /* Connection stages, in order, for both sides. */
@@ -417,7 +416,7 @@ static struct ib_comm *comm_new(int kind, int dev)
 	c->fd = -1;
 	c->dev = -1;
 	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
-		c->reqs[i].comm = c;
+		c->reqs[i].head.comm = c;
 	if (ib_dev_open(dev) < 0)
 		goto err_free;
 	c->dev = dev;
@@ -728,17 +727,7 @@ static ncclResult_t ib_dereg_mr(void *comm, void *mhandle)
 
 static struct ib_req *req_get(struct ib_comm *c)
 {
-	int i;
-
-	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
-		if (!c->reqs[i].used) {
-			struct ib_req *r = &c->reqs[i];
-
-			memset(&r->used, 0, sizeof(*r) - offsetof(struct ib_req, used));
-			r->used = 1;
-			return r;
-		}
-	return NULL;
+	return collc__net_req_get(c->reqs, sizeof(c->reqs[0]));
 }
 
 static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void *mhandle, void **request)
@@ -790,7 +779,7 @@ static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void
 	wr.wr.rdma.remote_addr = slot[j].addr;
 	wr.wr.rdma.rkey = slot[j].rkey;
 	if (ibv_post_send(c->qp, &wr, &bad)) {
-		r->used = 0;
+		r->head.used = 0;
 		return ncclSystemError;
 	}
 	c->sent_mask |= 1u << j;
@@ -867,13 +856,14 @@ static ncclResult_t ib_irecv(void *recvComm, int n, void **data, int *sizes, int
 
 err_put:
 	/* Receive WQEs already posted cannot be taken back: the QP is unusable. */
-	r->used = 0;
+	r->head.used = 0;
 	c->error = ncclSystemError;
 	return c->error;
 }
 
-static ncclResult_t poll_cq(struct ib_comm *c)
+static ncclResult_t poll_cq(void *comm)
 {
+	struct ib_comm *c = comm;
 	struct ibv_wc wc[16];
 	int n, i;
 
@@ -895,16 +885,16 @@ static ncclResult_t poll_cq(struct ib_comm *c)
 					return c->error = ncclRemoteError;
 				r->sizes[sub] = wc[i].byte_len;
 				if (--r->left == 0)
-					r->done = 1;
+					r->head.done = 1;
 				/* Credits return in order (RC delivers in order). */
 				while (c->completed != c->posted &&
-				       c->by_slot[ib_fifo_slot(c->completed)]->done) {
+				       c->by_slot[ib_fifo_slot(c->completed)]->head.done) {
 					c->by_slot[ib_fifo_slot(c->completed)] = NULL;
 					c->completed++;
 				}
 			} else if (wc[i].wr_id) {
 				r = (struct ib_req *)(uintptr_t)wc[i].wr_id;
-				r->done = 1;
+				r->head.done = 1;
 			}
 		}
 	}
@@ -916,23 +906,13 @@ static ncclResult_t poll_cq(struct ib_comm *c)
 static ncclResult_t ib_test(void *request, int *done, int *sizes)
 {
 	struct ib_req *r = request;
-	ncclResult_t rc;
+	ncclResult_t rc = collc__net_req_test(request, done, poll_cq);
 	int i;
 
-	*done = 0;
-	if (!r || !r->used)
-		return ncclInvalidArgument;
-	rc = poll_cq(r->comm);
-	if (rc != ncclSuccess)
-		return rc;
-	if (!r->done)
-		return ncclSuccess;
-	*done = 1;
-	if (sizes)
+	if (*done && sizes)
 		for (i = 0; i < r->n; i++)
 			sizes[i] = r->sizes[i];
-	r->used = 0;
-	return ncclSuccess;
+	return rc;
 }
 
 static ncclResult_t ib_close_comm(void *comm)

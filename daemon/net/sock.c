@@ -62,38 +62,47 @@ int collc__net_opt_ifname(char opt[IF_NAMESIZE], const char *ifname)
 	return 0;
 }
 
+/* A nonblocking stream socket with option opt of level set to 1 (opt < 0:
+ * none). fd or -errno. */
+static int stream_socket(int family, int level, int opt)
+{
+	int fd, one = 1;
+
+	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && opt >= 0)
+		setsockopt(fd, level, opt, &one, sizeof(one));
+	return fd < 0 ? -errno : fd;
+}
+
+/* Closes fd after a failed call, keeping that call's errno. */
+static int close_failed(int fd)
+{
+	int err = errno;
+
+	close(fd);
+	return -err;
+}
+
 int collc__net_listen(union net_addr *a, int backlog, int reuseaddr)
 {
 	socklen_t len = net_addr_len(a);
-	int fd, one = 1, err;
+	int fd = stream_socket(a->sa.sa_family, SOL_SOCKET, reuseaddr ? SO_REUSEADDR : -1);
 
-	fd = socket(a->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
-	if (reuseaddr)
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, &a->sa, len) < 0 || listen(fd, backlog) < 0 || getsockname(fd, &a->sa, &len) < 0) {
-		err = errno;
-		close(fd);
-		return -err;
-	}
+		return fd;
+	if (bind(fd, &a->sa, len) < 0 || listen(fd, backlog) < 0 || getsockname(fd, &a->sa, &len) < 0)
+		return close_failed(fd);
 	return fd;
 }
 
 int collc__net_connect_start(const union net_addr *peer, int nodelay)
 {
-	int fd, one = 1, err;
+	int fd = stream_socket(peer->sa.sa_family, IPPROTO_TCP, nodelay ? TCP_NODELAY : -1);
 
-	fd = socket(peer->sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return -errno;
-	if (nodelay)
-		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-	if (connect(fd, &peer->sa, net_addr_len(peer)) < 0 && errno != EINPROGRESS) {
-		err = errno;
-		close(fd);
-		return -err;
-	}
+		return fd;
+	if (connect(fd, &peer->sa, net_addr_len(peer)) < 0 && errno != EINPROGRESS)
+		return close_failed(fd);
 	return fd;
 }
 

@@ -100,15 +100,14 @@ struct tcp_sub {
 };
 
 struct tcp_req {
-	struct tcp_comm *comm;
-	int used;
+	struct net_req head;		/* comm: its struct tcp_comm */
 	int n;
 	int nhdr;			/* receive: headers parsed so far */
 	int parts_left;			/* n * (1 + nstreams) socket shares to go */
-	int done;
 	struct tcp_sub sub[MAX_RECVS];
 	uint8_t order[MAX_RECVS];	/* message k of the group -> sub */
 };
+_Static_assert(offsetof(struct tcp_req, head) == 0, "a request is its head to common.c");
 
 /* Where one socket stands: request q[qi], message k of it, byte off. */
 struct tcp_cursor {
@@ -288,7 +287,7 @@ static struct tcp_comm *comm_new(int kind, int nstreams)
 	for (i = 0; i < MAX_SOCKS; i++)
 		c->fd[i] = -1;
 	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
-		c->reqs[i].comm = c;
+		c->reqs[i].head.comm = c;
 	return c;
 }
 
@@ -506,28 +505,16 @@ static int mr_ok(void *mhandle)
 	return !mhandle || ((struct tcp_mr *)mhandle)->magic == MR_MAGIC;
 }
 
-static ncclResult_t progress(struct tcp_comm *c);
+static ncclResult_t progress(void *comm);
 
 /* A free request of a healthy comm; *ret_r NULL when none is free now. */
 static ncclResult_t req_get(struct tcp_comm *c, struct tcp_req **ret_r)
 {
-	int i;
-
 	*ret_r = NULL;
 	if (c->error)
 		return c->error;
-	if (c->qtail - c->qhead == NCCL_NET_MAX_REQUESTS)
-		return ncclSuccess;
-	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++) {
-		if (!c->reqs[i].used) {
-			struct tcp_req *r = &c->reqs[i];
-
-			memset(&r->n, 0, sizeof(*r) - offsetof(struct tcp_req, n));
-			r->used = 1;
-			*ret_r = r;
-			break;
-		}
-	}
+	if (c->qtail - c->qhead < NCCL_NET_MAX_REQUESTS)
+		*ret_r = collc__net_req_get(c->reqs, sizeof(c->reqs[0]));
 	return ncclSuccess;
 }
 
@@ -608,8 +595,8 @@ static void part_done(struct tcp_comm *c, int i)
 	}
 	if (--r->parts_left == 0) {
 		/* Every socket passed r, hence every older request: completion is in order. */
-		r->done = 1;
-		while (c->qhead != c->qtail && c->q[c->qhead & QMASK]->done)
+		r->head.done = 1;
+		while (c->qhead != c->qtail && c->q[c->qhead & QMASK]->head.done)
 			c->qhead++;
 	}
 }
@@ -683,8 +670,9 @@ static int sock_step(struct tcp_comm *c, int i)
 	return moved;
 }
 
-static ncclResult_t progress(struct tcp_comm *c)
+static ncclResult_t progress(void *comm)
 {
+	struct tcp_comm *c = comm;
 	int i, rc, moved;
 
 	if (c->error)
@@ -708,23 +696,13 @@ static ncclResult_t progress(struct tcp_comm *c)
 static ncclResult_t tcp_test(void *request, int *done, int *sizes)
 {
 	struct tcp_req *r = request;
-	ncclResult_t rc;
+	ncclResult_t rc = collc__net_req_test(request, done, progress);
 	int i;
 
-	*done = 0;
-	if (!r || !r->used)
-		return ncclInvalidArgument;
-	rc = progress(r->comm);
-	if (rc != ncclSuccess)
-		return rc;
-	if (!r->done)
-		return ncclSuccess;
-	*done = 1;
-	if (sizes)
+	if (*done && sizes)
 		for (i = 0; i < r->n; i++)
 			sizes[i] = (int)r->sub[i].size;
-	r->used = 0;
-	return ncclSuccess;
+	return rc;
 }
 
 static ncclResult_t tcp_close_comm(void *comm)
