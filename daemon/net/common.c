@@ -8,19 +8,12 @@
 void collc__net_props_fill(ncclNetProperties_v8_t *props, char *name, uint64_t guid, int speed,
 			   int port, int max_recvs)
 {
-	memset(props, 0, sizeof(*props));
-	props->name = name;
-	props->pciPath = NULL;
-	props->guid = guid;
-	props->ptrSupport = NCCL_PTR_HOST;
-	props->regIsGlobal = 0;
-	props->speed = speed;
-	props->port = port;
-	props->latency = 0;
-	props->maxComms = 65536;
-	props->maxRecvs = max_recvs;
-	props->netDeviceType = NCCL_NET_DEVICE_HOST;
-	props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+	/* Unnamed fields are 0: no pciPath, regMr per comm, latency unknown. */
+	*props = (ncclNetProperties_v8_t){
+		.name = name, .guid = guid, .ptrSupport = NCCL_PTR_HOST, .speed = speed, .port = port,
+		.maxComms = 65536, .maxRecvs = max_recvs, .netDeviceType = NCCL_NET_DEVICE_HOST,
+		.netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION,
+	};
 }
 
 ncclResult_t collc__net_iflush_host(void *recvComm, int n, void **data, int *sizes,
