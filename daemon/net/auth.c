@@ -117,6 +117,28 @@ static int refuse(struct net_auth *a, struct net_auth_session *s, int reason)
 	return reason;
 }
 
+/* The frame a session at `stage` on the side `initiator` takes next; the
+ * session is refused on anything else. */
+static int next_frame(struct net_auth *a, struct net_auth_session *s, int stage, int initiator,
+		      const uint8_t *in, size_t len, int type)
+{
+	int r;
+
+	if (s->stage != stage || s->initiator != initiator)
+		return refuse(a, s, NET_AUTH_ERR_TYPE);
+	r = frame_check(in, len, type);
+	return r == NET_AUTH_OK ? NET_AUTH_OK : refuse(a, s, r);
+}
+
+/* Both sides end a good handshake alike: the secret goes, the session is done. */
+static int accept_session(struct net_auth *a, struct net_auth_session *s)
+{
+	OPENSSL_cleanse(s->secret, sizeof(s->secret));
+	s->stage = ST_DONE;
+	a->accepted++;
+	return NET_AUTH_OK;
+}
+
 static int nonce_seen(const struct net_auth *a, const uint8_t *nonce)
 {
 	uint32_t i;
@@ -205,11 +227,9 @@ int net_auth_initiator_challenge(struct net_auth *a, struct net_auth_session *s,
 	int r;
 
 	*ret_send = 0;
-	if (s->stage != ST_HELLO_SENT || !s->initiator)
-		return refuse(a, s, NET_AUTH_ERR_TYPE);
-	r = frame_check(in, len, NET_AUTH_CHALLENGE);
+	r = next_frame(a, s, ST_HELLO_SENT, 1, in, len, NET_AUTH_CHALLENGE);
 	if (r != NET_AUTH_OK)
-		return refuse(a, s, r);
+		return r;
 	if (CRYPTO_memcmp(in + OFF_ID, s->id, NET_AUTH_ID_BYTES))
 		return refuse(a, s, NET_AUTH_ERR_UNKNOWN_COMM);
 	memcpy(s->nonce_r, in + OFF_NONCE, NET_AUTH_NONCE_BYTES);
@@ -235,11 +255,9 @@ int net_auth_responder_response(struct net_auth *a, struct net_auth_session *s,
 	int r;
 
 	*ret_send = 0;
-	if (s->stage != ST_CHALLENGE_SENT || s->initiator)
-		return refuse(a, s, NET_AUTH_ERR_TYPE);
-	r = frame_check(in, len, NET_AUTH_RESPONSE);
+	r = next_frame(a, s, ST_CHALLENGE_SENT, 0, in, len, NET_AUTH_RESPONSE);
 	if (r != NET_AUTH_OK)
-		return refuse(a, s, r);
+		return r;
 	if (proof(s, 'I', expect) < 0)
 		return refuse(a, s, NET_AUTH_ERR_INTERNAL);
 	if (CRYPTO_memcmp(in + OFF_ID, s->id, NET_AUTH_ID_BYTES) ||
@@ -251,10 +269,7 @@ int net_auth_responder_response(struct net_auth *a, struct net_auth_session *s,
 	frame_header(out, NET_AUTH_RESULT, NET_AUTH_OK);
 	memcpy(out + OFF_ID, s->id, NET_AUTH_ID_BYTES);
 	*ret_send = 1;
-	OPENSSL_cleanse(s->secret, sizeof(s->secret));
-	s->stage = ST_DONE;
-	a->accepted++;
-	return NET_AUTH_OK;
+	return accept_session(a, s);
 }
 
 int net_auth_initiator_result(struct net_auth *a, struct net_auth_session *s,
@@ -262,17 +277,12 @@ int net_auth_initiator_result(struct net_auth *a, struct net_auth_session *s,
 {
 	int r;
 
-	if (s->stage != ST_RESPONSE_SENT || !s->initiator)
-		return refuse(a, s, NET_AUTH_ERR_TYPE);
-	r = frame_check(in, len, NET_AUTH_RESULT);
+	r = next_frame(a, s, ST_RESPONSE_SENT, 1, in, len, NET_AUTH_RESULT);
 	if (r != NET_AUTH_OK)
-		return refuse(a, s, r);
+		return r;
 	if (get_le32(in + 12) != NET_AUTH_OK)
 		return refuse(a, s, NET_AUTH_ERR_REFUSED);
-	OPENSSL_cleanse(s->secret, sizeof(s->secret));
-	s->stage = ST_DONE;
-	a->accepted++;
-	return NET_AUTH_OK;
+	return accept_session(a, s);
 }
 
 static int64_t now_ms(void)
@@ -392,14 +402,15 @@ int net_auth_run_responder(struct net_auth *a, const struct net_auth_io *io,
 	return r;
 }
 
-static ssize_t sock_read(void *ctx, void *buf, size_t len, int timeout_ms)
+/* Some bytes out of (out) or into fd, waiting at most timeout_ms for the
+ * socket to be ready. */
+static ssize_t sock_io(int fd, void *buf, size_t len, int timeout_ms, int out)
 {
-	int fd = *(int *)ctx;
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct pollfd p = { .fd = fd, .events = out ? POLLOUT : POLLIN };
 	ssize_t n;
 
 	for (;;) {
-		n = recv(fd, buf, len, MSG_DONTWAIT);
+		n = out ? send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, buf, len, MSG_DONTWAIT);
 		if (n >= 0)
 			return n;
 		if (errno == EINTR)
@@ -414,26 +425,14 @@ static ssize_t sock_read(void *ctx, void *buf, size_t len, int timeout_ms)
 	}
 }
 
+static ssize_t sock_read(void *ctx, void *buf, size_t len, int timeout_ms)
+{
+	return sock_io(*(int *)ctx, buf, len, timeout_ms, 0);
+}
+
 static ssize_t sock_write(void *ctx, const void *buf, size_t len, int timeout_ms)
 {
-	int fd = *(int *)ctx;
-	struct pollfd p = { .fd = fd, .events = POLLOUT };
-	ssize_t n;
-
-	for (;;) {
-		n = send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
-		if (n >= 0)
-			return n;
-		if (errno == EINTR)
-			continue;
-		if (errno != EAGAIN && errno != EWOULDBLOCK)
-			return -errno;
-		n = poll(&p, 1, timeout_ms);
-		if (n == 0)
-			return -ETIMEDOUT;
-		if (n < 0 && errno != EINTR)
-			return -errno;
-	}
+	return sock_io(*(int *)ctx, (void *)buf, len, timeout_ms, 1);	/* send() only reads it */
 }
 
 int net_auth_socket_initiator(struct net_auth *a, int fd, const uint8_t id[NET_AUTH_ID_BYTES],

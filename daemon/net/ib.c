@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #endif
 #include "net.h"
+#include "common.h"
 #include "ib_fifo.h"
 #include "sock.h"
 
@@ -31,7 +32,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <infiniband/verbs.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,19 +244,8 @@ static ncclResult_t ib_get_properties(int dev, ncclNetProperties_v8_t *props)
 {
 	if (dev < 0 || dev >= g.ndev)
 		return ncclInvalidArgument;
-	memset(props, 0, sizeof(*props));
-	props->name = g.dev[dev].name;
-	props->pciPath = NULL;
-	props->guid = g.dev[dev].guid;
-	props->ptrSupport = NCCL_PTR_HOST;
-	props->regIsGlobal = 0;
-	props->speed = g.dev[dev].speed;
-	props->port = g.dev[dev].port;
-	props->latency = 0;
-	props->maxComms = 65536;
-	props->maxRecvs = IB_FIFO_MAX_RECVS;
-	props->netDeviceType = NCCL_NET_DEVICE_HOST;
-	props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+	collc__net_props_fill(props, g.dev[dev].name, g.dev[dev].guid, g.dev[dev].speed,
+			      g.dev[dev].port, IB_FIFO_MAX_RECVS);
 	return ncclSuccess;
 }
 
@@ -272,11 +261,9 @@ static ncclResult_t ib_get_properties(int dev, ncclNetProperties_v8_t *props)
 
 int net_ib_configure(const struct net_ib_opts *opts)
 {
-	if (opts->gid_index < 0 || opts->gid_index > 255)
+	if (opts->gid_index < 0 || opts->gid_index > 255 ||
+	    collc__net_opt_ifname(g.opt_ifname, opts->ifname) < 0)
 		return -EINVAL;
-	if (opts->ifname && strlen(opts->ifname) >= IF_NAMESIZE)
-		return -EINVAL;
-	snprintf(g.opt_ifname, sizeof(g.opt_ifname), "%s", opts->ifname ? opts->ifname : "");
 	g.opt_gid_index = opts->gid_index;
 	return 0;
 }
@@ -311,13 +298,12 @@ struct ib_mr {
 };
 
 struct ib_req {
-	struct ib_comm *comm;
-	int used;
+	struct net_req head;		/* comm: its struct ib_comm */
 	int n;
 	int left;			/* completions to go */
-	int done;
 	int sizes[IB_FIFO_MAX_RECVS];
 };
+_Static_assert(offsetof(struct ib_req, head) == 0, "a request is its head to common.c");
 
 enum { IB_SEND = 1, IB_RECV = 2 };
 /* Connection stages, in order, for both sides. */
@@ -430,7 +416,7 @@ static struct ib_comm *comm_new(int kind, int dev)
 	c->fd = -1;
 	c->dev = -1;
 	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
-		c->reqs[i].comm = c;
+		c->reqs[i].head.comm = c;
 	if (ib_dev_open(dev) < 0)
 		goto err_free;
 	c->dev = dev;
@@ -534,40 +520,24 @@ static int qp_up(struct ib_comm *c)
 /* Nonblocking exact transfer on the out-of-band socket; 1 done, 0 later. */
 static int oob_xfer(struct ib_comm *c, void *buf, size_t len, int out)
 {
-	ssize_t n;
+	int rc = collc__net_xfer(c->fd, buf, len, &c->off, out);
 
-	while (c->off < len) {
-		n = out ? send(c->fd, (char *)buf + c->off, len - c->off, MSG_NOSIGNAL | MSG_DONTWAIT)
-			: recv(c->fd, (char *)buf + c->off, len - c->off, MSG_DONTWAIT);
-		if (n > 0) {
-			c->off += n;
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return 0;
-		if (n < 0 && errno == EINTR)
-			continue;
-		return n == 0 ? -ECONNRESET : -errno;
-	}
-	c->off = 0;
-	return 1;
+	if (rc > 0)
+		c->off = 0;	/* the next stage starts its own buffer */
+	return rc;
 }
 
 /* Both sides' setup, one nonblocking step at a time; 1 when up. */
 static int setup_step(struct ib_comm *c)
 {
-	struct pollfd p;
-	int rc, err = 0;
-	socklen_t elen = sizeof(err);
+	int rc;
 
 	for (;;) {
 		switch (c->st) {
 		case ST_SOCK_CONNECT:
-			p = (struct pollfd){ .fd = c->fd, .events = POLLOUT };
-			if (poll(&p, 1, 0) <= 0)
-				return 0;
-			if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err)
-				return err ? -err : -errno;
+			rc = collc__net_connect_done(c->fd);
+			if (rc <= 0)
+				return rc;
 			c->st = ST_SEND_INFO;
 			break;
 		case ST_SEND_INFO:
@@ -609,7 +579,6 @@ static ncclResult_t ib_listen(int dev, void *opaque_handle, void **listenComm)
 	struct ib_handle *h = opaque_handle;
 	struct ib_listen *l;
 	union net_addr a = g.oob;
-	socklen_t len = net_addr_len(&a);
 
 	*listenComm = NULL;
 	if (dev < 0 || dev >= g.ndev)
@@ -618,22 +587,39 @@ static ncclResult_t ib_listen(int dev, void *opaque_handle, void **listenComm)
 	if (!l)
 		return ncclSystemError;
 	l->dev = dev;
-	l->fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (l->fd < 0)
-		goto err_free;
-	if (bind(l->fd, &a.sa, len) < 0 || listen(l->fd, 16) < 0 || getsockname(l->fd, &a.sa, &len) < 0)
-		goto err_close;
+	l->fd = collc__net_listen(&a, 16, 0);
+	if (l->fd < 0) {
+		free(l);
+		return ncclSystemError;
+	}
 	memset(h, 0, NCCL_NET_HANDLE_MAXSIZE);
 	h->magic = IB_HANDLE_MAGIC;
 	h->addr = a;
 	*listenComm = l;
 	return ncclSuccess;
+}
 
-err_close:
-	close(l->fd);
-err_free:
-	free(l);
-	return ncclSystemError;
+/* One setup step of the comm staged in *stage (connect's or accept's); once
+ * up it leaves the stage for *ret_comm. A failed comm is freed, and the call
+ * returns on_error. Not run on hardware, as all of the setup. */
+static ncclResult_t setup_staged(struct ib_comm **stage, void **ret_comm, const char *what,
+				 ncclResult_t on_error)
+{
+	struct ib_comm *c = *stage;
+	int rc;
+
+	rc = setup_step(c);
+	if (rc < 0) {
+		LOG(NCCL_LOG_WARN, "ib: %s: %s", what, strerror(-rc));
+		*stage = NULL;
+		comm_free(c);
+		return on_error;
+	}
+	if (rc) {
+		*stage = NULL;
+		*ret_comm = c;
+	}
+	return ncclSuccess;
 }
 
 static ncclResult_t ib_connect(int dev, void *opaque_handle, void **sendComm,
@@ -641,7 +627,6 @@ static ncclResult_t ib_connect(int dev, void *opaque_handle, void **sendComm,
 {
 	struct ib_handle *h = opaque_handle;
 	struct ib_comm *c = h->stage;
-	int rc;
 
 	*sendComm = NULL;
 	if (dev < 0 || dev >= g.ndev || h->magic != IB_HANDLE_MAGIC)
@@ -650,33 +635,21 @@ static ncclResult_t ib_connect(int dev, void *opaque_handle, void **sendComm,
 		c = comm_new(IB_SEND, dev);
 		if (!c)
 			return ncclSystemError;
-		c->fd = socket(h->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (c->fd < 0 || (connect(c->fd, &h->addr.sa, net_addr_len(&h->addr)) < 0 &&
-				  errno != EINPROGRESS)) {
+		c->fd = collc__net_connect_start(&h->addr, 0);
+		if (c->fd < 0) {
 			comm_free(c);
 			return ncclSystemError;
 		}
 		h->stage = c;
 	}
-	rc = setup_step(c);
-	if (rc < 0) {
-		LOG(NCCL_LOG_WARN, "ib: connect: %s", strerror(-rc));
-		h->stage = NULL;
-		comm_free(c);
-		return ncclRemoteError;
-	}
-	if (rc) {
-		h->stage = NULL;
-		*sendComm = c;
-	}
-	return ncclSuccess;
+	return setup_staged(&h->stage, sendComm, "connect", ncclRemoteError);
 }
 
 static ncclResult_t ib_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_v8_t **recvDevComm)
 {
 	struct ib_listen *l = listenComm;
 	struct ib_comm *c = l->stage;
-	int fd, rc;
+	int fd;
 
 	*recvComm = NULL;
 	if (!c) {
@@ -693,19 +666,8 @@ static ncclResult_t ib_accept(void *listenComm, void **recvComm, ncclNetDeviceHa
 		c->st = ST_RECV_INFO;
 		l->stage = c;
 	}
-	rc = setup_step(c);
-	if (rc < 0) {
-		/* A peer that is not a collc sender: drop it, keep listening. */
-		LOG(NCCL_LOG_WARN, "ib: accept: %s", strerror(-rc));
-		l->stage = NULL;
-		comm_free(c);
-		return ncclSuccess;
-	}
-	if (rc) {
-		l->stage = NULL;
-		*recvComm = c;
-	}
-	return ncclSuccess;
+	/* A peer that is not a collc sender is dropped; listening goes on. */
+	return setup_staged(&l->stage, recvComm, "accept", ncclSuccess);
 }
 
 static ncclResult_t reg(struct ib_comm *c, struct ibv_mr *mr, void **mhandle)
@@ -765,17 +727,7 @@ static ncclResult_t ib_dereg_mr(void *comm, void *mhandle)
 
 static struct ib_req *req_get(struct ib_comm *c)
 {
-	int i;
-
-	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
-		if (!c->reqs[i].used) {
-			struct ib_req *r = &c->reqs[i];
-
-			memset(&r->used, 0, sizeof(*r) - offsetof(struct ib_req, used));
-			r->used = 1;
-			return r;
-		}
-	return NULL;
+	return collc__net_req_get(c->reqs, sizeof(c->reqs[0]));
 }
 
 static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void *mhandle, void **request)
@@ -827,7 +779,7 @@ static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void
 	wr.wr.rdma.remote_addr = slot[j].addr;
 	wr.wr.rdma.rkey = slot[j].rkey;
 	if (ibv_post_send(c->qp, &wr, &bad)) {
-		r->used = 0;
+		r->head.used = 0;
 		return ncclSystemError;
 	}
 	c->sent_mask |= 1u << j;
@@ -904,19 +856,14 @@ static ncclResult_t ib_irecv(void *recvComm, int n, void **data, int *sizes, int
 
 err_put:
 	/* Receive WQEs already posted cannot be taken back: the QP is unusable. */
-	r->used = 0;
+	r->head.used = 0;
 	c->error = ncclSystemError;
 	return c->error;
 }
 
-static ncclResult_t ib_iflush(void *recvComm, int n, void **data, int *sizes, void **mhandles, void **request)
+static ncclResult_t poll_cq(void *comm)
 {
-	*request = NULL;	/* host memory only (ptrSupport): nothing to flush */
-	return ncclSuccess;
-}
-
-static ncclResult_t poll_cq(struct ib_comm *c)
-{
+	struct ib_comm *c = comm;
 	struct ibv_wc wc[16];
 	int n, i;
 
@@ -938,16 +885,16 @@ static ncclResult_t poll_cq(struct ib_comm *c)
 					return c->error = ncclRemoteError;
 				r->sizes[sub] = wc[i].byte_len;
 				if (--r->left == 0)
-					r->done = 1;
+					r->head.done = 1;
 				/* Credits return in order (RC delivers in order). */
 				while (c->completed != c->posted &&
-				       c->by_slot[ib_fifo_slot(c->completed)]->done) {
+				       c->by_slot[ib_fifo_slot(c->completed)]->head.done) {
 					c->by_slot[ib_fifo_slot(c->completed)] = NULL;
 					c->completed++;
 				}
 			} else if (wc[i].wr_id) {
 				r = (struct ib_req *)(uintptr_t)wc[i].wr_id;
-				r->done = 1;
+				r->head.done = 1;
 			}
 		}
 	}
@@ -959,23 +906,13 @@ static ncclResult_t poll_cq(struct ib_comm *c)
 static ncclResult_t ib_test(void *request, int *done, int *sizes)
 {
 	struct ib_req *r = request;
-	ncclResult_t rc;
+	ncclResult_t rc = collc__net_req_test(request, done, poll_cq);
 	int i;
 
-	*done = 0;
-	if (!r || !r->used)
-		return ncclInvalidArgument;
-	rc = poll_cq(r->comm);
-	if (rc != ncclSuccess)
-		return rc;
-	if (!r->done)
-		return ncclSuccess;
-	*done = 1;
-	if (sizes)
+	if (*done && sizes)
 		for (i = 0; i < r->n; i++)
 			sizes[i] = r->sizes[i];
-	r->used = 0;
-	return ncclSuccess;
+	return rc;
 }
 
 static ncclResult_t ib_close_comm(void *comm)
@@ -996,16 +933,6 @@ static ncclResult_t ib_close_listen(void *listenComm)
 	return ncclSuccess;
 }
 
-static ncclResult_t ib_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle)
-{
-	return ncclInternalError;	/* no device offload */
-}
-
-static ncclResult_t ib_irecv_consumed(void *recvComm, int n, void *request)
-{
-	return ncclSuccess;
-}
-
 const ncclNet_v8_t net_ib = {
 	.name = "ib",
 	.init = ib_init,
@@ -1019,11 +946,11 @@ const ncclNet_v8_t net_ib = {
 	.deregMr = ib_dereg_mr,
 	.isend = ib_isend,
 	.irecv = ib_irecv,
-	.iflush = ib_iflush,
+	.iflush = collc__net_iflush_host,	/* host memory only (ptrSupport): nothing to flush */
 	.test = ib_test,
 	.closeSend = ib_close_comm,
 	.closeRecv = ib_close_comm,
 	.closeListen = ib_close_listen,
-	.getDeviceMr = ib_get_device_mr,
-	.irecvConsumed = ib_irecv_consumed,
+	.getDeviceMr = collc__net_no_device_mr,
+	.irecvConsumed = collc__net_irecv_consumed,
 };

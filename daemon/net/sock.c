@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Interface choice shared by the transports (sock.h). */
+/* Socket helpers shared by the transports (sock.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -8,8 +8,11 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ifaddrs.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 int collc__net_pick_if(const char *want, char ret_name[IF_NAMESIZE], union net_addr *ret_addr)
 {
@@ -49,4 +52,90 @@ int collc__net_pick_if(const char *want, char ret_name[IF_NAMESIZE], union net_a
 	ret_addr->in.sin_family = AF_INET;
 	ret_addr->in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	return 0;
+}
+
+int collc__net_opt_ifname(char opt[IF_NAMESIZE], const char *ifname)
+{
+	if (ifname && strlen(ifname) >= IF_NAMESIZE)
+		return -EINVAL;
+	snprintf(opt, IF_NAMESIZE, "%s", ifname ? ifname : "");
+	return 0;
+}
+
+/* A nonblocking stream socket with option opt of level set to 1 (opt < 0:
+ * none). fd or -errno. */
+static int stream_socket(int family, int level, int opt)
+{
+	int fd, one = 1;
+
+	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && opt >= 0)
+		setsockopt(fd, level, opt, &one, sizeof(one));
+	return fd < 0 ? -errno : fd;
+}
+
+/* Closes fd after a failed call, keeping that call's errno. */
+static int close_failed(int fd)
+{
+	int err = errno;
+
+	close(fd);
+	return -err;
+}
+
+int collc__net_listen(union net_addr *a, int backlog, int reuseaddr)
+{
+	socklen_t len = net_addr_len(a);
+	int fd = stream_socket(a->sa.sa_family, SOL_SOCKET, reuseaddr ? SO_REUSEADDR : -1);
+
+	if (fd < 0)
+		return fd;
+	if (bind(fd, &a->sa, len) < 0 || listen(fd, backlog) < 0 || getsockname(fd, &a->sa, &len) < 0)
+		return close_failed(fd);
+	return fd;
+}
+
+int collc__net_connect_start(const union net_addr *peer, int nodelay)
+{
+	int fd = stream_socket(peer->sa.sa_family, IPPROTO_TCP, nodelay ? TCP_NODELAY : -1);
+
+	if (fd < 0)
+		return fd;
+	if (connect(fd, &peer->sa, net_addr_len(peer)) < 0 && errno != EINPROGRESS)
+		return close_failed(fd);
+	return fd;
+}
+
+int collc__net_connect_done(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	int err = 0;
+	socklen_t elen = sizeof(err);
+
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+		return -errno;
+	return err ? -err : 1;
+}
+
+int collc__net_xfer(int fd, void *buf, size_t len, size_t *off, int out)
+{
+	char *p = buf;
+	ssize_t n;
+
+	while (*off < len) {
+		n = out ? send(fd, p + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT)
+			: recv(fd, p + *off, len - *off, MSG_DONTWAIT);
+		if (n > 0) {
+			*off += n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n == 0 ? -ECONNRESET : -errno;
+	}
+	return 1;
 }

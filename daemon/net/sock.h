@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Socket helpers shared by the transports: the interface choice (like
- * NCCL_SOCKET_IFNAME) and address lengths. */
+ * NCCL_SOCKET_IFNAME), address lengths, and the nonblocking listen, connect
+ * and exact-transfer steps that tcp's sockets and ib's out-of-band socket
+ * both take. */
 #ifndef COLLCD_NET_SOCK_H
 #define COLLCD_NET_SOCK_H
 
 #include <net/if.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <sys/socket.h>
 
 union net_addr {
@@ -23,5 +26,24 @@ static inline socklen_t net_addr_len(const union net_addr *a)
 {
 	return a->sa.sa_family == AF_INET6 ? sizeof(a->in6) : sizeof(a->in);
 }
+
+/* Copies an ifname option (NULL: none) into opt; -EINVAL, leaving opt as it
+ * was, when it does not fit. */
+int collc__net_opt_ifname(char opt[IF_NAMESIZE], const char *ifname);
+
+/* A nonblocking socket listening on *a (port 0: any), with the bound address
+ * written back to *a; SO_REUSEADDR when reuseaddr. fd or -errno. */
+int collc__net_listen(union net_addr *a, int backlog, int reuseaddr);
+
+/* A nonblocking socket whose connect to *peer has started; TCP_NODELAY first
+ * when nodelay. fd or -errno. */
+int collc__net_connect_start(const union net_addr *peer, int nodelay);
+
+/* Whether fd's connect has finished: 1 up, 0 not yet, -errno failed. */
+int collc__net_connect_done(int fd);
+
+/* Moves bytes [*off, len) of buf out of (out) or into fd without blocking;
+ * 1: all moved, 0: would block, -errno (-ECONNRESET on EOF). */
+int collc__net_xfer(int fd, void *buf, size_t len, size_t *off, int out);
 
 #endif

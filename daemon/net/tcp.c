@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #endif
 #include "net.h"
+#include "common.h"
 #include "sock.h"
 
 #include <arpa/inet.h>
@@ -35,7 +36,6 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,15 +100,14 @@ struct tcp_sub {
 };
 
 struct tcp_req {
-	struct tcp_comm *comm;
-	int used;
+	struct net_req head;		/* comm: its struct tcp_comm */
 	int n;
 	int nhdr;			/* receive: headers parsed so far */
 	int parts_left;			/* n * (1 + nstreams) socket shares to go */
-	int done;
 	struct tcp_sub sub[MAX_RECVS];
 	uint8_t order[MAX_RECVS];	/* message k of the group -> sub */
 };
+_Static_assert(offsetof(struct tcp_req, head) == 0, "a request is its head to common.c");
 
 /* Where one socket stands: request q[qi], message k of it, byte off. */
 struct tcp_cursor {
@@ -172,11 +171,9 @@ static struct {
 
 int net_tcp_configure(const struct net_tcp_opts *opts)
 {
-	if (opts->nstreams < 1 || opts->nstreams > NET_TCP_MAX_STREAMS)
+	if (opts->nstreams < 1 || opts->nstreams > NET_TCP_MAX_STREAMS ||
+	    collc__net_opt_ifname(g.opt_ifname, opts->ifname) < 0)
 		return -EINVAL;
-	if (opts->ifname && strlen(opts->ifname) >= IF_NAMESIZE)
-		return -EINVAL;
-	snprintf(g.opt_ifname, sizeof(g.opt_ifname), "%s", opts->ifname ? opts->ifname : "");
 	g.opt_nstreams = opts->nstreams;
 	return 0;
 }
@@ -226,19 +223,7 @@ static ncclResult_t tcp_get_properties(int dev, ncclNetProperties_v8_t *props)
 {
 	if (!g.inited || dev != 0)
 		return ncclInvalidArgument;
-	memset(props, 0, sizeof(*props));
-	props->name = g.ifname;
-	props->pciPath = NULL;
-	props->guid = 0;
-	props->ptrSupport = NCCL_PTR_HOST;
-	props->regIsGlobal = 0;
-	props->speed = link_speed(g.ifname);
-	props->port = 0;
-	props->latency = 0;
-	props->maxComms = 65536;
-	props->maxRecvs = MAX_RECVS;
-	props->netDeviceType = NCCL_NET_DEVICE_HOST;
-	props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+	collc__net_props_fill(props, g.ifname, 0, link_speed(g.ifname), 0, MAX_RECVS);
 	return ncclSuccess;
 }
 
@@ -254,21 +239,17 @@ static ncclResult_t tcp_listen(int dev, void *opaque_handle, void **listenComm)
 	struct tcp_handle *h = opaque_handle;
 	struct tcp_listen *l;
 	union net_addr a = g.addr;
-	socklen_t len = net_addr_len(&a);
-	int one = 1, i;
+	int i;
 
 	if (!g.inited || dev != 0)
 		return ncclInvalidArgument;
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return ncclSystemError;
-	l->fd = socket(a.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (l->fd < 0)
+	l->fd = collc__net_listen(&a, 64, 1);
+	if (l->fd < 0) {
+		WARN("tcp: listen on %s: %s", g.ifname, strerror(-l->fd));
 		goto err_free;
-	setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(l->fd, &a.sa, len) < 0 || listen(l->fd, 64) < 0 || getsockname(l->fd, &a.sa, &len) < 0) {
-		WARN("tcp: listen on %s: %s", g.ifname, strerror(errno));
-		goto err_close;
 	}
 	l->nstreams = g.nstreams;
 	if (getrandom(&l->token, sizeof(l->token), 0) != sizeof(l->token))
@@ -306,7 +287,7 @@ static struct tcp_comm *comm_new(int kind, int nstreams)
 	for (i = 0; i < MAX_SOCKS; i++)
 		c->fd[i] = -1;
 	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
-		c->reqs[i].comm = c;
+		c->reqs[i].head.comm = c;
 	return c;
 }
 
@@ -329,39 +310,26 @@ static int connect_step(struct tcp_comm *c, int i)
 		.magic = HELLO_MAGIC, .index = i, .nstreams = c->nstreams, .conn_id = c->conn_id,
 		.token = c->token,
 	};
-	struct pollfd p;
-	int err;
-	socklen_t elen = sizeof(err);
-	ssize_t n;
+	int rc;
 
 	switch (c->cstate[i]) {
 	case CS_START:
-		c->fd[i] = socket(c->peer.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-		if (c->fd[i] < 0)
-			return -errno;
-		set_sockopts(c->fd[i]);
-		if (connect(c->fd[i], &c->peer.sa, net_addr_len(&c->peer)) < 0 && errno != EINPROGRESS)
-			return -errno;
+		rc = collc__net_connect_start(&c->peer, 1);
+		if (rc < 0)
+			return rc;
+		c->fd[i] = rc;
 		c->cstate[i] = CS_CONNECTING;
 		/* fall through */
 	case CS_CONNECTING:
-		p = (struct pollfd){ .fd = c->fd[i], .events = POLLOUT };
-		if (poll(&p, 1, 0) <= 0)
-			return 0;
-		if (getsockopt(c->fd[i], SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
-			return -errno;
-		if (err)
-			return -err;
+		rc = collc__net_connect_done(c->fd[i]);
+		if (rc <= 0)
+			return rc;
 		c->cstate[i] = CS_HELLO;
 		/* fall through */
 	case CS_HELLO:
-		n = send(c->fd[i], (char *)&hello + c->csent[i], sizeof(hello) - c->csent[i],
-			 MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-		c->csent[i] += n;
-		if (c->csent[i] < sizeof(hello))
-			return 0;
+		rc = collc__net_xfer(c->fd[i], &hello, sizeof(hello), &c->csent[i], 1);
+		if (rc <= 0)
+			return rc;
 		c->cstate[i] = CS_DONE;
 		/* fall through */
 	default:
@@ -537,30 +505,26 @@ static int mr_ok(void *mhandle)
 	return !mhandle || ((struct tcp_mr *)mhandle)->magic == MR_MAGIC;
 }
 
-static ncclResult_t progress(struct tcp_comm *c);
+static ncclResult_t progress(void *comm);
 
-static struct tcp_req *req_get(struct tcp_comm *c)
+/* A free request of a healthy comm; *ret_r NULL when none is free now. */
+static ncclResult_t req_get(struct tcp_comm *c, struct tcp_req **ret_r)
 {
-	int i;
-
-	if (c->qtail - c->qhead == NCCL_NET_MAX_REQUESTS)
-		return NULL;
-	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++) {
-		if (!c->reqs[i].used) {
-			struct tcp_req *r = &c->reqs[i];
-
-			memset(&r->n, 0, sizeof(*r) - offsetof(struct tcp_req, n));
-			r->used = 1;
-			return r;
-		}
-	}
-	return NULL;
+	*ret_r = NULL;
+	if (c->error)
+		return c->error;
+	if (c->qtail - c->qhead < NCCL_NET_MAX_REQUESTS)
+		*ret_r = collc__net_req_get(c->reqs, sizeof(c->reqs[0]));
+	return ncclSuccess;
 }
 
-static void req_post(struct tcp_comm *c, struct tcp_req *r)
+/* Queues r and starts moving it; an error is reported by test(). */
+static void req_post(struct tcp_comm *c, struct tcp_req *r, void **request)
 {
 	r->parts_left = r->n * c->nsocks;
 	c->q[c->qtail++ & QMASK] = r;
+	*request = r;
+	progress(c);
 }
 
 static ncclResult_t tcp_isend(void *sendComm, void *data, int size, int tag, void *mhandle,
@@ -568,22 +532,19 @@ static ncclResult_t tcp_isend(void *sendComm, void *data, int size, int tag, voi
 {
 	struct tcp_comm *c = sendComm;
 	struct tcp_req *r;
+	ncclResult_t rc;
 
 	*request = NULL;
 	if (!c || c->kind != COMM_SEND || size < 0 || (size && !data) || !mr_ok(mhandle))
 		return ncclInvalidArgument;
-	if (c->error)
-		return c->error;
-	r = req_get(c);
+	rc = req_get(c, &r);
 	if (!r)
-		return ncclSuccess;
+		return rc;
 	r->n = 1;
 	r->sub[0] = (struct tcp_sub){ .data = data, .size = size, .max = size, .tag = tag, .filled = 1 };
 	r->order[0] = 0;
 	r->nhdr = 1;
-	req_post(c, r);
-	*request = r;
-	progress(c);	/* start moving now; an error is reported by test() */
+	req_post(c, r, request);
 	return ncclSuccess;
 }
 
@@ -592,6 +553,7 @@ static ncclResult_t tcp_irecv(void *recvComm, int n, void **data, int *sizes, in
 {
 	struct tcp_comm *c = recvComm;
 	struct tcp_req *r;
+	ncclResult_t rc;
 	int i;
 
 	*request = NULL;
@@ -600,24 +562,13 @@ static ncclResult_t tcp_irecv(void *recvComm, int n, void **data, int *sizes, in
 	for (i = 0; i < n; i++)
 		if (sizes[i] < 0 || (sizes[i] && !data[i]) || !mr_ok(mhandles ? mhandles[i] : NULL))
 			return ncclInvalidArgument;
-	if (c->error)
-		return c->error;
-	r = req_get(c);
+	rc = req_get(c, &r);
 	if (!r)
-		return ncclSuccess;
+		return rc;
 	r->n = n;
 	for (i = 0; i < n; i++)
 		r->sub[i] = (struct tcp_sub){ .data = data[i], .max = sizes[i], .tag = tags[i] };
-	req_post(c, r);
-	*request = r;
-	progress(c);
-	return ncclSuccess;
-}
-
-static ncclResult_t tcp_iflush(void *recvComm, int n, void **data, int *sizes, void **mhandles,
-			       void **request)
-{
-	*request = NULL;	/* host memory: the data is visible once received */
+	req_post(c, r, request);
 	return ncclSuccess;
 }
 
@@ -644,8 +595,8 @@ static void part_done(struct tcp_comm *c, int i)
 	}
 	if (--r->parts_left == 0) {
 		/* Every socket passed r, hence every older request: completion is in order. */
-		r->done = 1;
-		while (c->qhead != c->qtail && c->q[c->qhead & QMASK]->done)
+		r->head.done = 1;
+		while (c->qhead != c->qtail && c->q[c->qhead & QMASK]->head.done)
 			c->qhead++;
 	}
 }
@@ -653,24 +604,7 @@ static void part_done(struct tcp_comm *c, int i)
 /* Moves bytes of [p, p + len) from *off on; 1: all moved, 0: would block. */
 static int xfer(struct tcp_comm *c, int i, char *p, size_t len, size_t *off)
 {
-	ssize_t n;
-
-	while (*off < len) {
-		if (c->kind == COMM_SEND)
-			n = send(c->fd[i], p + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT);
-		else
-			n = recv(c->fd[i], p + *off, len - *off, MSG_DONTWAIT);
-		if (n > 0) {
-			*off += n;
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return 0;
-		if (n < 0 && errno == EINTR)
-			continue;
-		return n == 0 ? -ECONNRESET : -errno;
-	}
-	return 1;
+	return collc__net_xfer(c->fd[i], p, len, off, c->kind == COMM_SEND);
 }
 
 /* The header of message k has arrived: match it to a receive of the group. */
@@ -736,8 +670,9 @@ static int sock_step(struct tcp_comm *c, int i)
 	return moved;
 }
 
-static ncclResult_t progress(struct tcp_comm *c)
+static ncclResult_t progress(void *comm)
 {
+	struct tcp_comm *c = comm;
 	int i, rc, moved;
 
 	if (c->error)
@@ -761,23 +696,13 @@ static ncclResult_t progress(struct tcp_comm *c)
 static ncclResult_t tcp_test(void *request, int *done, int *sizes)
 {
 	struct tcp_req *r = request;
-	ncclResult_t rc;
+	ncclResult_t rc = collc__net_req_test(request, done, progress);
 	int i;
 
-	*done = 0;
-	if (!r || !r->used)
-		return ncclInvalidArgument;
-	rc = progress(r->comm);
-	if (rc != ncclSuccess)
-		return rc;
-	if (!r->done)
-		return ncclSuccess;
-	*done = 1;
-	if (sizes)
+	if (*done && sizes)
 		for (i = 0; i < r->n; i++)
 			sizes[i] = (int)r->sub[i].size;
-	r->used = 0;
-	return ncclSuccess;
+	return rc;
 }
 
 static ncclResult_t tcp_close_comm(void *comm)
@@ -803,16 +728,6 @@ static ncclResult_t tcp_close_listen(void *listenComm)
 	return ncclSuccess;
 }
 
-static ncclResult_t tcp_get_device_mr(void *comm, void *mhandle, void **dptr_mhandle)
-{
-	return ncclInternalError;	/* no device offload */
-}
-
-static ncclResult_t tcp_irecv_consumed(void *recvComm, int n, void *request)
-{
-	return ncclSuccess;
-}
-
 const ncclNet_v8_t net_tcp = {
 	.name = "tcp",
 	.init = tcp_init,
@@ -826,11 +741,11 @@ const ncclNet_v8_t net_tcp = {
 	.deregMr = tcp_dereg_mr,
 	.isend = tcp_isend,
 	.irecv = tcp_irecv,
-	.iflush = tcp_iflush,
+	.iflush = collc__net_iflush_host,	/* host memory: visible once received */
 	.test = tcp_test,
 	.closeSend = tcp_close_comm,
 	.closeRecv = tcp_close_comm,
 	.closeListen = tcp_close_listen,
-	.getDeviceMr = tcp_get_device_mr,
-	.irecvConsumed = tcp_irecv_consumed,
+	.getDeviceMr = collc__net_no_device_mr,
+	.irecvConsumed = collc__net_irecv_consumed,
 };

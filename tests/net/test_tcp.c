@@ -126,6 +126,16 @@ static void t_partial_io(void **state)
 	pair_close(&p);
 }
 
+/* One test() of a send in flight; *sreq becomes NULL once it is done. */
+static void send_poll(void **sreq)
+{
+	int sd = 0;
+
+	assert_int_equal(net->test(*sreq, &sd, NULL), ncclSuccess);
+	if (sd)
+		*sreq = NULL;
+}
+
 /* Random sizes, random group sizes, tags matched out of order, many rounds. */
 static void t_soak(void **state)
 {
@@ -169,22 +179,13 @@ static void t_soak(void **state)
 		while (!done) {
 			assert_int_equal(net->test(rreq, &done, got), ncclSuccess);
 			for (i = 0; i < n; i++)
-				if (sreq[i]) {
-					int sd = 0;
-
-					assert_int_equal(net->test(sreq[i], &sd, NULL), ncclSuccess);
-					if (sd)
-						sreq[i] = NULL;
-				}
+				if (sreq[i])
+					send_poll(&sreq[i]);
 			assert_true(ms_now() < end);
 		}
 		for (i = 0; i < n; i++)
 			while (sreq[i]) {
-				int sd = 0;
-
-				assert_int_equal(net->test(sreq[i], &sd, NULL), ncclSuccess);
-				if (sd)
-					sreq[i] = NULL;
+				send_poll(&sreq[i]);
 				assert_true(ms_now() < end);
 			}
 		for (i = 0; i < n; i++) {
