@@ -57,6 +57,7 @@ int require_mps;
 void (*notify)(void); /* wakes the scheduler (exec_init) */
 static struct lane_track *track;
 uint64_t kicked_coll; /* newest collective whose items are all written */
+uint64_t kicked_items;
 
 static pthread_t svc_thread;
 static int svc_started;
@@ -99,7 +100,7 @@ static void cuda_kick(uint32_t dev)
 {
 	struct collc_work_fifo *f = cuda_fifo(dev);
 	struct lane_track *t = &track[dev];
-	uint64_t last = 0;
+	uint64_t last = 0, items = 0;
 
 	/* The scheduler calls us after every item of a collective is written, on its thread. */
 	for (;;) {
@@ -109,10 +110,18 @@ static void cuda_kick(uint32_t dev)
 			break;
 		last = it->coll_id;
 		t->tail++;
+		items++;
 	}
 	if (last > load_relaxed(&kicked_coll))
 		store_release(&kicked_coll, last);
-	/* New work after a quiet spell: the service thread polls fast again (notify_progress). */
+	store_relaxed(&kicked_items, load_relaxed(&kicked_items) + items);
+	/*
+	 * K1: kicked_items, then svc_slow, with a full fence between; pairs with
+	 * K2 in cuda_svc_main(). Either this sees svc_slow set and wakes the
+	 * service thread, or the service thread sees the new items and keeps its
+	 * short poll: it never sleeps its idle period with work in flight.
+	 */
+	fence_seq_cst();
 	if (load_relaxed(&svc_slow))
 		cuda_svc_wake();
 }

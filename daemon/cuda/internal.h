@@ -122,11 +122,12 @@ extern uint32_t idle_sleep_ns;
 extern int require_mps;
 extern void (*notify)(void); /* wakes the scheduler (exec_init) */
 extern uint64_t kicked_coll; /* newest collective whose items are all written */
+extern uint64_t kicked_items; /* items written to every lane's FIFO, summed; the scheduler's thread writes it */
 
 /* window.c: the service thread. */
 extern uint32_t svc_stop;
 extern int svc_efd;
-extern uint32_t svc_slow; /* the service thread sleeps in its 2 ms poll */
+extern uint32_t svc_slow; /* the service thread sleeps in a slow poll (2 ms, or long once idle) */
 
 /* memory.c: client memory; the service thread's, under its mem_lock (window.c). */
 extern struct creg *cregs;

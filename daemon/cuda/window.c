@@ -29,11 +29,13 @@
 
 #define WINDOW_TIMEOUT_NS (30ull * 1000000000ull)
 #define CLOSE_BATCH_NS    (10ull * 1000000ull) /* deferred IPC closes wait for company */
+#define SVC_SLOW_MS       2   /* slow poll with collectives in flight */
+#define SVC_IDLE_MS       250 /* slow poll with none: sticky errors and dead grids are seen within it */
 #define SVC_POLL_US 4     /* the service thread's poll period while collectives complete */
 
 uint32_t svc_stop;
 int svc_efd = -1;
-uint32_t svc_slow; /* the service thread sleeps in its 2 ms poll */
+uint32_t svc_slow; /* the service thread sleeps in a slow poll (2 ms, or long once idle) */
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER; /* client memory (memory.c) */
 
 /* Grids */
@@ -176,7 +178,7 @@ static void window(void (*calls)(void))
  * executor's threads call notify() themselves): when any channel's
  * work_consumed moved, notify(). Returns 1 when something moved.
  */
-static int notify_progress(void)
+static int notify_progress(uint64_t *ret_consumed)
 {
 	static uint64_t last;
 	uint64_t sum = 0;
@@ -187,11 +189,35 @@ static int notify_progress(void)
 		for (uint32_t c = 0; c < nchan; c++)
 			sum += load_relaxed(&f->ctrl.work_consumed[c].value);
 	}
+	*ret_consumed = sum;
 	if (sum == last)
 		return 0;
 	last = sum;
 	notify();
 	return 1;
+}
+
+/*
+ * The slow poll's period: SVC_SLOW_MS while work is in flight (a long
+ * collective's end still reaches a sleeping scheduler within it), SVC_IDLE_MS
+ * when every item written has been consumed by every channel, shortened to
+ * the next deferred IPC close. Called after K2's fence.
+ */
+static int slow_poll_ms(uint64_t consumed)
+{
+	uint64_t now = now_ns(), ms = SVC_IDLE_MS;
+
+	if (consumed < load_relaxed(&kicked_items) * nchan)
+		return SVC_SLOW_MS;
+	pthread_mutex_lock(&mem_lock);
+	for (struct ipc_imp *imp = imps; imp; imp = imp->next)
+		if (imp->closing) {
+			uint64_t due = imp->close_since + CLOSE_BATCH_NS;
+
+			ms = collc_min_u64(ms, due > now ? (due - now) / 1000000 + 1 : 1);
+		}
+	pthread_mutex_unlock(&mem_lock);
+	return (int)ms;
 }
 
 void cuda_svc_wake(void)
@@ -204,7 +230,7 @@ void cuda_svc_wake(void)
 void *cuda_svc_main(void *arg)
 {
 	struct pollfd *pfd = NULL;
-	uint64_t last_progress = 0;
+	uint64_t last_progress = 0, consumed = 0;
 	size_t cap = 0;
 
 	pthread_setname_np(pthread_self(), "collc-cuda");
@@ -240,10 +266,15 @@ void *cuda_svc_main(void *arg)
 					pfd[n++] = (struct pollfd){ .fd = cr->sock, .events = POLLIN };
 		}
 		pthread_mutex_unlock(&mem_lock);
-		/* SVC_POLL_US polls while collectives complete, 2 ms once idle for 10 ms. */
+		/*
+		 * SVC_POLL_US polls while collectives complete; once quiet for 10 ms,
+		 * slow polls. K2: svc_slow, full fence, then kicked_items (in
+		 * slow_poll_ms()); pairs with K1 in cuda_kick().
+		 */
 		if (poll(pfd, n, 0) == 0 && now_ns() - last_progress < 10000000ull)
 			usleep(SVC_POLL_US);
-		else if (store_relaxed(&svc_slow, 1u), fence_seq_cst(), poll(pfd, n, 2) > 0) {
+		else if (store_relaxed(&svc_slow, 1u), fence_seq_cst(),
+			 poll(pfd, n, slow_poll_ms(consumed)) > 0) {
 			uint64_t v;
 
 			if (pfd[0].revents & POLLIN)
@@ -269,7 +300,7 @@ void *cuda_svc_main(void *arg)
 			pthread_mutex_unlock(&mem_lock);
 		}
 		store_relaxed(&svc_slow, 0u);
-		if (notify_progress())
+		if (notify_progress(&consumed))
 			last_progress = now_ns();
 		/* A grid that died or exited on its own ends collcd (§7). */
 		for (uint32_t g = 0; g < ngpus; g++)

@@ -170,6 +170,13 @@ fi
 BACKEND=auto
 DOPTS=(--set channels=4)
 start_collcd "${DOPTS[@]}" || exit 1
+# Idle: collcd with both executors and no client, 10 s after a 2 s settle.
+cputicks() { awk '{ print $14 + $15 }' "/proc/$DPID/stat"; }
+sleep 2
+T0=$(cputicks); sleep 10; T1=$(cputicks)
+IDLE=$(awk -v t="$(( T1 - T0 ))" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", 100 * t / hz / 10 }')
+awk -v p="$IDLE" 'BEGIN { exit !(p < 1.0) }' && result "idle-cpu PASS collcd --backend auto idle: $IDLE% of a core over 10 s (limit 1%)" \
+	|| result "idle-cpu FAIL collcd --backend auto idle: $IDLE% of a core over 10 s (limit 1%)"
 HOSTLOG=$LOGDIR/host-comm.log
 HOSTSTOP=$LOGDIR/host-comm.stop
 rm -f "$HOSTSTOP"; : >"$HOSTLOG"
