@@ -191,5 +191,19 @@ int h_run_capture(const char *cmd, char *out, size_t outlen);
  * descriptors (SCM_RIGHTS); flags go to sendmsg. 0 or -errno.
  */
 int h_send_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags);
+/* A raw SOCK_SEQPACKET connection to collcd's socket, no hello yet: the fd, or -errno. */
+int h_raw_connect(void);
+/*
+ * Writes a wire header (this version's magic, type, id, length len) and the
+ * payload into buf (room for COLLC_MSG_MAX); returns the datagram's length.
+ */
+size_t h_raw_msg(void *buf, uint16_t type, uint32_t id, const void *payload, size_t len);
+/*
+ * One datagram from fd into buf, waiting up to timeout_ms for it; up to
+ * max_fds of the descriptors it carries go to fds[] (*nfds, when not NULL,
+ * says how many), the others are closed. Returns its length, 0 when collcd
+ * hung up, -ETIMEDOUT or -errno.
+ */
+ssize_t h_recv_fds(int fd, void *buf, size_t len, int *fds, int max_fds, int *nfds, int timeout_ms);
 
 #endif /* COLLC_TEST_HARNESS_H */
