@@ -746,6 +746,13 @@ int h_run_ranks(int nranks, h_rank_fn fn, void *arg)
 	return h_reap(pids, nranks, NULL, 3000);
 }
 
+int h_run_comm_test(struct collc_unique_id *ids, int nids, int nranks, h_rank_fn fn, void *arg)
+{
+	h_daemon_start(NULL);
+	h_unique_ids(ids, nids);
+	return h_finish(h_run_ranks(nranks, fn, arg));
+}
+
 int h_reap_one(pid_t pid, int timeout_ms, int *status)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : h_now_ns() + (uint64_t)timeout_ms * 1000000;
@@ -858,6 +865,12 @@ int h_join(const struct collc_unique_id *id, int nranks, int rank, struct collc_
 	}
 	*ret_ctx = ctx;
 	return 0;
+}
+
+void h_leave(struct collc_ctx *ctx, struct collc_comm *comm)
+{
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
 }
 
 int h_join_alloc(const struct collc_unique_id *id, int nranks, int rank, size_t bytes,

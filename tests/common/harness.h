@@ -108,6 +108,11 @@ pid_t h_spawn(h_rank_fn fn, int rank, int nranks, void *arg);
 int h_reap(const pid_t *pids, int n, int *status, int grace_ms);
 /* h_spawn for ranks 0..nranks-1, then h_reap. Returns the number of failed ranks. */
 int h_run_ranks(int nranks, h_rank_fn fn, void *arg);
+/*
+ * The usual test after h_init: collcd (no extra arguments), nids fresh
+ * communicator ids into ids[], h_run_ranks, and h_finish's exit code.
+ */
+int h_run_comm_test(struct collc_unique_id *ids, int nids, int nranks, h_rank_fn fn, void *arg);
 /* Waits for one child up to timeout_ms (-1: no limit). 0 with *status, or -ETIMEDOUT. */
 int h_reap_one(pid_t pid, int timeout_ms, int *status);
 /* 0 when the child exited 0; else prints why (with `what`) and returns 1. */
@@ -125,6 +130,8 @@ void h_unique_id(struct collc_unique_id *id);
 /* h_connect + collc_comm_init; prints and returns <0 on failure. */
 int h_join(const struct collc_unique_id *id, int nranks, int rank, struct collc_ctx **ret_ctx,
 	   struct collc_comm **ret_comm);
+/* h_join undone: collc_comm_destroy(comm), then collc_disconnect(ctx). */
+void h_leave(struct collc_ctx *ctx, struct collc_comm *comm);
 /*
  * h_join, then host buffers of `bytes` each from collc_mem_alloc (the second
  * only when ret_recv is not NULL); prints and returns <0 on failure.

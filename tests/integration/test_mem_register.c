@@ -291,8 +291,7 @@ static int rank_main(int rank, int nranks, void *arg)
 		h_log("misuse refused: deregister of unknown memory, register of the stack or of 0 bytes, "
 		      "deregister of collc_mem_alloc memory, double collc_mem_free");
 out:
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return failed;
 }
 
@@ -304,9 +303,7 @@ int main(int argc, char **argv)
 {
 	pages_only = argc > 1 && strcmp(argv[1], "pages") == 0;
 	h_init(pages_only ? "mem_register_shared_pages" : "mem_register", argc, argv, 60);
-	h_daemon_start(NULL);
-	h_unique_id(&uid);
 	sh = h_shared(sizeof(*sh));
 	h_barrier_init(&sh->bar, NRANKS);
-	return h_finish(h_run_ranks(NRANKS, rank_main, NULL));
+	return h_run_comm_test(&uid, 1, NRANKS, rank_main, NULL);
 }

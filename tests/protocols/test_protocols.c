@@ -338,8 +338,7 @@ static int rank_main(int rank, int nranks, void *arg)
 	for (int i = 0; i < n && !failed; i++)
 		failed = run_case(ctx, comm, &tc[i], i, rank, nranks, buf);
 	collc_mem_free(ctx, buf);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return failed;
 }
 

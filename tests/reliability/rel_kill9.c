@@ -250,8 +250,7 @@ static int after_rank(void *arg)
 		if (h_allreduce(&c, ctx, comm, rank, 3, send, recv, what))
 			return 1;
 	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 

@@ -100,8 +100,7 @@ static int reconnect(int id, const struct collc_unique_id *uid, int rank)
 	if (h_allreduce(&c, ctx, comm, rank, 2, send, recv, what))
 		return 1;
 	h_store(&S->w[id].reconnected, 1);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 
@@ -171,8 +170,7 @@ static int pair_p(void *arg)
 		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
 				 collc_strerror(w->err));
 	failed |= second_call(id, ctx, comm, send);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	if (failed || h_load(&S->graceful))
 		return failed;
 	return reconnect(id, &S->uid_p2, rank);
@@ -213,8 +211,7 @@ static int pair_q(void *arg)
 		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
 				 collc_strerror(w->err));
 	failed |= second_call(id, ctx, comm, buf);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	if (failed || h_load(&S->graceful))
 		return failed;
 	return reconnect(id, &S->uid_q2, rank);

@@ -115,8 +115,7 @@ static int rank_main(void *arg)
 	if (res != 0)
 		failed |= h_fail("rank %d: the collective after the timeout ended with %d (%s), want 0",
 				 rank, res, collc_strerror(res));
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return failed;
 }
 
