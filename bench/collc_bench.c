@@ -470,7 +470,7 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_COLL:
-			cfg.coll = bench_parse_name(bench_coll_names, BENCH_NUM_COLLS, optarg);
+			cfg.coll = rc_name_index(bench_coll_names, BENCH_NUM_COLLS, optarg);
 			if (cfg.coll < 0) {
 				fprintf(stderr, "collc-bench: unknown --coll %s\n", optarg);
 				return 2;
@@ -492,7 +492,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_DTYPE:
-			cfg.dtype = bench_parse_name(bench_dtype_names, COLLC_NUM_DTYPES, optarg);
+			cfg.dtype = rc_name_index(bench_dtype_names, COLLC_NUM_DTYPES, optarg);
 			if (cfg.dtype < 0) {
 				fprintf(stderr, "collc-bench: unknown --dtype %s\n", optarg);
 				return 2;
