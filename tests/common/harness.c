@@ -435,6 +435,19 @@ int h_daemon_alive(void)
 	return !daemon_reaped();
 }
 
+int h_reap_all_ok(const pid_t *pids, int n, int timeout_ms, const char *what)
+{
+	int failed = 0;
+
+	for (int i = 0; i < n; i++) {
+		char name[96];
+
+		snprintf(name, sizeof(name), "%s %d", what, i);
+		failed |= h_reap_one_ok(pids[i], timeout_ms, name);
+	}
+	return failed;
+}
+
 void h_describe_status(int st, char *out, size_t len)
 {
 	if (WIFEXITED(st))

@@ -117,6 +117,8 @@ int h_run_comm_test(struct collc_unique_id *ids, int nids, int nranks, h_rank_fn
 int h_reap_one(pid_t pid, int timeout_ms, int *status);
 /* 0 when the child exited 0; else prints why (with `what`) and returns 1. */
 int h_reap_one_ok(pid_t pid, int timeout_ms, const char *what);
+/* h_reap_one_ok of each of pids[0..n), named "<what> 0", "<what> 1", ...: 1 when one failed. */
+int h_reap_all_ok(const pid_t *pids, int n, int timeout_ms, const char *what);
 void h_describe_status(int st, char *out, size_t len);
 /* Entries of /proc/PID/<dir> ("fd": open files, "task": threads); -1 when unreadable. */
 int h_proc_count(pid_t pid, const char *dir);

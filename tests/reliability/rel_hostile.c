@@ -779,8 +779,7 @@ int main(int argc, char **argv)
 	failed |= h_reap_one_ok(hostile, 30000, "hostile client");
 
 	rel_steady_stop(&S->steady);
-	failed |= h_reap_one_ok(steady[0], 60000, "honest rank 0");
-	failed |= h_reap_one_ok(steady[1], 60000, "honest rank 1");
+	failed |= h_reap_all_ok(steady, 2, 60000, "honest rank");
 	h_log("honest pair: %u + %u all-reduces, %.1f MiB, %u errors (want 0)", S->steady.progress[0],
 	      S->steady.progress[1], (double)(S->steady.bytes[0] + S->steady.bytes[1]) / 1048576.0,
 	      S->steady.errors[0] + S->steady.errors[1]);
@@ -798,8 +797,7 @@ int main(int argc, char **argv)
 		AGAIN->stop_at = 50;
 		p[0] = h_fork(after_rank, (void *)0);
 		p[1] = h_fork(after_rank, (void *)1);
-		failed |= h_reap_one_ok(p[0], 60000, "new communicator rank 0");
-		failed |= h_reap_one_ok(p[1], 60000, "new communicator rank 1");
+		failed |= h_reap_all_ok(p, 2, 60000, "new communicator rank");
 		if (!failed)
 			h_log("afterwards: a new communicator ran 50 correct all-reduces");
 	}

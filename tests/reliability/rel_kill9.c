@@ -432,8 +432,7 @@ int main(int argc, char **argv)
 		uint64_t tot = h_now_ns() - t_start;
 
 		rel_steady_stop(S);
-		failed |= h_reap_one_ok(steady[0], 30000, "steady rank 0");
-		failed |= h_reap_one_ok(steady[1], 30000, "steady rank 1");
+		failed |= h_reap_all_ok(steady, 2, 30000, "steady rank");
 		h_log("steady pair: %u + %u collectives, %.1f MiB, %u errors (want 0)", S->progress[0],
 		      S->progress[1], (double)(S->bytes[0] + S->bytes[1]) / 1048576.0,
 		      S->errors[0] + S->errors[1]);
@@ -455,8 +454,7 @@ int main(int argc, char **argv)
 		h_unique_ids(&A->uid, 1);
 		for (int r = 0; r < 3; r++)
 			after[r] = h_fork(after_rank, (void *)(intptr_t)r);
-		for (int r = 0; r < 3; r++)
-			failed |= h_reap_one_ok(after[r], 30000, "post-trial rank");
+		failed |= h_reap_all_ok(after, 3, 30000, "post-trial rank");
 		if (!failed)
 			h_log("a new 3-rank communicator on the same collcd: 5 all-reduces correct");
 		failed |= wait_collected(fds0);

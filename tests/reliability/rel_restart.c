@@ -124,9 +124,30 @@ static int second_call(int id, struct collc_ctx *ctx, struct collc_comm *comm, v
 	return 0;
 }
 
+/*
+ * The end of a worker that lost collcd: its error and the call after it say
+ * so; it leaves, then (unless collcd was only stopped) joins uid2 on the new
+ * collcd. 0, or 1 after saying what was wrong.
+ */
+static int after_loss(int id, struct collc_ctx *ctx, struct collc_comm *comm, void *buf,
+		      const struct collc_unique_id *uid2, int rank)
+{
+	struct worker *w = &S->w[id];
+	int failed = 0;
+
+	if (!stop_err(w->err))
+		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
+				 collc_strerror(w->err));
+	failed |= second_call(id, ctx, comm, buf);
+	h_leave(ctx, comm);
+	if (failed || h_load(&S->graceful))
+		return failed;
+	return reconnect(id, uid2, rank);
+}
+
 static int pair_p(void *arg)
 {
-	int id = (int)(intptr_t)arg, rank = id - W_P0, failed = 0;
+	int id = (int)(intptr_t)arg, rank = id - W_P0;
 	struct worker *w = &S->w[id];
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
@@ -166,19 +187,12 @@ static int pair_p(void *arg)
 		if (it == 4)
 			h_store(&w->ready, 1);
 	}
-	if (!stop_err(w->err))
-		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
-				 collc_strerror(w->err));
-	failed |= second_call(id, ctx, comm, send);
-	h_leave(ctx, comm);
-	if (failed || h_load(&S->graceful))
-		return failed;
-	return reconnect(id, &S->uid_p2, rank);
+	return after_loss(id, ctx, comm, send, &S->uid_p2, rank);
 }
 
 static int pair_q(void *arg)
 {
-	int id = (int)(intptr_t)arg, rank = id - W_Q0, failed = 0;
+	int id = (int)(intptr_t)arg, rank = id - W_Q0;
 	struct worker *w = &S->w[id];
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
@@ -207,14 +221,7 @@ static int pair_q(void *arg)
 			r = collc_wait(ctx, req, 30000);
 		record(w, r);
 	}
-	if (!stop_err(w->err))
-		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
-				 collc_strerror(w->err));
-	failed |= second_call(id, ctx, comm, buf);
-	h_leave(ctx, comm);
-	if (failed || h_load(&S->graceful))
-		return failed;
-	return reconnect(id, &S->uid_q2, rank);
+	return after_loss(id, ctx, comm, buf, &S->uid_q2, rank);
 }
 
 static int loner(void *arg)

@@ -183,8 +183,7 @@ static int scenario(int use_comm_timeout)
 	kill(pid[1], SIGCONT);
 out:
 	kill(pid[1], SIGCONT);
-	failed |= h_reap_one_ok(pid[0], 20000, "rank 0");
-	failed |= h_reap_one_ok(pid[1], 20000, "rank 1");
+	failed |= h_reap_all_ok(pid, 2, 20000, "rank");
 	return failed;
 }
 
