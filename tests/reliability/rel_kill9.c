@@ -235,13 +235,9 @@ static int after_rank(void *arg)
 	struct collc_comm *comm;
 	const size_t count = 100000;
 	float *send, *recv;
-	int r;
 
-	if (h_join(&A->uid, 3, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&A->uid, 3, rank, count * 4, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, count * 4, -1, (void **)&send)) < 0 ||
-	    (r = collc_mem_alloc(ctx, count * 4, -1, (void **)&recv)) < 0)
-		return h_fail("after rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	for (int it = 0; it < 5; it++) {
 		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(h_seed + 0xaf7e + (uint64_t)it), 3 };
 		char what[64];

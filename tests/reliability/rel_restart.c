@@ -87,15 +87,11 @@ static int reconnect(int id, const struct collc_unique_id *uid, int rank)
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, 65536, h_mix(h_seed ^ 0x4ec0 ^ (uint64_t)(id - rank)),
 			     2 };
 	char what[96];
-	int r;
 
 	if (h_wait_at_least(&S->restarted, 1, 30000) < 0)
 		return h_fail("%s: collcd never came back", wname[id]);
-	if (h_join(uid, 2, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(uid, 2, rank, 65536 * 4, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, 65536 * 4, -1, (void **)&send)) < 0 ||
-	    (r = collc_mem_alloc(ctx, 65536 * 4, -1, (void **)&recv)) < 0)
-		return h_fail("%s: collc_mem_alloc after the restart: %s", wname[id], collc_strerror(r));
 	snprintf(what, sizeof(what), "%s: all-reduce after the restart", wname[id]);
 	if (h_allreduce(&c, ctx, comm, rank, 2, send, recv, what))
 		return 1;

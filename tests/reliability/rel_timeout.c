@@ -66,11 +66,8 @@ static int rank_main(void *arg)
 	uint64_t ns;
 	int r;
 
-	if (h_join(&S->uid, 2, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&S->uid, 2, rank, COUNT * 4, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send)) < 0 ||
-	    (r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv)) < 0)
-		return h_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	if (S->use_comm_timeout && rank == 0) {
 		r = collc_comm_set_timeout(comm, 300);
 		if (r < 0)
