@@ -44,6 +44,11 @@
 #include "refcheck.h"
 
 enum { PH_BEFORE_SUBMIT, PH_AFTER_SUBMIT, PH_DURING_LARGE, PH_WAITING, PH_DURING_INIT, PH_COUNT };
+/* The kill comes a random time below this after the phase is reached. */
+static const uint64_t phase_delay_us[PH_COUNT] = {
+	[PH_BEFORE_SUBMIT] = 5000, [PH_AFTER_SUBMIT] = 500, [PH_DURING_LARGE] = 20000,
+	[PH_WAITING] = 10000, [PH_DURING_INIT] = 20000,
+};
 static const char *const phase_name[PH_COUNT] = { "before-submit", "after-submit", "during-large",
 						  "while-waiting", "during-init" };
 
@@ -341,29 +346,25 @@ int main(int argc, char **argv)
 			/* Its comm_init request is out once it sleeps for the reply. */
 			if (rel_wait_in_poll(pids[t->victim], 10000) < 0)
 				failed = h_fail("trial %u: the victim never blocked in collc_comm_init", i);
-			delay_us = h_rand_below(&rng, 20000);
 			break;
 		case PH_BEFORE_SUBMIT:
 			for (uint32_t r = 0; r < t->nranks; r++)
 				if (r != t->victim && h_wait_at_least(&t->submitted[r], 1, 10000) < 0)
 					failed = h_fail("trial %u: rank %u never submitted", i, r);
 			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
-			delay_us = h_rand_below(&rng, 5000);
 			break;
 		case PH_AFTER_SUBMIT:
 			h_wait_at_least(&t->submitted[t->victim], 1, 10000);
-			delay_us = h_rand_below(&rng, 500);
 			break;
 		case PH_DURING_LARGE:
 			for (uint32_t r = 0; r < t->nranks; r++)
 				h_wait_at_least(&t->submitted[r], 1, 10000);
-			delay_us = h_rand_below(&rng, 20000);
 			break;
 		case PH_WAITING:
 			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
-			delay_us = h_rand_below(&rng, 10000);
 			break;
 		}
+		delay_us = h_rand_below(&rng, phase_delay_us[t->phase]);
 		h_sleep_us(delay_us);
 		t->t_kill = h_now_ns();
 		kill(pids[t->victim], SIGKILL);
