@@ -209,9 +209,9 @@ int h_raw_connect(void);
 size_t h_raw_msg(void *buf, uint16_t type, uint32_t id, const void *payload, size_t len);
 /*
  * One datagram from fd into buf, waiting up to timeout_ms for it; up to
- * max_fds of the descriptors it carries go to fds[] (*nfds, when not NULL,
- * says how many), the others are closed. Returns its length, 0 when collcd
- * hung up, -ETIMEDOUT or -errno.
+ * max_fds of the descriptors it carries go to fds[] and *nfds says how many
+ * (fds and nfds both NULL: all are closed), the others are closed. Returns
+ * its length, 0 when collcd hung up, -ETIMEDOUT or -errno.
  */
 ssize_t h_recv_fds(int fd, void *buf, size_t len, int *fds, int max_fds, int *nfds, int timeout_ms);
 
