@@ -327,6 +327,17 @@ static int parse_int(const char *opt, const char *s, int min, int max, int *ret)
 	return 0;
 }
 
+/* One of names[0..n) for opt; -1 after saying that s is none of them. */
+static int parse_name(const char *opt, const char *s, const char *const *names, int n, int *ret)
+{
+	*ret = rc_name_index(names, n, s);
+	if (*ret < 0) {
+		fprintf(stderr, "collc-bench: unknown %s %s\n", opt, s);
+		return -1;
+	}
+	return 0;
+}
+
 /* Other work on the machine is the first suspect for noisy numbers. */
 static void print_load(FILE *f, const char *when)
 {
@@ -470,11 +481,8 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_COLL:
-			cfg.coll = bench_parse_name(bench_coll_names, BENCH_NUM_COLLS, optarg);
-			if (cfg.coll < 0) {
-				fprintf(stderr, "collc-bench: unknown --coll %s\n", optarg);
+			if (parse_name("--coll", optarg, bench_coll_names, BENCH_NUM_COLLS, &cfg.coll) < 0)
 				return 2;
-			}
 			break;
 		case OPT_NRANKS:
 			if (parse_int("--nranks", optarg, 1, BENCH_MAX_RANKS, &cfg.nranks) < 0)
@@ -492,11 +500,8 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_DTYPE:
-			cfg.dtype = bench_parse_name(bench_dtype_names, COLLC_NUM_DTYPES, optarg);
-			if (cfg.dtype < 0) {
-				fprintf(stderr, "collc-bench: unknown --dtype %s\n", optarg);
+			if (parse_name("--dtype", optarg, bench_dtype_names, COLLC_NUM_DTYPES, &cfg.dtype) < 0)
 				return 2;
-			}
 			break;
 		case OPT_ITERS:
 			if (parse_int("--iters", optarg, 1, 10000000, &cfg.iters) < 0)

@@ -235,10 +235,10 @@ int main(int argc, char **argv)
 
 		switch (c) {
 		case 'c':
-			p.coll = bench_parse_name(bench_coll_names, BENCH_NUM_COLLS, optarg);
+			p.coll = rc_name_index(bench_coll_names, BENCH_NUM_COLLS, optarg);
 			break;
 		case 't':
-			p.dtype = bench_parse_name(bench_dtype_names, COLLC_NUM_DTYPES, optarg);
+			p.dtype = rc_name_index(bench_dtype_names, COLLC_NUM_DTYPES, optarg);
 			break;
 		case 'r':
 			p.root = atoi(optarg);

@@ -37,14 +37,6 @@ static const char *const bench_coll_names[BENCH_NUM_COLLS] = {
 
 static const char *const bench_dtype_names[COLLC_NUM_DTYPES] = COLLC_DTYPE_NAMES;
 
-static inline int bench_parse_name(const char *const *names, int n, const char *s)
-{
-	for (int i = 0; i < n; i++)
-		if (strcmp(names[i], s) == 0)
-			return i;
-	return -1;
-}
-
 /* Is the collective a reduction (sum) rather than pure data movement? */
 static inline int bench_coll_reduces(int coll)
 {

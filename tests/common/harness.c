@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@
 #include "harness.h"
 #include "refcheck.h"
 #include "common/scm.h"
+#include "proto/wire.h"
 
 #ifndef COLLCD_PATH
 #error "COLLCD_PATH must name the collcd binary"
@@ -433,6 +435,19 @@ int h_daemon_alive(void)
 	return !daemon_reaped();
 }
 
+int h_reap_all_ok(const pid_t *pids, int n, int timeout_ms, const char *what)
+{
+	int failed = 0;
+
+	for (int i = 0; i < n; i++) {
+		char name[96];
+
+		snprintf(name, sizeof(name), "%s %d", what, i);
+		failed |= h_reap_one_ok(pids[i], timeout_ms, name);
+	}
+	return failed;
+}
+
 void h_describe_status(int st, char *out, size_t len)
 {
 	if (WIFEXITED(st))
@@ -744,6 +759,13 @@ int h_run_ranks(int nranks, h_rank_fn fn, void *arg)
 	return h_reap(pids, nranks, NULL, 3000);
 }
 
+int h_run_comm_test(struct collc_unique_id *ids, int nids, int nranks, h_rank_fn fn, void *arg)
+{
+	h_daemon_start(NULL);
+	h_unique_ids(ids, nids);
+	return h_finish(h_run_ranks(nranks, fn, arg));
+}
+
 int h_reap_one(pid_t pid, int timeout_ms, int *status)
 {
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : h_now_ns() + (uint64_t)timeout_ms * 1000000;
@@ -856,6 +878,12 @@ int h_join(const struct collc_unique_id *id, int nranks, int rank, struct collc_
 	}
 	*ret_ctx = ctx;
 	return 0;
+}
+
+void h_leave(struct collc_ctx *ctx, struct collc_comm *comm)
+{
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
 }
 
 int h_join_alloc(const struct collc_unique_id *id, int nranks, int rank, size_t bytes,
@@ -1077,4 +1105,68 @@ int h_run_capture(const char *cmd, char *out, size_t outlen)
 int h_send_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags)
 {
 	return scm_send(fd, buf, len, fds, nfds, flags);
+}
+
+int h_raw_connect(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), err;
+
+	if (fd < 0)
+		return -errno;
+	memcpy(sa.sun_path, h_sock, strnlen(h_sock, sizeof(sa.sun_path) - 1));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+size_t h_raw_msg(void *buf, uint16_t type, uint32_t id, const void *payload, size_t len)
+{
+	struct collc_msg_hdr h = { COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, type, (uint32_t)len, id };
+
+	memcpy(buf, &h, sizeof(h));
+	if (len)
+		memcpy((char *)buf + sizeof(h), payload, len);
+	return sizeof(h) + len;
+}
+
+ssize_t h_recv_fds(int fd, void *buf, size_t len, int *fds, int max_fds, int *nfds, int timeout_ms)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * H_MAX_SEND_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { buf, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			     .msg_controllen = sizeof(u.b) };
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int kept = 0;
+	ssize_t n;
+
+	if (nfds)
+		*nfds = 0;
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return -ETIMEDOUT;
+	n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int f;
+
+			memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (fds && nfds && kept < max_fds)
+				fds[kept++] = f;
+			else
+				close(f);
+		}
+	}
+	if (nfds)
+		*nfds = kept;
+	return n;
 }

@@ -108,10 +108,17 @@ pid_t h_spawn(h_rank_fn fn, int rank, int nranks, void *arg);
 int h_reap(const pid_t *pids, int n, int *status, int grace_ms);
 /* h_spawn for ranks 0..nranks-1, then h_reap. Returns the number of failed ranks. */
 int h_run_ranks(int nranks, h_rank_fn fn, void *arg);
+/*
+ * The usual test after h_init: collcd (no extra arguments), nids fresh
+ * communicator ids into ids[], h_run_ranks, and h_finish's exit code.
+ */
+int h_run_comm_test(struct collc_unique_id *ids, int nids, int nranks, h_rank_fn fn, void *arg);
 /* Waits for one child up to timeout_ms (-1: no limit). 0 with *status, or -ETIMEDOUT. */
 int h_reap_one(pid_t pid, int timeout_ms, int *status);
 /* 0 when the child exited 0; else prints why (with `what`) and returns 1. */
 int h_reap_one_ok(pid_t pid, int timeout_ms, const char *what);
+/* h_reap_one_ok of each of pids[0..n), named "<what> 0", "<what> 1", ...: 1 when one failed. */
+int h_reap_all_ok(const pid_t *pids, int n, int timeout_ms, const char *what);
 void h_describe_status(int st, char *out, size_t len);
 /* Entries of /proc/PID/<dir> ("fd": open files, "task": threads); -1 when unreadable. */
 int h_proc_count(pid_t pid, const char *dir);
@@ -125,6 +132,8 @@ void h_unique_id(struct collc_unique_id *id);
 /* h_connect + collc_comm_init; prints and returns <0 on failure. */
 int h_join(const struct collc_unique_id *id, int nranks, int rank, struct collc_ctx **ret_ctx,
 	   struct collc_comm **ret_comm);
+/* h_join undone: collc_comm_destroy(comm), then collc_disconnect(ctx). */
+void h_leave(struct collc_ctx *ctx, struct collc_comm *comm);
 /*
  * h_join, then host buffers of `bytes` each from collc_mem_alloc (the second
  * only when ret_recv is not NULL); prints and returns <0 on failure.
@@ -191,5 +200,19 @@ int h_run_capture(const char *cmd, char *out, size_t outlen);
  * descriptors (SCM_RIGHTS); flags go to sendmsg. 0 or -errno.
  */
 int h_send_fds(int fd, const void *buf, size_t len, const int *fds, int nfds, int flags);
+/* A raw SOCK_SEQPACKET connection to collcd's socket, no hello yet: the fd, or -errno. */
+int h_raw_connect(void);
+/*
+ * Writes a wire header (this version's magic, type, id, length len) and the
+ * payload into buf (room for COLLC_MSG_MAX); returns the datagram's length.
+ */
+size_t h_raw_msg(void *buf, uint16_t type, uint32_t id, const void *payload, size_t len);
+/*
+ * One datagram from fd into buf, waiting up to timeout_ms for it; up to
+ * max_fds of the descriptors it carries go to fds[] and *nfds says how many
+ * (fds and nfds both NULL: all are closed), the others are closed. Returns
+ * its length, 0 when collcd hung up, -ETIMEDOUT or -errno.
+ */
+ssize_t h_recv_fds(int fd, void *buf, size_t len, int *fds, int max_fds, int *nfds, int timeout_ms);
 
 #endif /* COLLC_TEST_HARNESS_H */

@@ -138,6 +138,10 @@ static size_t put_utf8(char *o, unsigned cp)
 	return 4;
 }
 
+/* The one-character escapes and what each stands for. */
+static const char escaped[] = "\"\\/bfnrt";
+static const char unescaped[] = "\"\\/\b\f\n\r\t";
+
 static int string(struct parser *p, char **out)
 {
 	char *buf;
@@ -152,6 +156,8 @@ static int string(struct parser *p, char **out)
 		return fail(p, "out of memory");
 	for (;;) {
 		int c = peek(p);
+		const char *esc;
+		unsigned cp, lo;
 
 		if (c < 0) {
 			free(buf);
@@ -170,56 +176,35 @@ static int string(struct parser *p, char **out)
 		}
 		c = peek(p);
 		p->pos++;
-		switch (c) {
-		case '"':
-		case '\\':
-		case '/':
-			buf[n++] = (char)c;
-			break;
-		case 'b':
-			buf[n++] = '\b';
-			break;
-		case 'f':
-			buf[n++] = '\f';
-			break;
-		case 'n':
-			buf[n++] = '\n';
-			break;
-		case 'r':
-			buf[n++] = '\r';
-			break;
-		case 't':
-			buf[n++] = '\t';
-			break;
-		case 'u': {
-			unsigned cp, lo;
-
-			if (hex4(p, &cp) < 0) {
-				free(buf);
-				return -1;
-			}
-			if (cp >= 0xd800 && cp < 0xdc00) {
-				if (peek(p) != '\\' || p->pos + 1 >= p->len || p->s[p->pos + 1] != 'u') {
-					free(buf);
-					return fail(p, "lone high surrogate");
-				}
-				p->pos += 2;
-				if (hex4(p, &lo) < 0 || lo < 0xdc00 || lo >= 0xe000) {
-					free(buf);
-					return fail(p, "invalid low surrogate");
-				}
-				cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-			} else if (cp >= 0xdc00 && cp < 0xe000) {
-				free(buf);
-				return fail(p, "lone low surrogate");
-			}
-			n += put_utf8(buf + n, cp);
-			break;
+		esc = c > 0 ? strchr(escaped, c) : NULL;
+		if (esc) {
+			buf[n++] = unescaped[esc - escaped];
+			continue;
 		}
-		default:
+		if (c != 'u') {
 			free(buf);
 			return fail(p, "invalid escape");
 		}
+		if (hex4(p, &cp) < 0) {
+			free(buf);
+			return -1;
+		}
+		if (cp >= 0xd800 && cp < 0xdc00) {
+			if (peek(p) != '\\' || p->pos + 1 >= p->len || p->s[p->pos + 1] != 'u') {
+				free(buf);
+				return fail(p, "lone high surrogate");
+			}
+			p->pos += 2;
+			if (hex4(p, &lo) < 0 || lo < 0xdc00 || lo >= 0xe000) {
+				free(buf);
+				return fail(p, "invalid low surrogate");
+			}
+			cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+		} else if (cp >= 0xdc00 && cp < 0xe000) {
+			free(buf);
+			return fail(p, "lone low surrogate");
+		}
+		n += put_utf8(buf + n, cp);
 	}
 	buf[n] = '\0';
 	*out = buf;

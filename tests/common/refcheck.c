@@ -192,11 +192,24 @@ static uint64_t exact_bits(const struct rc_case *c, uint64_t x)
 	return encode_small(c->dtype, (double)v);
 }
 
+/*
+ * A random float of `width` bits (exponent bias `bias`, `mbits` of mantissa
+ * taken from x at bit mshift), its sign bit 0 of x: magnitudes in [0.5, 2)
+ * for a product, else in [2^-4, 2).
+ */
+static uint64_t float_input_bits(uint64_t x, int prod, unsigned width, uint64_t bias, unsigned mbits,
+				 unsigned mshift)
+{
+	uint64_t e = prod ? bias - 1 + ((x >> 1) & 1) : bias - 4 + ((x >> 1) % 5);
+	uint64_t m = (x >> mshift) & ((1ull << mbits) - 1);
+
+	return (x & 1) << (width - 1) | e << mbits | m;
+}
+
 uint64_t rc_input_bits(const struct rc_case *c, int rank, size_t i)
 {
 	uint64_t x = rc_mix(rc_mix(c->seed ^ ((uint64_t)(unsigned)rank << 56)) ^ (uint64_t)i);
 	int prod = c->op == COLLC_PROD;
-	uint64_t s = x & 1, e, m;
 
 	if (c->exact)
 		return exact_bits(c, x);
@@ -218,21 +231,13 @@ uint64_t rc_input_bits(const struct rc_case *c, int rank, size_t i)
 			return 1 + (x >> 8) % 3;
 		return (x >> 3) & width_mask(c->dtype);
 	case COLLC_FLOAT16:
-		e = prod ? 14 + ((x >> 1) & 1) : 11 + ((x >> 1) % 5);
-		m = (x >> 8) & 0x3ff;
-		return s << 15 | e << 10 | m;
+		return float_input_bits(x, prod, 16, 15, 10, 8);
 	case COLLC_BFLOAT16:
-		e = prod ? 126 + ((x >> 1) & 1) : 123 + ((x >> 1) % 5);
-		m = (x >> 8) & 0x7f;
-		return s << 15 | e << 7 | m;
+		return float_input_bits(x, prod, 16, 127, 7, 8);
 	case COLLC_FLOAT32:
-		e = prod ? 126 + ((x >> 1) & 1) : 123 + ((x >> 1) % 5);
-		m = (x >> 8) & 0x7fffff;
-		return s << 31 | e << 23 | m;
+		return float_input_bits(x, prod, 32, 127, 23, 8);
 	case COLLC_FLOAT64:
-		e = prod ? 1022 + ((x >> 1) & 1) : 1019 + ((x >> 1) % 5);
-		m = (x >> 11) & 0xfffffffffffffull;
-		return s << 63 | e << 52 | m;
+		return float_input_bits(x, prod, 64, 1023, 52, 11);
 	}
 	return 0;
 }

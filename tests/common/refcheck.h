@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <collc.h>
 
@@ -40,6 +41,18 @@ struct rc_case {
 
 /* The collectives, numbered like COLLC_OP_* - 1 (proto/shm.h) and bench_coll. */
 enum rc_coll { RC_ALLREDUCE, RC_ALLGATHER, RC_REDUCE_SCATTER, RC_BROADCAST, RC_REDUCE, RC_NUM_COLLS };
+
+/*
+ * The index of s among names[0..n), or -1: the name arguments of the tests
+ * and the bench. Inline, so that mpi_peer (mpicc, no refcheck.c) uses it too.
+ */
+static inline int rc_name_index(const char *const *names, int n, const char *s)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(names[i], s) == 0)
+			return i;
+	return -1;
+}
 
 /*
  * Receives every line a check prints: fail is 1 for a mismatch, 0 for a

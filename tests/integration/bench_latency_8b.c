@@ -71,8 +71,7 @@ static int rank_main(int rank, int nranks, void *arg)
 	}
 	collc_mem_free(ctx, send);
 	collc_mem_free(ctx, recv);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 

@@ -111,8 +111,7 @@ static int rank_main(int rank, int nranks, void *arg)
 			h_log("%d all-reduces submitted back to back without a refusal or a block; every "
 			      "result correct", N);
 	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	free(req);
 	return 0;
 }
@@ -120,7 +119,5 @@ static int rank_main(int rank, int nranks, void *arg)
 int main(int argc, char **argv)
 {
 	h_init("backpressure", argc, argv, 60);
-	h_daemon_start(NULL);
-	h_unique_id(&uid);
-	return h_finish(h_run_ranks(NRANKS, rank_main, NULL));
+	return h_run_comm_test(&uid, 1, NRANKS, rank_main, NULL);
 }

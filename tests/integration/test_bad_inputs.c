@@ -306,8 +306,7 @@ static int rank_main(int rank, int nranks, void *arg)
 	if (rank == 0)
 		h_log("%d bad calls checked; the communicator still works: correct all-reduces before, "
 		      "between and after them", nchecked);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return failed;
 }
 

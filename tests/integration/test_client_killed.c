@@ -156,8 +156,7 @@ static int rank_late(int rank, int nranks, void *arg)
 			      r, collc_strerror(r));
 	h_log("rank %d of 3: %s -EPIPE", rank,
 	      rank == 0 ? "waiting when rank 2 died:" : "submitting its part after rank 2 died:");
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 
@@ -237,8 +236,7 @@ static int rank_inflight(int rank, int nranks, void *arg)
 	}
 	h_log("rank 0: %d all-reduces of 4 MiB in flight when rank 1 was killed: %d completed with "
 	      "correct results, %d ended with -EPIPE within 1 s of the kill", NBIG, ok, epipe);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 

@@ -42,6 +42,21 @@ static int good(struct collc_ctx *ctx, struct collc_comm *comm, int rank, float 
 	return h_allreduce(&c, ctx, comm, rank, NRANKS, send, recv, what);
 }
 
+/* Ranks 0 and 1 submit an all-reduce (into *req), then every rank meets at the barrier. */
+static int submit_then_meet(struct collc_comm *comm, int rank, float *send, float *recv, collc_req *req)
+{
+	int r;
+
+	if (rank < 2) {
+		r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, req);
+		if (r < 0)
+			return h_fail("rank %d: collc_allreduce: %s", rank, collc_strerror(r));
+	}
+	if (h_barrier_wait(&sh->bar, 10000) < 0)
+		return h_fail("barrier timed out");
+	return 0;
+}
+
 /* Ranks 0 and 1 wait in an all-reduce; rank 2 aborts (abort=1) or destroys the communicator. */
 static int ended_by_rank2(struct collc_ctx *ctx, struct collc_comm *comm, int rank, float *send,
 			  float *recv, int abort)
@@ -51,13 +66,8 @@ static int ended_by_rank2(struct collc_ctx *ctx, struct collc_comm *comm, int ra
 	uint64_t t0;
 	int r;
 
-	if (rank < 2) {
-		r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
-		if (r < 0)
-			return h_fail("rank %d: collc_allreduce: %s", rank, collc_strerror(r));
-	}
-	if (h_barrier_wait(&sh->bar, 10000) < 0)
-		return h_fail("barrier timed out");
+	if (submit_then_meet(comm, rank, send, recv, &req))
+		return 1;
 	t0 = h_now_ns();
 	if (rank == 2) {
 		r = abort ? collc_comm_abort(comm) : collc_comm_destroy(comm);
@@ -133,13 +143,8 @@ static int rank_main(int rank, int nranks, void *arg)
 	efd = collc_event_fd(ctx);
 	if (efd < 0)
 		return h_fail("rank %d: collc_event_fd: %s", rank, collc_strerror(efd));
-	if (rank < 2) {
-		r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
-		if (r < 0)
-			return h_fail("rank %d: collc_allreduce: %s", rank, collc_strerror(r));
-	}
-	if (h_barrier_wait(&sh->bar, 10000) < 0)
-		return h_fail("barrier timed out");
+	if (submit_then_meet(comm, rank, send, recv, &req))
+		return 1;
 	if (rank == 2) {
 		usleep(50000);
 		r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
@@ -167,8 +172,7 @@ static int rank_main(int rank, int nranks, void *arg)
 		if (r < 0)
 			return h_fail("rank %d: collc_wait: %s", rank, collc_strerror(r));
 	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return late_failed;
 }
 
@@ -177,8 +181,5 @@ int main(int argc, char **argv)
 	h_init("comm_lifecycle", argc, argv, 60);
 	sh = h_shared(sizeof(*sh));
 	h_barrier_init(&sh->bar, NRANKS);
-	h_daemon_start(NULL);
-	for (int i = 0; i < 3; i++)
-		h_unique_id(&sh->ids[i]);
-	return h_finish(h_run_ranks(NRANKS, rank_main, NULL));
+	return h_run_comm_test(sh->ids, 3, NRANKS, rank_main, NULL);
 }

@@ -20,14 +20,12 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -56,72 +54,47 @@ struct raw {
 static int request(int fd, uint16_t type, const void *payload, size_t len, void *body, size_t blen,
 		   int *fds, int *nfds)
 {
-	char buf[4096];
-	struct collc_msg_hdr h = { COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, type, (uint32_t)len, next_id++ };
-	union {
-		char b[CMSG_SPACE(sizeof(int) * 4)];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { buf, sizeof(buf) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			     .msg_controllen = sizeof(u.b) };
+	char buf[COLLC_MSG_MAX];
+	uint32_t id = next_id++;
 	struct collc_msg_status st;
 	ssize_t n;
 
-	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), payload, len);
-	if (send(fd, buf, sizeof(h) + len, MSG_NOSIGNAL) < 0)
+	if (send(fd, buf, h_raw_msg(buf, type, id, payload, len), MSG_NOSIGNAL) < 0)
 		return -errno;
 	for (;;) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
 		struct collc_msg_hdr rh;
 
-		if (poll(&p, 1, 10000) <= 0)
+		n = h_recv_fds(fd, buf, sizeof(buf), fds, 4, nfds, 10000);
+		if (n == -ETIMEDOUT)
 			return -ETIMEDOUT;
-		mh.msg_controllen = sizeof(u.b);
-		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
 		if (n <= 0)
 			return -ECONNRESET;
 		memcpy(&rh, buf, sizeof(rh));
-		if (nfds)
-			*nfds = 0;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-				int f;
-
-				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				if (nfds && fds && *nfds < 4)
-					fds[(*nfds)++] = f;
-				else
-					close(f);
-			}
-		if (rh.id == h.id)
+		if (rh.id == id)
 			break;
 	}
-	if ((size_t)n < sizeof(h) + sizeof(st))
+	if ((size_t)n < sizeof(struct collc_msg_hdr) + sizeof(st))
 		return -EPROTO;
-	memcpy(&st, buf + sizeof(h), sizeof(st));
+	memcpy(&st, buf + sizeof(struct collc_msg_hdr), sizeof(st));
 	if (body) {
-		size_t have = (size_t)n - sizeof(h);
+		size_t have = (size_t)n - sizeof(struct collc_msg_hdr);
 
 		memset(body, 0, blen);
-		memcpy(body, buf + sizeof(h), have < blen ? have : blen);
+		memcpy(body, buf + sizeof(struct collc_msg_hdr), have < blen ? have : blen);
 	}
 	return st.status;
 }
 
 static int raw_open(struct raw *c)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct collc_msg_hello hello = { .api_version = COLLC_API_VERSION };
 	struct collc_msg_hello_reply hr;
 	int fds[4], nfds = 0, r;
 
 	memset(c, 0, sizeof(*c));
-	c->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	memcpy(sa.sun_path, h_sock, strnlen(h_sock, sizeof(sa.sun_path) - 1));
-	if (c->fd < 0 || connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return h_fail("raw connect: %s", strerror(errno));
+	c->fd = h_raw_connect();
+	if (c->fd < 0)
+		return h_fail("raw connect: %s", strerror(-c->fd));
 	r = request(c->fd, COLLC_MSG_HELLO, &hello, sizeof(hello), &hr, sizeof(hr), fds, &nfds);
 	if (r < 0 || nfds != 2)
 		return h_fail("raw hello: %d (%s), %d fds", r, collc_strerror(r), nfds);

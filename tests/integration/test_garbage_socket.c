@@ -14,13 +14,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -35,12 +33,10 @@ static int nsent, nreplies, nclosed;
 
 static int raw_connect(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = h_raw_connect();
 
-	memcpy(sa.sun_path, h_sock, strnlen(h_sock, sizeof(sa.sun_path) - 1));
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		h_fail("raw connect to %s: %s", h_sock, strerror(errno));
+	if (fd < 0) {
+		h_fail("raw connect to %s: %s", h_sock, strerror(-fd));
 		exit(h_finish(1));
 	}
 	return fd;
@@ -51,31 +47,12 @@ static int drain(int fd, int wait_ms)
 {
 	for (;;) {
 		char buf[COLLC_MSG_MAX];
-		union {
-			char b[CMSG_SPACE(sizeof(int) * 8)];
-			struct cmsghdr align;
-		} u;
-		struct iovec iov = { buf, sizeof(buf) };
-		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-				     .msg_controllen = sizeof(u.b) };
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		ssize_t n;
+		ssize_t n = h_recv_fds(fd, buf, sizeof(buf), NULL, 0, NULL, wait_ms);
 
-		if (poll(&p, 1, wait_ms) <= 0)
-			return 0;
-		n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-		if (n < 0 && errno == EAGAIN)
+		if (n == -ETIMEDOUT || n == -EAGAIN)
 			return 0;
 		if (n <= 0)
 			return -1;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-				for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-					int f;
-
-					memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-					close(f);
-				}
 		nreplies++;
 		wait_ms = 0;
 	}

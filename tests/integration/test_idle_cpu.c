@@ -118,6 +118,14 @@ static int measure(const char *what)
 	return 0;
 }
 
+/* Tells main that this client is in place, then stays until main has measured. */
+static int in_place_while_measured(void)
+{
+	if (h_barrier_wait(&sh->bar, 30000) < 0 || h_barrier_wait(&sh->bar, 30000) < 0)
+		return h_fail("barrier timed out");
+	return 0;
+}
+
 static int idle_client(int rank, int nranks, void *arg)
 {
 	struct collc_ctx *ctx;
@@ -128,8 +136,8 @@ static int idle_client(int rank, int nranks, void *arg)
 	(void)arg;
 	if (r < 0)
 		return h_fail("collc_connect: %s", collc_strerror(r));
-	if (h_barrier_wait(&sh->bar, 30000) < 0 || h_barrier_wait(&sh->bar, 30000) < 0)
-		return h_fail("barrier timed out");
+	if (in_place_while_measured())
+		return 1;
 	collc_disconnect(ctx);
 	return 0;
 }
@@ -154,10 +162,9 @@ static int busy_then_idle(int rank, int nranks, void *arg)
 		if (r < 0)
 			return h_fail("rank %d: all-reduce: %s", rank, collc_strerror(r));
 	}
-	if (h_barrier_wait(&sh->bar, 30000) < 0 || h_barrier_wait(&sh->bar, 30000) < 0)
-		return h_fail("barrier timed out");
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	if (in_place_while_measured())
+		return 1;
+	h_leave(ctx, comm);
 	return 0;
 }
 
@@ -179,15 +186,35 @@ static int stalled_client(int rank, int nranks, void *arg)
 		if (r < 0)
 			return h_fail("all-reduce %d: %s", i, collc_strerror(r));
 	}
-	if (h_barrier_wait(&sh->bar, 30000) < 0 || h_barrier_wait(&sh->bar, 30000) < 0)
-		return h_fail("barrier timed out");
+	if (in_place_while_measured())
+		return 1;
 	collc_disconnect(ctx);
 	return 0;
 }
 
-int main(int argc, char **argv)
+/*
+ * n clients running fn (ranks of one communicator of n); once all are in
+ * place, collcd's CPU is measured (`what`), then they are let go and reaped.
+ * Returns the failures; a client not in place (`late` says what it had to do
+ * first) ends the test.
+ */
+static int measure_clients(h_rank_fn fn, int n, const char *late, const char *what)
 {
 	pid_t pids[2];
+	int failed;
+
+	h_barrier_init(&sh->bar, (uint32_t)n + 1);
+	for (int r = 0; r < n; r++)
+		pids[r] = h_spawn(fn, r, n, NULL);
+	if (h_barrier_wait(&sh->bar, 30000) < 0)
+		exit(h_finish(h_fail("%s", late)));
+	failed = measure(what);
+	h_barrier_wait(&sh->bar, 30000);
+	return failed | h_reap(pids, n, NULL, 1000);
+}
+
+int main(int argc, char **argv)
+{
 	int failed = 0;
 
 	if (argc > 1 && strcmp(argv[1], "stalled") == 0) {
@@ -195,36 +222,20 @@ int main(int argc, char **argv)
 		sh = h_shared(sizeof(*sh));
 		h_daemon_start(NULL);
 		h_unique_id(&uid);
-		h_barrier_init(&sh->bar, 2);
-		pids[0] = h_spawn(stalled_client, 0, 1, NULL);
-		if (h_barrier_wait(&sh->bar, 30000) < 0)
-			return h_finish(h_fail("the client did not submit"));
-		failed |= measure("a client with 4500 all-reduces submitted and none reaped (CQ full, "
-				  "404 waiting in its SQ)");
-		h_barrier_wait(&sh->bar, 30000);
-		failed |= h_reap(pids, 1, NULL, 1000);
+		failed |= measure_clients(stalled_client, 1, "the client did not submit",
+					  "a client with 4500 all-reduces submitted and none reaped (CQ "
+					  "full, 404 waiting in its SQ)");
 		return h_finish(failed);
 	}
 	h_init("idle_cpu", argc, argv, 60);
 	sh = h_shared(sizeof(*sh));
 	h_daemon_start(NULL);
 
-	h_barrier_init(&sh->bar, 2);
-	pids[0] = h_spawn(idle_client, 0, 1, NULL);
-	if (h_barrier_wait(&sh->bar, 30000) < 0)
-		return h_finish(h_fail("the client did not connect"));
-	failed |= measure("one idle client connected");
-	h_barrier_wait(&sh->bar, 30000);
-	failed |= h_reap(pids, 1, NULL, 1000);
+	failed |= measure_clients(idle_client, 1, "the client did not connect",
+				  "one idle client connected");
 
 	h_unique_id(&uid);
-	h_barrier_init(&sh->bar, 3);
-	pids[0] = h_spawn(busy_then_idle, 0, 2, NULL);
-	pids[1] = h_spawn(busy_then_idle, 1, 2, NULL);
-	if (h_barrier_wait(&sh->bar, 30000) < 0)
-		return h_finish(h_fail("the ranks did not finish their all-reduces"));
-	failed |= measure("two clients idle with a communicator, after 2000 all-reduces");
-	h_barrier_wait(&sh->bar, 30000);
-	failed |= h_reap(pids, 2, NULL, 1000);
+	failed |= measure_clients(busy_then_idle, 2, "the ranks did not finish their all-reduces",
+				  "two clients idle with a communicator, after 2000 all-reduces");
 	return h_finish(failed);
 }

@@ -64,8 +64,7 @@ static int rank_main(int rank, int nranks, void *arg)
 		      "random <= 1 MiB) correct on every rank, nothing outside the buffers written",
 		      nranks, ncases);
 	collc_mem_free(ctx, buf);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 

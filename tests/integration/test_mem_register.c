@@ -43,18 +43,19 @@ static int all_ok(int phase, int rank, int ok)
 	return 1;
 }
 
-static int allreduce_wait(struct collc_ctx *ctx, struct collc_comm *comm, const void *s, void *d,
-			  size_t count, collc_dtype dt, collc_redop op, const char *what)
+/* An all-reduce of c from s into d, waited for; 0 when d holds the right result. */
+static int allreduce_check(struct collc_ctx *ctx, struct collc_comm *comm, const struct rc_case *c,
+			   const void *s, void *d, const char *what)
 {
 	collc_req req;
-	int r = collc_allreduce(comm, s, d, count, dt, op, &req);
+	int r = collc_allreduce(comm, s, d, c->count, c->dtype, c->op, &req);
 
 	if (r < 0)
 		return h_fail("%s: collc_allreduce: %s", what, collc_strerror(r));
 	r = collc_wait(ctx, req, 10000);
 	if (r < 0)
 		return h_fail("%s: collc_wait: %s", what, collc_strerror(r));
-	return 0;
+	return rc_check(c, NRANKS, d, what, NULL);
 }
 
 /* Registers [p, p + bytes) of a buffer that holds rank's input for c; checks nothing moved. */
@@ -93,14 +94,12 @@ static int phase_out_of_place(struct collc_ctx *ctx, struct collc_comm *comm, in
 	r = one_block ? 0 : collc_mem_register(ctx, recv, bytes, -1);
 	if (r < 0)
 		return h_fail("%s: registering the receive buffer: %s", what, collc_strerror(r));
-	if (allreduce_wait(ctx, comm, send, recv, count, dt, op, what) ||
-	    rc_check(&c, NRANKS, recv, what, NULL) || rc_check_input(&c, rank, send, what))
+	if (allreduce_check(ctx, comm, &c, send, recv, what) || rc_check_input(&c, rank, send, what))
 		return 1;
 	/* In place on the same registered memory. */
 	c.seed ^= 0x1234;
 	rc_fill(&c, rank, send);
-	if (allreduce_wait(ctx, comm, send, send, count, dt, op, what) ||
-	    rc_check(&c, NRANKS, send, what, NULL))
+	if (allreduce_check(ctx, comm, &c, send, send, what))
 		return 1;
 	r = collc_mem_deregister(ctx, send);
 	if (r == 0 && !one_block)
@@ -150,8 +149,7 @@ static int phase_unaligned(struct collc_ctx *ctx, struct collc_comm *comm, int r
 	if ((bad = rc_canary_check(region, 0, (size_t)(buf - region), 9)) >= 0 ||
 	    (bad = rc_canary_check(region, (size_t)(buf - region) + bytes, 8 * pg, 9)) >= 0)
 		return h_fail("%s: registration changed byte %ld of the region outside the range", what, bad);
-	if (allreduce_wait(ctx, comm, buf, buf, count, c.dtype, c.op, what) ||
-	    rc_check(&c, NRANKS, buf, what, NULL))
+	if (allreduce_check(ctx, comm, &c, buf, buf, what))
 		return 1;
 	if ((bad = rc_canary_check(region, 0, (size_t)(buf - region), 9)) >= 0 ||
 	    (bad = rc_canary_check(region, (size_t)(buf - region) + bytes, 8 * pg, 9)) >= 0)
@@ -192,8 +190,7 @@ static int phase_two_small(struct collc_ctx *ctx, struct collc_comm *comm, int r
 		       bytes, r, collc_strerror(r));
 	if (!all_ok(0, rank, r == 0))
 		return 1;
-	if (allreduce_wait(ctx, comm, send, recv, count, c.dtype, c.op, "two small buffers") ||
-	    rc_check(&c, NRANKS, recv, "two small buffers", NULL))
+	if (allreduce_check(ctx, comm, &c, send, recv, "two small buffers"))
 		return 1;
 	collc_mem_deregister(ctx, send);
 	collc_mem_deregister(ctx, recv);
@@ -229,8 +226,7 @@ static int phase_reregister(struct collc_ctx *ctx, struct collc_comm *comm, int 
 		       "%d (%s)", r, collc_strerror(r));
 	if (!all_ok(1, rank, r == 0))
 		return 1;
-	if (allreduce_wait(ctx, comm, buf, buf, count, c.dtype, c.op, "re-register") ||
-	    rc_check(&c, NRANKS, buf, "re-register", NULL))
+	if (allreduce_check(ctx, comm, &c, buf, buf, "re-register"))
 		return 1;
 	collc_mem_deregister(ctx, buf);
 	munmap(buf, bytes);
@@ -291,8 +287,7 @@ static int rank_main(int rank, int nranks, void *arg)
 		h_log("misuse refused: deregister of unknown memory, register of the stack or of 0 bytes, "
 		      "deregister of collc_mem_alloc memory, double collc_mem_free");
 out:
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return failed;
 }
 
@@ -304,9 +299,7 @@ int main(int argc, char **argv)
 {
 	pages_only = argc > 1 && strcmp(argv[1], "pages") == 0;
 	h_init(pages_only ? "mem_register_shared_pages" : "mem_register", argc, argv, 60);
-	h_daemon_start(NULL);
-	h_unique_id(&uid);
 	sh = h_shared(sizeof(*sh));
 	h_barrier_init(&sh->bar, NRANKS);
-	return h_finish(h_run_ranks(NRANKS, rank_main, NULL));
+	return h_run_comm_test(&uid, 1, NRANKS, rank_main, NULL);
 }

@@ -140,17 +140,14 @@ static int rank_main(int rank, int nranks, void *arg)
 		h_log("%d mismatches (count, dtype, op, broadcast root, reduce root; odd rank 1, 2, 0): "
 		      "every rank got -EINVAL within %.1f ms of the last submission, and the matching "
 		      "all-reduce after each was correct", n, (double)worst_ns / 1e6);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	h_init("mismatch", argc, argv, 90);
-	h_daemon_start(NULL);
-	h_unique_id(&uid);
 	sh = h_shared(sizeof(*sh));
 	h_barrier_init(&sh->bar, NRANKS);
-	return h_finish(h_run_ranks(NRANKS, rank_main, NULL));
+	return h_run_comm_test(&uid, 1, NRANKS, rank_main, NULL);
 }

@@ -172,15 +172,12 @@ static int rank_main(int rank, int nranks, void *arg)
 	free(reqs);
 	collc_mem_free(ctx, send);
 	collc_mem_free(ctx, recv);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 
 int main(int argc, char **argv)
 {
 	h_init("pipeline", argc, argv, 120);
-	h_daemon_start(NULL);
-	h_unique_id(&uid);
-	return h_finish(h_run_ranks(NRANKS, rank_main, NULL));
+	return h_run_comm_test(&uid, 1, NRANKS, rank_main, NULL);
 }

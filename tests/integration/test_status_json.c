@@ -166,6 +166,18 @@ static void need_numbers(const struct json *obj, const char *path, const char *c
 		need(obj, path, *keys, JSON_NUMBER);
 }
 
+/* arr->items[i] when it is an object; else says so and returns NULL. */
+static const struct json *object_item(const struct json *arr, size_t i, const char *path)
+{
+	const struct json *v = &arr->items[i];
+
+	if (v->type == JSON_OBJECT)
+		return v;
+	nerr++;
+	h_fail("status --json: %s[%zu] is not an object", path, i);
+	return NULL;
+}
+
 static int python_accepts(const char *text, size_t len)
 {
 	char path[] = "/tmp/collc-status-XXXXXX", cmd[256], out[4096];
@@ -227,13 +239,10 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 		need(cfg, "config", "algo", JSON_STRING);
 	}
 	for (size_t i = 0; clients && i < clients->n; i++) {
-		const struct json *c = &clients->items[i], *pid;
+		const struct json *c = object_item(clients, i, "clients"), *pid;
 
-		if (c->type != JSON_OBJECT) {
-			nerr++;
-			h_fail("status --json: clients[%zu] is not an object", i);
+		if (!c)
 			continue;
-		}
 		need_numbers(c, "clients[]", client_keys);
 		pid = json_get(c, "pid");
 		for (int r = 0; pid && pid->type == JSON_NUMBER && r < NRANKS; r++)
@@ -241,13 +250,10 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 	}
 	s->saw_pids = seen[0] && seen[1];
 	for (size_t i = 0; comms && i < comms->n; i++) {
-		const struct json *c = &comms->items[i], *lag, *pending, *nr;
+		const struct json *c = object_item(comms, i, "comms"), *lag, *pending, *nr;
 
-		if (c->type != JSON_OBJECT) {
-			nerr++;
-			h_fail("status --json: comms[%zu] is not an object", i);
+		if (!c)
 			continue;
-		}
 		need_numbers(c, "comms[]", comm_keys);
 		lag = need(c, "comms[]", "lagging_ranks", JSON_ARRAY);
 		for (size_t k = 0; lag && k < lag->n; k++)
@@ -264,13 +270,10 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 			s->saw_lagging = 1;
 	}
 	for (size_t i = 0; devices && i < devices->n; i++) {
-		const struct json *d = &devices->items[i], *ch;
+		const struct json *d = object_item(devices, i, "devices"), *ch;
 
-		if (d->type != JSON_OBJECT) {
-			nerr++;
-			h_fail("status --json: devices[%zu] is not an object", i);
+		if (!d)
 			continue;
-		}
 		need(d, "devices[]", "name", JSON_STRING);
 		need(d, "devices[]", "backend", JSON_STRING);
 		need(d, "devices[]", "fifo_depth", JSON_NUMBER);

@@ -220,8 +220,5 @@ int main(int argc, char **argv)
 
 	h_init(init ? "threads_comm_init" : "threads", argc, argv, 90);
 	sh = h_shared(sizeof(*sh));
-	h_daemon_start(NULL);
-	for (int i = 0; i <= NTHREADS; i++)
-		h_unique_id(&sh->ids[i]);
-	return h_finish(h_run_ranks(2, init ? proc_init : proc_traffic, NULL));
+	return h_run_comm_test(sh->ids, NTHREADS + 1, 2, init ? proc_init : proc_traffic, NULL);
 }

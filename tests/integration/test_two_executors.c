@@ -20,12 +20,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "harness.h"
@@ -72,23 +70,19 @@ static int host_rank(int rank, int nranks, void *arg)
 
 static int raw_connect(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = h_raw_connect();
 
-	memcpy(sa.sun_path, h_sock, strnlen(h_sock, sizeof(sa.sun_path) - 1));
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		h_die("raw connect to %s: %s", h_sock, strerror(errno));
+	if (fd < 0)
+		h_die("raw connect to %s: %s", h_sock, strerror(-fd));
 	return fd;
 }
 
 static void raw_send(int fd, uint16_t type, uint32_t id, const void *payload, size_t len)
 {
-	char buf[512];
-	struct collc_msg_hdr h = { COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, type, (uint32_t)len, id };
+	char buf[COLLC_MSG_MAX];
+	size_t n = h_raw_msg(buf, type, id, payload, len);
 
-	memcpy(buf, &h, sizeof(h));
-	memcpy(buf + sizeof(h), payload, len);
-	if (h_send_fds(fd, buf, sizeof(h) + len, NULL, 0, MSG_NOSIGNAL) < 0)
+	if (h_send_fds(fd, buf, n, NULL, 0, MSG_NOSIGNAL) < 0)
 		h_die("send: %s", strerror(errno));
 }
 
@@ -96,28 +90,11 @@ static void raw_send(int fd, uint16_t type, uint32_t id, const void *payload, si
 static int raw_reply(int fd, void *body, size_t len, int timeout_ms)
 {
 	char buf[COLLC_MSG_MAX];
-	union {
-		char b[CMSG_SPACE(sizeof(int) * 8)];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { buf, sizeof(buf) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			     .msg_controllen = sizeof(u.b) };
-	struct pollfd p = { .fd = fd, .events = POLLIN };
 	struct collc_msg_status st;
-	ssize_t n;
+	ssize_t n = h_recv_fds(fd, buf, sizeof(buf), NULL, 0, NULL, timeout_ms);
 
-	if (poll(&p, 1, timeout_ms) <= 0)
+	if (n == -ETIMEDOUT)
 		return -ETIMEDOUT;
-	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-			for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-				int f;
-
-				memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-				close(f);
-			}
 	if (n < (ssize_t)(sizeof(struct collc_msg_hdr) + sizeof(st)))
 		h_die("short reply (%zd bytes)", n);
 	memcpy(&st, buf + sizeof(struct collc_msg_hdr), sizeof(st));

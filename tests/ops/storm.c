@@ -149,8 +149,7 @@ static int rank_main(int rank, int nranks, void *arg)
 	}
 	if (rank == 0)
 		sh->storm_t1 = h_now_ns();
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 

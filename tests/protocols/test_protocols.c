@@ -338,8 +338,7 @@ static int rank_main(int rank, int nranks, void *arg)
 	for (int i = 0; i < n && !failed; i++)
 		failed = run_case(ctx, comm, &tc[i], i, rank, nranks, buf);
 	collc_mem_free(ctx, buf);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return failed;
 }
 
@@ -646,14 +645,6 @@ static int run_mixed(void)
 	return 0;
 }
 
-static int parse_name(const char *s, const char *const *names, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (strcmp(s, names[i]) == 0)
-			return i;
-	return -1;
-}
-
 static void parse(int argc, char **argv)
 {
 	opt.ranks[0] = 2, opt.ranks[1] = 3, opt.ranks[2] = 5, opt.ranks[3] = 8;
@@ -662,10 +653,10 @@ static void parse(int argc, char **argv)
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 
 		if (strcmp(a, "--proto") == 0 && v) {
-			opt.proto = parse_name(v, proto_names, COLLC_PROTO_MAX);
+			opt.proto = rc_name_index(proto_names, COLLC_PROTO_MAX, v);
 			i++;
 		} else if (strcmp(a, "--algo") == 0 && v) {
-			opt.algo = parse_name(v, algo_names, COLLC_ALGO_MAX);
+			opt.algo = rc_name_index(algo_names, COLLC_ALGO_MAX, v);
 			i++;
 		} else if (strcmp(a, "--ranks") == 0 && v) {
 			char *s = strdup(v), *save, *t;

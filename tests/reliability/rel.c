@@ -230,8 +230,7 @@ int rel_steady_rank(struct rel_steady *s, int rank)
 		if (s->pause_us)
 			h_sleep_us(s->pause_us);
 	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 

@@ -143,7 +143,6 @@ static int rank_main(void *arg)
 static int scenario(int nranks)
 {
 	pid_t pid[3];
-	int failed = 0;
 
 	memset(S, 0, sizeof(*S));
 	S->nranks = nranks;
@@ -153,13 +152,7 @@ static int scenario(int nranks)
 	h_log("scenario: %d ranks, rank %d aborts", nranks, nranks - 1);
 	for (int r = 0; r < nranks; r++)
 		pid[r] = h_fork(rank_main, (void *)(intptr_t)r);
-	for (int r = 0; r < nranks; r++) {
-		char what[32];
-
-		snprintf(what, sizeof(what), "rank %d", r);
-		failed |= h_reap_one_ok(pid[r], 60000, what);
-	}
-	return failed;
+	return h_reap_all_ok(pid, nranks, 60000, "rank");
 }
 
 int main(int argc, char **argv)

@@ -43,7 +43,6 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "proto/shm.h"
@@ -82,42 +81,21 @@ static int hsend(int fd, uint16_t type, const void *payload, uint32_t len, const
 		 uint32_t *ret_id)
 {
 	uint8_t buf[COLLC_MSG_MAX];
-	struct collc_msg_hdr h = { COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, type, len, next_id++ };
+	uint32_t id = next_id++;
 
-	memcpy(buf, &h, sizeof(h));
-	if (len)
-		memcpy(buf + sizeof(h), payload, len);
 	if (ret_id)
-		*ret_id = h.id;
-	return hsend_raw(fd, buf, sizeof(h) + len, fds, nfds);
+		*ret_id = id;
+	return hsend_raw(fd, buf, h_raw_msg(buf, type, id, payload, len), fds, nfds);
 }
 
 /* One datagram within timeout_ms; its fds are closed unless rep keeps them. */
 static int hrecv(int fd, struct hreply *rep, int timeout_ms)
 {
 	uint8_t buf[COLLC_MSG_MAX];
-	struct iovec iov = { .iov_base = buf, .iov_len = sizeof(buf) };
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 4)];
-		struct cmsghdr align;
-	} u;
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	ssize_t n;
+	ssize_t n = h_recv_fds(fd, buf, sizeof(buf), rep->fds, 4, &rep->nfds, timeout_ms);
 
-	if (poll(&p, 1, timeout_ms) <= 0)
-		return -ETIMEDOUT;
-	n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n <= 0)
-		return n == 0 ? -ECONNRESET : -errno;
-	rep->nfds = 0;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		int k = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-
-		for (int i = 0; i < k && rep->nfds < 4; i++)
-			memcpy(&rep->fds[rep->nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-	}
+		return n == 0 ? -ECONNRESET : (int)n;
 	if ((size_t)n < sizeof(rep->h) + 8)
 		return -EPROTO;
 	memcpy(&rep->h, buf, sizeof(rep->h));
@@ -167,13 +145,9 @@ static void drain(int fd)
 
 static int raw_connect(void)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	int fd = h_raw_connect();
 
-	memcpy(sa.sun_path, h_sock, strlen(h_sock) < sizeof(sa.sun_path) ? strlen(h_sock) + 1 : 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		return -1;
-	return fd;
+	return fd < 0 ? -1 : fd;
 }
 
 /* The hostile client */
@@ -805,8 +779,7 @@ int main(int argc, char **argv)
 	failed |= h_reap_one_ok(hostile, 30000, "hostile client");
 
 	rel_steady_stop(&S->steady);
-	failed |= h_reap_one_ok(steady[0], 60000, "honest rank 0");
-	failed |= h_reap_one_ok(steady[1], 60000, "honest rank 1");
+	failed |= h_reap_all_ok(steady, 2, 60000, "honest rank");
 	h_log("honest pair: %u + %u all-reduces, %.1f MiB, %u errors (want 0)", S->steady.progress[0],
 	      S->steady.progress[1], (double)(S->steady.bytes[0] + S->steady.bytes[1]) / 1048576.0,
 	      S->steady.errors[0] + S->steady.errors[1]);
@@ -824,8 +797,7 @@ int main(int argc, char **argv)
 		AGAIN->stop_at = 50;
 		p[0] = h_fork(after_rank, (void *)0);
 		p[1] = h_fork(after_rank, (void *)1);
-		failed |= h_reap_one_ok(p[0], 60000, "new communicator rank 0");
-		failed |= h_reap_one_ok(p[1], 60000, "new communicator rank 1");
+		failed |= h_reap_all_ok(p, 2, 60000, "new communicator rank");
 		if (!failed)
 			h_log("afterwards: a new communicator ran 50 correct all-reduces");
 	}

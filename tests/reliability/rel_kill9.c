@@ -44,6 +44,11 @@
 #include "refcheck.h"
 
 enum { PH_BEFORE_SUBMIT, PH_AFTER_SUBMIT, PH_DURING_LARGE, PH_WAITING, PH_DURING_INIT, PH_COUNT };
+/* The kill comes a random time below this after the phase is reached. */
+static const uint64_t phase_delay_us[PH_COUNT] = {
+	[PH_BEFORE_SUBMIT] = 5000, [PH_AFTER_SUBMIT] = 500, [PH_DURING_LARGE] = 20000,
+	[PH_WAITING] = 10000, [PH_DURING_INIT] = 20000,
+};
 static const char *const phase_name[PH_COUNT] = { "before-submit", "after-submit", "during-large",
 						  "while-waiting", "during-init" };
 
@@ -235,13 +240,9 @@ static int after_rank(void *arg)
 	struct collc_comm *comm;
 	const size_t count = 100000;
 	float *send, *recv;
-	int r;
 
-	if (h_join(&A->uid, 3, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&A->uid, 3, rank, count * 4, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, count * 4, -1, (void **)&send)) < 0 ||
-	    (r = collc_mem_alloc(ctx, count * 4, -1, (void **)&recv)) < 0)
-		return h_fail("after rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	for (int it = 0; it < 5; it++) {
 		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(h_seed + 0xaf7e + (uint64_t)it), 3 };
 		char what[64];
@@ -250,8 +251,7 @@ static int after_rank(void *arg)
 		if (h_allreduce(&c, ctx, comm, rank, 3, send, recv, what))
 			return 1;
 	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 
@@ -346,29 +346,25 @@ int main(int argc, char **argv)
 			/* Its comm_init request is out once it sleeps for the reply. */
 			if (rel_wait_in_poll(pids[t->victim], 10000) < 0)
 				failed = h_fail("trial %u: the victim never blocked in collc_comm_init", i);
-			delay_us = h_rand_below(&rng, 20000);
 			break;
 		case PH_BEFORE_SUBMIT:
 			for (uint32_t r = 0; r < t->nranks; r++)
 				if (r != t->victim && h_wait_at_least(&t->submitted[r], 1, 10000) < 0)
 					failed = h_fail("trial %u: rank %u never submitted", i, r);
 			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
-			delay_us = h_rand_below(&rng, 5000);
 			break;
 		case PH_AFTER_SUBMIT:
 			h_wait_at_least(&t->submitted[t->victim], 1, 10000);
-			delay_us = h_rand_below(&rng, 500);
 			break;
 		case PH_DURING_LARGE:
 			for (uint32_t r = 0; r < t->nranks; r++)
 				h_wait_at_least(&t->submitted[r], 1, 10000);
-			delay_us = h_rand_below(&rng, 20000);
 			break;
 		case PH_WAITING:
 			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
-			delay_us = h_rand_below(&rng, 10000);
 			break;
 		}
+		delay_us = h_rand_below(&rng, phase_delay_us[t->phase]);
 		h_sleep_us(delay_us);
 		t->t_kill = h_now_ns();
 		kill(pids[t->victim], SIGKILL);
@@ -433,8 +429,7 @@ int main(int argc, char **argv)
 		uint64_t tot = h_now_ns() - t_start;
 
 		rel_steady_stop(S);
-		failed |= h_reap_one_ok(steady[0], 30000, "steady rank 0");
-		failed |= h_reap_one_ok(steady[1], 30000, "steady rank 1");
+		failed |= h_reap_all_ok(steady, 2, 30000, "steady rank");
 		h_log("steady pair: %u + %u collectives, %.1f MiB, %u errors (want 0)", S->progress[0],
 		      S->progress[1], (double)(S->bytes[0] + S->bytes[1]) / 1048576.0,
 		      S->errors[0] + S->errors[1]);
@@ -456,8 +451,7 @@ int main(int argc, char **argv)
 		h_unique_ids(&A->uid, 1);
 		for (int r = 0; r < 3; r++)
 			after[r] = h_fork(after_rank, (void *)(intptr_t)r);
-		for (int r = 0; r < 3; r++)
-			failed |= h_reap_one_ok(after[r], 30000, "post-trial rank");
+		failed |= h_reap_all_ok(after, 3, 30000, "post-trial rank");
 		if (!failed)
 			h_log("a new 3-rank communicator on the same collcd: 5 all-reduces correct");
 		failed |= wait_collected(fds0);

@@ -129,8 +129,7 @@ static int registrations(void *arg)
 		return h_fail("registration after freeing all: %s", collc_strerror(r));
 	failed |= solo_allreduce(ctx, comm, p[0], "all-reduce after freeing all registrations");
 	collc_mem_free(ctx, p[0]);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	free(user);
 	return failed;
 }

@@ -79,8 +79,7 @@ static int rank_main(void *arg)
 	if (!failed)
 		h_log("rank %d: %d register / all-reduce / deregister / give back cycles correct", rank,
 		      ITERS);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return failed;
 }
 

@@ -87,21 +87,16 @@ static int reconnect(int id, const struct collc_unique_id *uid, int rank)
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, 65536, h_mix(h_seed ^ 0x4ec0 ^ (uint64_t)(id - rank)),
 			     2 };
 	char what[96];
-	int r;
 
 	if (h_wait_at_least(&S->restarted, 1, 30000) < 0)
 		return h_fail("%s: collcd never came back", wname[id]);
-	if (h_join(uid, 2, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(uid, 2, rank, 65536 * 4, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, 65536 * 4, -1, (void **)&send)) < 0 ||
-	    (r = collc_mem_alloc(ctx, 65536 * 4, -1, (void **)&recv)) < 0)
-		return h_fail("%s: collc_mem_alloc after the restart: %s", wname[id], collc_strerror(r));
 	snprintf(what, sizeof(what), "%s: all-reduce after the restart", wname[id]);
 	if (h_allreduce(&c, ctx, comm, rank, 2, send, recv, what))
 		return 1;
 	h_store(&S->w[id].reconnected, 1);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 
@@ -125,9 +120,30 @@ static int second_call(int id, struct collc_ctx *ctx, struct collc_comm *comm, v
 	return 0;
 }
 
+/*
+ * The end of a worker that lost collcd: its error and the call after it say
+ * so; it leaves, then (unless collcd was only stopped) joins uid2 on the new
+ * collcd. 0, or 1 after saying what was wrong.
+ */
+static int after_loss(int id, struct collc_ctx *ctx, struct collc_comm *comm, void *buf,
+		      const struct collc_unique_id *uid2, int rank)
+{
+	struct worker *w = &S->w[id];
+	int failed = 0;
+
+	if (!stop_err(w->err))
+		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
+				 collc_strerror(w->err));
+	failed |= second_call(id, ctx, comm, buf);
+	h_leave(ctx, comm);
+	if (failed || h_load(&S->graceful))
+		return failed;
+	return reconnect(id, uid2, rank);
+}
+
 static int pair_p(void *arg)
 {
-	int id = (int)(intptr_t)arg, rank = id - W_P0, failed = 0;
+	int id = (int)(intptr_t)arg, rank = id - W_P0;
 	struct worker *w = &S->w[id];
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
@@ -167,20 +183,12 @@ static int pair_p(void *arg)
 		if (it == 4)
 			h_store(&w->ready, 1);
 	}
-	if (!stop_err(w->err))
-		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
-				 collc_strerror(w->err));
-	failed |= second_call(id, ctx, comm, send);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	if (failed || h_load(&S->graceful))
-		return failed;
-	return reconnect(id, &S->uid_p2, rank);
+	return after_loss(id, ctx, comm, send, &S->uid_p2, rank);
 }
 
 static int pair_q(void *arg)
 {
-	int id = (int)(intptr_t)arg, rank = id - W_Q0, failed = 0;
+	int id = (int)(intptr_t)arg, rank = id - W_Q0;
 	struct worker *w = &S->w[id];
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
@@ -209,15 +217,7 @@ static int pair_q(void *arg)
 			r = collc_wait(ctx, req, 30000);
 		record(w, r);
 	}
-	if (!stop_err(w->err))
-		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
-				 collc_strerror(w->err));
-	failed |= second_call(id, ctx, comm, buf);
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	if (failed || h_load(&S->graceful))
-		return failed;
-	return reconnect(id, &S->uid_q2, rank);
+	return after_loss(id, ctx, comm, buf, &S->uid_q2, rank);
 }
 
 static int loner(void *arg)

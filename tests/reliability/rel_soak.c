@@ -395,8 +395,7 @@ static int probe_rank(void *arg)
 		if (rank == 0)
 			h_store(&S->kinds_ok[k], 1);
 	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return 0;
 }
 

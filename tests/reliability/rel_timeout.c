@@ -66,11 +66,8 @@ static int rank_main(void *arg)
 	uint64_t ns;
 	int r;
 
-	if (h_join(&S->uid, 2, rank, &ctx, &comm) < 0)
+	if (h_join_alloc(&S->uid, 2, rank, COUNT * 4, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&send)) < 0 ||
-	    (r = collc_mem_alloc(ctx, COUNT * 4, -1, (void **)&recv)) < 0)
-		return h_fail("rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	if (S->use_comm_timeout && rank == 0) {
 		r = collc_comm_set_timeout(comm, 300);
 		if (r < 0)
@@ -115,8 +112,7 @@ static int rank_main(void *arg)
 	if (res != 0)
 		failed |= h_fail("rank %d: the collective after the timeout ended with %d (%s), want 0",
 				 rank, res, collc_strerror(res));
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
+	h_leave(ctx, comm);
 	return failed;
 }
 
@@ -184,8 +180,7 @@ static int scenario(int use_comm_timeout)
 	kill(pid[1], SIGCONT);
 out:
 	kill(pid[1], SIGCONT);
-	failed |= h_reap_one_ok(pid[0], 20000, "rank 0");
-	failed |= h_reap_one_ok(pid[1], 20000, "rank 1");
+	failed |= h_reap_all_ok(pid, 2, 20000, "rank");
 	return failed;
 }
 

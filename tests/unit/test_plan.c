@@ -168,73 +168,81 @@ static void test_auto_proto(void **state)
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1, 4), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
 }
 
+/*
+ * check(cfg, op, bytes) for each size of the forced-setting tests and each
+ * collective, on one config that the checks change as they go.
+ */
+static void each_forced(void (*check)(struct collc_config *cfg, int op, uint64_t bytes))
+{
+	static const uint64_t sizes[] = { 0, 1, 64 * KiB, 100 * MiB };
+	struct collc_config cfg = defaults(4);
+
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+			check(&cfg, ops[i], sizes[s]);
+}
+
+static void forced_algo_case(struct collc_config *cfg, int op, uint64_t bytes)
+{
+	cfg->algo = COLLC_ALGO_RING;
+	assert_int_equal(plan(cfg, op, bytes, 4).algo, COLLC_ALGO_RING);
+	cfg->algo = COLLC_ALGO_ONESHOT;
+	assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	/* Two-shot is an all-reduce algorithm; the others fall back to ring. */
+	cfg->algo = COLLC_ALGO_TWOSHOT;
+	assert_int_equal(plan(cfg, op, bytes, 4).algo,
+			 op == COLLC_OP_ALLREDUCE ? COLLC_ALGO_TWOSHOT : COLLC_ALGO_RING);
+}
+
 static void test_forced_algo(void **state)
 {
-	struct collc_config cfg = defaults(4);
-	static const uint64_t sizes[] = { 0, 1, 64 * KiB, 100 * MiB };
-
 	(void)state;
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-			int op = ops[i];
+	each_forced(forced_algo_case);
+}
 
-			cfg.algo = COLLC_ALGO_RING;
-			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo, COLLC_ALGO_RING);
-			cfg.algo = COLLC_ALGO_ONESHOT;
-			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
-			/* Two-shot is an all-reduce algorithm; the others fall back to ring. */
-			cfg.algo = COLLC_ALGO_TWOSHOT;
-			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo,
-					 op == COLLC_OP_ALLREDUCE ? COLLC_ALGO_TWOSHOT : COLLC_ALGO_RING);
-		}
+static void forced_proto_case(struct collc_config *cfg, int op, uint64_t bytes)
+{
+	struct collc_config auto_cfg = defaults(4);
+
+	/*
+	 * algo auto: LL128 runs on ring only, so ring it is; LL also on one-shot
+	 * all-reduce, allgather and reduce-scatter, when the size picks one-shot.
+	 */
+	cfg->algo = COLLC_ALGO_AUTO;
+	cfg->proto = COLLC_PROTO_LL;
+	if (collc_oll_coll(op) && bytes <= 64 * KiB)
+		assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	else
+		assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
+	cfg->proto = COLLC_PROTO_LL128;
+	assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	/* Simple leaves the algorithm to the size. */
+	cfg->proto = COLLC_PROTO_SIMPLE;
+	assert_int_equal(plan(cfg, op, bytes, 4).proto, COLLC_PROTO_SIMPLE);
+	assert_int_equal(plan(cfg, op, bytes, 4).algo, plan(&auto_cfg, op, bytes, 4).algo);
+	/* Both forced: the algorithm wins, and the plan says what runs. */
+	cfg->algo = COLLC_ALGO_ONESHOT;
+	cfg->proto = COLLC_PROTO_LL128;
+	assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	cfg->proto = COLLC_PROTO_LL;
+	assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_ONESHOT,
+		    collc_oll_coll(op) ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE);
+	cfg->algo = COLLC_ALGO_RING;
+	cfg->proto = COLLC_PROTO_LL128;
+	assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	cfg->algo = COLLC_ALGO_TWOSHOT;
+	cfg->proto = COLLC_PROTO_LL;
+	if (op == COLLC_OP_ALLREDUCE)
+		assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+	else
+		assert_plan(plan(cfg, op, bytes, 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
+	cfg->proto = COLLC_PROTO_AUTO;
 }
 
 static void test_forced_proto(void **state)
 {
-	struct collc_config cfg = defaults(4), auto_cfg = defaults(4);
-	static const uint64_t sizes[] = { 0, 1, 64 * KiB, 100 * MiB };
-
 	(void)state;
-	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-		for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-			int op = ops[i];
-
-			/*
-			 * algo auto: LL128 runs on ring only, so ring it is; LL also
-			 * on one-shot all-reduce, allgather and reduce-scatter, when
-			 * the size picks one-shot.
-			 */
-			cfg.algo = COLLC_ALGO_AUTO;
-			cfg.proto = COLLC_PROTO_LL;
-			if (collc_oll_coll(op) && sizes[s] <= 64 * KiB)
-				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
-			else
-				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
-			cfg.proto = COLLC_PROTO_LL128;
-			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
-			/* Simple leaves the algorithm to the size. */
-			cfg.proto = COLLC_PROTO_SIMPLE;
-			assert_int_equal(plan(&cfg, op, sizes[s], 4).proto, COLLC_PROTO_SIMPLE);
-			assert_int_equal(plan(&cfg, op, sizes[s], 4).algo,
-					 plan(&auto_cfg, op, sizes[s], 4).algo);
-			/* Both forced: the algorithm wins, and the plan says what runs. */
-			cfg.algo = COLLC_ALGO_ONESHOT;
-			cfg.proto = COLLC_PROTO_LL128;
-			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
-			cfg.proto = COLLC_PROTO_LL;
-			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_ONESHOT,
-				    collc_oll_coll(op) ? COLLC_PROTO_LL : COLLC_PROTO_SIMPLE);
-			cfg.algo = COLLC_ALGO_RING;
-			cfg.proto = COLLC_PROTO_LL128;
-			assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
-			cfg.algo = COLLC_ALGO_TWOSHOT;
-			cfg.proto = COLLC_PROTO_LL;
-			if (op == COLLC_OP_ALLREDUCE)
-				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
-			else
-				assert_plan(plan(&cfg, op, sizes[s], 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
-			cfg.proto = COLLC_PROTO_AUTO;
-		}
+	each_forced(forced_proto_case);
 }
 
 static void test_channels(void **state)
