@@ -23,11 +23,11 @@
 enum bench_peer { PEER_NONE, PEER_NCCL, PEER_MPI };
 
 struct bench_cfg {
-	int coll;                 /* enum bench_coll */
-	int dtype;                /* collc_dtype */
+	int coll;  /* enum bench_coll */
+	int dtype; /* collc_dtype */
 	int nranks;
-	int root;                 /* broadcast and reduce */
-	int iters;                /* timed iterations per phase */
+	int root;  /* broadcast and reduce */
+	int iters; /* timed iterations per phase */
 	int warmup;
 	int depth;                /* collectives kept outstanding in the pipelined phase */
 	int timeout_ms;           /* one collective, collc only */
@@ -47,8 +47,8 @@ enum { RES_NOT_RUN = 0, RES_OK = 1, RES_WRONG = 2, RES_ERROR = 3 };
 struct rank_result {
 	int32_t status;
 	int32_t pad;
-	double pipe_s;            /* the whole pipelined phase: iters collectives */
-	char msg[360];            /* what went wrong: the reference check names the element */
+	double pipe_s; /* the whole pipelined phase: iters collectives */
+	char msg[360]; /* what went wrong: the reference check names the element */
 };
 
 /*
@@ -57,17 +57,17 @@ struct rank_result {
  * latency of iteration i at lat[(s * nranks + r) * iters + i], in seconds.
  */
 struct shared_results {
-	volatile int32_t id_ready;  /* NCCL: rank 0 published the unique id */
+	volatile int32_t id_ready; /* NCCL: rank 0 published the unique id */
 	int32_t pad;
 	unsigned char id[128];
-	struct rank_result *res;    /* pointers into the same mapping */
+	struct rank_result *res; /* pointers into the same mapping */
 	double *lat;
 	size_t map_bytes;
 };
 
 /* Per-size statistics for the table, from either system. */
 struct size_stats {
-	int status;               /* RES_* (RES_OK: numbers valid) */
+	int status; /* RES_* (RES_OK: numbers valid) */
 	char msg[360];
 	double p50_us, p99_us, pipe_us;
 };

@@ -45,76 +45,77 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: collc-bench [--coll allreduce|allgather|reduce_scatter|broadcast|reduce] --nranks N\n"
-"                   [--min-bytes A] [--max-bytes B] [--dtype float32] [--iters K] [--warmup W]\n"
-"                   [--depth Q] [--gpus LIST] [--root R] [--vs-nccl | --vs-mpi] [--csv FILE] [--plot FILE.png]\n"
-"                   [--socket PATH | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
-"                   [--daemon-arg ARG]... [--timeout-ms MS] [--mpirun PATH] [--mpi-peer PATH]\n"
-"                   [--mpirun-arg ARG]...\n"
-"       collc-bench --from-csv FILE.csv --plot FILE.png [--title TEXT]\n"
-"\n"
-"Runs one process per rank (one per GPU, rank r on GPU r, with --backend cuda), each\n"
-"connected to collcd, and for every size from A to B, doubling (nccl-tests -f 2):\n"
-"  1. fills the send buffers with rank- and size-dependent random data, runs one\n"
-"     collective and checks it against a long double reference (the tests' checker:\n"
-"     within ((1 + u)^(nranks - 1) - 1) * sum|x| for sums, exact otherwise);\n"
-"  2. W warmup collectives, then K timed ones: end-to-end latency = the call to\n"
-"     collc_<coll>() until collc_wait() returns, per rank; the table shows p50 and\n"
-"     p99 over iterations of the per-iteration MAX OVER RANKS;\n"
-"  3. new data, then K collectives with Q outstanding (submit Q, then wait for the\n"
-"     oldest and submit the next), each into one of Q receive buffers: pipelined\n"
-"     time = total / K (max over ranks); every buffer is then checked (the last\n"
-"     iteration). algbw = size / pipelined time, busbw = algbw * factor, ops/s =\n"
-"     1 / pipelined time.\n"
-"A wrong result on any rank: the size is reported as WRONG without numbers, and\n"
-"collc-bench exits 1.\n"
-"\n"
-"Size (as nccl-tests): the largest buffer of one rank, in bytes. allreduce, broadcast,\n"
-"reduce: the vector (count = size / dtype size). allgather: the gathered buffer, each\n"
-"rank sends size / nranks. reduce_scatter: the send buffer, each rank receives\n"
-"size / nranks. busbw factor: allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n,\n"
-"broadcast and reduce 1. Sizes are rounded down to whole elements per rank.\n"
-"Sizes accept K, M, G suffixes (powers of 1024).\n"
-"\n"
-"  --coll C          collective (default allreduce); reductions are sums\n"
-"  --nranks N        ranks, one process each (required)\n"
-"  --min-bytes A     first size (default 8)\n"
-"  --max-bytes B     last size (default 64M)\n"
-"  --dtype T         int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
-"                    (default float32)\n"
-"  --iters K         timed iterations per phase and size (default 100)\n"
-"  --warmup W        untimed iterations before the latency phase (default 5)\n"
-"  --depth Q         collectives outstanding in the pipelined phase (default 4)\n"
-"  --gpus G0,G1,...  with --backend cuda: the GPU of each rank (default rank r on GPU r);\n"
-"                    ranks may share a GPU (collc only: NCCL needs one GPU per rank)\n"
-"  --root R          root of broadcast and reduce (default 0)\n"
-"  --vs-nccl         also run NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
-"                    one process per GPU, same sizes, measured the same way: latency to\n"
-"                    cudaStreamSynchronize; pipelined = K back-to-back launches timed with\n"
-"                    CUDA events. Needs --backend cuda. Sets NCCL_NVLS_ENABLE=0 if unset\n"
-"  --vs-mpi          also run Open MPI (mpirun -np N, ob1 over self,vader) on host memory:\n"
-"                    MPI_<Coll> for latency, MPI_I<coll> with Q outstanding for pipelined.\n"
-"                    Needs --backend cpu\n"
-"                    The peer runs first, before collcd is spawned. Peer columns show its\n"
-"                    numbers and the ratio peer time / collc time: > 1 means collc is faster\n"
-"  --csv FILE        write the table as CSV\n"
-"  --plot FILE.png   latency vs size and busbw vs size, log axes, collc and peer (gnuplot,\n"
-"                    else python3-matplotlib)\n"
-"  --from-csv FILE   only plot FILE (a --csv of an earlier run) into --plot\n"
-"  --socket PATH     an already running collcd (default $COLLC_SOCKET, /run/collcd/collcd.sock)\n"
-"  --spawn-daemon    start collcd on a temporary socket, stop it at the end\n"
-"  --backend B       cpu: host buffers, collcd --backend cpu; cuda: rank r on GPU r, device\n"
-"                    buffers from collc_mem_alloc (default cpu)\n"
-"  --collcd PATH     collcd to spawn (default %s)\n"
-"  --daemon-arg ARG  one more argument for the spawned collcd (e.g. --daemon-arg=--set=proto=ll)\n"
-"  --timeout-ms MS   a collc collective still pending after MS is an error (default 60000)\n"
-"  --mpirun PATH     (default %s)\n"
-"  --mpi-peer PATH   (default %s)\n"
-"  --mpirun-arg ARG  one more argument for mpirun (e.g. --mpirun-arg=--bind-to=none)\n"
-"\n"
-"Exit status: 0 every number reported; 1 a wrong result, an error or a failed peer; 2 usage.\n",
+		"usage: collc-bench [--coll allreduce|allgather|reduce_scatter|broadcast|reduce] --nranks N\n"
+		"                   [--min-bytes A] [--max-bytes B] [--dtype float32] [--iters K] [--warmup W]\n"
+		"                   [--depth Q] [--gpus LIST] [--root R] [--vs-nccl | --vs-mpi] [--csv FILE] [--plot FILE.png]\n"
+		"                   [--socket PATH | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
+		"                   [--daemon-arg ARG]... [--timeout-ms MS] [--mpirun PATH] [--mpi-peer PATH]\n"
+		"                   [--mpirun-arg ARG]...\n"
+		"       collc-bench --from-csv FILE.csv --plot FILE.png [--title TEXT]\n"
+		"\n"
+		"Runs one process per rank (one per GPU, rank r on GPU r, with --backend cuda), each\n"
+		"connected to collcd, and for every size from A to B, doubling (nccl-tests -f 2):\n"
+		"  1. fills the send buffers with rank- and size-dependent random data, runs one\n"
+		"     collective and checks it against a long double reference (the tests' checker:\n"
+		"     within ((1 + u)^(nranks - 1) - 1) * sum|x| for sums, exact otherwise);\n"
+		"  2. W warmup collectives, then K timed ones: end-to-end latency = the call to\n"
+		"     collc_<coll>() until collc_wait() returns, per rank; the table shows p50 and\n"
+		"     p99 over iterations of the per-iteration MAX OVER RANKS;\n"
+		"  3. new data, then K collectives with Q outstanding (submit Q, then wait for the\n"
+		"     oldest and submit the next), each into one of Q receive buffers: pipelined\n"
+		"     time = total / K (max over ranks); every buffer is then checked (the last\n"
+		"     iteration). algbw = size / pipelined time, busbw = algbw * factor, ops/s =\n"
+		"     1 / pipelined time.\n"
+		"A wrong result on any rank: the size is reported as WRONG without numbers, and\n"
+		"collc-bench exits 1.\n"
+		"\n"
+		"Size (as nccl-tests): the largest buffer of one rank, in bytes. allreduce, broadcast,\n"
+		"reduce: the vector (count = size / dtype size). allgather: the gathered buffer, each\n"
+		"rank sends size / nranks. reduce_scatter: the send buffer, each rank receives\n"
+		"size / nranks. busbw factor: allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n,\n"
+		"broadcast and reduce 1. Sizes are rounded down to whole elements per rank.\n"
+		"Sizes accept K, M, G suffixes (powers of 1024).\n"
+		"\n"
+		"  --coll C          collective (default allreduce); reductions are sums\n"
+		"  --nranks N        ranks, one process each (required)\n"
+		"  --min-bytes A     first size (default 8)\n"
+		"  --max-bytes B     last size (default 64M)\n"
+		"  --dtype T         int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
+		"                    (default float32)\n"
+		"  --iters K         timed iterations per phase and size (default 100)\n"
+		"  --warmup W        untimed iterations before the latency phase (default 5)\n"
+		"  --depth Q         collectives outstanding in the pipelined phase (default 4)\n"
+		"  --gpus G0,G1,...  with --backend cuda: the GPU of each rank (default rank r on GPU r);\n"
+		"                    ranks may share a GPU (collc only: NCCL needs one GPU per rank)\n"
+		"  --root R          root of broadcast and reduce (default 0)\n"
+		"  --vs-nccl         also run NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
+		"                    one process per GPU, same sizes, measured the same way: latency to\n"
+		"                    cudaStreamSynchronize; pipelined = K back-to-back launches timed with\n"
+		"                    CUDA events. Needs --backend cuda. Sets NCCL_NVLS_ENABLE=0 if unset\n"
+		"  --vs-mpi          also run Open MPI (mpirun -np N, ob1 over self,vader) on host memory:\n"
+		"                    MPI_<Coll> for latency, MPI_I<coll> with Q outstanding for pipelined.\n"
+		"                    Needs --backend cpu\n"
+		"                    The peer runs first, before collcd is spawned. Peer columns show its\n"
+		"                    numbers and the ratio peer time / collc time: > 1 means collc is faster\n"
+		"  --csv FILE        write the table as CSV\n"
+		"  --plot FILE.png   latency vs size and busbw vs size, log axes, collc and peer (gnuplot,\n"
+		"                    else python3-matplotlib)\n"
+		"  --from-csv FILE   only plot FILE (a --csv of an earlier run) into --plot\n"
+		"  --socket PATH     an already running collcd (default $COLLC_SOCKET, /run/collcd/collcd.sock)\n"
+		"  --spawn-daemon    start collcd on a temporary socket, stop it at the end\n"
+		"  --backend B       cpu: host buffers, collcd --backend cpu; cuda: rank r on GPU r, device\n"
+		"                    buffers from collc_mem_alloc (default cpu)\n"
+		"  --collcd PATH     collcd to spawn (default %s)\n"
+		"  --daemon-arg ARG  one more argument for the spawned collcd (e.g. --daemon-arg=--set=proto=ll)\n"
+		"  --timeout-ms MS   a collc collective still pending after MS is an error (default 60000)\n"
+		"  --mpirun PATH     (default %s)\n"
+		"  --mpi-peer PATH   (default %s)\n"
+		"  --mpirun-arg ARG  one more argument for mpirun (e.g. --mpirun-arg=--bind-to=none)\n"
+		"\n"
+		"Exit status: 0 every number reported; 1 a wrong result, an error or a failed peer; 2 usage.\n",
 		COLLC_BENCH_COLLCD, COLLC_BENCH_MPIRUN,
-		COLLC_BENCH_MPI_PEER ? COLLC_BENCH_MPI_PEER : "not built: no MPI at configure time");
+		COLLC_BENCH_MPI_PEER ? COLLC_BENCH_MPI_PEER
+				     : "not built: no MPI at configure time");
 }
 
 /* Waits for the rank processes; once one fails, the rest get RANK_GRACE_S, then SIGKILL. */
@@ -140,13 +141,15 @@ static int wait_ranks(const char *what, pid_t *pids, int n)
 				continue;
 			bad = 1;
 			if (WIFSIGNALED(st))
-				fprintf(stderr, "collc-bench: %s rank %d killed by signal %d (%s)\n", what, r,
-					WTERMSIG(st), strsignal(WTERMSIG(st)));
+				fprintf(stderr,
+					"collc-bench: %s rank %d killed by signal %d (%s)\n", what,
+					r, WTERMSIG(st), strsignal(WTERMSIG(st)));
 			if (!failed_at)
 				failed_at = bench_now();
 		}
 		if (left && failed_at && bench_now() - failed_at > RANK_GRACE_S) {
-			fprintf(stderr, "collc-bench: %s: a rank failed; killing the %d left\n", what, left);
+			fprintf(stderr, "collc-bench: %s: a rank failed; killing the %d left\n",
+				what, left);
 			for (int r = 0; r < n; r++)
 				if (pids[r] > 0)
 					kill(pids[r], SIGKILL);
@@ -226,7 +229,8 @@ static int run_ranks(const char *what, const struct bench_cfg *cfg, struct share
 			return -1;
 		}
 		if (pids[rank] == 0) {
-			int st = uid ? collc_rank_main(cfg, uid, rank, sr) : nccl_rank_main(cfg, rank, sr);
+			int st = uid ? collc_rank_main(cfg, uid, rank, sr)
+				     : nccl_rank_main(cfg, rank, sr);
 
 			fflush(NULL);
 			_exit(st);
@@ -278,8 +282,9 @@ static int probe_gpus(int nranks)
 		if (pr->n < 0)
 			fprintf(stderr, "collc-bench: GPU path: %s\n", pr->msg);
 		else if (pr->n < nranks)
-			fprintf(stderr, "collc-bench: --nranks %d needs %d GPUs (one per rank); this "
-					"process sees %d\n",
+			fprintf(stderr,
+				"collc-bench: --nranks %d needs %d GPUs (one per rank); this "
+				"process sees %d\n",
 				nranks, nranks, pr->n);
 		else
 			ok = 0;
@@ -297,7 +302,8 @@ static int build_sizes(struct bench_cfg *cfg, uint64_t min, uint64_t max)
 		if (bench_size_of(cfg->coll, cfg->dtype, cfg->nranks, b, &sz) == 0 &&
 		    (cfg->nsizes == 0 || sz.bytes != cfg->sizes[cfg->nsizes - 1].bytes)) {
 			if (cfg->nsizes == BENCH_MAX_SIZES) {
-				fprintf(stderr, "collc-bench: more than %d sizes\n", BENCH_MAX_SIZES);
+				fprintf(stderr, "collc-bench: more than %d sizes\n",
+					BENCH_MAX_SIZES);
 				return -1;
 			}
 			cfg->sizes[cfg->nsizes++] = sz;
@@ -311,7 +317,8 @@ static int build_sizes(struct bench_cfg *cfg, uint64_t min, uint64_t max)
 	}
 	if (cfg->nsizes == 0) {
 		fprintf(stderr, "collc-bench: no size in [%llu, %llu] holds one %s per rank\n",
-			(unsigned long long)min, (unsigned long long)max, bench_dtype_names[cfg->dtype]);
+			(unsigned long long)min, (unsigned long long)max,
+			bench_dtype_names[cfg->dtype]);
 		return -1;
 	}
 	return 0;
@@ -404,8 +411,8 @@ static int run_collc(struct bench_cfg *cfg, int spawn, const char *collcd, const
 	if (r < 0) {
 		fprintf(stderr, "collc-bench: collcd at %s: %s\n",
 			cfg->socket ? cfg->socket : "the default socket", collc_strerror(r));
-		collc_failed(rp, "collcd at %s: %s", cfg->socket ? cfg->socket : "the default socket",
-			     collc_strerror(r));
+		collc_failed(rp, "collcd at %s: %s",
+			     cfg->socket ? cfg->socket : "the default socket", collc_strerror(r));
 		daemon_stop(&daemon);
 		return -1;
 	}
@@ -427,10 +434,32 @@ static int run_collc(struct bench_cfg *cfg, int spawn, const char *collcd, const
 }
 
 enum {
-	OPT_COLL = 256, OPT_NRANKS, OPT_MIN, OPT_MAX, OPT_DTYPE, OPT_ITERS, OPT_WARMUP, OPT_DEPTH,
-	OPT_ROOT, OPT_VS_NCCL, OPT_VS_MPI, OPT_CSV, OPT_PLOT, OPT_FROM_CSV, OPT_TITLE, OPT_SOCKET,
-	OPT_SPAWN, OPT_BACKEND, OPT_COLLCD, OPT_DAEMON_ARG, OPT_TIMEOUT, OPT_MPIRUN, OPT_MPI_PEER,
-	OPT_MPIRUN_ARG, OPT_GPUS, OPT_HELP,
+	OPT_COLL = 256,
+	OPT_NRANKS,
+	OPT_MIN,
+	OPT_MAX,
+	OPT_DTYPE,
+	OPT_ITERS,
+	OPT_WARMUP,
+	OPT_DEPTH,
+	OPT_ROOT,
+	OPT_VS_NCCL,
+	OPT_VS_MPI,
+	OPT_CSV,
+	OPT_PLOT,
+	OPT_FROM_CSV,
+	OPT_TITLE,
+	OPT_SOCKET,
+	OPT_SPAWN,
+	OPT_BACKEND,
+	OPT_COLLCD,
+	OPT_DAEMON_ARG,
+	OPT_TIMEOUT,
+	OPT_MPIRUN,
+	OPT_MPI_PEER,
+	OPT_MPIRUN_ARG,
+	OPT_GPUS,
+	OPT_HELP,
 };
 
 int main(int argc, char **argv)
@@ -465,8 +494,13 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	static struct bench_cfg cfg = {
-		.coll = BENCH_ALLREDUCE, .dtype = COLLC_FLOAT32, .iters = 100, .warmup = 5,
-		.depth = 4, .timeout_ms = 60000, .peer = PEER_NONE,
+		.coll = BENCH_ALLREDUCE,
+		.dtype = COLLC_FLOAT32,
+		.iters = 100,
+		.warmup = 5,
+		.depth = 4,
+		.timeout_ms = 60000,
+		.peer = PEER_NONE,
 	};
 	static struct report rp;
 	uint64_t min_bytes = 8, max_bytes = 64ull << 20;
@@ -481,7 +515,8 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
 		case OPT_COLL:
-			if (parse_name("--coll", optarg, bench_coll_names, BENCH_NUM_COLLS, &cfg.coll) < 0)
+			if (parse_name("--coll", optarg, bench_coll_names, BENCH_NUM_COLLS,
+				       &cfg.coll) < 0)
 				return 2;
 			break;
 		case OPT_NRANKS:
@@ -500,7 +535,8 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_DTYPE:
-			if (parse_name("--dtype", optarg, bench_dtype_names, COLLC_NUM_DTYPES, &cfg.dtype) < 0)
+			if (parse_name("--dtype", optarg, bench_dtype_names, COLLC_NUM_DTYPES,
+				       &cfg.dtype) < 0)
 				return 2;
 			break;
 		case OPT_ITERS:
@@ -519,7 +555,8 @@ int main(int argc, char **argv)
 			char *save = NULL, *list = strdup(optarg);
 
 			cfg.ngpus = 0;
-			for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+			for (char *w = strtok_r(list, ",", &save); w;
+			     w = strtok_r(NULL, ",", &save)) {
 				if (cfg.ngpus == BENCH_MAX_RANKS ||
 				    parse_int("--gpus", w, 0, 1023, &cfg.gpu[cfg.ngpus]) < 0) {
 					free(list);
@@ -537,7 +574,8 @@ int main(int argc, char **argv)
 		case OPT_VS_NCCL:
 		case OPT_VS_MPI:
 			if (cfg.peer != PEER_NONE) {
-				fprintf(stderr, "collc-bench: one of --vs-nccl and --vs-mpi per run\n");
+				fprintf(stderr,
+					"collc-bench: one of --vs-nccl and --vs-mpi per run\n");
 				return 2;
 			}
 			cfg.peer = c == OPT_VS_NCCL ? PEER_NCCL : PEER_MPI;
@@ -572,7 +610,8 @@ int main(int argc, char **argv)
 			break;
 		case OPT_DAEMON_ARG:
 		case OPT_MPIRUN_ARG:
-			if ((c == OPT_DAEMON_ARG ? ndaemon_extra : nmpirun_extra) == BENCH_MAX_EXTRA) {
+			if ((c == OPT_DAEMON_ARG ? ndaemon_extra : nmpirun_extra) ==
+			    BENCH_MAX_EXTRA) {
 				fprintf(stderr, "collc-bench: too many extra arguments\n");
 				return 2;
 			}
@@ -631,8 +670,10 @@ int main(int argc, char **argv)
 	}
 	cfg.cuda = strcmp(backend, "cuda") == 0;
 	if (cfg.ngpus && (!cfg.cuda || cfg.ngpus != cfg.nranks || cfg.peer == PEER_NCCL)) {
-		fprintf(stderr, "collc-bench: --gpus needs --backend cuda, one GPU per rank (%d), and no "
-				"--vs-nccl\n", cfg.nranks);
+		fprintf(stderr,
+			"collc-bench: --gpus needs --backend cuda, one GPU per rank (%d), and no "
+			"--vs-nccl\n",
+			cfg.nranks);
 		return 2;
 	}
 	if (cfg.peer == PEER_NCCL && !cfg.cuda) {
@@ -640,12 +681,14 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (cfg.peer == PEER_MPI && cfg.cuda) {
-		fprintf(stderr, "collc-bench: --vs-mpi compares on host memory: use --backend cpu\n");
+		fprintf(stderr,
+			"collc-bench: --vs-mpi compares on host memory: use --backend cpu\n");
 		return 2;
 	}
 	if (cfg.peer == PEER_MPI && (!mo.peer || access(mo.peer, X_OK) < 0)) {
-		fprintf(stderr, "collc-bench: --vs-mpi needs collc-mpi-peer (%s): build with MPI found by "
-				"CMake (Debian: openmpi-bin libopenmpi-dev) or pass --mpi-peer PATH\n",
+		fprintf(stderr,
+			"collc-bench: --vs-mpi needs collc-mpi-peer (%s): build with MPI found by "
+			"CMake (Debian: openmpi-bin libopenmpi-dev) or pass --mpi-peer PATH\n",
 			mo.peer ? mo.peer : "not built");
 		return 2;
 	}
@@ -719,9 +762,11 @@ int main(int argc, char **argv)
 		status = 1;
 	if (plot) {
 		if (!title) {
-			snprintf(title_buf, sizeof(title_buf), "collc %s, %d ranks, %s, %s backend%s%s",
-				 bench_coll_names[cfg.coll], cfg.nranks, bench_dtype_names[cfg.dtype],
-				 backend, rp.peer_name ? " vs " : "", rp.peer_name ? rp.peer_name : "");
+			snprintf(title_buf, sizeof(title_buf),
+				 "collc %s, %d ranks, %s, %s backend%s%s",
+				 bench_coll_names[cfg.coll], cfg.nranks,
+				 bench_dtype_names[cfg.dtype], backend, rp.peer_name ? " vs " : "",
+				 rp.peer_name ? rp.peer_name : "");
 			title = title_buf;
 		}
 		/* A missing plotter costs the picture, not the numbers: no change of status. */

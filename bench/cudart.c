@@ -28,17 +28,32 @@ static int load_syms(void *lib, void *table, const struct sym *syms, size_t n, c
 	return 0;
 }
 
-#define RT(f) { "cuda" #f, offsetof(struct cudart, f) }
+#define RT(f)                                                                                      \
+	{                                                                                          \
+		"cuda" #f, offsetof(struct cudart, f)                                              \
+	}
 
 int cudart_load(struct cudart *rt, char *msg, size_t len)
 {
 	static const char *const names[] = { "libcudart.so", "libcudart.so.13", "libcudart.so.12",
 					     "libcudart.so.11.0" };
 	static const struct sym syms[] = {
-		RT(GetDeviceCount), RT(SetDevice), RT(Free), RT(Malloc), RT(Memcpy), RT(Memset),
-		RT(DeviceSynchronize), RT(StreamCreateWithFlags), RT(StreamDestroy),
-		RT(StreamSynchronize), RT(EventCreate), RT(EventDestroy), RT(EventRecord),
-		RT(EventSynchronize), RT(EventElapsedTime), RT(GetErrorString),
+		RT(GetDeviceCount),
+		RT(SetDevice),
+		RT(Free),
+		RT(Malloc),
+		RT(Memcpy),
+		RT(Memset),
+		RT(DeviceSynchronize),
+		RT(StreamCreateWithFlags),
+		RT(StreamDestroy),
+		RT(StreamSynchronize),
+		RT(EventCreate),
+		RT(EventDestroy),
+		RT(EventRecord),
+		RT(EventSynchronize),
+		RT(EventElapsedTime),
+		RT(GetErrorString),
 	};
 	char first_err[256] = "";
 
@@ -51,12 +66,14 @@ int cudart_load(struct cudart *rt, char *msg, size_t len)
 			snprintf(first_err, sizeof(first_err), "%s", dlerror());
 	}
 	if (!rt->lib) {
-		snprintf(msg, len,
-			 "cannot load the CUDA runtime (tried libcudart.so, .so.13, .so.12, .so.11.0): %s",
-			 first_err);
+		snprintf(
+			msg, len,
+			"cannot load the CUDA runtime (tried libcudart.so, .so.13, .so.12, .so.11.0): %s",
+			first_err);
 		return -1;
 	}
-	if (load_syms(rt->lib, rt, syms, sizeof(syms) / sizeof(syms[0]), rt->libname, msg, len) < 0) {
+	if (load_syms(rt->lib, rt, syms, sizeof(syms) / sizeof(syms[0]), rt->libname, msg, len) <
+	    0) {
 		dlclose(rt->lib);
 		rt->lib = NULL;
 		return -1;
@@ -71,13 +88,17 @@ const char *cudart_strerror(const struct cudart *rt, cuda_err_t e)
 	return s ? s : "unknown CUDA error";
 }
 
-#define NC(f) { "nccl" #f, offsetof(struct nccl, f) }
+#define NC(f)                                                                                      \
+	{                                                                                          \
+		"nccl" #f, offsetof(struct nccl, f)                                                \
+	}
 
 int nccl_load(struct nccl *nc, char *msg, size_t len)
 {
 	static const struct sym syms[] = {
-		NC(GetVersion), NC(GetUniqueId), NC(CommInitRank), NC(CommDestroy), NC(AllReduce),
-		NC(AllGather), NC(ReduceScatter), NC(Broadcast), NC(Reduce), NC(GetErrorString),
+		NC(GetVersion), NC(GetUniqueId),    NC(CommInitRank),  NC(CommDestroy),
+		NC(AllReduce),  NC(AllGather),      NC(ReduceScatter), NC(Broadcast),
+		NC(Reduce),     NC(GetErrorString),
 	};
 
 	memset(nc, 0, sizeof(*nc));
@@ -88,7 +109,8 @@ int nccl_load(struct nccl *nc, char *msg, size_t len)
 		snprintf(msg, len, "cannot load NCCL (libnccl.so.2): %s", dlerror());
 		return -1;
 	}
-	if (load_syms(nc->lib, nc, syms, sizeof(syms) / sizeof(syms[0]), "libnccl.so.2", msg, len) < 0) {
+	if (load_syms(nc->lib, nc, syms, sizeof(syms) / sizeof(syms[0]), "libnccl.so.2", msg, len) <
+	    0) {
 		dlclose(nc->lib);
 		nc->lib = NULL;
 		return -1;
@@ -99,8 +121,8 @@ int nccl_load(struct nccl *nc, char *msg, size_t len)
 int nccl_dtype(int dt)
 {
 	static const int map[COLLC_NUM_DTYPES] = {
-		[COLLC_INT8] = 0, [COLLC_UINT8] = 1, [COLLC_INT32] = 2, [COLLC_UINT32] = 3,
-		[COLLC_INT64] = 4, [COLLC_UINT64] = 5, [COLLC_FLOAT16] = 6, [COLLC_BFLOAT16] = 9,
+		[COLLC_INT8] = 0,    [COLLC_UINT8] = 1,   [COLLC_INT32] = 2,   [COLLC_UINT32] = 3,
+		[COLLC_INT64] = 4,   [COLLC_UINT64] = 5,  [COLLC_FLOAT16] = 6, [COLLC_BFLOAT16] = 9,
 		[COLLC_FLOAT32] = 7, [COLLC_FLOAT64] = 8,
 	};
 

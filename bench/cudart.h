@@ -42,12 +42,12 @@ struct cudart {
 int cudart_load(struct cudart *rt, char *msg, size_t len);
 const char *cudart_strerror(const struct cudart *rt, cuda_err_t e);
 
-typedef int nccl_result_t;           /* ncclResult_t; 0 is ncclSuccess */
+typedef int nccl_result_t; /* ncclResult_t; 0 is ncclSuccess */
 typedef void *nccl_comm_t;
 struct nccl_unique_id {
 	char internal[128];
 };
-enum { NCCL_SUM = 0 };               /* ncclRedOp_t */
+enum { NCCL_SUM = 0 }; /* ncclRedOp_t */
 
 struct nccl {
 	void *lib;

@@ -60,7 +60,8 @@ int daemon_spawn(const char *collcd, const char *backend, char *const *extra, in
 
 	memset(d, 0, sizeof(*d));
 	if (access(collcd, X_OK) < 0) {
-		fprintf(stderr, "collc-bench: collcd not found at %s (build it, or pass --collcd PATH)\n",
+		fprintf(stderr,
+			"collc-bench: collcd not found at %s (build it, or pass --collcd PATH)\n",
 			collcd);
 		return -1;
 	}
@@ -135,7 +136,8 @@ int daemon_spawn(const char *collcd, const char *backend, char *const *extra, in
 		}
 		bench_sleep_ms(20);
 	}
-	fprintf(stderr, "collc-bench: collcd ready on %s after %.2f s\n", d->sock, bench_now() - t0);
+	fprintf(stderr, "collc-bench: collcd ready on %s after %.2f s\n", d->sock,
+		bench_now() - t0);
 	return 0;
 }
 
@@ -152,7 +154,8 @@ int daemon_stop(struct bench_daemon *d)
 		bench_child_del(d->pid);
 		d->pid = 0;
 		bench_describe_status(st, why, sizeof(why));
-		fprintf(stderr, "collc-bench: collcd %s during the run; its log: %s\n", why, d->log);
+		fprintf(stderr, "collc-bench: collcd %s during the run; its log: %s\n", why,
+			d->log);
 		print_log(d);
 		return -1;
 	}

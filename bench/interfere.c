@@ -39,12 +39,12 @@
 #include "bench/interfere_kernel.h"
 #include "common/atomics.h"
 
-#define MAX_LOAD_RANKS   8
-#define LOAD_ROUND_OPS   32       /* ranks agree to stop only between rounds */
-#define LOAD_READY_S     120.0
-#define LOAD_STOP_S      60.0
-#define NSAMPLES         8
-#define EXIT_SKIP        77
+#define MAX_LOAD_RANKS 8
+#define LOAD_ROUND_OPS 32 /* ranks agree to stop only between rounds */
+#define LOAD_READY_S   120.0
+#define LOAD_STOP_S    60.0
+#define NSAMPLES       8
+#define EXIT_SKIP      77
 
 struct opts {
 	int device;
@@ -55,8 +55,8 @@ struct opts {
 	double calibrate_ms;
 	const char *label;
 	const char *csv;
-	int grid_blocks;          /* the resident grid's blocks, from collcd's log; -1 unknown */
-	uint64_t busy_bytes;      /* 0: no load */
+	int grid_blocks;     /* the resident grid's blocks, from collcd's log; -1 unknown */
+	uint64_t busy_bytes; /* 0: no load */
 	int busy_gpus[MAX_LOAD_RANKS];
 	int nbusy;
 	int busy_depth;
@@ -71,11 +71,11 @@ struct opts {
  * rank before it passes k + 1.
  */
 struct load_shared {
-	uint32_t stop;                      /* written by the parent: stop soon */
-	uint32_t stop_round;                /* CAS by the first rank that sees stop; UINT32_MAX: none */
-	uint32_t ready[MAX_LOAD_RANKS];     /* written by rank r after its first round */
-	uint64_t done[MAX_LOAD_RANKS];      /* written by rank r: all-reduces completed */
-	int32_t failed[MAX_LOAD_RANKS];     /* written by rank r, msg[r] first */
+	uint32_t stop;                  /* written by the parent: stop soon */
+	uint32_t stop_round;            /* CAS by the first rank that sees stop; UINT32_MAX: none */
+	uint32_t ready[MAX_LOAD_RANKS]; /* written by rank r after its first round */
+	uint64_t done[MAX_LOAD_RANKS];  /* written by rank r: all-reduces completed */
+	int32_t failed[MAX_LOAD_RANKS]; /* written by rank r, msg[r] first */
 	char msg[MAX_LOAD_RANKS][200];
 };
 
@@ -109,37 +109,37 @@ static void on_signal(int sig)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"usage: collc-interfere [--device D] [--launches K] [--warmup W] [--waves N]\n"
-"                       [--fma-iters N | --calibrate MS] [--label TEXT] [--csv FILE]\n"
-"                       [--grid-blocks N] [--busy-bytes B [--busy-gpus G,G] [--busy-depth Q]\n"
-"                        [--socket PATH] [--timeout-ms MS]]\n"
-"\n"
-"Times a compute-bound kernel (%u FMA chains per thread, %u threads per block, every SM\n"
-"filled N times over) on GPU D as a client process: W untimed launches, then K launches\n"
-"timed one by one with CUDA events; prints the median and the minimum, and the SMs the\n"
-"kernel's blocks ran on (fewer than the GPU has: something else holds the rest).\n"
-"The output of the first and last timed launch is checked against the host.\n"
-"\n"
-"  --device D       the GPU (default 0)\n"
-"  --launches K     timed launches (default 50)\n"
-"  --warmup W       untimed launches first (default 5)\n"
-"  --waves N        blocks = SMs x resident blocks per SM x N (default 32: fine enough\n"
-"                   that whole waves move a loss by at most 3%%)\n"
-"  --fma-iters N    steps of each chain (default 65536); give every condition the same N\n"
-"  --calibrate MS   only print \"fma_iters N\": the N for one launch of about MS here, now\n"
-"  --label TEXT     the condition, for the output and the CSV (default run)\n"
-"  --csv FILE       append one row (header first when FILE is new)\n"
-"  --grid-blocks N  blocks of collcd's resident grid on D (its log says): adds the loss\n"
-"                   predicted if each of them holds one SM alone\n"
-"  --busy-bytes B   fork one client per --busy-gpus entry that run float32 sum all-reduces\n"
-"                   of B bytes back to back through collcd (K/M/G suffixes) for the whole\n"
-"                   measurement; their rate during it is reported\n"
-"  --busy-gpus LIST GPUs of the load ranks (default 0,1; 0,0 on a single GPU)\n"
-"  --busy-depth Q   all-reduces each load rank keeps outstanding (default 2)\n"
-"  --socket PATH    collcd's socket (default $COLLC_SOCKET, /run/collcd/collcd.sock)\n"
-"  --timeout-ms MS  a load all-reduce pending for MS is an error (default 30000)\n"
-"\n"
-"Exit status: 0 measured and checked; 1 an error or a wrong result; 2 usage; 77 no GPU.\n",
+		"usage: collc-interfere [--device D] [--launches K] [--warmup W] [--waves N]\n"
+		"                       [--fma-iters N | --calibrate MS] [--label TEXT] [--csv FILE]\n"
+		"                       [--grid-blocks N] [--busy-bytes B [--busy-gpus G,G] [--busy-depth Q]\n"
+		"                        [--socket PATH] [--timeout-ms MS]]\n"
+		"\n"
+		"Times a compute-bound kernel (%u FMA chains per thread, %u threads per block, every SM\n"
+		"filled N times over) on GPU D as a client process: W untimed launches, then K launches\n"
+		"timed one by one with CUDA events; prints the median and the minimum, and the SMs the\n"
+		"kernel's blocks ran on (fewer than the GPU has: something else holds the rest).\n"
+		"The output of the first and last timed launch is checked against the host.\n"
+		"\n"
+		"  --device D       the GPU (default 0)\n"
+		"  --launches K     timed launches (default 50)\n"
+		"  --warmup W       untimed launches first (default 5)\n"
+		"  --waves N        blocks = SMs x resident blocks per SM x N (default 32: fine enough\n"
+		"                   that whole waves move a loss by at most 3%%)\n"
+		"  --fma-iters N    steps of each chain (default 65536); give every condition the same N\n"
+		"  --calibrate MS   only print \"fma_iters N\": the N for one launch of about MS here, now\n"
+		"  --label TEXT     the condition, for the output and the CSV (default run)\n"
+		"  --csv FILE       append one row (header first when FILE is new)\n"
+		"  --grid-blocks N  blocks of collcd's resident grid on D (its log says): adds the loss\n"
+		"                   predicted if each of them holds one SM alone\n"
+		"  --busy-bytes B   fork one client per --busy-gpus entry that run float32 sum all-reduces\n"
+		"                   of B bytes back to back through collcd (K/M/G suffixes) for the whole\n"
+		"                   measurement; their rate during it is reported\n"
+		"  --busy-gpus LIST GPUs of the load ranks (default 0,1; 0,0 on a single GPU)\n"
+		"  --busy-depth Q   all-reduces each load rank keeps outstanding (default 2)\n"
+		"  --socket PATH    collcd's socket (default $COLLC_SOCKET, /run/collcd/collcd.sock)\n"
+		"  --timeout-ms MS  a load all-reduce pending for MS is an error (default 30000)\n"
+		"\n"
+		"Exit status: 0 measured and checked; 1 an error or a wrong result; 2 usage; 77 no GPU.\n",
 		IF_CHAINS, IF_THREADS);
 }
 
@@ -163,7 +163,8 @@ static int load_wait(const struct opts *o, struct collc_ctx *ctx, collc_req req,
 
 	if (r < 0) {
 		load_fail(ls, rank, "load rank %d: all-reduce %llu: %s", rank,
-			  (unsigned long long)*done, r == -EAGAIN ? "timed out" : collc_strerror(r));
+			  (unsigned long long)*done,
+			  r == -EAGAIN ? "timed out" : collc_strerror(r));
 		return r;
 	}
 	/* R1: pairs with the parent's acquire loads of done[] */
@@ -226,8 +227,8 @@ static int load_rank(const struct opts *o, const struct collc_unique_id *uid, in
 		if (k >= load_acquire(&ls->stop_round))
 			break;
 		if (load_acquire(&ls->stop)) {
-			__atomic_compare_exchange_n(&ls->stop_round, &none, k + 1, 0, __ATOMIC_SEQ_CST,
-						    __ATOMIC_SEQ_CST);
+			__atomic_compare_exchange_n(&ls->stop_round, &none, k + 1, 0,
+						    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 			if (k >= load_acquire(&ls->stop_round))
 				break;
 		}
@@ -238,11 +239,11 @@ static int load_rank(const struct opts *o, const struct collc_unique_id *uid, in
 			if (j >= depth && load_wait(o, ctx, reqs[q], ls, rank, &done) < 0)
 				goto out_free;
 			if (j < LOAD_ROUND_OPS) {
-				r = collc_allreduce(comm, send, recv[q], count, COLLC_FLOAT32, COLLC_SUM,
-						    &reqs[q]);
+				r = collc_allreduce(comm, send, recv[q], count, COLLC_FLOAT32,
+						    COLLC_SUM, &reqs[q]);
 				if (r < 0) {
-					load_fail(ls, rank, "load rank %d: collc_allreduce: %s", rank,
-						  collc_strerror(r));
+					load_fail(ls, rank, "load rank %d: collc_allreduce: %s",
+						  rank, collc_strerror(r));
 					goto out_free;
 				}
 			}
@@ -276,19 +277,22 @@ static int load_reap(struct load_shared *ls, double timeout_s)
 		for (int i = 0; i < nload_pids; i++) {
 			int st;
 
-			if (load_pids[i] <= 0 || waitpid(load_pids[i], &st, WNOHANG) != load_pids[i])
+			if (load_pids[i] <= 0 ||
+			    waitpid(load_pids[i], &st, WNOHANG) != load_pids[i])
 				continue;
 			load_pids[i] = 0;
 			left--;
 			if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 				bad = 1;
 				if (WIFSIGNALED(st))
-					fprintf(stderr, "collc-interfere: load rank %d killed by signal %d\n",
+					fprintf(stderr,
+						"collc-interfere: load rank %d killed by signal %d\n",
 						i, WTERMSIG(st));
 			}
 		}
 		if (left && now_s() - t0 > timeout_s) {
-			fprintf(stderr, "collc-interfere: load ranks did not stop within %.0f s: killing them\n",
+			fprintf(stderr,
+				"collc-interfere: load ranks did not stop within %.0f s: killing them\n",
 				timeout_s);
 			for (int i = 0; i < nload_pids; i++)
 				if (load_pids[i] > 0)
@@ -355,7 +359,8 @@ static int load_start(const struct opts *o, struct load_shared *ls)
 		if (ready == o->nbusy)
 			return 0;
 		if (now_s() - t0 > LOAD_READY_S) {
-			fprintf(stderr, "collc-interfere: the load ranks did not finish a round in %.0f s\n",
+			fprintf(stderr,
+				"collc-interfere: the load ranks did not finish a round in %.0f s\n",
 				LOAD_READY_S);
 			return -1;
 		}
@@ -407,11 +412,14 @@ static int kernel_setup(const struct opts *o, struct kernel *k)
 		return -1;
 	if (ck(cudaMalloc((void **)&k->smid_d, k->blocks * sizeof(uint32_t)), "cudaMalloc") < 0)
 		return -1;
-	if (ck(cudaMallocHost((void **)&k->out_h, k->nthreads * sizeof(float)), "cudaMallocHost") < 0)
+	if (ck(cudaMallocHost((void **)&k->out_h, k->nthreads * sizeof(float)), "cudaMallocHost") <
+	    0)
 		return -1;
-	if (ck(cudaMallocHost((void **)&k->smid_h, k->blocks * sizeof(uint32_t)), "cudaMallocHost") < 0)
+	if (ck(cudaMallocHost((void **)&k->smid_h, k->blocks * sizeof(uint32_t)),
+	       "cudaMallocHost") < 0)
 		return -1;
-	if (ck(cudaStreamCreateWithFlags(&k->stream, cudaStreamNonBlocking), "cudaStreamCreate") < 0)
+	if (ck(cudaStreamCreateWithFlags(&k->stream, cudaStreamNonBlocking), "cudaStreamCreate") <
+	    0)
 		return -1;
 	if (ck(cudaEventCreate(&k->ev0), "cudaEventCreate") < 0)
 		return -1;
@@ -429,7 +437,8 @@ static int kernel_run(struct kernel *k, uint32_t iters, uint32_t seed, double *r
 
 	if (ck(cudaEventRecord(k->ev0, k->stream), "cudaEventRecord") < 0)
 		return -1;
-	if (ck(if_launch(k->out_d, k->smid_d, k->blocks, iters, seed, k->stream), "kernel launch") < 0)
+	if (ck(if_launch(k->out_d, k->smid_d, k->blocks, iters, seed, k->stream), "kernel launch") <
+	    0)
 		return -1;
 	if (ck(cudaEventRecord(k->ev1, k->stream), "cudaEventRecord") < 0)
 		return -1;
@@ -438,7 +447,8 @@ static int kernel_run(struct kernel *k, uint32_t iters, uint32_t seed, double *r
 	if (ck(cudaEventElapsedTime(&ms, k->ev0, k->ev1), "cudaEventElapsedTime") < 0)
 		return -1;
 	if (ck(cudaMemcpyAsync(k->smid_h, k->smid_d, k->blocks * sizeof(uint32_t),
-			       cudaMemcpyDeviceToHost, k->stream), "cudaMemcpyAsync") < 0)
+			       cudaMemcpyDeviceToHost, k->stream),
+	       "cudaMemcpyAsync") < 0)
 		return -1;
 	if (ck(cudaStreamSynchronize(k->stream), "cudaStreamSynchronize") < 0)
 		return -1;
@@ -487,14 +497,16 @@ struct sample {
 /* Copies the last launch's output, checks every element's range, keeps the samples. */
 static int kernel_grab(struct kernel *k, uint32_t seed, struct sample *s)
 {
-	const float hi = (float)(IF_CHAINS * (IF_CHAINS + 1) / 2); /* every chain stays in [0, j + 1] */
+	const float hi =
+		(float)(IF_CHAINS * (IF_CHAINS + 1) / 2); /* every chain stays in [0, j + 1] */
 
 	if (ck(cudaMemcpy(k->out_h, k->out_d, k->nthreads * sizeof(float), cudaMemcpyDeviceToHost),
 	       "cudaMemcpy") < 0)
 		return -1;
 	for (size_t i = 0; i < k->nthreads; i++)
 		if (!(k->out_h[i] > 0.0f && k->out_h[i] <= hi)) {
-			fprintf(stderr, "collc-interfere: WRONG: element %zu is %.9g, outside (0, %g]\n", i,
+			fprintf(stderr,
+				"collc-interfere: WRONG: element %zu is %.9g, outside (0, %g]\n", i,
 				(double)k->out_h[i], (double)hi);
 			return -1;
 		}
@@ -512,7 +524,8 @@ static int check_samples(const struct sample *s, int n, uint32_t iters)
 		float want = host_ref(s[i].seed, s[i].tid, iters);
 
 		if (memcmp(&want, &s[i].got, sizeof(float)) != 0) {
-			fprintf(stderr, "collc-interfere: WRONG: launch seed %u, thread %u: %.9g, host says %.9g\n",
+			fprintf(stderr,
+				"collc-interfere: WRONG: launch seed %u, thread %u: %.9g, host says %.9g\n",
 				s[i].seed, s[i].tid, (double)s[i].got, (double)want);
 			return -1;
 		}
@@ -571,19 +584,21 @@ static void write_csv(const struct opts *o, const struct kernel *k, const struct
 		return;
 	}
 	if (fresh)
-		fprintf(f, "label,device,sms,kernel_blocks,threads_per_block,blocks_per_sm,fma_iters,"
-			   "launches,median_ms,min_ms,mean_ms,max_ms,sms_used_median,sms_used_min,gflops,"
-			   "grid_blocks,pred_loss_pct,busy_bytes,busy_ranks,busy_ops,busy_ops_per_s,"
-			   "busy_busbw_gbs\n");
+		fprintf(f,
+			"label,device,sms,kernel_blocks,threads_per_block,blocks_per_sm,fma_iters,"
+			"launches,median_ms,min_ms,mean_ms,max_ms,sms_used_median,sms_used_min,gflops,"
+			"grid_blocks,pred_loss_pct,busy_bytes,busy_ranks,busy_ops,busy_ops_per_s,"
+			"busy_busbw_gbs\n");
 	if (o->grid_blocks >= 0) {
 		snprintf(grid, sizeof(grid), "%d", o->grid_blocks);
 		snprintf(pred, sizeof(pred), "%.2f", r->pred_pct);
 	}
-	fprintf(f, "%s,\"%s\",%d,%u,%u,%d,%u,%d,%.4f,%.4f,%.4f,%.4f,%d,%d,%.1f,%s,%s,%llu,%d,%llu,"
-		   "%.1f,%.2f\n",
+	fprintf(f,
+		"%s,\"%s\",%d,%u,%u,%d,%u,%d,%.4f,%.4f,%.4f,%.4f,%d,%d,%.1f,%s,%s,%llu,%d,%llu,"
+		"%.1f,%.2f\n",
 		o->label, k->name, k->sms, k->blocks, IF_THREADS, k->bps, o->fma_iters, o->launches,
-		r->median, r->min, r->mean, r->max, r->sms_median, r->sms_min, r->gflops, grid, pred,
-		(unsigned long long)o->busy_bytes, o->busy_bytes ? o->nbusy : 0,
+		r->median, r->min, r->mean, r->max, r->sms_median, r->sms_min, r->gflops, grid,
+		pred, (unsigned long long)o->busy_bytes, o->busy_bytes ? o->nbusy : 0,
 		(unsigned long long)r->load_ops, r->load_ops_s, r->load_busbw);
 	fclose(f);
 }
@@ -599,7 +614,8 @@ static double predicted_loss(const struct kernel *k, int grid_blocks)
 		return INFINITY;
 	free_slots = (uint64_t)(k->sms - grid_blocks) * (uint64_t)k->bps;
 	return (double)((k->blocks + free_slots - 1) / free_slots) /
-		       (double)((k->blocks + per_wave - 1) / per_wave) * 100.0 - 100.0;
+		       (double)((k->blocks + per_wave - 1) / per_wave) * 100.0 -
+	       100.0;
 }
 
 /* Options */
@@ -616,7 +632,8 @@ static int parse_gpus(const char *s, struct opts *o)
 		char *end;
 		long g = strtol(s, &end, 10);
 
-		if (end == s || g < 0 || g > 1023 || o->nbusy == MAX_LOAD_RANKS || (*end && *end != ','))
+		if (end == s || g < 0 || g > 1023 || o->nbusy == MAX_LOAD_RANKS ||
+		    (*end && *end != ','))
 			return -1;
 		o->busy_gpus[o->nbusy++] = (int)g;
 		s = *end ? end + 1 : end;
@@ -625,8 +642,20 @@ static int parse_gpus(const char *s, struct opts *o)
 }
 
 enum {
-	OPT_DEVICE = 256, OPT_LAUNCHES, OPT_WARMUP, OPT_WAVES, OPT_ITERS, OPT_CALIBRATE, OPT_LABEL,
-	OPT_CSV, OPT_GRID, OPT_BUSY_BYTES, OPT_BUSY_GPUS, OPT_BUSY_DEPTH, OPT_SOCKET, OPT_TIMEOUT,
+	OPT_DEVICE = 256,
+	OPT_LAUNCHES,
+	OPT_WARMUP,
+	OPT_WAVES,
+	OPT_ITERS,
+	OPT_CALIBRATE,
+	OPT_LABEL,
+	OPT_CSV,
+	OPT_GRID,
+	OPT_BUSY_BYTES,
+	OPT_BUSY_GPUS,
+	OPT_BUSY_DEPTH,
+	OPT_SOCKET,
+	OPT_TIMEOUT,
 	OPT_HELP,
 };
 
@@ -687,7 +716,8 @@ static int parse_options(int argc, char **argv, struct opts *o)
 			break;
 		case OPT_LABEL:
 			if (strpbrk(optarg, ",\"\n")) {
-				fprintf(stderr, "collc-interfere: --label may not hold a comma, quote or newline\n");
+				fprintf(stderr,
+					"collc-interfere: --label may not hold a comma, quote or newline\n");
 				return -1;
 			}
 			o->label = optarg;
@@ -703,14 +733,17 @@ static int parse_options(int argc, char **argv, struct opts *o)
 		case OPT_BUSY_BYTES:
 			o->busy_bytes = bench_parse_bytes(optarg, &ok);
 			if (!ok || o->busy_bytes < sizeof(float) || o->busy_bytes % sizeof(float)) {
-				fprintf(stderr, "collc-interfere: --busy-bytes must be a multiple of 4\n");
+				fprintf(stderr,
+					"collc-interfere: --busy-bytes must be a multiple of 4\n");
 				return -1;
 			}
 			break;
 		case OPT_BUSY_GPUS:
 			if (parse_gpus(optarg, o) < 0) {
-				fprintf(stderr, "collc-interfere: --busy-gpus takes 2..%d GPU ordinals, "
-						"comma separated\n", MAX_LOAD_RANKS);
+				fprintf(stderr,
+					"collc-interfere: --busy-gpus takes 2..%d GPU ordinals, "
+					"comma separated\n",
+					MAX_LOAD_RANKS);
 				return -1;
 			}
 			break;
@@ -765,7 +798,8 @@ static int probe_gpus(char *msg, size_t len)
 		cudaError_t e = cudaGetDeviceCount(&pr->n);
 
 		if (e != cudaSuccess) {
-			snprintf(pr->msg, sizeof(pr->msg), "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+			snprintf(pr->msg, sizeof(pr->msg), "cudaGetDeviceCount: %s",
+				 cudaGetErrorString(e));
 			pr->n = -1;
 		} else if (pr->n == 0) {
 			snprintf(pr->msg, sizeof(pr->msg), "cudaGetDeviceCount found 0 devices");
@@ -782,8 +816,14 @@ static int probe_gpus(char *msg, size_t len)
 int main(int argc, char **argv)
 {
 	struct opts o = {
-		.launches = 50, .warmup = 5, .waves = 32, .fma_iters = 65536, .label = "run",
-		.grid_blocks = -1, .busy_depth = 2, .timeout_ms = 30000,
+		.launches = 50,
+		.warmup = 5,
+		.waves = 32,
+		.fma_iters = 65536,
+		.label = "run",
+		.grid_blocks = -1,
+		.busy_depth = 2,
+		.timeout_ms = 30000,
 	};
 	struct load_shared *ls = NULL;
 	struct sample samples[2 * NSAMPLES];
@@ -803,11 +843,13 @@ int main(int argc, char **argv)
 		return EXIT_SKIP;
 	}
 	if (o.device >= ngpu) {
-		fprintf(stderr, "collc-interfere: --device %d: this process sees %d GPUs\n", o.device, ngpu);
+		fprintf(stderr, "collc-interfere: --device %d: this process sees %d GPUs\n",
+			o.device, ngpu);
 		return 2;
 	}
 	if (o.busy_bytes && o.calibrate_ms > 0) {
-		fprintf(stderr, "collc-interfere: --calibrate runs alone: no --busy-bytes with it\n");
+		fprintf(stderr,
+			"collc-interfere: --calibrate runs alone: no --busy-bytes with it\n");
 		return 2;
 	}
 	if (o.busy_bytes && o.nbusy == 0) {
@@ -817,7 +859,8 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < o.nbusy; i++)
 		if (o.busy_gpus[i] >= ngpu) {
-			fprintf(stderr, "collc-interfere: --busy-gpus names GPU %d; this process sees %d\n",
+			fprintf(stderr,
+				"collc-interfere: --busy-gpus names GPU %d; this process sees %d\n",
 				o.busy_gpus[i], ngpu);
 			return 2;
 		}
@@ -825,7 +868,8 @@ int main(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	if (o.busy_bytes) {
-		ls = mmap(NULL, sizeof(*ls), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		ls = mmap(NULL, sizeof(*ls), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+			  0);
 		if (ls == MAP_FAILED) {
 			fprintf(stderr, "collc-interfere: mmap: %s\n", strerror(errno));
 			return 1;
@@ -841,7 +885,8 @@ int main(int argc, char **argv)
 		uint32_t iters;
 		double t;
 
-		if (kernel_run(&k, 64, 1, &t, NULL) < 0 || calibrate(&k, o.calibrate_ms, &iters) < 0)
+		if (kernel_run(&k, 64, 1, &t, NULL) < 0 ||
+		    calibrate(&k, o.calibrate_ms, &iters) < 0)
 			goto out_load;
 		printf("fma_iters %u\n", iters);
 		status = 0;
@@ -864,7 +909,8 @@ int main(int argc, char **argv)
 		ops_start = load_acquire(&ls->done[0]);
 		for (int i = 0; i < o.nbusy; i++)
 			if (load_acquire(&ls->failed[i])) {
-				fprintf(stderr, "collc-interfere: the load failed before the measurement\n");
+				fprintf(stderr,
+					"collc-interfere: the load failed before the measurement\n");
 				goto out_load;
 			}
 	}
@@ -898,10 +944,12 @@ int main(int argc, char **argv)
 		/* Stopped before the check so that a slow host check does not stretch the window. */
 		res.load_ops = ops_end - ops_start;
 		res.load_ops_s = (double)res.load_ops / (t_end - t_start);
-		res.load_busbw = res.load_ops_s * (double)o.busy_bytes * 2.0 * (o.nbusy - 1) / o.nbusy / 1e9;
+		res.load_busbw =
+			res.load_ops_s * (double)o.busy_bytes * 2.0 * (o.nbusy - 1) / o.nbusy / 1e9;
 		store_release(&ls->stop, 1u);
 		if (load_reap(ls, LOAD_STOP_S) < 0) {
-			fprintf(stderr, "collc-interfere: the load failed: the numbers are not reported\n");
+			fprintf(stderr,
+				"collc-interfere: the load failed: the numbers are not reported\n");
 			goto out_load;
 		}
 	}
@@ -910,14 +958,16 @@ int main(int argc, char **argv)
 
 	printf("collc-interfere: %s: %s, %d SMs; kernel %u blocks x %u threads (%d per SM, %d waves), "
 	       "%u FMA steps x %u chains\n",
-	       o.label, k.name, k.sms, k.blocks, IF_THREADS, k.bps, o.waves, o.fma_iters, IF_CHAINS);
+	       o.label, k.name, k.sms, k.blocks, IF_THREADS, k.bps, o.waves, o.fma_iters,
+	       IF_CHAINS);
 	printf("  %d launches: median %.3f ms, min %.3f ms, mean %.3f ms, max %.3f ms, %.0f GFLOP/s; "
 	       "ran on %d SMs (min %d); output checked\n",
 	       o.launches, res.median, res.min, res.mean, res.max, res.gflops, res.sms_median,
 	       res.sms_min);
 	if (o.grid_blocks >= 0 && o.grid_blocks < k.sms)
 		printf("  resident grid: %d blocks; loss if each holds an SM alone: %+.1f%% in whole waves "
-		       "of this kernel, %+.1f%% by SM count\n", o.grid_blocks, res.pred_pct,
+		       "of this kernel, %+.1f%% by SM count\n",
+		       o.grid_blocks, res.pred_pct,
 		       ((double)k.sms / (k.sms - o.grid_blocks) - 1) * 100);
 	if (ls)
 		printf("  load: %d ranks on GPUs", o.nbusy);
@@ -928,7 +978,8 @@ int main(int argc, char **argv)
 		       (unsigned long long)o.busy_bytes, (unsigned long long)res.load_ops,
 		       res.load_ops_s, res.load_busbw);
 	if (ls && res.load_ops == 0) {
-		fprintf(stderr, "collc-interfere: no all-reduce completed during the measurement\n");
+		fprintf(stderr,
+			"collc-interfere: no all-reduce completed during the measurement\n");
 		goto out_load;
 	}
 	if (o.csv)

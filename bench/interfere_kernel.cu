@@ -4,8 +4,8 @@
 
 #include "bench/interfere_kernel.h"
 
-__global__ void __launch_bounds__(IF_THREADS) if_fma(float *out, uint32_t *smid, uint32_t iters,
-						     uint32_t seed)
+__global__ void __launch_bounds__(IF_THREADS)
+	if_fma(float *out, uint32_t *smid, uint32_t iters, uint32_t seed)
 {
 	uint32_t tid = blockIdx.x * IF_THREADS + threadIdx.x;
 	float a[IF_CHAINS], s;

@@ -93,7 +93,8 @@ static int start(struct peer *p, const struct bench_size *sz, int slot, MPI_Requ
 		return MPI_Ibcast(p->rank == p->root ? p->send : recv, c, p->type, p->root,
 				  MPI_COMM_WORLD, req);
 	default:
-		return MPI_Ireduce(p->send, recv, c, p->type, MPI_SUM, p->root, MPI_COMM_WORLD, req);
+		return MPI_Ireduce(p->send, recv, c, p->type, MPI_SUM, p->root, MPI_COMM_WORLD,
+				   req);
 	}
 }
 
@@ -109,7 +110,8 @@ static void keep_first_wrong(int fail, const char *line)
 /* Size s's data set `last`, as collc-bench's ranks use it (runner.c). */
 static struct rc_case peer_case(const struct peer *p, const struct bench_size *sz, int s, int last)
 {
-	return (struct rc_case){ (collc_dtype)p->dtype, COLLC_SUM, sz->count, bench_seed(s, last), 0 };
+	return (struct rc_case){ (collc_dtype)p->dtype, COLLC_SUM, sz->count, bench_seed(s, last),
+				 0 };
 }
 
 static void fill(struct peer *p, const struct bench_size *sz, int s, int last)
@@ -119,8 +121,8 @@ static void fill(struct peer *p, const struct bench_size *sz, int s, int last)
 	rc_fill_coll(&c, (enum rc_coll)p->coll, p->nranks, p->rank, p->send);
 }
 
-static int check(struct peer *p, const struct bench_size *sz, int s, int slot, int last,
-		 char *msg, size_t len)
+static int check(struct peer *p, const struct bench_size *sz, int s, int slot, int last, char *msg,
+		 size_t len)
 {
 	struct rc_case c = peer_case(p, sz, s, last);
 	char what[64];
@@ -212,10 +214,14 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "coll", required_argument, NULL, 'c' },   { "dtype", required_argument, NULL, 't' },
-		{ "root", required_argument, NULL, 'r' },   { "iters", required_argument, NULL, 'i' },
-		{ "warmup", required_argument, NULL, 'w' }, { "depth", required_argument, NULL, 'q' },
-		{ "sizes", required_argument, NULL, 's' },  { 0 },
+		{ "coll", required_argument, NULL, 'c' },
+		{ "dtype", required_argument, NULL, 't' },
+		{ "root", required_argument, NULL, 'r' },
+		{ "iters", required_argument, NULL, 'i' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "depth", required_argument, NULL, 'q' },
+		{ "sizes", required_argument, NULL, 's' },
+		{ 0 },
 	};
 	struct peer p = { .coll = -1, .dtype = COLLC_FLOAT32, .iters = 20, .warmup = 5, .depth = 4 };
 	struct bench_size sizes[64];

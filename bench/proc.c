@@ -80,7 +80,8 @@ void bench_describe_status(int st, char *buf, size_t len)
 	if (WIFEXITED(st))
 		snprintf(buf, len, "exited with status %d", WEXITSTATUS(st));
 	else if (WIFSIGNALED(st))
-		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(st),
+			 strsignal(WTERMSIG(st)));
 	else
 		snprintf(buf, len, "stopped (status 0x%x)", st);
 }

@@ -64,8 +64,8 @@ static void print_failures(FILE *f, const struct report *rp, int peer)
 			fprintf(f, "#   (the same for %d more sizes)\n", repeats);
 		repeats = 0;
 		last = st->msg;
-		fprintf(f, "#   %s%s%llu bytes: %s: %s\n", peer ? rp->peer_name : "", peer ? " at " : "",
-			(unsigned long long)row->sz->bytes,
+		fprintf(f, "#   %s%s%llu bytes: %s: %s\n", peer ? rp->peer_name : "",
+			peer ? " at " : "", (unsigned long long)row->sz->bytes,
 			st->status == RES_WRONG ? "wrong result" : "error", st->msg);
 	}
 	if (repeats)
@@ -82,31 +82,34 @@ void report_table(FILE *f, const struct report *rp)
 
 	if (cfg->coll == BENCH_BROADCAST || cfg->coll == BENCH_REDUCE)
 		snprintf(root, sizeof(root), ", root %d", cfg->root);
-	fprintf(f, "#\n# collc-bench: %s, %d ranks, %s, %s%s, %s backend, %d iterations (+%d warmup), "
-		   "depth %d\n",
+	fprintf(f,
+		"#\n# collc-bench: %s, %d ranks, %s, %s%s, %s backend, %d iterations (+%d warmup), "
+		"depth %d\n",
 		bench_coll_names[cfg->coll], cfg->nranks, bench_dtype_names[cfg->dtype],
 		bench_coll_reduces(cfg->coll) ? "sum" : "copy", root, rp->backend, cfg->iters,
 		cfg->warmup, cfg->depth < cfg->iters ? cfg->depth : cfg->iters);
-	fprintf(f, "# size: nccl-tests' size (allgather, reduce_scatter: the whole nranks x count "
-		   "buffer); count: size / dtype size\n"
-		   "# p50/p99: end-to-end latency, call to completion seen by the rank, max over ranks "
-		   "per iteration\n"
-		   "# pipe: time per collective with %d outstanding (total / iterations, max over "
-		   "ranks); algbw = size / pipe,\n"
-		   "#       busbw = algbw * %s; ops/s = 1 / pipe\n",
+	fprintf(f,
+		"# size: nccl-tests' size (allgather, reduce_scatter: the whole nranks x count "
+		"buffer); count: size / dtype size\n"
+		"# p50/p99: end-to-end latency, call to completion seen by the rank, max over ranks "
+		"per iteration\n"
+		"# pipe: time per collective with %d outstanding (total / iterations, max over "
+		"ranks); algbw = size / pipe,\n"
+		"#       busbw = algbw * %s; ops/s = 1 / pipe\n",
 		cfg->depth,
-		cfg->coll == BENCH_ALLREDUCE ? "2(n-1)/n"
+		cfg->coll == BENCH_ALLREDUCE                                        ? "2(n-1)/n"
 		: cfg->coll == BENCH_ALLGATHER || cfg->coll == BENCH_REDUCE_SCATTER ? "(n-1)/n"
-										     : "1");
+										    : "1");
 	if (pn)
-		fprintf(f, "# %s columns: the same quantities for %s; x p50, x p99, x pipe = %s time / "
-			   "collc time: > 1 means collc is faster\n",
+		fprintf(f,
+			"# %s columns: the same quantities for %s; x p50, x p99, x pipe = %s time / "
+			"collc time: > 1 means collc is faster\n",
 			pn, pn, pn);
 	fprintf(f, "#\n# %10s %11s %9s %9s %9s %8s %8s %10s", "size(B)", "count", "p50(us)",
 		"p99(us)", "pipe(us)", "algbw", "busbw", "ops/s");
 	if (pn)
-		fprintf(f, " | %4s %9s %9s %9s %8s | %6s %6s %6s", pn, "p50(us)", "p99(us)", "pipe(us)",
-			"busbw", "x p50", "x p99", "x pipe");
+		fprintf(f, " | %4s %9s %9s %9s %8s | %6s %6s %6s", pn, "p50(us)", "p99(us)",
+			"pipe(us)", "busbw", "x p50", "x p99", "x pipe");
 	fprintf(f, "\n");
 	for (int s = 0; s < cfg->nsizes; s++) {
 		const struct report_row *row = &rp->rows[s];
@@ -116,23 +119,25 @@ void report_table(FILE *f, const struct report *rp)
 		if (row->c.status == RES_OK) {
 			struct derived d = derive(rp, row, &row->c);
 
-			fprintf(f, " %9.2f %9.2f %9.2f %8.3f %8.3f %10.0f", row->c.p50_us, row->c.p99_us,
-				row->c.pipe_us, d.algbw, d.busbw, d.ops);
+			fprintf(f, " %9.2f %9.2f %9.2f %8.3f %8.3f %10.0f", row->c.p50_us,
+				row->c.p99_us, row->c.pipe_us, d.algbw, d.busbw, d.ops);
 		} else {
 			/* No numbers for a size that was wrong, failed or did not run. */
-			fprintf(f, " %-67s", row->c.status == RES_WRONG ? "   collc: WRONG RESULT"
-					     : row->c.status == RES_ERROR ? "   collc: ERROR"
-									  : "   collc: not run");
+			fprintf(f, " %-67s",
+				row->c.status == RES_WRONG   ? "   collc: WRONG RESULT"
+				: row->c.status == RES_ERROR ? "   collc: ERROR"
+							     : "   collc: not run");
 			nbad++;
 		}
 		if (pn && row->p.status == RES_OK) {
 			struct derived d = derive(rp, row, &row->p);
 
-			fprintf(f, " | %4s %9.2f %9.2f %9.2f %8.3f |", "", row->p.p50_us, row->p.p99_us,
-				row->p.pipe_us, d.busbw);
+			fprintf(f, " | %4s %9.2f %9.2f %9.2f %8.3f |", "", row->p.p50_us,
+				row->p.p99_us, row->p.pipe_us, d.busbw);
 			if (row->c.status == RES_OK)
 				fprintf(f, " %6.2f %6.2f %6.2f", row->p.p50_us / row->c.p50_us,
-					row->p.p99_us / row->c.p99_us, row->p.pipe_us / row->c.pipe_us);
+					row->p.p99_us / row->c.p99_us,
+					row->p.pipe_us / row->c.pipe_us);
 		} else if (pn) {
 			fprintf(f, " | %4s %s", pn, status_word(row->p.status));
 		}
@@ -170,15 +175,17 @@ int report_csv(const char *path, const struct report *rp)
 		fprintf(stderr, "collc-bench: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
-	fprintf(f, "coll,nranks,dtype,backend,peer,bytes,count,status,p50_us,p99_us,pipe_us,"
-		   "algbw_GBps,busbw_GBps,ops_per_s,peer_status,peer_p50_us,peer_p99_us,peer_pipe_us,"
-		   "peer_algbw_GBps,peer_busbw_GBps,peer_ops_per_s,ratio_p50,ratio_p99,ratio_pipe\n");
+	fprintf(f,
+		"coll,nranks,dtype,backend,peer,bytes,count,status,p50_us,p99_us,pipe_us,"
+		"algbw_GBps,busbw_GBps,ops_per_s,peer_status,peer_p50_us,peer_p99_us,peer_pipe_us,"
+		"peer_algbw_GBps,peer_busbw_GBps,peer_ops_per_s,ratio_p50,ratio_p99,ratio_pipe\n");
 	for (int s = 0; s < cfg->nsizes; s++) {
 		const struct report_row *row = &rp->rows[s];
 
 		fprintf(f, "%s,%d,%s,%s,%s,%llu,%llu", bench_coll_names[cfg->coll], cfg->nranks,
-			bench_dtype_names[cfg->dtype], rp->backend, rp->peer_name ? rp->peer_name : "",
-			(unsigned long long)row->sz->bytes, (unsigned long long)row->sz->elems);
+			bench_dtype_names[cfg->dtype], rp->backend,
+			rp->peer_name ? rp->peer_name : "", (unsigned long long)row->sz->bytes,
+			(unsigned long long)row->sz->elems);
 		csv_stats(f, rp, row, &row->c);
 		if (rp->peer_name) {
 			csv_stats(f, rp, row, &row->p);
@@ -244,31 +251,30 @@ static int csv_scan(const char *csv, char *peer, size_t len, int *have_collc, in
 }
 
 /* %s: the latency curves, then the bandwidth curves (one "plot" each). */
-static const char gnuplot_script[] =
-	"set datafile separator ','\n"
-	"if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
-	"  set terminal pngcairo size 1400,560 font 'sans,10'\n"
-	"} else {\n"
-	"  set terminal png size 1400,560\n"
-	"}\n"
-	"set output png\n"
-	"set key autotitle columnheader\n"
-	"set multiplot layout 1,2 title ttl\n"
-	"set logscale x 2\n"
-	"set logscale y 10\n"
-	"set xtics 16\n"
-	"set grid\n"
-	"set format x '%%.0b%%B'\n"
-	"set format y '%%g'\n"
-	"set xlabel 'size (bytes, nccl-tests definition)'\n"
-	"set key top left\n"
-	"set ylabel 'end-to-end latency (us)'\n"
-	"set title 'latency: p50 (solid), p99 (dashed)'\n"
-	"plot %s\n"
-	"set ylabel 'busbw (GB/s)'\n"
-	"set title 'bus bandwidth (from pipelined time)'\n"
-	"plot %s\n"
-	"unset multiplot\n";
+static const char gnuplot_script[] = "set datafile separator ','\n"
+				     "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+				     "  set terminal pngcairo size 1400,560 font 'sans,10'\n"
+				     "} else {\n"
+				     "  set terminal png size 1400,560\n"
+				     "}\n"
+				     "set output png\n"
+				     "set key autotitle columnheader\n"
+				     "set multiplot layout 1,2 title ttl\n"
+				     "set logscale x 2\n"
+				     "set logscale y 10\n"
+				     "set xtics 16\n"
+				     "set grid\n"
+				     "set format x '%%.0b%%B'\n"
+				     "set format y '%%g'\n"
+				     "set xlabel 'size (bytes, nccl-tests definition)'\n"
+				     "set key top left\n"
+				     "set ylabel 'end-to-end latency (us)'\n"
+				     "set title 'latency: p50 (solid), p99 (dashed)'\n"
+				     "plot %s\n"
+				     "set ylabel 'busbw (GB/s)'\n"
+				     "set title 'bus bandwidth (from pipelined time)'\n"
+				     "plot %s\n"
+				     "unset multiplot\n";
 
 /* Columns of the CSV: 6 bytes, 9/10 collc p50/p99, 13 collc busbw, 16/17/20 the peer's. */
 static const char gp_collc_lat[] =
@@ -366,7 +372,8 @@ int report_plot(const char *csv, const char *png, const char *title)
 {
 	char peer[32], *script = NULL, *vars = NULL, *lat = NULL, *bw = NULL, *qc, *qp, *qt, *qpeer;
 	int have_collc, have_peer, r;
-	char *gp_argv[] = { "gnuplot", NULL }; /* the script on stdin ("-" breaks if-blocks in 5.4) */
+	char *gp_argv[] = { "gnuplot",
+			    NULL }; /* the script on stdin ("-" breaks if-blocks in 5.4) */
 	char *py_argv[] = { "python3", "-", (char *)csv, (char *)png, (char *)title, NULL };
 
 	if (csv_scan(csv, peer, sizeof(peer), &have_collc, &have_peer) < 0)
@@ -407,9 +414,10 @@ int report_plot(const char *csv, const char *png, const char *title)
 	r = run_with_input(py_argv, python_script);
 	if (r == 0)
 		return 0;
-	fprintf(stderr, "collc-bench: no plot: neither gnuplot nor python3 with matplotlib worked "
-			"(Debian: gnuplot-nox or python3-matplotlib). The CSV %s has everything; plot it "
-			"elsewhere with: collc-bench --from-csv %s --plot %s\n",
+	fprintf(stderr,
+		"collc-bench: no plot: neither gnuplot nor python3 with matplotlib worked "
+		"(Debian: gnuplot-nox or python3-matplotlib). The CSV %s has everything; plot it "
+		"elsewhere with: collc-bench --from-csv %s --plot %s\n",
 		csv, csv, png);
 	return -1;
 }

@@ -12,13 +12,13 @@
 /* The table, the CSV and the plot. */
 struct report_row {
 	const struct bench_size *sz;
-	struct size_stats c;      /* collc */
-	struct size_stats p;      /* the peer, when there is one */
+	struct size_stats c; /* collc */
+	struct size_stats p; /* the peer, when there is one */
 };
 
 struct report {
 	const struct bench_cfg *cfg;
-	const char *peer_name;    /* "NCCL", "MPI" or NULL */
+	const char *peer_name; /* "NCCL", "MPI" or NULL */
 	const char *backend;
 	struct report_row rows[BENCH_MAX_SIZES];
 };

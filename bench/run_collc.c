@@ -18,21 +18,23 @@
 #include "bench/runner.h"
 #include "bench/cudart.h"
 
-_Static_assert((int)COLLC_FLOAT32 == (int)COLLC_FLOAT32 && (int)COLLC_BFLOAT16 == (int)COLLC_BFLOAT16 &&
-		       (int)COLLC_FLOAT64 == (int)COLLC_FLOAT64 && (int)COLLC_INT8 == (int)COLLC_INT8,
+_Static_assert((int)COLLC_FLOAT32 == (int)COLLC_FLOAT32 &&
+		       (int)COLLC_BFLOAT16 == (int)COLLC_BFLOAT16 &&
+		       (int)COLLC_FLOAT64 == (int)COLLC_FLOAT64 &&
+		       (int)COLLC_INT8 == (int)COLLC_INT8,
 	       "bench dtypes follow collc's");
 
 struct collc_rank {
 	const struct bench_cfg *cfg;
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
-	int device;                 /* -1: host buffers */
+	int device; /* -1: host buffers */
 	struct cudart rt;
 	void *send;
-	void **recv;                /* depth receive slots */
+	void **recv; /* depth receive slots */
 	int nrecv;
 	void *bar_send, *bar_recv;
-	collc_req *reqs;            /* the pipelined phase's window */
+	collc_req *reqs; /* the pipelined phase's window */
 };
 
 static int fail(struct runner *rn, int r, const char *what)
@@ -48,14 +50,16 @@ static int submit(struct collc_rank *cr, const struct bench_size *sz, int slot, 
 
 	switch (cfg->coll) {
 	case BENCH_ALLREDUCE:
-		return collc_allreduce(cr->comm, cr->send, recv, sz->count, cfg->dtype, COLLC_SUM, req);
+		return collc_allreduce(cr->comm, cr->send, recv, sz->count, cfg->dtype, COLLC_SUM,
+				       req);
 	case BENCH_ALLGATHER:
 		return collc_allgather(cr->comm, cr->send, recv, sz->count, cfg->dtype, req);
 	case BENCH_REDUCE_SCATTER:
-		return collc_reduce_scatter(cr->comm, cr->send, recv, sz->count, cfg->dtype, COLLC_SUM,
-					    req);
+		return collc_reduce_scatter(cr->comm, cr->send, recv, sz->count, cfg->dtype,
+					    COLLC_SUM, req);
 	case BENCH_BROADCAST:
-		return collc_broadcast(cr->comm, cr->send, recv, sz->count, cfg->dtype, cfg->root, req);
+		return collc_broadcast(cr->comm, cr->send, recv, sz->count, cfg->dtype, cfg->root,
+				       req);
 	default:
 		return collc_reduce(cr->comm, cr->send, recv, sz->count, cfg->dtype, COLLC_SUM,
 				    cfg->root, req);
@@ -114,7 +118,8 @@ static int op_barrier(struct runner *rn)
 {
 	struct collc_rank *cr = rn->st;
 	collc_req req;
-	int r = collc_allreduce(cr->comm, cr->bar_send, cr->bar_recv, 1, COLLC_FLOAT32, COLLC_SUM, &req);
+	int r = collc_allreduce(cr->comm, cr->bar_send, cr->bar_recv, 1, COLLC_FLOAT32, COLLC_SUM,
+				&req);
 
 	if (r < 0)
 		return fail(rn, r, "barrier allreduce");
@@ -175,10 +180,13 @@ static const struct runner_ops collc_ops = {
 	.poison = op_poison,
 };
 
-int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank, struct shared_results *sr)
+int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
+		    struct shared_results *sr)
 {
 	struct collc_rank cr = { .cfg = cfg,
-				  .device = !cfg->cuda ? -1 : cfg->ngpus ? cfg->gpu[rank] : rank };
+				 .device = !cfg->cuda   ? -1
+					   : cfg->ngpus ? cfg->gpu[rank]
+							: rank };
 	struct runner rn = { .ops = &collc_ops, .st = &cr };
 	size_t es = collc_dtype_bytes(cfg->dtype);
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
@@ -198,40 +206,47 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank, stru
 			e = cr.rt.Free(NULL);
 		if (e) {
 			bench_setup_error(sr, rank, "rank", "cudaSetDevice(%d): %s", cr.device,
-				    cudart_strerror(&cr.rt, e));
+					  cudart_strerror(&cr.rt, e));
 			return 1;
 		}
 	}
 	r = collc_connect(cfg->socket, &cr.ctx);
 	if (r < 0) {
 		bench_setup_error(sr, rank, "rank", "collc_connect(%s): %s",
-			    cfg->socket ? cfg->socket : "default socket", collc_strerror(r));
+				  cfg->socket ? cfg->socket : "default socket", collc_strerror(r));
 		return 1;
 	}
 	r = collc_comm_init(cr.ctx, uid, cfg->nranks, rank, cr.device, &cr.comm);
 	if (r < 0) {
-		bench_setup_error(sr, rank, "rank", "collc_comm_init(device %d): %s", cr.device, collc_strerror(r));
+		bench_setup_error(sr, rank, "rank", "collc_comm_init(device %d): %s", cr.device,
+				  collc_strerror(r));
 		goto out_disconnect;
 	}
 	cr.reqs = calloc((size_t)depth, sizeof(*cr.reqs));
 	cr.recv = calloc((size_t)depth, sizeof(*cr.recv));
-	r = cr.reqs && cr.recv ? collc_mem_alloc(cr.ctx, cfg->max_send_elems * es, cr.device, &cr.send) : -ENOMEM;
+	r = cr.reqs && cr.recv
+		    ? collc_mem_alloc(cr.ctx, cfg->max_send_elems * es, cr.device, &cr.send)
+		    : -ENOMEM;
 	for (cr.nrecv = 0; r == 0 && cr.nrecv < depth; cr.nrecv++)
-		r = collc_mem_alloc(cr.ctx, cfg->max_recv_elems * es, cr.device, &cr.recv[cr.nrecv]);
+		r = collc_mem_alloc(cr.ctx, cfg->max_recv_elems * es, cr.device,
+				    &cr.recv[cr.nrecv]);
 	if (r == 0)
 		r = collc_mem_alloc(cr.ctx, 64, cr.device, &cr.bar_send);
 	if (r == 0)
 		r = collc_mem_alloc(cr.ctx, 64, cr.device, &cr.bar_recv);
 	if (r < 0) {
-		bench_setup_error(sr, rank, "rank", "collc_mem_alloc (%s memory, %d receive slots of %llu bytes): %s",
-			    cr.device < 0 ? "host" : "device", depth,
-			    (unsigned long long)(cfg->max_recv_elems * es), collc_strerror(r));
+		bench_setup_error(sr, rank, "rank",
+				  "collc_mem_alloc (%s memory, %d receive slots of %llu bytes): %s",
+				  cr.device < 0 ? "host" : "device", depth,
+				  (unsigned long long)(cfg->max_recv_elems * es),
+				  collc_strerror(r));
 		goto out_free;
 	}
 	if (cr.device < 0) {
 		memset(cr.bar_send, 0, 64);
 	} else if (cr.rt.Memset(cr.bar_send, 0, 64)) {
-		bench_setup_error(sr, rank, "rank", "cudaMemset on memory from collc_mem_alloc failed");
+		bench_setup_error(sr, rank, "rank",
+				  "cudaMemset on memory from collc_mem_alloc failed");
 		goto out_free;
 	}
 	status = bench_rank_loop(cfg, rank, &rn, sr);

@@ -60,8 +60,8 @@ static nccl_result_t launch(struct nccl_rank *nr, const struct bench_size *sz, i
 	case BENCH_ALLGATHER:
 		return nr->nc.AllGather(nr->send, recv, sz->count, nr->dtype, nr->comm, nr->stream);
 	case BENCH_REDUCE_SCATTER:
-		return nr->nc.ReduceScatter(nr->send, recv, sz->count, nr->dtype, NCCL_SUM, nr->comm,
-					    nr->stream);
+		return nr->nc.ReduceScatter(nr->send, recv, sz->count, nr->dtype, NCCL_SUM,
+					    nr->comm, nr->stream);
 	case BENCH_BROADCAST:
 		return nr->nc.Broadcast(nr->send, recv, sz->count, nr->dtype, cfg->root, nr->comm,
 					nr->stream);
@@ -163,7 +163,8 @@ static int exchange_id(struct nccl_rank *nr, int rank, struct shared_results *sr
 
 		if (r) {
 			__atomic_store_n(&sr->id_ready, -1, __ATOMIC_RELEASE);
-			bench_setup_error(sr, rank, "NCCL rank", "ncclGetUniqueId: %s", nr->nc.GetErrorString(r));
+			bench_setup_error(sr, rank, "NCCL rank", "ncclGetUniqueId: %s",
+					  nr->nc.GetErrorString(r));
 			return -1;
 		}
 		memcpy(sr->id, id, sizeof(*id));
@@ -207,7 +208,8 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 	nr.dtype = nccl_dtype(cfg->dtype);
 	e = nr.rt.SetDevice(rank);
 	if (e) {
-		bench_setup_error(sr, rank, "NCCL rank", "cudaSetDevice(%d): %s", rank, cudart_strerror(&nr.rt, e));
+		bench_setup_error(sr, rank, "NCCL rank", "cudaSetDevice(%d): %s", rank,
+				  cudart_strerror(&nr.rt, e));
 		if (rank == 0)
 			__atomic_store_n(&sr->id_ready, -1, __ATOMIC_RELEASE);
 		return 1;
@@ -220,7 +222,8 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 			ver % 100, nr.rt.libname);
 	r = nr.nc.CommInitRank(&nr.comm, cfg->nranks, id, rank);
 	if (r) {
-		bench_setup_error(sr, rank, "NCCL rank", "ncclCommInitRank: %s", nr.nc.GetErrorString(r));
+		bench_setup_error(sr, rank, "NCCL rank", "ncclCommInitRank: %s",
+				  nr.nc.GetErrorString(r));
 		return 1;
 	}
 	nr.recv = calloc((size_t)depth, sizeof(*nr.recv));
@@ -238,8 +241,10 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 	if (e == 0)
 		e = nr.rt.Memset(nr.bar, 0, 64);
 	if (e) {
-		bench_setup_error(sr, rank, "NCCL rank", "setting up buffers (%d receive slots of %llu bytes): %s", depth,
-			    (unsigned long long)(cfg->max_recv_elems * es), cudart_strerror(&nr.rt, e));
+		bench_setup_error(sr, rank, "NCCL rank",
+				  "setting up buffers (%d receive slots of %llu bytes): %s", depth,
+				  (unsigned long long)(cfg->max_recv_elems * es),
+				  cudart_strerror(&nr.rt, e));
 		goto out;
 	}
 	status = bench_rank_loop(cfg, rank, &rn, sr);

@@ -99,7 +99,8 @@ static int check_slot(const struct bench_cfg *cfg, int rank, struct runner *rn, 
 	snprintf(what, sizeof(what), "rank %d, %s iteration%s", rank, last ? "last" : "first",
 		 last ? " (pipelined)" : "");
 	first_wrong[0] = '\0';
-	if (rc_check_coll(&c, (enum rc_coll)cfg->coll, cfg->nranks, rank, cfg->root, host, what) == 0)
+	if (rc_check_coll(&c, (enum rc_coll)cfg->coll, cfg->nranks, rank, cfg->root, host, what) ==
+	    0)
 		return 0;
 	if (res->status != RES_WRONG) {
 		res->status = RES_WRONG;
@@ -182,7 +183,8 @@ int bench_rank_loop(const struct bench_cfg *cfg, int rank, struct runner *rn,
 {
 	size_t es = collc_dtype_bytes(cfg->dtype);
 	size_t host_bytes = (cfg->max_send_elems > cfg->max_recv_elems ? cfg->max_send_elems
-									: cfg->max_recv_elems) * es;
+								       : cfg->max_recv_elems) *
+			    es;
 	void *host = malloc(host_bytes ? host_bytes : 1);
 	void *ref = malloc(cfg->max_recv_elems * es + 1);
 
@@ -190,7 +192,8 @@ int bench_rank_loop(const struct bench_cfg *cfg, int rank, struct runner *rn,
 	if (!host || !ref) {
 		free(host);
 		free(ref);
-		snprintf(sr->res[rank].msg, sizeof(sr->res[rank].msg), "rank %d: out of memory", rank);
+		snprintf(sr->res[rank].msg, sizeof(sr->res[rank].msg), "rank %d: out of memory",
+			 rank);
 		sr->res[rank].status = RES_ERROR;
 		return 1;
 	}

@@ -27,7 +27,8 @@ struct runner_ops {
 	/* Runs one collective of size sz into receive slot `slot` and waits for it. */
 	int (*once)(struct runner *rn, const struct bench_size *sz, int slot);
 	/* Runs n collectives (the j-th into slot j % depth), `depth` outstanding; *ret_s: all of it. */
-	int (*batch)(struct runner *rn, const struct bench_size *sz, int n, int depth, double *ret_s);
+	int (*batch)(struct runner *rn, const struct bench_size *sz, int n, int depth,
+		     double *ret_s);
 	/* A tiny collective on its own buffers: every rank leaves it at about the same time. */
 	int (*barrier)(struct runner *rn);
 	int (*upload)(struct runner *rn, const void *host, size_t bytes);

@@ -52,7 +52,7 @@ static inline int bench_coll_reduces(int coll)
  */
 struct bench_size {
 	uint64_t bytes;
-	uint64_t elems;      /* bytes / dtype size: the "count" column of nccl-tests */
+	uint64_t elems; /* bytes / dtype size: the "count" column of nccl-tests */
 	uint64_t count;
 	uint64_t send_elems;
 	uint64_t recv_elems;

@@ -62,8 +62,9 @@ int mpi_peer_run(const struct bench_cfg *cfg, const struct mpi_opts *mo, struct 
 	pid_t pid;
 
 	if (!mo->peer || access(mo->peer, X_OK) < 0) {
-		fprintf(stderr, "collc-bench: --vs-mpi needs collc-mpi-peer (%s); build with MPI found by "
-				"CMake (Debian: openmpi-bin libopenmpi-dev) or pass --mpi-peer PATH\n",
+		fprintf(stderr,
+			"collc-bench: --vs-mpi needs collc-mpi-peer (%s); build with MPI found by "
+			"CMake (Debian: openmpi-bin libopenmpi-dev) or pass --mpi-peer PATH\n",
 			mo->peer ? mo->peer : "not built");
 		return -1;
 	}

@@ -19,13 +19,14 @@
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: collcctl [--socket PATH] COMMAND\n"
-		   "\n"
-		   "  status [--json]     clients, communicators, devices, queue depths\n"
-		   "  top                 status, refreshed every second (q quits)\n"
-		   "  metrics             Prometheus text format\n"
-		   "  get KEY             one configuration value\n"
-		   "  set KEY=VALUE...    change the configuration now (root or the admin socket)\n");
+	fprintf(f,
+		"usage: collcctl [--socket PATH] COMMAND\n"
+		"\n"
+		"  status [--json]     clients, communicators, devices, queue depths\n"
+		"  top                 status, refreshed every second (q quits)\n"
+		"  metrics             Prometheus text format\n"
+		"  get KEY             one configuration value\n"
+		"  set KEY=VALUE...    change the configuration now (root or the admin socket)\n");
 }
 
 static int connect_to(const char *path, int *fd)
@@ -145,10 +146,12 @@ int main(int argc, char **argv)
 		}
 		for (int i = optind; i < argc; i++) {
 			if (!strchr(argv[i], '=') || n + strlen(argv[i]) + 2 > sizeof(words)) {
-				fprintf(stderr, "collcctl: set takes KEY=VALUE words, got '%s'\n", argv[i]);
+				fprintf(stderr, "collcctl: set takes KEY=VALUE words, got '%s'\n",
+					argv[i]);
 				return 2;
 			}
-			n += (size_t)snprintf(words + n, sizeof(words) - n, "%s%s", n ? " " : "", argv[i]);
+			n += (size_t)snprintf(words + n, sizeof(words) - n, "%s%s", n ? " " : "",
+					      argv[i]);
 		}
 		/* The admin socket, where there is one we may open, grants set. */
 		snprintf(admin, sizeof(admin), "%s.admin", path);

@@ -71,7 +71,9 @@ static ssize_t recv_msg(int fd, char *buf, size_t cap, struct ctl_reply *rep, in
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { .iov_base = buf, .iov_len = cap };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
 	struct timespec deadline;
 	ssize_t n;
@@ -85,7 +87,8 @@ static ssize_t recv_msg(int fd, char *buf, size_t cap, struct ctl_reply *rep, in
 	}
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		int wait = timeout_ms < 0 ? -1 : (int)(ms_left(&deadline) > 0 ? ms_left(&deadline) : 0);
+		int wait = timeout_ms < 0 ? -1
+					  : (int)(ms_left(&deadline) > 0 ? ms_left(&deadline) : 0);
 		int pr = poll(&p, 1, wait);
 
 		if (pr < 0 && errno == EINTR)

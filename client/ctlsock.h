@@ -15,7 +15,7 @@
 
 struct ctl_reply {
 	int32_t status;
-	char *data;        /* payload after the status (chunks joined), malloc'ed */
+	char *data; /* payload after the status (chunks joined), malloc'ed */
 	size_t len;
 	int fds[CTL_MAX_FDS];
 	int nfds;

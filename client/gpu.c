@@ -27,7 +27,8 @@ static struct {
 	CUresult (*release)(CUmemGenericAllocationHandle);
 	CUresult (*reserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
 	CUresult (*addr_free)(CUdeviceptr, size_t);
-	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+	CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+			unsigned long long);
 	CUresult (*unmap)(CUdeviceptr, size_t);
 	CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
 	CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr);
@@ -117,7 +118,8 @@ int collc__gpu_map(int device, int fd, size_t size, uintptr_t *ret_ptr)
 
 	if (r < 0)
 		return r;
-	if (cu.import(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) != CUDA_SUCCESS)
+	if (cu.import(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) !=
+	    CUDA_SUCCESS)
 		return -EINVAL;
 	r = -ENOMEM;
 	if (cu.reserve(&p, size, 0, 0, 0) != CUDA_SUCCESS)

@@ -24,14 +24,14 @@
 enum { REG_ALLOC, REG_REGISTER, REG_DEV_ALLOC, REG_DEV_REGISTER };
 
 struct reg {
-	uintptr_t start;   /* the user's view: [start, start + len) */
+	uintptr_t start; /* the user's view: [start, start + len) */
 	size_t len;
 	uint32_t mr;
 	int kind;
-	int fd;            /* REG_REGISTER: the memfd now backing the pages */
-	uintptr_t map;     /* page-aligned mapping */
+	int fd;        /* REG_REGISTER: the memfd now backing the pages */
+	uintptr_t map; /* page-aligned mapping */
 	size_t maplen;
-	uint64_t buf_id;   /* REG_DEV_REGISTER: the allocation's driver id (collc__gpu_buffer_id) */
+	uint64_t buf_id; /* REG_DEV_REGISTER: the allocation's driver id (collc__gpu_buffer_id) */
 };
 
 /*
@@ -45,7 +45,7 @@ struct backing {
 };
 
 struct req_slot {
-	uint64_t req;      /* 0: empty, UINT64_MAX: deleted */
+	uint64_t req; /* 0: empty, UINT64_MAX: deleted */
 	int32_t res;
 	uint8_t done;
 };
@@ -62,8 +62,8 @@ struct pending_req {
 struct collc_ctx {
 	int fd;
 	pthread_mutex_t ctl_lock;
-	pthread_cond_t ctl_cond;  /* a reply was read, or the reader left */
-	int reader;               /* some thread is reading the socket */
+	pthread_cond_t ctl_cond; /* a reply was read, or the reader left */
+	int reader;              /* some thread is reading the socket */
 	struct pending_req *pending;
 	pthread_mutex_t ring_lock;
 	uint32_t next_id;
@@ -73,22 +73,22 @@ struct collc_ctx {
 	struct collc_sqe *sqes;
 	struct collc_cqe *cqes;
 	uint32_t sq_entries, cq_entries;
-	uint32_t sq_tail;   /* private copy; published to hdr->sq_tail */
-	uint32_t cq_head;   /* private copy; published to hdr->cq_head */
+	uint32_t sq_tail; /* private copy; published to hdr->sq_tail */
+	uint32_t cq_head; /* private copy; published to hdr->cq_head */
 	struct collc_doorbell *doorbell;
 	uint8_t node_id[16];
-	uint32_t backend;   /* COLLC_BACKEND_* bits: what collcd serves */
+	uint32_t backend; /* COLLC_BACKEND_* bits: what collcd serves */
 	int event_fd;
 	uint64_t next_req;
 	struct req_slot *reqs;
 	size_t req_cap, req_used; /* used counts deleted slots too */
 	struct reg *regs;
 	size_t nregs;
-	pthread_mutex_t mem_lock;   /* serializes host registrations (they remap pages) */
+	pthread_mutex_t mem_lock; /* serializes host registrations (they remap pages) */
 	struct backing *backings;
-	uint32_t waiters;   /* threads asleep on cq_tail */
+	uint32_t waiters;          /* threads asleep on cq_tail */
 	uint64_t alive_checked_ns; /* last look at the socket from submit */
-	int broken;         /* the connection to collcd is gone */
+	int broken;                /* the connection to collcd is gone */
 };
 
 struct collc_comm {

@@ -31,7 +31,9 @@ static int recv_vmm_fd(int sock, struct collc_msg_mem_vmm *m, int *ret_fd)
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { .iov_base = m, .iov_len = sizeof(*m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
 	struct cmsghdr *cm;
 

@@ -30,8 +30,8 @@ static int range_is_private_anon(uintptr_t a, uintptr_t b)
 		unsigned long lo, hi, off, inode;
 		char perms[8], dev[16], path[256] = "";
 
-		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %255s", &lo, &hi, perms, &off, dev, &inode,
-			   path) < 6)
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %255s", &lo, &hi, perms, &off, dev,
+			   &inode, path) < 6)
 			continue;
 		if (hi <= covered || lo > covered)
 			continue;
@@ -65,7 +65,8 @@ static int backing_intact(const struct backing *k)
 		unsigned long lo, hi, off, inode;
 		char perms[8], dev[16];
 
-		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perms, &off, dev, &inode) < 6)
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu", &lo, &hi, perms, &off, dev, &inode) <
+		    6)
 			continue;
 		if (hi <= covered || lo > covered)
 			continue;
@@ -105,7 +106,8 @@ static struct backing *backing_at(struct collc_ctx *ctx, uintptr_t a)
 }
 
 /* Does some backing other than skip start inside [a, b)? Under mem_lock. */
-static int backing_within(struct collc_ctx *ctx, uintptr_t a, uintptr_t b, const struct backing *skip)
+static int backing_within(struct collc_ctx *ctx, uintptr_t a, uintptr_t b,
+			  const struct backing *skip)
 {
 	for (struct backing *k = ctx->backings; k; k = k->next)
 		if (k != skip && k->a < b && a < k->b)
@@ -132,7 +134,8 @@ static int reback(int fd, off_t off, uintptr_t a, uintptr_t b)
 	if (process_vm_readv(getpid(), &to, 1, &from, 1, 0) != (ssize_t)(b - a))
 		memcpy(tmp, (void *)a, b - a);
 	munmap(tmp, b - a);
-	if (mmap((void *)a, b - a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) == MAP_FAILED)
+	if (mmap((void *)a, b - a, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, off) ==
+	    MAP_FAILED)
 		return -errno;
 	return 0;
 }

@@ -120,8 +120,8 @@ static int reg_drop(struct collc_ctx *ctx, void *ptr, int host_kind, int dev_kin
 	struct reg g;
 	int r;
 
-	if (!ctx || !ptr || (reg_take(ctx, ptr, host_kind, &g) < 0 &&
-			     reg_take(ctx, ptr, dev_kind, &g) < 0))
+	if (!ctx || !ptr ||
+	    (reg_take(ctx, ptr, host_kind, &g) < 0 && reg_take(ctx, ptr, dev_kind, &g) < 0))
 		return -EINVAL;
 	r = collc__mem_release(ctx, g.mr);
 	reg_unmap(&g);

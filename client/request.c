@@ -14,8 +14,8 @@
 #include "common/atomics.h"
 #include "common/futex.h"
 
-#define WAIT_SPIN_NS  30000ull    /* collc_wait spins this long before it sleeps (spare cores) */
-#define LIVENESS_NS   20000000ull /* a sleeping waiter checks the socket this often */
+#define WAIT_SPIN_NS 30000ull    /* collc_wait spins this long before it sleeps (spare cores) */
+#define LIVENESS_NS  20000000ull /* a sleeping waiter checks the socket this often */
 
 /* Request table: open addressing on the request id. */
 
@@ -73,8 +73,9 @@ int collc__req_insert(struct collc_ctx *ctx, uint64_t req)
 
 	if ((ctx->req_used + 1) * 2 > ctx->req_cap && req_grow(ctx) < 0)
 		return -ENOMEM;
-	for (i = req & (ctx->req_cap - 1); ctx->reqs[i].req != REQ_EMPTY &&
-	     ctx->reqs[i].req != REQ_DELETED; i = (i + 1) & (ctx->req_cap - 1))
+	for (i = req & (ctx->req_cap - 1);
+	     ctx->reqs[i].req != REQ_EMPTY && ctx->reqs[i].req != REQ_DELETED;
+	     i = (i + 1) & (ctx->req_cap - 1))
 		;
 	if (ctx->reqs[i].req == REQ_EMPTY)
 		ctx->req_used++;
@@ -213,10 +214,12 @@ int collc_wait(struct collc_ctx *ctx, collc_req req, int timeout_ms)
 		if (load_acquire(&ctx->hdr->cq_tail) == seen) {
 			uint64_t left = limit == UINT64_MAX ? LIVENESS_NS : limit - (now - t0);
 
-			futex_wait(&ctx->hdr->cq_tail, seen, (int64_t)(left < LIVENESS_NS ? left : LIVENESS_NS));
+			futex_wait(&ctx->hdr->cq_tail, seen,
+				   (int64_t)(left < LIVENESS_NS ? left : LIVENESS_NS));
 		}
 		if (fetch_add(&ctx->waiters, (uint32_t)-1) == 1)
-			__atomic_fetch_and(&ctx->hdr->cq_flags, ~COLLC_CQ_WAITING, __ATOMIC_SEQ_CST);
+			__atomic_fetch_and(&ctx->hdr->cq_flags, ~COLLC_CQ_WAITING,
+					   __ATOMIC_SEQ_CST);
 	}
 }
 

@@ -27,7 +27,8 @@ struct sub {
 	uint64_t send_bytes, recv_bytes;
 };
 
-static int resolve(struct collc_ctx *ctx, const void *p, uint64_t bytes, uint32_t *mr, uint64_t *off)
+static int resolve(struct collc_ctx *ctx, const void *p, uint64_t bytes, uint32_t *mr,
+		   uint64_t *off)
 {
 	const struct reg *g;
 
@@ -165,7 +166,8 @@ int collc_broadcast(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
 {
 	struct sub s = { COLLC_OP_BROADCAST, sendbuf, recvbuf, 0, 0 };
 
-	if (!comm || root < 0 || root >= comm->nranks || bytes_of(count, dtype, 1, &s.recv_bytes) < 0)
+	if (!comm || root < 0 || root >= comm->nranks ||
+	    bytes_of(count, dtype, 1, &s.recv_bytes) < 0)
 		return -EINVAL;
 	/* Only the root's send buffer is read. */
 	s.send_bytes = root == comm->rank ? s.recv_bytes : 0;
@@ -177,7 +179,8 @@ int collc_reduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf, si
 {
 	struct sub s = { COLLC_OP_REDUCE, sendbuf, recvbuf, 0, 0 };
 
-	if (!comm || root < 0 || root >= comm->nranks || bytes_of(count, dtype, 1, &s.send_bytes) < 0)
+	if (!comm || root < 0 || root >= comm->nranks ||
+	    bytes_of(count, dtype, 1, &s.send_bytes) < 0)
 		return -EINVAL;
 	/* Only the root's receive buffer is written. */
 	s.recv_bytes = root == comm->rank ? s.send_bytes : 0;

@@ -8,15 +8,15 @@
 
 #include <stdint.h>
 
-#define load_relaxed(p)       __atomic_load_n((p), __ATOMIC_RELAXED)
-#define load_acquire(p)       __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define store_relaxed(p, v)   __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-#define store_release(p, v)   __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-#define fetch_add(p, v)       __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
+#define load_relaxed(p)         __atomic_load_n((p), __ATOMIC_RELAXED)
+#define load_acquire(p)         __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define store_relaxed(p, v)     __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define store_release(p, v)     __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define fetch_add(p, v)         __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 #define fetch_add_relaxed(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
-#define fence_acq_rel()       __atomic_thread_fence(__ATOMIC_ACQ_REL)
-#define fence_seq_cst()       __atomic_thread_fence(__ATOMIC_SEQ_CST)
-#define compiler_barrier()    __asm__ __volatile__("" ::: "memory")
+#define fence_acq_rel()         __atomic_thread_fence(__ATOMIC_ACQ_REL)
+#define fence_seq_cst()         __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define compiler_barrier()      __asm__ __volatile__("" ::: "memory")
 
 static inline void cpu_relax(void)
 {

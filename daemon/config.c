@@ -39,9 +39,9 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->cuda_lanes = 2;
 	cfg->cuda_idle_sleep_ns = 200;
 	cfg->cuda_trace = 0;
-	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES | CFG_AUTO_ONESHOT_LL_MAX_BYTES |
-			 CFG_AUTO_ONESHOT_MAX_BYTES | CFG_AUTO_TWOSHOT_MAX_BYTES |
-			 CFG_AUTO_ROTATE_CHANNELS;
+	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
+			 CFG_AUTO_ONESHOT_LL_MAX_BYTES | CFG_AUTO_ONESHOT_MAX_BYTES |
+			 CFG_AUTO_TWOSHOT_MAX_BYTES | CFG_AUTO_ROTATE_CHANNELS;
 	/*
 	 * Spinning pays only with cores to spare: on a small host the spinners
 	 * take the cores from the threads they wait for (measured on 2 cores:
@@ -120,9 +120,18 @@ struct key_desc {
 	uint8_t fixed;     /* read at start only: set and reload may not change it */
 };
 
-#define KEY(n, k, f, lo, hi) { n, k, offsetof(struct collc_config, f), lo, hi, 0, 0 }
-#define KEY_AUTO(n, k, f, lo, hi, bit) { n, k, offsetof(struct collc_config, f), lo, hi, bit, 0 }
-#define KEY_FIXED(n, k, f, lo, hi) { n, k, offsetof(struct collc_config, f), lo, hi, 0, 1 }
+#define KEY(n, k, f, lo, hi)                                                                       \
+	{                                                                                          \
+		n, k, offsetof(struct collc_config, f), lo, hi, 0, 0                               \
+	}
+#define KEY_AUTO(n, k, f, lo, hi, bit)                                                             \
+	{                                                                                          \
+		n, k, offsetof(struct collc_config, f), lo, hi, bit, 0                             \
+	}
+#define KEY_FIXED(n, k, f, lo, hi)                                                                 \
+	{                                                                                          \
+		n, k, offsetof(struct collc_config, f), lo, hi, 0, 1                               \
+	}
 /*
  * Every key, its range and what it means (collcd.conf(5) is written from
  * these comments). "auto" keys take each executor's own value (cfg_resolve);
@@ -138,9 +147,11 @@ static const struct key_desc keys[] = {
 	/* A collective waiting this long for its last rank fails with -ETIMEDOUT; 0: never. */
 	KEY("op_timeout_ms", K_U32, op_timeout_ms, 0, 86400000),
 	/* Automatic choice: one-shot up to this many bytes per rank; auto: per executor. */
-	KEY_AUTO("oneshot_max_bytes", K_U64, oneshot_max_bytes, 0, 1ull << 40, CFG_AUTO_ONESHOT_MAX_BYTES),
+	KEY_AUTO("oneshot_max_bytes", K_U64, oneshot_max_bytes, 0, 1ull << 40,
+		 CFG_AUTO_ONESHOT_MAX_BYTES),
 	/* Automatic choice: two-shot all-reduce up to here, then the ring; auto: per executor. */
-	KEY_AUTO("twoshot_max_bytes", K_U64, twoshot_max_bytes, 0, 1ull << 40, CFG_AUTO_TWOSHOT_MAX_BYTES),
+	KEY_AUTO("twoshot_max_bytes", K_U64, twoshot_max_bytes, 0, 1ull << 40,
+		 CFG_AUTO_TWOSHOT_MAX_BYTES),
 	/* Ring, automatic protocol: LL up to here. */
 	KEY("ll_max_bytes", K_U64, ll_max_bytes, 0, 1ull << 40),
 	/* One-shot LL (all-reduce, allgather, reduce-scatter, <= 8 ranks) up to here; 0: never. */
@@ -149,7 +160,8 @@ static const struct key_desc keys[] = {
 	/* Ring, automatic protocol: LL128 up to here, then Simple. */
 	KEY("ll128_max_bytes", K_U64, ll128_max_bytes, 0, 1ull << 40),
 	/* Automatic channel count: at least this many bytes per channel; auto: per executor. */
-	KEY_AUTO("channel_min_bytes", K_U64, channel_min_bytes, 1, 1ull << 40, CFG_AUTO_CHANNEL_MIN_BYTES),
+	KEY_AUTO("channel_min_bytes", K_U64, channel_min_bytes, 1, 1ull << 40,
+		 CFG_AUTO_CHANNEL_MIN_BYTES),
 	/* The scheduler spins this long after its last event before it sleeps. */
 	KEY("sched_spin_us", K_U32, sched_spin_us, 0, 1000000),
 	/* Host-thread channels spin this long for the next item before they sleep. */
@@ -169,8 +181,13 @@ static const struct key_desc keys[] = {
 };
 
 const char *const cfg_auto_keys[] = {
-	"channels", "channel_min_bytes", "oneshot_ll_max_bytes", "oneshot_max_bytes",
-	"twoshot_max_bytes", "rotate_channels", NULL,
+	"channels",
+	"channel_min_bytes",
+	"oneshot_ll_max_bytes",
+	"oneshot_max_bytes",
+	"twoshot_max_bytes",
+	"rotate_channels",
+	NULL,
 };
 
 static const struct key_desc *find_key(const char *name, size_t len)
@@ -196,7 +213,8 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 	}
 	k = find_key(kv, (size_t)(eq - kv));
 	if (!k) {
-		snprintf(err, errlen, "unknown key '%.*s'", (int)(eq - kv) > 64 ? 64 : (int)(eq - kv), kv);
+		snprintf(err, errlen, "unknown key '%.*s'",
+			 (int)(eq - kv) > 64 ? 64 : (int)(eq - kv), kv);
 		return -EINVAL;
 	}
 	val = eq + 1;
@@ -215,7 +233,8 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 	case K_PROTO:
 		i = parse_name(val, proto_names, COLLC_PROTO_MAX);
 		if (i < 0) {
-			snprintf(err, errlen, "proto must be auto, simple, ll or ll128, got '%.32s'", val);
+			snprintf(err, errlen,
+				 "proto must be auto, simple, ll or ll128, got '%.32s'", val);
 			return -EINVAL;
 		}
 		next.proto = (uint32_t)i;
@@ -223,7 +242,8 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 	case K_ALGO:
 		i = parse_name(val, algo_names, COLLC_ALGO_MAX);
 		if (i < 0) {
-			snprintf(err, errlen, "algo must be auto, ring, oneshot or twoshot, got '%.32s'", val);
+			snprintf(err, errlen,
+				 "algo must be auto, ring, oneshot or twoshot, got '%.32s'", val);
 			return -EINVAL;
 		}
 		next.algo = (uint32_t)i;
@@ -231,7 +251,9 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 	case K_U32:
 	case K_U64:
 		if (parse_u64(val, k->min, k->max, &v) < 0) {
-			snprintf(err, errlen, "%s must be %san integer in [%" PRIu64 ", %" PRIu64 "], got '%.32s'",
+			snprintf(err, errlen,
+				 "%s must be %san integer in [%" PRIu64 ", %" PRIu64
+				 "], got '%.32s'",
 				 k->name, k->auto_bit ? "auto or " : "", k->min, k->max, val);
 			return -EINVAL;
 		}
@@ -334,8 +356,10 @@ size_t cfg_to_json(const struct collc_config *cfg, char *out, size_t outlen)
 	n += (size_t)snprintf(out + n, outlen - n, "\"max_channels\": %u", cfg->max_channels);
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && n < outlen; i++) {
 		cfg_get_key(cfg, keys[i].name, v, sizeof(v));
-		if (keys[i].kind == K_PROTO || keys[i].kind == K_ALGO || (cfg->auto_mask & keys[i].auto_bit))
-			n += (size_t)snprintf(out + n, outlen - n, ", \"%s\": \"%s\"", keys[i].name, v);
+		if (keys[i].kind == K_PROTO || keys[i].kind == K_ALGO ||
+		    (cfg->auto_mask & keys[i].auto_bit))
+			n += (size_t)snprintf(out + n, outlen - n, ", \"%s\": \"%s\"", keys[i].name,
+					      v);
 		else
 			n += (size_t)snprintf(out + n, outlen - n, ", \"%s\": %s", keys[i].name, v);
 	}
@@ -352,8 +376,9 @@ int cfg_key_is_auto(const struct collc_config *cfg, const char *key)
 const char *cfg_fixed_changed(const struct collc_config *a, const struct collc_config *b)
 {
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if (keys[i].fixed && memcmp((const char *)a + keys[i].off, (const char *)b + keys[i].off,
-					    keys[i].kind == K_U64 ? sizeof(uint64_t) : sizeof(uint32_t)))
+		if (keys[i].fixed &&
+		    memcmp((const char *)a + keys[i].off, (const char *)b + keys[i].off,
+			   keys[i].kind == K_U64 ? sizeof(uint64_t) : sizeof(uint32_t)))
 			return keys[i].name;
 	return NULL;
 }

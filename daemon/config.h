@@ -21,24 +21,24 @@
 #define CFG_AUTO_ROTATE_CHANNELS      (1u << 5)
 
 struct collc_config {
-	uint32_t channels;          /* most channels one collective uses */
-	uint32_t max_channels;      /* fixed at start: the largest executor's channel count */
-	uint32_t proto;             /* COLLC_PROTO_* (AUTO: chosen by size) */
-	uint32_t algo;              /* COLLC_ALGO_* (AUTO: chosen by size) */
-	uint32_t op_timeout_ms;     /* 0: none */
-	uint64_t oneshot_max_bytes; /* auto algo: one-shot up to here */
-	uint64_t twoshot_max_bytes; /* auto algo: two-shot up to here, then ring */
-	uint64_t ll_max_bytes;      /* auto proto: LL up to here (ring) */
+	uint32_t channels;             /* most channels one collective uses */
+	uint32_t max_channels;         /* fixed at start: the largest executor's channel count */
+	uint32_t proto;                /* COLLC_PROTO_* (AUTO: chosen by size) */
+	uint32_t algo;                 /* COLLC_ALGO_* (AUTO: chosen by size) */
+	uint32_t op_timeout_ms;        /* 0: none */
+	uint64_t oneshot_max_bytes;    /* auto algo: one-shot up to here */
+	uint64_t twoshot_max_bytes;    /* auto algo: two-shot up to here, then ring */
+	uint64_t ll_max_bytes;         /* auto proto: LL up to here (ring) */
 	uint64_t oneshot_ll_max_bytes; /* auto: one-shot LL all-reduce, allgather, reduce-scatter
 					  up to here (<= 8 ranks); 0: never */
-	uint64_t ll128_max_bytes;   /* auto proto: LL128 up to here, then Simple */
-	uint64_t channel_min_bytes; /* auto channels: at least this many bytes per channel */
-	uint32_t sched_spin_us;     /* scheduler spins this long idle before it sleeps */
-	uint32_t exec_spin_us;      /* executor threads spin this long before they sleep */
-	uint32_t rotate_channels;   /* 1: consecutive collectives start on the next channels */
-	uint32_t cuda_lanes;        /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
+	uint64_t ll128_max_bytes;      /* auto proto: LL128 up to here, then Simple */
+	uint64_t channel_min_bytes;    /* auto channels: at least this many bytes per channel */
+	uint32_t sched_spin_us;        /* scheduler spins this long idle before it sleeps */
+	uint32_t exec_spin_us;         /* executor threads spin this long before they sleep */
+	uint32_t rotate_channels;      /* 1: consecutive collectives start on the next channels */
+	uint32_t cuda_lanes;           /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
 	uint32_t cuda_idle_sleep_ns; /* fixed at start: idle GPU channel blocks sleep between polls */
-	uint32_t cuda_trace;        /* fixed at start: 1: the grid times its hand-offs */
+	uint32_t cuda_trace;         /* fixed at start: 1: the grid times its hand-offs */
 	/*
 	 * CFG_AUTO_*: keys left at auto. Their field holds a placeholder (the
 	 * generic default) until cfg_resolve() fills in an executor's own value.

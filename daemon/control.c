@@ -36,7 +36,7 @@
 #include "proto/shm.h"
 #include "proto/wire.h"
 
-#define MAX_FDS_IN       2
+#define MAX_FDS_IN 2
 
 struct listener {
 	uv_poll_t poll;
@@ -173,8 +173,8 @@ void ctl_session_maybe_free(struct session *s)
 	free(s);
 }
 
-struct cmd_ctx *ctl_cmd_new(struct session *s, enum sched_cmd_type type, uint16_t mtype, uint32_t id,
-			    void (*done)(struct sched_cmd *))
+struct cmd_ctx *ctl_cmd_new(struct session *s, enum sched_cmd_type type, uint16_t mtype,
+			    uint32_t id, void (*done)(struct sched_cmd *))
 {
 	struct cmd_ctx *c;
 
@@ -322,7 +322,8 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	int fd, r;
 
 	if (s->client || s->hello_pending || q->api_version != 1 || q->flags) {
-		ctl_reply_status(s, h->type, h->id, s->client || s->hello_pending ? -EALREADY : -EPROTO);
+		ctl_reply_status(s, h->type, h->id,
+				 s->client || s->hello_pending ? -EALREADY : -EPROTO);
 		return;
 	}
 	r = ctl_make_memfd("collc-client", COLLC_SHM_SIZE, F_SEAL_SEAL, &fd, &shm);
@@ -380,8 +381,8 @@ static void done_comm(struct sched_cmd *cmd)
 	free(c);
 }
 
-static void dispatch(struct session *s, const struct collc_msg_hdr *h, const char *payload, int *fds,
-		     int nfds)
+static void dispatch(struct session *s, const struct collc_msg_hdr *h, const char *payload,
+		     int *fds, int nfds)
 {
 	struct cmd_ctx *c = NULL;
 	int efd;
@@ -411,8 +412,9 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 		break;
 	case COLLC_MSG_COMM_DESTROY:
 	case COLLC_MSG_COMM_ABORT:
-		c = ctl_cmd_new(s, h->type == COLLC_MSG_COMM_ABORT ? CMD_COMM_ABORT : CMD_COMM_DESTROY,
-			    h->type, h->id, done_status_only);
+		c = ctl_cmd_new(s,
+				h->type == COLLC_MSG_COMM_ABORT ? CMD_COMM_ABORT : CMD_COMM_DESTROY,
+				h->type, h->id, done_status_only);
 		if (c)
 			c->cmd.u.comm.comm = ((const struct collc_msg_comm_ref *)payload)->comm;
 		break;
@@ -438,7 +440,8 @@ static void dispatch(struct session *s, const struct collc_msg_hdr *h, const cha
 	case COLLC_MSG_STATUS:
 		c = ctl_cmd_new(s, CMD_STATUS, h->type, h->id, ctl_done_text);
 		if (c)
-			c->cmd.u.status.flags = ((const struct collc_msg_status_req *)payload)->flags;
+			c->cmd.u.status.flags =
+				((const struct collc_msg_status_req *)payload)->flags;
 		break;
 	case COLLC_MSG_METRICS:
 		c = ctl_cmd_new(s, CMD_METRICS, h->type, h->id, ctl_done_text);
@@ -519,7 +522,9 @@ static void read_one(struct session *s)
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { .iov_base = rxbuf, .iov_len = COLLC_MSG_MAX };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
 	int fds[MAX_FDS_IN], nfds = 0;
 	struct collc_msg_hdr h;

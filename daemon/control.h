@@ -17,7 +17,7 @@ struct ctl_params {
 	int nlisten_fds;
 	const struct exec_backend *exec;
 	const uint8_t *node_id;
-	const char *config_path;       /* re-read on reload */
+	const char *config_path; /* re-read on reload */
 };
 
 int ctl_init(const struct ctl_params *p);

@@ -55,8 +55,8 @@ void ctl_handle_get(struct session *s, const struct collc_msg_hdr *h, const char
 
 			cfg_resolve(cfg, &ex->defaults, ex->max_channels, &eff);
 			cfg_get_key(&eff, key, one, sizeof(one));
-			n += (size_t)snprintf(val + n, sizeof(val) - n, "%s%s %s",
-					      e ? ", " : " (", ex->name, one);
+			n += (size_t)snprintf(val + n, sizeof(val) - n, "%s%s %s", e ? ", " : " (",
+					      ex->name, one);
 			if (n >= sizeof(val))
 				break;
 		}
@@ -96,8 +96,10 @@ int ctl_set(const char *words, char *err, size_t errlen)
 	if (r < 0)
 		return r;
 	if ((fixed = cfg_fixed_changed(&cur, &next))) {
-		snprintf(err, errlen, "%s is fixed at start: set it in the config file or with --set and restart collcd",
-			 fixed);
+		snprintf(
+			err, errlen,
+			"%s is fixed at start: set it in the config file or with --set and restart collcd",
+			fixed);
 		return -EINVAL;
 	}
 	rcu_thread_online();
@@ -129,7 +131,8 @@ int ctl_reload(void)
 		return r;
 	}
 	if ((fixed = cfg_fixed_changed(&cur, &next))) {
-		log_err("reload: %s is fixed at start: restart collcd to change it; config unchanged", fixed);
+		log_err("reload: %s is fixed at start: restart collcd to change it; config unchanged",
+			fixed);
 		return -EINVAL;
 	}
 	rcu_thread_online();

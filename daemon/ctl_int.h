@@ -17,7 +17,7 @@
 #include "daemon/sched.h"
 #include "proto/wire.h"
 
-#define MAX_PENDING_CMDS 256       /* commands one session may have in the scheduler */
+#define MAX_PENDING_CMDS 256 /* commands one session may have in the scheduler */
 #define MAX_MEM_BYTES    (1ull << 40)
 
 struct outmsg {
@@ -70,8 +70,8 @@ int ctl_make_memfd(const char *name, uint64_t size, int extra_seals, int *ret_fd
 
 /* ctl_mem.c: memory requests */
 void ctl_run_mem_done(void);
-void ctl_handle_mem(struct session *s, const struct collc_msg_hdr *h, const void *payload,
-		    int *fds, int nfds);
+void ctl_handle_mem(struct session *s, const struct collc_msg_hdr *h, const void *payload, int *fds,
+		    int nfds);
 void ctl_mem_fini(void);
 
 /* ctl_admin.c: get, set, status text */

@@ -31,9 +31,11 @@ static void done_mem(struct sched_cmd *cmd)
 		rep.size = cmd->u.mr.size;
 		/* An allocation hands its memfd to the client; a registration needs no fd back. */
 		if (cmd->result == 0 && c->type == COLLC_MSG_MEM_ALLOC)
-			ctl_reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep), &cmd->u.mr.reply_fd, 1);
+			ctl_reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep),
+					 &cmd->u.mr.reply_fd, 1);
 		else
-			ctl_reply_struct(s, c->type, c->id, cmd->result, &rep, sizeof(rep), NULL, 0);
+			ctl_reply_struct(s, c->type, c->id, cmd->result, &rep, sizeof(rep), NULL,
+					 0);
 	}
 	/*
 	 * The registration keeps no fd (a host mapping or the executor's handle);
@@ -202,8 +204,8 @@ static void handle_dev_mem(struct session *s, const struct collc_msg_hdr *h, con
 	s->pending++;
 }
 
-void ctl_handle_mem(struct session *s, const struct collc_msg_hdr *h, const void *payload,
-		    int *fds, int nfds)
+void ctl_handle_mem(struct session *s, const struct collc_msg_hdr *h, const void *payload, int *fds,
+		    int nfds)
 {
 	const struct collc_msg_mem *q = payload;
 	struct stat st;

@@ -18,7 +18,8 @@ int exec_start(const char *mode, const struct exec_init *init)
 {
 	const struct exec_backend *ex;
 	int want_cpu = strcmp(mode, "cuda") != 0;
-	int want_cuda = strcmp(mode, "cuda") == 0 || (strcmp(mode, "auto") == 0 && exec_cuda_available());
+	int want_cuda = strcmp(mode, "cuda") == 0 ||
+			(strcmp(mode, "auto") == 0 && exec_cuda_available());
 	int r;
 
 	if (strcmp(mode, "auto") && strcmp(mode, "cpu") && strcmp(mode, "cuda"))

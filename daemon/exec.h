@@ -25,7 +25,7 @@
 
 /* A registration the executor made (mem_add). */
 struct exec_mem {
-	uint64_t addr;  /* executor-space address work items carry (a plain pointer) */
+	uint64_t addr; /* executor-space address work items carry (a plain pointer) */
 	uint64_t size;
 	int fd;         /* for the client with the reply (a GPU allocation's socket); -1: none */
 	uint32_t flags; /* EXEC_MEM_* */
@@ -54,10 +54,10 @@ struct exec_init {
 
 struct exec_backend {
 	const char *name;
-	uint32_t backend;      /* COLLC_BACKEND_* (one bit) */
+	uint32_t backend; /* COLLC_BACKEND_* (one bit) */
 	uint32_t ndevices;
 	uint32_t max_channels;
-	uint32_t caps;         /* EXEC_CAP_* */
+	uint32_t caps; /* EXEC_CAP_* */
 	/*
 	 * 1: fini released the executor's communicators and memory with its
 	 * contexts; sched_release() must leave them alone. 0: they outlive
@@ -107,7 +107,8 @@ struct exec_backend {
 	 * Never blocks: the work, which may wait for a quiesce window, runs on
 	 * the executor's own thread.
 	 */
-	int (*mem_add)(uint16_t type, const void *req, size_t len, exec_mem_done_fn *done, void *arg);
+	int (*mem_add)(uint16_t type, const void *req, size_t len, exec_mem_done_fn *done,
+		       void *arg);
 	/* Lets go of a registration mem_add made. Never blocks; any thread. */
 	void (*mem_release)(void *handle);
 	/*

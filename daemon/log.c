@@ -9,8 +9,11 @@ int log_level = LOG_LVL_INFO;
 
 int log_parse_level(const char *s)
 {
-	static const struct { const char *name; int level; } names[] = {
-		{ "err", LOG_LVL_ERR },	  { "error", LOG_LVL_ERR }, { "warning", LOG_LVL_WARN },
+	static const struct {
+		const char *name;
+		int level;
+	} names[] = {
+		{ "err", LOG_LVL_ERR },   { "error", LOG_LVL_ERR }, { "warning", LOG_LVL_WARN },
 		{ "warn", LOG_LVL_WARN }, { "info", LOG_LVL_INFO }, { "debug", LOG_LVL_DEBUG },
 	};
 

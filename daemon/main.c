@@ -103,7 +103,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->admin_socket_path = optarg;
 			break;
 		case 'b':
-			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") && strcmp(optarg, "cuda")) {
+			if (strcmp(optarg, "auto") && strcmp(optarg, "cpu") &&
+			    strcmp(optarg, "cuda")) {
 				fprintf(stderr, "collcd: --backend must be auto, cpu or cuda\n");
 				return -EINVAL;
 			}
@@ -111,13 +112,15 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'd':
 			if (parse_uint(optarg, 1, COLLC_MAX_RANKS, &o->devices) < 0) {
-				fprintf(stderr, "collcd: --devices must be 1..%u\n", COLLC_MAX_RANKS);
+				fprintf(stderr, "collcd: --devices must be 1..%u\n",
+					COLLC_MAX_RANKS);
 				return -EINVAL;
 			}
 			break;
 		case 'C':
 			if (parse_uint(optarg, 1, COLLC_MAX_CHANNELS, &o->max_channels) < 0) {
-				fprintf(stderr, "collcd: --max-channels must be 1..%u\n", COLLC_MAX_CHANNELS);
+				fprintf(stderr, "collcd: --max-channels must be 1..%u\n",
+					COLLC_MAX_CHANNELS);
 				return -EINVAL;
 			}
 			break;
@@ -137,7 +140,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'l':
 			lvl = log_parse_level(optarg);
 			if (lvl < 0) {
-				fprintf(stderr, "collcd: --log-level must be err, warning, info or debug\n");
+				fprintf(stderr,
+					"collcd: --log-level must be err, warning, info or debug\n");
 				return -EINVAL;
 			}
 			log_level = lvl;

@@ -76,7 +76,8 @@ static void on_timer(uv_timer_t *t)
 
 	sched_counters(&c);
 	snprintf(buf, sizeof(buf),
-		 "STATUS=%u clients, %u communicators, %u in flight, %" PRIu64 " completed, %" PRIu64 " errors",
+		 "STATUS=%u clients, %u communicators, %u in flight, %" PRIu64
+		 " completed, %" PRIu64 " errors",
 		 c.clients, c.comms, c.inflight, c.completed, c.errors);
 	sd_notify(0, buf);
 	if (watchdog_usec && c.loops != last_loops)

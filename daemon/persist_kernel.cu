@@ -88,10 +88,12 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	}
 	if (b->trace)
 		b->t_alg = globaltimer();
-	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL && collc_oll_coll(b->it.coll))
+	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL &&
+	    collc_oll_coll(b->it.coll))
 		r = oll_run(b, src, dst);
 	else if (b->algo == COLLC_ALGO_ONESHOT || b->algo == COLLC_ALGO_TWOSHOT)
-		r = oneshot(b, src, dst, b->algo == COLLC_ALGO_TWOSHOT && b->it.coll == COLLC_OP_ALLREDUCE);
+		r = oneshot(b, src, dst,
+			    b->algo == COLLC_ALGO_TWOSHOT && b->it.coll == COLLC_OP_ALLREDUCE);
 	else
 		r = ring_run(b, src, dst);
 	__syncthreads();
@@ -213,9 +215,9 @@ __device__ void poller(const struct cuda_grid_args &a)
 #endif
 
 __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
-collc_persist(const struct cuda_grid_args a)
+	collc_persist(const struct cuda_grid_args a)
 {
-	struct blk b; /* per thread: every thread keeps the same copy */
+	struct blk b;         /* per thread: every thread keeps the same copy */
 	__shared__ int state; /* 0 item ready, 1 stop, 2 abort, 3 item abandoned */
 	uint32_t lane, chan;
 	uint64_t pos, t_seen = 0;
@@ -271,12 +273,14 @@ collc_persist(const struct cuda_grid_args a)
 			break;
 #pragma unroll
 		for (int k = 0; k < 8; k++)
-			((uint4 *)&b.it)[k] =
-				ld_data((const uint4 *)&a.ds->items[lane][pos & (COLLC_FIFO_DEPTH - 1)] + k);
+			((uint4 *)&b.it)[k] = ld_data(
+				(const uint4 *)&a.ds->items[lane][pos & (COLLC_FIFO_DEPTH - 1)] +
+				k);
 		b.share = collc_item_share(b.it.chan_base, chan, a.nchannels);
 		b.t_alg = t_seen;
 		b.t_ollwait = 0;
-		if (b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels && run_item(&b, a) < 0) {
+		if (b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels &&
+		    run_item(&b, a) < 0) {
 			/*
 			 * Every thread saw the same -1 (the primitives agree through
 			 * shared memory); thread 0 alone decides between the grid's

@@ -19,9 +19,11 @@ int plan_algo_supported(int op, uint32_t algo)
 int plan_proto_supported(int op, uint32_t algo, uint32_t proto)
 {
 	if (proto == COLLC_PROTO_SIMPLE)
-		return algo == COLLC_ALGO_RING || algo == COLLC_ALGO_ONESHOT || algo == COLLC_ALGO_TWOSHOT;
+		return algo == COLLC_ALGO_RING || algo == COLLC_ALGO_ONESHOT ||
+		       algo == COLLC_ALGO_TWOSHOT;
 	if (proto == COLLC_PROTO_LL)
-		return algo == COLLC_ALGO_RING || (algo == COLLC_ALGO_ONESHOT && collc_oll_coll(op));
+		return algo == COLLC_ALGO_RING ||
+		       (algo == COLLC_ALGO_ONESHOT && collc_oll_coll(op));
 	if (proto == COLLC_PROTO_LL128)
 		return algo == COLLC_ALGO_RING;
 	return 0;
@@ -68,7 +70,8 @@ uint8_t plan_pick_proto(const struct collc_config *cfg, int op, uint32_t algo, u
 {
 	/* A forced protocol the algorithm cannot carry leaves Simple, which every one carries. */
 	if (cfg->proto != COLLC_PROTO_AUTO)
-		return plan_proto_supported(op, algo, cfg->proto) ? (uint8_t)cfg->proto : COLLC_PROTO_SIMPLE;
+		return plan_proto_supported(op, algo, cfg->proto) ? (uint8_t)cfg->proto
+								  : COLLC_PROTO_SIMPLE;
 	if (algo == COLLC_ALGO_ONESHOT && oll_fits(cfg, op, bytes, nranks))
 		return COLLC_PROTO_LL;
 	if (algo != COLLC_ALGO_RING)
@@ -101,7 +104,8 @@ uint8_t plan_pick_channels(const struct collc_config *cfg, uint64_t bytes)
 void plan_coll(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks,
 	       uint32_t flags, struct plan *out)
 {
-	out->algo = flags & PLAN_NO_PEER_READ ? COLLC_ALGO_RING : plan_pick_algo(cfg, op, bytes, nranks);
+	out->algo = flags & PLAN_NO_PEER_READ ? COLLC_ALGO_RING
+					      : plan_pick_algo(cfg, op, bytes, nranks);
 	out->proto = plan_pick_proto(cfg, op, out->algo, bytes, nranks);
 	out->nchannels = plan_pick_channels(cfg, bytes);
 	out->chunk_bytes = 0;

@@ -47,8 +47,8 @@ struct sched_cmd {
 			uint32_t client_id; /* out */
 		} add;
 		struct {
-			int reply_fd;   /* sent back with the reply (-1: none); control owns it */
-			void *addr;     /* collcd's mapping, or the executor-space address */
+			int reply_fd; /* sent back with the reply (-1: none); control owns it */
+			void *addr;   /* collcd's mapping, or the executor-space address */
 			uint64_t size;
 			/*
 			 * NULL: addr is a host mapping the scheduler owns (it unmaps
@@ -115,7 +115,7 @@ int sched_doorbell_fd(void);
 void sched_run_done(void);
 /* Counters for sd_notify STATUS= and the watchdog. */
 struct sched_counters {
-	uint64_t loops;      /* scheduler passes; frozen when it is wedged */
+	uint64_t loops; /* scheduler passes; frozen when it is wedged */
 	uint64_t submitted;
 	uint64_t completed;
 	uint64_t errors;

@@ -85,7 +85,8 @@ void sched_comm_revoke(struct comm *cm, int err)
 		return;
 	cm->revoked = err;
 	if (cm->live)
-		log_info("communicator %llu revoked: %s", (unsigned long long)cm->id, strerror(-err));
+		log_info("communicator %llu revoked: %s", (unsigned long long)cm->id,
+			 strerror(-err));
 	if (cm->inflight && cm->exec_priv) {
 		cm->revoked_inflight = cm->inflight;
 		sched.execs[cm->exec_idx].ex->comm_abort(cm->exec_priv);
@@ -244,10 +245,12 @@ static int comm_pick_exec(const struct comm *cm, uint32_t *ret_idx)
 
 	for (uint32_t i = 1; i < cm->nranks; i++)
 		if ((cm->joins[i]->u.join.req.device == -1) != (dev0 == -1)) {
-			log_warn("communicator %llu: rank 0 uses %s but rank %u %s: one communicator "
-				 "runs on host threads or on GPUs, not both",
-				 (unsigned long long)cm->id, dev0 == -1 ? "host memory (device -1)" : "a GPU",
-				 i, dev0 == -1 ? "a GPU" : "host memory (device -1)");
+			log_warn(
+				"communicator %llu: rank 0 uses %s but rank %u %s: one communicator "
+				"runs on host threads or on GPUs, not both",
+				(unsigned long long)cm->id,
+				dev0 == -1 ? "host memory (device -1)" : "a GPU", i,
+				dev0 == -1 ? "a GPU" : "host memory (device -1)");
 			return -EINVAL;
 		}
 	for (uint32_t e = 0; e < sched.nexecs; e++)
@@ -382,7 +385,8 @@ void sched_client_gone(struct sched_client *c)
 		for (uint32_t r = 0; r < cm->nranks; r++)
 			if (cm->joins[r] && cm->joins[r]->client == c) {
 				sched_comm_fail_init(cm, -EPIPE);
-				cm->failed = 1; /* nobody joined for good: sched_collect() frees it */
+				cm->failed =
+					1; /* nobody joined for good: sched_collect() frees it */
 				break;
 			}
 	}

@@ -25,8 +25,8 @@ struct mr {
 	const struct exec_backend *exec; /* NULL: a host mapping */
 	void *exec_mem;                  /* the executor's handle */
 	uint32_t flags;                  /* EXEC_MEM_* */
-	uint32_t refs;    /* submissions that name it and are not finished */
-	uint8_t released; /* the client let it go: unmap once refs drop to 0 */
+	uint32_t refs;                   /* submissions that name it and are not finished */
+	uint8_t released;                /* the client let it go: unmap once refs drop to 0 */
 };
 
 struct comm;
@@ -63,7 +63,7 @@ struct sched_client {
 	uint32_t outstanding; /* SQEs taken whose CQE is not yet posted */
 	uint8_t cq_dirty;
 	uint8_t gone;
-	uint8_t stall;        /* why drain_sq() last left entries in the ring: STALL_* */
+	uint8_t stall; /* why drain_sq() last left entries in the ring: STALL_* */
 	int event_fd;
 	struct mr **mrs;
 	uint32_t nmrs;
@@ -80,7 +80,7 @@ enum slot_state { SLOT_EMPTY, SLOT_ARRIVING, SLOT_INFLIGHT, SLOT_DONE };
 struct slot_rank {
 	struct sched_client *client; /* NULL until the rank submitted */
 	uint64_t user_data;
-	int err;                     /* the SQE failed validation */
+	int err; /* the SQE failed validation */
 	struct collc_sqe sqe;
 	struct mr *send_mr, *recv_mr;
 	uint64_t fifo_pos;
@@ -88,7 +88,7 @@ struct slot_rank {
 
 struct slot {
 	uint8_t state;
-	uint64_t t_first_ns;     /* first rank's arrival: the timeout runs from here */
+	uint64_t t_first_ns; /* first rank's arrival: the timeout runs from here */
 	uint8_t nchannels;
 	uint8_t chan_base;
 	uint8_t algo, proto;
@@ -113,24 +113,24 @@ struct comm {
 	uint8_t nonce[32];
 	uint32_t nranks;
 	uint32_t joined;
-	uint8_t ready;                /* every rank joined */
-	uint8_t failed;               /* setup failed or a rank left before all joined */
-	struct sched_cmd **joins;     /* pending comm_init of each rank */
-	struct member **members;      /* by rank; NULL once the client went */
-	uint32_t live;                /* members neither gone nor left */
-	uint32_t *devs;               /* global device indexes (sched.fifos) */
+	uint8_t ready;            /* every rank joined */
+	uint8_t failed;           /* setup failed or a rank left before all joined */
+	struct sched_cmd **joins; /* pending comm_init of each rank */
+	struct member **members;  /* by rank; NULL once the client went */
+	uint32_t live;            /* members neither gone nor left */
+	uint32_t *devs;           /* global device indexes (sched.fifos) */
 	uint64_t *comm_dev;
-	uint32_t exec_idx;            /* its executor: sched.execs[exec_idx] */
+	uint32_t exec_idx; /* its executor: sched.execs[exec_idx] */
 	void *exec_priv;
-	int revoked;                  /* 0, or the error every later collective gets */
-	uint32_t timeout_ms;          /* UINT32_MAX: follow op_timeout_ms */
-	uint64_t timeouts;            /* collectives ended by the timeout */
-	uint64_t timed_out_mask;      /* ranks missing from the last one that timed out */
-	uint64_t next_launch;         /* oldest collective not yet planned */
-	uint64_t next_done;           /* oldest collective not yet finished */
-	struct slot *slots;           /* COMM_WINDOW, indexed by seq % COMM_WINDOW */
+	int revoked;             /* 0, or the error every later collective gets */
+	uint32_t timeout_ms;     /* UINT32_MAX: follow op_timeout_ms */
+	uint64_t timeouts;       /* collectives ended by the timeout */
+	uint64_t timed_out_mask; /* ranks missing from the last one that timed out */
+	uint64_t next_launch;    /* oldest collective not yet planned */
+	uint64_t next_done;      /* oldest collective not yet finished */
+	struct slot *slots;      /* COMM_WINDOW, indexed by seq % COMM_WINDOW */
 	uint64_t completed, errors, inflight;
-	uint64_t revoked_inflight;    /* collectives in the executors when it was revoked */
+	uint64_t revoked_inflight; /* collectives in the executors when it was revoked */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 };
@@ -138,9 +138,9 @@ struct comm {
 /* One device of one executor; the scheduler numbers them globally. */
 struct fifo_host {
 	struct collc_work_fifo *f;
-	uint64_t tail;    /* next position to write */
+	uint64_t tail; /* next position to write */
 	uint32_t exec_idx;
-	uint32_t dev;     /* the executor's own device number */
+	uint32_t dev; /* the executor's own device number */
 	uint8_t used;
 };
 
@@ -149,16 +149,16 @@ struct fifo_host {
 /* One executor as the scheduler sees it. */
 struct sched_exec {
 	const struct exec_backend *ex;
-	uint32_t base;             /* its devices are sched.fifos[base, base + ndevices) */
-	uint32_t next_chan_base;   /* rotates when its config asks for it */
-	struct collc_config cfg;   /* this pass's config, resolved for it (cfg_resolve) */
+	uint32_t base;           /* its devices are sched.fifos[base, base + ndevices) */
+	uint32_t next_chan_base; /* rotates when its config asks for it */
+	struct collc_config cfg; /* this pass's config, resolved for it (cfg_resolve) */
 };
 
 struct sched_state {
 	struct sched_exec execs[EXEC_MAX];
 	uint32_t nexecs;
 	uint32_t ndevs;
-	int execs_stopped;            /* sched_release(): the executors' fini ran */
+	int execs_stopped; /* sched_release(): the executors' fini ran */
 	struct sched_client *clients;
 	struct comm *comms;
 	struct fifo_host fifos[SCHED_MAX_DEVICES];
@@ -169,7 +169,7 @@ struct sched_state {
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	uint64_t by_op[COLLC_OP_MAX];
-	uint64_t lat_buckets[8][17];   /* size class x log2(us) bucket; 16: beyond */
+	uint64_t lat_buckets[8][17]; /* size class x log2(us) bucket; 16: beyond */
 	uint64_t lat_count[8];
 	uint64_t lat_sum_ns[8];
 };

@@ -236,9 +236,10 @@ int sched_expire(const struct collc_config *cfg, uint64_t now)
 			if (!sl->ranks[r].client)
 				cm->timed_out_mask |= 1ull << r;
 		cm->timeouts++;
-		log_info("communicator %llu: collective %llu timed out after %u ms waiting for ranks 0x%llx",
-			 (unsigned long long)cm->id, (unsigned long long)sl->seq, ms,
-			 (unsigned long long)cm->timed_out_mask);
+		log_info(
+			"communicator %llu: collective %llu timed out after %u ms waiting for ranks 0x%llx",
+			(unsigned long long)cm->id, (unsigned long long)sl->seq, ms,
+			(unsigned long long)cm->timed_out_mask);
 		sched_slot_finish(cm, sl, -ETIMEDOUT);
 		cm->next_launch++;
 		sched_comm_advance_done(cm);
@@ -288,7 +289,8 @@ int sched_reap(void)
 				sched_comm_advance_done(cm);
 				continue;
 			}
-			if (sl->state != SLOT_INFLIGHT || sl->seq != cm->next_done || !sched_slot_executed(cm, sl))
+			if (sl->state != SLOT_INFLIGHT || sl->seq != cm->next_done ||
+			    !sched_slot_executed(cm, sl))
 				break;
 			cm->inflight--;
 			if (cm->revoked) {

@@ -33,8 +33,8 @@ static struct sched_params params;
 static struct collc_doorbell *doorbell;
 static int doorbell_fd = -1;
 static uint32_t stop_requested;
-static uint32_t sleeping;    /* the scheduler sleeps on the doorbell */
-static uint32_t stall;       /* tests: freeze the loop */
+static uint32_t sleeping; /* the scheduler sleeps on the doorbell */
+static uint32_t stall;    /* tests: freeze the loop */
 static uint64_t loops;
 
 static pthread_mutex_t cmd_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -208,8 +208,10 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 		v->id = c->id;
 		v->pid = (int32_t)c->pid;
 		v->uid = (uint32_t)c->uid;
-		v->sq_depth = clamp_depth(load_relaxed(&c->hdr->sq_tail), c->sq_head, c->sq_entries);
-		v->cq_depth = clamp_depth(c->cq_tail, load_relaxed(&c->hdr->cq_head), c->cq_entries);
+		v->sq_depth =
+			clamp_depth(load_relaxed(&c->hdr->sq_tail), c->sq_head, c->sq_entries);
+		v->cq_depth =
+			clamp_depth(c->cq_tail, load_relaxed(&c->hdr->cq_head), c->cq_entries);
 		v->inflight = c->outstanding;
 		v->submitted = c->submitted;
 		v->completed = c->completed;
@@ -276,8 +278,9 @@ static char *render_status(const struct collc_config *cfg, struct sched_cmd *cmd
 	char *text = NULL;
 
 	if (s && snapshot_take(cfg, s) == 0)
-		text = cmd->type == CMD_STATUS ? status_render(s, cmd->u.status.flags, &cmd->u.status.len)
-					       : metrics_render(s, &cmd->u.status.len);
+		text = cmd->type == CMD_STATUS
+			       ? status_render(s, cmd->u.status.flags, &cmd->u.status.len)
+			       : metrics_render(s, &cmd->u.status.len);
 	if (s)
 		snapshot_free(s);
 	free(s);
@@ -324,7 +327,8 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		return;
 	case CMD_MR_ADD:
 		if (c->nmrs_live >= QUOTA_MRS || c->mr_bytes + cmd->u.mr.size > QUOTA_BYTES) {
-			sched_mr_free_mem(cmd->u.mr.exec, cmd->u.mr.exec_mem, cmd->u.mr.addr, cmd->u.mr.size);
+			sched_mr_free_mem(cmd->u.mr.exec, cmd->u.mr.exec_mem, cmd->u.mr.addr,
+					  cmd->u.mr.size);
 			/* The reply fd goes back to the control thread, which closes it. */
 			sched_cmd_finish(cmd, -EDQUOT);
 			return;
@@ -335,7 +339,8 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 			c->mrs = t;
 		if (!m || !t) {
 			free(m);
-			sched_mr_free_mem(cmd->u.mr.exec, cmd->u.mr.exec_mem, cmd->u.mr.addr, cmd->u.mr.size);
+			sched_mr_free_mem(cmd->u.mr.exec, cmd->u.mr.exec_mem, cmd->u.mr.addr,
+					  cmd->u.mr.size);
 			/* The reply fd goes back to the control thread, which closes it. */
 			sched_cmd_finish(cmd, -ENOMEM);
 			return;
@@ -485,7 +490,8 @@ static int launch_unblocked(void)
 		if (!cm->ready || !cm->slots)
 			continue;
 		sl = sched_slot_of(cm, cm->next_launch);
-		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING || sl->arrived < cm->nranks)
+		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
+		    sl->arrived < cm->nranks)
 			continue;
 		for (uint32_t r = 0; r < cm->nranks && room; r++)
 			room = sched_fifo_has_room(cm->devs[r]);
@@ -619,7 +625,8 @@ int sched_init(const struct sched_params *p)
 		r = -errno;
 		goto err_close;
 	}
-	doorbell = mmap(NULL, sizeof(*doorbell), PROT_READ | PROT_WRITE, MAP_SHARED, doorbell_fd, 0);
+	doorbell =
+		mmap(NULL, sizeof(*doorbell), PROT_READ | PROT_WRITE, MAP_SHARED, doorbell_fd, 0);
 	if (doorbell == MAP_FAILED) {
 		r = -errno;
 		goto err_close;
@@ -655,7 +662,8 @@ void sched_fini(void)
 		next = list->next;
 		if (list->type == CMD_MR_ADD)
 			/* The executors still run: their memory goes back to them now. */
-			sched_mr_free_mem(list->u.mr.exec, list->u.mr.exec_mem, list->u.mr.addr, list->u.mr.size);
+			sched_mr_free_mem(list->u.mr.exec, list->u.mr.exec_mem, list->u.mr.addr,
+					  list->u.mr.size);
 		sched_cmd_finish(list, -ECANCELED);
 	}
 }

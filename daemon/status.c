@@ -99,7 +99,8 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 	const char *sep = "";
 
 	cfg_to_json(shown, cfgtxt, sizeof(cfgtxt));
-	sb_printf(b, "{\"config\": {%s, \"generation\": %" PRIu64 ", \"auto\": [", cfgtxt, s->generation);
+	sb_printf(b, "{\"config\": {%s, \"generation\": %" PRIu64 ", \"auto\": [", cfgtxt,
+		  s->generation);
 	for (const char *const *k = cfg_auto_keys; *k; k++)
 		if (cfg_key_is_auto(s->cfg, *k)) {
 			sb_printf(b, "%s\"%s\"", sep, *k);
@@ -111,22 +112,26 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 	for (uint32_t e = 0; e < s->nexecs; e++) {
 		const struct status_exec *x = &s->execs[e];
 
-		sb_printf(b, "%s\n  {\"name\": \"%s\", \"devices\": %u, \"max_channels\": %u, "
+		sb_printf(b,
+			  "%s\n  {\"name\": \"%s\", \"devices\": %u, \"max_channels\": %u, "
 			  "\"channels\": %u, \"channel_min_bytes\": %" PRIu64
 			  ", \"oneshot_ll_max_bytes\": %" PRIu64 ", \"oneshot_max_bytes\": %" PRIu64
 			  ", \"twoshot_max_bytes\": %" PRIu64 ", \"rotate_channels\": %u}",
 			  e ? "," : "", x->name, x->ndevices, x->max_channels, x->cfg.channels,
-			  x->cfg.channel_min_bytes, x->cfg.oneshot_ll_max_bytes, x->cfg.oneshot_max_bytes,
-			  x->cfg.twoshot_max_bytes, x->cfg.rotate_channels);
+			  x->cfg.channel_min_bytes, x->cfg.oneshot_ll_max_bytes,
+			  x->cfg.oneshot_max_bytes, x->cfg.twoshot_max_bytes,
+			  x->cfg.rotate_channels);
 	}
 	sb_printf(b, "],\n \"clients\": [");
 	sep = "";
 	for (uint32_t i = 0; i < s->nclients; i++) {
 		const struct status_client *c = &s->clients[i];
 
-		sb_printf(b, "%s\n  {\"id\": %u, \"pid\": %d, \"uid\": %u, \"sq_depth\": %u, "
+		sb_printf(b,
+			  "%s\n  {\"id\": %u, \"pid\": %d, \"uid\": %u, \"sq_depth\": %u, "
 			  "\"cq_depth\": %u, \"inflight\": %u, \"submitted\": %" PRIu64
-			  ", \"completed\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"bad_entries\": %" PRIu64 "}",
+			  ", \"completed\": %" PRIu64 ", \"errors\": %" PRIu64
+			  ", \"bad_entries\": %" PRIu64 "}",
 			  sep, c->id, (int)c->pid, (unsigned)c->uid, c->sq_depth, c->cq_depth,
 			  c->inflight, c->submitted, c->completed, c->errors, c->bad);
 		sep = ",";
@@ -136,17 +141,21 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 	for (uint32_t i = 0; i < s->ncomms; i++) {
 		const struct status_comm *cm = &s->comms[i];
 
-		sb_printf(b, "%s\n  {\"id\": %" PRIu64 ", \"backend\": \"%s\", \"nranks\": %u, \"live_ranks\": %u, "
+		sb_printf(b,
+			  "%s\n  {\"id\": %" PRIu64
+			  ", \"backend\": \"%s\", \"nranks\": %u, \"live_ranks\": %u, "
 			  "\"pending\": %u, \"inflight\": %" PRIu64 ", \"completed\": %" PRIu64
-			  ", \"errors\": %" PRIu64 ", \"revoked\": %d, \"revoked_inflight\": %" PRIu64
+			  ", \"errors\": %" PRIu64
+			  ", \"revoked\": %d, \"revoked_inflight\": %" PRIu64
 			  ", \"timeouts\": %" PRIu64 ", \"timeout_ms\": %d, \"timed_out_ranks\": [",
 			  sep, cm->id, cm->backend, cm->nranks, cm->live, cm->pending, cm->inflight,
-			  cm->completed, cm->errors, cm->revoked, cm->revoked_inflight, cm->timeouts,
-			  cm->timeout_ms);
+			  cm->completed, cm->errors, cm->revoked, cm->revoked_inflight,
+			  cm->timeouts, cm->timeout_ms);
 		print_ranks(b, cm->timed_out_mask, cm->nranks, "", ", ");
 		sb_printf(b, "], \"lagging_ranks\": [");
 		print_ranks(b, cm->lagging_mask, cm->nranks, "", ", ");
-		sb_printf(b, "], \"by_algo\": {\"ring\": %" PRIu64 ", \"oneshot\": %" PRIu64
+		sb_printf(b,
+			  "], \"by_algo\": {\"ring\": %" PRIu64 ", \"oneshot\": %" PRIu64
 			  ", \"twoshot\": %" PRIu64 "}, \"by_proto\": {\"simple\": %" PRIu64
 			  ", \"ll\": %" PRIu64 ", \"ll128\": %" PRIu64 "}}",
 			  cm->by_algo[COLLC_ALGO_RING], cm->by_algo[COLLC_ALGO_ONESHOT],
@@ -159,21 +168,27 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 	for (uint32_t i = 0; i < s->ndevices; i++) {
 		const struct status_device *d = &s->devices[i];
 
-		sb_printf(b, "%s\n  {\"id\": %u, \"name\": \"%s\", \"backend\": \"%s\", "
-			  "\"fifo_depth\": %" PRIu64 ", \"fifo_tail\": %" PRIu64 ", \"channels\": [",
+		sb_printf(b,
+			  "%s\n  {\"id\": %u, \"name\": \"%s\", \"backend\": \"%s\", "
+			  "\"fifo_depth\": %" PRIu64 ", \"fifo_tail\": %" PRIu64
+			  ", \"channels\": [",
 			  sep, d->id, d->name, d->backend, d->tail - fifo_low(d), d->tail);
 		for (uint32_t ch = 0; ch < d->nchannels; ch++)
-			sb_printf(b, "%s{\"id\": %u, \"inflight\": %" PRIu64 ", \"work_consumed\": %" PRIu64
-				  ", \"aborted\": %" PRIu64 "}",
-				  ch ? ", " : "", ch, d->tail - d->consumed[ch], d->consumed[ch], d->aborted[ch]);
+			sb_printf(b,
+				  "%s{\"id\": %u, \"inflight\": %" PRIu64
+				  ", \"work_consumed\": %" PRIu64 ", \"aborted\": %" PRIu64 "}",
+				  ch ? ", " : "", ch, d->tail - d->consumed[ch], d->consumed[ch],
+				  d->aborted[ch]);
 		sb_printf(b, "]}");
 		sep = ",";
 	}
-	sb_printf(b, "],\n \"totals\": {\"submitted\": %" PRIu64 ", \"completed\": %" PRIu64
-		  ", \"errors\": %" PRIu64 ", \"bad_entries\": %" PRIu64 ", \"aborted_items\": %" PRIu64
-		  ", \"by_algo\": {\"ring\": %" PRIu64
-		  ", \"oneshot\": %" PRIu64 ", \"twoshot\": %" PRIu64 "}, \"by_proto\": {\"simple\": %" PRIu64
-		  ", \"ll\": %" PRIu64 ", \"ll128\": %" PRIu64 "}}}\n",
+	sb_printf(b,
+		  "],\n \"totals\": {\"submitted\": %" PRIu64 ", \"completed\": %" PRIu64
+		  ", \"errors\": %" PRIu64 ", \"bad_entries\": %" PRIu64
+		  ", \"aborted_items\": %" PRIu64 ", \"by_algo\": {\"ring\": %" PRIu64
+		  ", \"oneshot\": %" PRIu64 ", \"twoshot\": %" PRIu64
+		  "}, \"by_proto\": {\"simple\": %" PRIu64 ", \"ll\": %" PRIu64
+		  ", \"ll128\": %" PRIu64 "}}}\n",
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted,
 		  s->by_algo[COLLC_ALGO_RING], s->by_algo[COLLC_ALGO_ONESHOT],
 		  s->by_algo[COLLC_ALGO_TWOSHOT], s->by_proto[COLLC_PROTO_SIMPLE],
@@ -188,18 +203,22 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 	/* Each executor's own count when several run (auto keys differ between them). */
 	for (uint32_t e = 0; e < s->nexecs; e++)
 		sb_printf(b, "%s%s%s%u/%u", e ? " " : "", s->nexecs > 1 ? s->execs[e].name : "",
-			  s->nexecs > 1 ? " " : "", s->execs[e].cfg.channels, s->execs[e].max_channels);
-	sb_printf(b, "%s, proto %s, algo %s\n", cfg_key_is_auto(s->cfg, "channels") ? " (auto)" : "",
+			  s->nexecs > 1 ? " " : "", s->execs[e].cfg.channels,
+			  s->execs[e].max_channels);
+	sb_printf(b, "%s, proto %s, algo %s\n",
+		  cfg_key_is_auto(s->cfg, "channels") ? " (auto)" : "",
 		  cfg_proto_name(s->cfg->proto), cfg_algo_name(s->cfg->algo));
-	sb_printf(b, "totals: submitted %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
-		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n\n", s->submitted,
-		  s->completed, s->errors, s->bad, s->aborted);
+	sb_printf(b,
+		  "totals: submitted %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
+		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n\n",
+		  s->submitted, s->completed, s->errors, s->bad, s->aborted);
 	sb_printf(b, "CLIENT  PID      SQ    CQ    INFLIGHT  COMPLETED   ERRORS\n");
 	for (uint32_t i = 0; i < s->nclients; i++) {
 		const struct status_client *c = &s->clients[i];
 
 		sb_printf(b, "%-7u %-8d %-5u %-5u %-9u %-11" PRIu64 " %" PRIu64 "\n", c->id,
-			  (int)c->pid, c->sq_depth, c->cq_depth, c->inflight, c->completed, c->errors);
+			  (int)c->pid, c->sq_depth, c->cq_depth, c->inflight, c->completed,
+			  c->errors);
 	}
 	sb_printf(b, "\nCOMM    RANKS  PENDING  INFLIGHT  COMPLETED   ERRORS  LAGGING\n");
 	for (uint32_t i = 0; i < s->ncomms; i++) {
@@ -259,48 +278,64 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 	static const char *const algos[] = { "auto", "ring", "oneshot", "twoshot" };
 	static const char *const protos[] = { "auto", "simple", "ll", "ll128" };
 
-	metric_total(&b, "collc_collectives_submitted_total", "Collective submissions taken.", s->submitted);
-	metric_total(&b, "collc_collectives_completed_total", "Collective completions posted without error.", s->completed);
-	metric_total(&b, "collc_collectives_errors_total", "Collective completions posted with an error.", s->errors);
-	metric_total(&b, "collc_bad_entries_total", "Submission entries rejected as invalid.", s->bad);
-	metric_total(&b, "collc_items_aborted_total", "Work items of revoked communicators abandoned in an executor.", s->aborted);
-	metric_head(&b, "collc_collectives_by_algo_total", "counter", "Collectives launched per algorithm.");
+	metric_total(&b, "collc_collectives_submitted_total", "Collective submissions taken.",
+		     s->submitted);
+	metric_total(&b, "collc_collectives_completed_total",
+		     "Collective completions posted without error.", s->completed);
+	metric_total(&b, "collc_collectives_errors_total",
+		     "Collective completions posted with an error.", s->errors);
+	metric_total(&b, "collc_bad_entries_total", "Submission entries rejected as invalid.",
+		     s->bad);
+	metric_total(&b, "collc_items_aborted_total",
+		     "Work items of revoked communicators abandoned in an executor.", s->aborted);
+	metric_head(&b, "collc_collectives_by_algo_total", "counter",
+		    "Collectives launched per algorithm.");
 	for (int a = 1; a < COLLC_ALGO_MAX; a++)
-		sb_printf(&b, "collc_collectives_by_algo_total{algo=\"%s\"} %" PRIu64 "\n", algos[a],
-			  s->by_algo[a]);
-	metric_head(&b, "collc_collectives_by_proto_total", "counter", "Collectives launched per protocol.");
+		sb_printf(&b, "collc_collectives_by_algo_total{algo=\"%s\"} %" PRIu64 "\n",
+			  algos[a], s->by_algo[a]);
+	metric_head(&b, "collc_collectives_by_proto_total", "counter",
+		    "Collectives launched per protocol.");
 	for (int p = 1; p < COLLC_PROTO_MAX; p++)
-		sb_printf(&b, "collc_collectives_by_proto_total{proto=\"%s\"} %" PRIu64 "\n", protos[p],
-			  s->by_proto[p]);
-	metric_head(&b, "collc_client_sq_depth", "gauge", "Submissions waiting in a client's ring.");
+		sb_printf(&b, "collc_collectives_by_proto_total{proto=\"%s\"} %" PRIu64 "\n",
+			  protos[p], s->by_proto[p]);
+	metric_head(&b, "collc_client_sq_depth", "gauge",
+		    "Submissions waiting in a client's ring.");
 	for (uint32_t i = 0; i < s->nclients; i++)
-		sb_printf(&b, "collc_client_sq_depth{client=\"%u\",pid=\"%d\"} %u\n", s->clients[i].id,
-			  (int)s->clients[i].pid, s->clients[i].sq_depth);
+		sb_printf(&b, "collc_client_sq_depth{client=\"%u\",pid=\"%d\"} %u\n",
+			  s->clients[i].id, (int)s->clients[i].pid, s->clients[i].sq_depth);
 	metric_head(&b, "collc_client_cq_depth", "gauge", "Completions a client has not reaped.");
 	for (uint32_t i = 0; i < s->nclients; i++)
-		sb_printf(&b, "collc_client_cq_depth{client=\"%u\",pid=\"%d\"} %u\n", s->clients[i].id,
-			  (int)s->clients[i].pid, s->clients[i].cq_depth);
-	metric_head(&b, "collc_client_inflight", "gauge", "Collectives a client submitted that have not completed.");
+		sb_printf(&b, "collc_client_cq_depth{client=\"%u\",pid=\"%d\"} %u\n",
+			  s->clients[i].id, (int)s->clients[i].pid, s->clients[i].cq_depth);
+	metric_head(&b, "collc_client_inflight", "gauge",
+		    "Collectives a client submitted that have not completed.");
 	for (uint32_t i = 0; i < s->nclients; i++)
-		sb_printf(&b, "collc_client_inflight{client=\"%u\",pid=\"%d\"} %u\n", s->clients[i].id,
-			  (int)s->clients[i].pid, s->clients[i].inflight);
-	metric_head(&b, "collc_comm_pending", "gauge", "Collectives of a communicator waiting for ranks.");
+		sb_printf(&b, "collc_client_inflight{client=\"%u\",pid=\"%d\"} %u\n",
+			  s->clients[i].id, (int)s->clients[i].pid, s->clients[i].inflight);
+	metric_head(&b, "collc_comm_pending", "gauge",
+		    "Collectives of a communicator waiting for ranks.");
 	for (uint32_t i = 0; i < s->ncomms; i++)
 		sb_printf(&b, "collc_comm_pending{comm=\"%" PRIu64 "\"} %u\n", s->comms[i].id,
 			  s->comms[i].pending);
-	metric_head(&b, "collc_comm_inflight", "gauge", "Collectives of a communicator in the executors.");
+	metric_head(&b, "collc_comm_inflight", "gauge",
+		    "Collectives of a communicator in the executors.");
 	for (uint32_t i = 0; i < s->ncomms; i++)
-		sb_printf(&b, "collc_comm_inflight{comm=\"%" PRIu64 "\"} %" PRIu64 "\n", s->comms[i].id,
-			  s->comms[i].inflight);
-	metric_head(&b, "collc_channel_inflight", "gauge", "Work items queued for a device channel.");
+		sb_printf(&b, "collc_comm_inflight{comm=\"%" PRIu64 "\"} %" PRIu64 "\n",
+			  s->comms[i].id, s->comms[i].inflight);
+	metric_head(&b, "collc_channel_inflight", "gauge",
+		    "Work items queued for a device channel.");
 	for (uint32_t i = 0; i < s->ndevices; i++) {
 		const struct status_device *d = &s->devices[i];
 
 		for (uint32_t ch = 0; ch < d->nchannels; ch++)
-			sb_printf(&b, "collc_channel_inflight{device=\"%s\",backend=\"%s\",channel=\"%u\"} %" PRIu64 "\n",
-				  d->name, d->backend, ch, d->tail - d->consumed[ch]);
+			sb_printf(
+				&b,
+				"collc_channel_inflight{device=\"%s\",backend=\"%s\",channel=\"%u\"} %" PRIu64
+				"\n",
+				d->name, d->backend, ch, d->tail - d->consumed[ch]);
 	}
-	metric_head(&b, "collc_collective_latency_seconds", "histogram", "Time from the last rank's submission to completion.");
+	metric_head(&b, "collc_collective_latency_seconds", "histogram",
+		    "Time from the last rank's submission to completion.");
 	for (int cls = 0; cls < 8; cls++) {
 		uint64_t cum = 0;
 
@@ -309,13 +344,19 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 		for (int bk = 0; bk < 16; bk++) {
 			cum += s->lat_buckets[cls][bk];
 			/* Bucket bk holds latencies below 2^bk microseconds. */
-			sb_printf(&b, "collc_collective_latency_seconds_bucket{size=\"%s\",le=\"%g\"} %" PRIu64 "\n",
-				  size_class[cls], (double)(1u << bk) * 1e-6, cum);
+			sb_printf(
+				&b,
+				"collc_collective_latency_seconds_bucket{size=\"%s\",le=\"%g\"} %" PRIu64
+				"\n",
+				size_class[cls], (double)(1u << bk) * 1e-6, cum);
 		}
-		sb_printf(&b, "collc_collective_latency_seconds_bucket{size=\"%s\",le=\"+Inf\"} %" PRIu64 "\n",
-			  size_class[cls], s->lat_count[cls]);
-		sb_printf(&b, "collc_collective_latency_seconds_sum{size=\"%s\"} %.9f\n", size_class[cls],
-			  (double)s->lat_sum_ns[cls] * 1e-9);
+		sb_printf(
+			&b,
+			"collc_collective_latency_seconds_bucket{size=\"%s\",le=\"+Inf\"} %" PRIu64
+			"\n",
+			size_class[cls], s->lat_count[cls]);
+		sb_printf(&b, "collc_collective_latency_seconds_sum{size=\"%s\"} %.9f\n",
+			  size_class[cls], (double)s->lat_sum_ns[cls] * 1e-9);
 		sb_printf(&b, "collc_collective_latency_seconds_count{size=\"%s\"} %" PRIu64 "\n",
 			  size_class[cls], s->lat_count[cls]);
 	}

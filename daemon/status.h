@@ -28,7 +28,7 @@ struct status_comm {
 	const char *backend; /* its executor's name */
 	uint32_t nranks, live, pending;
 	int32_t revoked;
-	int32_t timeout_ms;  /* -1: follows op_timeout_ms */
+	int32_t timeout_ms; /* -1: follows op_timeout_ms */
 	uint64_t inflight, completed, errors, revoked_inflight, timeouts;
 	uint64_t timed_out_mask, lagging_mask;
 	uint64_t by_algo[COLLC_ALGO_MAX];
@@ -36,7 +36,7 @@ struct status_comm {
 };
 
 struct status_device {
-	uint32_t id;         /* the scheduler's global device index */
+	uint32_t id; /* the scheduler's global device index */
 	char name[64];
 	const char *backend; /* its executor's name */
 	uint32_t nchannels;

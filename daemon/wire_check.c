@@ -8,7 +8,10 @@ struct len_rule {
 	uint32_t min, max;
 };
 
-#define EXACTLY(T) { sizeof(T), sizeof(T) }
+#define EXACTLY(T)                                                                                 \
+	{                                                                                          \
+		sizeof(T), sizeof(T)                                                               \
+	}
 static const struct len_rule rules[COLLC_MSG_TYPE_MAX] = {
 	[COLLC_MSG_HELLO] = EXACTLY(struct collc_msg_hello),
 	[COLLC_MSG_MEM_ALLOC] = EXACTLY(struct collc_msg_mem),

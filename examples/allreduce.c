@@ -21,7 +21,8 @@
 static float value(unsigned rank, size_t i, unsigned iter)
 {
 	/* Deterministic pseudo-random values every rank can recompute. */
-	uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ull ^ (i + 1) * 0xbf58476d1ce4e5b9ull ^ iter;
+	uint64_t x = (uint64_t)rank * 0x9e3779b97f4a7c15ull ^ (i + 1) * 0xbf58476d1ce4e5b9ull ^
+		     iter;
 
 	x ^= x >> 31;
 	x *= 0x94d049bb133111ebull;
@@ -74,7 +75,8 @@ static int run_rank(const char *sock, const struct collc_unique_id *id, int nran
 			if (err > worst)
 				worst = err;
 			if (err > 1e-5 * nranks) {
-				fprintf(stderr, "rank %d: element %zu: got %g, want %g\n", rank, i, recv[i], ref);
+				fprintf(stderr, "rank %d: element %zu: got %g, want %g\n", rank, i,
+					recv[i], ref);
 				return 1;
 			}
 		}
@@ -120,7 +122,8 @@ int main(int argc, char **argv)
 			iters = atoi(optarg);
 			break;
 		default:
-			fprintf(stderr, "usage: allreduce [--socket PATH] [--nranks N] [--count N] [--iters N]\n");
+			fprintf(stderr,
+				"usage: allreduce [--socket PATH] [--nranks N] [--count N] [--iters N]\n");
 			return 2;
 		}
 	}

@@ -106,9 +106,9 @@ COLLC_EXPORT int collc_allreduce(struct collc_comm *comm, const void *sendbuf, v
 				 collc_req *ret_req);
 COLLC_EXPORT int collc_allgather(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
 				 size_t sendcount, collc_dtype dtype, collc_req *ret_req);
-COLLC_EXPORT int collc_reduce_scatter(struct collc_comm *comm, const void *sendbuf,
-				      void *recvbuf, size_t recvcount, collc_dtype dtype,
-				      collc_redop op, collc_req *ret_req);
+COLLC_EXPORT int collc_reduce_scatter(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+				      size_t recvcount, collc_dtype dtype, collc_redop op,
+				      collc_req *ret_req);
 COLLC_EXPORT int collc_broadcast(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
 				 size_t count, collc_dtype dtype, int root, collc_req *ret_req);
 COLLC_EXPORT int collc_reduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf,

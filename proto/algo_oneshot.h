@@ -31,8 +31,8 @@
  * pieces of a multiple of align elements (the grid: whole 16-byte vectors;
  * the CPU: 1).
  */
-COLLC_HD void collc_oneshot_share(uint64_t count, uint32_t nchannels, uint32_t share, uint64_t align,
-				  uint64_t *ret_lo, uint64_t *ret_hi)
+COLLC_HD void collc_oneshot_share(uint64_t count, uint32_t nchannels, uint32_t share,
+				  uint64_t align, uint64_t *ret_lo, uint64_t *ret_hi)
 {
 	const uint64_t per = collc_round_up(collc_div_up(count, nchannels), align);
 	const uint64_t lo = collc_min_u64(count, (uint64_t)share * per);
@@ -42,8 +42,8 @@ COLLC_HD void collc_oneshot_share(uint64_t count, uint32_t nchannels, uint32_t s
 }
 
 /* Two-shot: the segment [a, e) of the share [lo, hi) that rank q of nranks reduces. */
-COLLC_HD void collc_twoshot_seg(uint64_t lo, uint64_t hi, uint32_t nranks, uint32_t q, uint64_t align,
-				uint64_t *ret_a, uint64_t *ret_e)
+COLLC_HD void collc_twoshot_seg(uint64_t lo, uint64_t hi, uint32_t nranks, uint32_t q,
+				uint64_t align, uint64_t *ret_a, uint64_t *ret_e)
 {
 	const uint64_t seg = collc_round_up(collc_div_up(hi - lo, nranks), align);
 	const uint64_t a = collc_min_u64(hi, lo + (uint64_t)q * seg);

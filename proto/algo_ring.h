@@ -52,11 +52,11 @@ struct collc_ring_step {
 
 /* Private to collc_ring_begin() / collc_ring_next(). */
 struct collc_ring_iter {
-	uint64_t count;  /* elements (per rank's block for allgather and reduce-scatter) */
-	uint64_t chunk;  /* elements of a full chunk */
-	uint64_t es;     /* bytes of an element */
-	uint64_t base;   /* first element of the current round */
-	uint64_t real;   /* elements per chunk in the current round */
+	uint64_t count; /* elements (per rank's block for allgather and reduce-scatter) */
+	uint64_t chunk; /* elements of a full chunk */
+	uint64_t es;    /* bytes of an element */
+	uint64_t base;  /* first element of the current round */
+	uint64_t real;  /* elements per chunk in the current round */
 	uint32_t coll, nranks, rank, root, nch, share;
 	uint32_t blocks; /* chunks a channel takes per round: nranks for all-reduce, else 1 */
 	uint32_t k, nk;  /* the step within the round; steps a round */
@@ -82,9 +82,9 @@ COLLC_HD void collc_ring_round(struct collc_ring_iter *it)
  * rank of nranks (>= 2), root for broadcast and reduce. 0, or -1 for a
  * collective the ring does not run.
  */
-COLLC_HD int collc_ring_begin(struct collc_ring_iter *it, uint32_t coll, uint32_t nranks, uint32_t rank,
-			      uint32_t root, uint32_t nchannels, uint32_t share, uint64_t count,
-			      uint64_t chunk_elems, uint64_t elem_size)
+COLLC_HD int collc_ring_begin(struct collc_ring_iter *it, uint32_t coll, uint32_t nranks,
+			      uint32_t rank, uint32_t root, uint32_t nchannels, uint32_t share,
+			      uint64_t count, uint64_t chunk_elems, uint64_t elem_size)
 {
 	it->count = count;
 	it->chunk = chunk_elems;

@@ -36,9 +36,14 @@ COLLC_HD int collc_dtype_op_valid(int dtype, int redop)
 }
 
 /* Names as the bench, the tests and status print them. */
-#define COLLC_DTYPE_NAMES                                                                    \
-	{ "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", \
-	  "float64" }
-#define COLLC_REDOP_NAMES { "sum", "prod", "max", "min", "avg" }
+#define COLLC_DTYPE_NAMES                                                                          \
+	{                                                                                          \
+		"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",      \
+			"float32", "float64"                                                       \
+	}
+#define COLLC_REDOP_NAMES                                                                          \
+	{                                                                                          \
+		"sum", "prod", "max", "min", "avg"                                                 \
+	}
 
 #endif /* COLLC_PROTO_DTYPE_H */

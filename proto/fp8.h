@@ -79,7 +79,8 @@ COLLC_HD float collc_fp8_decode(uint8_t b, struct collc_fp8_fmt fmt)
 	}
 	if (e == 0) {
 		/* m * 2^(1 - bias - mbits): exact in float. */
-		v = (float)m * collc_bits_f32((uint32_t)(127 + 1 - fmt.bias - (int32_t)fmt.mbits) << 23);
+		v = (float)m *
+		    collc_bits_f32((uint32_t)(127 + 1 - fmt.bias - (int32_t)fmt.mbits) << 23);
 		return collc_bits_f32(sign | collc_f32_bits(v));
 	}
 	return collc_bits_f32(sign | (uint32_t)((int32_t)e - fmt.bias + 127) << 23 |

@@ -84,20 +84,20 @@ COLLC_HD uint32_t collc_item_share(uint32_t chan_base, uint32_t ch, uint32_t nch
  * (proto/algo_ring.h) name one of the seven combinations below, each
  * executor implements them (cpu/prims.c cpu_prim(), the grid's prim<flags>).
  */
-#define COLLC_P_RECV   (1 << 0)  /* consume a step of the receive connection */
-#define COLLC_P_SRC    (1 << 1)  /* read the local source buffer */
-#define COLLC_P_REDUCE (1 << 2)  /* combine received data with the source */
-#define COLLC_P_DST    (1 << 3)  /* write the result to the destination buffer */
-#define COLLC_P_SEND   (1 << 4)  /* write the result to a step of the send connection */
-#define COLLC_P_POSTOP (1 << 5)  /* apply the AVG division to the destination */
+#define COLLC_P_RECV   (1 << 0) /* consume a step of the receive connection */
+#define COLLC_P_SRC    (1 << 1) /* read the local source buffer */
+#define COLLC_P_REDUCE (1 << 2) /* combine received data with the source */
+#define COLLC_P_DST    (1 << 3) /* write the result to the destination buffer */
+#define COLLC_P_SEND   (1 << 4) /* write the result to a step of the send connection */
+#define COLLC_P_POSTOP (1 << 5) /* apply the AVG division to the destination */
 
 #define COLLC_PRIM_SEND             (COLLC_P_SRC | COLLC_P_SEND)
 #define COLLC_PRIM_RECV             (COLLC_P_RECV | COLLC_P_DST)
 #define COLLC_PRIM_COPY_SEND        (COLLC_P_SRC | COLLC_P_DST | COLLC_P_SEND)
 #define COLLC_PRIM_RECV_REDUCE_SEND (COLLC_P_RECV | COLLC_P_SRC | COLLC_P_REDUCE | COLLC_P_SEND)
-#define COLLC_PRIM_RECV_REDUCE_COPY_SEND \
+#define COLLC_PRIM_RECV_REDUCE_COPY_SEND                                                           \
 	(COLLC_P_RECV | COLLC_P_SRC | COLLC_P_REDUCE | COLLC_P_DST | COLLC_P_SEND | COLLC_P_POSTOP)
-#define COLLC_PRIM_RECV_REDUCE_COPY \
+#define COLLC_PRIM_RECV_REDUCE_COPY                                                                \
 	(COLLC_P_RECV | COLLC_P_SRC | COLLC_P_REDUCE | COLLC_P_DST | COLLC_P_POSTOP)
 #define COLLC_PRIM_RECV_COPY_SEND (COLLC_P_RECV | COLLC_P_DST | COLLC_P_SEND)
 
@@ -135,8 +135,8 @@ COLLC_HD uint64_t collc_chunk_bytes(uint64_t buffer_bytes, uint32_t steps, uint3
  * Elements per slice: max(divUp(nelem, 16 * slicesPerChunk) * 16,
  * stepSize * stepsPerSlice / 32), with stepSize in elements.
  */
-COLLC_HD uint64_t collc_slice_elems(uint64_t nelem, uint32_t slices_per_chunk,
-				    uint64_t step_elems, uint32_t steps_per_slice)
+COLLC_HD uint64_t collc_slice_elems(uint64_t nelem, uint32_t slices_per_chunk, uint64_t step_elems,
+				    uint32_t steps_per_slice)
 {
 	uint64_t a = collc_div_up(nelem, 16ull * slices_per_chunk) * 16;
 	uint64_t b = step_elems * steps_per_slice / 32;
@@ -283,7 +283,8 @@ COLLC_HD uint64_t collc_ll_step_bytes(uint64_t buffer_bytes, uint32_t steps)
 /* The collectives one-shot LL runs: every rank sends to every other (COLLC_OP_*). */
 COLLC_HD int collc_oll_coll(int coll)
 {
-	return coll == COLLC_OP_ALLREDUCE || coll == COLLC_OP_ALLGATHER || coll == COLLC_OP_REDUCE_SCATTER;
+	return coll == COLLC_OP_ALLREDUCE || coll == COLLC_OP_ALLGATHER ||
+	       coll == COLLC_OP_REDUCE_SCATTER;
 }
 
 /* Lines of a round that carries nbytes of payload: never fewer than one (OLL1). */
@@ -326,8 +327,7 @@ COLLC_HD uint64_t collc_oll_inbox_lines(uint32_t nranks, uint64_t slot_lines)
 #define COLLC_LL128_FLAG_WORD    15u
 #define COLLC_LL128_LINE_PAYLOAD 120u
 #define COLLC_LL128_STEP_LINES   4800u /* NCCL: 120 words per thread, 640 threads */
-#define COLLC_LL128_BUFFER_BYTES \
-	(COLLC_STEPS * COLLC_LL128_STEP_LINES * COLLC_LL128_LINE_BYTES)
+#define COLLC_LL128_BUFFER_BYTES (COLLC_STEPS * COLLC_LL128_STEP_LINES * COLLC_LL128_LINE_BYTES)
 
 COLLC_PRIMS_ASSERT(COLLC_LL128_DATA_WORDS * 8 == COLLC_LL128_LINE_PAYLOAD, "ll128 payload");
 COLLC_PRIMS_ASSERT(COLLC_LL128_LINE_WORDS * 8 == COLLC_LL128_LINE_BYTES, "ll128 line");

@@ -31,7 +31,7 @@
 /* sq_flags, written by collcd */
 #define COLLC_SQ_NEED_WAKEUP 0x1u /* the scheduler sleeps: bump the doorbell after the tail */
 /* cq_flags, written by the client */
-#define COLLC_CQ_WAITING 0x1u /* the client sleeps on cq_tail: futex-wake it */
+#define COLLC_CQ_WAITING     0x1u /* the client sleeps on cq_tail: futex-wake it */
 
 struct collc_shm_hdr {
 	/* Written by collcd before the region is sent; read-only afterwards. */
@@ -87,16 +87,16 @@ enum {
 
 /* One submission, written by the client. */
 struct collc_sqe {
-	uint8_t opcode;     /* COLLC_OP_* */
-	uint8_t dtype;      /* collc_dtype */
-	uint8_t redop;      /* collc_redop */
-	uint8_t flags;      /* none defined: must be 0 */
-	uint32_t comm;      /* handle from the comm_init reply */
-	uint64_t seq;       /* per-communicator sequence number, from 0 */
-	uint64_t count;     /* elements, as the public call names them */
-	uint32_t send_mr;   /* registration handles */
+	uint8_t opcode;   /* COLLC_OP_* */
+	uint8_t dtype;    /* collc_dtype */
+	uint8_t redop;    /* collc_redop */
+	uint8_t flags;    /* none defined: must be 0 */
+	uint32_t comm;    /* handle from the comm_init reply */
+	uint64_t seq;     /* per-communicator sequence number, from 0 */
+	uint64_t count;   /* elements, as the public call names them */
+	uint32_t send_mr; /* registration handles */
 	uint32_t recv_mr;
-	uint64_t send_off;  /* byte offsets into the registrations */
+	uint64_t send_off; /* byte offsets into the registrations */
 	uint64_t recv_off;
 	uint64_t user_data; /* echoed in the CQE */
 	int32_t root;
@@ -123,8 +123,8 @@ _Static_assert(sizeof(struct collc_cqe) == 16, "cqe size");
 _Static_assert(offsetof(struct collc_cqe, res) == 8, "cqe.res");
 
 #define COLLC_SHM_HDR_BYTES 4096u
-#define COLLC_SHM_SIZE                                                                  \
-	(COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe) +            \
+#define COLLC_SHM_SIZE                                                                             \
+	(COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe) +                       \
 	 COLLC_CQ_ENTRIES * sizeof(struct collc_cqe))
 
 /* Shared by every client; written by clients and collcd alike. */

@@ -28,19 +28,19 @@
 #define COLLC_MSG_REPLY    0x8000u
 
 enum {
-	COLLC_MSG_HELLO = 1,     /* -> hello_reply + fds {shm, doorbell} */
-	COLLC_MSG_MEM_ALLOC,     /* -> mem_reply + fd {memfd} */
-	COLLC_MSG_MEM_REGISTER,  /* fd {memfd} -> mem_reply */
-	COLLC_MSG_MEM_RELEASE,   /* mem_release -> status */
-	COLLC_MSG_COMM_INIT,     /* comm_init -> comm_reply once every rank joined */
-	COLLC_MSG_COMM_DESTROY,  /* comm_ref -> status */
-	COLLC_MSG_COMM_ABORT,    /* comm_ref -> status */
-	COLLC_MSG_SET_EVENTFD,   /* fd {eventfd} -> status */
-	COLLC_MSG_STATUS,        /* status_req -> text (JSON or table), chunked */
-	COLLC_MSG_GET,           /* text "key" -> text "value" */
-	COLLC_MSG_SET,           /* text "k=v k=v" -> text message */
-	COLLC_MSG_METRICS,       /* -> Prometheus text, chunked */
-	COLLC_MSG_COMM_TIMEOUT,  /* comm_timeout -> status */
+	COLLC_MSG_HELLO = 1,    /* -> hello_reply + fds {shm, doorbell} */
+	COLLC_MSG_MEM_ALLOC,    /* -> mem_reply + fd {memfd} */
+	COLLC_MSG_MEM_REGISTER, /* fd {memfd} -> mem_reply */
+	COLLC_MSG_MEM_RELEASE,  /* mem_release -> status */
+	COLLC_MSG_COMM_INIT,    /* comm_init -> comm_reply once every rank joined */
+	COLLC_MSG_COMM_DESTROY, /* comm_ref -> status */
+	COLLC_MSG_COMM_ABORT,   /* comm_ref -> status */
+	COLLC_MSG_SET_EVENTFD,  /* fd {eventfd} -> status */
+	COLLC_MSG_STATUS,       /* status_req -> text (JSON or table), chunked */
+	COLLC_MSG_GET,          /* text "key" -> text "value" */
+	COLLC_MSG_SET,          /* text "k=v k=v" -> text message */
+	COLLC_MSG_METRICS,      /* -> Prometheus text, chunked */
+	COLLC_MSG_COMM_TIMEOUT, /* comm_timeout -> status */
 	COLLC_MSG_TYPE_MAX,
 };
 
@@ -83,7 +83,8 @@ struct collc_ring_offsets {
 	uint32_t reserved[3];
 };
 _Static_assert(sizeof(struct collc_ring_offsets) == 32, "ring_offsets size");
-_Static_assert(offsetof(struct collc_ring_offsets, ring_entries) == 16, "ring_offsets.ring_entries");
+_Static_assert(offsetof(struct collc_ring_offsets, ring_entries) == 16,
+	       "ring_offsets.ring_entries");
 
 #define COLLC_FEAT_DOORBELL 0x1u /* submissions wake collcd through the doorbell futex */
 #define COLLC_FEAT_CQ_FUTEX 0x2u /* collcd futex-wakes cq tail when COLLC_CQ_WAITING is set */
@@ -159,9 +160,9 @@ _Static_assert(sizeof(struct collc_msg_mem_vmm) == 16, "mem_vmm size");
 
 struct collc_msg_mem_reply {
 	struct collc_msg_status st;
-	uint32_t mr;       /* registration handle, used in SQEs */
+	uint32_t mr; /* registration handle, used in SQEs */
 	uint32_t reserved;
-	uint64_t size;     /* bytes the handle covers */
+	uint64_t size; /* bytes the handle covers */
 };
 _Static_assert(sizeof(struct collc_msg_mem_reply) == 24, "mem_reply size");
 _Static_assert(offsetof(struct collc_msg_mem_reply, mr) == 8, "mem_reply.mr");
@@ -200,9 +201,9 @@ _Static_assert(offsetof(struct collc_msg_comm_init, device_uuid) == 144, "comm_i
 
 struct collc_msg_comm_reply {
 	struct collc_msg_status st;
-	uint32_t comm;     /* handle used in SQEs */
+	uint32_t comm; /* handle used in SQEs */
 	uint32_t reserved;
-	uint64_t comm_id;  /* node-wide id, as status shows it */
+	uint64_t comm_id; /* node-wide id, as status shows it */
 };
 _Static_assert(sizeof(struct collc_msg_comm_reply) == 24, "comm_reply size");
 _Static_assert(offsetof(struct collc_msg_comm_reply, comm_id) == 16, "comm_reply.comm_id");

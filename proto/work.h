@@ -69,11 +69,11 @@ struct collc_work_item {
 	uint64_t count;       /* elements, as the public call names them */
 	uint64_t sendbuf;     /* executor-space addresses */
 	uint64_t recvbuf;
-	uint64_t comm_dev;    /* executor-space address of the rank's connection state */
-	uint64_t coll_id;     /* the scheduler's id of the collective, for tracing */
-	uint64_t comm_id;     /* the scheduler's id of the communicator: never reused, never 0 */
+	uint64_t comm_dev; /* executor-space address of the rank's connection state */
+	uint64_t coll_id;  /* the scheduler's id of the collective, for tracing */
+	uint64_t comm_id;  /* the scheduler's id of the communicator: never reused, never 0 */
 	uint64_t reserved[6];
-	uint64_t seq;         /* position + 1; written last */
+	uint64_t seq; /* position + 1; written last */
 };
 _Static_assert(sizeof(struct collc_work_item) == 128, "work_item size");
 _Static_assert(offsetof(struct collc_work_item, nranks) == 8, "work_item.nranks");
@@ -107,12 +107,14 @@ struct collc_fifo_ctrl {
 	uint32_t reserved[13];
 };
 _Static_assert(sizeof(struct collc_fifo_ctrl) == 64 * COLLC_MAX_CHANNELS + 64, "fifo_ctrl size");
-_Static_assert(offsetof(struct collc_fifo_ctrl, abort) == 64 * COLLC_MAX_CHANNELS, "fifo_ctrl.abort");
+_Static_assert(offsetof(struct collc_fifo_ctrl, abort) == 64 * COLLC_MAX_CHANNELS,
+	       "fifo_ctrl.abort");
 
 struct collc_work_fifo {
 	struct collc_fifo_ctrl ctrl;
 	struct collc_work_item items[COLLC_FIFO_DEPTH];
 };
-_Static_assert(offsetof(struct collc_work_fifo, items) == sizeof(struct collc_fifo_ctrl), "fifo.items");
+_Static_assert(offsetof(struct collc_work_fifo, items) == sizeof(struct collc_fifo_ctrl),
+	       "fifo.items");
 
 #endif /* COLLC_PROTO_WORK_H */

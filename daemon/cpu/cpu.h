@@ -33,8 +33,8 @@
 /* One-shot LL: lines of one round (2 KiB of payload), one sender's region of an inbox slot. */
 #define CPU_OLL_SLOT_LINES      256u
 
-_Static_assert(CPU_LL_STEP_LINES * COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES, "stage fits LL");
-_Static_assert(CPU_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES,
+_Static_assert(CPU_LL_STEP_LINES *COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES, "stage fits LL");
+_Static_assert(CPU_OLL_SLOT_LINES *COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES,
 	       "stage fits a one-shot LL round");
 _Static_assert(CPU_SIMPLE_BUFFER_BYTES % 4096 == 0 && CPU_LL_BUFFER_BYTES % 4096 == 0,
 	       "protocol buffers stay page aligned");

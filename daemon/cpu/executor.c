@@ -52,12 +52,12 @@ struct cpu_dev {
 
 struct cpu_comm {
 	uint32_t nranks;
-	struct cpu_conn *conns;  /* nranks x nchan; conn [r][c] is rank r's receive side */
-	char **bufs;             /* the protocol buffers of each connection, CPU_CONN_BYTES each */
-	struct cpu_mbox *mbox;   /* nranks x nchan */
-	char *oll;               /* the mailboxes' one-shot LL inboxes, oll_bytes() each */
+	struct cpu_conn *conns; /* nranks x nchan; conn [r][c] is rank r's receive side */
+	char **bufs;            /* the protocol buffers of each connection, CPU_CONN_BYTES each */
+	struct cpu_mbox *mbox;  /* nranks x nchan */
+	char *oll;              /* the mailboxes' one-shot LL inboxes, oll_bytes() each */
 	struct cpu_rank *ranks;
-	uint32_t revoked;        /* the abort word: set once by cpu_comm_abort() */
+	uint32_t revoked; /* the abort word: set once by cpu_comm_abort() */
 };
 
 static struct cpu_dev *devs;
@@ -174,7 +174,8 @@ static void *chan_main(void *arg)
 			int r = run_item(d, c, &it, share);
 
 			if (r == -ECANCELED && !load_relaxed(&stopping))
-				store_relaxed(&wc->aborted, wc->aborted + 1); /* this thread alone writes it */
+				store_relaxed(&wc->aborted,
+					      wc->aborted + 1); /* this thread alone writes it */
 			else if (r < 0 && r != -ECANCELED && !warned++)
 				log_err("device %u channel %u: collective %llu: %s", d->id, c->id,
 					(unsigned long long)it.coll_id, strerror(-r));
@@ -313,7 +314,8 @@ static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret
 		char *b;
 
 		/* Untouched pages cost nothing: small collectives use the first slots only. */
-		b = mmap(NULL, CPU_CONN_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		b = mmap(NULL, CPU_CONN_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
 		if (b == MAP_FAILED)
 			goto err_free;
 		cc->bufs[i] = b;
@@ -365,7 +367,8 @@ static void cpu_comm_abort(void *priv)
 	 */
 	store_release(&cc->revoked, 1u);
 	for (size_t i = 0; i < nconn; i++) {
-		struct cpu_link *links[3] = { &cc->conns[i].simple, &cc->conns[i].ll, &cc->conns[i].ll128 };
+		struct cpu_link *links[3] = { &cc->conns[i].simple, &cc->conns[i].ll,
+					      &cc->conns[i].ll128 };
 
 		for (int k = 0; k < 3; k++) {
 			wake_all(&links[k]->tail_seq);

@@ -24,18 +24,18 @@
 /* One channel thread running one item. */
 struct cpu_run {
 	const struct collc_work_item *it;
-	const uint32_t *abort;       /* the device's abort word */
-	const uint32_t *revoked;     /* the communicator's abort word (cpu_comm_abort()) */
-	const uint32_t *stopping;    /* the executor is shutting down */
+	const uint32_t *abort;    /* the device's abort word */
+	const uint32_t *revoked;  /* the communicator's abort word (cpu_comm_abort()) */
+	const uint32_t *stopping; /* the executor is shutting down */
 	struct cpu_rank *rk;
-	uint32_t ch;                 /* the channel: its connections and mailboxes */
-	uint32_t share;              /* the item's share it runs: (ch - chan_base) mod channels */
-	size_t es;                   /* element size */
+	uint32_t ch;                  /* the channel: its connections and mailboxes */
+	uint32_t share;               /* the item's share it runs: (ch - chan_base) mod channels */
+	size_t es;                    /* element size */
 	struct cpu_link *send, *recv; /* the item protocol's links of this channel */
-	uint64_t step_bytes;         /* payload bytes of one step of that protocol */
-	char *scratch;               /* CPU_SCRATCH_BYTES, private to the thread */
-	char *stage_in, *stage_out;  /* CPU_STAGE_BYTES each, private to the thread */
-	uint32_t nsteps;             /* steps or rounds taken so far (the periodic abort checks) */
+	uint64_t step_bytes;          /* payload bytes of one step of that protocol */
+	char *scratch;                /* CPU_SCRATCH_BYTES, private to the thread */
+	char *stage_in, *stage_out;   /* CPU_STAGE_BYTES each, private to the thread */
+	uint32_t nsteps;              /* steps or rounds taken so far (the periodic abort checks) */
 };
 
 /* Waiting (cpu/prims.c) */

@@ -83,8 +83,9 @@ static int barrier_before(const struct cpu_run *x, struct peer_view *pv)
 		if (r < 0)
 			return r;
 		if (q->coll_id != it->coll_id) {
-			log_err("cpu: channel %u: rank %u meets rank %u in collective %llu, not %llu", x->ch,
-				it->rank, p, (unsigned long long)q->coll_id, (unsigned long long)it->coll_id);
+			log_err("cpu: channel %u: rank %u meets rank %u in collective %llu, not %llu",
+				x->ch, it->rank, p, (unsigned long long)q->coll_id,
+				(unsigned long long)it->coll_id);
 			return -EPROTO;
 		}
 		pv->src[p] = (const char *)(uintptr_t)q->src;
@@ -195,7 +196,8 @@ static int oneshot_allreduce(const struct cpu_run *x, const struct peer_view *pv
 	nrounds = hi > lo ? collc_div_up(hi - lo, round) : 1;
 	inplace = hi > lo && overlaps(dst + lo * es, pv->src[me] + lo * es, (hi - lo) * es);
 	for (uint64_t k = 0; k < nrounds; k++) {
-		uint64_t a = collc_min_u64(hi, lo + k * round), n = collc_min_u64(hi, a + round) - a;
+		uint64_t a = collc_min_u64(hi, lo + k * round),
+			 n = collc_min_u64(hi, a + round) - a;
 
 		if (n)
 			reduce_all(x, inplace ? x->scratch : dst + a * es, pv->src, a * es, n);
@@ -322,7 +324,8 @@ static int oll_ready(void *arg)
 
 	for (; a->next < a->nlines; a->next++) {
 		uint64_t p;
-		uint32_t n = collc_oll_line_bytes(a->len, a->next); /* 0 for an empty round's line */
+		uint32_t n =
+			collc_oll_line_bytes(a->len, a->next); /* 0 for an empty round's line */
 
 		/* R-LL (cpu_ll_load()): pairs with W-LL in oll_push(). */
 		if (!cpu_ll_load(&a->lines[a->next], a->flag, &p))
@@ -411,7 +414,8 @@ static int oll_round(const struct cpu_run *x, uint64_t g, uint64_t pos, uint64_t
 		oll_push(x, q, g, scatter ? oll_at(it->sendbuf, q, bb, pos, len) : own, len);
 	}
 	if (gather)
-		copy(oll_at(it->recvbuf, me, bb, pos, len), own, len); /* in place: the same bytes */
+		copy(oll_at(it->recvbuf, me, bb, pos, len), own,
+		     len); /* in place: the same bytes */
 	/*
 	 * Allgather: each peer's piece straight into its block of dst. Else acc =
 	 * piece 0 op piece 1 op ... op piece n-1: our own from src, the others as
@@ -423,8 +427,8 @@ static int oll_round(const struct cpu_run *x, uint64_t g, uint64_t pos, uint64_t
 		if (p != me && (r = oll_pull(x, p, g, got, len)) < 0)
 			return r;
 		if (!gather && p && ne)
-			red_reduce(acc, p == 1 && me == 0 ? own : acc, p == me ? own : got, ne, it->dtype,
-				   it->redop);
+			red_reduce(acc, p == 1 && me == 0 ? own : acc, p == me ? own : got, ne,
+				   it->dtype, it->redop);
 	}
 	if (gather || !ne)
 		return 0;

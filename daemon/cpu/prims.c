@@ -142,7 +142,8 @@ static int wait_step(const struct cpu_run *x, cpu_ready_fn ready, const uint64_t
 
 static char *slot_of(const struct cpu_link *l, uint64_t step, uint64_t buffer_bytes)
 {
-	return l->buf + collc_slot_offset(step, COLLC_STEPS, collc_step_bytes(buffer_bytes, COLLC_STEPS));
+	return l->buf +
+	       collc_slot_offset(step, COLLC_STEPS, collc_step_bytes(buffer_bytes, COLLC_STEPS));
 }
 
 /* LL: 16-byte lines, each {data, flag} half one 8-byte atomic access (cpu/internal.h). */
@@ -176,7 +177,8 @@ static int ll_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
 			if (r < 0)
 				return r;
 		}
-		memcpy(x->stage_in + off, &a.payload, collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off));
+		memcpy(x->stage_in + off, &a.payload,
+		       collc_min_u64(COLLC_LL_LINE_PAYLOAD, len - off));
 	}
 	return 0;
 }
@@ -230,7 +232,8 @@ static int ll128_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
 				return r;
 		}
 		/* R128 (cont.): only now the data words; see collc_ll128_data_word() for the layout. */
-		memcpy(x->stage_in + off, a.line, collc_min_u64(COLLC_LL128_LINE_PAYLOAD, len - off));
+		memcpy(x->stage_in + off, a.line,
+		       collc_min_u64(COLLC_LL128_LINE_PAYLOAD, len - off));
 	}
 	return 0;
 }
@@ -291,8 +294,9 @@ static int send_begin(struct cpu_run *x, char **ret_out)
 	struct cpu_link *l = x->send;
 	int r = wait_step(x, can_send, &l->head, l->send_step, &l->head_seq, &l->send_waiting);
 
-	*ret_out = l->proto == COLLC_PROTO_SIMPLE ? slot_of(l, l->send_step, CPU_SIMPLE_BUFFER_BYTES) :
-						    x->stage_out;
+	*ret_out = l->proto == COLLC_PROTO_SIMPLE
+			   ? slot_of(l, l->send_step, CPU_SIMPLE_BUFFER_BYTES)
+			   : x->stage_out;
 	return r;
 }
 
@@ -407,8 +411,9 @@ uint64_t cpu_chunk_elems(const struct cpu_run *x)
 	uint64_t b = x->it->chunk_bytes;
 
 	if (!b)
-		b = x->it->proto == COLLC_PROTO_SIMPLE ?
-			    collc_chunk_bytes(CPU_SIMPLE_BUFFER_BYTES, COLLC_STEPS, CPU_CHUNK_STEPS) :
-			    x->step_bytes;
+		b = x->it->proto == COLLC_PROTO_SIMPLE
+			    ? collc_chunk_bytes(CPU_SIMPLE_BUFFER_BYTES, COLLC_STEPS,
+						CPU_CHUNK_STEPS)
+			    : x->step_bytes;
 	return collc_max_u64(1, b / x->es);
 }

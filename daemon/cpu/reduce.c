@@ -123,36 +123,37 @@ uint16_t red_float_to_bf16(float f)
 	return f2bf(f);
 }
 
-#define OP_SUM(x, y) ((x) + (y))
+#define OP_SUM(x, y)  ((x) + (y))
 #define OP_PROD(x, y) ((x) * (y))
-#define OP_MAX(x, y) ((x) > (y) ? (x) : (y))
-#define OP_MIN(x, y) ((x) < (y) ? (x) : (y))
+#define OP_MAX(x, y)  ((x) > (y) ? (x) : (y))
+#define OP_MIN(x, y)  ((x) < (y) ? (x) : (y))
 
 #define AS_IS(x) (x)
 
 /* dst = a op b on elements of type T, computed in type F. */
-#define DEFINE_REDUCE_IN(name, T, F, TOF, FROMF, OP)                            \
-	static void name(void *dst_, const void *a_, const void *b_, size_t n)  \
-	{                                                                       \
-		T *dst = dst_;                                                  \
-		const T *a = a_, *b = b_;                                       \
-		size_t i = 0;                                                   \
-                                                                                \
-		for (; n - i >= BLOCK; i += BLOCK) {                            \
-			IVDEP                                                   \
-			for (size_t j = 0; j < BLOCK; j++) {                    \
-				F x = TOF(a[i + j]), y = TOF(b[i + j]);         \
-				dst[i + j] = FROMF(OP(x, y));                   \
-			}                                                       \
-		}                                                               \
-		for (; i < n; i++) {                                            \
-			F x = TOF(a[i]), y = TOF(b[i]);                         \
-			dst[i] = FROMF(OP(x, y));                               \
-		}                                                               \
+#define DEFINE_REDUCE_IN(name, T, F, TOF, FROMF, OP)                                               \
+	static void name(void *dst_, const void *a_, const void *b_, size_t n)                     \
+	{                                                                                          \
+		T *dst = dst_;                                                                     \
+		const T *a = a_, *b = b_;                                                          \
+		size_t i = 0;                                                                      \
+                                                                                                   \
+		for (; n - i >= BLOCK; i += BLOCK) {                                               \
+			IVDEP                                                                      \
+			for (size_t j = 0; j < BLOCK; j++) {                                       \
+				F x = TOF(a[i + j]), y = TOF(b[i + j]);                            \
+				dst[i + j] = FROMF(OP(x, y));                                      \
+			}                                                                          \
+		}                                                                                  \
+		for (; i < n; i++) {                                                               \
+			F x = TOF(a[i]), y = TOF(b[i]);                                            \
+			dst[i] = FROMF(OP(x, y));                                                  \
+		}                                                                                  \
 	}
 
 #define DEFINE_REDUCE(name, T, OP) DEFINE_REDUCE_IN(name, T, T, AS_IS, AS_IS, OP)
-#define DEFINE_REDUCE16(name, TOF, FROMF, OP) DEFINE_REDUCE_IN(name, uint16_t, float, TOF, FROMF, OP)
+#define DEFINE_REDUCE16(name, TOF, FROMF, OP)                                                      \
+	DEFINE_REDUCE_IN(name, uint16_t, float, TOF, FROMF, OP)
 
 /*
  * Two's complement SUM and PROD are the same bits for signed and unsigned:
@@ -193,9 +194,11 @@ DEFINE_REDUCE(prod_f64, double, OP_PROD)
 DEFINE_REDUCE(max_f64, double, OP_MAX)
 DEFINE_REDUCE(min_f64, double, OP_MIN)
 
-#define REDUCERS(sum, prod, max, min)                                           \
-	{ [COLLC_SUM] = sum, [COLLC_PROD] = prod, [COLLC_MAX] = max,            \
-	  [COLLC_MIN] = min, [COLLC_AVG] = sum }
+#define REDUCERS(sum, prod, max, min)                                                              \
+	{                                                                                          \
+		[COLLC_SUM] = sum, [COLLC_PROD] = prod, [COLLC_MAX] = max, [COLLC_MIN] = min,      \
+		[COLLC_AVG] = sum                                                                  \
+	}
 
 static const reduce_fn reducers[COLLC_NUM_DTYPES][COLLC_NUM_REDOPS] = {
 	[COLLC_INT8] = REDUCERS(sum_u8, prod_u8, max_i8, min_i8),
@@ -215,30 +218,30 @@ static const reduce_fn reducers[COLLC_NUM_DTYPES][COLLC_NUM_REDOPS] = {
  * scalar; they run once per collective. Signed types divide in int64_t since
  * nranks may not fit their own type.
  */
-#define DEFINE_FINISH_INT(name, T, D)                                           \
-	static void name(void *buf_, size_t n, uint32_t nranks)                 \
-	{                                                                       \
-		T *buf = buf_;                                                  \
-		D d = (D)nranks;                                                \
-                                                                                \
-		for (size_t i = 0; i < n; i++)                                  \
-			buf[i] = (T)((D)buf[i] / d);                            \
+#define DEFINE_FINISH_INT(name, T, D)                                                              \
+	static void name(void *buf_, size_t n, uint32_t nranks)                                    \
+	{                                                                                          \
+		T *buf = buf_;                                                                     \
+		D d = (D)nranks;                                                                   \
+                                                                                                   \
+		for (size_t i = 0; i < n; i++)                                                     \
+			buf[i] = (T)((D)buf[i] / d);                                               \
 	}
 
 /* Floats divide in F, blocked like the reductions so that gcc vectorizes. */
-#define DEFINE_FINISH_FP(name, T, F, TOF, FROMF)                                \
-	static void name(void *buf_, size_t n, uint32_t nranks)                 \
-	{                                                                       \
-		T *buf = buf_;                                                  \
-		F d = (F)nranks;                                                \
-		size_t i = 0;                                                   \
-                                                                                \
-		for (; n - i >= BLOCK; i += BLOCK) {                            \
-			for (size_t j = 0; j < BLOCK; j++)                      \
-				buf[i + j] = FROMF(TOF(buf[i + j]) / d);        \
-		}                                                               \
-		for (; i < n; i++)                                              \
-			buf[i] = FROMF(TOF(buf[i]) / d);                        \
+#define DEFINE_FINISH_FP(name, T, F, TOF, FROMF)                                                   \
+	static void name(void *buf_, size_t n, uint32_t nranks)                                    \
+	{                                                                                          \
+		T *buf = buf_;                                                                     \
+		F d = (F)nranks;                                                                   \
+		size_t i = 0;                                                                      \
+                                                                                                   \
+		for (; n - i >= BLOCK; i += BLOCK) {                                               \
+			for (size_t j = 0; j < BLOCK; j++)                                         \
+				buf[i + j] = FROMF(TOF(buf[i + j]) / d);                           \
+		}                                                                                  \
+		for (; i < n; i++)                                                                 \
+			buf[i] = FROMF(TOF(buf[i]) / d);                                           \
 	}
 
 DEFINE_FINISH_INT(avg_i8, int8_t, int64_t)
@@ -253,29 +256,16 @@ DEFINE_FINISH_FP(avg_f32, float, float, AS_IS, AS_IS)
 DEFINE_FINISH_FP(avg_f64, double, double, AS_IS, AS_IS)
 
 static const finish_fn finishers[COLLC_NUM_DTYPES] = {
-	[COLLC_INT8] = avg_i8,
-	[COLLC_UINT8] = avg_u8,
-	[COLLC_INT32] = avg_i32,
-	[COLLC_UINT32] = avg_u32,
-	[COLLC_INT64] = avg_i64,
-	[COLLC_UINT64] = avg_u64,
-	[COLLC_FLOAT16] = avg_f16,
-	[COLLC_BFLOAT16] = avg_bf16,
-	[COLLC_FLOAT32] = avg_f32,
+	[COLLC_INT8] = avg_i8,     [COLLC_UINT8] = avg_u8,      [COLLC_INT32] = avg_i32,
+	[COLLC_UINT32] = avg_u32,  [COLLC_INT64] = avg_i64,     [COLLC_UINT64] = avg_u64,
+	[COLLC_FLOAT16] = avg_f16, [COLLC_BFLOAT16] = avg_bf16, [COLLC_FLOAT32] = avg_f32,
 	[COLLC_FLOAT64] = avg_f64,
 };
 
 static const uint8_t dtype_sizes[COLLC_NUM_DTYPES] = {
-	[COLLC_INT8] = 1,
-	[COLLC_UINT8] = 1,
-	[COLLC_INT32] = 4,
-	[COLLC_UINT32] = 4,
-	[COLLC_INT64] = 8,
-	[COLLC_UINT64] = 8,
-	[COLLC_FLOAT16] = 2,
-	[COLLC_BFLOAT16] = 2,
-	[COLLC_FLOAT32] = 4,
-	[COLLC_FLOAT64] = 8,
+	[COLLC_INT8] = 1,    [COLLC_UINT8] = 1,   [COLLC_INT32] = 4,   [COLLC_UINT32] = 4,
+	[COLLC_INT64] = 8,   [COLLC_UINT64] = 8,  [COLLC_FLOAT16] = 2, [COLLC_BFLOAT16] = 2,
+	[COLLC_FLOAT32] = 4, [COLLC_FLOAT64] = 8,
 };
 
 size_t red_dtype_size(int dtype)

@@ -18,7 +18,7 @@
 
 #include "include/collc.h"
 
-size_t red_dtype_size(int dtype); /* 0 if unknown */
+size_t red_dtype_size(int dtype);    /* 0 if unknown */
 int red_valid(int dtype, int redop); /* 1 if both known, else 0 */
 
 /*

@@ -61,8 +61,8 @@ uint64_t kicked_items;
 
 static pthread_t svc_thread;
 static int svc_started;
-static uint32_t *revoke_words;     /* CUDA_REVOKE_WORDS, mapped host memory */
-static uint64_t revoke_words_dev;  /* their device address */
+static uint32_t *revoke_words;    /* CUDA_REVOKE_WORDS, mapped host memory */
+static uint64_t revoke_words_dev; /* their device address */
 static uint8_t *revoke_used;
 static uint32_t revoke_hint;
 static pthread_mutex_t revoke_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -140,7 +140,8 @@ static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *
 		if (g < 0)
 			return -EINVAL;
 		if (on_gpu[g] >= nlanes) {
-			log_warn("communicator has more than %u ranks on gpu%d (config cuda_lanes)", nlanes, g);
+			log_warn("communicator has more than %u ranks on gpu%d (config cuda_lanes)",
+				 nlanes, g);
 			return -EINVAL;
 		}
 		ret_devs[r] = (uint32_t)g * nlanes + on_gpu[g]++;
@@ -161,7 +162,8 @@ static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *
  */
 static size_t comm_region_bytes(uint32_t nranks)
 {
-	return 4096 + (size_t)nchan * (CUDA_CHAN_STRIDE + CUDA_BUFS_STRIDE + CUDA_OLL_STRIDE(nranks));
+	return 4096 +
+	       (size_t)nchan * (CUDA_CHAN_STRIDE + CUDA_BUFS_STRIDE + CUDA_OLL_STRIDE(nranks));
 }
 
 static uint64_t chan_addr(const struct vmm *v, uint32_t c)
@@ -171,7 +173,8 @@ static uint64_t chan_addr(const struct vmm *v, uint32_t c)
 
 static uint64_t bufs_addr(const struct vmm *v, uint32_t c)
 {
-	return (uint64_t)v->ptr + 4096 + (uint64_t)nchan * CUDA_CHAN_STRIDE + (uint64_t)c * CUDA_BUFS_STRIDE;
+	return (uint64_t)v->ptr + 4096 + (uint64_t)nchan * CUDA_CHAN_STRIDE +
+	       (uint64_t)c * CUDA_BUFS_STRIDE;
 }
 
 static uint64_t oll_addr(const struct vmm *v, uint32_t c, uint32_t nranks)
@@ -224,8 +227,9 @@ static void cuda_comm_abort(void *priv)
 		uint64_t dst = (uint64_t)cc->mem[r].ptr + offsetof(struct cuda_rank, revoked_dev);
 
 		cudaSetDevice(g->ord);
-		if (cudaMemcpyAsync((void *)(uintptr_t)dst, &revoke_words[cc->revoke_idx], sizeof(uint32_t),
-				    cudaMemcpyHostToDevice, g->aux_stream) != cudaSuccess) {
+		if (cudaMemcpyAsync((void *)(uintptr_t)dst, &revoke_words[cc->revoke_idx],
+				    sizeof(uint32_t), cudaMemcpyHostToDevice,
+				    g->aux_stream) != cudaSuccess) {
 			/* The grid still sees the host word, later. */
 			log_warn("communicator abort: copy to gpu%d: %s", cc->mem[r].gpu,
 				 cuda_err(cudaGetLastError()));
@@ -290,8 +294,10 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 			img->next_simple = bufs_addr(&cc->mem[nx], c);
 			img->next_ll = img->next_simple + CUDA_SIMPLE_BYTES;
 			img->next_ll128 = img->next_ll + CUDA_LL_BYTES;
-			img->next_tail = chan_addr(&cc->mem[nx], c) + offsetof(struct cuda_chan, tail);
-			img->prev_head = chan_addr(&cc->mem[pv], c) + offsetof(struct cuda_chan, head);
+			img->next_tail =
+				chan_addr(&cc->mem[nx], c) + offsetof(struct cuda_chan, tail);
+			img->prev_head =
+				chan_addr(&cc->mem[pv], c) + offsetof(struct cuda_chan, head);
 			/* Zeroed above: no LL flag (a generation + 1 >= 2) matches a fresh line. */
 			img->oll_inbox = oll_addr(&cc->mem[i], c, nranks);
 			for (uint32_t p = 0; p < nranks; p++) {
@@ -299,8 +305,9 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 				img->oll_peer[p] = oll_addr(&cc->mem[p], c, nranks);
 			}
 			rk.chan[c] = chan_addr(&cc->mem[i], c);
-			if (cudaMemcpyAsync((void *)(uintptr_t)chan_addr(&cc->mem[i], c), img, sizeof(*img),
-					    cudaMemcpyHostToDevice, g->aux_stream) != cudaSuccess ||
+			if (cudaMemcpyAsync((void *)(uintptr_t)chan_addr(&cc->mem[i], c), img,
+					    sizeof(*img), cudaMemcpyHostToDevice,
+					    g->aux_stream) != cudaSuccess ||
 			    cudaStreamSynchronize(g->aux_stream) != cudaSuccess) {
 				r = -EIO;
 				goto err;
@@ -352,7 +359,8 @@ static void post_quit(void)
 			tail++;
 		for (uint32_t c = 0; c < nchan; c++)
 			while (tail >= COLLC_FIFO_DEPTH &&
-			       load_acquire(&f->ctrl.work_consumed[c].value) < tail - COLLC_FIFO_DEPTH + 1) {
+			       load_acquire(&f->ctrl.work_consumed[c].value) <
+				       tail - COLLC_FIFO_DEPTH + 1) {
 				if (now_ns() - t0 > 2000000000ull)
 					return;
 				usleep(100);
@@ -374,13 +382,15 @@ static void log_trace(void)
 
 			if (!n)
 				continue;
-			log_info("trace gpu%u.%u channel %u: %llu items: poller forward -> block sees it "
-				 "%.2f us, block runs it %.2f us, of which state loads %.2f us and "
-				 "one-shot LL push -> last line %.2f us (means)", gpu_of(d), lane_of(d), c,
-				 (unsigned long long)n, load_relaxed(&tr[CUDA_TRACE_HANDOFF]) / 1e3 / n,
-				 load_relaxed(&tr[CUDA_TRACE_RUN]) / 1e3 / n,
-				 load_relaxed(&tr[CUDA_TRACE_SETUP]) / 1e3 / n,
-				 load_relaxed(&tr[CUDA_TRACE_OLLWAIT]) / 1e3 / n);
+			log_info(
+				"trace gpu%u.%u channel %u: %llu items: poller forward -> block sees it "
+				"%.2f us, block runs it %.2f us, of which state loads %.2f us and "
+				"one-shot LL push -> last line %.2f us (means)",
+				gpu_of(d), lane_of(d), c, (unsigned long long)n,
+				load_relaxed(&tr[CUDA_TRACE_HANDOFF]) / 1e3 / n,
+				load_relaxed(&tr[CUDA_TRACE_RUN]) / 1e3 / n,
+				load_relaxed(&tr[CUDA_TRACE_SETUP]) / 1e3 / n,
+				load_relaxed(&tr[CUDA_TRACE_OLLWAIT]) / 1e3 / n);
 		}
 }
 
@@ -494,8 +504,8 @@ static int gpu_init(struct gpu *g, int ord)
 	snprintf(g->name, sizeof(g->name), "%s", p.name);
 	memcpy(g->uuid, p.uuid.bytes, 16);
 	if (p.major != 9) {
-		log_err("gpu%d (%s): compute capability %d.%d; this build runs on sm_90 only", ord, p.name,
-			p.major, p.minor);
+		log_err("gpu%d (%s): compute capability %d.%d; this build runs on sm_90 only", ord,
+			p.name, p.major, p.minor);
 		return -ENODEV;
 	}
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -540,7 +550,8 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 		log_err("CUDA backend: no GPU is visible to collcd (%s)",
 			e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice
 				? "no NVIDIA driver or GPU on this machine"
-			: e != cudaSuccess ? cuda_err(e) : "0 devices");
+			: e != cudaSuccess ? cuda_err(e)
+					   : "0 devices");
 		return -ENODEV;
 	}
 	if (ndevices && ndevices < (uint32_t)n)
@@ -560,7 +571,8 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 	trace = init->cfg->cuda_trace;
 	idle_sleep_ns = init->cfg->cuda_idle_sleep_ns;
 	if (idle_sleep_ns != 200)
-		log_info("cuda_idle_sleep_ns: idle channel blocks sleep %u ns between polls", idle_sleep_ns);
+		log_info("cuda_idle_sleep_ns: idle channel blocks sleep %u ns between polls",
+			 idle_sleep_ns);
 	if (trace)
 		log_warn("cuda_trace: the grid times its hand-offs (costs PCIe writes per item)");
 	gpus = calloc((size_t)n, sizeof(*gpus));
@@ -574,7 +586,8 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 			return -ENOMEM;
 		r = gpu_init(&gpus[g], (int)g);
 		if (r < 0) {
-			log_err("gpu%u: initialisation failed: %s", g, cuda_err(cudaGetLastError()));
+			log_err("gpu%u: initialisation failed: %s", g,
+				cuda_err(cudaGetLastError()));
 			return r;
 		}
 	}
@@ -584,8 +597,10 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 
 			if (a == b)
 				continue;
-			if (cudaDeviceCanAccessPeer(&ok, gpus[a].ord, gpus[b].ord) != cudaSuccess || !ok) {
-				log_warn("gpu%u cannot access gpu%u: no communicator may span them", a, b);
+			if (cudaDeviceCanAccessPeer(&ok, gpus[a].ord, gpus[b].ord) != cudaSuccess ||
+			    !ok) {
+				log_warn("gpu%u cannot access gpu%u: no communicator may span them",
+					 a, b);
 				continue;
 			}
 			cudaSetDevice(gpus[a].ord);
@@ -656,8 +671,9 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 		.oneshot_max_bytes = 4 << 20,
 		.twoshot_max_bytes = 32 << 20,
 	};
-	log_info("CUDA backend: %u GPUs x %u lanes, %u channels, grid of %u blocks x %u threads per GPU",
-		 ngpus, nlanes, nchan, 1 + nlanes * nchan, CUDA_THREADS);
+	log_info(
+		"CUDA backend: %u GPUs x %u lanes, %u channels, grid of %u blocks x %u threads per GPU",
+		ngpus, nlanes, nchan, 1 + nlanes * nchan, CUDA_THREADS);
 	*ret = &cuda_backend;
 	return 0;
 }

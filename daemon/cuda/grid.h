@@ -19,24 +19,24 @@
 #include "proto/prims.h"
 #include "proto/work.h"
 
-#define CUDA_MAX_LANES  4u
-#define CUDA_THREADS    512u
-#define CUDA_GATE_OPEN  UINT64_MAX       /* forward everything */
-#define CUDA_GATE_HOLD  (UINT64_MAX - 1) /* forward nothing more; say where you are */
-#define CUDA_ACK_NONE   (UINT64_MAX - 2)
+#define CUDA_MAX_LANES 4u
+#define CUDA_THREADS   512u
+#define CUDA_GATE_OPEN UINT64_MAX       /* forward everything */
+#define CUDA_GATE_HOLD (UINT64_MAX - 1) /* forward nothing more; say where you are */
+#define CUDA_ACK_NONE  (UINT64_MAX - 2)
 
 /* Connection geometry. */
-#define CUDA_SIMPLE_BYTES   COLLC_SIMPLE_BUFFER_BYTES
-#define CUDA_SIMPLE_SLOT    (CUDA_SIMPLE_BYTES / COLLC_STEPS)
-#define CUDA_SIMPLE_CHUNK   (CUDA_SIMPLE_SLOT * COLLC_CHUNK_STEPS)
-#define CUDA_LL_BYTES       COLLC_LL_BUFFER_BYTES
-#define CUDA_LL_SLOT_LINES  (CUDA_LL_BYTES / COLLC_STEPS / COLLC_LL_LINE_BYTES)
-#define CUDA_LL_STEP        (CUDA_LL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD)
-#define CUDA_LL128_BYTES    COLLC_LL128_BUFFER_BYTES
+#define CUDA_SIMPLE_BYTES     COLLC_SIMPLE_BUFFER_BYTES
+#define CUDA_SIMPLE_SLOT      (CUDA_SIMPLE_BYTES / COLLC_STEPS)
+#define CUDA_SIMPLE_CHUNK     (CUDA_SIMPLE_SLOT * COLLC_CHUNK_STEPS)
+#define CUDA_LL_BYTES         COLLC_LL_BUFFER_BYTES
+#define CUDA_LL_SLOT_LINES    (CUDA_LL_BYTES / COLLC_STEPS / COLLC_LL_LINE_BYTES)
+#define CUDA_LL_STEP          (CUDA_LL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD)
+#define CUDA_LL128_BYTES      COLLC_LL128_BUFFER_BYTES
 #define CUDA_LL128_SLOT_LINES (CUDA_LL128_BYTES / COLLC_STEPS / COLLC_LL128_LINE_BYTES)
-#define CUDA_LL128_STEP     (CUDA_LL128_SLOT_LINES * COLLC_LL128_LINE_PAYLOAD)
+#define CUDA_LL128_STEP       (CUDA_LL128_SLOT_LINES * COLLC_LL128_LINE_PAYLOAD)
 /* One-shot LL: lines a round of one sender lands in one inbox slot (16 KiB of payload). */
-#define CUDA_OLL_SLOT_LINES 2048u
+#define CUDA_OLL_SLOT_LINES   2048u
 
 /* Per lane, in mapped host memory: the quiesce handshake (cuda/window.c window()). */
 struct cuda_hlane {
@@ -79,10 +79,10 @@ struct cuda_dlane {
 
 struct cuda_dstate {
 	struct cuda_dlane lane[CUDA_MAX_LANES];
-	uint64_t chan_pos[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* each block's position */
+	uint64_t chan_pos[CUDA_MAX_LANES][COLLC_MAX_CHANNELS];     /* each block's position */
 	uint64_t chan_aborted[CUDA_MAX_LANES][COLLC_MAX_CHANNELS]; /* items each block abandoned */
 	uint64_t chan_trace[CUDA_MAX_LANES][COLLC_MAX_CHANNELS][CUDA_TRACE_N]; /* CUDA_TRACE_* sums */
-	uint32_t abort;      /* written by the poller when a host abort word is set */
+	uint32_t abort; /* written by the poller when a host abort word is set */
 	uint32_t reserved[15];
 	struct collc_work_item items[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
 };
@@ -93,9 +93,9 @@ struct cuda_grid_args {
 	struct cuda_dstate *ds;
 	uint32_t nlanes;
 	uint32_t nchannels;
-	uint32_t trace;       /* COLLC_CUDA_TRACE: time the hand-offs (above) */
+	uint32_t trace; /* COLLC_CUDA_TRACE: time the hand-offs (above) */
 	uint32_t idle_sleep_ns; /* a channel block idle for 4096 polls sleeps this long between polls; 0: never */
-	uint64_t epoch;       /* bumped at every launch */
+	uint64_t epoch; /* bumped at every launch */
 };
 
 /* One-shot/two-shot slot that rank p writes into every rank's channel state. */
@@ -113,9 +113,9 @@ struct cuda_os_slot {
  * r + 1 and receives from r - 1; connection buffers live in the receiver.
  */
 struct cuda_chan {
-	uint64_t tail;          /* written by rank - 1: steps it published into our buffers */
+	uint64_t tail; /* written by rank - 1: steps it published into our buffers */
 	uint64_t reserved0[15];
-	uint64_t head;          /* written by rank + 1: steps of ours it consumed */
+	uint64_t head; /* written by rank + 1: steps of ours it consumed */
 	uint64_t reserved1[15];
 	/* Private to the block that runs this rank's channel. */
 	uint64_t send_step;
@@ -123,16 +123,16 @@ struct cuda_chan {
 	uint64_t os_gen;
 	uint64_t reserved2[5];
 	/* Written once by the host. */
-	uint64_t buf_simple;    /* our receive buffers */
+	uint64_t buf_simple; /* our receive buffers */
 	uint64_t buf_ll;
 	uint64_t buf_ll128;
-	uint64_t next_simple;   /* rank + 1's receive buffers */
+	uint64_t next_simple; /* rank + 1's receive buffers */
 	uint64_t next_ll;
 	uint64_t next_ll128;
-	uint64_t next_tail;     /* &next->tail */
-	uint64_t prev_head;     /* &prev->head */
-	uint64_t peers[COLLC_MAX_RANKS]; /* every rank's struct cuda_chan for this channel */
-	uint64_t oll_inbox;              /* our one-shot LL inbox (union collc_ll_line *) */
+	uint64_t next_tail;                 /* &next->tail */
+	uint64_t prev_head;                 /* &prev->head */
+	uint64_t peers[COLLC_MAX_RANKS];    /* every rank's struct cuda_chan for this channel */
+	uint64_t oll_inbox;                 /* our one-shot LL inbox (union collc_ll_line *) */
 	uint64_t oll_peer[COLLC_MAX_RANKS]; /* every rank's one-shot LL inbox on this channel */
 	struct cuda_os_slot os[COLLC_MAX_RANKS];
 };
@@ -142,16 +142,16 @@ struct cuda_rank {
 	uint32_t nranks;
 	uint32_t rank;
 	uint32_t nchannels;
-	uint32_t revoked_dev;              /* set by the host (an async copy) when it is revoked */
-	uint64_t revoked;                  /* const uint32_t *: the same word in mapped host memory */
+	uint32_t revoked_dev; /* set by the host (an async copy) when it is revoked */
+	uint64_t revoked;     /* const uint32_t *: the same word in mapped host memory */
 	uint64_t chan[COLLC_MAX_CHANNELS]; /* struct cuda_chan * */
 };
 
 /* Bytes of one rank's connection region for nch channels; buffers 4 KiB aligned. */
-#define CUDA_CHAN_STRIDE  ((sizeof(struct cuda_chan) + 4095) & ~(size_t)4095)
-#define CUDA_BUFS_STRIDE  ((size_t)CUDA_SIMPLE_BYTES + CUDA_LL_BYTES + CUDA_LL128_BYTES)
+#define CUDA_CHAN_STRIDE ((sizeof(struct cuda_chan) + 4095) & ~(size_t)4095)
+#define CUDA_BUFS_STRIDE ((size_t)CUDA_SIMPLE_BYTES + CUDA_LL_BYTES + CUDA_LL128_BYTES)
 /* Bytes of one channel's one-shot LL inbox for nranks senders. */
-#define CUDA_OLL_STRIDE(nranks) \
+#define CUDA_OLL_STRIDE(nranks)                                                                    \
 	((size_t)collc_oll_inbox_lines((nranks), CUDA_OLL_SLOT_LINES) * COLLC_LL_LINE_BYTES)
 
 #ifdef __cplusplus

@@ -74,10 +74,10 @@ struct ipc_imp {
 struct creg {
 	struct creg *next;
 	struct creg *rel_next; /* on rel_list after mem_release() */
-	int sock;              /* an allocation: our end; hang-up: every copy of the other is closed */
+	int sock; /* an allocation: our end; hang-up: every copy of the other is closed */
 	uint8_t sched_gone;
-	struct vmm v;          /* collc_mem_alloc memory, or */
-	struct ipc_imp *imp;   /* a registration of imported memory */
+	struct vmm v;        /* collc_mem_alloc memory, or */
+	struct ipc_imp *imp; /* a registration of imported memory */
 };
 
 struct imp_req {
@@ -122,7 +122,8 @@ extern uint32_t idle_sleep_ns;
 extern int require_mps;
 extern void (*notify)(void); /* wakes the scheduler (exec_init) */
 extern uint64_t kicked_coll; /* newest collective whose items are all written */
-extern uint64_t kicked_items; /* items written to every lane's FIFO, summed; the scheduler's thread writes it */
+extern uint64_t
+	kicked_items; /* items written to every lane's FIFO, summed; the scheduler's thread writes it */
 
 /* window.c: the service thread. */
 extern uint32_t svc_stop;
@@ -135,8 +136,8 @@ extern struct ipc_imp *imps;
 extern struct imp_req *imp_reqs;
 extern struct mem_req *mem_waiting; /* imports waiting for a window; service thread only */
 /* Handed to the service thread under memory.c's req_lock. */
-extern struct mem_req *mem_reqs;    /* mem_add() requests not yet run */
-extern struct creg *rel_list;       /* mem_release() calls not yet run */
+extern struct mem_req *mem_reqs; /* mem_add() requests not yet run */
+extern struct creg *rel_list;    /* mem_release() calls not yet run */
 
 /* driver.c */
 const char *cuda_err(int e);

@@ -32,8 +32,8 @@ struct imp_req *imp_reqs;
 struct mem_req *mem_waiting; /* imports waiting for a window; service thread only */
 /* What other threads hand the service thread; never held across a window. */
 static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
-struct mem_req *mem_reqs;    /* mem_add() requests not yet run */
-struct creg *rel_list;       /* mem_release() calls not yet run */
+struct mem_req *mem_reqs; /* mem_add() requests not yet run */
+struct creg *rel_list;    /* mem_release() calls not yet run */
 
 /* Memory releases and imports (service thread) */
 
@@ -84,7 +84,8 @@ void cuda_window_calls(void)
 		memcpy(&h, q->handle, sizeof(h));
 		cudaSetDevice(gpus[q->gpu].ord);
 		e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
-		if (e != cudaSuccess || drv.addr_range(&b, &sz, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
+		if (e != cudaSuccess ||
+		    drv.addr_range(&b, &sz, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS) {
 			log_warn("CUDA IPC import failed: %s", cuda_err(e));
 			if (e == cudaSuccess)
 				cudaIpcCloseMemHandle(p);
@@ -107,9 +108,11 @@ void cuda_window_calls(void)
 }
 
 void cuda_mem_complete(struct mem_req *rq, int r, struct creg *cr, uint64_t addr, int fd,
-			 uint32_t flags)
+		       uint32_t flags)
 {
-	struct exec_mem m = { .addr = addr, .size = rq->q.mem.size, .fd = fd, .flags = flags, .handle = cr };
+	struct exec_mem m = {
+		.addr = addr, .size = rq->q.mem.size, .fd = fd, .flags = flags, .handle = cr
+	};
 
 	rq->done(rq->arg, r, r == 0 ? &m : NULL);
 	free(rq);
@@ -139,7 +142,8 @@ static void mem_register_finish(struct mem_req *rq, struct ipc_imp *imp)
 	cr->next = cregs;
 	cregs = cr;
 	/* Mapped for its own GPU only: peers must not read it. */
-	cuda_mem_complete(rq, 0, cr, (uint64_t)(uintptr_t)imp->base + ip->offset, -1, EXEC_MEM_NO_PEER_READ);
+	cuda_mem_complete(rq, 0, cr, (uint64_t)(uintptr_t)imp->base + ip->offset, -1,
+			  EXEC_MEM_NO_PEER_READ);
 }
 
 /* Service thread, mem_lock held: an allocation, whose memory the client maps through a socket. */
@@ -162,7 +166,8 @@ static void mem_alloc_run(struct mem_req *rq)
 	r = cuda_vmm_alloc(rq->gpu, rq->q.mem.size, 1, &cr->v);
 	if (r < 0)
 		goto err_close;
-	if (drv.export_fd(&fd, cr->v.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) != CUDA_SUCCESS) {
+	if (drv.export_fd(&fd, cr->v.h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) !=
+	    CUDA_SUCCESS) {
 		r = -EIO;
 		goto err_vmm;
 	}
@@ -193,7 +198,8 @@ static void mem_register_run(struct mem_req *rq)
 
 	/* Imported once per allocation; one waiting to close is never reused. */
 	for (imp = imps; imp; imp = imp->next)
-		if (imp->refs && memcmp(imp->handle, rq->q.ipc.handle, sizeof(rq->q.ipc.handle)) == 0)
+		if (imp->refs &&
+		    memcmp(imp->handle, rq->q.ipc.handle, sizeof(rq->q.ipc.handle)) == 0)
 			break;
 	if (imp) {
 		mem_register_finish(rq, imp);
@@ -269,8 +275,7 @@ void cuda_mem_service(void)
 	}
 }
 
-int cuda_mem_add(uint16_t type, const void *req, size_t len, exec_mem_done_fn *done,
-			void *arg)
+int cuda_mem_add(uint16_t type, const void *req, size_t len, exec_mem_done_fn *done, void *arg)
 {
 	const struct collc_msg_mem *q = req;
 	struct mem_req *rq;

@@ -64,12 +64,14 @@ int cuda_mps_check(void)
 	if (require_mps) {
 		log_err("MPS: %s (%s); --require-mps: refusing to start",
 			pipe_ok ? "an MPS control daemon exists but no MPS server serves collcd"
-				: "no MPS control daemon (start nvidia-cuda-mps-control -d)", path);
+				: "no MPS control daemon (start nvidia-cuda-mps-control -d)",
+			path);
 		return -EPERM;
 	}
 	log_warn("MPS: %s (%s): client kernels will time-slice with the resident grids (measured "
 		 "2.2x slower); start nvidia-cuda-mps-control -d before collcd",
 		 pipe_ok ? "an MPS control daemon exists but no MPS server serves collcd"
-			 : "no MPS control daemon found", path);
+			 : "no MPS control daemon found",
+		 path);
 	return 0;
 }

@@ -29,9 +29,9 @@
 
 #define WINDOW_TIMEOUT_NS (30ull * 1000000000ull)
 #define CLOSE_BATCH_NS    (10ull * 1000000ull) /* deferred IPC closes wait for company */
-#define SVC_SLOW_MS       2   /* slow poll with collectives in flight */
+#define SVC_SLOW_MS       2                    /* slow poll with collectives in flight */
 #define SVC_IDLE_MS       250 /* slow poll with none: sticky errors and dead grids are seen within it */
-#define SVC_POLL_US 4     /* the service thread's poll period while collectives complete */
+#define SVC_POLL_US       4 /* the service thread's poll period while collectives complete */
 
 uint32_t svc_stop;
 int svc_efd = -1;
@@ -156,8 +156,8 @@ static void window(void (*calls)(void))
 				struct collc_work_item *it = &f->items[b & (COLLC_FIFO_DEPTH - 1)];
 
 				/* W1 pairs: a whole item once its seq is seen. */
-				if (load_acquire(&it->seq) != b + 1 || it->kind != COLLC_WORK_COLL ||
-				    it->coll_id > c)
+				if (load_acquire(&it->seq) != b + 1 ||
+				    it->kind != COLLC_WORK_COLL || it->coll_id > c)
 					break;
 				b++;
 			}
@@ -263,7 +263,8 @@ void *cuda_svc_main(void *arg)
 			pfd[n++] = (struct pollfd){ .fd = svc_efd, .events = POLLIN };
 			for (struct creg *cr = cregs; cr && n < cap; cr = cr->next)
 				if (cr->sock >= 0)
-					pfd[n++] = (struct pollfd){ .fd = cr->sock, .events = POLLIN };
+					pfd[n++] =
+						(struct pollfd){ .fd = cr->sock, .events = POLLIN };
 		}
 		pthread_mutex_unlock(&mem_lock);
 		/*

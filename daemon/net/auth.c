@@ -17,9 +17,9 @@
 #include <openssl/rand.h>
 
 /* Body layout, offsets from the start of the frame. */
-#define OFF_ID 16
-#define OFF_NONCE 32
-#define OFF_MAC 48
+#define OFF_ID       16
+#define OFF_NONCE    32
+#define OFF_MAC      48
 #define OFF_RESERVED 80
 _Static_assert(OFF_MAC + NET_AUTH_MAC_BYTES + 16 == NET_AUTH_FRAME_BYTES, "frame layout");
 
@@ -193,8 +193,8 @@ int net_auth_initiator_hello(struct net_auth *a, struct net_auth_session *s,
 	return NET_AUTH_OK;
 }
 
-int net_auth_responder_hello(struct net_auth *a, struct net_auth_session *s,
-			     const uint8_t *in, size_t len, uint8_t *out)
+int net_auth_responder_hello(struct net_auth *a, struct net_auth_session *s, const uint8_t *in,
+			     size_t len, uint8_t *out)
 {
 	uint8_t mac[NET_AUTH_MAC_BYTES];
 	int r;
@@ -220,8 +220,8 @@ int net_auth_responder_hello(struct net_auth *a, struct net_auth_session *s,
 	return NET_AUTH_OK;
 }
 
-int net_auth_initiator_challenge(struct net_auth *a, struct net_auth_session *s,
-				 const uint8_t *in, size_t len, uint8_t *out, int *ret_send)
+int net_auth_initiator_challenge(struct net_auth *a, struct net_auth_session *s, const uint8_t *in,
+				 size_t len, uint8_t *out, int *ret_send)
 {
 	uint8_t mine[NET_AUTH_MAC_BYTES], theirs[NET_AUTH_MAC_BYTES];
 	int r;
@@ -248,8 +248,8 @@ int net_auth_initiator_challenge(struct net_auth *a, struct net_auth_session *s,
 	return NET_AUTH_OK;
 }
 
-int net_auth_responder_response(struct net_auth *a, struct net_auth_session *s,
-				const uint8_t *in, size_t len, uint8_t *out, int *ret_send)
+int net_auth_responder_response(struct net_auth *a, struct net_auth_session *s, const uint8_t *in,
+				size_t len, uint8_t *out, int *ret_send)
 {
 	uint8_t expect[NET_AUTH_MAC_BYTES];
 	int r;
@@ -272,8 +272,8 @@ int net_auth_responder_response(struct net_auth *a, struct net_auth_session *s,
 	return accept_session(a, s);
 }
 
-int net_auth_initiator_result(struct net_auth *a, struct net_auth_session *s,
-			      const uint8_t *in, size_t len)
+int net_auth_initiator_result(struct net_auth *a, struct net_auth_session *s, const uint8_t *in,
+			      size_t len)
 {
 	int r;
 
@@ -410,7 +410,8 @@ static ssize_t sock_io(int fd, void *buf, size_t len, int timeout_ms, int out)
 	ssize_t n;
 
 	for (;;) {
-		n = out ? send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, buf, len, MSG_DONTWAIT);
+		n = out ? send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL)
+			: recv(fd, buf, len, MSG_DONTWAIT);
 		if (n >= 0)
 			return n;
 		if (errno == EINTR)
@@ -432,7 +433,7 @@ static ssize_t sock_read(void *ctx, void *buf, size_t len, int timeout_ms)
 
 static ssize_t sock_write(void *ctx, const void *buf, size_t len, int timeout_ms)
 {
-	return sock_io(*(int *)ctx, (void *)buf, len, timeout_ms, 1);	/* send() only reads it */
+	return sock_io(*(int *)ctx, (void *)buf, len, timeout_ms, 1); /* send() only reads it */
 }
 
 int net_auth_socket_initiator(struct net_auth *a, int fd, const uint8_t id[NET_AUTH_ID_BYTES],

@@ -27,16 +27,16 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define NET_AUTH_SECRET_BYTES 16
-#define NET_AUTH_ID_BYTES 16
-#define NET_AUTH_NONCE_BYTES 16
-#define NET_AUTH_MAC_BYTES 32
-#define NET_AUTH_MAGIC 0x55414c43u	/* "CLAU" in little-endian bytes */
-#define NET_AUTH_VERSION 1
-#define NET_AUTH_HDR_BYTES 16
-#define NET_AUTH_BODY_BYTES 80
-#define NET_AUTH_FRAME_BYTES (NET_AUTH_HDR_BYTES + NET_AUTH_BODY_BYTES)
-#define NET_AUTH_REPLAY_CACHE 1024
+#define NET_AUTH_SECRET_BYTES       16
+#define NET_AUTH_ID_BYTES           16
+#define NET_AUTH_NONCE_BYTES        16
+#define NET_AUTH_MAC_BYTES          32
+#define NET_AUTH_MAGIC              0x55414c43u /* "CLAU" in little-endian bytes */
+#define NET_AUTH_VERSION            1
+#define NET_AUTH_HDR_BYTES          16
+#define NET_AUTH_BODY_BYTES         80
+#define NET_AUTH_FRAME_BYTES        (NET_AUTH_HDR_BYTES + NET_AUTH_BODY_BYTES)
+#define NET_AUTH_REPLAY_CACHE       1024
 #define NET_AUTH_DEFAULT_TIMEOUT_MS 2000
 
 enum net_auth_type {
@@ -49,18 +49,18 @@ enum net_auth_type {
 /* Why a handshake was refused; index of net_auth.refused[]. */
 enum net_auth_reason {
 	NET_AUTH_OK = 0,
-	NET_AUTH_ERR_TRUNCATED,		/* the stream ended inside a frame */
-	NET_AUTH_ERR_MAGIC,		/* not a collc auth frame (garbage, port scan) */
+	NET_AUTH_ERR_TRUNCATED, /* the stream ended inside a frame */
+	NET_AUTH_ERR_MAGIC,     /* not a collc auth frame (garbage, port scan) */
 	NET_AUTH_ERR_VERSION,
-	NET_AUTH_ERR_TYPE,		/* a frame out of order */
-	NET_AUTH_ERR_LENGTH,		/* body length other than NET_AUTH_BODY_BYTES */
+	NET_AUTH_ERR_TYPE,   /* a frame out of order */
+	NET_AUTH_ERR_LENGTH, /* body length other than NET_AUTH_BODY_BYTES */
 	NET_AUTH_ERR_UNKNOWN_COMM,
-	NET_AUTH_ERR_MAC,		/* the peer does not hold the secret */
+	NET_AUTH_ERR_MAC, /* the peer does not hold the secret */
 	NET_AUTH_ERR_REPLAY,
 	NET_AUTH_ERR_TIMEOUT,
 	NET_AUTH_ERR_IO,
-	NET_AUTH_ERR_REFUSED,		/* the responder said no */
-	NET_AUTH_ERR_INTERNAL,		/* no randomness, HMAC failed */
+	NET_AUTH_ERR_REFUSED,  /* the responder said no */
+	NET_AUTH_ERR_INTERNAL, /* no randomness, HMAC failed */
 	NET_AUTH_NREASONS
 };
 
@@ -96,7 +96,8 @@ struct net_auth_io {
 	ssize_t (*write)(void *ctx, const void *buf, size_t len, int timeout_ms);
 };
 
-void net_auth_init(struct net_auth *a, int (*lookup)(void *, const uint8_t *, uint8_t *), void *arg);
+void net_auth_init(struct net_auth *a, int (*lookup)(void *, const uint8_t *, uint8_t *),
+		   void *arg);
 const char *net_auth_reason_name(enum net_auth_reason r);
 
 /* Steps. Each returns NET_AUTH_OK or a reason (> 0) and counts refusals;
@@ -104,18 +105,18 @@ const char *net_auth_reason_name(enum net_auth_reason r);
 int net_auth_initiator_hello(struct net_auth *a, struct net_auth_session *s,
 			     const uint8_t id[NET_AUTH_ID_BYTES],
 			     const uint8_t secret[NET_AUTH_SECRET_BYTES], uint8_t *out);
-int net_auth_responder_hello(struct net_auth *a, struct net_auth_session *s,
-			     const uint8_t *in, size_t len, uint8_t *out);
+int net_auth_responder_hello(struct net_auth *a, struct net_auth_session *s, const uint8_t *in,
+			     size_t len, uint8_t *out);
 /* Fills `out` (its own proof) whenever the frame parsed, even when the
  * responder's MAC is wrong, so that the responder also learns of the wrong
  * secret; the return value is the verdict on the responder. */
-int net_auth_initiator_challenge(struct net_auth *a, struct net_auth_session *s,
-				 const uint8_t *in, size_t len, uint8_t *out, int *ret_send);
+int net_auth_initiator_challenge(struct net_auth *a, struct net_auth_session *s, const uint8_t *in,
+				 size_t len, uint8_t *out, int *ret_send);
 /* Fills a RESULT frame for the initiator in every case where the frame parsed. */
-int net_auth_responder_response(struct net_auth *a, struct net_auth_session *s,
-				const uint8_t *in, size_t len, uint8_t *out, int *ret_send);
-int net_auth_initiator_result(struct net_auth *a, struct net_auth_session *s,
-			      const uint8_t *in, size_t len);
+int net_auth_responder_response(struct net_auth *a, struct net_auth_session *s, const uint8_t *in,
+				size_t len, uint8_t *out, int *ret_send);
+int net_auth_initiator_result(struct net_auth *a, struct net_auth_session *s, const uint8_t *in,
+			      size_t len);
 
 /* Whole handshakes over a stream. The responder's ret_id gets the
  * communicator's id on success. */

@@ -10,14 +10,20 @@ void collc__net_props_fill(ncclNetProperties_v8_t *props, char *name, uint64_t g
 {
 	/* Unnamed fields are 0: no pciPath, regMr per comm, latency unknown. */
 	*props = (ncclNetProperties_v8_t){
-		.name = name, .guid = guid, .ptrSupport = NCCL_PTR_HOST, .speed = speed, .port = port,
-		.maxComms = 65536, .maxRecvs = max_recvs, .netDeviceType = NCCL_NET_DEVICE_HOST,
+		.name = name,
+		.guid = guid,
+		.ptrSupport = NCCL_PTR_HOST,
+		.speed = speed,
+		.port = port,
+		.maxComms = 65536,
+		.maxRecvs = max_recvs,
+		.netDeviceType = NCCL_NET_DEVICE_HOST,
 		.netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION,
 	};
 }
 
-ncclResult_t collc__net_iflush_host(void *recvComm, int n, void **data, int *sizes,
-				    void **mhandles, void **request)
+ncclResult_t collc__net_iflush_host(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+				    void **request)
 {
 	*request = NULL;
 	return ncclSuccess;
@@ -25,7 +31,7 @@ ncclResult_t collc__net_iflush_host(void *recvComm, int n, void **data, int *siz
 
 ncclResult_t collc__net_no_device_mr(void *comm, void *mhandle, void **dptr_mhandle)
 {
-	return ncclInternalError;	/* no device offload */
+	return ncclInternalError; /* no device offload */
 }
 
 ncclResult_t collc__net_irecv_consumed(void *recvComm, int n, void *request)
@@ -52,8 +58,7 @@ void *collc__net_req_get(void *pool, size_t size)
 	return NULL;
 }
 
-ncclResult_t collc__net_req_test(struct net_req *r, int *done,
-				 ncclResult_t (*progress)(void *comm))
+ncclResult_t collc__net_req_test(struct net_req *r, int *done, ncclResult_t (*progress)(void *comm))
 {
 	ncclResult_t rc;
 

@@ -12,8 +12,8 @@ void collc__net_props_fill(ncclNetProperties_v8_t *props, char *name, uint64_t g
 			   int port, int max_recvs);
 
 /* Host memory only: received data is visible without a flush. */
-ncclResult_t collc__net_iflush_host(void *recvComm, int n, void **data, int *sizes,
-				    void **mhandles, void **request);
+ncclResult_t collc__net_iflush_host(void *recvComm, int n, void **data, int *sizes, void **mhandles,
+				    void **request);
 ncclResult_t collc__net_no_device_mr(void *comm, void *mhandle, void **dptr_mhandle);
 ncclResult_t collc__net_irecv_consumed(void *recvComm, int n, void *request);
 
@@ -21,7 +21,7 @@ ncclResult_t collc__net_irecv_consumed(void *recvComm, int n, void *request);
  * pool of NCCL_NET_MAX_REQUESTS (no allocation per message), each starting
  * with this head. */
 struct net_req {
-	void *comm;			/* set once, when the comm is made */
+	void *comm; /* set once, when the comm is made */
 	int used;
 	int done;
 };

@@ -71,7 +71,7 @@ struct ib_verbs {
 struct ib_dev {
 	char name[64];
 	int port;
-	int speed;			/* Mbit/s */
+	int speed; /* Mbit/s */
 	uint64_t guid;
 	int link_layer;
 	uint16_t lid;
@@ -95,7 +95,11 @@ static struct {
 	int opt_gid_index;
 } g;
 
-#define LOG(lvl, ...) do { if (g.log) g.log(lvl, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define LOG(lvl, ...)                                                                              \
+	do {                                                                                       \
+		if (g.log)                                                                         \
+			g.log(lvl, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__);                     \
+	} while (0)
 
 const char *net_ib_status(void)
 {
@@ -110,7 +114,12 @@ static int verbs_load(struct ib_verbs *v, const char *lib)
 	v->dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	if (!v->dl)
 		return -ENOENT;
-#define SYM(field, name) do { *(void **)&v->field = dlsym(v->dl, name); if (!v->field) goto err_close; } while (0)
+#define SYM(field, name)                                                                           \
+	do {                                                                                       \
+		*(void **)&v->field = dlsym(v->dl, name);                                          \
+		if (!v->field)                                                                     \
+			goto err_close;                                                            \
+	} while (0)
 	SYM(get_device_list, "ibv_get_device_list");
 	SYM(free_device_list, "ibv_free_device_list");
 	SYM(get_device_name, "ibv_get_device_name");
@@ -142,12 +151,17 @@ err_close:
 /* Mbit/s of an active port from its width code and speed code. */
 static int port_speed(const struct ibv_port_attr *a)
 {
-	static const struct { int code, mbps; } speeds[] = {
-		{ 1, 2500 }, { 2, 5000 }, { 4, 10000 }, { 8, 10000 }, { 16, 14000 },
+	static const struct {
+		int code, mbps;
+	} speeds[] = {
+		{ 1, 2500 },   { 2, 5000 },   { 4, 10000 },    { 8, 10000 },    { 16, 14000 },
 		{ 32, 25000 }, { 64, 50000 }, { 128, 100000 }, { 256, 200000 },
 	};
-	int lanes = a->active_width == 2 ? 4 : a->active_width == 4 ? 8 :
-		    a->active_width == 8 ? 12 : a->active_width == 16 ? 2 : 1;
+	int lanes = a->active_width == 2    ? 4
+		    : a->active_width == 4  ? 8
+		    : a->active_width == 8  ? 12
+		    : a->active_width == 16 ? 2
+					    : 1;
 	size_t i;
 
 	for (i = 0; i < sizeof(speeds) / sizeof(speeds[0]); i++)
@@ -182,7 +196,8 @@ static void enumerate(void)
 				memset(&pa, 0, sizeof(pa));
 				if (g.v.query_port(ctx, p, &pa) || pa.state != IBV_PORT_ACTIVE)
 					continue;
-				snprintf(d->name, sizeof(d->name), "%s", g.v.get_device_name(list[i]));
+				snprintf(d->name, sizeof(d->name), "%s",
+					 g.v.get_device_name(list[i]));
 				d->port = p;
 				d->speed = port_speed(&pa);
 				d->guid = da.node_guid;
@@ -196,7 +211,8 @@ static void enumerate(void)
 	}
 	g.v.free_device_list(list);
 	if (!g.ndev)
-		snprintf(g.status, sizeof(g.status), "no RDMA device with an active port (%d device(s) found)", n);
+		snprintf(g.status, sizeof(g.status),
+			 "no RDMA device with an active port (%d device(s) found)", n);
 	else
 		snprintf(g.status, sizeof(g.status), "%d active port(s)", g.ndev);
 }
@@ -207,15 +223,16 @@ static ncclResult_t ib_init_lib(ncclDebugLogger_t logFunction, const char *lib)
 
 	g.log = logFunction;
 	if (g.v.dl && g.ndev)
-		return ncclSuccess;	/* a second init keeps the devices (and comms) it has */
+		return ncclSuccess; /* a second init keeps the devices (and comms) it has */
 	if (!g.v.dl) {
 		rc = verbs_load(&g.v, lib);
 		if (rc < 0) {
-			snprintf(g.status, sizeof(g.status), "%s", rc == -ENOENT ?
-				 "libibverbs not found (rdma-core not installed)" : "libibverbs lacks a verbs symbol");
+			snprintf(g.status, sizeof(g.status), "%s",
+				 rc == -ENOENT ? "libibverbs not found (rdma-core not installed)"
+					       : "libibverbs lacks a verbs symbol");
 			LOG(NCCL_LOG_INFO, "ib: %s", g.status);
 			g.ndev = 0;
-			return ncclSuccess;	/* zero devices, not a failure */
+			return ncclSuccess; /* zero devices, not a failure */
 		}
 	}
 	g.ndev = 0;
@@ -251,13 +268,13 @@ static ncclResult_t ib_get_properties(int dev, ncclNetProperties_v8_t *props)
 
 /* Everything below runs only with an RDMA device: NOT RUN ON HARDWARE. */
 
-#define IB_HANDLE_MAGIC 0x636f6c6c63496221ULL	/* "collcIb!" */
-#define IB_INFO_MAGIC 0x434c4951u
-#define IB_MR_MAGIC 0x434c494du
-#define IB_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
-#define IB_SEND_WR (4 * NCCL_NET_MAX_REQUESTS)
-#define IB_RECV_WR (NCCL_NET_MAX_REQUESTS * IB_FIFO_MAX_RECVS)
-#define IB_CQE (IB_SEND_WR + IB_RECV_WR)
+#define IB_HANDLE_MAGIC 0x636f6c6c63496221ULL /* "collcIb!" */
+#define IB_INFO_MAGIC   0x434c4951u
+#define IB_MR_MAGIC     0x434c494du
+#define IB_ACCESS       (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
+#define IB_SEND_WR      (4 * NCCL_NET_MAX_REQUESTS)
+#define IB_RECV_WR      (NCCL_NET_MAX_REQUESTS * IB_FIFO_MAX_RECVS)
+#define IB_CQE          (IB_SEND_WR + IB_RECV_WR)
 
 int net_ib_configure(const struct net_ib_opts *opts)
 {
@@ -273,11 +290,11 @@ struct ib_qp_info {
 	uint32_t magic;
 	uint32_t qpn;
 	uint32_t psn;
-	uint32_t mtu;			/* enum ibv_mtu */
+	uint32_t mtu; /* enum ibv_mtu */
 	uint16_t lid;
 	uint8_t link_layer;
 	uint8_t reserved0;
-	uint32_t fifo_rkey;		/* sender only: its CTS FIFO */
+	uint32_t fifo_rkey; /* sender only: its CTS FIFO */
 	uint64_t fifo_addr;
 	uint8_t gid[16];
 };
@@ -288,7 +305,7 @@ struct ib_comm;
 struct ib_handle {
 	uint64_t magic;
 	union net_addr addr;
-	struct ib_comm *stage;		/* the connecting side's progress */
+	struct ib_comm *stage; /* the connecting side's progress */
 };
 _Static_assert(sizeof(struct ib_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits");
 
@@ -298,9 +315,9 @@ struct ib_mr {
 };
 
 struct ib_req {
-	struct net_req head;		/* comm: its struct ib_comm */
+	struct net_req head; /* comm: its struct ib_comm */
 	int n;
-	int left;			/* completions to go */
+	int left; /* completions to go */
 	int sizes[IB_FIFO_MAX_RECVS];
 };
 _Static_assert(offsetof(struct ib_req, head) == 0, "a request is its head to common.c");
@@ -312,19 +329,19 @@ enum { ST_SOCK_CONNECT, ST_SEND_INFO, ST_RECV_INFO, ST_READY, ST_UP };
 struct ib_comm {
 	int kind;
 	int dev;
-	int fd;				/* out-of-band socket, closed once up */
+	int fd; /* out-of-band socket, closed once up */
 	int st;
 	size_t off;
 	struct ib_qp_info local, remote;
 	uint8_t ready;
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
-	ncclResult_t error;		/* sticky */
+	ncclResult_t error; /* sticky */
 	/* sender: the FIFO the receiver writes, and where it stands */
 	struct ib_cts *fifo;
 	struct ibv_mr *fifo_mr;
 	uint64_t seq;
-	uint32_t sent_mask;		/* receives of slot seq already written */
+	uint32_t sent_mask; /* receives of slot seq already written */
 	/* receiver: local copies of the CTS elements it writes, its credits */
 	struct ib_cts *cts;
 	struct ibv_mr *cts_mr;
@@ -336,7 +353,7 @@ struct ib_comm {
 struct ib_listen {
 	int fd;
 	int dev;
-	struct ib_comm *stage;		/* an accept in progress */
+	struct ib_comm *stage; /* an accept in progress */
 };
 
 static int ib_dev_open(int dev)
@@ -440,7 +457,8 @@ static struct ib_comm *comm_new(int kind, int dev)
 	a.pkey_index = 0;
 	a.port_num = d->port;
 	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-	if (g.v.modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
+	if (g.v.modify_qp(c->qp, &a,
+			  IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		goto err_free;
 	/* Sender: the FIFO; receiver: the elements it copies into the peer's FIFO. */
 	buf = kind == IB_SEND ? (void **)&c->fifo : (void **)&c->cts;
@@ -458,7 +476,10 @@ static struct ib_comm *comm_new(int kind, int dev)
 	    g.v.query_gid(d->ctx, d->port, g.opt_gid_index, &gid))
 		goto err_free;
 	c->local = (struct ib_qp_info){
-		.magic = IB_INFO_MAGIC, .qpn = c->qp->qp_num, .mtu = d->mtu, .lid = d->lid,
+		.magic = IB_INFO_MAGIC,
+		.qpn = c->qp->qp_num,
+		.mtu = d->mtu,
+		.lid = d->lid,
 		.link_layer = d->link_layer,
 	};
 	if (getrandom(&c->local.psn, sizeof(c->local.psn), 0) != sizeof(c->local.psn))
@@ -501,8 +522,9 @@ static int qp_up(struct ib_comm *c)
 	} else {
 		a.ah_attr.dlid = c->remote.lid;
 	}
-	if (g.v.modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	if (g.v.modify_qp(c->qp, &a,
+			  IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
 		return -errno;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
@@ -511,8 +533,9 @@ static int qp_up(struct ib_comm *c)
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.max_rd_atomic = 1;
-	if (g.v.modify_qp(c->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
+	if (g.v.modify_qp(c->qp, &a,
+			  IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+				  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC))
 		return -errno;
 	return 0;
 }
@@ -523,7 +546,7 @@ static int oob_xfer(struct ib_comm *c, void *buf, size_t len, int out)
 	int rc = collc__net_xfer(c->fd, buf, len, &c->off, out);
 
 	if (rc > 0)
-		c->off = 0;	/* the next stage starts its own buffer */
+		c->off = 0; /* the next stage starts its own buffer */
 	return rc;
 }
 
@@ -645,7 +668,8 @@ static ncclResult_t ib_connect(int dev, void *opaque_handle, void **sendComm,
 	return setup_staged(&h->stage, sendComm, "connect", ncclRemoteError);
 }
 
-static ncclResult_t ib_accept(void *listenComm, void **recvComm, ncclNetDeviceHandle_v8_t **recvDevComm)
+static ncclResult_t ib_accept(void *listenComm, void **recvComm,
+			      ncclNetDeviceHandle_v8_t **recvDevComm)
 {
 	struct ib_listen *l = listenComm;
 	struct ib_comm *c = l->stage;
@@ -655,8 +679,9 @@ static ncclResult_t ib_accept(void *listenComm, void **recvComm, ncclNetDeviceHa
 	if (!c) {
 		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? ncclSuccess
-											  : ncclSystemError;
+			return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+				       ? ncclSuccess
+				       : ncclSystemError;
 		c = comm_new(IB_RECV, l->dev);
 		if (!c) {
 			close(fd);
@@ -710,7 +735,9 @@ static ncclResult_t ib_reg_mr_dmabuf(void *comm, void *data, size_t size, int ty
 		LOG(NCCL_LOG_WARN, "ib: this libibverbs has no ibv_reg_dmabuf_mr");
 		return ncclInternalError;
 	}
-	return reg(c, g.v.reg_dmabuf_mr(g.dev[c->dev].pd, offset, size, (uintptr_t)data, fd, IB_ACCESS),
+	return reg(c,
+		   g.v.reg_dmabuf_mr(g.dev[c->dev].pd, offset, size, (uintptr_t)data, fd,
+				     IB_ACCESS),
 		   mhandle);
 }
 
@@ -730,7 +757,8 @@ static struct ib_req *req_get(struct ib_comm *c)
 	return collc__net_req_get(c->reqs, sizeof(c->reqs[0]));
 }
 
-static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void *mhandle, void **request)
+static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void *mhandle,
+			     void **request)
 {
 	struct ib_comm *c = sendComm;
 	struct ib_mr *m = mhandle;
@@ -747,17 +775,19 @@ static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void
 		return c->error;
 	slot = &c->fifo[ib_fifo_slot(c->seq) * IB_FIFO_MAX_RECVS];
 	if (!ib_fifo_ready(&slot[0], c->seq))
-		return ncclSuccess;	/* the matching receive is not posted yet */
+		return ncclSuccess; /* the matching receive is not posted yet */
 	nreqs = slot[0].nreqs;
 	if (nreqs < 1 || nreqs > IB_FIFO_MAX_RECVS)
 		return ncclRemoteError;
 	for (j = 0; j < nreqs; j++)
-		if (!(c->sent_mask & 1u << j) && ib_fifo_ready(&slot[j], c->seq) && slot[j].tag == tag)
+		if (!(c->sent_mask & 1u << j) && ib_fifo_ready(&slot[j], c->seq) &&
+		    slot[j].tag == tag)
 			break;
 	if (j == nreqs)
 		return ncclSuccess;
 	if (size > slot[j].size) {
-		LOG(NCCL_LOG_WARN, "ib: message of %d bytes for a receive of %d (tag %d)", size, slot[j].size, tag);
+		LOG(NCCL_LOG_WARN, "ib: message of %d bytes for a receive of %d (tag %d)", size,
+		    slot[j].size, tag);
 		return ncclInvalidUsage;
 	}
 	r = req_get(c);
@@ -768,7 +798,9 @@ static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void
 	r->sizes[0] = size;
 	memset(&wr, 0, sizeof(wr));
 	if (size) {
-		sge = (struct ibv_sge){ .addr = (uintptr_t)data, .length = size, .lkey = m->mr->lkey };
+		sge = (struct ibv_sge){ .addr = (uintptr_t)data,
+					.length = size,
+					.lkey = m->mr->lkey };
 		wr.sg_list = &sge;
 		wr.num_sge = 1;
 	}
@@ -791,8 +823,8 @@ static ncclResult_t ib_isend(void *sendComm, void *data, int size, int tag, void
 	return ncclSuccess;
 }
 
-static ncclResult_t ib_irecv(void *recvComm, int n, void **data, int *sizes, int *tags, void **mhandles,
-			     void **request)
+static ncclResult_t ib_irecv(void *recvComm, int n, void **data, int *sizes, int *tags,
+			     void **mhandles, void **request)
 {
 	struct ib_comm *c = recvComm;
 	struct ibv_recv_wr rwr, *rbad;
@@ -831,14 +863,20 @@ static ncclResult_t ib_irecv(void *recvComm, int n, void **data, int *sizes, int
 		struct ib_mr *m = mhandles ? mhandles[i] : NULL;
 
 		e[i] = (struct ib_cts){
-			.addr = (uintptr_t)data[i], .rkey = m ? m->mr->rkey : 0, .nreqs = n,
-			.size = sizes[i], .tag = tags[i], .seq1 = seq + 1,
+			.addr = (uintptr_t)data[i],
+			.rkey = m ? m->mr->rkey : 0,
+			.nreqs = n,
+			.size = sizes[i],
+			.tag = tags[i],
+			.seq1 = seq + 1,
 		};
 	}
 	/* One write with seq1 in every element; the sender checks each. */
-	sge = (struct ibv_sge){ .addr = (uintptr_t)e, .length = n * sizeof(*e), .lkey = c->cts_mr->lkey };
+	sge = (struct ibv_sge){ .addr = (uintptr_t)e,
+				.length = n * sizeof(*e),
+				.lkey = c->cts_mr->lkey };
 	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = 0;			/* a CTS write: its completion means nothing */
+	wr.wr_id = 0; /* a CTS write: its completion means nothing */
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_WRITE;
@@ -876,11 +914,13 @@ static ncclResult_t poll_cq(void *comm)
 			uint32_t sub;
 
 			if (wc[i].status != IBV_WC_SUCCESS) {
-				LOG(NCCL_LOG_WARN, "ib: completion error: %s", g.v.wc_status_str(wc[i].status));
+				LOG(NCCL_LOG_WARN, "ib: completion error: %s",
+				    g.v.wc_status_str(wc[i].status));
 				return c->error = ncclRemoteError;
 			}
 			if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-				if (ib_imm_decode(ntohl(wc[i].imm_data), c->completed, c->posted, &seq, &sub) < 0 ||
+				if (ib_imm_decode(ntohl(wc[i].imm_data), c->completed, c->posted,
+						  &seq, &sub) < 0 ||
 				    !(r = c->by_slot[ib_fifo_slot(seq)]) || (int)sub >= r->n)
 					return c->error = ncclRemoteError;
 				r->sizes[sub] = wc[i].byte_len;
@@ -946,7 +986,7 @@ const ncclNet_v8_t net_ib = {
 	.deregMr = ib_dereg_mr,
 	.isend = ib_isend,
 	.irecv = ib_irecv,
-	.iflush = collc__net_iflush_host,	/* host memory only (ptrSupport): nothing to flush */
+	.iflush = collc__net_iflush_host, /* host memory only (ptrSupport): nothing to flush */
 	.test = ib_test,
 	.closeSend = ib_close_comm,
 	.closeRecv = ib_close_comm,

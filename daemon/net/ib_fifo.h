@@ -21,12 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define IB_FIFO_SLOTS 32		/* = NCCL_NET_MAX_REQUESTS */
-#define IB_FIFO_MASK (IB_FIFO_SLOTS - 1)
+#define IB_FIFO_SLOTS     32 /* = NCCL_NET_MAX_REQUESTS */
+#define IB_FIFO_MASK      (IB_FIFO_SLOTS - 1)
 #define IB_FIFO_MAX_RECVS 8
-#define IB_IMM_SUB_BITS 3
-#define IB_IMM_SEQ_BITS 24
-#define IB_IMM_SEQ_MASK ((1u << IB_IMM_SEQ_BITS) - 1)
+#define IB_IMM_SUB_BITS   3
+#define IB_IMM_SEQ_BITS   24
+#define IB_IMM_SEQ_MASK   ((1u << IB_IMM_SEQ_BITS) - 1)
 
 _Static_assert((IB_FIFO_SLOTS & IB_FIFO_MASK) == 0, "power of two");
 _Static_assert(IB_FIFO_MAX_RECVS == 1 << IB_IMM_SUB_BITS, "sub fits the immediate");
@@ -36,10 +36,10 @@ _Static_assert(IB_FIFO_SLOTS < (1u << IB_IMM_SEQ_BITS), "window fits the immedia
 struct ib_cts {
 	uint64_t addr;
 	uint32_t rkey;
-	uint32_t nreqs;			/* receives grouped in this slot */
-	int32_t size;			/* most bytes this receive takes */
+	uint32_t nreqs; /* receives grouped in this slot */
+	int32_t size;   /* most bytes this receive takes */
 	int32_t tag;
-	uint64_t seq1;			/* seq + 1, written last: validates the element */
+	uint64_t seq1; /* seq + 1, written last: validates the element */
 };
 _Static_assert(sizeof(struct ib_cts) == 32, "FIFO element wire size");
 _Static_assert(offsetof(struct ib_cts, seq1) == 24, "seq1 last");
@@ -73,14 +73,15 @@ static inline int ib_fifo_ready(const struct ib_cts *e, uint64_t seq)
 
 static inline uint32_t ib_imm_encode(uint64_t seq, uint32_t sub)
 {
-	return (uint32_t)((seq & IB_IMM_SEQ_MASK) << IB_IMM_SUB_BITS) | (sub & (IB_FIFO_MAX_RECVS - 1));
+	return (uint32_t)((seq & IB_IMM_SEQ_MASK) << IB_IMM_SUB_BITS) |
+	       (sub & (IB_FIFO_MAX_RECVS - 1));
 }
 
 /* Widens an immediate against `base`, the oldest receive not yet completed;
  * valid because at most IB_FIFO_SLOTS receives are outstanding. Returns -1
  * when the immediate names no outstanding receive. */
-static inline int ib_imm_decode(uint32_t imm, uint64_t base, uint64_t posted,
-				uint64_t *ret_seq, uint32_t *ret_sub)
+static inline int ib_imm_decode(uint32_t imm, uint64_t base, uint64_t posted, uint64_t *ret_seq,
+				uint32_t *ret_sub)
 {
 	uint32_t low = imm >> IB_IMM_SUB_BITS;
 	uint64_t seq = base + ((low - (uint32_t)base) & IB_IMM_SEQ_MASK);

@@ -23,10 +23,10 @@
 
 #define NCCL_NET_HANDLE_MAXSIZE 128
 /* NCCL posts at most this many requests per comm at once. */
-#define NCCL_NET_MAX_REQUESTS 32
+#define NCCL_NET_MAX_REQUESTS   32
 
-#define NCCL_PTR_HOST 0x1
-#define NCCL_PTR_CUDA 0x2
+#define NCCL_PTR_HOST   0x1
+#define NCCL_PTR_CUDA   0x2
 #define NCCL_PTR_DMABUF 0x4
 
 /* Values fixed by nccl.h; plugins return them. */
@@ -53,10 +53,10 @@ typedef enum {
 
 /* Subsystem flags passed as the logger's second argument. */
 #define NCCL_INIT 1UL
-#define NCCL_NET 16UL
+#define NCCL_NET  16UL
 
-typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags,
-				  const char *file, int line, const char *fmt, ...);
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file,
+				  int line, const char *fmt, ...);
 
 typedef enum { NCCL_NET_DEVICE_HOST = 0, NCCL_NET_DEVICE_UNPACK = 1 } ncclNetDeviceType;
 #define NCCL_NET_DEVICE_INVALID_VERSION 0x0
@@ -72,16 +72,16 @@ typedef struct {
 } ncclNetDeviceHandle_v8_t;
 
 typedef struct {
-	char *name;		/* for logs */
-	char *pciPath;		/* sysfs path of the PCI device, or NULL */
-	uint64_t guid;		/* tells PCI functions of one NIC apart */
-	int ptrSupport;		/* NCCL_PTR_* bits */
-	int regIsGlobal;	/* regMr not tied to one comm */
-	int speed;		/* Mbit/s */
+	char *name;      /* for logs */
+	char *pciPath;   /* sysfs path of the PCI device, or NULL */
+	uint64_t guid;   /* tells PCI functions of one NIC apart */
+	int ptrSupport;  /* NCCL_PTR_* bits */
+	int regIsGlobal; /* regMr not tied to one comm */
+	int speed;       /* Mbit/s */
 	int port;
-	float latency;		/* microseconds */
+	float latency; /* microseconds */
 	int maxComms;
-	int maxRecvs;		/* most receives one irecv may group */
+	int maxRecvs; /* most receives one irecv may group */
 	ncclNetDeviceType netDeviceType;
 	int netDeviceVersion;
 } ncclNetProperties_v8_t;
@@ -99,8 +99,8 @@ typedef struct {
 	ncclResult_t (*accept)(void *listenComm, void **recvComm,
 			       ncclNetDeviceHandle_v8_t **recvDevComm);
 	ncclResult_t (*regMr)(void *comm, void *data, size_t size, int type, void **mhandle);
-	ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type,
-				    uint64_t offset, int fd, void **mhandle);
+	ncclResult_t (*regMrDmaBuf)(void *comm, void *data, size_t size, int type, uint64_t offset,
+				    int fd, void **mhandle);
 	ncclResult_t (*deregMr)(void *comm, void *mhandle);
 	/* *request == NULL: no slot now, call again. */
 	ncclResult_t (*isend)(void *sendComm, void *data, int size, int tag, void *mhandle,
@@ -163,9 +163,9 @@ extern const ncclNet_v8_t net_ib;
  * ifname NULL or "": the first non-loopback interface that is up, else lo. */
 struct net_tcp_opts {
 	const char *ifname;
-	int nstreams;		/* data sockets per connection, 1..NET_TCP_MAX_STREAMS */
+	int nstreams; /* data sockets per connection, 1..NET_TCP_MAX_STREAMS */
 };
-#define NET_TCP_MAX_STREAMS 8
+#define NET_TCP_MAX_STREAMS     8
 #define NET_TCP_DEFAULT_STREAMS 2
 int net_tcp_configure(const struct net_tcp_opts *opts);
 
@@ -188,9 +188,9 @@ const char *net_ib_status(void);
  * `logger` (NULL: silent) and reports >= 1 device. */
 struct net_transport {
 	const ncclNet_v8_t *net;
-	void *dl;		/* dlopen handle of a plugin, NULL for built-ins */
+	void *dl; /* dlopen handle of a plugin, NULL for built-ins */
 	int ndev;
-	char what[256];		/* "tcp", "ib", or "plugin:NAME" (truncated) */
+	char what[256]; /* "tcp", "ib", or "plugin:NAME" (truncated) */
 };
 int net_load(const char *name, const char *plugin, ncclDebugLogger_t logger,
 	     struct net_transport *ret_t);

@@ -14,10 +14,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#define LOG(lvl, ...) do { if (logger) logger(lvl, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define LOG(lvl, ...)                                                                              \
+	do {                                                                                       \
+		if (logger)                                                                        \
+			logger(lvl, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__);                    \
+	} while (0)
 
-static int open_table(const ncclNet_v8_t *net, void *dl, const char *what,
-		      ncclDebugLogger_t logger, struct net_transport *ret_t)
+static int open_table(const ncclNet_v8_t *net, void *dl, const char *what, ncclDebugLogger_t logger,
+		      struct net_transport *ret_t)
 {
 	int ndev = 0;
 
@@ -39,7 +43,8 @@ static int open_table(const ncclNet_v8_t *net, void *dl, const char *what,
 	ret_t->dl = dl;
 	ret_t->ndev = ndev;
 	snprintf(ret_t->what, sizeof(ret_t->what), "%s", what);
-	LOG(NCCL_LOG_INFO, "net: using %s (%s), %d device(s)", what, net->name ? net->name : "?", ndev);
+	LOG(NCCL_LOG_INFO, "net: using %s (%s), %d device(s)", what, net->name ? net->name : "?",
+	    ndev);
 	return 0;
 }
 
@@ -87,7 +92,9 @@ int net_load(const char *name, const char *plugin, ncclDebugLogger_t logger,
 			rc = load_plugin(plugin, logger, &t);
 			if (rc == 0)
 				goto out;
-			LOG(NCCL_LOG_WARN, "net: plugin %s unusable, falling back to the built-in transports", plugin);
+			LOG(NCCL_LOG_WARN,
+			    "net: plugin %s unusable, falling back to the built-in transports",
+			    plugin);
 		}
 		rc = open_table(&net_ib, NULL, "ib", logger, &t);
 		if (rc == 0)

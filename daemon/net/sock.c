@@ -31,15 +31,17 @@ int collc__net_pick_if(const char *want, char ret_name[IF_NAMESIZE], union net_a
 		} else if (i->ifa_flags & IFF_LOOPBACK) {
 			continue;
 		}
-		if (!best || (best->ifa_addr->sa_family == AF_INET6 &&
-			      i->ifa_addr->sa_family == AF_INET && !strcmp(best->ifa_name, i->ifa_name)))
+		if (!best ||
+		    (best->ifa_addr->sa_family == AF_INET6 && i->ifa_addr->sa_family == AF_INET &&
+		     !strcmp(best->ifa_name, i->ifa_name)))
 			best = i;
 	}
 	if (best) {
 		snprintf(ret_name, IF_NAMESIZE, "%s", best->ifa_name);
 		memset(ret_addr, 0, sizeof(*ret_addr));
-		memcpy(ret_addr, best->ifa_addr, best->ifa_addr->sa_family == AF_INET6 ?
-		       sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in));
+		memcpy(ret_addr, best->ifa_addr,
+		       best->ifa_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+							     : sizeof(struct sockaddr_in));
 		ret_addr->in.sin_port = 0;
 	}
 	freeifaddrs(ifs);
@@ -90,7 +92,8 @@ int collc__net_listen(union net_addr *a, int backlog, int reuseaddr)
 
 	if (fd < 0)
 		return fd;
-	if (bind(fd, &a->sa, len) < 0 || listen(fd, backlog) < 0 || getsockname(fd, &a->sa, &len) < 0)
+	if (bind(fd, &a->sa, len) < 0 || listen(fd, backlog) < 0 ||
+	    getsockname(fd, &a->sa, &len) < 0)
 		return close_failed(fd);
 	return fd;
 }

@@ -43,15 +43,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define HANDLE_MAGIC 0x636f6c6c63546370ULL	/* "collcTcp" */
-#define HELLO_MAGIC 0x434c5448u			/* "CLTH" */
-#define MSG_MAGIC 0x434c544du			/* "CLTM" */
-#define MR_MAGIC 0x434c5452u
-#define MIN_CHUNK (64u << 10)			/* smaller payloads take one stream */
-#define MAX_RECVS 8
-#define MAX_SOCKS (1 + NET_TCP_MAX_STREAMS)
-#define MAX_PENDING 16
-#define QMASK (NCCL_NET_MAX_REQUESTS - 1)
+#define HANDLE_MAGIC 0x636f6c6c63546370ULL /* "collcTcp" */
+#define HELLO_MAGIC  0x434c5448u           /* "CLTH" */
+#define MSG_MAGIC    0x434c544du           /* "CLTM" */
+#define MR_MAGIC     0x434c5452u
+#define MIN_CHUNK    (64u << 10) /* smaller payloads take one stream */
+#define MAX_RECVS    8
+#define MAX_SOCKS    (1 + NET_TCP_MAX_STREAMS)
+#define MAX_PENDING  16
+#define QMASK        (NCCL_NET_MAX_REQUESTS - 1)
 _Static_assert((NCCL_NET_MAX_REQUESTS & QMASK) == 0, "queue size is a power of two");
 
 struct tcp_comm;
@@ -63,19 +63,19 @@ struct tcp_handle {
 	uint32_t nstreams;
 	uint32_t reserved;
 	union net_addr addr;
-	struct tcp_comm *stage;		/* local to the connecting side */
-	uint64_t token;			/* random per listen: only holders of the handle connect */
+	struct tcp_comm *stage; /* local to the connecting side */
+	uint64_t token;         /* random per listen: only holders of the handle connect */
 };
 _Static_assert(sizeof(struct tcp_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle fits");
 
 /* First bytes on every socket of a connection. */
 struct tcp_hello {
 	uint32_t magic;
-	uint32_t index;			/* 0: control, 1..nstreams: data */
+	uint32_t index; /* 0: control, 1..nstreams: data */
 	uint32_t nstreams;
 	uint32_t reserved;
-	uint64_t conn_id;		/* groups the sockets of one connection */
-	uint64_t token;			/* the listener's, from the handle */
+	uint64_t conn_id; /* groups the sockets of one connection */
+	uint64_t token;   /* the listener's, from the handle */
 };
 _Static_assert(sizeof(struct tcp_hello) == 32, "hello wire size");
 
@@ -93,19 +93,19 @@ struct tcp_mr {
 
 struct tcp_sub {
 	char *data;
-	size_t size;			/* bytes of this message */
-	size_t max;			/* receive: most it may take */
+	size_t size; /* bytes of this message */
+	size_t max;  /* receive: most it may take */
 	int tag;
-	int filled;			/* receive: its header has arrived */
+	int filled; /* receive: its header has arrived */
 };
 
 struct tcp_req {
-	struct net_req head;		/* comm: its struct tcp_comm */
+	struct net_req head; /* comm: its struct tcp_comm */
 	int n;
-	int nhdr;			/* receive: headers parsed so far */
-	int parts_left;			/* n * (1 + nstreams) socket shares to go */
+	int nhdr;       /* receive: headers parsed so far */
+	int parts_left; /* n * (1 + nstreams) socket shares to go */
 	struct tcp_sub sub[MAX_RECVS];
-	uint8_t order[MAX_RECVS];	/* message k of the group -> sub */
+	uint8_t order[MAX_RECVS]; /* message k of the group -> sub */
 };
 _Static_assert(offsetof(struct tcp_req, head) == 0, "a request is its head to common.c");
 
@@ -125,7 +125,7 @@ struct tcp_comm {
 	int nstreams;
 	int nsocks;
 	int fd[MAX_SOCKS];
-	ncclResult_t error;		/* sticky: the connection is unusable */
+	ncclResult_t error; /* sticky: the connection is unusable */
 	/* connect progress */
 	union net_addr peer;
 	int cstate[MAX_SOCKS];
@@ -149,8 +149,8 @@ struct tcp_listen {
 	int fd;
 	int nstreams;
 	uint64_t token;
-	uint64_t conn_id;		/* 0 until the first valid hello */
-	int group[MAX_SOCKS];		/* sockets of that connection by index */
+	uint64_t conn_id;     /* 0 until the first valid hello */
+	int group[MAX_SOCKS]; /* sockets of that connection by index */
 	int ngroup;
 	struct tcp_pending pend[MAX_PENDING];
 };
@@ -165,7 +165,11 @@ static struct {
 	int opt_nstreams;
 } g = { .opt_nstreams = NET_TCP_DEFAULT_STREAMS };
 
-#define LOG(lvl, ...) do { if (g.log) g.log(lvl, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__); } while (0)
+#define LOG(lvl, ...)                                                                              \
+	do {                                                                                       \
+		if (g.log)                                                                         \
+			g.log(lvl, NCCL_NET, __FILE__, __LINE__, __VA_ARGS__);                     \
+	} while (0)
 #define WARN(...) LOG(NCCL_LOG_WARN, __VA_ARGS__)
 #define INFO(...) LOG(NCCL_LOG_INFO, __VA_ARGS__)
 
@@ -190,8 +194,10 @@ static ncclResult_t tcp_init(ncclDebugLogger_t logFunction)
 		return ncclInvalidArgument;
 	}
 	g.nstreams = g.opt_nstreams;
-	inet_ntop(g.addr.sa.sa_family, g.addr.sa.sa_family == AF_INET6 ?
-		  (void *)&g.addr.in6.sin6_addr : (void *)&g.addr.in.sin_addr, host, sizeof(host));
+	inet_ntop(g.addr.sa.sa_family,
+		  g.addr.sa.sa_family == AF_INET6 ? (void *)&g.addr.in6.sin6_addr
+						  : (void *)&g.addr.in.sin_addr,
+		  host, sizeof(host));
 	INFO("tcp: interface %s address %s, %d streams per connection", g.ifname, host, g.nstreams);
 	g.inited = 1;
 	return ncclSuccess;
@@ -216,7 +222,7 @@ static int link_speed(const char *ifname)
 			speed = 0;
 		fclose(f);
 	}
-	return speed > 0 ? speed : 10000;	/* loopback and virtual links report none */
+	return speed > 0 ? speed : 10000; /* loopback and virtual links report none */
 }
 
 static ncclResult_t tcp_get_properties(int dev, ncclNetProperties_v8_t *props)
@@ -307,7 +313,10 @@ static void comm_free(struct tcp_comm *c)
 static int connect_step(struct tcp_comm *c, int i)
 {
 	struct tcp_hello hello = {
-		.magic = HELLO_MAGIC, .index = i, .nstreams = c->nstreams, .conn_id = c->conn_id,
+		.magic = HELLO_MAGIC,
+		.index = i,
+		.nstreams = c->nstreams,
+		.conn_id = c->conn_id,
 		.token = c->token,
 	};
 	int rc;
@@ -393,9 +402,9 @@ static void pending_place(struct tcp_listen *l, struct tcp_pending *p)
 {
 	const struct tcp_hello *h = &p->hello;
 
-	if (h->magic != HELLO_MAGIC || h->token != l->token || h->nstreams != (uint32_t)l->nstreams ||
-	    h->index > (uint32_t)l->nstreams || !h->conn_id ||
-	    (l->conn_id && h->conn_id != l->conn_id) || l->group[h->index] >= 0) {
+	if (h->magic != HELLO_MAGIC || h->token != l->token ||
+	    h->nstreams != (uint32_t)l->nstreams || h->index > (uint32_t)l->nstreams ||
+	    !h->conn_id || (l->conn_id && h->conn_id != l->conn_id) || l->group[h->index] >= 0) {
 		WARN("tcp: dropped a connection with a bad hello");
 		pending_drop(p);
 		return;
@@ -419,7 +428,8 @@ static ncclResult_t tcp_accept(void *listenComm, void **recvComm,
 	for (;;) {
 		fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED || errno == EINTR)
+			if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNABORTED ||
+			    errno == EINTR)
 				break;
 			WARN("tcp: accept: %s", strerror(errno));
 			return ncclSystemError;
@@ -428,7 +438,7 @@ static ncclResult_t tcp_accept(void *listenComm, void **recvComm,
 		for (i = 0; i < MAX_PENDING && l->pend[i].fd >= 0; i++)
 			;
 		if (i == MAX_PENDING) {
-			close(fd);	/* more half-open sockets than a connection needs */
+			close(fd); /* more half-open sockets than a connection needs */
 			continue;
 		}
 		l->pend[i].fd = fd;
@@ -439,7 +449,8 @@ static ncclResult_t tcp_accept(void *listenComm, void **recvComm,
 
 		if (p->fd < 0)
 			continue;
-		n = recv(p->fd, (char *)&p->hello + p->got, sizeof(p->hello) - p->got, MSG_DONTWAIT);
+		n = recv(p->fd, (char *)&p->hello + p->got, sizeof(p->hello) - p->got,
+			 MSG_DONTWAIT);
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
 			pending_drop(p);
 			continue;
@@ -470,7 +481,8 @@ static ncclResult_t tcp_reg_mr(void *comm, void *data, size_t size, int type, vo
 	struct tcp_mr *mr;
 
 	if (type != NCCL_PTR_HOST) {
-		WARN("tcp: only host memory can be registered (type %d refused): CUDA buffers are not supported yet", type);
+		WARN("tcp: only host memory can be registered (type %d refused): CUDA buffers are not supported yet",
+		     type);
 		return ncclInternalError;
 	}
 	mr = malloc(sizeof(*mr));
@@ -541,7 +553,9 @@ static ncclResult_t tcp_isend(void *sendComm, void *data, int size, int tag, voi
 	if (!r)
 		return rc;
 	r->n = 1;
-	r->sub[0] = (struct tcp_sub){ .data = data, .size = size, .max = size, .tag = tag, .filled = 1 };
+	r->sub[0] = (struct tcp_sub){
+		.data = data, .size = size, .max = size, .tag = tag, .filled = 1
+	};
 	r->order[0] = 0;
 	r->nhdr = 1;
 	req_post(c, r, request);
@@ -639,7 +653,8 @@ static int sock_step(struct tcp_comm *c, int i)
 
 		if (i == 0) {
 			if (c->kind == COMM_SEND && cu->off == 0)
-				cu->hdr = (struct tcp_msg_hdr){ .magic = MSG_MAGIC, .tag = r->sub[0].tag,
+				cu->hdr = (struct tcp_msg_hdr){ .magic = MSG_MAGIC,
+								.tag = r->sub[0].tag,
 								.size = r->sub[0].size };
 			rc = xfer(c, 0, (char *)&cu->hdr, sizeof(cu->hdr), &cu->off);
 			if (rc < 0)
@@ -654,7 +669,7 @@ static int sock_step(struct tcp_comm *c, int i)
 			size_t b, e;
 
 			if (cu->k >= r->nhdr)
-				break;	/* its header has not arrived yet */
+				break; /* its header has not arrived yet */
 			s = &r->sub[r->order[cu->k]];
 			share(s->size, c->nstreams, i - 1, &b, &e);
 			rc = xfer(c, i, s->data + b, e - b, &cu->off);
@@ -682,9 +697,11 @@ static ncclResult_t progress(void *comm)
 		for (i = 0; i < c->nsocks; i++) {
 			rc = sock_step(c, i);
 			if (rc < 0) {
-				WARN("tcp: connection %016llx %s failed: %s", (unsigned long long)c->conn_id,
+				WARN("tcp: connection %016llx %s failed: %s",
+				     (unsigned long long)c->conn_id,
 				     c->kind == COMM_SEND ? "send" : "receive", strerror(-rc));
-				c->error = rc == -ECONNRESET || rc == -EPIPE ? ncclRemoteError : ncclSystemError;
+				c->error = rc == -ECONNRESET || rc == -EPIPE ? ncclRemoteError
+									     : ncclSystemError;
 				return c->error;
 			}
 			moved |= rc;
@@ -741,7 +758,7 @@ const ncclNet_v8_t net_tcp = {
 	.deregMr = tcp_dereg_mr,
 	.isend = tcp_isend,
 	.irecv = tcp_irecv,
-	.iflush = collc__net_iflush_host,	/* host memory: visible once received */
+	.iflush = collc__net_iflush_host, /* host memory: visible once received */
 	.test = tcp_test,
 	.closeSend = tcp_close_comm,
 	.closeRecv = tcp_close_comm,

@@ -454,8 +454,8 @@ void h_describe_status(int st, char *out, size_t len)
 		snprintf(out, len, "exited with status %d%s", WEXITSTATUS(st),
 			 WEXITSTATUS(st) == 124 ? " (its watchdog fired)" : "");
 	else if (WIFSIGNALED(st))
-		snprintf(out, len, "killed by signal %d (%s)%s", WTERMSIG(st), strsignal(WTERMSIG(st)),
-			 WCOREDUMP(st) ? ", core dumped" : "");
+		snprintf(out, len, "killed by signal %d (%s)%s", WTERMSIG(st),
+			 strsignal(WTERMSIG(st)), WCOREDUMP(st) ? ", core dumped" : "");
 	else
 		snprintf(out, len, "status %#x", st);
 }
@@ -563,9 +563,11 @@ void h_daemon_kill(int sig)
 
 int h_daemon_log_has_report(void)
 {
-	static const char *const pats[] = { "ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
-					    "WARNING: ThreadSanitizer", "ThreadSanitizer: ",
-					    "runtime error: ", "SUMMARY: UndefinedBehaviorSanitizer" };
+	static const char *const pats[] = {
+		"ERROR: AddressSanitizer",  "ERROR: LeakSanitizer",
+		"WARNING: ThreadSanitizer", "ThreadSanitizer: ",
+		"runtime error: ",          "SUMMARY: UndefinedBehaviorSanitizer"
+	};
 	FILE *f = fopen(logpath, "re");
 	char line[1024];
 	int found = 0;
@@ -610,7 +612,8 @@ reaped:
 	daemon_status = -1;
 	if (!bad && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
 		h_describe_status(st, why, sizeof(why));
-		h_fail("collcd %s after SIGTERM (want a clean exit 0: a sanitizer or leak report?)", why);
+		h_fail("collcd %s after SIGTERM (want a clean exit 0: a sanitizer or leak report?)",
+		       why);
 		bad = 1;
 	}
 	if (suite.stop_checks_log && h_daemon_log_has_report()) {
@@ -625,8 +628,8 @@ int h_finish(int failed)
 	int dfail = h_daemon_stop() < 0;
 
 	if (failed || dfail) {
-		h_log("FAILED (seed %#" PRIx64 "; replay with COLLC_TEST_SEED=%#" PRIx64 ")", h_seed,
-		      h_seed);
+		h_log("FAILED (seed %#" PRIx64 "; replay with COLLC_TEST_SEED=%#" PRIx64 ")",
+		      h_seed, h_seed);
 		h_daemon_log_tail(40);
 		return 1;
 	}
@@ -768,7 +771,8 @@ int h_run_comm_test(struct collc_unique_id *ids, int nids, int nranks, h_rank_fn
 
 int h_reap_one(pid_t pid, int timeout_ms, int *status)
 {
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : h_now_ns() + (uint64_t)timeout_ms * 1000000;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
+					   : h_now_ns() + (uint64_t)timeout_ms * 1000000;
 	int st;
 
 	for (;;) {
@@ -794,7 +798,8 @@ int h_reap_one_ok(pid_t pid, int timeout_ms, const char *what)
 	int st, r = h_reap_one(pid, timeout_ms, &st);
 
 	if (r == -ECHILD)
-		return h_fail("%s (pid %d) is no child of this test (reaped twice?)", what, (int)pid);
+		return h_fail("%s (pid %d) is no child of this test (reaped twice?)", what,
+			      (int)pid);
 	if (r < 0) {
 		kill(pid, SIGKILL);
 		h_reap_one(pid, -1, NULL);
@@ -969,7 +974,8 @@ uint32_t h_add(uint32_t *word, uint32_t value)
 
 int h_wait_at_least(const uint32_t *word, uint32_t value, int timeout_ms)
 {
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : h_now_ns() + (uint64_t)timeout_ms * 1000000;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
+					   : h_now_ns() + (uint64_t)timeout_ms * 1000000;
 
 	for (;;) {
 		uint32_t v = __atomic_load_n(word, __ATOMIC_SEQ_CST);
@@ -1140,8 +1146,9 @@ ssize_t h_recv_fds(int fd, void *buf, size_t len, int *fds, int max_fds, int *nf
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { buf, len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			     .msg_controllen = sizeof(u.b) };
+	struct msghdr mh = {
+		.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b, .msg_controllen = sizeof(u.b)
+	};
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	int kept = 0;
 	ssize_t n;

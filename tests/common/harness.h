@@ -32,15 +32,15 @@
 
 #include <collc.h>
 
-#define H_SKIP 77
+#define H_SKIP         77
 #define H_MAX_CHILDREN 512
 /* File descriptors h_send_fds passes at most. */
 #define H_MAX_SEND_FDS 8 /* SCM_SEND_MAX_FDS */
 
-extern const char *h_name;   /* the test's name, prefixes every line */
-extern uint64_t h_seed;      /* the run's seed */
-extern char h_sock[128];     /* collcd's socket (in a directory of the test's own) */
-extern pid_t h_daemon_pid;   /* 0 when no collcd runs */
+extern const char *h_name; /* the test's name, prefixes every line */
+extern uint64_t h_seed;    /* the run's seed */
+extern char h_sock[128];   /* collcd's socket (in a directory of the test's own) */
+extern pid_t h_daemon_pid; /* 0 when no collcd runs */
 extern unsigned h_watchdog_s;
 /* When > 0, collcd starts with this soft RLIMIT_NOFILE (the hard limit stays). */
 extern long h_daemon_nofile;

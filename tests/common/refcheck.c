@@ -197,8 +197,8 @@ static uint64_t exact_bits(const struct rc_case *c, uint64_t x)
  * taken from x at bit mshift), its sign bit 0 of x: magnitudes in [0.5, 2)
  * for a product, else in [2^-4, 2).
  */
-static uint64_t float_input_bits(uint64_t x, int prod, unsigned width, uint64_t bias, unsigned mbits,
-				 unsigned mshift)
+static uint64_t float_input_bits(uint64_t x, int prod, unsigned width, uint64_t bias,
+				 unsigned mbits, unsigned mshift)
 {
 	uint64_t e = prod ? bias - 1 + ((x >> 1) & 1) : bias - 4 + ((x >> 1) % 5);
 	uint64_t m = (x >> mshift) & ((1ull << mbits) - 1);
@@ -305,10 +305,11 @@ int rc_check_input(const struct rc_case *c, int rank, const void *buf, const cha
 		uint64_t want = rc_input_bits(c, rank, i), got = load_bits(buf, i, es);
 
 		if (got != want)
-			return say(1, "%s: %s %s count %zu: element %zu is %#" PRIx64
-				      ", rank %d's input there is %#" PRIx64,
-				      what, rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, i, got,
-				      rank, want);
+			return say(1,
+				   "%s: %s %s count %zu: element %zu is %#" PRIx64
+				   ", rank %d's input there is %#" PRIx64,
+				   what, rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, i,
+				   got, rank, want);
 	}
 	return 0;
 }
@@ -392,13 +393,15 @@ static int check_int(const struct rc_case *c, int nranks, size_t first, size_t n
 				acc = (acc * x) & mask;
 				break;
 			case COLLC_MAX:
-				if (is_signed(c->dtype) ? sign_extend(x, c->dtype) > sign_extend(acc, c->dtype)
-							: x > acc)
+				if (is_signed(c->dtype)
+					    ? sign_extend(x, c->dtype) > sign_extend(acc, c->dtype)
+					    : x > acc)
 					acc = x;
 				break;
 			case COLLC_MIN:
-				if (is_signed(c->dtype) ? sign_extend(x, c->dtype) < sign_extend(acc, c->dtype)
-							: x < acc)
+				if (is_signed(c->dtype)
+					    ? sign_extend(x, c->dtype) < sign_extend(acc, c->dtype)
+					    : x < acc)
 					acc = x;
 				break;
 			}
@@ -407,17 +410,22 @@ static int check_int(const struct rc_case *c, int nranks, size_t first, size_t n
 		if (c->op == COLLC_AVG) {
 			/* The wrapped sum, divided by nranks with C truncation. */
 			if (is_signed(c->dtype))
-				want = (uint64_t)(sign_extend(acc, c->dtype) / (int64_t)nranks) & mask;
+				want = (uint64_t)(sign_extend(acc, c->dtype) / (int64_t)nranks) &
+				       mask;
 			else
 				want = acc / (uint64_t)nranks;
 		}
 		if (got != want) {
 			if (bad < 5)
-				say(1, "%s: %s %s count %zu nranks %d: element %zu is %#" PRIx64
-				    " (%" PRId64 "), want %#" PRIx64 " (%" PRId64 ")", what,
-				    rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, nranks, k, got,
-				    is_signed(c->dtype) ? sign_extend(got, c->dtype) : (int64_t)got, want,
-				    is_signed(c->dtype) ? sign_extend(want, c->dtype) : (int64_t)want);
+				say(1,
+				    "%s: %s %s count %zu nranks %d: element %zu is %#" PRIx64
+				    " (%" PRId64 "), want %#" PRIx64 " (%" PRId64 ")",
+				    what, rc_dtype_name(c->dtype), rc_op_name(c->op), c->count,
+				    nranks, k, got,
+				    is_signed(c->dtype) ? sign_extend(got, c->dtype) : (int64_t)got,
+				    want,
+				    is_signed(c->dtype) ? sign_extend(want, c->dtype)
+							: (int64_t)want);
 			bad++;
 		}
 	}
@@ -488,10 +496,12 @@ static int check_float(const struct rc_case *c, int nranks, size_t first, size_t
 			continue;
 		}
 		if (bad < 5)
-			say(1, "%s: %s %s count %zu nranks %d: element %zu is %.17Lg [%#" PRIx64 "], want "
-			    "%.17Lg (error %.3Lg, bound %.3Lg; rank 0 input %.17Lg)", what,
-			    rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, nranks, k, got, got_bits,
-			    ref, err, tol, x0);
+			say(1,
+			    "%s: %s %s count %zu nranks %d: element %zu is %.17Lg [%#" PRIx64
+			    "], want "
+			    "%.17Lg (error %.3Lg, bound %.3Lg; rank 0 input %.17Lg)",
+			    what, rc_dtype_name(c->dtype), rc_op_name(c->op), c->count, nranks, k,
+			    got, got_bits, ref, err, tol, x0);
 		bad++;
 	}
 	if (bad)
@@ -558,7 +568,7 @@ int rc_check_coll(const struct rc_case *c, enum rc_coll coll, int nranks, int ra
 	case RC_REDUCE:
 		if (rank != root)
 			return 0; /* nothing is written there */
-		/* fall through */
+				  /* fall through */
 	default:
 		return rc_check(c, nranks, recv, what, NULL);
 	}

@@ -36,11 +36,18 @@ struct rc_case {
 	collc_redop op;
 	size_t count; /* elements of one rank's input */
 	uint64_t seed;
-	int exact;    /* 0: random data; else the number of ranks of exact data */
+	int exact; /* 0: random data; else the number of ranks of exact data */
 };
 
 /* The collectives, numbered like COLLC_OP_* - 1 (proto/shm.h) and bench_coll. */
-enum rc_coll { RC_ALLREDUCE, RC_ALLGATHER, RC_REDUCE_SCATTER, RC_BROADCAST, RC_REDUCE, RC_NUM_COLLS };
+enum rc_coll {
+	RC_ALLREDUCE,
+	RC_ALLGATHER,
+	RC_REDUCE_SCATTER,
+	RC_BROADCAST,
+	RC_REDUCE,
+	RC_NUM_COLLS
+};
 
 /*
  * The index of s among names[0..n), or -1: the name arguments of the tests

@@ -36,9 +36,18 @@
 #include "fuzz_util.h"
 
 static const char *const keys[] = {
-	"channels",	     "proto",		  "algo",	   "op_timeout_ms",
-	"oneshot_max_bytes", "twoshot_max_bytes",  "ll_max_bytes",  "oneshot_ll_max_bytes",
-	"ll128_max_bytes",   "channel_min_bytes", "sched_spin_us", "exec_spin_us",
+	"channels",
+	"proto",
+	"algo",
+	"op_timeout_ms",
+	"oneshot_max_bytes",
+	"twoshot_max_bytes",
+	"ll_max_bytes",
+	"oneshot_ll_max_bytes",
+	"ll128_max_bytes",
+	"channel_min_bytes",
+	"sched_spin_us",
+	"exec_spin_us",
 };
 
 static int memfd = -1;
@@ -169,7 +178,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FUZZ_ASSERT(r == 0 || r == -EINVAL, "cfg_apply_kv returned %d", r);
 			if (r < 0) {
 				FUZZ_ASSERT(fuzz_cfg_equal(&cfg, &before),
-					    "cfg_apply_kv('%.80s') failed but changed the config", piece);
+					    "cfg_apply_kv('%.80s') failed but changed the config",
+					    piece);
 				check_err(err, errlen, sizeof(err), "cfg_apply_kv");
 			} else {
 				check_success(&cfg, maxch, "cfg_apply_kv");
@@ -192,7 +202,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		r = cfg_apply_file(&cfg, memfd_path, err, errlen);
 		FUZZ_ASSERT(r == 0 || r == -EINVAL, "cfg_apply_file returned %d", r);
 		if (r < 0) {
-			FUZZ_ASSERT(fuzz_cfg_equal(&cfg, &before), "cfg_apply_file failed but changed the config");
+			FUZZ_ASSERT(fuzz_cfg_equal(&cfg, &before),
+				    "cfg_apply_file failed but changed the config");
 			check_err(err, errlen, sizeof(err), "cfg_apply_file");
 		} else {
 			check_success(&cfg, maxch, "cfg_apply_file");
@@ -204,8 +215,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			fuzz_cfg_print("cfg_apply_file", &cfg);
 			fuzz_cfg_print("reference     ", &ref);
 		}
-		FUZZ_ASSERT(want == r, "cfg_apply_file returned %d (%s), a whole-line reader %d",
-			    r, r < 0 && errlen ? err : "", want);
+		FUZZ_ASSERT(want == r, "cfg_apply_file returned %d (%s), a whole-line reader %d", r,
+			    r < 0 && errlen ? err : "", want);
 		FUZZ_ASSERT(r < 0 || fuzz_cfg_equal(&cfg, &ref),
 			    "cfg_apply_file and a whole-line reader disagree on the config");
 	}

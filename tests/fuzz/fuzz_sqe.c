@@ -66,10 +66,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (valid && (e.opcode == COLLC_OP_BROADCAST || e.opcode == COLLC_OP_REDUCE))
 		valid = e.root >= 0 && (uint32_t)e.root < nranks;
 	if (!valid) {
-		FUZZ_ASSERT(r == -EINVAL,
-			    "op %u dtype %u redop %u flags %u reserved %u root %d nranks %u rank %u: "
-			    "invalid entry, sqe_validate returned %d",
-			    e.opcode, e.dtype, e.redop, e.flags, e.reserved, e.root, nranks, rank, r);
+		FUZZ_ASSERT(
+			r == -EINVAL,
+			"op %u dtype %u redop %u flags %u reserved %u root %d nranks %u rank %u: "
+			"invalid entry, sqe_validate returned %d",
+			e.opcode, e.dtype, e.redop, e.flags, e.reserved, e.root, nranks, rank, r);
 		FUZZ_ASSERT(send == UNTOUCHED && recv == UNTOUCHED, "outputs written on failure");
 		return 0;
 	}
@@ -105,15 +106,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (one > UINT64_MAX || s128 > UINT64_MAX || r128 > UINT64_MAX ||
 	    ((e.opcode == COLLC_OP_ALLGATHER || e.opcode == COLLC_OP_REDUCE_SCATTER) &&
 	     one * nranks > UINT64_MAX)) {
-		FUZZ_ASSERT(r == -EOVERFLOW, "op %u count %#" PRIx64 " dtype %u nranks %u: "
+		FUZZ_ASSERT(r == -EOVERFLOW,
+			    "op %u count %#" PRIx64 " dtype %u nranks %u: "
 			    "byte count overflows, sqe_validate returned %d (send %#" PRIx64
-			    " recv %#" PRIx64 ")", e.opcode, e.count, e.dtype, nranks, r, send, recv);
+			    " recv %#" PRIx64 ")",
+			    e.opcode, e.count, e.dtype, nranks, r, send, recv);
 		FUZZ_ASSERT(send == UNTOUCHED && recv == UNTOUCHED, "outputs written on overflow");
 		return 0;
 	}
-	FUZZ_ASSERT(r == 0, "op %u count %#" PRIx64 " dtype %u redop %u root %d nranks %u rank %u: "
-		    "valid entry rejected with %d", e.opcode, e.count, e.dtype, e.redop, e.root,
-		    nranks, rank, r);
+	FUZZ_ASSERT(r == 0,
+		    "op %u count %#" PRIx64 " dtype %u redop %u root %d nranks %u rank %u: "
+		    "valid entry rejected with %d",
+		    e.opcode, e.count, e.dtype, e.redop, e.root, nranks, rank, r);
 	FUZZ_ASSERT(send == (uint64_t)s128 && recv == (uint64_t)r128,
 		    "op %u count %#" PRIx64 " dtype %u nranks %u rank %u root %d: send %#" PRIx64
 		    " recv %#" PRIx64 ", expected %#" PRIx64 " / %#" PRIx64,
@@ -121,8 +125,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    (uint64_t)r128);
 	/* Consistency a consumer relies on: a used side covers count elements. */
 	if (send)
-		FUZZ_ASSERT(send % dtype_bytes[e.dtype] == 0 && send >= e.count, "send not whole elements");
+		FUZZ_ASSERT(send % dtype_bytes[e.dtype] == 0 && send >= e.count,
+			    "send not whole elements");
 	if (recv)
-		FUZZ_ASSERT(recv % dtype_bytes[e.dtype] == 0 && recv >= e.count, "recv not whole elements");
+		FUZZ_ASSERT(recv % dtype_bytes[e.dtype] == 0 && recv >= e.count,
+			    "recv not whole elements");
 	return 0;
 }

@@ -15,15 +15,15 @@
 #include "daemon/config.h"
 #include "proto/work.h"
 
-#define FUZZ_ASSERT(cond, ...)                                                            \
-	do {                                                                              \
-		if (!(cond)) {                                                            \
-			fprintf(stderr, "FUZZ PROPERTY FAILED at %s:%d: %s\n  ", __FILE__, \
-				__LINE__, #cond);                                         \
-			fprintf(stderr, __VA_ARGS__);                                     \
-			fprintf(stderr, "\n");                                            \
-			abort();                                                          \
-		}                                                                         \
+#define FUZZ_ASSERT(cond, ...)                                                                     \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "FUZZ PROPERTY FAILED at %s:%d: %s\n  ", __FILE__,         \
+				__LINE__, #cond);                                                  \
+			fprintf(stderr, __VA_ARGS__);                                              \
+			fprintf(stderr, "\n");                                                     \
+			abort();                                                                   \
+		}                                                                                  \
 	} while (0)
 
 /* Field by field: struct copies need not carry padding, so memcmp would lie. */
@@ -35,8 +35,8 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->twoshot_max_bytes == b->twoshot_max_bytes && a->ll_max_bytes == b->ll_max_bytes &&
 	       a->oneshot_ll_max_bytes == b->oneshot_ll_max_bytes &&
 	       a->ll128_max_bytes == b->ll128_max_bytes &&
-	       a->channel_min_bytes == b->channel_min_bytes && a->sched_spin_us == b->sched_spin_us &&
-	       a->exec_spin_us == b->exec_spin_us;
+	       a->channel_min_bytes == b->channel_min_bytes &&
+	       a->sched_spin_us == b->sched_spin_us && a->exec_spin_us == b->exec_spin_us;
 }
 
 static inline void fuzz_cfg_print(const char *tag, const struct collc_config *c)
@@ -46,9 +46,9 @@ static inline void fuzz_cfg_print(const char *tag, const struct collc_config *c)
 		" twoshot %" PRIu64 " ll %" PRIu64 " oneshot_ll %" PRIu64 " ll128 %" PRIu64
 		" channel_min %" PRIu64 " sched_spin %u exec_spin %u\n",
 		tag, c->channels, c->max_channels, c->proto, c->algo, c->op_timeout_ms,
-		c->oneshot_max_bytes, c->twoshot_max_bytes, c->ll_max_bytes, c->oneshot_ll_max_bytes,
-		c->ll128_max_bytes,
-		c->channel_min_bytes, c->sched_spin_us, c->exec_spin_us);
+		c->oneshot_max_bytes, c->twoshot_max_bytes, c->ll_max_bytes,
+		c->oneshot_ll_max_bytes, c->ll128_max_bytes, c->channel_min_bytes, c->sched_spin_us,
+		c->exec_spin_us);
 }
 
 /* The ranges config.c documents in its key table (and collcd(8) names the keys). */

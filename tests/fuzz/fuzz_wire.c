@@ -37,18 +37,12 @@ struct size_rule {
 };
 
 static const struct size_rule size_rules[] = {
-	{ COLLC_MSG_HELLO, 24, 24 },
-	{ COLLC_MSG_MEM_ALLOC, 32, 32 },
-	{ COLLC_MSG_MEM_REGISTER, 32, 32 },
-	{ COLLC_MSG_MEM_RELEASE, 8, 8 },
-	{ COLLC_MSG_COMM_DESTROY, 8, 8 },
-	{ COLLC_MSG_COMM_ABORT, 8, 8 },
-	{ COLLC_MSG_STATUS, 8, 8 },
-	{ COLLC_MSG_COMM_TIMEOUT, 8, 8 },
-	{ COLLC_MSG_COMM_INIT, 160, 160 },
-	{ COLLC_MSG_SET_EVENTFD, 0, 0 },
-	{ COLLC_MSG_METRICS, 0, 0 },
-	{ COLLC_MSG_GET, 1, 63 },
+	{ COLLC_MSG_HELLO, 24, 24 },        { COLLC_MSG_MEM_ALLOC, 32, 32 },
+	{ COLLC_MSG_MEM_REGISTER, 32, 32 }, { COLLC_MSG_MEM_RELEASE, 8, 8 },
+	{ COLLC_MSG_COMM_DESTROY, 8, 8 },   { COLLC_MSG_COMM_ABORT, 8, 8 },
+	{ COLLC_MSG_STATUS, 8, 8 },         { COLLC_MSG_COMM_TIMEOUT, 8, 8 },
+	{ COLLC_MSG_COMM_INIT, 160, 160 },  { COLLC_MSG_SET_EVENTFD, 0, 0 },
+	{ COLLC_MSG_METRICS, 0, 0 },        { COLLC_MSG_GET, 1, 63 },
 	{ COLLC_MSG_SET, 1, 1023 },
 };
 
@@ -77,7 +71,8 @@ static void typed_checks(const struct collc_msg_hdr *h, const uint8_t *payload)
 	case COLLC_MSG_MEM_ALLOC:
 	case COLLC_MSG_MEM_REGISTER: {
 		const struct collc_msg_mem *q = (const void *)payload;
-		int ok = q->flags == 0 && q->size != 0 && q->size <= (1ull << 40) && q->device == -1;
+		int ok = q->flags == 0 && q->size != 0 && q->size <= (1ull << 40) &&
+			 q->device == -1;
 
 		sink += ok + q->device_uuid[15];
 		break;
@@ -148,7 +143,8 @@ static void typed_checks(const struct collc_msg_hdr *h, const uint8_t *payload)
 		snprintf(buf, sizeof(buf), "%s", words);
 		cfg_defaults(&cur, 4);
 		next = cur;
-		for (w = strtok_r(buf, " \t\n", &save); w && r == 0; w = strtok_r(NULL, " \t\n", &save)) {
+		for (w = strtok_r(buf, " \t\n", &save); w && r == 0;
+		     w = strtok_r(NULL, " \t\n", &save)) {
 			struct collc_config before = next;
 
 			err[0] = '\0';
@@ -185,7 +181,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		memset(&untouched, 0xa5, sizeof(untouched));
 		FUZZ_ASSERT(r == -EPROTO, "%zu bytes cannot hold a header, got %d", size, r);
-		FUZZ_ASSERT(memcmp(&h, &untouched, sizeof(h)) == 0, "*h written for a short datagram");
+		FUZZ_ASSERT(memcmp(&h, &untouched, sizeof(h)) == 0,
+			    "*h written for a short datagram");
 		return 0;
 	}
 	memcpy(&raw, data, sizeof(raw));

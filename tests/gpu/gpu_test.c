@@ -41,7 +41,7 @@
 #include "proto/dtype.h"
 #include "refcheck.h"
 
-#define MAXR 8
+#define MAXR  8
 #define NCOLL 5
 
 static const char *coll_names[NCOLL] = { "allreduce", "allgather", "reduce_scatter", "broadcast",
@@ -52,14 +52,14 @@ static const char *op_names[COLLC_NUM_REDOPS] = COLLC_REDOP_NAMES;
 struct shared {
 	uint64_t cases[MAXR][NCOLL];
 	uint64_t fails[MAXR][NCOLL];
-	double lat_us[MAXR];      /* latency: median client call -> completion */
+	double lat_us[MAXR]; /* latency: median client call -> completion */
 	double lat_p99_us[MAXR];
-	double value[MAXR][4];    /* scenario specific numbers */
+	double value[MAXR][4]; /* scenario specific numbers */
 	int ready[MAXR];
-	volatile int phase;       /* kill scenario: parent <-> children */
-	uint64_t go[2];           /* per communicator: the last round its rank 0 started */
-	uint32_t stop[2];         /* per communicator: its rank 0 starts no more rounds */
-	uint32_t reports;         /* failed checks printed so far, all processes */
+	volatile int phase; /* kill scenario: parent <-> children */
+	uint64_t go[2];     /* per communicator: the last round its rank 0 started */
+	uint32_t stop[2];   /* per communicator: its rank 0 starts no more rounds */
+	uint32_t reports;   /* failed checks printed so far, all processes */
 };
 
 static const char *sock_path;
@@ -77,14 +77,14 @@ static double now_us(void)
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-#define CK(x)                                                                                  \
-	do {                                                                                   \
-		cudaError_t e_ = (x);                                                          \
-		if (e_ != cudaSuccess) {                                                       \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,             \
-				cudaGetErrorString(e_));                                       \
-			exit(3);                                                               \
-		}                                                                              \
+#define CK(x)                                                                                      \
+	do {                                                                                       \
+		cudaError_t e_ = (x);                                                              \
+		if (e_ != cudaSuccess) {                                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,                 \
+				cudaGetErrorString(e_));                                           \
+			exit(3);                                                                   \
+		}                                                                                  \
 	} while (0)
 
 /* Random data: tests/common/refcheck.h, one case per (seed, case id). */
@@ -115,9 +115,9 @@ static const char BUF_IPC[] = "IPC-registered (cudaMalloc + collc_mem_register)"
 
 /* Where a check ran: which one, which round, which kinds of buffers. */
 struct check {
-	const char *what;  /* "sweep", "traffic", "registered", ... */
-	long round;        /* -1: the scenario has no rounds */
-	const char *send;  /* BUF_ALLOC or BUF_IPC */
+	const char *what; /* "sweep", "traffic", "registered", ... */
+	long round;       /* -1: the scenario has no rounds */
+	const char *send; /* BUF_ALLOC or BUF_IPC */
 	const char *recv;
 };
 
@@ -136,7 +136,8 @@ __attribute__((format(printf, 8, 9))) static void report(const struct check *ck,
 
 	if (k >= MAX_REPORTS) {
 		if (k == MAX_REPORTS)
-			fprintf(stderr, "FAILED CHECK %s: more failed checks, not printed (first %d above)\n",
+			fprintf(stderr,
+				"FAILED CHECK %s: more failed checks, not printed (first %d above)\n",
 				label, MAX_REPORTS);
 		return;
 	}
@@ -158,8 +159,8 @@ struct rank_ctx {
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	int n, me, gpu;
-	char *dsend, *drecv;  /* device buffers (collc_mem_alloc or registered cudaMalloc) */
-	size_t cap;           /* bytes of each */
+	char *dsend, *drecv; /* device buffers (collc_mem_alloc or registered cudaMalloc) */
+	size_t cap;          /* bytes of each */
 	unsigned char *hsend, *hrecv;
 };
 
@@ -194,8 +195,8 @@ static int rank_open(struct rank_ctx *rc, const struct collc_unique_id *id, int 
 	return 0;
 }
 
-static int submit(struct rank_ctx *rc, int coll, const void *s, void *d, size_t count, int dt, int op,
-		  int root, collc_req *req)
+static int submit(struct rank_ctx *rc, int coll, const void *s, void *d, size_t count, int dt,
+		  int op, int root, collc_req *req)
 {
 	switch (coll) {
 	case 0:
@@ -217,8 +218,8 @@ static int submit(struct rank_ctx *rc, int coll, const void *s, void *d, size_t 
  * failure is reported (report()) with the first wrong element and how many
  * are wrong.
  */
-static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, int coll, int dt, int op,
-		    size_t count)
+static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, int coll, int dt,
+		    int op, size_t count)
 {
 	const int n = rc->n, me = rc->me, root = (int)(cid % (uint64_t)n);
 	const size_t es = collc_dtype_bytes(dt);
@@ -242,7 +243,8 @@ static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, i
 	if (r == 0)
 		r = collc_wait(rc->ctx, req, 15000);
 	if (r < 0) {
-		report(ck, me, coll, dt, op, count, n, "collective failed: %s (%d)", collc_strerror(r), r);
+		report(ck, me, coll, dt, op, count, n, "collective failed: %s (%d)",
+		       collc_strerror(r), r);
 		return 0;
 	}
 	CK(cudaMemcpy(rc->hrecv, rc->drecv, rn * es + (rn * es + 16 <= rc->cap ? 16 : 0),
@@ -258,8 +260,9 @@ static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, i
 			if (rc->hrecv[rn * es + k] != 0xa5)
 				poison = k;
 	if (bad)
-		report(ck, me, coll, dt, op, count, n, "%s%s%s%s", first_wrong, wrong_count[0] ? "; " : "",
-		       wrong_count, poison >= 0 ? "; also wrote past the result" : "");
+		report(ck, me, coll, dt, op, count, n, "%s%s%s%s", first_wrong,
+		       wrong_count[0] ? "; " : "", wrong_count,
+		       poison >= 0 ? "; also wrote past the result" : "");
 	else if (poison >= 0)
 		report(ck, me, coll, dt, op, count, n,
 		       "result right, but byte %d past it is 0x%02x (poison 0xa5): wrote past its result",
@@ -304,7 +307,8 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 
 				if (coll == 1 || coll == 2)
 					c /= n; /* the larger buffer holds n blocks */
-				int ok = run_case(&rc, &ck, ++cid, coll, COLLC_FLOAT32, COLLC_SUM, c);
+				int ok = run_case(&rc, &ck, ++cid, coll, COLLC_FLOAT32, COLLC_SUM,
+						  c);
 
 				ok &= run_case(&rc, &ck, ++cid, coll, COLLC_BFLOAT16, COLLC_AVG, c);
 				sh->cases[me][coll] += 2;
@@ -338,14 +342,16 @@ static int child_latency(const struct collc_unique_id *id, int n, int me)
 	for (int i = 0; i < 200; i++) { /* warm-up */
 		collc_req rq;
 
-		if (collc_allreduce(rc.comm, rc.dsend, rc.drecv, 2, COLLC_FLOAT32, COLLC_SUM, &rq) < 0 ||
+		if (collc_allreduce(rc.comm, rc.dsend, rc.drecv, 2, COLLC_FLOAT32, COLLC_SUM, &rq) <
+			    0 ||
 		    collc_wait(rc.ctx, rq, 10000) < 0)
 			return 1;
 	}
 	for (int i = 0; i < iters; i++) {
 		collc_req rq;
 		double t0 = now_us();
-		int r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, 2, COLLC_FLOAT32, COLLC_SUM, &rq);
+		int r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, 2, COLLC_FLOAT32, COLLC_SUM,
+					&rq);
 
 		if (r == 0)
 			r = collc_wait(rc.ctx, rq, 10000);
@@ -371,11 +377,13 @@ static int child_latency(const struct collc_unique_id *id, int n, int me)
 
 		/* At most 512 in flight: completions must be reaped to keep the CQ open. */
 		for (int i = 0; i < iters + 512; i++) {
-			if (i < iters && collc_allreduce(rc.comm, rc.dsend + 8 * i, rc.drecv + 8 * i, 2,
-							 COLLC_FLOAT32, COLLC_SUM, &reqs[i]) < 0)
+			if (i < iters &&
+			    collc_allreduce(rc.comm, rc.dsend + 8 * i, rc.drecv + 8 * i, 2,
+					    COLLC_FLOAT32, COLLC_SUM, &reqs[i]) < 0)
 				return 1;
 			if (i >= 512 && collc_wait(rc.ctx, reqs[i - 512], 30000) != 0) {
-				fprintf(stderr, "pipelined rank %d: request %d failed\n", me, i - 512);
+				fprintf(stderr, "pipelined rank %d: request %d failed\n", me,
+					i - 512);
 				return 1;
 			}
 		}
@@ -383,7 +391,8 @@ static int child_latency(const struct collc_unique_id *id, int n, int me)
 	}
 	CK(cudaMemcpy(rc.hrecv, rc.drecv, nb, cudaMemcpyDeviceToHost));
 	for (int i = 0; i < iters; i++) {
-		const struct check ck = { "pipelined (all-reduce i of the batch)", i, BUF_ALLOC, BUF_ALLOC };
+		const struct check ck = { "pipelined (all-reduce i of the batch)", i, BUF_ALLOC,
+					  BUF_ALLOC };
 		float *g = (float *)rc.hrecv + 2 * i;
 		float w0 = 0, w1 = 0;
 
@@ -395,8 +404,8 @@ static int child_latency(const struct collc_unique_id *id, int n, int me)
 			fails++;
 			report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, 2, n,
 			       "%d of 2 elements wrong, first at index %d: got %.9g, want %.9g",
-			       (g[0] != w0) + (g[1] != w1), g[0] != w0 ? 0 : 1, g[0] != w0 ? g[0] : g[1],
-			       g[0] != w0 ? w0 : w1);
+			       (g[0] != w0) + (g[1] != w1), g[0] != w0 ? 0 : 1,
+			       g[0] != w0 ? g[0] : g[1], g[0] != w0 ? w0 : w1);
 		}
 	}
 	sh->cases[me][0] += (uint64_t)iters * 2;
@@ -429,19 +438,23 @@ static int child_interleave(const struct collc_unique_id *ids, int n, int me)
 		size_t c1 = 1 + (size_t)(it % 64), c2 = 1 + (size_t)((it * 7) % 64);
 
 		if (me % 2 == 0) {
-			e1 = collc_allreduce(a.comm, a.dsend, a.drecv, c1, COLLC_FLOAT32, COLLC_SUM, &r1);
-			e2 = collc_allreduce(b.comm, a.dsend, a.drecv + 1024, c2, COLLC_FLOAT32, COLLC_SUM, &r2);
+			e1 = collc_allreduce(a.comm, a.dsend, a.drecv, c1, COLLC_FLOAT32, COLLC_SUM,
+					     &r1);
+			e2 = collc_allreduce(b.comm, a.dsend, a.drecv + 1024, c2, COLLC_FLOAT32,
+					     COLLC_SUM, &r2);
 		} else {
-			e2 = collc_allreduce(b.comm, a.dsend, a.drecv + 1024, c2, COLLC_FLOAT32, COLLC_SUM, &r2);
-			e1 = collc_allreduce(a.comm, a.dsend, a.drecv, c1, COLLC_FLOAT32, COLLC_SUM, &r1);
+			e2 = collc_allreduce(b.comm, a.dsend, a.drecv + 1024, c2, COLLC_FLOAT32,
+					     COLLC_SUM, &r2);
+			e1 = collc_allreduce(a.comm, a.dsend, a.drecv, c1, COLLC_FLOAT32, COLLC_SUM,
+					     &r1);
 		}
 		if (e1 == 0)
 			e1 = collc_wait(a.ctx, r1, 10000);
 		if (e2 == 0)
 			e2 = collc_wait(a.ctx, r2, 10000);
 		if (e1 || e2) {
-			fprintf(stderr, "interleave rank %d iteration %d: %s / %s\n", me, it, collc_strerror(e1),
-				collc_strerror(e2));
+			fprintf(stderr, "interleave rank %d iteration %d: %s / %s\n", me, it,
+				collc_strerror(e1), collc_strerror(e2));
 			return 1;
 		}
 		if (it % 97 == 0 || it == iters - 1) {
@@ -500,7 +513,8 @@ static int agree_round(int comm, int me, uint64_t round, int more)
 			return __atomic_load_n(&sh->go[comm], __ATOMIC_ACQUIRE) >= round;
 		if ((spins & 1023) == 1023) {
 			if (now_us() - t0 > 60e6) {
-				fprintf(stderr, "%s: rank %d: rank 0 of communicator %d never decided round %llu\n",
+				fprintf(stderr,
+					"%s: rank %d: rank 0 of communicator %d never decided round %llu\n",
 					label, me, comm, (unsigned long long)round);
 				return 0;
 			}
@@ -527,7 +541,8 @@ static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, in
 
 	if (rank_open(&rc, &ids[traffic], n, me, gpus[me], (size_t)4 << 20) < 0)
 		return 1;
-	t_end = now_us() + (double)iters * 1000.0; /* iters: milliseconds here; rank 0's clock rules */
+	t_end = now_us() +
+		(double)iters * 1000.0; /* iters: milliseconds here; rank 0's clock rules */
 	for (round = 1; agree_round(traffic, me, round, now_us() < t_end); round++) {
 		double t0 = now_us();
 		int ok;
@@ -552,14 +567,15 @@ static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, in
 			r = collc_mem_register(rc.ctx, m, sz, rc.gpu);
 			if (r < 0) {
 				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
-				       "collc_mem_register of %zu bytes at %p: %s (%d)", sz, (void *)m,
-				       collc_strerror(r), r);
+				       "collc_mem_register of %zu bytes at %p: %s (%d)", sz,
+				       (void *)m, collc_strerror(r), r);
 				return 1;
 			}
 			r = collc_mem_alloc(rc.ctx, sz, rc.gpu, (void **)&a);
 			if (r < 0) {
-				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n, "collc_mem_alloc of %zu bytes: %s (%d)",
-				       sz, collc_strerror(r), r);
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
+				       "collc_mem_alloc of %zu bytes: %s (%d)", sz,
+				       collc_strerror(r), r);
 				return 1;
 			}
 			/* Data change every round: a stale import of an earlier buffer shows. */
@@ -570,12 +586,13 @@ static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, in
 			CK(cudaMemset(a + 8192, 0xa5, nb + 16));
 			/* A pageable copy may return before its DMA lands; collcd's grid reads m next. */
 			CK(cudaDeviceSynchronize());
-			r = collc_allreduce(rc.comm, m + 4096, a + 8192, cnt, COLLC_FLOAT32, COLLC_SUM, &rq);
+			r = collc_allreduce(rc.comm, m + 4096, a + 8192, cnt, COLLC_FLOAT32,
+					    COLLC_SUM, &rq);
 			if (r == 0)
 				r = collc_wait(rc.ctx, rq, 10000);
 			if (r < 0) {
-				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n, "collective failed: %s (%d)",
-				       collc_strerror(r), r);
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
+				       "collective failed: %s (%d)", collc_strerror(r), r);
 				sh->cases[me][0]++;
 				sh->fails[me][0]++;
 				return 1;
@@ -604,23 +621,24 @@ static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, in
 				       "%zu of %zu elements wrong, first at index %zu: got %.9g [0x%08x], "
 				       "want %.9g [0x%08x] "
 				       "(send %p+4096 of a %zu-byte cudaMalloc, recv %p+8192)%s",
-				       nbad, cnt, first, g[first], gb, wfirst, wb, (void *)m, sz, (void *)a,
+				       nbad, cnt, first, g[first], gb, wfirst, wb, (void *)m, sz,
+				       (void *)a,
 				       poison >= 0 ? "; also wrote past the result" : "");
 			} else if (poison >= 0) {
 				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
-				       "result right, but byte %d past it is 0x%02x (poison 0xa5)", poison,
-				       rc.hrecv[nb + poison]);
+				       "result right, but byte %d past it is 0x%02x (poison 0xa5)",
+				       poison, rc.hrecv[nb + poison]);
 			}
 			r = collc_mem_deregister(rc.ctx, m);
 			if (r < 0) {
-				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n, "collc_mem_deregister: %s (%d)",
-				       collc_strerror(r), r);
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
+				       "collc_mem_deregister: %s (%d)", collc_strerror(r), r);
 				ok = 0;
 			}
 			r = collc_mem_free(rc.ctx, a);
 			if (r < 0) {
-				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n, "collc_mem_free: %s (%d)",
-				       collc_strerror(r), r);
+				report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, cnt, n,
+				       "collc_mem_free: %s (%d)", collc_strerror(r), r);
 				ok = 0;
 			}
 			CK(cudaFree(m));
@@ -641,7 +659,7 @@ static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, in
  * then rank 0 waits in a collective rank 1 never submits, and the parent kills
  * rank 1. Comm 1 (other processes, same GPUs) keeps running throughout.
  */
-#define KILL_QUEUE 200               /* 256 MiB all-reduces queued when the rank dies */
+#define KILL_QUEUE 200                /* 256 MiB all-reduces queued when the rank dies */
 #define KILL_COUNT ((size_t)64 << 20) /* float32 elements of each */
 
 static int child_kill(const struct collc_unique_id *ids, int n, int me, int which)
@@ -652,7 +670,8 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 	int r, done = 0, lost = 0, order_ok = 1;
 	double t_last = 0;
 
-	if (rank_open(&rc, &ids[which], n, me, gpus[me], which == 0 ? KILL_COUNT * 4 : (size_t)64 << 20) < 0)
+	if (rank_open(&rc, &ids[which], n, me, gpus[me],
+		      which == 0 ? KILL_COUNT * 4 : (size_t)64 << 20) < 0)
 		return 1;
 	if (which == 1) {
 		struct check ck = { "bystander", 0, BUF_ALLOC, BUF_ALLOC };
@@ -680,7 +699,8 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 			return 1;
 	}
 	for (int i = 0; i < KILL_QUEUE; i++) {
-		r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, KILL_COUNT, COLLC_FLOAT32, COLLC_SUM, &big_rq[i]);
+		r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, KILL_COUNT, COLLC_FLOAT32,
+				    COLLC_SUM, &big_rq[i]);
 		if (r < 0)
 			return 1;
 	}
@@ -689,7 +709,8 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 		for (;;)
 			pause(); /* the parent kills us */
 	}
-	r = collc_allreduce(rc.comm, rc.dsend, rc.drecv + 4096, 1024, COLLC_FLOAT32, COLLC_SUM, &rq);
+	r = collc_allreduce(rc.comm, rc.dsend, rc.drecv + 4096, 1024, COLLC_FLOAT32, COLLC_SUM,
+			    &rq);
 	sh->ready[0] = 1;
 	/*
 	 * The queue went to the GPUs (both ranks submitted it): those finished
@@ -753,8 +774,8 @@ static void parse_gpus(const char *s)
 	}
 }
 
-static pid_t spawn(int (*fn)(const struct collc_unique_id *, int, int), const struct collc_unique_id *id,
-		   int n, int me)
+static pid_t spawn(int (*fn)(const struct collc_unique_id *, int, int),
+		   const struct collc_unique_id *id, int n, int me)
 {
 	pid_t p = fork();
 
@@ -845,9 +866,12 @@ static int child_kill1(const struct collc_unique_id *ids, int n, int me)
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{ "socket", required_argument, NULL, 's' }, { "gpus", required_argument, NULL, 'g' },
-		{ "seed", required_argument, NULL, 'S' },   { "big", no_argument, NULL, 'b' },
-		{ "iters", required_argument, NULL, 'i' },  { "label", required_argument, NULL, 'l' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "gpus", required_argument, NULL, 'g' },
+		{ "seed", required_argument, NULL, 'S' },
+		{ "big", no_argument, NULL, 'b' },
+		{ "iters", required_argument, NULL, 'i' },
+		{ "label", required_argument, NULL, 'l' },
 		{ 0 },
 	};
 	struct collc_unique_id ids[2];
@@ -881,7 +905,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind >= argc || ngpus < 1) {
-		fprintf(stderr, "usage: collc-gpu-test sweep|latency|interleave|regtraffic|kill --socket P --gpus 0,1\n");
+		fprintf(stderr,
+			"usage: collc-gpu-test sweep|latency|interleave|regtraffic|kill --socket P --gpus 0,1\n");
 		return 2;
 	}
 	scen = argv[optind];
@@ -898,7 +923,8 @@ int main(int argc, char **argv)
 			uint64_t f, cs = sum_cases(k, &f);
 
 			printf("RESULT %s/%s %s %llu checks, %llu failed\n", label, coll_names[k],
-			       f || bad ? "FAIL" : "PASS", (unsigned long long)cs, (unsigned long long)f);
+			       f || bad ? "FAIL" : "PASS", (unsigned long long)cs,
+			       (unsigned long long)f);
 		}
 	} else if (strcmp(scen, "latency") == 0) {
 		for (int i = 0; i < ngpus; i++)
@@ -908,7 +934,8 @@ int main(int argc, char **argv)
 			uint64_t f, cs = sum_cases(0, &f);
 
 			printf("RESULT %s/8B-allreduce-latency %s median %.2f us p99 %.2f us (rank 0, %d calls)\n",
-			       label, bad ? "FAIL" : "PASS", sh->lat_us[0], sh->lat_p99_us[0], iters);
+			       label, bad ? "FAIL" : "PASS", sh->lat_us[0], sh->lat_p99_us[0],
+			       iters);
 			printf("RESULT %s/pipelined-%d %s %.2f us per all-reduce, %llu checks, %llu failed\n",
 			       label, iters, f || bad ? "FAIL" : "PASS", sh->value[0][0],
 			       (unsigned long long)cs, (unsigned long long)f);
@@ -935,8 +962,9 @@ int main(int argc, char **argv)
 
 			printf("RESULT %s/register-under-traffic %s %.0f register+alloc rounds, %llu checks, "
 			       "%llu failed, slowest traffic op %.1f ms, slowest round %.1f ms\n",
-			       label, f || bad ? "FAIL" : "PASS", sh->value[0][2], (unsigned long long)cs,
-			       (unsigned long long)f, sh->value[0][1] / 1000, sh->value[0][0] / 1000);
+			       label, f || bad ? "FAIL" : "PASS", sh->value[0][2],
+			       (unsigned long long)cs, (unsigned long long)f,
+			       sh->value[0][1] / 1000, sh->value[0][0] / 1000);
 		}
 	} else if (strcmp(scen, "kill") == 0) {
 		double t_kill, a0, a1;
@@ -957,7 +985,8 @@ int main(int argc, char **argv)
 		bad |= wait_all(&pids[2], 2, 120);
 		a1 = aborted_items();
 		{
-			uint64_t f = sh->fails[2][0] + sh->fails[3][0], cs = sh->cases[2][0] + sh->cases[3][0];
+			uint64_t f = sh->fails[2][0] + sh->fails[3][0],
+				 cs = sh->cases[2][0] + sh->cases[3][0];
 			double ms = (sh->value[0][2] - t_kill) / 1000.0;
 			int lost = (int)sh->value[0][3];
 
@@ -970,10 +999,13 @@ int main(int argc, char **argv)
 			       "(grid items abandoned: %.0f), waiting peer got %d, last error %.1f ms after the "
 			       "kill (limit 1000), bystander comm %llu checks %llu failed\n",
 			       label,
-			       bad || f || sh->value[0][1] != -EPIPE || ms > 1000 || lost <= 0 || !(a1 > a0)
-				       ? "FAIL" : "PASS",
-			       KILL_QUEUE, (int)sh->value[0][0], lost, a1 - a0, (int)sh->value[0][1], ms,
-			       (unsigned long long)cs, (unsigned long long)f);
+			       bad || f || sh->value[0][1] != -EPIPE || ms > 1000 || lost <= 0 ||
+					       !(a1 > a0)
+				       ? "FAIL"
+				       : "PASS",
+			       KILL_QUEUE, (int)sh->value[0][0], lost, a1 - a0,
+			       (int)sh->value[0][1], ms, (unsigned long long)cs,
+			       (unsigned long long)f);
 		}
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", scen);

@@ -58,7 +58,8 @@ static int rank_main(int rank, int nranks, void *arg)
 		r = collc_allreduce(comm, send, recv, 2, COLLC_FLOAT32, COLLC_SUM, &req);
 		if (r == 0)
 			r = collc_wait(ctx, req, 10000);
-		sh->ns[rank][it] = (uint32_t)(h_now_ns() - t0 > UINT32_MAX ? UINT32_MAX : h_now_ns() - t0);
+		sh->ns[rank][it] =
+			(uint32_t)(h_now_ns() - t0 > UINT32_MAX ? UINT32_MAX : h_now_ns() - t0);
 		if (r < 0)
 			return h_fail("rank %d: all-reduce %d: %s", rank, it, collc_strerror(r));
 		for (int k = 0; k < nranks; k++) {
@@ -66,8 +67,8 @@ static int rank_main(int rank, int nranks, void *arg)
 			want1 -= (float)((it * 7) % 4096 + 3 * k);
 		}
 		if (recv[0] != want0 || recv[1] != want1)
-			return h_fail("rank %d: all-reduce %d: {%g, %g}, want {%g, %g}", rank, it, recv[0],
-				      recv[1], want0, want1);
+			return h_fail("rank %d: all-reduce %d: {%g, %g}, want {%g, %g}", rank, it,
+				      recv[0], recv[1], want0, want1);
 	}
 	collc_mem_free(ctx, send);
 	collc_mem_free(ctx, recv);
@@ -106,10 +107,12 @@ int main(int argc, char **argv)
 			memcpy(all + (size_t)r * iters, sh->ns[r], (size_t)iters * sizeof(*all));
 		qsort(all, n, sizeof(*all), cmp_u32);
 		h_log("%d all-reduces of 8 bytes (2 x float32, sum) on 2 ranks, one at a time: every "
-		      "result correct", iters);
+		      "result correct",
+		      iters);
 		printf("LATENCY allreduce 8B float32 2 ranks x %d iters: median %.1f us, p99 %.1f us, "
-		       "min %.1f us, max %.1f us\n", iters, all[n / 2] / 1e3, all[n * 99 / 100] / 1e3,
-		       all[0] / 1e3, all[n - 1] / 1e3);
+		       "min %.1f us, max %.1f us\n",
+		       iters, all[n / 2] / 1e3, all[n * 99 / 100] / 1e3, all[0] / 1e3,
+		       all[n - 1] / 1e3);
 		fflush(stdout);
 		{
 			/* Stalls as long as a sleep timeout in collcd suggest a lost wake-up. */
@@ -119,10 +122,11 @@ int main(int argc, char **argv)
 
 			for (size_t i = n; i-- > 0 && all[i] >= 20000000u; slow++)
 				if (len < (int)sizeof(list) - 16)
-					len += snprintf(list + len, sizeof(list) - (size_t)len, " %.0f",
-							all[i] / 1e6);
+					len += snprintf(list + len, sizeof(list) - (size_t)len,
+							" %.0f", all[i] / 1e6);
 			if (slow)
-				h_log("%zu all-reduces took 20 ms or more (ms, slowest first):%s", slow, list);
+				h_log("%zu all-reduces took 20 ms or more (ms, slowest first):%s",
+				      slow, list);
 		}
 		free(all);
 	}

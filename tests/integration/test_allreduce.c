@@ -54,7 +54,8 @@ static void make_cases(void)
 
 			for (size_t k = 0; k < sizeof(fixed) / sizeof(fixed[0]); k++)
 				add_case((collc_dtype)dt, (collc_redop)op, fixed[k], &rng);
-			add_case((collc_dtype)dt, (collc_redop)op, 2 + h_rand_below(&rng, 4095), &rng);
+			add_case((collc_dtype)dt, (collc_redop)op, 2 + h_rand_below(&rng, 4095),
+				 &rng);
 			add_case((collc_dtype)dt, (collc_redop)op,
 				 4097 + h_rand_below(&rng, (131072 / es) - 4096), &rng);
 		}
@@ -118,8 +119,8 @@ static int rank_main(int rank, int nranks, void *arg)
 
 		if (i + 1 == ncases && rank == 0)
 			h_log("%d ranks: float64 x {sum,prod,max,min,avg} x counts {0,1,7,1023,65537,2 random} "
-			      "correct on every rank; largest float error %.2f of its bound", nranks,
-			      worst_dt[COLLC_FLOAT64]);
+			      "correct on every rank; largest float error %.2f of its bound",
+			      nranks, worst_dt[COLLC_FLOAT64]);
 		double w = 0;
 
 		if (run_case(ctx, comm, rank, nranks, t, send, recv, &w))
@@ -171,12 +172,14 @@ static int check_forced(const char *kv)
 	by = json_get(totals, section);
 	n = json_get(by, key);
 	if (!n || n->type != JSON_NUMBER)
-		h_log("NOTE: status --json has no totals.%s.%s: cannot confirm %s took effect", section, key, kv);
+		h_log("NOTE: status --json has no totals.%s.%s: cannot confirm %s took effect",
+		      section, key, kv);
 	else if (n->number <= 0)
-		r = h_fail("%s was set, but totals.%s.%s is %.0f: every all-reduce ran another way", kv,
-			   section, key, n->number);
+		r = h_fail("%s was set, but totals.%s.%s is %.0f: every all-reduce ran another way",
+			   kv, section, key, n->number);
 	else
-		h_log("%s took effect: totals.%s.%s = %.0f collectives", kv, section, key, n->number);
+		h_log("%s took effect: totals.%s.%s = %.0f collectives", kv, section, key,
+		      n->number);
 	json_free(root);
 	return r;
 }

@@ -18,9 +18,9 @@
 
 #include "harness.h"
 
-#define NRANKS 2
-#define N      6000
-#define COUNT  4
+#define NRANKS       2
+#define N            6000
+#define COUNT        4
 #define CALL_LIMIT_S 5
 
 static struct collc_unique_id uid;
@@ -32,10 +32,11 @@ static void on_stuck(int sig)
 	int n;
 
 	(void)sig;
-	n = snprintf(msg, sizeof(msg),
-		     "[backpressure] FAIL: rank %d: collc_allreduce number %d (none waited for yet) has "
-		     "not returned for %d s: submission blocks forever once the rings are full\n",
-		     current_rank, current_call, CALL_LIMIT_S);
+	n = snprintf(
+		msg, sizeof(msg),
+		"[backpressure] FAIL: rank %d: collc_allreduce number %d (none waited for yet) has "
+		"not returned for %d s: submission blocks forever once the rings are full\n",
+		current_rank, current_call, CALL_LIMIT_S);
 	if (write(STDOUT_FILENO, msg, (size_t)n) < 0) {
 		/* nothing to do */
 	}
@@ -73,17 +74,20 @@ static int rank_main(int rank, int nranks, void *arg)
 		if (r == 0)
 			continue;
 		if (r != -EBUSY && r != -EAGAIN && r != -ENOBUFS)
-			return h_fail("rank %d: collc_allreduce %d: %d (%s)", rank, i, r, collc_strerror(r));
+			return h_fail("rank %d: collc_allreduce %d: %d (%s)", rank, i, r,
+				      collc_strerror(r));
 		/* Refused for now: make room by waiting for the oldest, then try again. */
 		if (first_busy < 0)
 			first_busy = i;
 		busy++;
 		if (next_wait >= i)
-			return h_fail("rank %d: collc_allreduce %d refused with nothing in flight: %s", rank, i,
-				      collc_strerror(r));
+			return h_fail(
+				"rank %d: collc_allreduce %d refused with nothing in flight: %s",
+				rank, i, collc_strerror(r));
 		r = collc_wait(ctx, req[next_wait], 10000);
 		if (r < 0)
-			return h_fail("rank %d: collc_wait %d: %s", rank, next_wait, collc_strerror(r));
+			return h_fail("rank %d: collc_wait %d: %s", rank, next_wait,
+				      collc_strerror(r));
 		next_wait++;
 		i--;
 	}
@@ -99,17 +103,19 @@ static int rank_main(int rank, int nranks, void *arg)
 			for (int q = 0; q < nranks; q++)
 				want += val(q, i, k);
 			if (recv[i * COUNT + k] != want)
-				return h_fail("rank %d: all-reduce %d element %d is %u, want %u", rank, i, k,
-					      recv[i * COUNT + k], want);
+				return h_fail("rank %d: all-reduce %d element %d is %u, want %u",
+					      rank, i, k, recv[i * COUNT + k], want);
 		}
 	if (rank == 0) {
 		if (busy)
 			h_log("%d all-reduces submitted back to back: the first refusal (%s-style) came at "
 			      "number %d, %d refusals in all, each resolved by waiting for the oldest; every "
-			      "result correct", N, "EBUSY", first_busy, busy);
+			      "result correct",
+			      N, "EBUSY", first_busy, busy);
 		else
 			h_log("%d all-reduces submitted back to back without a refusal or a block; every "
-			      "result correct", N);
+			      "result correct",
+			      N);
 	}
 	h_leave(ctx, comm);
 	free(req);

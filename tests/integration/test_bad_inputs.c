@@ -15,8 +15,8 @@
 #include "harness.h"
 #include "refcheck.h"
 
-#define NRANKS 2
-#define COUNT  1024
+#define NRANKS  2
+#define COUNT   1024
 #define SLOW_NS 1000000000ull /* a bad call that takes a second has hung somewhere */
 
 static struct collc_unique_id uid, uid2;
@@ -38,23 +38,25 @@ static int expect(const char *what, int got, int want, uint64_t t0)
 
 	nchecked++;
 	if (dt > SLOW_NS)
-		return h_fail("%s took %.3f s (a bad call must fail at once)", what, (double)dt / 1e9);
+		return h_fail("%s took %.3f s (a bad call must fail at once)", what,
+			      (double)dt / 1e9);
 	if (want ? got != want : got >= 0)
 		return h_fail("%s returned %d (%s), want %s%d", what, got, collc_strerror(got),
 			      want ? "" : "a negative errno, e.g. ", want ? want : -EINVAL);
 	return 0;
 }
 
-#define BAD_ALLREDUCE(desc, want, s, d, n, dt, op)                                                \
-	do {                                                                                      \
-		collc_req req_ = 0xfeedfaceull;                                                     \
-		uint64_t t0_ = h_now_ns();                                                          \
-		int r_ = collc_allreduce(comm, (s), (d), (n), (dt), (op), &req_);                   \
-		failed |= expect("collc_allreduce with " desc, r_, (want), t0_);                    \
-		if (r_ < 0 && req_ != 0xfeedfaceull)                                                 \
-			failed |= h_fail("collc_allreduce with " desc ": ret_req changed on failure"); \
-		if (r_ == 0)                                                                        \
-			collc_wait(ctx, req_, 2000);                                                \
+#define BAD_ALLREDUCE(desc, want, s, d, n, dt, op)                                                 \
+	do {                                                                                       \
+		collc_req req_ = 0xfeedfaceull;                                                    \
+		uint64_t t0_ = h_now_ns();                                                         \
+		int r_ = collc_allreduce(comm, (s), (d), (n), (dt), (op), &req_);                  \
+		failed |= expect("collc_allreduce with " desc, r_, (want), t0_);                   \
+		if (r_ < 0 && req_ != 0xfeedfaceull)                                               \
+			failed |= h_fail("collc_allreduce with " desc                              \
+					 ": ret_req changed on failure");                          \
+		if (r_ == 0)                                                                       \
+			collc_wait(ctx, req_, 2000);                                               \
 	} while (0)
 
 static int good_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, int rank, float *send,
@@ -85,15 +87,16 @@ static int bad_collectives(struct collc_ctx *ctx, struct collc_comm *comm, int r
 	BAD_ALLREDUCE("a receive range running off the end of the registration", 0, send,
 		      recv + COUNT - 4, 5, COLLC_FLOAT32, COLLC_SUM);
 	BAD_ALLREDUCE("count SIZE_MAX", 0, send, recv, SIZE_MAX, COLLC_FLOAT32, COLLC_SUM);
-	BAD_ALLREDUCE("count * 4 overflowing size_t", 0, send, recv, SIZE_MAX / 4 + 2, COLLC_FLOAT32,
-		      COLLC_SUM);
+	BAD_ALLREDUCE("count * 4 overflowing size_t", 0, send, recv, SIZE_MAX / 4 + 2,
+		      COLLC_FLOAT32, COLLC_SUM);
 	BAD_ALLREDUCE("count * 8 overflowing size_t", 0, send, recv, (SIZE_MAX >> 3) + 1,
 		      COLLC_FLOAT64, COLLC_SUM);
 	BAD_ALLREDUCE("an unregistered send buffer (stack)", -EINVAL, stack, recv, COUNT,
 		      COLLC_FLOAT32, COLLC_SUM);
 	BAD_ALLREDUCE("an unregistered receive buffer (stack)", -EINVAL, send, stack, COUNT,
 		      COLLC_FLOAT32, COLLC_SUM);
-	BAD_ALLREDUCE("a NULL send buffer and count > 0", 0, NULL, recv, COUNT, COLLC_FLOAT32, COLLC_SUM);
+	BAD_ALLREDUCE("a NULL send buffer and count > 0", 0, NULL, recv, COUNT, COLLC_FLOAT32,
+		      COLLC_SUM);
 	BAD_ALLREDUCE("a NULL receive buffer and count > 0", 0, send, NULL, COUNT, COLLC_FLOAT32,
 		      COLLC_SUM);
 	t0 = h_now_ns();
@@ -114,11 +117,12 @@ static int bad_collectives(struct collc_ctx *ctx, struct collc_comm *comm, int r
 	failed |= expect("collc_reduce with root 7 of 2 ranks", r, 0, t0);
 	t0 = h_now_ns();
 	r = collc_allgather(comm, send, recv, COUNT, COLLC_FLOAT32, &req);
-	failed |= expect("collc_allgather whose receive side (count * nranks) exceeds the buffer", r, 0, t0);
+	failed |= expect("collc_allgather whose receive side (count * nranks) exceeds the buffer",
+			 r, 0, t0);
 	t0 = h_now_ns();
 	r = collc_reduce_scatter(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &req);
-	failed |= expect("collc_reduce_scatter whose send side (count * nranks) exceeds the buffer", r,
-			 0, t0);
+	failed |= expect("collc_reduce_scatter whose send side (count * nranks) exceeds the buffer",
+			 r, 0, t0);
 	if (rank == 0 && !failed)
 		h_log("bad all-reduce arguments refused at once, ret_req untouched: unknown dtype (99, -1), "
 		      "unknown op (99, -1), count past the registration (3 ways), count overflowing size_t "
@@ -158,8 +162,8 @@ static int bad_requests(struct collc_ctx *ctx, struct collc_comm *comm, int rank
 		if (r < 0)
 			return h_fail("allreduce: %s", collc_strerror(r));
 		t0 = h_now_ns();
-		failed |= expect("collc_wait(timeout 0) on a pending request", collc_wait(ctx, req, 0),
-				 -EAGAIN, t0);
+		failed |= expect("collc_wait(timeout 0) on a pending request",
+				 collc_wait(ctx, req, 0), -EAGAIN, t0);
 		t0 = h_now_ns();
 		r = collc_test(ctx, req);
 		nchecked++;
@@ -170,7 +174,8 @@ static int bad_requests(struct collc_ctx *ctx, struct collc_comm *comm, int rank
 		{
 			uint64_t dt = h_now_ns() - t0;
 
-			failed |= expect("collc_wait(timeout 50 ms) on a pending request", r, -EAGAIN, t0);
+			failed |= expect("collc_wait(timeout 50 ms) on a pending request", r,
+					 -EAGAIN, t0);
 			if (dt < 45000000ull)
 				failed |= h_fail("collc_wait(timeout 50 ms) returned after %.1f ms",
 						 (double)dt / 1e6);
@@ -203,8 +208,12 @@ static int bad_comm_init(struct collc_ctx *ctx, int rank)
 		int nranks, rank;
 		const char *what;
 	} cases[] = {
-		{ 0, 0, "nranks 0" },       { 65, 0, "nranks 65" },  { -1, 0, "nranks -1" },
-		{ 2, 2, "rank == nranks" }, { 2, -1, "rank -1" },    { 2, 70, "rank 70 of 2" },
+		{ 0, 0, "nranks 0" },
+		{ 65, 0, "nranks 65" },
+		{ -1, 0, "nranks -1" },
+		{ 2, 2, "rank == nranks" },
+		{ 2, -1, "rank -1" },
+		{ 2, 70, "rank 70 of 2" },
 		{ INT32_MIN, 0, "nranks INT_MIN" },
 	};
 	struct collc_comm *comm = (struct collc_comm *)0x1;
@@ -217,7 +226,9 @@ static int bad_comm_init(struct collc_ctx *ctx, int rank)
 
 		snprintf(what, sizeof(what), "collc_comm_init with %s", cases[i].what);
 		t0 = h_now_ns();
-		failed |= expect(what, collc_comm_init(ctx, &uid2, cases[i].nranks, cases[i].rank, -1, &comm),
+		failed |= expect(what,
+				 collc_comm_init(ctx, &uid2, cases[i].nranks, cases[i].rank, -1,
+						 &comm),
 				 0, t0);
 		if (comm != (struct collc_comm *)0x1)
 			failed |= h_fail("%s: ret_comm changed on failure", what);
@@ -227,8 +238,8 @@ static int bad_comm_init(struct collc_ctx *ctx, int rank)
 	failed |= expect("collc_comm_init with an id that is all zeros",
 			 collc_comm_init(ctx, &zero, 2, rank, -1, &comm), 0, t0);
 	t0 = h_now_ns();
-	failed |= expect("collc_comm_init with a NULL id", collc_comm_init(ctx, NULL, 2, rank, -1, &comm),
-			 0, t0);
+	failed |= expect("collc_comm_init with a NULL id",
+			 collc_comm_init(ctx, NULL, 2, rank, -1, &comm), 0, t0);
 	t0 = h_now_ns();
 	failed |= expect("collc_comm_init with a NULL ret_comm",
 			 collc_comm_init(ctx, &uid2, 2, rank, -1, NULL), 0, t0);
@@ -255,9 +266,11 @@ static int bad_memory(struct collc_ctx *ctx, int rank)
 	t0 = h_now_ns();
 	failed |= expect("collc_mem_alloc of 0 bytes", collc_mem_alloc(ctx, 0, -1, &p), 0, t0);
 	t0 = h_now_ns();
-	failed |= expect("collc_mem_alloc of SIZE_MAX bytes", collc_mem_alloc(ctx, SIZE_MAX, -1, &p), 0, t0);
+	failed |= expect("collc_mem_alloc of SIZE_MAX bytes",
+			 collc_mem_alloc(ctx, SIZE_MAX, -1, &p), 0, t0);
 	t0 = h_now_ns();
-	failed |= expect("collc_mem_alloc with a NULL ret_ptr", collc_mem_alloc(ctx, 4096, -1, NULL), 0, t0);
+	failed |= expect("collc_mem_alloc with a NULL ret_ptr",
+			 collc_mem_alloc(ctx, 4096, -1, NULL), 0, t0);
 	t0 = h_now_ns();
 	failed |= expect("collc_mem_alloc on device -2", collc_mem_alloc(ctx, 4096, -2, &p), 0, t0);
 	if (p != (void *)0x1)
@@ -267,7 +280,8 @@ static int bad_memory(struct collc_ctx *ctx, int rank)
 	t0 = h_now_ns();
 	failed |= expect("collc_mem_free of a stack address", collc_mem_free(ctx, &p), 0, t0);
 	t0 = h_now_ns();
-	failed |= expect("collc_mem_register of NULL", collc_mem_register(ctx, NULL, 4096, -1), 0, t0);
+	failed |= expect("collc_mem_register of NULL", collc_mem_register(ctx, NULL, 4096, -1), 0,
+			 t0);
 	t0 = h_now_ns();
 	failed |= expect("collc_mem_register of a range wrapping the address space",
 			 collc_mem_register(ctx, (void *)(UINTPTR_MAX - 100), 4096, -1), 0, t0);
@@ -305,7 +319,8 @@ static int rank_main(int rank, int nranks, void *arg)
 		return 1;
 	if (rank == 0)
 		h_log("%d bad calls checked; the communicator still works: correct all-reduces before, "
-		      "between and after them", nchecked);
+		      "between and after them",
+		      nchecked);
 	h_leave(ctx, comm);
 	return failed;
 }

@@ -87,9 +87,10 @@ static int rank_unsubmitted(int rank, int nranks, void *arg)
 	r = collc_wait(ctx, req, 5000);
 	t = h_now_ns();
 	if (r != -EPIPE)
-		return h_fail("rank %d of %d: rank %d was killed while this rank waited in an all-reduce "
-			      "that needs it: collc_wait returned %d (%s) after %.1f ms, want -EPIPE",
-			      rank, nranks, sh->victim, r, collc_strerror(r), ms_since_kill(t));
+		return h_fail(
+			"rank %d of %d: rank %d was killed while this rank waited in an all-reduce "
+			"that needs it: collc_wait returned %d (%s) after %.1f ms, want -EPIPE",
+			rank, nranks, sh->victim, r, collc_strerror(r), ms_since_kill(t));
 	if (ms_since_kill(t) > LIMIT_NS / 1e6)
 		return h_fail("rank %d: -EPIPE came %.1f ms after the kill (limit 1000 ms)", rank,
 			      ms_since_kill(t));
@@ -101,15 +102,17 @@ static int rank_unsubmitted(int rank, int nranks, void *arg)
 	if (r == 0)
 		r = collc_wait(ctx, req, 2000);
 	if (r != -EPIPE)
-		return h_fail("rank %d: an all-reduce on the communicator after its rank died returned "
-			      "%d (%s), want -EPIPE", rank, r, collc_strerror(r));
+		return h_fail(
+			"rank %d: an all-reduce on the communicator after its rank died returned "
+			"%d (%s), want -EPIPE",
+			rank, r, collc_strerror(r));
 	if (h_now_ns() - t > LIMIT_NS)
 		return h_fail("rank %d: the later all-reduce took %.1f ms to fail", rank,
 			      (double)(h_now_ns() - t) / 1e6);
 	r = collc_comm_destroy(comm);
 	if (r < 0 && r != -EPIPE)
-		h_log("rank %d: collc_comm_destroy on the revoked communicator: %s (accepted)", rank,
-		      collc_strerror(r));
+		h_log("rank %d: collc_comm_destroy on the revoked communicator: %s (accepted)",
+		      rank, collc_strerror(r));
 	collc_disconnect(ctx);
 	return 0;
 }
@@ -145,15 +148,17 @@ static int rank_late(int rank, int nranks, void *arg)
 		usleep(100000); /* collcd has noticed the death by now */
 		r = collc_allreduce(comm, buf, buf, 1000, COLLC_FLOAT32, COLLC_SUM, &req);
 		if (r < 0 && r != -EPIPE)
-			return h_fail("rank 1: collc_allreduce after the peer died: %s", collc_strerror(r));
+			return h_fail("rank 1: collc_allreduce after the peer died: %s",
+				      collc_strerror(r));
 	}
 	if (r == 0)
 		r = collc_wait(ctx, req, 5000);
 	if (r != -EPIPE)
-		return h_fail("rank %d of 3: rank 2 died; %s returned %d (%s), want -EPIPE", rank,
-			      rank == 0 ? "the pending all-reduce" :
-					  "rank 1's part of that all-reduce, submitted after the death,",
-			      r, collc_strerror(r));
+		return h_fail(
+			"rank %d of 3: rank 2 died; %s returned %d (%s), want -EPIPE", rank,
+			rank == 0 ? "the pending all-reduce"
+				  : "rank 1's part of that all-reduce, submitted after the death,",
+			r, collc_strerror(r));
 	h_log("rank %d of 3: %s -EPIPE", rank,
 	      rank == 0 ? "waiting when rank 2 died:" : "submitting its part after rank 2 died:");
 	h_leave(ctx, comm);
@@ -175,16 +180,19 @@ static int rank_inflight(int rank, int nranks, void *arg)
 			 (void **)&send, (void **)&recv) < 0)
 		return 1;
 	for (int i = 0; i < NBIG; i++) {
-		c[i] = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, BIG_COUNT, h_seed + (uint64_t)i };
+		c[i] = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, BIG_COUNT,
+					 h_seed + (uint64_t)i };
 		rc_fill(&c[i], rank, send + (size_t)i * BIG_COUNT * 4);
 	}
 	if (h_barrier_wait(&sh->bar, 10000) < 0)
 		return h_fail("barrier timed out");
 	for (int i = 0; i < NBIG; i++) {
-		r = collc_allreduce(comm, send + (size_t)i * BIG_COUNT * 4, recv + (size_t)i * BIG_COUNT * 4,
-				    BIG_COUNT, COLLC_FLOAT32, COLLC_SUM, &req[i]);
+		r = collc_allreduce(comm, send + (size_t)i * BIG_COUNT * 4,
+				    recv + (size_t)i * BIG_COUNT * 4, BIG_COUNT, COLLC_FLOAT32,
+				    COLLC_SUM, &req[i]);
 		if (r < 0)
-			return h_fail("rank %d: collc_allreduce %d: %s", rank, i, collc_strerror(r));
+			return h_fail("rank %d: collc_allreduce %d: %s", rank, i,
+				      collc_strerror(r));
 	}
 	if (rank == 1)
 		return die_now();
@@ -209,33 +217,40 @@ static int rank_inflight(int rank, int nranks, void *arg)
 				left--;
 			}
 			if (left && ms_since_kill(h_now_ns()) > 10000)
-				return h_fail("rank 0: %d of %d all-reduces still pending 10 s after the peer "
-					      "was killed", left, NBIG);
+				return h_fail(
+					"rank 0: %d of %d all-reduces still pending 10 s after the peer "
+					"was killed",
+					left, NBIG);
 			usleep(100);
 		}
 		for (int i = 0; i < NBIG; i++) {
 			double ms = ms_since_kill(t_done[i]);
 
 			if (res[i] != 0 && res[i] != -EPIPE)
-				return h_fail("rank 0: all-reduce %d: %d (%s), want 0 or -EPIPE", i, res[i],
-					      collc_strerror(res[i]));
+				return h_fail("rank 0: all-reduce %d: %d (%s), want 0 or -EPIPE", i,
+					      res[i], collc_strerror(res[i]));
 			if (res[i] == -EPIPE && ms > LIMIT_NS / 1e6)
-				return h_fail("rank 0: all-reduce %d ended with -EPIPE %.1f ms after the kill "
-					      "(limit 1000 ms)", i, ms);
+				return h_fail(
+					"rank 0: all-reduce %d ended with -EPIPE %.1f ms after the kill "
+					"(limit 1000 ms)",
+					i, ms);
 			if (res[i] == 0) {
 				ok++;
 				if (rc_check(&c[i], nranks, recv + (size_t)i * BIG_COUNT * 4,
-					     "an all-reduce that completed although its peer died", NULL))
+					     "an all-reduce that completed although its peer died",
+					     NULL))
 					return 1;
 				h_log("rank 0: all-reduce %d (running when the peer died) completed %.1f ms "
-				      "after the kill, correct", i, ms);
+				      "after the kill, correct",
+				      i, ms);
 			} else {
 				epipe++;
 			}
 		}
 	}
 	h_log("rank 0: %d all-reduces of 4 MiB in flight when rank 1 was killed: %d completed with "
-	      "correct results, %d ended with -EPIPE within 1 s of the kill", NBIG, ok, epipe);
+	      "correct results, %d ended with -EPIPE within 1 s of the kill",
+	      NBIG, ok, epipe);
 	h_leave(ctx, comm);
 	return 0;
 }
@@ -265,11 +280,14 @@ static int rank_joiner(int rank, int nranks, void *arg)
 	r = collc_comm_init(ctx, &uid, nranks, rank, -1, &comm);
 	t = h_now_ns();
 	if (r == 0)
-		return h_fail("rank %d: collc_comm_init succeeded although rank %d died and rank %d never "
-			      "came", rank, sh->victim, nranks - 1);
+		return h_fail(
+			"rank %d: collc_comm_init succeeded although rank %d died and rank %d never "
+			"came",
+			rank, sh->victim, nranks - 1);
 	if (ms_since_kill(t) > LIMIT_NS / 1e6)
-		return h_fail("rank %d: collc_comm_init failed only %.1f ms after a joined rank died", rank,
-			      ms_since_kill(t));
+		return h_fail(
+			"rank %d: collc_comm_init failed only %.1f ms after a joined rank died",
+			rank, ms_since_kill(t));
 	h_log("rank %d: collc_comm_init returned %d (%s) %.1f ms after rank %d was killed while joining",
 	      rank, r, collc_strerror(r), ms_since_kill(t), sh->victim);
 	collc_disconnect(ctx);
@@ -308,7 +326,8 @@ static int healthy(const char *when)
 	h_unique_id(&uid);
 	failed = h_run_ranks(3, rank_healthy, NULL);
 	if (!failed)
-		h_log("a new 3-rank communicator with new processes, %s: 10 all-reduces correct", when);
+		h_log("a new 3-rank communicator with new processes, %s: 10 all-reduces correct",
+		      when);
 	return failed;
 }
 
@@ -331,8 +350,9 @@ static int killed_in_init(void)
 	h_reap(pids, 1, st, 1000);
 	usleep(300000);
 	if (!h_daemon_alive())
-		return h_fail("collcd died after a client was killed while its collc_comm_init waited "
-			      "for the other rank");
+		return h_fail(
+			"collcd died after a client was killed while its collc_comm_init waited "
+			"for the other rank");
 	h_log("a rank killed while alone in collc_comm_init of a 2-rank communicator: collcd still runs");
 	failed |= healthy("after a rank died in collc_comm_init");
 	if (failed)
@@ -355,7 +375,8 @@ static int killed_in_init(void)
 	if (!(WIFEXITED(st[0]) && WEXITSTATUS(st[0]) == 0))
 		failed |= h_fail("rank 0, left waiting in collc_comm_init: exit status %#x", st[0]);
 	if (!h_daemon_alive())
-		return h_fail("collcd died after a client was killed while its collc_comm_init waited");
+		return h_fail(
+			"collcd died after a client was killed while its collc_comm_init waited");
 	failed |= healthy("after a joined rank died in collc_comm_init");
 	return failed;
 }

@@ -22,8 +22,8 @@
 #include "harness.h"
 #include "refcheck.h"
 
-#define NRANKS 3
-#define COUNT  4096
+#define NRANKS   3
+#define COUNT    4096
 #define LIMIT_NS 1000000000ull
 
 struct shared {
@@ -43,7 +43,8 @@ static int good(struct collc_ctx *ctx, struct collc_comm *comm, int rank, float 
 }
 
 /* Ranks 0 and 1 submit an all-reduce (into *req), then every rank meets at the barrier. */
-static int submit_then_meet(struct collc_comm *comm, int rank, float *send, float *recv, collc_req *req)
+static int submit_then_meet(struct collc_comm *comm, int rank, float *send, float *recv,
+			    collc_req *req)
 {
 	int r;
 
@@ -76,15 +77,18 @@ static int ended_by_rank2(struct collc_ctx *ctx, struct collc_comm *comm, int ra
 	} else {
 		r = collc_wait(ctx, req, 5000);
 		if (abort ? r != -ECANCELED : (r >= 0 || r == -EAGAIN))
-			return h_fail("rank %d: rank 2 called %s while this rank waited: collc_wait returned "
-				      "%d (%s) after %.0f ms, want %s", rank, how, r, collc_strerror(r),
-				      (double)(h_now_ns() - t0) / 1e6, abort ? "-ECANCELED" : "an error");
+			return h_fail(
+				"rank %d: rank 2 called %s while this rank waited: collc_wait returned "
+				"%d (%s) after %.0f ms, want %s",
+				rank, how, r, collc_strerror(r), (double)(h_now_ns() - t0) / 1e6,
+				abort ? "-ECANCELED" : "an error");
 		if (h_now_ns() - t0 > LIMIT_NS)
-			return h_fail("rank %d: %s: the waiter returned only after %.0f ms", rank, how,
-				      (double)(h_now_ns() - t0) / 1e6);
+			return h_fail("rank %d: %s: the waiter returned only after %.0f ms", rank,
+				      how, (double)(h_now_ns() - t0) / 1e6);
 		if (rank == 0)
 			h_log("rank 2 called %s while ranks 0 and 1 waited: collc_wait returned %d (%s) "
-			      "after %.1f ms", how, r, collc_strerror(r), (double)(h_now_ns() - t0) / 1e6);
+			      "after %.1f ms",
+			      how, r, collc_strerror(r), (double)(h_now_ns() - t0) / 1e6);
 	}
 	if (abort) {
 		/* Later collectives on the aborted communicator, on every rank. */
@@ -93,9 +97,10 @@ static int ended_by_rank2(struct collc_ctx *ctx, struct collc_comm *comm, int ra
 			r = collc_wait(ctx, req, 2000);
 		if (r != -ECANCELED)
 			/* Recorded, not fatal: the phases after this one still run. */
-			late_failed |= h_fail("rank %d: an all-reduce submitted after collc_comm_abort "
-					      "returned %d (%s), want -ECANCELED", rank, r,
-					      collc_strerror(r));
+			late_failed |=
+				h_fail("rank %d: an all-reduce submitted after collc_comm_abort "
+				       "returned %d (%s), want -ECANCELED",
+				       rank, r, collc_strerror(r));
 		else if (rank == 2)
 			h_log("all-reduces submitted after collc_comm_abort end with -ECANCELED");
 		collc_comm_destroy(comm);
@@ -126,14 +131,16 @@ static int rank_main(int rank, int nranks, void *arg)
 		r = collc_comm_init(ctx, &sh->ids[phase], nranks, rank, -1, &comm);
 		if (r < 0)
 			return h_fail("rank %d: collc_comm_init: %s", rank, collc_strerror(r));
-		if (good(ctx, comm, rank, send, recv, h_seed + (uint64_t)phase, "all-reduce before"))
+		if (good(ctx, comm, rank, send, recv, h_seed + (uint64_t)phase,
+			 "all-reduce before"))
 			return 1;
 		if (ended_by_rank2(ctx, comm, rank, send, recv, phase == 0))
 			return 1;
 	}
 	r = collc_comm_init(ctx, &sh->ids[2], nranks, rank, -1, &comm);
 	if (r < 0)
-		return h_fail("rank %d: collc_comm_init after abort and destroy: %s", rank, collc_strerror(r));
+		return h_fail("rank %d: collc_comm_init after abort and destroy: %s", rank,
+			      collc_strerror(r));
 	if (good(ctx, comm, rank, send, recv, h_seed + 7, "all-reduce on a new communicator"))
 		return 1;
 	if (rank == 0)
@@ -159,11 +166,14 @@ static int rank_main(int rank, int nranks, void *arg)
 			return h_fail("rank 0: the all-reduce completed before rank 2 submitted");
 		r = poll(&p, 1, 5000);
 		if (r != 1 || !(p.revents & POLLIN))
-			return h_fail("rank 0: the event fd did not become readable within 5 s of a "
-				      "completion (poll %d, revents %#x)", r, p.revents);
+			return h_fail(
+				"rank 0: the event fd did not become readable within 5 s of a "
+				"completion (poll %d, revents %#x)",
+				r, p.revents);
 		r = collc_test(ctx, req);
 		if (r != 1)
-			return h_fail("rank 0: the event fd was readable but collc_test says %d", r);
+			return h_fail("rank 0: the event fd was readable but collc_test says %d",
+				      r);
 		h_log("collc_event_fd became readable %.1f ms after polling started (rank 2 submitted "
 		      "after 50 ms); collc_test then reported the request done",
 		      (double)(h_now_ns() - t0) / 1e6);

@@ -20,7 +20,7 @@
 #include "harness.h"
 #include "refcheck.h"
 
-#define COUNT 10000
+#define COUNT    10000
 #define LIMIT_NS 1000000000ull
 
 struct shared {
@@ -84,16 +84,20 @@ static int old_generation(int rank, int nranks, void *arg)
 	t = h_now_ns();
 	ms = (double)(t - __atomic_load_n(&sh->t_kill, __ATOMIC_SEQ_CST)) / 1e6;
 	if (r >= 0 || r == -EAGAIN)
-		return h_fail("rank %d: collcd was killed, yet %s returned %d (%s) %.0f ms later", rank,
-			      rank == 0 ? "the pending collc_wait" : "a new all-reduce", r, collc_strerror(r), ms);
+		return h_fail("rank %d: collcd was killed, yet %s returned %d (%s) %.0f ms later",
+			      rank, rank == 0 ? "the pending collc_wait" : "a new all-reduce", r,
+			      collc_strerror(r), ms);
 	if (ms > LIMIT_NS / 1e6)
-		return h_fail("rank %d: the error came %.0f ms after collcd died (limit 1000 ms)", rank, ms);
+		return h_fail("rank %d: the error came %.0f ms after collcd died (limit 1000 ms)",
+			      rank, ms);
 	h_log("rank %d: %s returned %d (%s) %.1f ms after collcd was killed", rank,
-	      rank == 0 ? "collc_wait on the pending all-reduce" : "a new all-reduce (submit + wait)", r,
-	      collc_strerror(r), ms);
+	      rank == 0 ? "collc_wait on the pending all-reduce"
+			: "a new all-reduce (submit + wait)",
+	      r, collc_strerror(r), ms);
 	r = collc_comm_destroy(comm);
 	if (r < 0)
-		h_log("rank %d: collc_comm_destroy with collcd gone: %s (accepted)", rank, collc_strerror(r));
+		h_log("rank %d: collc_comm_destroy with collcd gone: %s (accepted)", rank,
+		      collc_strerror(r));
 	collc_disconnect(ctx);
 	if (rank == 0) {
 		struct collc_ctx *c2;

@@ -181,10 +181,12 @@ static int phase_random(struct raw *c)
 			int r = completion(c, last, 5000);
 
 			if (r == 1)
-				return h_fail("random SQEs: no completion for user_data %#" PRIx64 " within 5 s",
+				return h_fail("random SQEs: no completion for user_data %#" PRIx64
+					      " within 5 s",
 					      last);
 			if (r == 0)
-				return h_fail("random SQE %#" PRIx64 " completed with success", last);
+				return h_fail("random SQE %#" PRIx64 " completed with success",
+					      last);
 			errors++;
 		}
 	}
@@ -208,7 +210,8 @@ static int phase_tail(struct raw *c)
 			usleep(1000);
 		}
 		if (!h_daemon_alive())
-			return h_fail("collcd died with the SQ tail %u ahead of the head", ahead[i]);
+			return h_fail("collcd died with the SQ tail %u ahead of the head",
+				      ahead[i]);
 	}
 	/* Back to a sane ring: an empty one, tail = head. */
 	head = __atomic_load_n(&c->hdr->sq_head, __ATOMIC_ACQUIRE);
@@ -345,7 +348,9 @@ static int phase_crafted(struct raw *c)
 		publish(c, &e);
 		r = completion(c, ud, 5000);
 		if (r >= 0 && r != 1)
-			bad += h_fail("crafted SQE with a sequence number from the future: %d, want an error", r);
+			bad += h_fail(
+				"crafted SQE with a sequence number from the future: %d, want an error",
+				r);
 		e = base;
 		e.comm = 999;
 		e.seq = 0;
@@ -353,7 +358,8 @@ static int phase_crafted(struct raw *c)
 		publish(c, &e);
 		r = completion(c, ud, 5000);
 		if (r >= 0 && r != 1)
-			bad += h_fail("crafted SQE on communicator handle 999: %d, want an error", r);
+			bad += h_fail("crafted SQE on communicator handle 999: %d, want an error",
+				      r);
 	}
 	/* And a correct one: a 1-rank all-reduce copies send to receive. */
 	for (int i = 0; i < 1000; i++) {
@@ -368,18 +374,22 @@ static int phase_crafted(struct raw *c)
 		publish(c, &e);
 		r = completion(c, ud, 5000);
 		if (r != 0)
-			return h_fail("a correct SQE after the crafted ones: %d (%s), want 0 (sequence number "
-				      "%" PRIu64 ")", r, r == 1 ? "no completion" : collc_strerror(r), e.seq);
+			return h_fail(
+				"a correct SQE after the crafted ones: %d (%s), want 0 (sequence number "
+				"%" PRIu64 ")",
+				r, r == 1 ? "no completion" : collc_strerror(r), e.seq);
 		for (int i = 0; i < 1000; i++)
 			if (buf[1024 + i] != (float)i)
-				return h_fail("a correct SQE after the crafted ones: element %d is %g, want %d", i,
-					      buf[1024 + i], i);
+				return h_fail(
+					"a correct SQE after the crafted ones: element %d is %g, want %d",
+					i, buf[1024 + i], i);
 	}
 	munmap(buf, 8192);
 	if (!bad)
 		h_log("%d crafted SQEs on a real communicator, one bad field each, plus a wrong sequence "
 		      "number and an unknown communicator: each failed with an error completion; a "
-		      "correct SQE afterwards succeeded with the right data", ncases);
+		      "correct SQE afterwards succeeded with the right data",
+		      ncases);
 	return bad != 0;
 }
 
@@ -409,7 +419,8 @@ static int phase_scribble(struct raw *c)
 	c->bell->seq = 0;
 	usleep(200000);
 	if (!h_daemon_alive())
-		return h_fail("collcd died after the CQ head, header fields and doorbell were scribbled on");
+		return h_fail(
+			"collcd died after the CQ head, header fields and doorbell were scribbled on");
 	h_log("CQ head 100000 ahead of the tail, header fields, SQ head and flags, and the doorbell "
 	      "scribbled on, 1000 doorbell rings: collcd survives");
 	return 0;
@@ -458,6 +469,7 @@ int main(int argc, char **argv)
 		h_log("a normal 2-rank all-reduce afterwards: correct");
 	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
 	if (h_run_capture(cmd, out, sizeof(out)) != 0 || out[0] != '{')
-		failed |= h_fail("collcctl status --json after the hostile client failed:\n%s", out);
+		failed |=
+			h_fail("collcctl status --json after the hostile client failed:\n%s", out);
 	return h_finish(failed);
 }

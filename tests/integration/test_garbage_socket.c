@@ -72,7 +72,8 @@ static void sendit(int *fd, const void *buf, size_t len, const int *fds, int nfd
 		/* Debugging aid: find the datagram that kills collcd. */
 		usleep(20000);
 		if (!h_daemon_alive()) {
-			h_fail("collcd died after datagram %d (%zu bytes, %d fds)", nsent, len, nfds);
+			h_fail("collcd died after datagram %d (%zu bytes, %d fds)", nsent, len,
+			       nfds);
 			exit(h_finish(1));
 		}
 	}
@@ -109,28 +110,32 @@ static void stateless_garbage(int *fd, int with_hello)
 		sendit(fd, buf, n, NULL, 0);
 	}
 	n = good(buf, COLLC_MSG_STATUS, NULL, 0);
-	sendit(fd, buf, 8, NULL, 0);                                    /* truncated header */
-	sendit(fd, buf, sizeof(struct collc_msg_hdr) - 1, NULL, 0);     /* one byte short */
+	sendit(fd, buf, 8, NULL, 0);                                /* truncated header */
+	sendit(fd, buf, sizeof(struct collc_msg_hdr) - 1, NULL, 0); /* one byte short */
 	n = msg(buf, 0xdeadbeef, COLLC_WIRE_VERSION, COLLC_MSG_STATUS, 8, payload, 8);
-	sendit(fd, buf, n, NULL, 0);                                    /* bad magic */
+	sendit(fd, buf, n, NULL, 0); /* bad magic */
 	n = msg(buf, COLLC_WIRE_MAGIC, 99, COLLC_MSG_STATUS, 8, payload, 8);
-	sendit(fd, buf, n, NULL, 0);                                    /* bad version */
+	sendit(fd, buf, n, NULL, 0); /* bad version */
 	memset(payload, 0, sizeof(payload));
 	n = msg(buf, COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, COLLC_MSG_STATUS, 1000, payload, 8);
-	sendit(fd, buf, n, NULL, 0);                                    /* length too long */
+	sendit(fd, buf, n, NULL, 0); /* length too long */
 	n = msg(buf, COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, COLLC_MSG_STATUS, 4, payload, 8);
-	sendit(fd, buf, n, NULL, 0);                                    /* length too short */
-	n = msg(buf, COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, COLLC_MSG_STATUS, UINT32_MAX, payload, 8);
-	sendit(fd, buf, n, NULL, 0);                                    /* length 4 GiB */
-	n = msg(buf, COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, COLLC_MSG_GET, COLLC_MSG_MAX + 100, NULL, 0);
+	sendit(fd, buf, n, NULL, 0); /* length too short */
+	n = msg(buf, COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, COLLC_MSG_STATUS, UINT32_MAX, payload,
+		8);
+	sendit(fd, buf, n, NULL, 0); /* length 4 GiB */
+	n = msg(buf, COLLC_WIRE_MAGIC, COLLC_WIRE_VERSION, COLLC_MSG_GET, COLLC_MSG_MAX + 100, NULL,
+		0);
 	memset(buf + n, 'k', COLLC_MSG_MAX + 100);
-	sendit(fd, buf, n + COLLC_MSG_MAX + 100, NULL, 0);              /* larger than any message */
+	sendit(fd, buf, n + COLLC_MSG_MAX + 100, NULL, 0); /* larger than any message */
 	for (uint32_t t = 0; t < 6; t++) {
-		static const uint16_t types[] = { 0, 999, COLLC_MSG_TYPE_MAX, 0x7fff,
-						  COLLC_MSG_REPLY | COLLC_MSG_STATUS, 0xffff };
+		static const uint16_t types[] = {
+			0,     999, COLLC_MSG_TYPE_MAX, 0x7fff, COLLC_MSG_REPLY | COLLC_MSG_STATUS,
+			0xffff
+		};
 
 		n = good(buf, types[t], payload, 8);
-		sendit(fd, buf, n, NULL, 0);                            /* unknown or reply types */
+		sendit(fd, buf, n, NULL, 0); /* unknown or reply types */
 	}
 	/* Known types with wrong payload sizes. */
 	for (uint16_t t = COLLC_MSG_HELLO; t < COLLC_MSG_TYPE_MAX; t++) {
@@ -148,18 +153,18 @@ static void stateless_garbage(int *fd, int with_hello)
 	n = good(buf, COLLC_MSG_GET, NULL, 0);
 	memset(buf + n, 'x', 5000);
 	((struct collc_msg_hdr *)buf)->length = 5000;
-	sendit(fd, buf, n + 5000, NULL, 0);                             /* a 5000-byte key */
+	sendit(fd, buf, n + 5000, NULL, 0); /* a 5000-byte key */
 	/* Surplus and bogus fds: collcd must close what it does not keep. */
 	if (pipe2(pfd, O_CLOEXEC) == 0) {
 		for (int k = 0; k < 6; k++)
 			fds[k] = k & 1 ? pfd[1] : pfd[0];
 		n = good(buf, COLLC_MSG_STATUS, payload, 8);
-		sendit(fd, buf, n, fds, 6);                             /* six fds with a status */
+		sendit(fd, buf, n, fds, 6); /* six fds with a status */
 		for (int k = 0; k < 8; k++)
 			payload[k] = 0;
-		sendit(fd, buf, 3, fds, 2);                             /* fds with a runt */
+		sendit(fd, buf, 3, fds, 2); /* fds with a runt */
 		n = good(buf, 999, payload, 8);
-		sendit(fd, buf, n, fds, 1);                             /* fds with an unknown type */
+		sendit(fd, buf, n, fds, 1); /* fds with an unknown type */
 		close(pfd[0]);
 		close(pfd[1]);
 	}
@@ -182,72 +187,72 @@ static void session_garbage(int *fd)
 	r = h_send_fds(*fd, buf, n, NULL, 0, MSG_NOSIGNAL);
 	if (r < 0)
 		h_die("the real hello: %s", strerror(-r));
-	sendit(fd, buf, n, NULL, 0);                                    /* a second hello */
-	sendit(fd, buf, n, NULL, 0);                                    /* and a third, after it */
+	sendit(fd, buf, n, NULL, 0); /* a second hello */
+	sendit(fd, buf, n, NULL, 0); /* and a third, after it */
 	n = good(buf, COLLC_MSG_MEM_REGISTER, &mem, sizeof(mem));
-	sendit(fd, buf, n, NULL, 0);                                    /* register without an fd */
+	sendit(fd, buf, n, NULL, 0); /* register without an fd */
 	if (pipe2(pfd, O_CLOEXEC) == 0) {
-		sendit(fd, buf, n, &pfd[0], 1);                         /* register a pipe */
+		sendit(fd, buf, n, &pfd[0], 1); /* register a pipe */
 		close(pfd[0]);
 		close(pfd[1]);
 	}
 	mfd = memfd_create("small", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (mfd >= 0 && ftruncate(mfd, 4096) == 0) {
-		sendit(fd, buf, n, &mfd, 1);                            /* memfd smaller than claimed */
+		sendit(fd, buf, n, &mfd, 1); /* memfd smaller than claimed */
 		mem.size = 0;
 		n = good(buf, COLLC_MSG_MEM_REGISTER, &mem, sizeof(mem));
-		sendit(fd, buf, n, &mfd, 1);                            /* size 0 */
+		sendit(fd, buf, n, &mfd, 1); /* size 0 */
 		mem.size = UINT64_MAX;
 		n = good(buf, COLLC_MSG_MEM_REGISTER, &mem, sizeof(mem));
-		sendit(fd, buf, n, &mfd, 1);                            /* size 2^64-1 */
+		sendit(fd, buf, n, &mfd, 1); /* size 2^64-1 */
 		mem.size = 4096;
 		mem.device = 5;
 		n = good(buf, COLLC_MSG_MEM_REGISTER, &mem, sizeof(mem));
-		sendit(fd, buf, n, &mfd, 1);                            /* a device we do not have */
+		sendit(fd, buf, n, &mfd, 1); /* a device we do not have */
 		mem.device = -1;
 		mem.flags = 0xffff;
 		n = good(buf, COLLC_MSG_MEM_REGISTER, &mem, sizeof(mem));
-		sendit(fd, buf, n, &mfd, 1);                            /* unknown flags */
+		sendit(fd, buf, n, &mfd, 1); /* unknown flags */
 		close(mfd);
 	}
 	mem = (struct collc_msg_mem){ .size = UINT64_MAX, .device = -1 };
 	n = good(buf, COLLC_MSG_MEM_ALLOC, &mem, sizeof(mem));
-	sendit(fd, buf, n, NULL, 0);                                    /* alloc 2^64-1 bytes */
+	sendit(fd, buf, n, NULL, 0); /* alloc 2^64-1 bytes */
 	n = good(buf, COLLC_MSG_MEM_RELEASE, &rel, sizeof(rel));
-	sendit(fd, buf, n, NULL, 0);                                    /* release an unknown mr */
+	sendit(fd, buf, n, NULL, 0); /* release an unknown mr */
 	rel.mr = 0;
 	n = good(buf, COLLC_MSG_MEM_RELEASE, &rel, sizeof(rel));
-	sendit(fd, buf, n, NULL, 0);                                    /* release mr 0 */
+	sendit(fd, buf, n, NULL, 0); /* release mr 0 */
 	n = good(buf, COLLC_MSG_COMM_DESTROY, &ref, sizeof(ref));
-	sendit(fd, buf, n, NULL, 0);                                    /* destroy an unknown comm */
+	sendit(fd, buf, n, NULL, 0); /* destroy an unknown comm */
 	n = good(buf, COLLC_MSG_COMM_ABORT, &ref, sizeof(ref));
-	sendit(fd, buf, n, NULL, 0);                                    /* abort an unknown comm */
+	sendit(fd, buf, n, NULL, 0); /* abort an unknown comm */
 	n = good(buf, COLLC_MSG_COMM_INIT, &ci, sizeof(ci));
-	sendit(fd, buf, n, NULL, 0);                                    /* comm_init, zero uid */
+	sendit(fd, buf, n, NULL, 0); /* comm_init, zero uid */
 	memcpy(&ci.uid, uid.bytes, sizeof(ci.uid));
 	ci.uid.nonce[0] ^= 0x55; /* not the id the ranks use later */
 	ci.nranks = 0;
 	n = good(buf, COLLC_MSG_COMM_INIT, &ci, sizeof(ci));
-	sendit(fd, buf, n, NULL, 0);                                    /* nranks 0 */
+	sendit(fd, buf, n, NULL, 0); /* nranks 0 */
 	ci.nranks = 1000;
 	n = good(buf, COLLC_MSG_COMM_INIT, &ci, sizeof(ci));
-	sendit(fd, buf, n, NULL, 0);                                    /* nranks 1000 */
+	sendit(fd, buf, n, NULL, 0); /* nranks 1000 */
 	ci.nranks = 4;
 	ci.rank = 9;
 	n = good(buf, COLLC_MSG_COMM_INIT, &ci, sizeof(ci));
-	sendit(fd, buf, n, NULL, 0);                                    /* rank 9 of 4 */
+	sendit(fd, buf, n, NULL, 0); /* rank 9 of 4 */
 	ci.rank = 0;
 	ci.flags = 0xff;
 	n = good(buf, COLLC_MSG_COMM_INIT, &ci, sizeof(ci));
-	sendit(fd, buf, n, NULL, 0);                                    /* unknown flags */
+	sendit(fd, buf, n, NULL, 0); /* unknown flags */
 	ci.flags = 0;
 	ci.nranks = 1;
 	ci.device = 3;
 	n = good(buf, COLLC_MSG_COMM_INIT, &ci, sizeof(ci));
-	sendit(fd, buf, n, NULL, 0);                                    /* a GPU the CPU backend lacks */
+	sendit(fd, buf, n, NULL, 0); /* a GPU the CPU backend lacks */
 	n = good(buf, COLLC_MSG_SET_EVENTFD, NULL, 0);
 	sendit(fd, buf, n, NULL, 0);
-	sendit(fd, buf, n, NULL, 0);                                    /* eventfd twice */
+	sendit(fd, buf, n, NULL, 0); /* eventfd twice */
 }
 
 /* Valid messages with 1-4 random bytes changed, or cut short. */
@@ -314,15 +319,16 @@ int main(int argc, char **argv)
 	stateless_garbage(&fd, 0);
 	h_log("no hello: %d datagrams of garbage sent (random bytes, truncated header, bad magic, bad "
 	      "version, length too long/short/4 GiB, oversized datagram, unknown and reply types, "
-	      "wrong payload sizes for every type, surplus/bogus fds)", nsent);
+	      "wrong payload sizes for every type, surplus/bogus fds)",
+	      nsent);
 	fd2 = raw_connect();
 	session_garbage(&fd2);
 	stateless_garbage(&fd2, 1);
 	mutated(&fd2, 2000);
 	h_log("after a real hello: bogus memory and communicator requests, a second hello, "
 	      "garbage again, 2000 mutated valid messages; "
-	      "%d datagrams in all, %d replies read, %d connections dropped by collcd", nsent,
-	      nreplies, nclosed);
+	      "%d datagrams in all, %d replies read, %d connections dropped by collcd",
+	      nsent, nreplies, nclosed);
 	/* An empty datagram (reads as end of file on SEQPACKET), then hang up. */
 	if (send(fd, "", 0, MSG_NOSIGNAL) < 0)
 		h_log("sending an empty datagram: %s", strerror(errno));
@@ -338,11 +344,13 @@ int main(int argc, char **argv)
 	snprintf(cmd, sizeof(cmd), "%s --socket %s status", h_collcctl(), h_sock);
 	st = h_run_capture(cmd, out, sizeof(out));
 	if (st != 0 || !strstr(out, "totals"))
-		failed |= h_fail("collcctl status after the garbage: exit %d, output:\n%s", st, out);
+		failed |=
+			h_fail("collcctl status after the garbage: exit %d, output:\n%s", st, out);
 	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
 	st = h_run_capture(cmd, out, sizeof(out));
 	if (st != 0 || out[0] != '{')
-		failed |= h_fail("collcctl status --json after the garbage: exit %d, output:\n%s", st, out);
+		failed |= h_fail("collcctl status --json after the garbage: exit %d, output:\n%s",
+				 st, out);
 	if (!failed)
 		h_log("collcctl status and status --json still work");
 	/*
@@ -356,10 +364,13 @@ int main(int argc, char **argv)
 			break;
 	}
 	if (fds0 >= 0 && fds1 > fds0)
-		failed |= h_fail("collcd holds %d file descriptors after the garbage connections closed, "
-				 "%d before: %d leaked", fds1, fds0, fds1 - fds0);
+		failed |= h_fail(
+			"collcd holds %d file descriptors after the garbage connections closed, "
+			"%d before: %d leaked",
+			fds1, fds0, fds1 - fds0);
 	else if (fds0 >= 0)
-		h_log("collcd's open file descriptors: %d before, %d after (none leaked)", fds0, fds1);
+		h_log("collcd's open file descriptors: %d before, %d after (none leaked)", fds0,
+		      fds1);
 	if (!h_daemon_alive())
 		failed |= h_fail("collcd is gone");
 	return h_finish(failed);

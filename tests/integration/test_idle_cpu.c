@@ -50,7 +50,8 @@ static long long stat_cpu_ns(pid_t pid)
 	buf[n] = '\0';
 	p = strrchr(buf, ')');
 	/* After the command name: state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime */
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
 		return -1;
 	return (long long)((ut + st) * (1000000000ull / (unsigned long long)hz));
 }
@@ -98,8 +99,8 @@ static int measure(const char *what)
 	if (s0 < 0 || s1 < 0)
 		h_skip("cannot read /proc/%d/stat", (int)h_daemon_pid);
 	h_log("%s: collcd (%d threads) used %.1f ms of CPU in 2 s by /proc/pid/stat (utime+stime), "
-	      "%.2f ms by schedstat; limit %.0f ms (1%% of one core)", what,
-	      h_proc_count(h_daemon_pid, "task"), (double)(s1 - s0) / 1e6,
+	      "%.2f ms by schedstat; limit %.0f ms (1%% of one core)",
+	      what, h_proc_count(h_daemon_pid, "task"), (double)(s1 - s0) / 1e6,
 	      t0 >= 0 && t1 >= 0 ? (double)(t1 - t0) / 1e6 : -1.0, (double)LIMIT_NS / 1e6);
 	/*
 	 * utime+stime is sampled at the clock tick (10 ms at 100 Hz): 2 ms of
@@ -108,12 +109,14 @@ static int measure(const char *what)
 	 */
 	if (t0 >= 0 && t1 >= 0) {
 		if ((unsigned long long)(t1 - t0) >= LIMIT_NS)
-			return h_fail("%s: collcd's threads ran %.2f ms in 2 s (schedstat; %.0f ms by "
-				      "utime+stime), limit %.0f ms", what, (double)(t1 - t0) / 1e6,
-				      (double)(s1 - s0) / 1e6, (double)LIMIT_NS / 1e6);
+			return h_fail(
+				"%s: collcd's threads ran %.2f ms in 2 s (schedstat; %.0f ms by "
+				"utime+stime), limit %.0f ms",
+				what, (double)(t1 - t0) / 1e6, (double)(s1 - s0) / 1e6,
+				(double)LIMIT_NS / 1e6);
 	} else if ((unsigned long long)(s1 - s0) >= LIMIT_NS) {
-		return h_fail("%s: collcd used %.1f ms of CPU in 2 s (utime+stime), limit %.0f ms", what,
-			      (double)(s1 - s0) / 1e6, (double)LIMIT_NS / 1e6);
+		return h_fail("%s: collcd used %.1f ms of CPU in 2 s (utime+stime), limit %.0f ms",
+			      what, (double)(s1 - s0) / 1e6, (double)LIMIT_NS / 1e6);
 	}
 	return 0;
 }
@@ -222,9 +225,10 @@ int main(int argc, char **argv)
 		sh = h_shared(sizeof(*sh));
 		h_daemon_start(NULL);
 		h_unique_id(&uid);
-		failed |= measure_clients(stalled_client, 1, "the client did not submit",
-					  "a client with 4500 all-reduces submitted and none reaped (CQ "
-					  "full, 404 waiting in its SQ)");
+		failed |= measure_clients(
+			stalled_client, 1, "the client did not submit",
+			"a client with 4500 all-reduces submitted and none reaped (CQ "
+			"full, 404 waiting in its SQ)");
 		return h_finish(failed);
 	}
 	h_init("idle_cpu", argc, argv, 60);

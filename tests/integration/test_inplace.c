@@ -32,30 +32,38 @@ static int rank_main(int rank, int nranks, void *arg)
 	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
 		for (int op = 0; op < COLLC_NUM_REDOPS; op++) {
 			size_t es = rc_size((collc_dtype)dt);
-			size_t counts[4] = { 1, 1023, 65537, 1 + h_rand_below(&rng, (1u << 20) / es) };
+			size_t counts[4] = { 1, 1023, 65537,
+					     1 + h_rand_below(&rng, (1u << 20) / es) };
 
 			for (int k = 0; k < 4; k++) {
-				struct rc_case c = { (collc_dtype)dt, (collc_redop)op, counts[k], h_rand(&rng) };
+				struct rc_case c = { (collc_dtype)dt, (collc_redop)op, counts[k],
+						     h_rand(&rng) };
 				size_t off = es * h_rand_below(&rng, 16), bytes = c.count * es;
 				char what[128];
 				collc_req req;
 				long bad;
 
-				snprintf(what, sizeof(what), "in place, rank %d/%d, offset %zu", rank, nranks, off);
+				snprintf(what, sizeof(what), "in place, rank %d/%d, offset %zu",
+					 rank, nranks, off);
 				rc_canary_fill(buf, off + bytes + GUARD, 5);
 				rc_fill(&c, rank, buf + off);
-				r = collc_allreduce(comm, buf + off, buf + off, c.count, c.dtype, c.op, &req);
+				r = collc_allreduce(comm, buf + off, buf + off, c.count, c.dtype,
+						    c.op, &req);
 				if (r == 0)
 					r = collc_wait(ctx, req, -1);
 				if (r < 0)
-					return h_fail("%s: %s %s count %zu: %s", what, rc_dtype_name(c.dtype),
-						      rc_op_name(c.op), c.count, collc_strerror(r));
+					return h_fail("%s: %s %s count %zu: %s", what,
+						      rc_dtype_name(c.dtype), rc_op_name(c.op),
+						      c.count, collc_strerror(r));
 				if (rc_check(&c, nranks, buf + off, what, NULL))
 					return 1;
 				if ((bad = rc_canary_check(buf, 0, off, 5)) >= 0 ||
-				    (bad = rc_canary_check(buf, off + bytes, off + bytes + GUARD, 5)) >= 0)
-					return h_fail("%s: %s %s count %zu: byte %ld outside the buffer changed",
-						      what, rc_dtype_name(c.dtype), rc_op_name(c.op), c.count, bad);
+				    (bad = rc_canary_check(buf, off + bytes, off + bytes + GUARD,
+							   5)) >= 0)
+					return h_fail(
+						"%s: %s %s count %zu: byte %ld outside the buffer changed",
+						what, rc_dtype_name(c.dtype), rc_op_name(c.op),
+						c.count, bad);
 				ncases++;
 			}
 		}

@@ -65,7 +65,8 @@ static int register_keeps_data(struct collc_ctx *ctx, const struct rc_case *c, i
 	int r = collc_mem_register(ctx, p, bytes, -1);
 
 	if (r < 0)
-		return h_fail("%s: collc_mem_register(%p, %zu): %s", what, p, bytes, collc_strerror(r));
+		return h_fail("%s: collc_mem_register(%p, %zu): %s", what, p, bytes,
+			      collc_strerror(r));
 	return rc_check_input(c, rank, p, what);
 }
 
@@ -94,7 +95,8 @@ static int phase_out_of_place(struct collc_ctx *ctx, struct collc_comm *comm, in
 	r = one_block ? 0 : collc_mem_register(ctx, recv, bytes, -1);
 	if (r < 0)
 		return h_fail("%s: registering the receive buffer: %s", what, collc_strerror(r));
-	if (allreduce_check(ctx, comm, &c, send, recv, what) || rc_check_input(&c, rank, send, what))
+	if (allreduce_check(ctx, comm, &c, send, recv, what) ||
+	    rc_check_input(&c, rank, send, what))
 		return 1;
 	/* In place on the same registered memory. */
 	c.seed ^= 0x1234;
@@ -116,8 +118,9 @@ static int phase_out_of_place(struct collc_ctx *ctx, struct collc_comm *comm, in
 
 		r = collc_allreduce(comm, send, recv, count, dt, op, &req);
 		if (r != -EINVAL)
-			return h_fail("%s: all-reduce on deregistered memory returned %d (%s), want -EINVAL",
-				      what, r, collc_strerror(r));
+			return h_fail(
+				"%s: all-reduce on deregistered memory returned %d (%s), want -EINVAL",
+				what, r, collc_strerror(r));
 	}
 	free(send);
 	if (!one_block)
@@ -134,7 +137,8 @@ static int phase_unaligned(struct collc_ctx *ctx, struct collc_comm *comm, int r
 {
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE), count = 3000, bytes = count * 4;
 	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_seed ^ 77 };
-	char *region = mmap(NULL, 8 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *region =
+		mmap(NULL, 8 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char *buf = region + pg + 100;
 	const char *what = "unaligned range";
 	long bad;
@@ -148,12 +152,14 @@ static int phase_unaligned(struct collc_ctx *ctx, struct collc_comm *comm, int r
 		return 1;
 	if ((bad = rc_canary_check(region, 0, (size_t)(buf - region), 9)) >= 0 ||
 	    (bad = rc_canary_check(region, (size_t)(buf - region) + bytes, 8 * pg, 9)) >= 0)
-		return h_fail("%s: registration changed byte %ld of the region outside the range", what, bad);
+		return h_fail("%s: registration changed byte %ld of the region outside the range",
+			      what, bad);
 	if (allreduce_check(ctx, comm, &c, buf, buf, what))
 		return 1;
 	if ((bad = rc_canary_check(region, 0, (size_t)(buf - region), 9)) >= 0 ||
 	    (bad = rc_canary_check(region, (size_t)(buf - region) + bytes, 8 * pg, 9)) >= 0)
-		return h_fail("%s: the all-reduce wrote byte %ld of the region outside the range", what, bad);
+		return h_fail("%s: the all-reduce wrote byte %ld of the region outside the range",
+			      what, bad);
 	r = collc_mem_deregister(ctx, buf);
 	if (r < 0)
 		return h_fail("%s: collc_mem_deregister: %s", what, collc_strerror(r));
@@ -173,7 +179,8 @@ static int phase_two_small(struct collc_ctx *ctx, struct collc_comm *comm, int r
 {
 	size_t count = 500, bytes = count * 8, pg = (size_t)sysconf(_SC_PAGESIZE);
 	struct rc_case c = { COLLC_INT64, COLLC_SUM, count, h_seed ^ 99 };
-	char *region = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *region =
+		mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	char *send = region + 64, *recv = region + 64 + bytes;
 	int r;
 
@@ -223,7 +230,8 @@ static int phase_reregister(struct collc_ctx *ctx, struct collc_comm *comm, int 
 	r = collc_mem_register(ctx, buf, bytes, -1);
 	if (r < 0)
 		h_fail("re-register: registering a buffer again after collc_mem_deregister failed: "
-		       "%d (%s)", r, collc_strerror(r));
+		       "%d (%s)",
+		       r, collc_strerror(r));
 	if (!all_ok(1, rank, r == 0))
 		return 1;
 	if (allreduce_check(ctx, comm, &c, buf, buf, "re-register"))
@@ -254,20 +262,25 @@ static int rank_main(int rank, int nranks, void *arg)
 		goto out;
 	}
 	/* A large malloc (served by mmap) and a small one (from the heap). */
-	if (phase_out_of_place(ctx, comm, rank, COLLC_FLOAT32, COLLC_SUM, 1u << 20, h_seed ^ 1, "large") ||
-	    phase_out_of_place(ctx, comm, rank, COLLC_INT32, COLLC_PROD, 1000, h_seed ^ 2, "small") ||
-	    phase_out_of_place(ctx, comm, rank, COLLC_BFLOAT16, COLLC_AVG, 12345, h_seed ^ 3, "medium") ||
+	if (phase_out_of_place(ctx, comm, rank, COLLC_FLOAT32, COLLC_SUM, 1u << 20, h_seed ^ 1,
+			       "large") ||
+	    phase_out_of_place(ctx, comm, rank, COLLC_INT32, COLLC_PROD, 1000, h_seed ^ 2,
+			       "small") ||
+	    phase_out_of_place(ctx, comm, rank, COLLC_BFLOAT16, COLLC_AVG, 12345, h_seed ^ 3,
+			       "medium") ||
 	    phase_unaligned(ctx, comm, rank))
 		return 1;
 	/* Misuse of the memory calls: refused, nothing else changes. */
 	p = malloc(64);
 	r = collc_mem_deregister(ctx, p);
 	if (r != -EINVAL)
-		failed |= h_fail("collc_mem_deregister of memory never registered: %d, want -EINVAL", r);
+		failed |= h_fail(
+			"collc_mem_deregister of memory never registered: %d, want -EINVAL", r);
 	r = collc_mem_register(ctx, &r, sizeof(r), -1);
 	if (r >= 0)
-		failed |= h_fail("collc_mem_register of a stack variable succeeded; the stack is not "
-				 "private anonymous memory the header allows");
+		failed |=
+			h_fail("collc_mem_register of a stack variable succeeded; the stack is not "
+			       "private anonymous memory the header allows");
 	r = collc_mem_register(ctx, p, 0, -1);
 	if (r >= 0)
 		failed |= h_fail("collc_mem_register of 0 bytes succeeded");
@@ -275,13 +288,16 @@ static int rank_main(int rank, int nranks, void *arg)
 	if (collc_mem_alloc(ctx, 4096, -1, &p) == 0) {
 		r = collc_mem_deregister(ctx, p);
 		if (r != -EINVAL)
-			failed |= h_fail("collc_mem_deregister of collc_mem_alloc memory: %d, want -EINVAL", r);
+			failed |= h_fail(
+				"collc_mem_deregister of collc_mem_alloc memory: %d, want -EINVAL",
+				r);
 		r = collc_mem_free(ctx, p);
 		if (r < 0)
 			failed |= h_fail("collc_mem_free: %s", collc_strerror(r));
 		r = collc_mem_free(ctx, p);
 		if (r != -EINVAL)
-			failed |= h_fail("second collc_mem_free of one buffer: %d, want -EINVAL", r);
+			failed |=
+				h_fail("second collc_mem_free of one buffer: %d, want -EINVAL", r);
 	}
 	if (rank == 0 && !failed)
 		h_log("misuse refused: deregister of unknown memory, register of the stack or of 0 bytes, "

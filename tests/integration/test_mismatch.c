@@ -17,8 +17,8 @@
 #include "harness.h"
 #include "refcheck.h"
 
-#define NRANKS   3
-#define COUNT    4096
+#define NRANKS    3
+#define COUNT     4096
 #define PROMPT_NS 1000000000ull
 
 enum kind { K_COUNT, K_DTYPE, K_OP, K_BCAST_ROOT, K_REDUCE_ROOT, K_MAX };
@@ -51,17 +51,19 @@ static int submit_kind(struct collc_comm *comm, int rank, int odd, enum kind k, 
 
 	switch (k) {
 	case K_COUNT:
-		return collc_allreduce(comm, send, recv, me_odd ? 11 : 10, COLLC_FLOAT32, COLLC_SUM, req);
+		return collc_allreduce(comm, send, recv, me_odd ? 11 : 10, COLLC_FLOAT32, COLLC_SUM,
+				       req);
 	case K_DTYPE:
 		return collc_allreduce(comm, send, recv, 10, me_odd ? COLLC_INT32 : COLLC_FLOAT32,
 				       COLLC_SUM, req);
 	case K_OP:
-		return collc_allreduce(comm, send, recv, 10, COLLC_FLOAT32, me_odd ? COLLC_MAX : COLLC_SUM,
-				       req);
+		return collc_allreduce(comm, send, recv, 10, COLLC_FLOAT32,
+				       me_odd ? COLLC_MAX : COLLC_SUM, req);
 	case K_BCAST_ROOT:
 		return collc_broadcast(comm, send, recv, 10, COLLC_FLOAT32, me_odd ? 1 : 0, req);
 	case K_REDUCE_ROOT:
-		return collc_reduce(comm, send, recv, 10, COLLC_FLOAT32, COLLC_SUM, me_odd ? 1 : 0, req);
+		return collc_reduce(comm, send, recv, 10, COLLC_FLOAT32, COLLC_SUM, me_odd ? 1 : 0,
+				    req);
 	default:
 		return -EINVAL;
 	}
@@ -95,8 +97,10 @@ static int rank_main(int rank, int nranks, void *arg)
 			if (r == -ENOSYS)
 				__atomic_store_n(&sh->enosys[k], 1, __ATOMIC_RELAXED);
 			else if (r < 0)
-				return h_fail("rank %d: submitting the mismatched %s: %s (want it taken and "
-					      "failed by collc_wait)", rank, kind_names[k], collc_strerror(r));
+				return h_fail(
+					"rank %d: submitting the mismatched %s: %s (want it taken and "
+					"failed by collc_wait)",
+					rank, kind_names[k], collc_strerror(r));
 			else
 				r = collc_wait(ctx, req, 5000);
 			done = h_now_ns();
@@ -108,17 +112,20 @@ static int rank_main(int rank, int nranks, void *arg)
 			skip = __atomic_load_n(&sh->enosys[k], __ATOMIC_RELAXED);
 			if (skip) {
 				if (rank == 0 && o == 0)
-					h_log("NOTE: %s returns -ENOSYS: that part is skipped", kind_names[k]);
+					h_log("NOTE: %s returns -ENOSYS: that part is skipped",
+					      kind_names[k]);
 				if (r == 0 || r == -EINVAL)
 					continue;
 				if (r != -ENOSYS)
-					return h_fail("rank %d: %s: %s", rank, kind_names[k], collc_strerror(r));
+					return h_fail("rank %d: %s: %s", rank, kind_names[k],
+						      collc_strerror(r));
 				continue;
 			}
 			if (r != -EINVAL)
-				return h_fail("rank %d: ranks disagree on the %s (rank %d is the odd one): "
-					      "collc_wait returned %d (%s), want -EINVAL", rank,
-					      kind_names[k], odd, r, collc_strerror(r));
+				return h_fail(
+					"rank %d: ranks disagree on the %s (rank %d is the odd one): "
+					"collc_wait returned %d (%s), want -EINVAL",
+					rank, kind_names[k], odd, r, collc_strerror(r));
 			last = 0;
 			for (int i = 0; i < NRANKS; i++)
 				if (sh->submitted_ns[i] > last)
@@ -126,20 +133,23 @@ static int rank_main(int rank, int nranks, void *arg)
 			if (done > last && done - last > worst_ns)
 				worst_ns = done - last;
 			if (done > last && done - last > PROMPT_NS)
-				return h_fail("rank %d: mismatched %s: -EINVAL came %.3f s after the last "
-					      "rank submitted (want well under 1 s)", rank, kind_names[k],
-					      (double)(done - last) / 1e9);
+				return h_fail(
+					"rank %d: mismatched %s: -EINVAL came %.3f s after the last "
+					"rank submitted (want well under 1 s)",
+					rank, kind_names[k], (double)(done - last) / 1e9);
 			snprintf(when, sizeof(when),
 				 "the matching all-reduce after a mismatched %s (odd rank %d)",
 				 kind_names[k], odd);
-			if (good_allreduce(ctx, comm, rank, send, recv, h_seed + (uint64_t)(k * 3 + o), when))
+			if (good_allreduce(ctx, comm, rank, send, recv,
+					   h_seed + (uint64_t)(k * 3 + o), when))
 				return 1;
 			n++;
 		}
 	if (rank == 0)
 		h_log("%d mismatches (count, dtype, op, broadcast root, reduce root; odd rank 1, 2, 0): "
 		      "every rank got -EINVAL within %.1f ms of the last submission, and the matching "
-		      "all-reduce after each was correct", n, (double)worst_ns / 1e6);
+		      "all-reduce after each was correct",
+		      n, (double)worst_ns / 1e6);
 	h_leave(ctx, comm);
 	return 0;
 }

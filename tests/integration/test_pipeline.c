@@ -16,11 +16,11 @@
 
 #include "harness.h"
 
-#define NRANKS   2
-#define COUNT    4
-#define DEPTH    64
-#define PIPE_N   10000
-#define BURST    1000
+#define NRANKS 2
+#define COUNT  4
+#define DEPTH  64
+#define PIPE_N 10000
+#define BURST  1000
 
 static struct collc_unique_id uid;
 
@@ -55,8 +55,10 @@ static int check(const uint32_t *p, uint32_t it, const char *phase)
 				if (w == p[k])
 					from = (long)j;
 			}
-			return h_fail("%s: all-reduce %u element %d is %u, want %u (that is the result of "
-				      "all-reduce %ld)", phase, it, k, p[k], want, from);
+			return h_fail(
+				"%s: all-reduce %u element %d is %u, want %u (that is the result of "
+				"all-reduce %ld)",
+				phase, it, k, p[k], want, from);
 		}
 	}
 	return 0;
@@ -87,7 +89,8 @@ static int rank_main(int rank, int nranks, void *arg)
 
 			r = collc_wait(ctx, reqs[s], 10000);
 			if (r < 0)
-				return h_fail("pipeline: collc_wait for all-reduce %u: %s", old, collc_strerror(r));
+				return h_fail("pipeline: collc_wait for all-reduce %u: %s", old,
+					      collc_strerror(r));
 			if (check(recv + s * COUNT, old, "pipeline"))
 				return 1;
 		}
@@ -114,10 +117,11 @@ static int rank_main(int rank, int nranks, void *arg)
 		for (int i = 0; i < BURST; i++) {
 			fill(send + i * COUNT, rank, base + (uint32_t)i);
 			memset(recv + i * COUNT, 0xee, COUNT * 4);
-			r = collc_allreduce(comm, send + i * COUNT, recv + i * COUNT, COUNT, COLLC_UINT32,
-					    COLLC_SUM, &reqs[i]);
+			r = collc_allreduce(comm, send + i * COUNT, recv + i * COUNT, COUNT,
+					    COLLC_UINT32, COLLC_SUM, &reqs[i]);
 			if (r < 0)
-				return h_fail("burst: collc_allreduce %d of %d: %s", i, BURST, collc_strerror(r));
+				return h_fail("burst: collc_allreduce %d of %d: %s", i, BURST,
+					      collc_strerror(r));
 			order[i] = round == 1 ? BURST - 1 - i : i;
 		}
 		if (round == 2) {
@@ -137,17 +141,20 @@ static int rank_main(int rank, int nranks, void *arg)
 						continue;
 					r = collc_test(ctx, reqs[k]);
 					if (r < 0)
-						return h_fail("burst: collc_test(%d): %s", k, collc_strerror(r));
+						return h_fail("burst: collc_test(%d): %s", k,
+							      collc_strerror(r));
 					if (r == 1) {
-						if (check(recv + k * COUNT, base + (uint32_t)k, "burst (collc_test)"))
+						if (check(recv + k * COUNT, base + (uint32_t)k,
+							  "burst (collc_test)"))
 							return 1;
 						order[i] = -1;
 						left--;
 					}
 				}
 				if (h_now_ns() - t0 > 20000000000ull)
-					return h_fail("burst: %d of %d requests never reported done by collc_test",
-						      left, BURST);
+					return h_fail(
+						"burst: %d of %d requests never reported done by collc_test",
+						left, BURST);
 			}
 		} else {
 			for (int i = 0; i < BURST; i++) {
@@ -155,7 +162,8 @@ static int rank_main(int rank, int nranks, void *arg)
 
 				r = collc_wait(ctx, reqs[k], 10000);
 				if (r < 0)
-					return h_fail("burst: collc_wait(%d): %s", k, collc_strerror(r));
+					return h_fail("burst: collc_wait(%d): %s", k,
+						      collc_strerror(r));
 				if (check(recv + k * COUNT, base + (uint32_t)k, "burst"))
 					return 1;
 			}
@@ -163,7 +171,9 @@ static int rank_main(int rank, int nranks, void *arg)
 		/* Reported once, then forgotten. */
 		r = collc_test(ctx, reqs[0]);
 		if (r != -EINVAL)
-			return h_fail("collc_test on a request already reported done: %d, want -EINVAL", r);
+			return h_fail(
+				"collc_test on a request already reported done: %d, want -EINVAL",
+				r);
 		free(order);
 		if (rank == 0)
 			h_log("%d all-reduces submitted, then all waited %s: each request's own result correct",

@@ -26,16 +26,16 @@
 #include "harness.h"
 #include "json.h"
 
-#define NRANKS 2
-#define DEPTH  16
+#define NRANKS    2
+#define DEPTH     16
 #define SNAPSHOTS 25
 
 struct shared {
 	struct h_barrier bar;
-	int ready;             /* ranks that have both communicators and B's first collective out */
-	int stop;              /* parent: stop the traffic */
-	int release_b;         /* parent: rank 1 may now submit B's all-reduce */
-	uint64_t stop_at;      /* rank 0: the iteration both ranks stop at */
+	int ready;        /* ranks that have both communicators and B's first collective out */
+	int stop;         /* parent: stop the traffic */
+	int release_b;    /* parent: rank 1 may now submit B's all-reduce */
+	uint64_t stop_at; /* rank 0: the iteration both ranks stop at */
 	uint64_t completed[NRANKS];
 	pid_t pid[NRANKS];
 };
@@ -92,7 +92,8 @@ static int rank_main(int rank, int nranks, void *arg)
 		if (it >= DEPTH) {
 			r = collc_wait(ctx, req[s], 10000);
 			if (r < 0)
-				return h_fail("rank %d: all-reduce on A: %s", rank, collc_strerror(r));
+				return h_fail("rank %d: all-reduce on A: %s", rank,
+					      collc_strerror(r));
 			n++;
 		}
 		for (size_t k = 0; k < count; k++)
@@ -115,7 +116,8 @@ static int rank_main(int rank, int nranks, void *arg)
 		if (r < 0)
 			return h_fail("rank %d: all-reduce on A: %s", rank, collc_strerror(r));
 		if (buf[(size_t)s * 65536] != 3.0f)
-			return h_fail("rank %d: all-reduce on A: %g, want 3", rank, buf[(size_t)s * 65536]);
+			return h_fail("rank %d: all-reduce on A: %g, want 3", rank,
+				      buf[(size_t)s * 65536]);
 		n++;
 	}
 	if (rank == 1 && !req_b) {
@@ -125,7 +127,8 @@ static int rank_main(int rank, int nranks, void *arg)
 	}
 	r = collc_wait(ctx, req_b, 10000);
 	if (r < 0 || bb[0] != 2.0f)
-		return h_fail("rank %d: all-reduce on B: %s, %g (want 2)", rank, collc_strerror(r), bb[0]);
+		return h_fail("rank %d: all-reduce on B: %s, %g (want 2)", rank, collc_strerror(r),
+			      bb[0]);
 	n++;
 	sh->completed[rank] = n;
 	/* Stay connected until the parent took its last look with both clients present. */
@@ -152,8 +155,8 @@ static const struct json *need(const struct json *obj, const char *path, const c
 		h_fail("status --json: %s has no key \"%s\"", path, key);
 		nerr++;
 	} else if (v->type != t) {
-		h_fail("status --json: %s.%s is a %s, want a %s", path, key, json_type_name(v->type),
-		       json_type_name(t));
+		h_fail("status --json: %s.%s is a %s, want a %s", path, key,
+		       json_type_name(v->type), json_type_name(t));
 		nerr++;
 		v = NULL;
 	}
@@ -191,9 +194,10 @@ static int python_accepts(const char *text, size_t len)
 		return -1;
 	}
 	close(fd);
-	snprintf(cmd, sizeof(cmd),
-		 "%s -c 'import json,sys; json.load(open(sys.argv[1], encoding=\"utf-8\"))' %s 2>&1",
-		 PYTHON3_PATH, path);
+	snprintf(
+		cmd, sizeof(cmd),
+		"%s -c 'import json,sys; json.load(open(sys.argv[1], encoding=\"utf-8\"))' %s 2>&1",
+		PYTHON3_PATH, path);
 	st = h_run_capture(cmd, out, sizeof(out));
 	unlink(path);
 	if (st != 0)
@@ -208,8 +212,10 @@ struct snapshot {
 
 static int check_status(const char *text, size_t len, struct snapshot *s, int with_python)
 {
-	static const char *const client_keys[] = { "pid", "sq_depth", "cq_depth", "inflight", NULL };
-	static const char *const comm_keys[] = { "id", "nranks", "pending", "inflight", "completed", NULL };
+	static const char *const client_keys[] = { "pid", "sq_depth", "cq_depth", "inflight",
+						   NULL };
+	static const char *const comm_keys[] = { "id",       "nranks",    "pending",
+						 "inflight", "completed", NULL };
 	static const char *const chan_keys[] = { "id", "inflight", "work_consumed", NULL };
 	static const char *const total_keys[] = { "submitted", "completed", "errors", NULL };
 	const struct json *cfg, *clients, *comms, *devices, *totals;
@@ -220,7 +226,8 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 	nerr = 0;
 	memset(s, 0, sizeof(*s));
 	if (!root)
-		return h_fail("status --json is not valid JSON: %s; output:\n%.*s", err, (int)len, text);
+		return h_fail("status --json is not valid JSON: %s; output:\n%.*s", err, (int)len,
+			      text);
 	if (with_python && python_accepts(text, len) == 0)
 		nerr++;
 	if (root->type != JSON_OBJECT) {
@@ -264,9 +271,9 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 			}
 		pending = json_get(c, "pending");
 		nr = json_get(c, "nranks");
-		if (lag && lag->n == 1 && lag->items[0].type == JSON_NUMBER && lag->items[0].number == 1 &&
-		    pending && pending->type == JSON_NUMBER && pending->number >= 1 && nr &&
-		    nr->type == JSON_NUMBER && nr->number == 2)
+		if (lag && lag->n == 1 && lag->items[0].type == JSON_NUMBER &&
+		    lag->items[0].number == 1 && pending && pending->type == JSON_NUMBER &&
+		    pending->number >= 1 && nr && nr->type == JSON_NUMBER && nr->number == 2)
 			s->saw_lagging = 1;
 	}
 	for (size_t i = 0; devices && i < devices->n; i++) {
@@ -297,8 +304,8 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 			s->errors = v->number;
 		if (s->completed > s->submitted) {
 			nerr++;
-			h_fail("status --json: totals.completed %.0f > totals.submitted %.0f", s->completed,
-			       s->submitted);
+			h_fail("status --json: totals.completed %.0f > totals.submitted %.0f",
+			       s->completed, s->submitted);
 		}
 	}
 	json_free(root);
@@ -324,11 +331,17 @@ static int status_json(char *out, size_t outlen, size_t *ret_len)
 static int parser_selftest(void)
 {
 	static const char *const bad[] = {
-		"", "{", "[1 2]", "{\"a\" 1}", "{\"a\":1,}", "[1,]", "01", "1.", "-", ".5", "1e",
-		"nan", "{}x", "\"\x01\"", "\"\\x\"", "\"\\ud800\"", "{a:1}", "'a'", "[true false]",
+		"",        "{",           "[1 2]", "{\"a\" 1}", "{\"a\":1,}",   "[1,]", "01",
+		"1.",      "-",           ".5",    "1e",        "nan",          "{}x",  "\"\x01\"",
+		"\"\\x\"", "\"\\ud800\"", "{a:1}", "'a'",       "[true false]",
 	};
 	static const char *const good[] = {
-		"{}", "[]", "0", "-0.5e-3", "\"\"", " {\"a\": [1, -2.5E+3, true, false, null, \"\\u00e9\\n\"]} ",
+		"{}",
+		"[]",
+		"0",
+		"-0.5e-3",
+		"\"\"",
+		" {\"a\": [1, -2.5E+3, true, false, null, \"\\u00e9\\n\"]} ",
 		"{\"a\":{\"b\":{\"c\":[[]]}}}",
 	};
 	char err[128];
@@ -345,7 +358,8 @@ static int parser_selftest(void)
 		struct json *v = json_parse(good[i], strlen(good[i]), err, sizeof(err));
 
 		if (!v)
-			return h_fail("the test's JSON parser rejects valid text %s: %s", good[i], err);
+			return h_fail("the test's JSON parser rejects valid text %s: %s", good[i],
+				      err);
 		json_free(v);
 	}
 	return 0;
@@ -383,7 +397,8 @@ int main(int argc, char **argv)
 		usleep(1000);
 	}
 	for (int i = 0; i < SNAPSHOTS && !failed; i++) {
-		if (status_json(out, sizeof(out), &len) || check_status(out, len, &s, python && i % 5 == 0)) {
+		if (status_json(out, sizeof(out), &len) ||
+		    check_status(out, len, &s, python && i % 5 == 0)) {
 			failed = 1;
 			break;
 		}
@@ -394,18 +409,20 @@ int main(int argc, char **argv)
 		usleep(40000);
 	}
 	if (!failed && moving == 0)
-		failed = h_fail("totals.submitted never moved across %d snapshots during traffic", SNAPSHOTS);
+		failed = h_fail("totals.submitted never moved across %d snapshots during traffic",
+				SNAPSHOTS);
 	if (!failed && pids == 0)
-		failed = h_fail("the ranks' pids (%d, %d) never appeared in clients[].pid", (int)sh->pid[0],
-				(int)sh->pid[1]);
+		failed = h_fail("the ranks' pids (%d, %d) never appeared in clients[].pid",
+				(int)sh->pid[0], (int)sh->pid[1]);
 	if (!failed && lagging == 0)
-		failed = h_fail("communicator B never showed pending >= 1 with lagging_ranks [1] although "
-				"rank 1 held its all-reduce back");
+		failed = h_fail(
+			"communicator B never showed pending >= 1 with lagging_ranks [1] although "
+			"rank 1 held its all-reduce back");
 	if (!failed)
 		h_log("%d snapshots of status --json during traffic: strict JSON%s, every DESIGN section 4 key "
 		      "with its type; totals moved in %d; rank pids listed in %d; the held-back "
-		      "communicator listed as pending with lagging_ranks [1] in %d", SNAPSHOTS,
-		      python ? " (python3 agrees)" : "", moving, pids, lagging);
+		      "communicator listed as pending with lagging_ranks [1] in %d",
+		      SNAPSHOTS, python ? " (python3 agrees)" : "", moving, pids, lagging);
 	__atomic_store_n(&sh->release_b, 1, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&sh->stop, 1, __ATOMIC_SEQ_CST);
 	if (h_barrier_wait(&sh->bar, 20000) < 0) {
@@ -419,12 +436,14 @@ int main(int argc, char **argv)
 		double want = (double)(sh->completed[0] + sh->completed[1]);
 
 		if (s.completed != want || s.errors != 0 || s.submitted != want)
-			failed = h_fail("after the traffic: totals submitted %.0f, completed %.0f, errors %.0f; "
-					"the ranks completed %.0f (want submitted == completed == %.0f, errors 0)",
-					s.submitted, s.completed, s.errors, want, want);
+			failed = h_fail(
+				"after the traffic: totals submitted %.0f, completed %.0f, errors %.0f; "
+				"the ranks completed %.0f (want submitted == completed == %.0f, errors 0)",
+				s.submitted, s.completed, s.errors, want, want);
 		else
 			h_log("after the traffic: totals.submitted == totals.completed == %.0f, the sum of "
-			      "what the ranks completed; errors 0", want);
+			      "what the ranks completed; errors 0",
+			      want);
 	}
 	h_barrier_wait(&sh->bar, 20000);
 out:

@@ -71,18 +71,20 @@ static void *traffic(void *arg)
 		if (r == 0 && (it & 1)) {
 			uint64_t t0 = h_now_ns();
 
-			while ((r = collc_test(th->ctx, req)) == 0 && h_now_ns() - t0 < 10000000000ull)
+			while ((r = collc_test(th->ctx, req)) == 0 &&
+			       h_now_ns() - t0 < 10000000000ull)
 				sched_yield();
 			r = r == 1 ? 0 : r == 0 ? -ETIMEDOUT : r;
 		} else if (r == 0) {
 			r = collc_wait(th->ctx, req, 10000);
 		}
 		if (r < 0) {
-			th->failed = h_fail("process %d thread %d: all-reduce %d: %s", th->proc, th->t, it,
-					    collc_strerror(r));
+			th->failed = h_fail("process %d thread %d: all-reduce %d: %s", th->proc,
+					    th->t, it, collc_strerror(r));
 			return NULL;
 		}
-		snprintf(what, sizeof(what), "process %d thread %d all-reduce %d", th->proc, th->t, it);
+		snprintf(what, sizeof(what), "process %d thread %d all-reduce %d", th->proc, th->t,
+			 it);
 		if (rc_check(&c, th->nprocs, recv, what, NULL)) {
 			th->failed = 1;
 			return NULL;
@@ -106,7 +108,8 @@ static int proc_traffic(int proc, int nprocs, void *arg)
 		th[t] = (struct thr){ .ctx = ctx, .proc = proc, .t = t, .nprocs = nprocs };
 		r = collc_comm_init(ctx, &sh->ids[t], nprocs, proc, -1, &th[t].comm);
 		if (r < 0)
-			return h_fail("process %d: collc_comm_init %d: %s", proc, t, collc_strerror(r));
+			return h_fail("process %d: collc_comm_init %d: %s", proc, t,
+				      collc_strerror(r));
 	}
 	for (int t = 0; t < NTHREADS; t++)
 		pthread_create(&tid[t], NULL, traffic, &th[t]);
@@ -118,7 +121,8 @@ static int proc_traffic(int proc, int nprocs, void *arg)
 	collc_disconnect(ctx);
 	if (proc == 0 && !failed)
 		h_log("%d threads per process on one ctx, one communicator each: %d all-reduces each, at "
-		      "the same time, half waited and half polled: every result correct", NTHREADS, ITERS);
+		      "the same time, half waited and half polled: every result correct",
+		      NTHREADS, ITERS);
 	return failed;
 }
 
@@ -180,10 +184,11 @@ static int proc_init(int proc, int nprocs, void *arg)
 		if (r < 0)
 			failed |= h_fail("collc_mem_alloc: %s", collc_strerror(r));
 		else if (h_now_ns() - t0 > 500000000ull)
-			failed |= h_fail("collc_mem_alloc took %.0f ms while another thread of the process waited "
-					 "in collc_comm_init (want < 500 ms): control requests on a ctx queue "
-					 "behind a comm_init that waits for other ranks",
-					 (double)(h_now_ns() - t0) / 1e6);
+			failed |= h_fail(
+				"collc_mem_alloc took %.0f ms while another thread of the process waited "
+				"in collc_comm_init (want < 500 ms): control requests on a ctx queue "
+				"behind a comm_init that waits for other ranks",
+				(double)(h_now_ns() - t0) / 1e6);
 		else
 			h_log("collc_mem_alloc took %.1f ms while another thread waited in collc_comm_init",
 			      (double)(h_now_ns() - t0) / 1e6);
@@ -201,7 +206,8 @@ static int proc_init(int proc, int nprocs, void *arg)
 		if (join_within(tid[t], 5000) != 0) {
 			h_fail("process %d: thread %d's collc_comm_init (communicator %d) has not returned "
 			       "after 5 s: two threads' comm_inits on one ctx, started in crossed order in "
-			       "two processes, deadlock", proc, t, t);
+			       "two processes, deadlock",
+			       proc, t, t);
 			fflush(NULL);
 			_exit(1);
 		}

@@ -17,10 +17,10 @@
 #include "harness.h"
 #include "refcheck.h"
 
-#define NPROC     3
-#define BATCH     16
-#define SLOT      (64u << 10) /* bytes per buffer in the batched phases */
-#define BIG       (1u << 20)
+#define NPROC 3
+#define BATCH 16
+#define SLOT  (64u << 10) /* bytes per buffer in the batched phases */
+#define BIG   (1u << 20)
 
 static struct collc_unique_id uid_a, uid_b;
 
@@ -47,10 +47,12 @@ static int submit(struct collc_comm *const comms[2], const int ranks[2], struct 
 	int r;
 
 	rc_fill(&o->c, ranks[o->comm], o->send);
-	r = collc_allreduce(comms[o->comm], o->send, o->recv, o->c.count, o->c.dtype, o->c.op, &o->req);
+	r = collc_allreduce(comms[o->comm], o->send, o->recv, o->c.count, o->c.dtype, o->c.op,
+			    &o->req);
 	if (r < 0)
 		return h_fail("comm %c: collc_allreduce %s %s count %zu: %s", 'A' + o->comm,
-			      rc_dtype_name(o->c.dtype), rc_op_name(o->c.op), o->c.count, collc_strerror(r));
+			      rc_dtype_name(o->c.dtype), rc_op_name(o->c.op), o->c.count,
+			      collc_strerror(r));
 	return 0;
 }
 
@@ -96,7 +98,9 @@ static int rank_main(int proc, int nproc, void *arg)
 
 	/* 1: alternate, one at a time, sizes up to 1 MiB. */
 	for (int it = 0; it < 40; it++) {
-		struct op o = { .c = pick(&rng, BIG), .comm = it & 1, .send = mem + 4 * BATCH * SLOT };
+		struct op o = { .c = pick(&rng, BIG),
+				.comm = it & 1,
+				.send = mem + 4 * BATCH * SLOT };
 
 		o.recv = o.send + BIG;
 		if (submit(comms, ranks, &o) || finish(ctx, ranks, &o, "alternating"))
@@ -117,7 +121,8 @@ static int rank_main(int proc, int nproc, void *arg)
 		for (int i = 0; i < 2 * BATCH; i++) {
 			int k = round & 1 ? 2 * BATCH - 1 - i : i;
 
-			if (finish(ctx, ranks, &ops[k], round & 1 ? "batched (reverse wait)" : "batched"))
+			if (finish(ctx, ranks, &ops[k],
+				   round & 1 ? "batched (reverse wait)" : "batched"))
 				return 1;
 			n++;
 		}

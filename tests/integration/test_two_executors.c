@@ -43,8 +43,8 @@ static int host_rank(int rank, int nranks, void *arg)
 	int r;
 
 	(void)arg;
-	r = h_join_alloc(&host_uid, nranks, rank, COUNT * sizeof(float), &ctx, &comm, (void **)&send,
-			 (void **)&recv);
+	r = h_join_alloc(&host_uid, nranks, rank, COUNT * sizeof(float), &ctx, &comm,
+			 (void **)&send, (void **)&recv);
 	if (r < 0)
 		return 1;
 	for (int it = 0; it < 8; it++) {
@@ -59,8 +59,8 @@ static int host_rank(int rank, int nranks, void *arg)
 			return h_fail("rank %d: all-reduce %d: %s", rank, it, collc_strerror(r));
 		for (int i = 0; i < COUNT; i++)
 			if (recv[i] != (float)(nranks * (nranks + 1) / 2) * (float)(it + 1))
-				return h_fail("rank %d: all-reduce %d: element %d is %g", rank, it, i,
-					      (double)recv[i]);
+				return h_fail("rank %d: all-reduce %d: element %d is %g", rank, it,
+					      i, (double)recv[i]);
 	}
 	collc_comm_destroy(comm);
 	return 0;
@@ -100,7 +100,9 @@ static int raw_reply(int fd, void *body, size_t len, int timeout_ms)
 	memcpy(&st, buf + sizeof(struct collc_msg_hdr), sizeof(st));
 	if (body)
 		memcpy(body, buf + sizeof(struct collc_msg_hdr),
-		       len < (size_t)n - sizeof(struct collc_msg_hdr) ? len : (size_t)n - sizeof(struct collc_msg_hdr));
+		       len < (size_t)n - sizeof(struct collc_msg_hdr)
+			       ? len
+			       : (size_t)n - sizeof(struct collc_msg_hdr));
 	return st.status;
 }
 
@@ -145,8 +147,8 @@ static int comm_init_devices(const int32_t *devs, int nranks, int want, const ch
 		int got = raw_reply(fds[r], NULL, 0, 10000);
 
 		if (got != want)
-			failed |= h_fail("%s: rank %d (device %d) got %d (%s), want %d (%s)", what, r,
-					 devs[r], got, strerror(-got), want, strerror(-want));
+			failed |= h_fail("%s: rank %d (device %d) got %d (%s), want %d (%s)", what,
+					 r, devs[r], got, strerror(-got), want, strerror(-want));
 		close(fds[r]);
 	}
 	if (!failed)
@@ -205,7 +207,8 @@ static int check_status(int *ret_cuda)
 		failed |= h_fail("status --json: no cpu executor under --backend auto");
 	devs = need(root, "status", "devices", JSON_ARRAY, &failed);
 	for (size_t i = 0; devs && i < devs->n; i++) {
-		const struct json *b = need(&devs->items[i], "devices[]", "backend", JSON_STRING, &failed);
+		const struct json *b =
+			need(&devs->items[i], "devices[]", "backend", JSON_STRING, &failed);
 
 		need(&devs->items[i], "devices[]", "name", JSON_STRING, &failed);
 		cpu_devices += b && strcmp(b->string, "cpu") == 0;

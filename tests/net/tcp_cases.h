@@ -73,8 +73,8 @@ static void check_bytes(const uint8_t *want, const uint8_t *got, size_t n, const
 		return;
 	for (i = 0; i < n && want[i] == got[i]; i++)
 		;
-	fail_msg("%s: byte %zu of %zu differs (%02x != %02x), seed %#llx", what, i, n, want[i], got[i],
-		 (unsigned long long)seed);
+	fail_msg("%s: byte %zu of %zu differs (%02x != %02x), seed %#llx", what, i, n, want[i],
+		 got[i], (unsigned long long)seed);
 }
 
 struct pair {
@@ -142,7 +142,7 @@ static void send_one(struct pair *p, size_t size, int tag)
 	assert_int_equal(got, (int)size);
 	check_bytes(src, dst, size, "payload");
 	for (size_t i = size; i < size + 16; i++)
-		assert_int_equal(dst[i], 0xa5);	/* nothing written past the message */
+		assert_int_equal(dst[i], 0xa5); /* nothing written past the message */
 	assert_int_equal(net->deregMr(p->scomm, smr), ncclSuccess);
 	assert_int_equal(net->deregMr(p->rcomm, rmr), ncclSuccess);
 	free(src);
@@ -197,9 +197,11 @@ static void t_many_in_flight(void **state)
 		dst[i] = malloc(size[i] + 1);
 		fill(src[i], size[i], &seed);
 		void *d = dst[i];
-		assert_int_equal(net->irecv(p.rcomm, 1, &d, &rsize[i], &tag[i], NULL, &rreq[i]), ncclSuccess);
+		assert_int_equal(net->irecv(p.rcomm, 1, &d, &rsize[i], &tag[i], NULL, &rreq[i]),
+				 ncclSuccess);
 		assert_non_null(rreq[i]);
-		assert_int_equal(net->isend(p.scomm, src[i], size[i], tag[i], NULL, &sreq[i]), ncclSuccess);
+		assert_int_equal(net->isend(p.scomm, src[i], size[i], tag[i], NULL, &sreq[i]),
+				 ncclSuccess);
 		assert_non_null(sreq[i]);
 	}
 	/* The pool is full: a further request is not taken, and that is no error. */
@@ -251,7 +253,8 @@ static void t_grouped(void **state)
 		int k = order[i];
 
 		fill(a[k], sizeof(a[k]), &seed);
-		assert_int_equal(net->isend(p.scomm, a[k], sent[k], tags[k], NULL, &sreq[i]), ncclSuccess);
+		assert_int_equal(net->isend(p.scomm, a[k], sent[k], tags[k], NULL, &sreq[i]),
+				 ncclSuccess);
 		assert_non_null(sreq[i]);
 	}
 	for (i = 0; i < 3; i++)
@@ -299,7 +302,8 @@ static void t_refusals(void **state)
 
 	pair_open(&p);
 	/* CUDA pointers and DMA-BUF are not supported by tcp yet: refused cleanly. */
-	assert_int_equal(net->regMr(p.scomm, buf, sizeof(buf), NCCL_PTR_CUDA, &mh), ncclInternalError);
+	assert_int_equal(net->regMr(p.scomm, buf, sizeof(buf), NCCL_PTR_CUDA, &mh),
+			 ncclInternalError);
 	assert_int_equal(net->regMrDmaBuf(p.scomm, buf, sizeof(buf), NCCL_PTR_DMABUF, 0, -1, &mh),
 			 ncclInternalError);
 	/* Host memory needs no flush. */
@@ -396,13 +400,9 @@ static void t_two_connections(void **state)
 	pair_close(&a);
 }
 
-#define TCP_CASES \
-	cmocka_unit_test(t_properties), \
-	cmocka_unit_test(t_sizes), \
-	cmocka_unit_test(t_many_in_flight), \
-	cmocka_unit_test(t_grouped), \
-	cmocka_unit_test(t_oversized_message), \
-	cmocka_unit_test(t_refusals), \
-	cmocka_unit_test(t_peer_closed), \
-	cmocka_unit_test(t_garbage_connection), \
-	cmocka_unit_test(t_two_connections)
+#define TCP_CASES                                                                                  \
+	cmocka_unit_test(t_properties), cmocka_unit_test(t_sizes),                                 \
+		cmocka_unit_test(t_many_in_flight), cmocka_unit_test(t_grouped),                   \
+		cmocka_unit_test(t_oversized_message), cmocka_unit_test(t_refusals),               \
+		cmocka_unit_test(t_peer_closed), cmocka_unit_test(t_garbage_connection),           \
+		cmocka_unit_test(t_two_connections)

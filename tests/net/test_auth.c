@@ -100,7 +100,8 @@ static void t_steps(void **state)
 	assert_int_equal(ar.accepted, 1);
 	assert_int_equal(refusals(&ai) + refusals(&ar), 0);
 	/* Out of order: a second RESPONSE on a finished session. */
-	assert_int_equal(net_auth_responder_response(&ar, &sr, f3, 96, f4, &send), NET_AUTH_ERR_TYPE);
+	assert_int_equal(net_auth_responder_response(&ar, &sr, f3, 96, f4, &send),
+			 NET_AUTH_ERR_TYPE);
 	assert_int_equal(ar.refused[NET_AUTH_ERR_TYPE], 1);
 	/* The secret does not outlive the session. */
 	uint8_t zero[16] = { 0 };
@@ -224,7 +225,8 @@ static void t_bad_frames(void **state)
 	struct net_auth_session sr;
 	uint8_t out[96];
 	assert_int_equal(net_auth_responder_hello(&ar, &sr, big, 97, out), NET_AUTH_ERR_LENGTH);
-	assert_int_equal(net_auth_responder_hello(&ar, &sr, hello, 95, out), NET_AUTH_ERR_TRUNCATED);
+	assert_int_equal(net_auth_responder_hello(&ar, &sr, hello, 95, out),
+			 NET_AUTH_ERR_TRUNCATED);
 	assert_int_equal(net_auth_responder_hello(&ar, &sr, hello, 3, out), NET_AUTH_ERR_TRUNCATED);
 
 	memcpy(bad, hello, 96);
@@ -256,8 +258,10 @@ static void t_replay(void **state)
 	net_auth_init(&ar, lookup, NULL);
 	assert_int_equal(net_auth_initiator_hello(&ai, &si, comm_id, secret, rec), NET_AUTH_OK);
 	assert_int_equal(net_auth_responder_hello(&ar, &sr, rec, 96, f2), NET_AUTH_OK);
-	assert_int_equal(net_auth_initiator_challenge(&ai, &si, f2, 96, rec + 96, &send), NET_AUTH_OK);
-	assert_int_equal(net_auth_responder_response(&ar, &sr, rec + 96, 96, f4, &send), NET_AUTH_OK);
+	assert_int_equal(net_auth_initiator_challenge(&ai, &si, f2, 96, rec + 96, &send),
+			 NET_AUTH_OK);
+	assert_int_equal(net_auth_responder_response(&ar, &sr, rec + 96, 96, f4, &send),
+			 NET_AUTH_OK);
 	assert_int_equal(ar.accepted, 1);
 
 	assert_int_equal(responder_on(rec, sizeof(rec), 0, &ar), NET_AUTH_ERR_REPLAY);
@@ -267,7 +271,8 @@ static void t_replay(void **state)
 	struct net_auth_session s2;
 	uint8_t h2[96], r2[96];
 	assert_int_equal(net_auth_initiator_hello(&ai, &s2, comm_id, secret, h2), NET_AUTH_OK);
-	assert_int_equal(net_auth_initiator_challenge(&ai, &s2, f2, 96, r2, &send), NET_AUTH_ERR_REPLAY);
+	assert_int_equal(net_auth_initiator_challenge(&ai, &s2, f2, 96, r2, &send),
+			 NET_AUTH_ERR_REPLAY);
 	assert_int_equal(ai.refused[NET_AUTH_ERR_REPLAY], 1);
 
 	/* Push the recorded nonce out of the bounded cache. */
@@ -275,7 +280,8 @@ static void t_replay(void **state)
 		struct net_auth_session x, y;
 		uint8_t h[96], c[96];
 
-		assert_int_equal(net_auth_initiator_hello(&ai, &x, comm_id, secret, h), NET_AUTH_OK);
+		assert_int_equal(net_auth_initiator_hello(&ai, &x, comm_id, secret, h),
+				 NET_AUTH_OK);
 		assert_int_equal(net_auth_responder_hello(&ar, &y, h, 96, c), NET_AUTH_OK);
 	}
 	assert_int_equal(ar.seen_n, NET_AUTH_REPLAY_CACHE);
@@ -322,14 +328,10 @@ static void t_socket_timeout(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_steps),
-		cmocka_unit_test(t_right_secret),
-		cmocka_unit_test(t_wrong_secret),
-		cmocka_unit_test(t_unknown_comm),
-		cmocka_unit_test(t_bad_frames),
-		cmocka_unit_test(t_replay),
-		cmocka_unit_test(t_refused_result),
-		cmocka_unit_test(t_socket_timeout),
+		cmocka_unit_test(t_steps),          cmocka_unit_test(t_right_secret),
+		cmocka_unit_test(t_wrong_secret),   cmocka_unit_test(t_unknown_comm),
+		cmocka_unit_test(t_bad_frames),     cmocka_unit_test(t_replay),
+		cmocka_unit_test(t_refused_result), cmocka_unit_test(t_socket_timeout),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

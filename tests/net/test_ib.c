@@ -154,17 +154,23 @@ static void t_imm(void **state)
 				uint64_t got;
 				uint32_t imm = ib_imm_encode(seq, sub);
 
-				assert_int_equal(ib_imm_decode(imm, base, base + IB_FIFO_SLOTS, &got, &got_sub), 0);
+				assert_int_equal(ib_imm_decode(imm, base, base + IB_FIFO_SLOTS,
+							       &got, &got_sub),
+						 0);
 				assert_true(got == seq);
 				assert_int_equal(got_sub, sub);
 			}
 		}
 		/* Not posted yet, or already completed: refused. */
 		uint64_t out = 77;
-		assert_int_equal(ib_imm_decode(ib_imm_encode(base + 3, 0), base, base + 3, &out, &sub), -1);
-		assert_int_equal(ib_imm_decode(ib_imm_encode(base - 1, 0), base, base + IB_FIFO_SLOTS, &out, &sub), -1);
+		assert_int_equal(
+			ib_imm_decode(ib_imm_encode(base + 3, 0), base, base + 3, &out, &sub), -1);
+		assert_int_equal(ib_imm_decode(ib_imm_encode(base - 1, 0), base,
+					       base + IB_FIFO_SLOTS, &out, &sub),
+				 -1);
 		assert_int_equal(ib_imm_decode(ib_imm_encode(base + IB_FIFO_SLOTS, 0), base,
-					       base + 2 * IB_FIFO_SLOTS, &out, &sub), -1);
+					       base + 2 * IB_FIFO_SLOTS, &out, &sub),
+				 -1);
 		assert_true(out == 77);
 	}
 }

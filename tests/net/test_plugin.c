@@ -69,7 +69,7 @@ static void t_missing(void **state)
 	struct net_transport t = { .ndev = 77 };
 
 	assert_int_equal(net_load("plugin:no-such-plugin", NULL, NULL, &t), -ENOENT);
-	assert_int_equal(t.ndev, 77);	/* untouched on failure */
+	assert_int_equal(t.ndev, 77); /* untouched on failure */
 	/* A library without ncclNetPlugin_v8 is refused. */
 	assert_int_equal(net_load("plugin:" COLLC_NET_NOSYM_PATH, NULL, NULL, &t), -EPROTO);
 	assert_int_equal(net_load("plugin:", NULL, NULL, &t), -EINVAL);

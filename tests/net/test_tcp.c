@@ -27,8 +27,15 @@ static int setup(void **state)
 /* Stream shares tile the message exactly, for any size and stream count. */
 static void t_share(void **state)
 {
-	static const size_t sizes[] = { 0, 1, MIN_CHUNK - 1, MIN_CHUNK, MIN_CHUNK + 1, 1 << 20,
-					(1 << 20) + 3, 64 << 20, 0x7fffffff };
+	static const size_t sizes[] = { 0,
+					1,
+					MIN_CHUNK - 1,
+					MIN_CHUNK,
+					MIN_CHUNK + 1,
+					1 << 20,
+					(1 << 20) + 3,
+					64 << 20,
+					0x7fffffff };
 	size_t i, b, e, at;
 	int n, s;
 
@@ -117,8 +124,10 @@ static void t_partial_io(void **state)
 	sc = p.scomm;
 	rc = p.rcomm;
 	for (i = 0; i < sc->nsocks; i++) {
-		assert_int_equal(setsockopt(sc->fd[i], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
-		assert_int_equal(setsockopt(rc->fd[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+		assert_int_equal(
+			setsockopt(sc->fd[i], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+		assert_int_equal(
+			setsockopt(rc->fd[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
 	}
 	send_one(&p, (3 << 20) + 5, 1);
 	send_one(&p, 0, 2);
@@ -167,12 +176,14 @@ static void t_soak(void **state)
 			perm[i] = perm[j];
 			perm[j] = t;
 		}
-		assert_int_equal(net->irecv(p.rcomm, n, data, maxs, tags, NULL, &rreq), ncclSuccess);
+		assert_int_equal(net->irecv(p.rcomm, n, data, maxs, tags, NULL, &rreq),
+				 ncclSuccess);
 		assert_non_null(rreq);
 		for (i = 0; i < n; i++) {
 			int k = perm[i];
 
-			assert_int_equal(net->isend(p.scomm, src[k], sizes[k], tags[k], NULL, &sreq[i]),
+			assert_int_equal(net->isend(p.scomm, src[k], sizes[k], tags[k], NULL,
+						    &sreq[i]),
 					 ncclSuccess);
 			assert_non_null(sreq[i]);
 		}
@@ -265,7 +276,7 @@ static void t_impostor(void **state)
 			assert_null(p.rcomm);
 			assert_true(ms_now() < end);
 		}
-		assert_true(n <= 0);	/* EOF or reset: the listener closed it */
+		assert_true(n <= 0); /* EOF or reset: the listener closed it */
 	}
 	assert_int_equal(net->closeSend(f), ncclSuccess);
 	while (!p.scomm || !p.rcomm) {
@@ -282,16 +293,11 @@ static void t_impostor(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_share),
-		cmocka_unit_test(t_options),
-		cmocka_unit_test(t_streams),
-		cmocka_unit_test(t_bad_handle),
-		cmocka_unit_test(t_partial_io),
-		cmocka_unit_test(t_soak),
-		cmocka_unit_test(t_connect_refused),
-		cmocka_unit_test(t_receiver_closed),
-		cmocka_unit_test(t_impostor),
-		TCP_CASES,
+		cmocka_unit_test(t_share),           cmocka_unit_test(t_options),
+		cmocka_unit_test(t_streams),         cmocka_unit_test(t_bad_handle),
+		cmocka_unit_test(t_partial_io),      cmocka_unit_test(t_soak),
+		cmocka_unit_test(t_connect_refused), cmocka_unit_test(t_receiver_closed),
+		cmocka_unit_test(t_impostor),        TCP_CASES,
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -48,7 +48,7 @@ struct op {
 /* Every rank draws the same sequence of collectives from the run's seed. */
 static void draw(uint64_t *rs, struct op *o)
 {
-	static const collc_dtype dts[] = { COLLC_FLOAT32, COLLC_INT32, COLLC_FLOAT64,
+	static const collc_dtype dts[] = { COLLC_FLOAT32,  COLLC_INT32, COLLC_FLOAT64,
 					   COLLC_BFLOAT16, COLLC_UINT8, COLLC_INT64 };
 	uint64_t pick = h_rand_below(rs, 100), n;
 
@@ -83,7 +83,8 @@ static int submit(struct collc_comm *comm, const struct op *o, int rank, void *s
 	case RC_BROADCAST:
 		return collc_broadcast(comm, send, recv, o->c.count, o->c.dtype, o->root, req);
 	default:
-		return collc_reduce(comm, send, recv, o->c.count, o->c.dtype, o->c.op, o->root, req);
+		return collc_reduce(comm, send, recv, o->c.count, o->c.dtype, o->c.op, o->root,
+				    req);
 	}
 }
 
@@ -124,9 +125,10 @@ static int rank_main(int rank, int nranks, void *arg)
 			draw(&rs, &ops[s]);
 			r = submit(comm, &ops[s], rank, send[s], recv[s], &reqs[s]);
 			if (r < 0)
-				return h_fail("rank %d: collective %llu (kind %d count %zu): submit %s", rank,
-					      (unsigned long long)head, ops[s].kind, ops[s].c.count,
-					      collc_strerror(r));
+				return h_fail(
+					"rank %d: collective %llu (kind %d count %zu): submit %s",
+					rank, (unsigned long long)head, ops[s].kind, ops[s].c.count,
+					collc_strerror(r));
 			head++;
 		}
 		{
@@ -134,15 +136,17 @@ static int rank_main(int rank, int nranks, void *arg)
 
 			r = collc_wait(ctx, reqs[s], 60000);
 			if (r < 0)
-				return h_fail("rank %d: collective %llu (kind %d %s %s count %zu): %s", rank,
-					      (unsigned long long)tail, ops[s].kind,
-					      rc_dtype_name(ops[s].c.dtype), rc_op_name(ops[s].c.op),
-					      ops[s].c.count, collc_strerror(r));
+				return h_fail(
+					"rank %d: collective %llu (kind %d %s %s count %zu): %s",
+					rank, (unsigned long long)tail, ops[s].kind,
+					rc_dtype_name(ops[s].c.dtype), rc_op_name(ops[s].c.op),
+					ops[s].c.count, collc_strerror(r));
 			if (check(&ops[s], rank, recv[s]))
-				return h_fail("rank %d: collective %llu (kind %d %s %s count %zu) wrong", rank,
-					      (unsigned long long)tail, ops[s].kind,
-					      rc_dtype_name(ops[s].c.dtype), rc_op_name(ops[s].c.op),
-					      ops[s].c.count);
+				return h_fail(
+					"rank %d: collective %llu (kind %d %s %s count %zu) wrong",
+					rank, (unsigned long long)tail, ops[s].kind,
+					rc_dtype_name(ops[s].c.dtype), rc_op_name(ops[s].c.op),
+					ops[s].c.count);
 			tail++;
 			sh->done[rank] = tail;
 		}
@@ -153,7 +157,8 @@ static int rank_main(int rank, int nranks, void *arg)
 	return 0;
 }
 
-static int request(const char *path, uint16_t type, const void *p, size_t len, struct ctl_reply *rep)
+static int request(const char *path, uint16_t type, const void *p, size_t len,
+		   struct ctl_reply *rep)
 {
 	uint32_t id = 0;
 	int fd, r = ctl_connect(path, &fd);
@@ -282,7 +287,8 @@ int main(int argc, char **argv)
 	h_log("%llu collectives x %d ranks, %u sets of channels/proto/algo, largest queue depth sampled %u",
 	      (unsigned long long)ncoll, NRANKS, sh->sets_done, sh->max_depth_seen);
 	if (sh->sets_done != NSETS)
-		failed += h_fail("only %u of %d reconfigurations went through", sh->sets_done, NSETS);
+		failed +=
+			h_fail("only %u of %d reconfigurations went through", sh->sets_done, NSETS);
 	else if (!(sh->storm_t0 < sh->sets_t0 && sh->sets_t1 < sh->storm_t1))
 		failed += h_fail("the reconfigurations did not all happen during the traffic "
 				 "(storm %.2f..%.2f s, sets %.2f..%.2f s)",

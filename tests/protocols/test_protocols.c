@@ -40,10 +40,10 @@
 #include "proto/shm.h"
 #include "proto/work.h"
 
-#define MAX_CASES  512
-#define MAX_RANKS  64
-#define GUARD      64
-#define ELEM_SKEW  8 /* cases start at element offsets 0..7 */
+#define MAX_CASES 512
+#define MAX_RANKS 64
+#define GUARD     64
+#define ELEM_SKEW 8 /* cases start at element offsets 0..7 */
 
 struct tcase {
 	int coll; /* COLLC_OP_* */
@@ -56,8 +56,9 @@ struct tcase {
 	uint64_t seed;
 };
 
-static const char *const coll_names[COLLC_OP_MAX] = { "nop", "allreduce", "allgather",
-						      "reduce_scatter", "broadcast", "reduce" };
+static const char *const coll_names[COLLC_OP_MAX] = { "nop",       "allreduce",
+						      "allgather", "reduce_scatter",
+						      "broadcast", "reduce" };
 static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot" };
 static const char *const proto_names[COLLC_PROTO_MAX] = { "auto", "simple", "ll", "ll128" };
 
@@ -144,10 +145,10 @@ static int make_cases(int nranks, struct tcase *tc)
 static void describe(const struct tcase *c, int rank, int nranks, char *out, size_t len)
 {
 	snprintf(out, len, "%s %s%s%s count %zu%s%s skew %zu, rank %d/%d", coll_names[c->coll],
-		 rc_dtype_name(c->dtype), has_op(c->coll) ? " " : "", has_op(c->coll) ? rc_op_name(c->op) : "",
-		 c->count, c->inplace ? " in place" : "",
-		 c->coll == COLLC_OP_BROADCAST || c->coll == COLLC_OP_REDUCE ? " rooted" : "", c->skew,
-		 rank, nranks);
+		 rc_dtype_name(c->dtype), has_op(c->coll) ? " " : "",
+		 has_op(c->coll) ? rc_op_name(c->op) : "", c->count, c->inplace ? " in place" : "",
+		 c->coll == COLLC_OP_BROADCAST || c->coll == COLLC_OP_REDUCE ? " rooted" : "",
+		 c->skew, rank, nranks);
 }
 
 static struct rc_case plain_case(const struct tcase *c)
@@ -249,7 +250,8 @@ static int check_canaries(const struct tcase *c, const char *buf, const struct l
 
 	if (!c->inplace) {
 		if ((bad = rc_canary_check(buf, 0, l->send_off, c->seed)) >= 0 ||
-		    (bad = rc_canary_check(buf, l->send_off + l->send_len, l->recv_off, c->seed)) >= 0 ||
+		    (bad = rc_canary_check(buf, l->send_off + l->send_len, l->recv_off, c->seed)) >=
+			    0 ||
 		    (bad = rc_canary_check(buf, l->recv_off + l->recv_len, l->end, c->seed)) >= 0)
 			return h_fail("%s: byte %ld outside the buffers changed", what, bad);
 		return 0;
@@ -277,15 +279,16 @@ static int check(const struct tcase *c, int rank, int nranks, const char *buf,
 		long at = rc_canary_check(buf, l->recv_off, l->recv_off + l->recv_len, c->seed);
 
 		if (at >= 0)
-			bad = h_fail("%s: a non-root's receive buffer changed at byte %ld", what, at);
+			bad = h_fail("%s: a non-root's receive buffer changed at byte %ld", what,
+				     at);
 	}
 	if (send_kept && !bad)
 		bad = rc_check_send(&pc, rc_coll_of(c), nranks, rank, send, what);
 	return bad | check_canaries(c, buf, l, what);
 }
 
-static int run_case(struct collc_ctx *ctx, struct collc_comm *comm, const struct tcase *c,
-		    int ci, int rank, int nranks, char *buf)
+static int run_case(struct collc_ctx *ctx, struct collc_comm *comm, const struct tcase *c, int ci,
+		    int rank, int nranks, char *buf)
 {
 	struct layout l = layout_of(c, rank, nranks);
 	char what[160];
@@ -302,7 +305,8 @@ static int run_case(struct collc_ctx *ctx, struct collc_comm *comm, const struct
 	if (check(c, rank, nranks, buf, &l, what))
 		return 1;
 	if (c->coll == COLLC_OP_ALLREDUCE)
-		hashes[(size_t)ci * MAX_RANKS + (size_t)rank] = hash_bytes(buf + l.recv_off, l.recv_len);
+		hashes[(size_t)ci * MAX_RANKS + (size_t)rank] =
+			hash_bytes(buf + l.recv_off, l.recv_len);
 	return 0;
 }
 
@@ -366,7 +370,8 @@ static void expected_plan(const struct tcase *c, int nranks, int *algo, int *pro
 	else if (a == COLLC_ALGO_ONESHOT)
 		*proto = oll && nranks <= 8 ? -1 : COLLC_PROTO_SIMPLE; /* PLAN_OLL_MAX_RANKS */
 	else
-		*proto = p != COLLC_PROTO_AUTO ? p : -1; /* ring or, by size, any: what was forced */
+		*proto = p != COLLC_PROTO_AUTO ? p
+					       : -1; /* ring or, by size, any: what was forced */
 }
 
 struct totals {
@@ -431,11 +436,13 @@ static int run_ranks(int nranks, struct totals *want, int *known_algo, int *know
 
 		if (tc[i].coll == COLLC_OP_ALLREDUCE)
 			for (int r = 1; r < nranks; r++)
-				if (hashes[(size_t)i * MAX_RANKS + (size_t)r] != hashes[(size_t)i * MAX_RANKS]) {
+				if (hashes[(size_t)i * MAX_RANKS + (size_t)r] !=
+				    hashes[(size_t)i * MAX_RANKS]) {
 					char what[160];
 
 					describe(&tc[i], r, nranks, what, sizeof(what));
-					return h_fail("%s: result differs bitwise from rank 0's", what);
+					return h_fail("%s: result differs bitwise from rank 0's",
+						      what);
 				}
 		expected_plan(&tc[i], nranks, &a, &p);
 		if (a < 0)
@@ -467,8 +474,8 @@ static int check_totals(const struct totals *before, const struct totals *want, 
 		sum_a += got;
 		ncoll += want->algo[a];
 		if (known_algo && got != want->algo[a])
-			return h_fail("status: by_algo.%s grew by %" PRIu64 ", want %" PRIu64, algo_names[a],
-				      got, want->algo[a]);
+			return h_fail("status: by_algo.%s grew by %" PRIu64 ", want %" PRIu64,
+				      algo_names[a], got, want->algo[a]);
 	}
 	for (int p = COLLC_PROTO_SIMPLE; p < COLLC_PROTO_MAX; p++) {
 		uint64_t got = now.proto[p] - before->proto[p];
@@ -479,18 +486,22 @@ static int check_totals(const struct totals *before, const struct totals *want, 
 				      proto_names[p], got, want->proto[p]);
 	}
 	if (sum_a != sum_p || (known_algo && sum_a != ncoll))
-		return h_fail("status: %" PRIu64 " collectives by algorithm, %" PRIu64 " by protocol",
+		return h_fail("status: %" PRIu64 " collectives by algorithm, %" PRIu64
+			      " by protocol",
 			      sum_a, sum_p);
 	if (now.completed - before->completed != want->completed || now.errors != before->errors)
-		return h_fail("status: %" PRIu64 " completions and %" PRIu64 " errors, want %" PRIu64
-			      " and none", now.completed - before->completed, now.errors - before->errors,
+		return h_fail("status: %" PRIu64 " completions and %" PRIu64
+			      " errors, want %" PRIu64 " and none",
+			      now.completed - before->completed, now.errors - before->errors,
 			      want->completed);
 	h_log("status: by_algo ring %" PRIu64 " oneshot %" PRIu64 " twoshot %" PRIu64
 	      ", by_proto simple %" PRIu64 " ll %" PRIu64 " ll128 %" PRIu64 "%s",
 	      now.algo[1] - before->algo[1], now.algo[2] - before->algo[2],
 	      now.algo[3] - before->algo[3], now.proto[1] - before->proto[1],
 	      now.proto[2] - before->proto[2], now.proto[3] - before->proto[3],
-	      known_algo && known_proto ? " (as forced)" : known_algo ? " (algorithm as forced)" : "");
+	      known_algo && known_proto ? " (as forced)"
+	      : known_algo              ? " (algorithm as forced)"
+					: "");
 	return 0;
 }
 
@@ -525,8 +536,8 @@ static int run_hot(void)
 
 		opt.proto = combos[i].proto;
 		opt.algo = combos[i].algo;
-		snprintf(cmd, sizeof(cmd), "%s --socket %s set proto=%s algo=%s channels=%zu", ctl, h_sock,
-			 proto_names[opt.proto], algo_names[opt.algo], 1 + i % 3);
+		snprintf(cmd, sizeof(cmd), "%s --socket %s set proto=%s algo=%s channels=%zu", ctl,
+			 h_sock, proto_names[opt.proto], algo_names[opt.algo], 1 + i % 3);
 		if (h_run_capture(cmd, out, sizeof(out)) != 0)
 			return h_fail("%s: %s", cmd, out);
 		h_log("collcctl set proto=%s algo=%s channels=%zu", proto_names[opt.proto],
@@ -566,7 +577,8 @@ static int mixed_main(int proc, int nprocs, void *arg)
 		for (int i = 0; i < MIXED_OPS; i++) {
 			struct tcase *c = &tc[m][i];
 			/* Sizes around the automatic thresholds: one-shot, two-shot, LL, LL128, Simple. */
-			static const size_t bytes[] = { 0, 8, 1000, 40000, 70000, 300000, 1100000, 2500000 };
+			static const size_t bytes[] = { 0,     8,      1000,    40000,
+							70000, 300000, 1100000, 2500000 };
 
 			/* Every collective at every size, in an order that differs between A and B. */
 			c->coll = 1 + (i + m) % (COLLC_OP_MAX - 1);
@@ -574,7 +586,8 @@ static int mixed_main(int proc, int nprocs, void *arg)
 			c->op = (collc_redop)h_rand_below(&rng, COLLC_NUM_REDOPS);
 			if (c->dtype == COLLC_FLOAT16 && c->op == COLLC_PROD)
 				c->op = COLLC_MAX;
-			c->count = bytes[(size_t)(i / (COLLC_OP_MAX - 1) + 3 * m) % 8] / rc_size(c->dtype);
+			c->count = bytes[(size_t)(i / (COLLC_OP_MAX - 1) + 3 * m) % 8] /
+				   rc_size(c->dtype);
 			if (c->coll == COLLC_OP_ALLGATHER || c->coll == COLLC_OP_REDUCE_SCATTER)
 				c->count /= (size_t)nprocs;
 			c->inplace = (int)h_rand_below(&rng, 2);
@@ -592,7 +605,8 @@ static int mixed_main(int proc, int nprocs, void *arg)
 			if (r < 0)
 				return h_fail("collc_mem_alloc(%zu): %s", l.end, collc_strerror(r));
 			fill(c, ranks[m], nprocs, bufs[m][i], &l);
-			r = submit(comm[m], c, bufs[m][i] + l.send_off, bufs[m][i] + l.recv_off, &reqs[m][i]);
+			r = submit(comm[m], c, bufs[m][i] + l.send_off, bufs[m][i] + l.recv_off,
+				   &reqs[m][i]);
 			if (r < 0)
 				return h_fail("submit: %s", collc_strerror(r));
 		}
@@ -603,7 +617,8 @@ static int mixed_main(int proc, int nprocs, void *arg)
 			char what[192];
 
 			describe(c, ranks[m], nprocs, what, sizeof(what));
-			strncat(what, m ? " (comm B)" : " (comm A)", sizeof(what) - strlen(what) - 1);
+			strncat(what, m ? " (comm B)" : " (comm A)",
+				sizeof(what) - strlen(what) - 1);
 			r = collc_wait(ctx[m], reqs[m][i], 60000);
 			if (r < 0)
 				return h_fail("%s: %s", what, collc_strerror(r));
@@ -639,7 +654,8 @@ static int run_mixed(void)
 			return h_fail("status: no collective ran %s", proto_names[p]);
 	h_log("two communicators, %d collectives each outstanding at once: correct; by_algo ring %" PRIu64
 	      " oneshot %" PRIu64 " twoshot %" PRIu64 ", by_proto simple %" PRIu64 " ll %" PRIu64
-	      " ll128 %" PRIu64, MIXED_OPS, now.algo[1] - before.algo[1], now.algo[2] - before.algo[2],
+	      " ll128 %" PRIu64,
+	      MIXED_OPS, now.algo[1] - before.algo[1], now.algo[2] - before.algo[2],
 	      now.algo[3] - before.algo[3], now.proto[1] - before.proto[1],
 	      now.proto[2] - before.proto[2], now.proto[3] - before.proto[3]);
 	return 0;
@@ -662,7 +678,8 @@ static void parse(int argc, char **argv)
 			char *s = strdup(v), *save, *t;
 
 			opt.nranks_list = 0;
-			for (t = strtok_r(s, ",", &save); t && opt.nranks_list < 16; t = strtok_r(NULL, ",", &save))
+			for (t = strtok_r(s, ",", &save); t && opt.nranks_list < 16;
+			     t = strtok_r(NULL, ",", &save))
 				opt.ranks[opt.nranks_list++] = atoi(t);
 			free(s);
 			i++;
@@ -702,8 +719,8 @@ int main(int argc, char **argv)
 	int n = 0, failed;
 
 	parse(argc, argv);
-	snprintf(name, sizeof(name), "protocols %s/%s%s%s", algo_names[opt.algo], proto_names[opt.proto],
-		 opt.hot ? " hot" : "", opt.mixed ? " mixed" : "");
+	snprintf(name, sizeof(name), "protocols %s/%s%s%s", algo_names[opt.algo],
+		 proto_names[opt.proto], opt.hot ? " hot" : "", opt.mixed ? " mixed" : "");
 	h_init(name, argc, argv, 330);
 	hashes = h_shared((size_t)MAX_CASES * MAX_RANKS * sizeof(*hashes));
 	snprintf(kv[0], sizeof(kv[0]), "proto=%s", proto_names[opt.proto]);

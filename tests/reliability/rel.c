@@ -194,7 +194,8 @@ int rel_steady_rank(struct rel_steady *s, int rank)
 
 	if (h_join(&s->uid, 2, rank, &ctx, &comm) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, cap, -1, &send)) < 0 || (r = collc_mem_alloc(ctx, cap, -1, &recv)) < 0)
+	if ((r = collc_mem_alloc(ctx, cap, -1, &send)) < 0 ||
+	    (r = collc_mem_alloc(ctx, cap, -1, &recv)) < 0)
 		return h_fail("steady rank %d: collc_mem_alloc: %s", rank, collc_strerror(r));
 	h_add(&s->joined, 1);
 	for (uint32_t it = 0;; it++) {
@@ -203,7 +204,8 @@ int rel_steady_rank(struct rel_steady *s, int rank)
 		collc_redop op = (collc_redop)h_rand_below(&rng, COLLC_NUM_REDOPS);
 		static const size_t sizes[] = { 0, 1, 7, 1000, 4096, 65536, 262144, 1 << 20 };
 		/* Mostly small; a 1 MiB one every 16th. */
-		size_t count = sizes[h_rand_below(&rng, it % 16 == 0 ? 8 : 7)] / collc_dtype_size(dt);
+		size_t count =
+			sizes[h_rand_below(&rng, it % 16 == 0 ? 8 : 7)] / collc_dtype_size(dt);
 		struct rc_case c = { dt, op, count, h_mix(h_seed ^ it), 2 };
 		char what[128];
 		collc_req req;
@@ -217,8 +219,9 @@ int rel_steady_rank(struct rel_steady *s, int rank)
 			r = collc_wait(ctx, req, 20000);
 		if (r < 0) {
 			s->errors[rank]++;
-			return h_fail("steady rank %d: collective %u (%s %s x%zu) ended with %s", rank, it,
-				      rc_dtype_name(dt), rc_op_name(op), count, collc_strerror(r));
+			return h_fail("steady rank %d: collective %u (%s %s x%zu) ended with %s",
+				      rank, it, rc_dtype_name(dt), rc_op_name(op), count,
+				      collc_strerror(r));
 		}
 		snprintf(what, sizeof(what), "steady rank %d: collective %u", rank, it);
 		if (rc_check(&c, 2, recv, what, NULL)) {

@@ -66,7 +66,8 @@ static int rank_main(void *arg)
 
 	if (rank != aborter) {
 		for (int i = 0; i < 2; i++) {
-			r = collc_allreduce(a, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &pend[i]);
+			r = collc_allreduce(a, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM,
+					    &pend[i]);
 			if (r < 0)
 				return h_fail("rank %d: submit: %s", rank, collc_strerror(r));
 		}
@@ -77,11 +78,13 @@ static int rank_main(void *arg)
 			r = collc_wait(ctx, pend[i], 10000);
 			t = h_now_ns();
 			if (i == 0 && r == -ECANCELED && t - S->t_abort > 100000000ull)
-				failed |= h_fail("rank %d: -ECANCELED came %.1f ms after the abort (want < 100 ms)",
-						 rank, (double)(t - S->t_abort) / 1e6);
+				failed |= h_fail(
+					"rank %d: -ECANCELED came %.1f ms after the abort (want < 100 ms)",
+					rank, (double)(t - S->t_abort) / 1e6);
 			if (r != -ECANCELED)
-				failed |= h_fail("rank %d: pending collective %d ended with %d (%s), want -ECANCELED",
-						 rank, i, r, collc_strerror(r));
+				failed |= h_fail(
+					"rank %d: pending collective %d ended with %d (%s), want -ECANCELED",
+					rank, i, r, collc_strerror(r));
 			else if (i == 0)
 				h_log("rank %d: pending collectives ended with -ECANCELED %.2f ms after collc_comm_abort was called",
 				      rank, (double)(t - S->t_abort) / 1e6);
@@ -109,15 +112,18 @@ static int rank_main(void *arg)
 			if (r == 0)
 				r = collc_wait(ctx, req, 5000);
 			if (r != -ECANCELED) {
-				failed |= h_fail("rank %d: collective %d after the abort ended with %d (%s), want -ECANCELED%s",
-						 rank, i, r, collc_strerror(r),
-						 r == -EAGAIN ? " (still pending after 5 s: the submission ring stalls)" : "");
+				failed |= h_fail(
+					"rank %d: collective %d after the abort ended with %d (%s), want -ECANCELED%s",
+					rank, i, r, collc_strerror(r),
+					r == -EAGAIN
+						? " (still pending after 5 s: the submission ring stalls)"
+						: "");
 				break;
 			}
 		}
 		if (!failed)
-			h_log("rank %d: %d collectives after the abort: all -ECANCELED (%.1f ms)", rank, later,
-			      (double)(h_now_ns() - t0) / 1e6);
+			h_log("rank %d: %d collectives after the abort: all -ECANCELED (%.1f ms)",
+			      rank, later, (double)(h_now_ns() - t0) / 1e6);
 	}
 	h_add(&S->done_checks, 1);
 	h_wait_at_least(&S->done_checks, (uint32_t)n, 30000);
@@ -125,15 +131,19 @@ static int rank_main(void *arg)
 		return failed;
 
 	/* The other communicator of the same ranks is untouched. */
-	failed |= check_ok(ctx, b, send, recv, rank, h_seed ^ 0xb0, "all-reduce on the other communicator");
+	failed |= check_ok(ctx, b, send, recv, rank, h_seed ^ 0xb0,
+			   "all-reduce on the other communicator");
 	r = collc_comm_destroy(a);
 	if (r < 0)
-		failed |= h_fail("rank %d: collc_comm_destroy(aborted): %s", rank, collc_strerror(r));
+		failed |=
+			h_fail("rank %d: collc_comm_destroy(aborted): %s", rank, collc_strerror(r));
 	/* And a new one of the same processes works. */
 	r = collc_comm_init(ctx, &S->uid_c, n, rank, -1, &c);
 	if (r < 0)
-		return h_fail("rank %d: new communicator after the abort: %s", rank, collc_strerror(r));
-	failed |= check_ok(ctx, c, send, recv, rank, h_seed ^ 0xc0, "all-reduce on a new communicator");
+		return h_fail("rank %d: new communicator after the abort: %s", rank,
+			      collc_strerror(r));
+	failed |= check_ok(ctx, c, send, recv, rank, h_seed ^ 0xc0,
+			   "all-reduce on a new communicator");
 	collc_comm_destroy(b);
 	collc_comm_destroy(c);
 	collc_disconnect(ctx);

@@ -113,8 +113,8 @@ static void close_fds(struct hreply *rep)
 }
 
 /* Request and its reply (other replies in between are dropped). */
-static int hrequest(int fd, uint16_t type, const void *payload, uint32_t len, const int *fds, int nfds,
-		    struct hreply *rep)
+static int hrequest(int fd, uint16_t type, const void *payload, uint32_t len, const int *fds,
+		    int nfds, struct hreply *rep)
 {
 	uint32_t id;
 	int r = hsend(fd, type, payload, len, fds, nfds, &id);
@@ -153,18 +153,18 @@ static int raw_connect(void)
 /* The hostile client */
 
 struct hostile {
-	int fd, g;                 /* its session; a raw connection without hello */
+	int fd, g; /* its session; a raw connection without hello */
 	struct collc_shm_hdr *hdr;
 	struct collc_sqe *sqes;
 	struct collc_doorbell *db;
 	uint32_t sq_entries, cq_entries;
 	uint32_t tail;
-	uint32_t comm;             /* its own 1-rank communicator */
+	uint32_t comm; /* its own 1-rank communicator */
 	uint64_t seq;
 	uint32_t mr[3];
 	uint64_t mr_size[3];
 	uint64_t rng;
-	int late;                  /* the last tenth: anything goes */
+	int late; /* the last tenth: anything goes */
 	uint64_t own_calls;
 };
 
@@ -186,7 +186,8 @@ static int mem_alloc(struct hostile *H, uint64_t size, uint32_t *ret_mr)
 }
 
 /* 0 / -errno as collcd answered a registration of fd (or of fds). */
-static int mem_register(struct hostile *H, const int *fds, int nfds, uint64_t size, uint32_t *ret_mr)
+static int mem_register(struct hostile *H, const int *fds, int nfds, uint64_t size,
+			uint32_t *ret_mr)
 {
 	struct collc_msg_mem q = { .size = size, .device = -1 };
 	struct collc_msg_mem_reply mr;
@@ -234,9 +235,11 @@ static uint64_t pick(uint64_t *rng, const uint64_t *vals, size_t n)
 static void plausible_sqe(struct hostile *H, struct collc_sqe *e)
 {
 	static const uint64_t comms[] = { 0, 1, 2, 3, 7, 100, 0xffffffffu };
-	static const uint64_t counts[] = { 0, 1, 1024, 1u << 20, 1ull << 32, 1ull << 61, UINT64_MAX };
-	static const uint64_t offs[] = { 0, 8, 4096, (1u << 20) - 8, 1u << 20, 1ull << 40,
-					 UINT64_MAX - 7, UINT64_MAX };
+	static const uint64_t counts[] = {
+		0, 1, 1024, 1u << 20, 1ull << 32, 1ull << 61, UINT64_MAX
+	};
+	static const uint64_t offs[] = { 0,        8,          4096,           (1u << 20) - 8,
+					 1u << 20, 1ull << 40, UINT64_MAX - 7, UINT64_MAX };
 	uint64_t *rng = &H->rng;
 
 	memset(e, 0, sizeof(*e));
@@ -312,7 +315,8 @@ static void control_garbage(struct hostile *H)
 
 		for (int i = 0; i < 5; i++)
 			fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		hsend(fd, (uint16_t)(1 + h_rand_below(rng, COLLC_MSG_TYPE_MAX - 1)), NULL, 0, fds, 5, NULL);
+		hsend(fd, (uint16_t)(1 + h_rand_below(rng, COLLC_MSG_TYPE_MAX - 1)), NULL, 0, fds,
+		      5, NULL);
 		for (int i = 0; i < 5; i++)
 			close(fds[i]);
 		break;
@@ -378,8 +382,10 @@ static void control_garbage(struct hostile *H)
 		hsend(fd, COLLC_MSG_SET_EVENTFD, NULL, 0, NULL, 0, NULL);
 		break;
 	default: { /* allocations of odd sizes */
-		struct collc_msg_mem q = { h_rand_below(rng, 2) ? 0 : h_rand(rng), -1,
-					   (uint32_t)h_rand_below(rng, 2), { 0 } };
+		struct collc_msg_mem q = { h_rand_below(rng, 2) ? 0 : h_rand(rng),
+					   -1,
+					   (uint32_t)h_rand_below(rng, 2),
+					   { 0 } };
 
 		if (h_rand_below(rng, 2))
 			q.device = (int32_t)h_rand(rng);
@@ -399,13 +405,13 @@ static int registrations(struct hostile *H)
 	int failed = 0, fd, r, p[2], two[2];
 	uint32_t mr;
 
-#define REFUSED(what, expr)                                                                    \
-	do {                                                                                   \
-		r = (expr);                                                                    \
-		if (r == 0)                                                                    \
-			failed |= h_fail("hostile: registration of %s was accepted", what); \
-		else                                                                           \
-			S->refused_ok++;                                                       \
+#define REFUSED(what, expr)                                                                        \
+	do {                                                                                       \
+		r = (expr);                                                                        \
+		if (r == 0)                                                                        \
+			failed |= h_fail("hostile: registration of %s was accepted", what);        \
+		else                                                                               \
+			S->refused_ok++;                                                           \
 	} while (0)
 
 	/* A memfd that cannot be sealed. */
@@ -443,7 +449,8 @@ static int registrations(struct hostile *H)
 	/* Two fds. */
 	two[0] = memfd_create("hostile-two-a", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	two[1] = memfd_create("hostile-two-b", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (two[0] >= 0 && two[1] >= 0 && ftruncate(two[0], 4096) == 0 && ftruncate(two[1], 4096) == 0)
+	if (two[0] >= 0 && two[1] >= 0 && ftruncate(two[0], 4096) == 0 &&
+	    ftruncate(two[1], 4096) == 0)
 		REFUSED("two fds at once", mem_register(H, two, 2, 4096, NULL));
 	close(two[0]);
 	close(two[1]);
@@ -456,19 +463,23 @@ static int registrations(struct hostile *H)
 		return h_fail("memfd: %s", strerror(errno));
 	r = mem_register(H, &fd, 1, sz, &mr);
 	if (r < 0) {
-		failed |= h_fail("hostile: a proper memfd registration was refused: %s", strerror(-r));
+		failed |= h_fail("hostile: a proper memfd registration was refused: %s",
+				 strerror(-r));
 	} else {
 		S->accepted_ok++;
 		H->mr[2] = mr;
 		H->mr_size[2] = sz;
 		if (ftruncate(fd, 4096) == 0)
-			failed |= h_fail("hostile: shrinking a registered memfd succeeded: collcd did not seal it against F_SEAL_SHRINK");
+			failed |= h_fail(
+				"hostile: shrinking a registered memfd succeeded: collcd did not seal it against F_SEAL_SHRINK");
 		else if (errno != EPERM)
-			failed |= h_fail("hostile: shrinking a registered memfd failed with %s, want EPERM",
-					 strerror(errno));
+			failed |= h_fail(
+				"hostile: shrinking a registered memfd failed with %s, want EPERM",
+				strerror(errno));
 		/* Growing is harmless; sealing it further is its own business. */
 		if (ftruncate(fd, (off_t)(2 * sz)) < 0 && errno != EPERM)
-			failed |= h_fail("hostile: growing a registered memfd: %s", strerror(errno));
+			failed |=
+				h_fail("hostile: growing a registered memfd: %s", strerror(errno));
 	}
 	close(fd);
 	return failed;
@@ -513,7 +524,8 @@ static void own_collectives(struct hostile *H, int n)
 	if (H->own_calls++ % 16 == 0) {
 		uint64_t deadline = h_now_ns() + 200000000ull;
 
-		__atomic_store_n(&H->hdr->cq_head, __atomic_load_n(&H->hdr->cq_tail, __ATOMIC_ACQUIRE),
+		__atomic_store_n(&H->hdr->cq_head,
+				 __atomic_load_n(&H->hdr->cq_tail, __ATOMIC_ACQUIRE),
 				 __ATOMIC_RELEASE);
 		while (__atomic_load_n(&H->hdr->sq_head, __ATOMIC_ACQUIRE) != H->tail &&
 		       h_now_ns() < deadline)
@@ -578,7 +590,8 @@ static int hostile_main(void *arg)
 	H->cq_entries = hr.cq.ring_entries;
 	H->tail = H->hdr->sq_tail;
 
-	if ((r = mem_alloc(H, 1u << 20, &H->mr[0])) < 0 || (r = mem_alloc(H, 1u << 20, &H->mr[1])) < 0)
+	if ((r = mem_alloc(H, 1u << 20, &H->mr[0])) < 0 ||
+	    (r = mem_alloc(H, 1u << 20, &H->mr[1])) < 0)
 		return h_fail("hostile: mem_alloc: %s", strerror(-r));
 	H->mr_size[0] = H->mr_size[1] = 1u << 20;
 	r = own_comm(H);
@@ -622,18 +635,34 @@ static int hostile_main(void *arg)
 		case 9: /* its header's collcd-written and read-only fields */
 			v = (uint32_t)h_rand(&H->rng);
 			switch (h_rand_below(&H->rng, late ? 8 : 7)) {
-			case 0: H->hdr->sq_head = v; break;
-			case 1: H->hdr->sq_flags = v; break;
-			case 2: H->hdr->sq_dropped = v; break;
-			case 3: H->hdr->sq_entries = v; break;
-			case 4: H->hdr->cq_entries = v; break;
-			case 5: H->hdr->sqes_off = v; break;
-			case 6: H->hdr->cq_flags = v; break;
+			case 0:
+				H->hdr->sq_head = v;
+				break;
+			case 1:
+				H->hdr->sq_flags = v;
+				break;
+			case 2:
+				H->hdr->sq_dropped = v;
+				break;
+			case 3:
+				H->hdr->sq_entries = v;
+				break;
+			case 4:
+				H->hdr->cq_entries = v;
+				break;
+			case 5:
+				H->hdr->sqes_off = v;
+				break;
+			case 6:
+				H->hdr->cq_flags = v;
+				break;
 			/*
 			 * Late only: with its cq_tail lost the client cannot tell collcd
 			 * which completions it consumed, and gets no more service.
 			 */
-			default: H->hdr->cq_tail = v; break;
+			default:
+				H->hdr->cq_tail = v;
+				break;
 			}
 			break;
 		case 10: /* the doorbell, in a loop, and its spare words */
@@ -646,7 +675,8 @@ static int hostile_main(void *arg)
 			control_garbage(H);
 			break;
 		case 13: /* consume the completions properly now and then: keeps collcd taking */
-			__atomic_store_n(&H->hdr->cq_head, __atomic_load_n(&H->hdr->cq_tail, __ATOMIC_ACQUIRE),
+			__atomic_store_n(&H->hdr->cq_head,
+					 __atomic_load_n(&H->hdr->cq_tail, __ATOMIC_ACQUIRE),
 					 __ATOMIC_RELEASE);
 			break;
 		default:
@@ -723,7 +753,8 @@ int main(int argc, char **argv)
 		failed |= h_reap_one_ok(hostile, 1000, "hostile client");
 		h_die("the hostile client did not get going");
 	}
-	h_log("hostile client pid %d: %" PRIu64 " refused registrations, %" PRIu64 " accepted (and sealed)",
+	h_log("hostile client pid %d: %" PRIu64 " refused registrations, %" PRIu64
+	      " accepted (and sealed)",
 	      (int)hostile, S->refused_ok, S->accepted_ok);
 	while (!h_load(&S->scribbled)) {
 		if (!h_daemon_alive()) {
@@ -732,8 +763,9 @@ int main(int argc, char **argv)
 		}
 		h_sleep_us(100000);
 	}
-	h_log("hostile client wrote %" PRIu64 " SQEs, sent %" PRIu64 " control messages, formed %" PRIu64
-	      " communicators of its own", S->sqes_written, S->ctl_sent, S->fresh_comms);
+	h_log("hostile client wrote %" PRIu64 " SQEs, sent %" PRIu64
+	      " control messages, formed %" PRIu64 " communicators of its own",
+	      S->sqes_written, S->ctl_sent, S->fresh_comms);
 
 	/* While the hostile client is still connected: its bad entries are counted. */
 	st = rel_status();
@@ -749,11 +781,15 @@ int main(int argc, char **argv)
 		      json_num(json_get(c, "sq_depth"), -1), json_num(json_get(c, "cq_depth"), -1));
 
 		if (!c)
-			failed |= h_fail("status --json lists no client with the hostile pid %d", (int)hostile);
+			failed |= h_fail("status --json lists no client with the hostile pid %d",
+					 (int)hostile);
 		if (bad <= 0)
-			failed |= h_fail("status --json: the hostile client's bad_entries is %.0f, want > 0", bad);
+			failed |= h_fail(
+				"status --json: the hostile client's bad_entries is %.0f, want > 0",
+				bad);
 		if (tot <= 0)
-			failed |= h_fail("status --json: totals.bad_entries is %.0f, want > 0", tot);
+			failed |=
+				h_fail("status --json: totals.bad_entries is %.0f, want > 0", tot);
 		h_log("status: hostile client bad_entries %.0f, totals.bad_entries %.0f", bad, tot);
 		json_free(st);
 	}
@@ -767,11 +803,12 @@ int main(int argc, char **argv)
 		sent = fd >= 0 ? flood(fd, flood_n) : -1;
 		h_sleep_us(500000);
 		rss1 = rel_daemon_rss_kb();
-		h_log("reply flood: %d status requests sent, none read: collcd VmRSS %ld -> %ld KiB", sent,
-		      rss0, rss1);
+		h_log("reply flood: %d status requests sent, none read: collcd VmRSS %ld -> %ld KiB",
+		      sent, rss0, rss1);
 		if (rss1 - rss0 > 64 * 1024)
-			failed |= h_fail("collcd buffered %ld MiB of unread replies for one client (want a bound)",
-					 (rss1 - rss0) / 1024);
+			failed |= h_fail(
+				"collcd buffered %ld MiB of unread replies for one client (want a bound)",
+				(rss1 - rss0) / 1024);
 		if (fd >= 0)
 			close(fd);
 	}
@@ -780,8 +817,9 @@ int main(int argc, char **argv)
 
 	rel_steady_stop(&S->steady);
 	failed |= h_reap_all_ok(steady, 2, 60000, "honest rank");
-	h_log("honest pair: %u + %u all-reduces, %.1f MiB, %u errors (want 0)", S->steady.progress[0],
-	      S->steady.progress[1], (double)(S->steady.bytes[0] + S->steady.bytes[1]) / 1048576.0,
+	h_log("honest pair: %u + %u all-reduces, %.1f MiB, %u errors (want 0)",
+	      S->steady.progress[0], S->steady.progress[1],
+	      (double)(S->steady.bytes[0] + S->steady.bytes[1]) / 1048576.0,
 	      S->steady.errors[0] + S->steady.errors[1]);
 	if (S->steady.progress[0] == 0)
 		failed |= h_fail("the honest pair made no progress");

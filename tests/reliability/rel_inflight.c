@@ -29,14 +29,14 @@
 #include "rel.h"
 #include "refcheck.h"
 
-#define COUNT   (16u << 20) /* elements: 64 MiB of float32 */
-#define MAXQ    64
+#define COUNT     (16u << 20) /* elements: 64 MiB of float32 */
+#define MAXQ      64
 #define TARGET_NS 2000000000ull
 
 struct shared {
 	struct collc_unique_id uid_warm, uid_a, uid_b;
-	uint32_t scenario;      /* 0 kill, 1 abort */
-	uint32_t queue;         /* Q */
+	uint32_t scenario; /* 0 kill, 1 abort */
+	uint32_t queue;    /* Q */
 	uint32_t warm_done, submitted, go_abort;
 	uint64_t warm_ns;       /* rank 0's time for one warm-up queue */
 	uint64_t t_event;       /* the kill or the abort */
@@ -47,11 +47,12 @@ struct shared {
 static struct shared *S;
 
 /* Queues n all-reduces of the same buffers; returns 0 or a failure. */
-static int submit_queue(struct collc_comm *comm, float *send, float *recv, uint32_t n, collc_req *reqs,
-			int rank)
+static int submit_queue(struct collc_comm *comm, float *send, float *recv, uint32_t n,
+			collc_req *reqs, int rank)
 {
 	for (uint32_t i = 0; i < n; i++) {
-		int r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM, &reqs[i]);
+		int r = collc_allreduce(comm, send, recv, COUNT, COLLC_FLOAT32, COLLC_SUM,
+					&reqs[i]);
 
 		if (r < 0)
 			return h_fail("rank %d: submit %u: %s", rank, i, collc_strerror(r));
@@ -87,7 +88,8 @@ static int warm_up(struct collc_ctx *ctx, int rank, float *send, float *recv)
 	for (uint32_t i = 0; i < q; i++) {
 		r = collc_wait(ctx, reqs[i], 120000);
 		if (r < 0)
-			return h_fail("rank %d: warm-up all-reduce %u: %s", rank, i, collc_strerror(r));
+			return h_fail("rank %d: warm-up all-reduce %u: %s", rank, i,
+				      collc_strerror(r));
 	}
 	if (rank == 0) {
 		uint64_t per = (h_now_ns() - t0) / q;
@@ -155,9 +157,10 @@ static int rank_main(void *arg)
 			errs++;
 			S->t_last_err[rank] = h_now_ns();
 		} else if (r != 0 || errs) {
-			failed |= h_fail("rank %d: queued collective %u of %u ended with %d (%s) after %u "
-					 "ended with %s", rank, i, q, r, collc_strerror(r), errs,
-					 collc_strerror(want));
+			failed |= h_fail(
+				"rank %d: queued collective %u of %u ended with %d (%s) after %u "
+				"ended with %s",
+				rank, i, q, r, collc_strerror(r), errs, collc_strerror(want));
 		}
 	}
 	collc_comm_destroy(a);
@@ -267,8 +270,8 @@ static int scenario(uint32_t which, uint64_t bound_ms)
 		h_die("%s: the ranks did not queue their all-reduces", name);
 	if (wait_inflight(30000) < 0)
 		h_die("%s: collcd never reported the queued all-reduces in the executor", name);
-	h_log("%s: one queue of %u x 64 MiB all-reduces took %.0f ms in the warm-up; revoking now", name,
-	      S->queue, (double)S->warm_ns * S->queue / 1e6);
+	h_log("%s: one queue of %u x 64 MiB all-reduces took %.0f ms in the warm-up; revoking now",
+	      name, S->queue, (double)S->warm_ns * S->queue / 1e6);
 	if (which == 0) {
 		S->t_event = h_now_ns();
 		kill(pid[1], SIGKILL);
@@ -286,8 +289,8 @@ static int scenario(uint32_t which, uint64_t bound_ms)
 		return failed;
 
 	if (!S->t_last_err[0])
-		return h_fail("%s: the whole queue of %u completed before the %s: make it longer", name,
-			      S->queue, name);
+		return h_fail("%s: the whole queue of %u completed before the %s: make it longer",
+			      name, S->queue, name);
 	last = S->t_last_err[0] > S->t_last_err[1] ? S->t_last_err[0] : S->t_last_err[1];
 	took = last > S->t_event ? last - S->t_event : 0;
 	after = aborted_items();
@@ -296,11 +299,12 @@ static int scenario(uint32_t which, uint64_t bound_ms)
 	      name, S->queue, (double)took / 1e6, which == 0 ? "kill" : "abort",
 	      (double)S->warm_ns * S->queue / 1e6, after - before);
 	if (took > bound_ms * 1000000)
-		failed |= h_fail("%s: errors came %.1f ms after the %s (bound %" PRIu64 " ms)", name,
-				 (double)took / 1e6, name, bound_ms);
+		failed |= h_fail("%s: errors came %.1f ms after the %s (bound %" PRIu64 " ms)",
+				 name, (double)took / 1e6, name, bound_ms);
 	if (!(after > before))
-		failed |= h_fail("%s: status counts no abandoned work item (aborted_items %.0f -> %.0f)",
-				 name, before, after);
+		failed |= h_fail(
+			"%s: status counts no abandoned work item (aborted_items %.0f -> %.0f)",
+			name, before, after);
 	return failed;
 }
 

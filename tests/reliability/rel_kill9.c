@@ -46,8 +46,8 @@
 enum { PH_BEFORE_SUBMIT, PH_AFTER_SUBMIT, PH_DURING_LARGE, PH_WAITING, PH_DURING_INIT, PH_COUNT };
 /* The kill comes a random time below this after the phase is reached. */
 static const uint64_t phase_delay_us[PH_COUNT] = {
-	[PH_BEFORE_SUBMIT] = 5000, [PH_AFTER_SUBMIT] = 500, [PH_DURING_LARGE] = 20000,
-	[PH_WAITING] = 10000, [PH_DURING_INIT] = 20000,
+	[PH_BEFORE_SUBMIT] = 5000, [PH_AFTER_SUBMIT] = 500,  [PH_DURING_LARGE] = 20000,
+	[PH_WAITING] = 10000,      [PH_DURING_INIT] = 20000,
 };
 static const char *const phase_name[PH_COUNT] = { "before-submit", "after-submit", "during-large",
 						  "while-waiting", "during-init" };
@@ -102,18 +102,20 @@ static int survivor(struct trial *t, int rank, struct collc_ctx *ctx, struct col
 	o->t_ret1 = h_now_ns();
 	o->res1 = r;
 	if (r != 0 && r != -EPIPE)
-		return h_fail("trial %u (%s, %u ranks, victim %u): rank %d: collective ended with %d (%s), want 0 or -EPIPE",
-			      t->index, phase_name[t->phase], t->nranks, t->victim, rank, r,
-			      collc_strerror(r));
+		return h_fail(
+			"trial %u (%s, %u ranks, victim %u): rank %d: collective ended with %d (%s), want 0 or -EPIPE",
+			t->index, phase_name[t->phase], t->nranks, t->victim, rank, r,
+			collc_strerror(r));
 	if (r == 0 && t->phase == PH_BEFORE_SUBMIT)
-		return h_fail("trial %u (before-submit): rank %d: a collective the victim never submitted succeeded",
-			      t->index, rank);
+		return h_fail(
+			"trial %u (before-submit): rank %d: a collective the victim never submitted succeeded",
+			t->index, rank);
 	if (r == 0) {
 		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, t->count, t->key, (int)t->nranks };
 		char what[128];
 
-		snprintf(what, sizeof(what), "trial %u (%s): rank %d: completed collective", t->index,
-			 phase_name[t->phase], rank);
+		snprintf(what, sizeof(what), "trial %u (%s): rank %d: completed collective",
+			 t->index, phase_name[t->phase], rank);
 		if (rc_check(&c, (int)t->nranks, recv, what, NULL))
 			return 1;
 	}
@@ -127,8 +129,9 @@ static int survivor(struct trial *t, int rank, struct collc_ctx *ctx, struct col
 	o->t_ret2 = h_now_ns();
 	o->res2 = r;
 	if (r != -EPIPE)
-		return h_fail("trial %u (%s): rank %d: a collective submitted after the kill ended with %d (%s), want -EPIPE",
-			      t->index, phase_name[t->phase], rank, r, collc_strerror(r));
+		return h_fail(
+			"trial %u (%s): rank %d: a collective submitted after the kill ended with %d (%s), want -EPIPE",
+			t->index, phase_name[t->phase], rank, r, collc_strerror(r));
 	r = collc_comm_destroy(comm);
 	if (r < 0)
 		return h_fail("trial %u: rank %d: collc_comm_destroy: %s", t->index, rank,
@@ -152,7 +155,8 @@ static int during_init(struct trial *t, int rank)
 		return 0;
 	r = h_connect(&ctx);
 	if (r < 0)
-		return h_fail("trial %u: rank %d: collc_connect: %s", t->index, rank, collc_strerror(r));
+		return h_fail("trial %u: rank %d: collc_connect: %s", t->index, rank,
+			      collc_strerror(r));
 	if ((uint32_t)rank == t->victim) {
 		/* Join after everyone else who joins: collcd holds their joins already. */
 		for (uint32_t q = 0; q < t->nranks; q++)
@@ -171,8 +175,9 @@ static int during_init(struct trial *t, int rank)
 	o->res1 = r;
 	o->res2 = -EPIPE;
 	if (r != -EPIPE)
-		return h_fail("trial %u (during-init, %u ranks, victim %u): rank %d: collc_comm_init ended with %d (%s), want -EPIPE",
-			      t->index, t->nranks, t->victim, rank, r, collc_strerror(r));
+		return h_fail(
+			"trial %u (during-init, %u ranks, victim %u): rank %d: collc_comm_init ended with %d (%s), want -EPIPE",
+			t->index, t->nranks, t->victim, rank, r, collc_strerror(r));
 	collc_disconnect(ctx);
 	o->done = 1;
 	return 0;
@@ -198,7 +203,8 @@ static int trial_rank(void *arg)
 	    (r = collc_mem_alloc(ctx, bytes, -1, (void **)&recv)) < 0)
 		return h_fail("trial %u: rank %d: collc_mem_alloc(%zu): %s", t->index, rank, bytes,
 			      collc_strerror(r));
-	rc_fill(&(struct rc_case){ COLLC_FLOAT32, COLLC_SUM, t->count, t->key, (int)t->nranks }, rank, send);
+	rc_fill(&(struct rc_case){ COLLC_FLOAT32, COLLC_SUM, t->count, t->key, (int)t->nranks },
+		rank, send);
 	h_add(&t->joined, 1);
 	if (h_wait_at_least(&t->go, 1, 20000) < 0)
 		return h_fail("trial %u: rank %d: no go from the parent", t->index, rank);
@@ -214,7 +220,8 @@ static int trial_rank(void *arg)
 	r = collc_allreduce(comm, send, recv, t->count, COLLC_FLOAT32, COLLC_SUM, &req);
 	h_store(&t->submitted[rank], 1);
 	if (r < 0)
-		return h_fail("trial %u: victim rank %d: submit: %s", t->index, rank, collc_strerror(r));
+		return h_fail("trial %u: victim rank %d: submit: %s", t->index, rank,
+			      collc_strerror(r));
 	h_store(&t->waiting[rank], 1);
 	collc_wait(ctx, req, -1);
 	for (;;)
@@ -241,10 +248,12 @@ static int after_rank(void *arg)
 	const size_t count = 100000;
 	float *send, *recv;
 
-	if (h_join_alloc(&A->uid, 3, rank, count * 4, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
+	if (h_join_alloc(&A->uid, 3, rank, count * 4, &ctx, &comm, (void **)&send, (void **)&recv) <
+	    0)
 		return 1;
 	for (int it = 0; it < 5; it++) {
-		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(h_seed + 0xaf7e + (uint64_t)it), 3 };
+		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count,
+				     h_mix(h_seed + 0xaf7e + (uint64_t)it), 3 };
 		char what[64];
 
 		snprintf(what, sizeof(what), "after the trials: all-reduce %d", it);
@@ -276,8 +285,9 @@ static int wait_collected(int fds0)
 			return 0;
 		h_sleep_us(50000);
 	}
-	return h_fail("collcd did not return to idle: %.0f clients, %.0f communicators, %d fds (%d before)",
-		      clients, comms, last_fds, fds0);
+	return h_fail(
+		"collcd did not return to idle: %.0f clients, %.0f communicators, %d fds (%d before)",
+		clients, comms, last_fds, fds0);
 }
 
 int main(int argc, char **argv)
@@ -307,8 +317,8 @@ int main(int argc, char **argv)
 	steady[1] = h_fork(steady_rank, (void *)1);
 	if (h_wait_at_least(&S->joined, 2, 20000) < 0)
 		h_die("the steady pair did not form its communicator");
-	h_log("%u trials, kill-to-error bound %" PRIu64 " ms; steady pair pids %d %d", trials, bound_ms,
-	      (int)steady[0], (int)steady[1]);
+	h_log("%u trials, kill-to-error bound %" PRIu64 " ms; steady pair pids %d %d", trials,
+	      bound_ms, (int)steady[0], (int)steady[1]);
 
 	t_start = h_now_ns();
 	for (unsigned i = 0; i < trials && !failed; i++) {
@@ -328,7 +338,8 @@ int main(int argc, char **argv)
 		t->count = t->phase == PH_DURING_LARGE ? (256u << 10) + h_rand_below(&rng, 7u << 18)
 						       : 1 + h_rand_below(&rng, 4096);
 		if (t->phase == PH_DURING_INIT)
-			t->absent = (t->victim + 1 + (uint32_t)h_rand_below(&rng, t->nranks - 1)) % t->nranks;
+			t->absent = (t->victim + 1 + (uint32_t)h_rand_below(&rng, t->nranks - 1)) %
+				    t->nranks;
 		h_unique_ids(&t->uid, 1);
 		for (uint32_t r = 0; r < t->nranks; r++) {
 			cur_rank = (int)r;
@@ -345,11 +356,13 @@ int main(int argc, char **argv)
 			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
 			/* Its comm_init request is out once it sleeps for the reply. */
 			if (rel_wait_in_poll(pids[t->victim], 10000) < 0)
-				failed = h_fail("trial %u: the victim never blocked in collc_comm_init", i);
+				failed = h_fail(
+					"trial %u: the victim never blocked in collc_comm_init", i);
 			break;
 		case PH_BEFORE_SUBMIT:
 			for (uint32_t r = 0; r < t->nranks; r++)
-				if (r != t->victim && h_wait_at_least(&t->submitted[r], 1, 10000) < 0)
+				if (r != t->victim &&
+				    h_wait_at_least(&t->submitted[r], 1, 10000) < 0)
 					failed = h_fail("trial %u: rank %u never submitted", i, r);
 			h_wait_at_least(&t->waiting[t->victim], 1, 10000);
 			break;
@@ -380,7 +393,8 @@ int main(int argc, char **argv)
 			failed |= h_reap_one_ok(pids[r], 20000, what);
 		}
 		if (failed) {
-			h_log("trial %u: %s, %u ranks, victim %u, %zu floats, killed %" PRIu64 " us after the cue",
+			h_log("trial %u: %s, %u ranks, victim %u, %zu floats, killed %" PRIu64
+			      " us after the cue",
 			      i, phase_name[t->phase], t->nranks, t->victim, t->count, delay_us);
 			break;
 		}
@@ -405,7 +419,8 @@ int main(int argc, char **argv)
 			sample = 1;
 		}
 		if (verbose)
-			h_log("trial %u: %s, %u ranks, victim %u, %zu floats, kill +%" PRIu64 " us: results %d/%d %d/%d, kill-to-error %.2f ms",
+			h_log("trial %u: %s, %u ranks, victim %u, %zu floats, kill +%" PRIu64
+			      " us: results %d/%d %d/%d, kill-to-error %.2f ms",
 			      i, phase_name[t->phase], t->nranks, t->victim, t->count, delay_us,
 			      t->out[0].res1, t->out[0].res2, t->out[1].res1, t->out[1].res2,
 			      (double)worst / 1e6);
@@ -413,9 +428,11 @@ int main(int argc, char **argv)
 			lat[nlat++] = worst;
 			if (worst > bound_ms * 1000000) {
 				over++;
-				failed = h_fail("trial %u (%s, %u ranks, victim %u, %zu floats): kill-to-error %.1f ms > %" PRIu64 " ms",
-						i, phase_name[t->phase], t->nranks, t->victim, t->count,
-						(double)worst / 1e6, bound_ms);
+				failed = h_fail(
+					"trial %u (%s, %u ranks, victim %u, %zu floats): kill-to-error %.1f ms > %" PRIu64
+					" ms",
+					i, phase_name[t->phase], t->nranks, t->victim, t->count,
+					(double)worst / 1e6, bound_ms);
 			}
 		}
 		if (!h_daemon_alive())
@@ -430,18 +447,20 @@ int main(int argc, char **argv)
 
 		rel_steady_stop(S);
 		failed |= h_reap_all_ok(steady, 2, 30000, "steady rank");
-		h_log("steady pair: %u + %u collectives, %.1f MiB, %u errors (want 0)", S->progress[0],
-		      S->progress[1], (double)(S->bytes[0] + S->bytes[1]) / 1048576.0,
-		      S->errors[0] + S->errors[1]);
+		h_log("steady pair: %u + %u collectives, %.1f MiB, %u errors (want 0)",
+		      S->progress[0], S->progress[1],
+		      (double)(S->bytes[0] + S->bytes[1]) / 1048576.0, S->errors[0] + S->errors[1]);
 		if (S->errors[0] + S->errors[1])
 			failed = 1;
 		if (nlat) {
-			uint64_t p50 = rel_percentile(lat, nlat, 0.5), p99 = rel_percentile(lat, nlat, 0.99);
+			uint64_t p50 = rel_percentile(lat, nlat, 0.5),
+				 p99 = rel_percentile(lat, nlat, 0.99);
 			uint64_t mx = rel_percentile(lat, nlat, 1.0);
 
-			h_log("kill-to-error over the %u of %u trials with a survivor to time (%.1f s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %" PRIu64 " ms, %u over)",
-			      nlat, trials, (double)tot / 1e9, (double)p50 / 1e6, (double)p99 / 1e6, (double)mx / 1e6,
-			      bound_ms, over);
+			h_log("kill-to-error over the %u of %u trials with a survivor to time (%.1f s): p50 %.2f ms, p99 %.2f ms, max %.2f ms (bound %" PRIu64
+			      " ms, %u over)",
+			      nlat, trials, (double)tot / 1e9, (double)p50 / 1e6, (double)p99 / 1e6,
+			      (double)mx / 1e6, bound_ms, over);
 		}
 		for (int p = 0; p < PH_COUNT; p++)
 			h_log("  %-14s %3u trials, %3u survivor collectives completed before the revocation",
@@ -456,7 +475,8 @@ int main(int argc, char **argv)
 			h_log("a new 3-rank communicator on the same collcd: 5 all-reduces correct");
 		failed |= wait_collected(fds0);
 		if (!failed)
-			h_log("collcd idle again: no clients, no communicators, %d fds as before", fds0);
+			h_log("collcd idle again: no clients, no communicators, %d fds as before",
+			      fds0);
 	}
 	free(lat);
 	return h_finish(failed);

@@ -35,7 +35,8 @@ struct shared {
 static struct shared *S;
 
 /* A 1-rank all-reduce on comm: correct? */
-static int solo_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, float *buf, const char *what)
+static int solo_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, float *buf,
+			  const char *what)
 {
 	collc_req req;
 	int r;
@@ -73,13 +74,15 @@ static int registrations(void *arg)
 		n++;
 	}
 	h_log("registrations: %d succeeded, then %d (%s) after %.0f ms", n, r, collc_strerror(r),
-		(double)(h_now_ns() - t0) / 1e6);
+	      (double)(h_now_ns() - t0) / 1e6);
 	if (r != -EDQUOT || n != QUOTA_MRS) {
 		if (r != -EDQUOT)
-			failed = h_fail("registration %d failed with %d (%s), want -EDQUOT at the quota", n,
-					  r, collc_strerror(r));
+			failed = h_fail(
+				"registration %d failed with %d (%s), want -EDQUOT at the quota", n,
+				r, collc_strerror(r));
 		else
-			failed = h_fail("-EDQUOT after %d registrations, the quota is %d", n, QUOTA_MRS);
+			failed = h_fail("-EDQUOT after %d registrations, the quota is %d", n,
+					QUOTA_MRS);
 		/* Whatever stopped it: can another client still work meanwhile? */
 		h_store(&S->first_at_quota, 1);
 		h_wait_at_least(&S->second_done, 1, 60000);
@@ -93,10 +96,12 @@ static int registrations(void *arg)
 		user[i] = (char)(i * 7);
 	r = collc_mem_register(ctx, user + 4096, 4096, -1);
 	if (r != -EDQUOT)
-		failed |= h_fail("collc_mem_register at the quota: %d (%s), want -EDQUOT", r, collc_strerror(r));
+		failed |= h_fail("collc_mem_register at the quota: %d (%s), want -EDQUOT", r,
+				 collc_strerror(r));
 	for (int i = 0; i < 3 * 4096; i++)
 		if (user[i] != (char)(i * 7)) {
-			failed |= h_fail("a refused collc_mem_register changed the user's byte %d", i);
+			failed |= h_fail("a refused collc_mem_register changed the user's byte %d",
+					 i);
 			break;
 		}
 	/* Another client is not limited by this one. */
@@ -112,12 +117,14 @@ static int registrations(void *arg)
 	for (int i = 0; i < 10; i++) {
 		r = collc_mem_alloc(ctx, 4096, -1, &p[n]);
 		if (r < 0)
-			return h_fail("registration after freeing 10 (%d/10): %s", i, collc_strerror(r));
+			return h_fail("registration after freeing 10 (%d/10): %s", i,
+				      collc_strerror(r));
 		n++;
 	}
 	r = collc_mem_alloc(ctx, 4096, -1, &p[n]);
 	if (r != -EDQUOT)
-		return h_fail("registration past the quota again: %d (%s), want -EDQUOT", r, collc_strerror(r));
+		return h_fail("registration past the quota again: %d (%s), want -EDQUOT", r,
+			      collc_strerror(r));
 	/* Free everything: registering works again. */
 	while (n > 0) {
 		r = collc_mem_free(ctx, p[--n]);
@@ -151,8 +158,9 @@ static int second_client(void *arg)
 	}
 	r = collc_mem_alloc(ctx, 1 << 20, -1, &buf);
 	if (r < 0)
-		failed |= h_fail("a second client cannot register while the first is at its quota: %s",
-				   collc_strerror(r));
+		failed |= h_fail(
+			"a second client cannot register while the first is at its quota: %s",
+			collc_strerror(r));
 	else
 		failed |= solo_allreduce(ctx, comm, buf, "second client's all-reduce");
 	if (!failed)
@@ -185,8 +193,8 @@ static int communicators(void *arg)
 	}
 	h_log("communicators: %d joined, then %d (%s)", n, r, collc_strerror(r));
 	if (r != -EDQUOT)
-		return h_fail("communicator %d failed with %d (%s), want -EDQUOT at the quota", n, r,
-				collc_strerror(r));
+		return h_fail("communicator %d failed with %d (%s), want -EDQUOT at the quota", n,
+			      r, collc_strerror(r));
 	if (n != QUOTA_COMMS)
 		return h_fail("-EDQUOT after %d communicators, the quota is %d", n, QUOTA_COMMS);
 	failed |= solo_allreduce(ctx, c[0], buf, "all-reduce at the communicator quota");
@@ -204,8 +212,8 @@ static int communicators(void *arg)
 
 		r = collc_comm_init(ctx, &S->uids[next_uid++], 1, 0, -1, &extra);
 		if (r != -EDQUOT)
-			return h_fail("a communicator past the quota again: %d (%s), want -EDQUOT", r,
-					collc_strerror(r));
+			return h_fail("a communicator past the quota again: %d (%s), want -EDQUOT",
+				      r, collc_strerror(r));
 	}
 	while (n > 0) {
 		r = collc_comm_destroy(c[--n]);
@@ -235,7 +243,7 @@ static int bytes(void *arg)
 	r = collc_mem_alloc(ctx, 1ull << 40, -1, &big);
 	if (r == -ENOMEM) {
 		h_log("bytes: a 1 TiB (sparse) allocation is refused here (%s): byte quota not tested",
-			collc_strerror(r));
+		      collc_strerror(r));
 		collc_disconnect(ctx);
 		return 0;
 	}
@@ -244,7 +252,7 @@ static int bytes(void *arg)
 	r = collc_mem_alloc(ctx, 4096, -1, &small);
 	if (r != -EDQUOT)
 		return h_fail("an allocation past the 1 TiB byte quota: %d (%s), want -EDQUOT", r,
-				collc_strerror(r));
+			      collc_strerror(r));
 	r = collc_mem_free(ctx, big);
 	if (r < 0)
 		return h_fail("collc_mem_free(1 TiB): %s", collc_strerror(r));

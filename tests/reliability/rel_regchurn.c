@@ -39,7 +39,8 @@ static int rank_main(void *arg)
 				       : mmap(NULL, BYTES, PROT_READ | PROT_WRITE,
 					      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		float *send, *recv;
-		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(h_seed + (uint64_t)it), 2 };
+		struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(h_seed + (uint64_t)it),
+				     2 };
 		char what[128];
 		collc_req req;
 
@@ -57,28 +58,32 @@ static int rank_main(void *arg)
 		if (r == 0)
 			r = collc_wait(ctx, req, 10000);
 		if (r < 0)
-			return h_fail("rank %d: iteration %d: all-reduce: %s", rank, it, collc_strerror(r));
+			return h_fail("rank %d: iteration %d: all-reduce: %s", rank, it,
+				      collc_strerror(r));
 		snprintf(what, sizeof(what), "rank %d: iteration %d (%s at %p)", rank, it,
 			 use_malloc ? "malloc" : "mmap", (void *)buf);
 		if (rc_check(&c, 2, recv, what, NULL)) {
 			uint32_t first;
 
 			memcpy(&first, recv, sizeof(first));
-			failed = first == 0x5c5c5c5c ? h_fail("%s: the receive buffer was never written: "
-							      "collcd wrote into other memory", what)
-						     : 1;
+			failed = first == 0x5c5c5c5c
+					 ? h_fail("%s: the receive buffer was never written: "
+						  "collcd wrote into other memory",
+						  what)
+					 : 1;
 		}
 		r = collc_mem_deregister(ctx, buf);
 		if (r < 0)
-			failed |= h_fail("rank %d: collc_mem_deregister: %s", rank, collc_strerror(r));
+			failed |= h_fail("rank %d: collc_mem_deregister: %s", rank,
+					 collc_strerror(r));
 		if (use_malloc)
 			free(buf);
 		else
 			munmap(buf, BYTES);
 	}
 	if (!failed)
-		h_log("rank %d: %d register / all-reduce / deregister / give back cycles correct", rank,
-		      ITERS);
+		h_log("rank %d: %d register / all-reduce / deregister / give back cycles correct",
+		      rank, ITERS);
 	h_leave(ctx, comm);
 	return failed;
 }

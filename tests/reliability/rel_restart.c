@@ -39,9 +39,9 @@ static const char *const wname[NW] = { "P0 (pipelining)", "P1 (pipelining)", "Q0
 				       "Q1 (idle peer)", "J (in collc_comm_init)" };
 
 struct worker {
-	uint32_t ready;      /* reached its steady state */
+	uint32_t ready; /* reached its steady state */
 	uint32_t errored;
-	int32_t err, err2;   /* the first error and the next call's */
+	int32_t err, err2; /* the first error and the next call's */
 	uint64_t t_err;
 	uint64_t ops;
 	uint32_t reconnected;
@@ -49,8 +49,8 @@ struct worker {
 
 struct shared {
 	struct collc_unique_id uid_p, uid_q, uid_j, uid_p2, uid_q2;
-	uint32_t restarted;  /* a new collcd serves: reconnect */
-	uint32_t graceful;   /* the SIGTERM round: no reconnection */
+	uint32_t restarted; /* a new collcd serves: reconnect */
+	uint32_t graceful;  /* the SIGTERM round: no reconnection */
 	struct worker w[NW];
 };
 
@@ -84,8 +84,8 @@ static int reconnect(int id, const struct collc_unique_id *uid, int rank)
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	float *send, *recv;
-	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, 65536, h_mix(h_seed ^ 0x4ec0 ^ (uint64_t)(id - rank)),
-			     2 };
+	struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, 65536,
+			     h_mix(h_seed ^ 0x4ec0 ^ (uint64_t)(id - rank)), 2 };
 	char what[96];
 
 	if (h_wait_at_least(&S->restarted, 1, 30000) < 0)
@@ -112,8 +112,9 @@ static int second_call(int id, struct collc_ctx *ctx, struct collc_comm *comm, v
 		r = collc_wait(ctx, req, 2000);
 	w->err2 = r;
 	if (!stop_err(r))
-		return h_fail("%s: the call after the error returned %d (%s), want -ECONNRESET/-ENOTCONN",
-			      wname[id], r, collc_strerror(r));
+		return h_fail(
+			"%s: the call after the error returned %d (%s), want -ECONNRESET/-ENOTCONN",
+			wname[id], r, collc_strerror(r));
 	if (h_now_ns() - t0 > 1000000000ull)
 		return h_fail("%s: the call after the error took %.0f ms", wname[id],
 			      (double)(h_now_ns() - t0) / 1e6);
@@ -132,8 +133,8 @@ static int after_loss(int id, struct collc_ctx *ctx, struct collc_comm *comm, vo
 	int failed = 0;
 
 	if (!stop_err(w->err))
-		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id], w->err,
-				 collc_strerror(w->err));
+		failed |= h_fail("%s: ended with %d (%s), want -ECONNRESET/-ENOTCONN", wname[id],
+				 w->err, collc_strerror(w->err));
 	failed |= second_call(id, ctx, comm, buf);
 	h_leave(ctx, comm);
 	if (failed || h_load(&S->graceful))
@@ -153,7 +154,8 @@ static int pair_p(void *arg)
 
 	if (h_join(&S->uid_p, 2, rank, &ctx, &comm) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, 8 * CAP, -1, &send)) < 0 || (r = collc_mem_alloc(ctx, 8 * CAP, -1, &recv)) < 0)
+	if ((r = collc_mem_alloc(ctx, 8 * CAP, -1, &send)) < 0 ||
+	    (r = collc_mem_alloc(ctx, 8 * CAP, -1, &recv)) < 0)
 		return h_fail("%s: collc_mem_alloc: %s", wname[id], collc_strerror(r));
 	for (uint64_t it = 0; !w->errored; it++) {
 		collc_req req[8];
@@ -161,11 +163,13 @@ static int pair_p(void *arg)
 
 		for (int k = 0; k < 8; k++) {
 			size_t count = (size_t)(1 + h_rand_below(&rng, CAP / 4));
-			struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count, h_mix(it * 8 + (uint64_t)k), 2 };
+			struct rc_case c = { COLLC_FLOAT32, COLLC_SUM, count,
+					     h_mix(it * 8 + (uint64_t)k), 2 };
 
 			rc_fill(&c, rank, (char *)send + (size_t)k * CAP);
-			r = collc_allreduce(comm, (char *)send + (size_t)k * CAP, (char *)recv + (size_t)k * CAP,
-					    count, COLLC_FLOAT32, COLLC_SUM, &req[n]);
+			r = collc_allreduce(comm, (char *)send + (size_t)k * CAP,
+					    (char *)recv + (size_t)k * CAP, count, COLLC_FLOAT32,
+					    COLLC_SUM, &req[n]);
 			if (r < 0) {
 				record(w, r);
 				break;
@@ -234,8 +238,8 @@ static int loner(void *arg)
 	r = collc_comm_init(ctx, &S->uid_j, 2, 0, -1, &comm);
 	record(w, r);
 	if (!stop_err(r))
-		return h_fail("J: collc_comm_init ended with %d (%s), want -ECONNRESET/-ENOTCONN", r,
-			      collc_strerror(r));
+		return h_fail("J: collc_comm_init ended with %d (%s), want -ECONNRESET/-ENOTCONN",
+			      r, collc_strerror(r));
 	r = collc_comm_init(ctx, &S->uid_j, 2, 0, -1, &comm);
 	w->err2 = r;
 	if (!stop_err(r))
@@ -266,10 +270,12 @@ static int run_round(uint64_t *rng, int graceful, int cycle)
 	delay_ms = 50 + h_rand_below(rng, 250);
 	h_sleep_us(delay_ms * 1000);
 	if (graceful) {
-		h_log("SIGTERM to collcd under load (P at %" PRIu64 " all-reduces)", S->w[W_P0].ops);
+		h_log("SIGTERM to collcd under load (P at %" PRIu64 " all-reduces)",
+		      S->w[W_P0].ops);
 		t_kill = h_now_ns();
 		if (h_daemon_stop() < 0)
-			failed |= h_fail("collcd did not stop cleanly with clients connected and a collective pending");
+			failed |= h_fail(
+				"collcd did not stop cleanly with clients connected and a collective pending");
 	} else {
 		t_kill = rel_daemon_kill9();
 	}
@@ -278,14 +284,17 @@ static int run_round(uint64_t *rng, int graceful, int cycle)
 		struct worker *w = &S->w[i];
 
 		if (h_wait_at_least(&w->errored, 1, 3000) < 0) {
-			failed |= h_fail("cycle %d: %s still blocked 3 s after collcd died", cycle, wname[i]);
+			failed |= h_fail("cycle %d: %s still blocked 3 s after collcd died", cycle,
+					 wname[i]);
 			continue;
 		}
 		if (w->t_err - t_kill > 1000000000ull)
-			failed |= h_fail("cycle %d: %s heard of collcd's death after %.1f ms (want < 1 s)",
-					 cycle, wname[i], (double)(w->t_err - t_kill) / 1e6);
+			failed |= h_fail(
+				"cycle %d: %s heard of collcd's death after %.1f ms (want < 1 s)",
+				cycle, wname[i], (double)(w->t_err - t_kill) / 1e6);
 	}
-	h_log("cycle %d: %s %" PRIu64 " ms into the load: P0 %d after %.1f ms, P1 %d after %.1f ms, Q0 %d after %.1f ms, Q1 %d, J %d after %.1f ms",
+	h_log("cycle %d: %s %" PRIu64
+	      " ms into the load: P0 %d after %.1f ms, P1 %d after %.1f ms, Q0 %d after %.1f ms, Q1 %d, J %d after %.1f ms",
 	      cycle, graceful ? "SIGTERM" : "SIGKILL", delay_ms, S->w[W_P0].err,
 	      (double)(S->w[W_P0].t_err - t_kill) / 1e6, S->w[W_P1].err,
 	      (double)(S->w[W_P1].t_err - t_kill) / 1e6, S->w[W_Q0].err,
@@ -300,7 +309,8 @@ static int run_round(uint64_t *rng, int graceful, int cycle)
 	for (int i = 0; i < NW; i++)
 		failed |= h_reap_one_ok(pid[i], 30000, wname[i]);
 	if (!graceful && !failed)
-		h_log("cycle %d: new collcd on the same path: reconnected, all-reduces correct", cycle);
+		h_log("cycle %d: new collcd on the same path: reconnected, all-reduces correct",
+		      cycle);
 	return failed;
 }
 

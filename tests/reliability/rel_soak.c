@@ -40,11 +40,11 @@
 #include "rel.h"
 #include "refcheck.h"
 
-#define NPROC       6
-#define MAX_COMMS   4
-#define MAX_OPS     160
-#define MAX_WINDOW  4
-#define BUF_BYTES   (1u << 20)
+#define NPROC      6
+#define MAX_COMMS  4
+#define MAX_OPS    160
+#define MAX_WINDOW 4
+#define BUF_BYTES  (1u << 20)
 
 /* The kinds are refcheck's collectives. */
 enum {
@@ -60,7 +60,7 @@ enum {
 struct op {
 	uint8_t comm, kind, dtype, redop;
 	int32_t root;
-	uint32_t count;   /* the public call's count */
+	uint32_t count; /* the public call's count */
 	uint64_t key;
 };
 
@@ -81,7 +81,7 @@ struct layout {
 };
 
 struct proc_state {
-	uint32_t ready_round;   /* connected, waiting for this round */
+	uint32_t ready_round; /* connected, waiting for this round */
 	uint32_t joined_round;
 	uint32_t done_round;
 	uint32_t failed;
@@ -92,7 +92,7 @@ struct proc_state {
 
 struct shared {
 	struct layout L;
-	uint32_t round;         /* the parent starts round N by storing N */
+	uint32_t round; /* the parent starts round N by storing N */
 	uint32_t quit;
 	uint32_t kinds_ok[K_COUNT];
 	struct proc_state p[NPROC];
@@ -179,14 +179,14 @@ static int check_op(const struct op *o, int rank, int nranks, const void *recv, 
 /* One process */
 
 struct mine {
-	int idx;                 /* index in L.comms */
+	int idx; /* index in L.comms */
 	int rank;
 	struct collc_comm *comm;
 	void *send[MAX_WINDOW], *recv[MAX_WINDOW];
 	void *raw[2 * MAX_WINDOW];
 	collc_req req[MAX_WINDOW];
-	int opi[MAX_WINDOW];     /* op index of each outstanding request, -1: none */
-	int head, n, win;        /* outstanding requests in a ring of win, oldest at head */
+	int opi[MAX_WINDOW]; /* op index of each outstanding request, -1: none */
+	int head, n, win;    /* outstanding requests in a ring of win, oldest at head */
 };
 
 static int buf_get(struct collc_ctx *ctx, int use_register, void **ret, void **ret_raw)
@@ -198,7 +198,8 @@ static int buf_get(struct collc_ctx *ctx, int use_register, void **ret, void **r
 		return collc_mem_alloc(ctx, BUF_BYTES, -1, ret);
 	}
 	/* Private anonymous memory of its own, registered in place. */
-	*ret_raw = mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	*ret_raw =
+		mmap(NULL, BUF_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (*ret_raw == MAP_FAILED)
 		return -errno;
 	r = collc_mem_register(ctx, *ret_raw, BUF_BYTES, -1);
@@ -236,20 +237,23 @@ static int complete_oldest(struct collc_ctx *ctx, const struct layout *L, struct
 	/* Reported once: the library forgets it, and no second completion revives it. */
 	t = collc_test(ctx, m->req[k]);
 	if (t != -EINVAL)
-		return h_fail("round %u: slot %d: request of %s #%d still known after collc_wait (%d): duplicated",
-			      L->round, my_slot, kind_name(o->kind), oi, t);
+		return h_fail(
+			"round %u: slot %d: request of %s #%d still known after collc_wait (%d): duplicated",
+			L->round, my_slot, kind_name(o->kind), oi, t);
 	if (r == -EPIPE && h_load(&L->comms[m->idx].victim_inside)) {
 		ps->ops_epipe++;
 		return 0;
 	}
 	if (r != 0)
-		return h_fail("round %u: slot %d: %s #%d (%s %s x%u, comm %d of %u ranks%s) ended with %d (%s)",
-			      L->round, my_slot, kind_name(o->kind), oi, rc_dtype_name((collc_dtype)o->dtype),
-			      rc_op_name((collc_redop)o->redop), o->count, m->idx, cd->nranks,
-			      h_load(&cd->victim_inside) ? ", a member was killed" : "", r,
-			      collc_strerror(r));
-	snprintf(what, sizeof(what), "round %u: slot %d rank %d: %s #%d (root %d)", L->round, my_slot,
-		 m->rank, kind_name(o->kind), oi, o->root);
+		return h_fail(
+			"round %u: slot %d: %s #%d (%s %s x%u, comm %d of %u ranks%s) ended with %d (%s)",
+			L->round, my_slot, kind_name(o->kind), oi,
+			rc_dtype_name((collc_dtype)o->dtype), rc_op_name((collc_redop)o->redop),
+			o->count, m->idx, cd->nranks,
+			h_load(&cd->victim_inside) ? ", a member was killed" : "", r,
+			collc_strerror(r));
+	snprintf(what, sizeof(what), "round %u: slot %d rank %d: %s #%d (root %d)", L->round,
+		 my_slot, m->rank, kind_name(o->kind), oi, o->root);
 	if (check_op(o, m->rank, (int)cd->nranks, m->recv[k], what))
 		return 1;
 	ps->ops_ok++;
@@ -277,14 +281,18 @@ static int run_round(struct collc_ctx *ctx, const struct layout *L, struct proc_
 	for (int i = 0; i < nm; i++) {
 		const struct comm_desc *cd = &L->comms[mine[i].idx];
 
-		r = collc_comm_init(ctx, &cd->uid, (int)cd->nranks, mine[i].rank, -1, &mine[i].comm);
+		r = collc_comm_init(ctx, &cd->uid, (int)cd->nranks, mine[i].rank, -1,
+				    &mine[i].comm);
 		if (r < 0)
-			return h_fail("round %u: slot %d: join communicator %d: %s", L->round, my_slot,
-				      mine[i].idx, collc_strerror(r));
+			return h_fail("round %u: slot %d: join communicator %d: %s", L->round,
+				      my_slot, mine[i].idx, collc_strerror(r));
 		for (uint32_t w = 0; w < win; w++) {
-			if ((r = buf_get(ctx, (int)L->use_register[my_slot], &mine[i].send[w], &mine[i].raw[2 * w])) < 0 ||
-			    (r = buf_get(ctx, (int)L->use_register[my_slot], &mine[i].recv[w], &mine[i].raw[2 * w + 1])) < 0)
-				return h_fail("round %u: slot %d: buffers: %s", L->round, my_slot, collc_strerror(r));
+			if ((r = buf_get(ctx, (int)L->use_register[my_slot], &mine[i].send[w],
+					 &mine[i].raw[2 * w])) < 0 ||
+			    (r = buf_get(ctx, (int)L->use_register[my_slot], &mine[i].recv[w],
+					 &mine[i].raw[2 * w + 1])) < 0)
+				return h_fail("round %u: slot %d: buffers: %s", L->round, my_slot,
+					      collc_strerror(r));
 			mine[i].opi[w] = -1;
 		}
 	}
@@ -302,8 +310,8 @@ static int run_round(struct collc_ctx *ctx, const struct layout *L, struct proc_
 		if ((uint32_t)m->n == win)
 			failed |= complete_oldest(ctx, L, m, ps);
 		k = (m->head + m->n) % m->win;
-		r = submit_op(m->comm, o, m->rank, (int)L->comms[m->idx].nranks, m->send[k], m->recv[k],
-			      &m->req[k]);
+		r = submit_op(m->comm, o, m->rank, (int)L->comms[m->idx].nranks, m->send[k],
+			      m->recv[k], &m->req[k]);
 		if (r == -EPIPE && h_load(&L->comms[m->idx].victim_inside)) {
 			ps->ops_epipe++;
 			continue;
@@ -372,10 +380,13 @@ static int probe_rank(void *arg)
 
 	if (h_join(&S->probe_uid, 2, rank, &ctx, &comm) < 0)
 		return 1;
-	if ((r = collc_mem_alloc(ctx, 65536, -1, &send)) < 0 || (r = collc_mem_alloc(ctx, 65536, -1, &recv)) < 0)
+	if ((r = collc_mem_alloc(ctx, 65536, -1, &send)) < 0 ||
+	    (r = collc_mem_alloc(ctx, 65536, -1, &recv)) < 0)
 		return h_fail("probe: collc_mem_alloc: %s", collc_strerror(r));
 	for (int k = 0; k < K_COUNT; k++) {
-		struct op o = { 0, (uint8_t)k, COLLC_INT32, COLLC_SUM, 1, 1000, h_mix(h_seed + (uint64_t)k) };
+		struct op o = {
+			0, (uint8_t)k, COLLC_INT32, COLLC_SUM, 1, 1000, h_mix(h_seed + (uint64_t)k)
+		};
 		char what[64];
 		collc_req req;
 
@@ -384,9 +395,11 @@ static int probe_rank(void *arg)
 			r = collc_wait(ctx, req, 10000);
 		if (r < 0) {
 			if (rank == 0)
-				h_log("probe: %s ends with %s: left out of the soak", kind_name(k), collc_strerror(r));
+				h_log("probe: %s ends with %s: left out of the soak", kind_name(k),
+				      collc_strerror(r));
 			if (r != -ENOSYS && r != -EOPNOTSUPP && r != -EINVAL)
-				return h_fail("probe: %s ended with %s", kind_name(k), collc_strerror(r));
+				return h_fail("probe: %s ended with %s", kind_name(k),
+					      collc_strerror(r));
 			continue;
 		}
 		snprintf(what, sizeof(what), "probe: %s", kind_name(k));
@@ -457,7 +470,8 @@ static void make_layout(struct layout *L, uint64_t *rng, const int *kinds, int n
 		o->root = (int32_t)h_rand_below(rng, nr);
 		es = collc_dtype_size((collc_dtype)o->dtype);
 		/* 0..1 MiB in all, mostly small. */
-		bytes = h_rand_below(rng, 4) ? h_rand_below(rng, 65536) : h_rand_below(rng, BUF_BYTES + 1);
+		bytes = h_rand_below(rng, 4) ? h_rand_below(rng, 65536)
+					     : h_rand_below(rng, BUF_BYTES + 1);
 		if (h_rand_below(rng, 16) == 0)
 			bytes = 0;
 		if (o->kind == K_ALLGATHER || o->kind == K_REDUCE_SCATTER)
@@ -482,15 +496,19 @@ static int status_consistent(uint32_t round)
 	cl = json_get(st, "clients");
 	for (size_t i = 0; cl && i < cl->n; i++) {
 		const struct json *c = json_at(cl, i);
-		double sub = json_num(json_get(c, "submitted"), -1), done = json_num(json_get(c, "completed"), -1);
-		double err = json_num(json_get(c, "errors"), -1), inflight = json_num(json_get(c, "inflight"), -1);
+		double sub = json_num(json_get(c, "submitted"), -1),
+		       done = json_num(json_get(c, "completed"), -1);
+		double err = json_num(json_get(c, "errors"), -1),
+		       inflight = json_num(json_get(c, "inflight"), -1);
 
 		if (inflight != 0)
-			failed |= h_fail("round %u: client pid %.0f has %.0f requests in flight at the round's end",
-					 round, json_num(json_get(c, "pid"), -1), inflight);
+			failed |= h_fail(
+				"round %u: client pid %.0f has %.0f requests in flight at the round's end",
+				round, json_num(json_get(c, "pid"), -1), inflight);
 		if (done + err != sub)
-			failed |= h_fail("round %u: client pid %.0f: submitted %.0f, completed %.0f + errors %.0f (lost or duplicated completions)",
-					 round, json_num(json_get(c, "pid"), -1), sub, done, err);
+			failed |= h_fail(
+				"round %u: client pid %.0f: submitted %.0f, completed %.0f + errors %.0f (lost or duplicated completions)",
+				round, json_num(json_get(c, "pid"), -1), sub, done, err);
 	}
 	json_free(st);
 	return failed;
@@ -528,10 +546,10 @@ int main(int argc, char **argv)
 		char list[128] = "";
 
 		for (int i = 0; i < nkinds; i++)
-			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
-				 kind_name(kinds[i]));
-		h_log("soak: %" PRIu64 " s, %d processes, collectives: %s; fds at start %d", seconds, NPROC,
-		      list, fds0);
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? ", " : "", kind_name(kinds[i]));
+		h_log("soak: %" PRIu64 " s, %d processes, collectives: %s; fds at start %d",
+		      seconds, NPROC, list, fds0);
 	}
 
 	for (int p = 0; p < NPROC; p++)
@@ -564,7 +582,8 @@ int main(int argc, char **argv)
 				for (uint32_t k = 0; k < S->L.comms[c].nranks; k++)
 					in_any |= S->L.comms[c].member[k] == p;
 			if (in_any && h_wait_at_least(&S->p[p].joined_round, round, 30000) < 0)
-				failed |= h_fail("round %u: slot %d did not join its communicators", round, p);
+				failed |= h_fail("round %u: slot %d did not join its communicators",
+						 round, p);
 		}
 		if (failed)
 			break;
@@ -600,8 +619,9 @@ int main(int argc, char **argv)
 				if (failed || !waiting)
 					break;
 				if (h_now_ns() > deadline) {
-					failed = h_fail("round %u: %d processes did not finish within 60 s (lost completions?)",
-							  round, waiting);
+					failed = h_fail(
+						"round %u: %d processes did not finish within 60 s (lost completions?)",
+						round, waiting);
 					break;
 				}
 				h_sleep_us(2000);
@@ -620,8 +640,9 @@ int main(int argc, char **argv)
 		if (rounds == 3)
 			rss_warm = rel_daemon_rss_kb();
 		if (rounds % 10 == 0)
-			h_log("%" PRIu64 " rounds (%.0f s), %d kills, collcd %d fds, VmRSS %ld KiB", rounds,
-				(double)(h_now_ns() - t0) / 1e9, kills, rel_daemon_fds(), rel_daemon_rss_kb());
+			h_log("%" PRIu64 " rounds (%.0f s), %d kills, collcd %d fds, VmRSS %ld KiB",
+			      rounds, (double)(h_now_ns() - t0) / 1e9, kills, rel_daemon_fds(),
+			      rel_daemon_rss_kb());
 	}
 	h_store(&S->quit, 1);
 	for (int p = 0; p < NPROC; p++) {
@@ -636,13 +657,15 @@ int main(int argc, char **argv)
 		for (int k = 0; k < K_COUNT; k++)
 			by_kind[k] += S->p[p].by_kind[k];
 	}
-	h_log("soak size: %d client processes (%d restarts), %" PRIu64 " rounds of 3-4 communicators "
-		"(%" PRIu64 " communicators), %" PRIu64 " rank-collectives correct, %" PRIu64 " ended -EPIPE "
-		"after a kill, %.1f MiB, %d kills",
-		NPROC, restarts, rounds, ncomms, coll, epipe, (double)bytes / 1048576.0, kills);
+	h_log("soak size: %d client processes (%d restarts), %" PRIu64
+	      " rounds of 3-4 communicators "
+	      "(%" PRIu64 " communicators), %" PRIu64 " rank-collectives correct, %" PRIu64
+	      " ended -EPIPE "
+	      "after a kill, %.1f MiB, %d kills",
+	      NPROC, restarts, rounds, ncomms, coll, epipe, (double)bytes / 1048576.0, kills);
 	h_log("  by kind: allreduce %" PRIu64 ", allgather %" PRIu64 ", reduce_scatter %" PRIu64
-		", broadcast %" PRIu64 ", reduce %" PRIu64,
-		by_kind[0], by_kind[1], by_kind[2], by_kind[3], by_kind[4]);
+	      ", broadcast %" PRIu64 ", reduce %" PRIu64,
+	      by_kind[0], by_kind[1], by_kind[2], by_kind[3], by_kind[4]);
 	/* All clients gone: back to the fds of the start; memory flat. */
 	{
 		uint64_t w0 = h_now_ns();
@@ -663,12 +686,13 @@ int main(int argc, char **argv)
 		fds_end = rel_daemon_settled_fds();
 		rss_end = rel_daemon_rss_kb();
 		h_log("collcd fds: %d at start, %d at the end; VmRSS: %ld KiB after warm-up, %ld KiB at the end (bound +%ld KiB)",
-			fds0, fds_end, rss_warm, rss_end, bound_kb);
+		      fds0, fds_end, rss_warm, rss_end, bound_kb);
 		if (fds_end != fds0)
-			failed |= h_fail("collcd holds %d fds with no client left, %d at the start", fds_end, fds0);
+			failed |= h_fail("collcd holds %d fds with no client left, %d at the start",
+					 fds_end, fds0);
 		if (rss_warm > 0 && rss_end - rss_warm > bound_kb)
 			failed |= h_fail("collcd's VmRSS grew %ld KiB over the run (bound %ld KiB)",
-					   rss_end - rss_warm, bound_kb);
+					 rss_end - rss_warm, bound_kb);
 	}
 	return h_finish(failed);
 }

@@ -66,7 +66,8 @@ static int rank_main(void *arg)
 	uint64_t ns;
 	int r;
 
-	if (h_join_alloc(&S->uid, 2, rank, COUNT * 4, &ctx, &comm, (void **)&send, (void **)&recv) < 0)
+	if (h_join_alloc(&S->uid, 2, rank, COUNT * 4, &ctx, &comm, (void **)&send, (void **)&recv) <
+	    0)
 		return 1;
 	if (S->use_comm_timeout && rank == 0) {
 		r = collc_comm_set_timeout(comm, 300);
@@ -79,8 +80,9 @@ static int rank_main(void *arg)
 			h_sleep_us(100000);
 		failed |= one_allreduce(ctx, comm, send, recv, rank, h_seed ^ 1, &res, &ns);
 		if (res != 0)
-			return h_fail("rank %d: a collective 100 ms late (limit 300 ms) ended with %s", rank,
-				      collc_strerror(res));
+			return h_fail(
+				"rank %d: a collective 100 ms late (limit 300 ms) ended with %s",
+				rank, collc_strerror(res));
 	}
 	h_add(&S->joined, 1);
 	h_wait_at_least(&S->joined, 2, 10000);
@@ -90,10 +92,12 @@ static int rank_main(void *arg)
 		failed |= one_allreduce(ctx, comm, send, recv, rank, h_seed ^ 2, &res, &ns);
 		S->late_res = res;
 		if (res != -ETIMEDOUT)
-			failed |= h_fail("rank 1: late submission ended with %d (%s), want -ETIMEDOUT", res,
-					 collc_strerror(res));
+			failed |= h_fail(
+				"rank 1: late submission ended with %d (%s), want -ETIMEDOUT", res,
+				collc_strerror(res));
 		else
-			h_log("rank 1: late submission ended with -ETIMEDOUT after %.1f ms", (double)ns / 1e6);
+			h_log("rank 1: late submission ended with -ETIMEDOUT after %.1f ms",
+			      (double)ns / 1e6);
 		h_store(&S->late_done, 1);
 	} else {
 		if (h_wait_at_least(&S->stopped, 1, 10000) < 0)
@@ -110,15 +114,17 @@ static int rank_main(void *arg)
 	h_wait_at_least(&S->ready_next, 2, 10000);
 	failed |= one_allreduce(ctx, comm, send, recv, rank, h_seed ^ 3, &res, &ns);
 	if (res != 0)
-		failed |= h_fail("rank %d: the collective after the timeout ended with %d (%s), want 0",
-				 rank, res, collc_strerror(res));
+		failed |= h_fail(
+			"rank %d: the collective after the timeout ended with %d (%s), want 0",
+			rank, res, collc_strerror(res));
 	h_leave(ctx, comm);
 	return failed;
 }
 
 static int scenario(int use_comm_timeout)
 {
-	const char *name = use_comm_timeout ? "collc_comm_set_timeout(300)" : "collcctl set op_timeout_ms=300";
+	const char *name = use_comm_timeout ? "collc_comm_set_timeout(300)"
+					    : "collcctl set op_timeout_ms=300";
 	char out[256];
 	pid_t pid[2];
 	int failed = 0, st;
@@ -127,7 +133,8 @@ static int scenario(int use_comm_timeout)
 	memset(S, 0, sizeof(*S));
 	S->use_comm_timeout = use_comm_timeout;
 	h_log("scenario: %s", name);
-	if (rel_ctl(out, sizeof(out), use_comm_timeout ? "set op_timeout_ms=0" : "set op_timeout_ms=300") != 0)
+	if (rel_ctl(out, sizeof(out),
+		    use_comm_timeout ? "set op_timeout_ms=0" : "set op_timeout_ms=300") != 0)
 		return h_fail("collcctl set op_timeout_ms: %s", out);
 	if (rel_ctl(out, sizeof(out), "get op_timeout_ms") != 0 ||
 	    atoi(out) != (use_comm_timeout ? 0 : 300))
@@ -172,7 +179,8 @@ static int scenario(int use_comm_timeout)
 				failed |= h_fail("status --json: timeout_ms %.0f, want 300",
 						 json_num(json_get(cm, "timeout_ms"), -2));
 			h_log("status: communicator %.0f: timeouts %.0f, timed_out_ranks [1], timeout_ms %.0f",
-			      json_num(json_get(cm, "id"), -1), json_num(json_get(cm, "timeouts"), -1),
+			      json_num(json_get(cm, "id"), -1),
+			      json_num(json_get(cm, "timeouts"), -1),
 			      json_num(json_get(cm, "timeout_ms"), -2));
 		}
 		json_free(status);

@@ -23,22 +23,22 @@ struct conn {
 	uint32_t faults;
 	uint64_t first;
 	uint64_t nsteps;
-	uint32_t words;        /* payload words (8 bytes) per step */
-	uint64_t lines;        /* LL / LL128 lines per step */
-	uint32_t p_ops[3];     /* LL128: operations per line, in store order */
+	uint32_t words;    /* payload words (8 bytes) per step */
+	uint64_t lines;    /* LL / LL128 lines per step */
+	uint32_t p_ops[3]; /* LL128: operations per line, in store order */
 	uint32_t p_nops;
 
 	/* The receiver's memory: written by the producer, read by the consumer. */
-	uint64_t *simple;          /* steps x words */
-	union collc_ll_line *ll;   /* steps x lines */
-	uint64_t *ll128;           /* steps x lines x 16 */
-	uint64_t tail;             /* Simple; written by the producer */
-	uint64_t head;             /* written by the consumer */
+	uint64_t *simple;        /* steps x words */
+	union collc_ll_line *ll; /* steps x lines */
+	uint64_t *ll128;         /* steps x lines x 16 */
+	uint64_t tail;           /* Simple; written by the producer */
+	uint64_t head;           /* written by the consumer */
 
-	uint64_t p_step;           /* the step the producer is on */
-	uint32_t p_phase;          /* operations of p_step done */
-	uint64_t c_step;           /* the step the consumer is on */
-	uint32_t c_phase;          /* accesses of c_step done */
+	uint64_t p_step;  /* the step the producer is on */
+	uint32_t p_phase; /* operations of p_step done */
+	uint64_t c_step;  /* the step the consumer is on */
+	uint32_t c_phase; /* accesses of c_step done */
 
 	uint64_t rng;
 	int corrupt;
@@ -224,8 +224,8 @@ static int c_act(struct conn *c)
 		break;
 	}
 	case PH_LL128: {
-		const uint64_t *src = &c->ll128[(slot * c->lines + c->c_phase) *
-						COLLC_LL128_LINE_WORDS];
+		const uint64_t *src =
+			&c->ll128[(slot * c->lines + c->c_phase) * COLLC_LL128_LINE_WORDS];
 		uint32_t base = c->c_phase * COLLC_LL128_DATA_WORDS;
 		uint64_t copy[COLLC_LL128_LINE_WORDS];
 
@@ -318,7 +318,8 @@ static int conn_init(struct conn *c, const struct ph_config *cfg)
 	switch (c->proto) {
 	case PH_SIMPLE:
 		c->words = (uint32_t)(collc_simple_slot_bytes((uint64_t)step_bytes * c->steps,
-							      c->steps) / 8);
+							      c->steps) /
+				      8);
 		c->simple = calloc((size_t)c->steps * c->words, sizeof(*c->simple));
 		if (!c->simple)
 			return -ENOMEM;
@@ -326,7 +327,8 @@ static int conn_init(struct conn *c, const struct ph_config *cfg)
 	case PH_LL:
 		c->lines = collc_ll_lines(step_bytes);
 		c->words = (uint32_t)(collc_ll_step_bytes(c->lines * COLLC_LL_LINE_BYTES * c->steps,
-							  c->steps) / 8);
+							  c->steps) /
+				      8);
 		c->ll = calloc((size_t)(c->steps * c->lines), sizeof(*c->ll));
 		if (!c->ll)
 			return -ENOMEM;

@@ -51,17 +51,17 @@ enum ph_outcome {
 
 struct ph_config {
 	enum ph_proto proto;
-	uint32_t steps;       /* slots in the ring: 2, 4 or 8 */
-	uint32_t faults;      /* PH_F_* */
-	uint32_t nsteps;      /* steps to transfer; 0: 64 */
-	uint32_t step_bytes;  /* payload per step, a multiple of 8; 0: 240 */
-	uint64_t first_step;  /* >0: start mid-life, with the ring holding the
+	uint32_t steps;      /* slots in the ring: 2, 4 or 8 */
+	uint32_t faults;     /* PH_F_* */
+	uint32_t nsteps;     /* steps to transfer; 0: 64 */
+	uint32_t step_bytes; /* payload per step, a multiple of 8; 0: 240 */
+	uint64_t first_step; /* >0: start mid-life, with the ring holding the
 				 previous generation and head = tail = first_step */
-	const char *sched;    /* the script, repeated: 'p'/'c' one producer or
+	const char *sched;   /* the script, repeated: 'p'/'c' one producer or
 				 consumer action, 'P'/'C' run that side until it
 				 blocks, 'r' one action of a side drawn from seed;
 				 NULL: "pC" */
-	uint64_t seed;        /* for 'r' */
+	uint64_t seed;       /* for 'r' */
 };
 
 #define PH_SEEN_FRESH INT64_MIN

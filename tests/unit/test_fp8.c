@@ -44,10 +44,12 @@ struct fmt_case {
 	uint8_t (*encode)(float);
 };
 
-static const struct fmt_case e4m3 = { "e4m3", 4, 3, 7, 0, 448.0, collc_e4m3_to_float,
-				      collc_float_to_e4m3 };
-static const struct fmt_case e5m2 = { "e5m2", 5, 2, 15, 1, 57344.0, collc_e5m2_to_float,
-				      collc_float_to_e5m2 };
+static const struct fmt_case e4m3 = {
+	"e4m3", 4, 3, 7, 0, 448.0, collc_e4m3_to_float, collc_float_to_e4m3
+};
+static const struct fmt_case e5m2 = {
+	"e5m2", 5, 2, 15, 1, 57344.0, collc_e5m2_to_float, collc_float_to_e5m2
+};
 
 /* The specification's value of a code: NAN for NaN codes, +-INFINITY for infinities. */
 static double spec_value(const struct fmt_case *f, unsigned code)
@@ -106,7 +108,8 @@ static void check_format(const struct fmt_case *f)
 			continue;
 		}
 		if ((double)got != want || !signbit(got) != !signbit(want))
-			fail_msg("%s decode 0x%02x: %.9g, want %.9g", f->name, c, (double)got, want);
+			fail_msg("%s decode 0x%02x: %.9g, want %.9g", f->name, c, (double)got,
+				 want);
 	}
 	/* every finite value round-trips to its own code */
 	for (unsigned c = 0; c < 256; c++) {
@@ -132,17 +135,18 @@ static void check_format(const struct fmt_case *f)
 			unsigned want = (s ? 0x80u : 0) | even, got = f->encode((float)x);
 
 			if (got != want)
-				fail_msg("%s encode(midpoint %.12g): 0x%02x, want 0x%02x", f->name, x, got, want);
+				fail_msg("%s encode(midpoint %.12g): 0x%02x, want 0x%02x", f->name,
+					 x, got, want);
 			got = f->encode(nextafterf((float)x, 0.0f));
 			want = (s ? 0x80u : 0) | c;
 			if (got != want)
-				fail_msg("%s encode(below midpoint %.12g): 0x%02x, want 0x%02x", f->name, x,
-					 got, want);
+				fail_msg("%s encode(below midpoint %.12g): 0x%02x, want 0x%02x",
+					 f->name, x, got, want);
 			got = f->encode(nextafterf((float)x, s ? -INFINITY : INFINITY));
 			want = (s ? 0x80u : 0) | (c + 1);
 			if (got != want)
-				fail_msg("%s encode(above midpoint %.12g): 0x%02x, want 0x%02x", f->name, x,
-					 got, want);
+				fail_msg("%s encode(above midpoint %.12g): 0x%02x, want 0x%02x",
+					 f->name, x, got, want);
 		}
 	}
 	/* saturation, infinities, NaN, signed zero */
@@ -152,8 +156,9 @@ static void check_format(const struct fmt_case *f)
 
 		for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) {
 			if (f->encode(big[i]) != maxc || f->encode(-big[i]) != (0x80u | maxc))
-				fail_msg("%s saturation of %g: 0x%02x / 0x%02x, want 0x%02x", f->name,
-					 (double)big[i], f->encode(big[i]), f->encode(-big[i]), maxc);
+				fail_msg("%s saturation of %g: 0x%02x / 0x%02x, want 0x%02x",
+					 f->name, (double)big[i], f->encode(big[i]),
+					 f->encode(-big[i]), maxc);
 		}
 		assert_int_equal(f->encode(NAN), COLLC_FP8_NAN);
 		assert_int_equal(f->encode(-NAN), COLLC_FP8_NAN);
@@ -171,15 +176,16 @@ static void check_format(const struct fmt_case *f)
 
 		/* Half the draws near fp8's range, where the rounding happens. */
 		if (r >> 63)
-			bits = (bits & 0x807fffffu) | (uint32_t)(127 - 24 + (int)((r >> 40) % 44)) << 23;
+			bits = (bits & 0x807fffffu) | (uint32_t)(127 - 24 + (int)((r >> 40) % 44))
+							      << 23;
 		memcpy(&x, &bits, sizeof(x));
 		if (isnan(x))
 			continue;
 		want = brute_encode(f, isinf(x) ? (signbit(x) ? -1e300 : 1e300) : (double)x);
 		got = f->encode(x);
 		if (got != want)
-			fail_msg("%s encode(%a = %.9g): 0x%02x, want 0x%02x (seed %llu)", f->name, (double)x,
-				 (double)x, got, want, (unsigned long long)seed);
+			fail_msg("%s encode(%a = %.9g): 0x%02x, want 0x%02x (seed %llu)", f->name,
+				 (double)x, (double)x, got, want, (unsigned long long)seed);
 	}
 }
 
@@ -188,7 +194,8 @@ static void test_e4m3(void **state)
 	(void)state;
 	check_format(&e4m3);
 	assert_int_equal(collc_float_to_e4m3(448.0f), 0x7e);
-	assert_int_equal(collc_float_to_e4m3(464.0f), 0x7e); /* the midpoint to NaN's code saturates */
+	assert_int_equal(collc_float_to_e4m3(464.0f),
+			 0x7e); /* the midpoint to NaN's code saturates */
 	assert_true(isnan(collc_e4m3_to_float(0x7f)) && isnan(collc_e4m3_to_float(0xff)));
 	assert_true(collc_e4m3_to_float(0x01) == 0x1p-9f);
 }

@@ -57,17 +57,21 @@ int main()
 		}
 		/* The grid's pairs: the low byte is element 0 both ways. */
 		for (uint32_t v = 0; v < 65536; v++) {
-			__half2 h2 = __half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)v, nv));
+			__half2 h2 =
+				__half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)v, nv));
 			float2 f2 = __half22float2(h2);
 			unsigned want = collc_fp8_encode(collc_fp8_decode((uint8_t)v, fmt), fmt) |
-					(unsigned)collc_fp8_encode(collc_fp8_decode((uint8_t)(v >> 8), fmt), fmt) << 8;
+					(unsigned)collc_fp8_encode(
+						collc_fp8_decode((uint8_t)(v >> 8), fmt), fmt)
+						<< 8;
 			unsigned got = __nv_cvt_float2_to_fp8x2(f2, __NV_SATFINITE, nv);
 
 			if (got != want)
 				fail("pair", k, v, got, want);
 		}
 	}
-	printf("test_fp8_nv: %llu mismatches over 2 x (2^32 floats, 256 codes, 65536 pairs)\n", failures);
+	printf("test_fp8_nv: %llu mismatches over 2 x (2^32 floats, 256 codes, 65536 pairs)\n",
+	       failures);
 	printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
 	return failures ? 1 : 0;
 }

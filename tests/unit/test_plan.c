@@ -36,10 +36,10 @@ static struct plan plan(const struct collc_config *cfg, int op, uint64_t bytes, 
 	return p;
 }
 
-#define assert_plan(p, a, pr)                          \
-	do {                                           \
-		assert_int_equal((p).algo, (a));       \
-		assert_int_equal((p).proto, (pr));     \
+#define assert_plan(p, a, pr)                                                                      \
+	do {                                                                                       \
+		assert_int_equal((p).algo, (a));                                                   \
+		assert_int_equal((p).proto, (pr));                                                 \
 	} while (0)
 
 static void test_support_table(void **state)
@@ -62,7 +62,8 @@ static void test_support_table(void **state)
 		assert_true(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE));
 		assert_true(plan_proto_supported(op, COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE));
 		/* One-shot LL: every rank pushes lines to every other. */
-		assert_int_equal(collc_oll_coll(op), op == COLLC_OP_ALLREDUCE || op == COLLC_OP_ALLGATHER ||
+		assert_int_equal(collc_oll_coll(op), op == COLLC_OP_ALLREDUCE ||
+							     op == COLLC_OP_ALLGATHER ||
 							     op == COLLC_OP_REDUCE_SCATTER);
 		assert_int_equal(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL),
 				 collc_oll_coll(op));
@@ -88,33 +89,47 @@ static void test_auto_allreduce(void **state)
 	cfg.oneshot_ll_max_bytes = 64 * KiB;
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 8), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 8), COLLC_ALGO_ONESHOT,
+		    COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4, 9), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
 	cfg.oneshot_ll_max_bytes = 4 * KiB;
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * KiB + 1, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * KiB + 1, 2), COLLC_ALGO_ONESHOT,
+		    COLLC_PROTO_SIMPLE);
 	/* Past the one-shot limit (the CUDA backend's 512 KiB): one-shot LL still, then two-shot. */
 	cfg.oneshot_ll_max_bytes = 512 * KiB;
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB + 1, 2), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 9), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 2), COLLC_ALGO_ONESHOT,
+		    COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB + 1, 2), COLLC_ALGO_TWOSHOT,
+		    COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 9), COLLC_ALGO_TWOSHOT,
+		    COLLC_PROTO_SIMPLE);
 	/* Allgather and reduce-scatter too, not broadcast and reduce; ll_max_bytes is the ring's. */
-	assert_plan(plan(&cfg, COLLC_OP_ALLGATHER, 512 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
-	assert_plan(plan(&cfg, COLLC_OP_REDUCE_SCATTER, 512 * KiB, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
-	assert_plan(plan(&cfg, COLLC_OP_BROADCAST, 512 * KiB, 2), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	assert_plan(plan(&cfg, COLLC_OP_ALLGATHER, 512 * KiB, 2), COLLC_ALGO_ONESHOT,
+		    COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_REDUCE_SCATTER, 512 * KiB, 2), COLLC_ALGO_ONESHOT,
+		    COLLC_PROTO_LL);
+	assert_plan(plan(&cfg, COLLC_OP_BROADCAST, 512 * KiB, 2), COLLC_ALGO_RING,
+		    COLLC_PROTO_LL128);
 	assert_plan(plan(&cfg, COLLC_OP_BROADCAST, 8, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
 	cfg.ll_max_bytes = 0;
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 8, 2), COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
 	/* A forced Simple keeps the size's algorithm without LL. */
 	cfg.proto = COLLC_PROTO_SIMPLE;
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 2), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 512 * KiB, 2), COLLC_ALGO_TWOSHOT,
+		    COLLC_PROTO_SIMPLE);
 	cfg = defaults(4);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB + 1, 8), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB, 4), COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB + 1, 8), COLLC_ALGO_TWOSHOT,
+		    COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB, 4), COLLC_ALGO_TWOSHOT,
+		    COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB + 1, 4), COLLC_ALGO_RING,
+		    COLLC_PROTO_LL128);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * MiB, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * MiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 64), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 4 * MiB + 1, 4), COLLC_ALGO_RING,
+		    COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 1ull << 40, 64), COLLC_ALGO_RING,
+		    COLLC_PROTO_SIMPLE);
 }
 
 /* Beyond 8 ranks one rank reads nranks inputs: the one-shot limit shrinks to 64 KiB * 8 / n. */
@@ -144,9 +159,11 @@ static void test_auto_other_collectives(void **state)
 	(void)state;
 	for (size_t i = 1; i < sizeof(ops) / sizeof(ops[0]); i++) {
 		assert_plan(plan(&cfg, ops[i], 0, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
-		assert_plan(plan(&cfg, ops[i], 64 * KiB, 4), COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+		assert_plan(plan(&cfg, ops[i], 64 * KiB, 4), COLLC_ALGO_ONESHOT,
+			    COLLC_PROTO_SIMPLE);
 		/* No two-shot but for all-reduce: ring right after one-shot. */
-		assert_plan(plan(&cfg, ops[i], 64 * KiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
+		assert_plan(plan(&cfg, ops[i], 64 * KiB + 1, 4), COLLC_ALGO_RING,
+			    COLLC_PROTO_LL128);
 		assert_plan(plan(&cfg, ops[i], 5 * MiB, 4), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
 	}
 }
@@ -160,8 +177,10 @@ static void test_auto_proto(void **state)
 	cfg.algo = COLLC_ALGO_RING;
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB, 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
-	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_LL128);
-	assert_plan(plan(&cfg, COLLC_OP_BROADCAST, 4 * MiB + 1, 4), COLLC_ALGO_RING, COLLC_PROTO_SIMPLE);
+	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 64 * KiB + 1, 4), COLLC_ALGO_RING,
+		    COLLC_PROTO_LL128);
+	assert_plan(plan(&cfg, COLLC_OP_BROADCAST, 4 * MiB + 1, 4), COLLC_ALGO_RING,
+		    COLLC_PROTO_SIMPLE);
 	cfg.ll_max_bytes = 0;
 	cfg.ll128_max_bytes = 0;
 	assert_plan(plan(&cfg, COLLC_OP_ALLREDUCE, 0, 4), COLLC_ALGO_RING, COLLC_PROTO_LL);
@@ -297,8 +316,11 @@ static void test_no_peer_read(void **state)
 static void test_resolve(void **state)
 {
 	static const struct cfg_exec_defaults gpu = {
-		.channels = 32, .rotate_channels = 1, .channel_min_bytes = 8 * KiB,
-		.oneshot_ll_max_bytes = 512 * KiB, .oneshot_max_bytes = 4 * MiB,
+		.channels = 32,
+		.rotate_channels = 1,
+		.channel_min_bytes = 8 * KiB,
+		.oneshot_ll_max_bytes = 512 * KiB,
+		.oneshot_max_bytes = 4 * MiB,
 		.twoshot_max_bytes = 32 * MiB,
 	};
 	struct collc_config cfg = defaults(32), out;
@@ -339,8 +361,10 @@ static void test_resolve(void **state)
 /* Every plan is runnable: a real algorithm the collective supports, carrying a protocol it can. */
 static void test_sweep_invariants(void **state)
 {
-	static const uint64_t sizes[] = { 0, 1, 7, 4 * KiB, 64 * KiB, 64 * KiB + 1, 1 * MiB,
-					  1 * MiB + 1, 4 * MiB + 1, 1ull << 40 };
+	static const uint64_t sizes[] = { 0,         1,           7,
+					  4 * KiB,   64 * KiB,    64 * KiB + 1,
+					  1 * MiB,   1 * MiB + 1, 4 * MiB + 1,
+					  1ull << 40 };
 	static const uint32_t nranks[] = { 1, 2, 3, 8, 9, 64 };
 	unsigned n = 0;
 
@@ -349,8 +373,10 @@ static void test_sweep_invariants(void **state)
 		for (uint32_t proto = 0; proto < COLLC_PROTO_MAX; proto++)
 			for (uint32_t ch = 1; ch <= 4; ch++)
 				for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
-					for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
-						for (size_t r = 0; r < sizeof(nranks) / sizeof(nranks[0]); r++) {
+					for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]);
+					     s++)
+						for (size_t r = 0;
+						     r < sizeof(nranks) / sizeof(nranks[0]); r++) {
 							struct collc_config cfg = defaults(4);
 							struct plan p;
 
@@ -358,14 +384,18 @@ static void test_sweep_invariants(void **state)
 							cfg.proto = proto;
 							cfg.channels = ch;
 							p = plan(&cfg, ops[o], sizes[s], nranks[r]);
-							assert_true(plan_algo_supported(ops[o], p.algo));
-							assert_true(plan_proto_supported(ops[o], p.algo, p.proto));
+							assert_true(plan_algo_supported(ops[o],
+											p.algo));
+							assert_true(plan_proto_supported(
+								ops[o], p.algo, p.proto));
 							assert_in_range(p.nchannels, 1, ch);
-							if (algo != COLLC_ALGO_AUTO && nranks[r] > 1 &&
+							if (algo != COLLC_ALGO_AUTO &&
+							    nranks[r] > 1 &&
 							    plan_algo_supported(ops[o], algo))
 								assert_int_equal(p.algo, algo);
 							if (proto != COLLC_PROTO_AUTO &&
-							    plan_proto_supported(ops[o], p.algo, proto))
+							    plan_proto_supported(ops[o], p.algo,
+										 proto))
 								assert_int_equal(p.proto, proto);
 							n++;
 						}

@@ -15,8 +15,8 @@
 #include "proto/prims.h"
 #include "prims_harness.h"
 
-#define KiB (1ull << 10)
-#define MiB (1ull << 20)
+#define KiB   (1ull << 10)
+#define MiB   (1ull << 20)
 #define TWO32 (1ull << 32)
 
 static const uint32_t ring_sizes[] = { 2, 4, 8 };
@@ -122,12 +122,14 @@ static void test_course_geometry(void **state)
 	assert_int_equal(COLLC_SIMPLE_BUFFER_BYTES, 4 * MiB);
 	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
 		assert_int_equal(collc_step_bytes(rows[i].buffer, COLLC_STEPS), rows[i].step);
-		assert_int_equal(collc_simple_slot_bytes(rows[i].buffer, COLLC_STEPS), rows[i].step);
+		assert_int_equal(collc_simple_slot_bytes(rows[i].buffer, COLLC_STEPS),
+				 rows[i].step);
 		assert_int_equal(collc_chunk_bytes(rows[i].buffer, COLLC_STEPS, COLLC_CHUNK_STEPS),
 				 rows[i].chunk);
 	}
 	assert_int_equal(collc_chunk_bytes(COLLC_SIMPLE_BUFFER_BYTES, COLLC_STEPS,
-					   COLLC_CHUNK_STEPS), 2 * MiB);
+					   COLLC_CHUNK_STEPS),
+			 2 * MiB);
 }
 
 /* sliceSize = max(divUp(nelem, 16 * slicesPerChunk) * 16, stepSize * stepsPerSlice / 32). */
@@ -283,7 +285,8 @@ static void test_oll_inbox(void **state)
 		for (j = 0; j < sizeof(slot_lines) / sizeof(slot_lines[0]); j++)
 			for (b = 0; b < sizeof(bases) / sizeof(bases[0]); b++) {
 				uint32_t n = nranks[i], from;
-				uint64_t sl = slot_lines[j], total = collc_oll_inbox_lines(n, sl), g, line;
+				uint64_t sl = slot_lines[j], total = collc_oll_inbox_lines(n, sl),
+					 g, line;
 
 				/* Two consecutive generations cover the inbox, each line exactly once. */
 				memset(seen, 0, sizeof(seen));
@@ -291,21 +294,28 @@ static void test_oll_inbox(void **state)
 				for (g = bases[b]; g < bases[b] + COLLC_OLL_SLOTS; g++)
 					for (from = 0; from < n; from++)
 						for (line = 0; line < sl; line++) {
-							uint64_t at = collc_oll_line(g, n, from, line, sl);
+							uint64_t at = collc_oll_line(g, n, from,
+										     line, sl);
 
 							assert_true(at < total);
 							assert_int_equal(seen[at]++, 0);
 							/* A sender's region of a slot is contiguous. */
-							assert_int_equal(at, collc_oll_line(g, n, from, 0, sl) + line);
+							assert_int_equal(at,
+									 collc_oll_line(g, n, from,
+											0, sl) +
+										 line);
 						}
 				for (line = 0; line < total; line++)
 					assert_int_equal(seen[line], 1);
 
 				/* The slot alternates with the generation, across 2^32 too. */
 				g = bases[b] + 1;
-				assert_int_not_equal(collc_oll_line(g, n, 1, 0, sl), collc_oll_line(g - 1, n, 1, 0, sl));
-				assert_int_equal(collc_oll_line(g, n, 1, 0, sl), collc_oll_line(g + 2, n, 1, 0, sl));
-				assert_int_not_equal(collc_oll_line(g, n, 1, 0, sl), collc_oll_line(g + 1, n, 1, 0, sl));
+				assert_int_not_equal(collc_oll_line(g, n, 1, 0, sl),
+						     collc_oll_line(g - 1, n, 1, 0, sl));
+				assert_int_equal(collc_oll_line(g, n, 1, 0, sl),
+						 collc_oll_line(g + 2, n, 1, 0, sl));
+				assert_int_not_equal(collc_oll_line(g, n, 1, 0, sl),
+						     collc_oll_line(g + 1, n, 1, 0, sl));
 				/* The round that last used the slot (g - 2) left a flag round g rejects. */
 				assert_int_not_equal(collc_ll_flag(g), collc_ll_flag(g - 2));
 			}
@@ -351,7 +361,7 @@ static void test_fault_outcomes(void **state)
 		r = run_ok(PH_LL, n, PH_F_LL_CONST_FLAG, NULL);
 		assert_int_equal(r.outcome, PH_STALE_WRAP);
 		assert_int_equal(r.delivered, n);
-		assert_int_equal(r.bad_step, n); /* the first wrap */
+		assert_int_equal(r.bad_step, n);  /* the first wrap */
 		assert_int_equal(r.seen_step, 0); /* the data of step 0, one wrap old */
 		assert_int_equal(r.produced, n);
 
@@ -395,7 +405,8 @@ static void test_correct_variants(void **state)
 		for (i = 0; i < sizeof(ring_sizes) / sizeof(ring_sizes[0]); i++)
 			for (s = 0; s < sizeof(scheds) / sizeof(scheds[0]); s++)
 				for (b = 0; b < sizeof(step_bytes) / sizeof(step_bytes[0]); b++)
-					for (seed = 1; seed <= (scheds[s][0] == 'r' ? 16u : 1u); seed++) {
+					for (seed = 1; seed <= (scheds[s][0] == 'r' ? 16u : 1u);
+					     seed++) {
 						struct ph_config cfg = {
 							.proto = protos[p],
 							.steps = ring_sizes[i],
@@ -407,11 +418,13 @@ static void test_correct_variants(void **state)
 
 						assert_int_equal(ph_run(&cfg, &r), 0);
 						if (r.outcome != PH_COMPLETE || r.delivered != 64)
-							fail_msg("%s steps=%u sched=%s bytes=%u seed=%llu: %s",
-								 ph_proto_name(protos[p]), ring_sizes[i],
-								 scheds[s], step_bytes[b],
-								 (unsigned long long)seed,
-								 ph_outcome_name(r.outcome));
+							fail_msg(
+								"%s steps=%u sched=%s bytes=%u seed=%llu: %s",
+								ph_proto_name(protos[p]),
+								ring_sizes[i], scheds[s],
+								step_bytes[b],
+								(unsigned long long)seed,
+								ph_outcome_name(r.outcome));
 						assert_int_equal(r.produced, 64);
 					}
 }
@@ -427,8 +440,10 @@ static void test_midlife_wrap(void **state)
 	for (f = 0; f < 3; f++)
 		for (p = 0; p < 3; p++)
 			for (i = 0; i < 3; i++) {
-				struct ph_config cfg = { .proto = protos[p], .steps = ring_sizes[i],
-							 .first_step = firsts[f], .sched = "r",
+				struct ph_config cfg = { .proto = protos[p],
+							 .steps = ring_sizes[i],
+							 .first_step = firsts[f],
+							 .sched = "r",
 							 .seed = 7 + i };
 				struct ph_result r;
 
@@ -439,8 +454,10 @@ static void test_midlife_wrap(void **state)
 
 	/* With the ring holding the last generation, a constant flag fails at once. */
 	for (i = 0; i < 3; i++) {
-		struct ph_config cfg = { .proto = PH_LL, .steps = ring_sizes[i],
-					 .faults = PH_F_LL_CONST_FLAG, .first_step = TWO32 - 5 };
+		struct ph_config cfg = { .proto = PH_LL,
+					 .steps = ring_sizes[i],
+					 .faults = PH_F_LL_CONST_FLAG,
+					 .first_step = TWO32 - 5 };
 		struct ph_result r;
 
 		assert_int_equal(ph_run(&cfg, &r), 0);
@@ -491,8 +508,11 @@ struct course_row {
 	const char *course; /* the course's "observed" column */
 };
 
-#define ROWS3(p, f, o, at2, at4, at8, txt)                                                      \
-	{ p, f, 2, o, at2, txt }, { p, f, 4, o, at4, txt }, { p, f, 8, o, at8, txt }
+#define ROWS3(p, f, o, at2, at4, at8, txt)                                                         \
+	{ p, f, 2, o, at2, txt }, { p, f, 4, o, at4, txt },                                        \
+	{                                                                                          \
+		p, f, 8, o, at8, txt                                                               \
+	}
 
 static const struct course_row course_rows[] = {
 	ROWS3(PH_SIMPLE, 0, PH_COMPLETE, 64, 64, 64, "64 steps complete"),
@@ -525,11 +545,12 @@ static void test_course_table(void **state)
 
 	(void)state;
 	assert_int_equal(n, 27);
-	printf("%-3s %-7s %-11s %-5s %-20s %-20s %s\n", "#", "proto", "fault", "steps",
-	       "expected", "got", "result");
+	printf("%-3s %-7s %-11s %-5s %-20s %-20s %s\n", "#", "proto", "fault", "steps", "expected",
+	       "got", "result");
 	for (i = 0; i < n; i++) {
 		const struct course_row *row = &course_rows[i];
-		struct ph_config cfg = { .proto = row->proto, .steps = row->steps,
+		struct ph_config cfg = { .proto = row->proto,
+					 .steps = row->steps,
 					 .faults = row->fault };
 		struct ph_result r;
 		char want[32], got[32];
@@ -553,18 +574,12 @@ static void test_course_table(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_div_round),
-		cmocka_unit_test(test_slot_wrap_64bit),
-		cmocka_unit_test(test_simple_credit_edges),
-		cmocka_unit_test(test_course_geometry),
-		cmocka_unit_test(test_slice_elems),
-		cmocka_unit_test(test_ll_line),
-		cmocka_unit_test(test_ll128_line),
-		cmocka_unit_test(test_oll_inbox),
-		cmocka_unit_test(test_fault_outcomes),
-		cmocka_unit_test(test_correct_variants),
-		cmocka_unit_test(test_midlife_wrap),
-		cmocka_unit_test(test_harness_rejects),
+		cmocka_unit_test(test_div_round),           cmocka_unit_test(test_slot_wrap_64bit),
+		cmocka_unit_test(test_simple_credit_edges), cmocka_unit_test(test_course_geometry),
+		cmocka_unit_test(test_slice_elems),         cmocka_unit_test(test_ll_line),
+		cmocka_unit_test(test_ll128_line),          cmocka_unit_test(test_oll_inbox),
+		cmocka_unit_test(test_fault_outcomes),      cmocka_unit_test(test_correct_variants),
+		cmocka_unit_test(test_midlife_wrap),        cmocka_unit_test(test_harness_rejects),
 		cmocka_unit_test(test_course_table),
 	};
 

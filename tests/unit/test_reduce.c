@@ -21,15 +21,15 @@
 
 #include "daemon/cpu/reduce.h"
 
-#define GUARD 64 /* canary elements after every output buffer */
+#define GUARD  64 /* canary elements after every output buffer */
 #define CANARY 0xa5
 
 static uint64_t seed = 0xc011c5eedULL;
 static uint64_t rng;
 
 static const char *const dtype_names[COLLC_NUM_DTYPES] = {
-	"int8", "uint8", "int32", "uint32", "int64", "uint64",
-	"float16", "bfloat16", "float32", "float64",
+	"int8",   "uint8",   "int32",    "uint32",  "int64",
+	"uint64", "float16", "bfloat16", "float32", "float64",
 };
 static const char *const op_names[COLLC_NUM_REDOPS] = { "sum", "prod", "max", "min", "avg" };
 
@@ -44,10 +44,10 @@ static void failf(const char *fmt, ...)
 	fail_msg("%s (seed %" PRIu64 ", rerun with COLLC_TEST_SEED=%" PRIu64 ")", msg, seed, seed);
 }
 
-#define CHECK(cond, ...)                                                        \
-	do {                                                                    \
-		if (!(cond))                                                    \
-			failf(__VA_ARGS__);                                     \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			failf(__VA_ARGS__);                                                        \
 	} while (0)
 
 /* splitmix64; each test restarts it from the seed so tests reproduce alone. */
@@ -382,7 +382,8 @@ static void run_case(int dtype, int op, int k, size_t n)
 			for (int r = 0; r < k; r++)
 				x[r] = int_value(get_bits(in[r], i, dtype), dtype);
 			want = ref_int(x, k, dtype, op);
-			CHECK(got == want, "%s %s k=%d n=%zu [%zu]: got %#" PRIx64 ", want %#" PRIx64,
+			CHECK(got == want,
+			      "%s %s k=%d n=%zu [%zu]: got %#" PRIx64 ", want %#" PRIx64,
 			      dtype_names[dtype], op_names[op], k, n, i, got, want);
 		} else {
 			double x[8], want, tol, v = float_value(got, dtype);
@@ -390,7 +391,8 @@ static void run_case(int dtype, int op, int k, size_t n)
 			for (int r = 0; r < k; r++)
 				x[r] = float_value(get_bits(in[r], i, dtype), dtype);
 			ref_float(x, k, dtype, op, &want, &tol);
-			CHECK(fabs(v - want) <= tol, "%s %s k=%d n=%zu [%zu]: got %.17g, want %.17g +- %g",
+			CHECK(fabs(v - want) <= tol,
+			      "%s %s k=%d n=%zu [%zu]: got %.17g, want %.17g +- %g",
 			      dtype_names[dtype], op_names[op], k, n, i, v, want, tol);
 		}
 	}
@@ -585,8 +587,8 @@ static void test_float_maxmin_nan(void **state)
 	for (int op = COLLC_MAX; op <= COLLC_MIN; op++) {
 		red_reduce(d, a, b, N, COLLC_FLOAT32, op);
 		for (int i = 0; i < N; i++)
-			CHECK((i & 1) ? d[i] == 2.0f : isnan(d[i]), "%s [%d]: got %g",
-			      op_names[op], i, d[i]);
+			CHECK((i & 1) ? d[i] == 2.0f : isnan(d[i]), "%s [%d]: got %g", op_names[op],
+			      i, d[i]);
 	}
 }
 
@@ -605,8 +607,8 @@ static void test_half_roundtrip(void **state)
 			/* Quiet bit set, payload and sign kept */
 			CHECK(back == (h | 0x200), "half %#x: NaN back as %#x", u, back);
 		} else {
-			CHECK(f == want && !!signbit(f) == !!signbit(want), "half %#x: got %.9g, want %.9g",
-			      u, f, want);
+			CHECK(f == want && !!signbit(f) == !!signbit(want),
+			      "half %#x: got %.9g, want %.9g", u, f, want);
 			CHECK(back == h, "half %#x: back as %#x", u, back);
 		}
 	}
@@ -695,8 +697,10 @@ static void test_rounding_sweep(void **state)
 		uint16_t h = red_float_to_half(f), b = red_float_to_bf16(f);
 
 		if (isnan(f)) {
-			CHECK((h & 0x7c00) == 0x7c00 && (h & 0x3ff), "half(%#x) = %#x", (unsigned)u, h);
-			CHECK((b & 0x7f80) == 0x7f80 && (b & 0x7f), "bf16(%#x) = %#x", (unsigned)u, b);
+			CHECK((h & 0x7c00) == 0x7c00 && (h & 0x3ff), "half(%#x) = %#x", (unsigned)u,
+			      h);
+			CHECK((b & 0x7f80) == 0x7f80 && (b & 0x7f), "bf16(%#x) = %#x", (unsigned)u,
+			      b);
 			continue;
 		}
 		if (fabsf(f) < 0x1p17f)
@@ -726,26 +730,26 @@ static void test_rounding_examples(void **state)
 		{ -2.0f, 0xc000, 0xc000 },
 		{ 0.0f, 0x0000, 0x0000 },
 		{ -0.0f, 0x8000, 0x8000 },
-		{ 1.0f + 0x1p-11f, 0x3c00, 0x3f80 },		/* half tie, to even (down) */
-		{ 1.0f + 0x1p-11f + 0x1p-23f, 0x3c01, 0x3f80 },	/* just above the tie */
-		{ 1.0f + 3 * 0x1p-11f, 0x3c02, 0x3f80 },	/* half tie, to even (up) */
-		{ 1.0f + 0x1p-8f, 0x3c04, 0x3f80 },		/* bf16 tie, to even (down) */
-		{ 1.0f + 3 * 0x1p-8f, 0x3c0c, 0x3f82 },		/* bf16 tie, to even (up) */
-		{ 65504.0f, 0x7bff, 0x4780 },			/* largest half */
+		{ 1.0f + 0x1p-11f, 0x3c00, 0x3f80 },            /* half tie, to even (down) */
+		{ 1.0f + 0x1p-11f + 0x1p-23f, 0x3c01, 0x3f80 }, /* just above the tie */
+		{ 1.0f + 3 * 0x1p-11f, 0x3c02, 0x3f80 },        /* half tie, to even (up) */
+		{ 1.0f + 0x1p-8f, 0x3c04, 0x3f80 },             /* bf16 tie, to even (down) */
+		{ 1.0f + 3 * 0x1p-8f, 0x3c0c, 0x3f82 },         /* bf16 tie, to even (up) */
+		{ 65504.0f, 0x7bff, 0x4780 },                   /* largest half */
 		{ 65519.0f, 0x7bff, 0x4780 },
-		{ 65520.0f, 0x7c00, 0x4780 },			/* tie with 2^16: Inf */
+		{ 65520.0f, 0x7c00, 0x4780 }, /* tie with 2^16: Inf */
 		{ 1e10f, 0x7c00, 0x5015 },
-		{ 0x1p-14f, 0x0400, 0x3880 },			/* smallest normal half */
-		{ 0x1p-24f, 0x0001, 0x3380 },			/* smallest subnormal half */
-		{ 0x1p-25f, 0x0000, 0x3300 },			/* tie with 0: to even */
+		{ 0x1p-14f, 0x0400, 0x3880 }, /* smallest normal half */
+		{ 0x1p-24f, 0x0001, 0x3380 }, /* smallest subnormal half */
+		{ 0x1p-25f, 0x0000, 0x3300 }, /* tie with 0: to even */
 		{ 0x1p-25f + 0x1p-40f, 0x0001, 0x3300 },
-		{ 3 * 0x1p-25f, 0x0002, 0x33c0 },		/* tie 1|2: to even */
-		{ 1023.5f * 0x1p-24f, 0x0400, 0x3880 },		/* largest subnormal rounds up to normal */
+		{ 3 * 0x1p-25f, 0x0002, 0x33c0 },       /* tie 1|2: to even */
+		{ 1023.5f * 0x1p-24f, 0x0400, 0x3880 }, /* largest subnormal rounds up to normal */
 		{ -1e-10f, 0x8000, 0xaedc },
-		{ 0x1.fffffep127f, 0x7c00, 0x7f80 },		/* FLT_MAX: bf16 rounds to Inf */
-		{ 0x1.fefffep127f, 0x7c00, 0x7f7f },		/* just under bf16's tie */
-		{ 0x1p-149f, 0x0000, 0x0000 },			/* float subnormal */
-		{ 0x1p-133f, 0x0000, 0x0001 },			/* smallest bf16 subnormal */
+		{ 0x1.fffffep127f, 0x7c00, 0x7f80 }, /* FLT_MAX: bf16 rounds to Inf */
+		{ 0x1.fefffep127f, 0x7c00, 0x7f7f }, /* just under bf16's tie */
+		{ 0x1p-149f, 0x0000, 0x0000 },       /* float subnormal */
+		{ 0x1p-133f, 0x0000, 0x0001 },       /* smallest bf16 subnormal */
 		{ INFINITY, 0x7c00, 0x7f80 },
 		{ -INFINITY, 0xfc00, 0xff80 },
 	};
@@ -779,18 +783,12 @@ int main(void)
 {
 	const char *env = getenv("COLLC_TEST_SEED");
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_sizes_and_validity),
-		cmocka_unit_test(test_all_dtypes_ops),
-		cmocka_unit_test(test_odd_sizes),
-		cmocka_unit_test(test_aliasing),
-		cmocka_unit_test(test_zero_length),
-		cmocka_unit_test(test_finish),
-		cmocka_unit_test(test_float_maxmin_nan),
-		cmocka_unit_test(test_half_roundtrip),
-		cmocka_unit_test(test_bf16_roundtrip),
-		cmocka_unit_test(test_rounding_ties),
-		cmocka_unit_test(test_rounding_sweep),
-		cmocka_unit_test(test_rounding_examples),
+		cmocka_unit_test(test_sizes_and_validity), cmocka_unit_test(test_all_dtypes_ops),
+		cmocka_unit_test(test_odd_sizes),          cmocka_unit_test(test_aliasing),
+		cmocka_unit_test(test_zero_length),        cmocka_unit_test(test_finish),
+		cmocka_unit_test(test_float_maxmin_nan),   cmocka_unit_test(test_half_roundtrip),
+		cmocka_unit_test(test_bf16_roundtrip),     cmocka_unit_test(test_rounding_ties),
+		cmocka_unit_test(test_rounding_sweep),     cmocka_unit_test(test_rounding_examples),
 	};
 
 	if (env)

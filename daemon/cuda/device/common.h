@@ -91,12 +91,16 @@ __device__ __forceinline__ void st_vol128(void *p, uint4 v)
 
 __device__ __forceinline__ void ld_vol2x64(const void *p, uint64_t &a, uint64_t &b)
 {
-	asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+	asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];"
+		     : "=l"(a), "=l"(b)
+		     : "l"(p)
+		     : "memory");
 }
 
 __device__ __forceinline__ void st_vol2x64(void *p, uint64_t a, uint64_t b)
 {
-	asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b) : "memory");
+	asm volatile("st.volatile.global.v2.u64 [%0], {%1,%2};" ::"l"(p), "l"(a), "l"(b)
+		     : "memory");
 }
 
 /* Payload loads bypass L1: other SMs, GPUs and processes write these buffers. */
@@ -146,18 +150,20 @@ struct blk {
 	struct cuda_chan *ch;
 	struct collc_fifo_ctrl *hctl; /* this lane's FIFO control (host memory) */
 	struct cuda_dstate *ds;
-	const uint32_t *revoked;      /* the running item's communicator abort word (host); NULL between items */
-	const uint32_t *revoked_dev;  /* the same in its struct cuda_rank (device); NULL between items */
-	uint32_t nsteps;              /* thread 0: steps of the running item, for the revoked check */
+	const uint32_t *
+		revoked; /* the running item's communicator abort word (host); NULL between items */
+	const uint32_t
+		*revoked_dev; /* the same in its struct cuda_rank (device); NULL between items */
+	uint32_t nsteps;      /* thread 0: steps of the running item, for the revoked check */
 	uint64_t send_step, recv_step, os_gen;
 	char *my_simple, *my_ll, *my_ll128, *nx_simple, *nx_ll, *nx_ll128;
 	uint64_t *next_tail, *prev_head, *my_head, *my_tail;
 	uint32_t es, proto, algo, chan; /* chan: the block's channel (its connections) */
-	uint32_t share;                 /* the item's share it runs: (chan - chan_base) mod channels */
-	const uint32_t *revoked_of;     /* the host abort word of state_of */
-	uint64_t state_of;              /* comm_id whose channel state the fields above hold; 0: none */
-	uint32_t trace;                 /* COLLC_CUDA_TRACE: thread 0 fills the stamps below */
-	uint64_t t_alg, t_ollwait;      /* the algorithm's start; one-shot LL: push to last line */
+	uint32_t share;             /* the item's share it runs: (chan - chan_base) mod channels */
+	const uint32_t *revoked_of; /* the host abort word of state_of */
+	uint64_t state_of;          /* comm_id whose channel state the fields above hold; 0: none */
+	uint32_t trace;             /* COLLC_CUDA_TRACE: thread 0 fills the stamps below */
+	uint64_t t_alg, t_ollwait;  /* the algorithm's start; one-shot LL: push to last line */
 };
 
 /*

@@ -21,8 +21,9 @@ __shared__ uint64_t sh_send[COLLC_MAX_RANKS], sh_recv[COLLC_MAX_RANKS];
 
 /* U vectors of reduce_n() starting at vector i, T apart: every source's loads before their use. */
 template <int U>
-__device__ __forceinline__ void reduce_vecs(int dt, int op, uint32_t nr, int fin, const uint64_t *srcs,
-					    uint32_t nsrc, uint64_t soff, char *d, uint64_t i, uint64_t T)
+__device__ __forceinline__ void reduce_vecs(int dt, int op, uint32_t nr, int fin,
+					    const uint64_t *srcs, uint32_t nsrc, uint64_t soff,
+					    char *d, uint64_t i, uint64_t T)
 {
 	uint4 x[U], y[U];
 
@@ -37,8 +38,9 @@ __device__ __forceinline__ void reduce_vecs(int dt, int op, uint32_t nr, int fin
 }
 
 /* Multi-source reduce (or copy, npeers 1) of [lo, hi) bytes: dst = op over srcs, then finish. */
-__device__ __noinline__ void reduce_n(struct blk *b, const uint64_t *srcs, uint32_t nsrc, uint64_t soff,
-				      char *dst, uint64_t doff, uint64_t len, int finish)
+__device__ __noinline__ void reduce_n(struct blk *b, const uint64_t *srcs, uint32_t nsrc,
+				      uint64_t soff, char *dst, uint64_t doff, uint64_t len,
+				      int finish)
 {
 	const int dt = b->it.dtype, op = b->it.redop;
 	const uint32_t nr = b->it.nranks, es = b->es;
@@ -79,7 +81,9 @@ __device__ int os_barrier(struct blk *b, int which, const char *src, char *dst)
 	if (t < n) {
 		struct cuda_chan *peer = (struct cuda_chan *)b->ch->peers[t];
 		struct cuda_os_slot *s = &peer->os[me];
-		uint64_t *flag = which == OS_ARRIVE ? &s->arrive : which == OS_MID ? &s->mid : &s->done;
+		uint64_t *flag = which == OS_ARRIVE ? &s->arrive
+				 : which == OS_MID  ? &s->mid
+						    : &s->done;
 
 		if (which == OS_ARRIVE) {
 			st_vol64(&s->send, (uint64_t)(uintptr_t)src);
@@ -91,7 +95,9 @@ __device__ int os_barrier(struct blk *b, int which, const char *src, char *dst)
 	}
 	if (t < n) {
 		struct cuda_os_slot *s = &b->ch->os[t];
-		const uint64_t *flag = which == OS_ARRIVE ? &s->arrive : which == OS_MID ? &s->mid : &s->done;
+		const uint64_t *flag = which == OS_ARRIVE ? &s->arrive
+				       : which == OS_MID  ? &s->mid
+							  : &s->done;
 
 		/* O1': pairs with O1. */
 		if (wait_ge(b, flag, b->os_gen) < 0)
@@ -168,7 +174,8 @@ __device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, i
 			if (threadIdx.x == 0)
 				srcs[0] = sh_send[p];
 			__syncthreads();
-			reduce_n(b, srcs, 1, lo * es, dst, (p * count + lo) * es, (hi - lo) * es, 0);
+			reduce_n(b, srcs, 1, lo * es, dst, (p * count + lo) * es, (hi - lo) * es,
+				 0);
 			__syncthreads();
 		}
 		break;

@@ -65,9 +65,14 @@ __device__ int oll_run(struct blk *b, const char *src, char *dst)
 
 			for (uint32_t p = 0; p < n; p++)
 				if (p != me)
-					ll_send_line((union collc_ll_line *)(uintptr_t)b->ch->oll_peer[p] +
-							     collc_oll_line(gen, n, me, i, CUDA_OLL_SLOT_LINES),
-						     pstride && w ? ld_bytes(src + p * pstride + o, w) : mine, flag);
+					ll_send_line((union collc_ll_line *)(uintptr_t)
+								     b->ch->oll_peer[p] +
+							     collc_oll_line(gen, n, me, i,
+									    CUDA_OLL_SLOT_LINES),
+						     pstride && w
+							     ? ld_bytes(src + p * pstride + o, w)
+							     : mine,
+						     flag);
 		}
 		if (b->trace && threadIdx.x == 0 && k == 0)
 			b->t_ollwait = globaltimer();
@@ -88,8 +93,10 @@ __device__ int oll_run(struct blk *b, const char *src, char *dst)
 				x = mine;
 				/* R-LL: pairs with W-LL in rank p. */
 				if (p != me &&
-				    ll_recv_line(b, inbox + collc_oll_line(gen, n, p, i, CUDA_OLL_SLOT_LINES), flag,
-						 &x, &oll_abort) < 0)
+				    ll_recv_line(b,
+						 inbox + collc_oll_line(gen, n, p, i,
+									CUDA_OLL_SLOT_LINES),
+						 flag, &x, &oll_abort) < 0)
 					break;
 				if (coll == COLLC_OP_ALLGATHER) {
 					if (w)

@@ -69,8 +69,9 @@ __device__ __noinline__ int prim(struct blk *b, const char *src, char *dst, int6
 				p_abort = 1;
 			/* S2: head with acquire before the slot is overwritten; pairs with R2. */
 			if (!p_abort && (flags & COLLC_P_SEND) &&
-			    wait_ge(b, b->my_head, b->send_step + 1 > COLLC_STEPS ?
-						      b->send_step + 1 - COLLC_STEPS : 0) < 0)
+			    wait_ge(b, b->my_head,
+				    b->send_step + 1 > COLLC_STEPS ? b->send_step + 1 - COLLC_STEPS
+								   : 0) < 0)
 				p_abort = 1;
 			/* R1: tail with acquire before the payload; pairs with S1. */
 			if (!p_abort && (flags & COLLC_P_RECV) && b->proto == COLLC_PROTO_SIMPLE &&
@@ -85,10 +86,11 @@ __device__ __noinline__ int prim(struct blk *b, const char *src, char *dst, int6
 		} else if (b->proto == COLLC_PROTO_LL128) {
 			r = ll128_payload(b, flags, so, d, len);
 		} else {
-			const char *in = b->my_simple +
-					 (uint64_t)collc_slot(b->recv_step, COLLC_STEPS) * CUDA_SIMPLE_SLOT;
-			char *out = b->nx_simple +
-				    (uint64_t)collc_slot(b->send_step, COLLC_STEPS) * CUDA_SIMPLE_SLOT;
+			const char *in =
+				b->my_simple +
+				(uint64_t)collc_slot(b->recv_step, COLLC_STEPS) * CUDA_SIMPLE_SLOT;
+			char *out = b->nx_simple + (uint64_t)collc_slot(b->send_step, COLLC_STEPS) *
+							   CUDA_SIMPLE_SLOT;
 
 			simple_payload(b, flags, in, so, d, out, len);
 			__syncthreads();

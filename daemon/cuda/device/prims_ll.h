@@ -57,7 +57,8 @@ __device__ int ll_recv_line(struct blk *b, const union collc_ll_line *line, uint
 }
 
 /* W-LL: the payload and both flags in one 16-byte store, no fence. */
-__device__ __forceinline__ void ll_send_line(union collc_ll_line *line, uint64_t payload, uint32_t flag)
+__device__ __forceinline__ void ll_send_line(union collc_ll_line *line, uint64_t payload,
+					     uint32_t flag)
 {
 	union collc_ll_line l = collc_ll_pack(payload, flag);
 
@@ -69,10 +70,12 @@ __device__ __forceinline__ int ll_payload(struct blk *b, int flags, const char *
 					  uint64_t len)
 {
 	const uint32_t rflag = collc_ll_flag(b->recv_step), sflag = collc_ll_flag(b->send_step);
-	union collc_ll_line *in = (union collc_ll_line *)(b->my_ll) +
-				  (uint64_t)collc_slot(b->recv_step, COLLC_STEPS) * CUDA_LL_SLOT_LINES;
-	union collc_ll_line *out = (union collc_ll_line *)(b->nx_ll) +
-				   (uint64_t)collc_slot(b->send_step, COLLC_STEPS) * CUDA_LL_SLOT_LINES;
+	union collc_ll_line *in =
+		(union collc_ll_line *)(b->my_ll) +
+		(uint64_t)collc_slot(b->recv_step, COLLC_STEPS) * CUDA_LL_SLOT_LINES;
+	union collc_ll_line *out =
+		(union collc_ll_line *)(b->nx_ll) +
+		(uint64_t)collc_slot(b->send_step, COLLC_STEPS) * CUDA_LL_SLOT_LINES;
 	uint64_t nlines = collc_ll_lines(len);
 	__shared__ int ll_abort;
 

@@ -16,9 +16,10 @@
 __device__ __forceinline__ int ll128_payload(struct blk *b, int flags, const char *src, char *dst,
 					     uint64_t len)
 {
-	const uint64_t rflag = collc_ll128_flag(b->recv_step), sflag = collc_ll128_flag(b->send_step);
-	char *in = b->my_ll128 + (uint64_t)collc_slot(b->recv_step, COLLC_STEPS) * CUDA_LL128_SLOT_LINES *
-					 COLLC_LL128_LINE_BYTES;
+	const uint64_t rflag = collc_ll128_flag(b->recv_step),
+		       sflag = collc_ll128_flag(b->send_step);
+	char *in = b->my_ll128 + (uint64_t)collc_slot(b->recv_step, COLLC_STEPS) *
+					 CUDA_LL128_SLOT_LINES * COLLC_LL128_LINE_BYTES;
 	char *out = b->nx_ll128 + (uint64_t)collc_slot(b->send_step, COLLC_STEPS) *
 					  CUDA_LL128_SLOT_LINES * COLLC_LL128_LINE_BYTES;
 	const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -40,7 +41,8 @@ __device__ __forceinline__ int ll128_payload(struct blk *b, int flags, const cha
 				int need = 0, ab = 0;
 
 				if (valid) {
-					ld_vol2x64(in + line * COLLC_LL128_LINE_BYTES + 16 * j, w0, w1);
+					ld_vol2x64(in + line * COLLC_LL128_LINE_BYTES + 16 * j, w0,
+						   w1);
 					need = flag_thread && w1 != rflag;
 				}
 				if (!__any_sync(FULL_MASK, need))

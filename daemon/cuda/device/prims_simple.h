@@ -20,8 +20,9 @@
  * and the stores.
  */
 template <int U>
-__device__ __forceinline__ void simple_vecs(int flags, int dt, int op, uint32_t nr, int fin, const char *in,
-					    const char *src, char *dst, char *out, uint64_t i, uint64_t T)
+__device__ __forceinline__ void simple_vecs(int flags, int dt, int op, uint32_t nr, int fin,
+					    const char *in, const char *src, char *dst, char *out,
+					    uint64_t i, uint64_t T)
 {
 	uint4 x[U], y[U];
 
@@ -39,8 +40,8 @@ __device__ __forceinline__ void simple_vecs(int flags, int dt, int op, uint32_t 
 }
 
 /* Simple payload: one slot's worth, 16-byte vectors where every pointer allows. */
-__device__ __forceinline__ void simple_payload(struct blk *b, int flags, const char *in, const char *src,
-					       char *dst, char *out, uint64_t len)
+__device__ __forceinline__ void simple_payload(struct blk *b, int flags, const char *in,
+					       const char *src, char *dst, char *out, uint64_t len)
 {
 	const int dt = b->it.dtype, op = b->it.redop;
 	const uint32_t nr = b->it.nranks, es = b->es;

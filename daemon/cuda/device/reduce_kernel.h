@@ -269,8 +269,7 @@ __device__ __forceinline__ void vecs_red(uint4 (&x)[U], const uint4 (&y)[U], int
 		x[u] = vec_red(dt, op, x[u], y[u]);
 }
 
-template <int U>
-__device__ __forceinline__ void vecs_fin(uint4 (&x)[U], int dt, uint32_t nr)
+template <int U> __device__ __forceinline__ void vecs_fin(uint4 (&x)[U], int dt, uint32_t nr)
 {
 #pragma unroll
 	for (int u = 0; u < U; u++)

@@ -17,8 +17,8 @@ template <int F>
 __device__ __forceinline__ int ring_prim(struct blk *b, const char *src, char *dst,
 					 const struct collc_ring_step &s)
 {
-	return prim<F>(b, (F & COLLC_P_SRC) ? src + s.src : NULL, (F & COLLC_P_DST) ? dst + s.dst : NULL,
-		       s.nelem);
+	return prim<F>(b, (F & COLLC_P_SRC) ? src + s.src : NULL,
+		       (F & COLLC_P_DST) ? dst + s.dst : NULL, s.nelem);
 }
 
 /* One channel's share of a ring collective, with this protocol's chunk; -1 when aborted. */
@@ -29,7 +29,8 @@ __device__ int ring_run(struct blk *b, const char *src, char *dst)
 	int r = 0;
 
 	if (collc_ring_begin(&ri, b->it.coll, b->it.nranks, b->it.rank, (uint32_t)b->it.root,
-			     b->it.nchannels, b->share, b->it.count, chunk_bytes(b->proto) / b->es, b->es) < 0)
+			     b->it.nchannels, b->share, b->it.count, chunk_bytes(b->proto) / b->es,
+			     b->es) < 0)
 		return -1;
 	while (r == 0 && collc_ring_next(&ri, &s)) {
 		switch (s.flags) {
