@@ -99,7 +99,7 @@ struct collc_comm {
 	uint64_t next_seq;
 };
 
-/* connect.c: control requests */
+/* libcollc.c: control requests */
 
 /*
  * Sends one control request (with up to one fd) and waits for its reply.

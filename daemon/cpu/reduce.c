@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "daemon/cpu/reduce.h"
+#include "proto/dtype.h"
 
 #define BLOCK 64 /* elements; a multiple of any vector length in elements */
 
@@ -262,22 +263,14 @@ static const finish_fn finishers[COLLC_NUM_DTYPES] = {
 	[COLLC_FLOAT64] = avg_f64,
 };
 
-static const uint8_t dtype_sizes[COLLC_NUM_DTYPES] = {
-	[COLLC_INT8] = 1,    [COLLC_UINT8] = 1,   [COLLC_INT32] = 4,   [COLLC_UINT32] = 4,
-	[COLLC_INT64] = 8,   [COLLC_UINT64] = 8,  [COLLC_FLOAT16] = 2, [COLLC_BFLOAT16] = 2,
-	[COLLC_FLOAT32] = 4, [COLLC_FLOAT64] = 8,
-};
-
 size_t red_dtype_size(int dtype)
 {
-	if ((unsigned)dtype >= COLLC_NUM_DTYPES)
-		return 0;
-	return dtype_sizes[dtype];
+	return collc_dtype_bytes(dtype);
 }
 
 int red_valid(int dtype, int redop)
 {
-	return (unsigned)dtype < COLLC_NUM_DTYPES && (unsigned)redop < COLLC_NUM_REDOPS;
+	return collc_dtype_op_valid(dtype, redop);
 }
 
 void red_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int redop)

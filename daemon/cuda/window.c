@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Some CUDA calls never return while a grid is resident in the process
- * (DESIGN.md §6: cudaIpcOpenMemHandle, cudaFree, ...). Those run only in a
+ * (docs/design.md §5: cudaIpcOpenMemHandle, cudaFree, ...). Those run only in a
  * quiesce window (window()): the pollers stop forwarding at a collective
  * boundary that is the same on every GPU, the grids drain and exit, the calls
  * run, the grids are launched again where they stopped. The calls allowed

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Bad arguments, 2 ranks. Each call must return a negative errno at once
- * (the exact code where the header or DESIGN documents it), leave its ret_*
+ * (the exact code where the header or collc(3) documents it), leave its ret_*
  * output untouched, and leave the communicator usable: a correct all-reduce
  * follows the bad calls.
  */

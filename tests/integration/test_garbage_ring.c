@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A hostile client that bypasses libcollc and scribbles on its shared
- * region (DESIGN §7: the shared region is untrusted). Over a raw socket it
+ * region (docs/design.md §8: the shared region is untrusted). Over a raw socket it
  * says hello, maps its rings, joins a 1-rank communicator and allocates a
  * buffer, then:
  *  1. random SQEs, published a few at a time: each gets an error completion;

@@ -5,7 +5,7 @@
  * rank 0 has submitted an all-reduce that rank 1 holds back. Meanwhile the
  * test runs collcctl status --json 25 times and checks each output:
  *  - strict JSON (our parser; and Python's json module, when /usr/bin/python3 exists);
- *  - the DESIGN §4 keys with the right types: config {channels, proto, algo},
+ *  - the status contract's keys (collcctl(8)) with the right types: config {channels, proto, algo},
  *    clients[] {pid, sq_depth, cq_depth, inflight}, comms[] {id, nranks,
  *    pending, inflight, completed, lagging_ranks[]}, devices[] {name, backend,
  *    fifo_depth, channels[] {id, inflight, work_consumed}}, totals
@@ -419,7 +419,7 @@ int main(int argc, char **argv)
 			"communicator B never showed pending >= 1 with lagging_ranks [1] although "
 			"rank 1 held its all-reduce back");
 	if (!failed)
-		h_log("%d snapshots of status --json during traffic: strict JSON%s, every DESIGN section 4 key "
+		h_log("%d snapshots of status --json during traffic: strict JSON%s, every status contract key "
 		      "with its type; totals moved in %d; rank pids listed in %d; the held-back "
 		      "communicator listed as pending with lagging_ranks [1] in %d",
 		      SNAPSHOTS, python ? " (python3 agrees)" : "", moving, pids, lagging);

@@ -5,7 +5,7 @@
  * depths while another process changes channels, proto and algo 1,000 times
  * and a third one samples `status --json` and `metrics`. Every collective
  * must succeed with a correct result; the status taken during the traffic
- * must show nonzero queue depths and every field of DESIGN §4, and the
+ * must show nonzero queue depths and every field of the status contract (collcctl(8)), and the
  * metrics must parse as Prometheus text.
  */
 #define _GNU_SOURCE

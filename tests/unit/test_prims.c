@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * proto/prims.h: step, slot, credit, geometry and flag arithmetic, and the
- * fault-injection table of the course text (shared/seeds/
- * nccl-device-primitives-course.txt, "状态机故障注入") run on prims_harness.
+ * fault cases of the protocols (docs/design.md §4: a missing head post, tail
+ * before payload, a missing LL flag, a constant flag) run on prims_harness.
  */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libcollc's connection to collcd: the handshake that maps the rings, the
- * control requests every other file sends, and the error strings.
+ * control requests every other file sends, and the error strings. The rest
+ * of the library, a file per concern (internal.h names them): comm.c, reg.c,
+ * mem_host.c, mem_gpu.c, request.c, submit.c; gpu.c loads CUDA at run time.
  */
 #define _GNU_SOURCE
 #include <errno.h>
