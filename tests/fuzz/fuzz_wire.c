@@ -37,12 +37,12 @@ struct size_rule {
 };
 
 static const struct size_rule size_rules[] = {
-	{ COLLC_MSG_HELLO, 24, 24 },        { COLLC_MSG_MEM_ALLOC, 32, 32 },
-	{ COLLC_MSG_MEM_REGISTER, 32, 32 }, { COLLC_MSG_MEM_RELEASE, 8, 8 },
-	{ COLLC_MSG_COMM_DESTROY, 8, 8 },   { COLLC_MSG_COMM_ABORT, 8, 8 },
-	{ COLLC_MSG_STATUS, 8, 8 },         { COLLC_MSG_COMM_TIMEOUT, 8, 8 },
-	{ COLLC_MSG_COMM_INIT, 160, 160 },  { COLLC_MSG_SET_EVENTFD, 0, 0 },
-	{ COLLC_MSG_METRICS, 0, 0 },        { COLLC_MSG_GET, 1, 63 },
+	{ COLLC_MSG_HELLO, 24, 24 },         { COLLC_MSG_MEM_ALLOC, 32, 32 },
+	{ COLLC_MSG_MEM_REGISTER, 32, 112 }, { COLLC_MSG_MEM_RELEASE, 8, 8 },
+	{ COLLC_MSG_COMM_DESTROY, 8, 8 },    { COLLC_MSG_COMM_ABORT, 8, 8 },
+	{ COLLC_MSG_STATUS, 8, 8 },          { COLLC_MSG_COMM_TIMEOUT, 8, 8 },
+	{ COLLC_MSG_COMM_INIT, 160, 160 },   { COLLC_MSG_SET_EVENTFD, 0, 0 },
+	{ COLLC_MSG_METRICS, 0, 0 },         { COLLC_MSG_GET, 1, 63 },
 	{ COLLC_MSG_SET, 1, 1023 },
 };
 
@@ -75,6 +75,12 @@ static void typed_checks(const struct collc_msg_hdr *h, const uint8_t *payload)
 			 q->device == -1;
 
 		sink += ok + q->device_uuid[15];
+		if (h->type == COLLC_MSG_MEM_REGISTER && q->device != -1) {
+			/* A GPU registration: the IPC tail the CUDA executor reads. */
+			const struct collc_msg_mem_gpu_register *g = (const void *)payload;
+
+			sink += g->ipc.handle[63] + g->ipc.offset + g->ipc.alloc_size;
+		}
 		break;
 	}
 	case COLLC_MSG_MEM_RELEASE: {
@@ -202,6 +208,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			return 0;
 		}
 		want = raw.length >= rule->min && raw.length <= rule->max ? 0 : -EBADMSG;
+		if (want == 0 && raw.type == COLLC_MSG_MEM_REGISTER) {
+			/* Wire version 2: host memory 32 bytes (and an fd), a GPU 112 with its IPC handle. */
+			int32_t device;
+
+			memcpy(&device, data + sizeof(raw) + offsetof(struct collc_msg_mem, device),
+			       sizeof(device));
+			want = raw.length == (device == -1 ? 32u : 112u) ? 0 : -EBADMSG;
+		}
 	}
 	FUZZ_ASSERT(r == want, "type %u length %u (datagram %zu bytes): wire_check %d, expected %d",
 		    raw.type, raw.length, size, r, want);

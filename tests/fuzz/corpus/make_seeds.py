@@ -8,7 +8,7 @@ import os
 import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MAGIC, VERSION, REPLY = 0x434F4C43, 1, 0x8000
+MAGIC, VERSION, REPLY = 0x434F4C43, 2, 0x8000
 (HELLO, MEM_ALLOC, MEM_REGISTER, MEM_RELEASE, COMM_INIT, COMM_DESTROY, COMM_ABORT,
  SET_EVENTFD, STATUS, GET, SET, METRICS, COMM_TIMEOUT) = range(1, 14)
 
@@ -35,6 +35,9 @@ w = "wire"
 put(w, "hello", msg(HELLO, struct.pack("<IIQQ", 1, 0, 0, 0)))
 put(w, "mem_alloc", msg(MEM_ALLOC, struct.pack("<QiI", 1 << 20, -1, 0) + b"\x00" * 16))
 put(w, "mem_register", msg(MEM_REGISTER, struct.pack("<QiI", 4096, -1, 0) + b"\x00" * 16))
+# A GPU registration (wire version 2): the memory header, then the CUDA IPC handle, offset, size.
+put(w, "mem_register_gpu", msg(MEM_REGISTER, struct.pack("<QiI", 4096, 0, 0) + b"\x00" * 16
+                                + b"\x11" * 64 + struct.pack("<QQ", 0, 4096)))
 put(w, "mem_release", msg(MEM_RELEASE, struct.pack("<II", 1, 0)))
 put(w, "comm_init", msg(COMM_INIT, uid() + struct.pack("<IIiI", 2, 1, -1, 0) + b"\x00" * 16))
 put(w, "comm_destroy", msg(COMM_DESTROY, struct.pack("<II", 1, 0)))
@@ -47,7 +50,7 @@ put(w, "set_bad", msg(SET, b"channels=2 bogus=1"))
 put(w, "metrics", msg(METRICS))
 put(w, "comm_timeout", msg(COMM_TIMEOUT, struct.pack("<II", 1, 0xFFFFFFFF)))
 put(w, "bad_magic", msg(HELLO, struct.pack("<IIQQ", 1, 0, 0, 0), magic=0x12345678))
-put(w, "bad_version", msg(HELLO, struct.pack("<IIQQ", 1, 0, 0, 0), version=2))
+put(w, "bad_version", msg(HELLO, struct.pack("<IIQQ", 1, 0, 0, 0), version=1))
 put(w, "bad_length", msg(HELLO, struct.pack("<IIQQ", 1, 0, 0, 0), length=1000))
 put(w, "reply_bit", msg(HELLO | REPLY, struct.pack("<IIQQ", 1, 0, 0, 0)))
 put(w, "type_zero", msg(0))
