@@ -256,7 +256,7 @@ static void oll_push(const struct cpu_run *x, uint32_t q, uint64_t g, const char
 	cpu_wake(&qm->seq, &qm->waiting);
 }
 
-/* Rank p's piece of buf (stride bytes a rank, collc_oll_*_stride()) at byte pos; NULL for an empty round. */
+/* Rank p's piece of buf at byte pos, stride bytes a rank (collc_oll_*_stride()); NULL if empty. */
 static char *oll_at(uint64_t buf, uint32_t p, uint64_t stride, uint64_t pos, uint64_t len)
 {
 	return len ? (char *)(uintptr_t)buf + p * stride + pos : NULL;
@@ -371,7 +371,8 @@ static int run(const struct cpu_run *x, int twoshot)
 				twoshot, 1, CPU_SCRATCH_BYTES / es) < 0)
 		return -EINVAL;
 	while (r == 0 && collc_oneshot_next(&os, &s)) {
-		char *d = s.kind >= COLLC_OS_REDUCE ? pv.dst[me] + s.dst * es : NULL;
+		/* An empty step touches no buffer: a rank may pass none for count 0. */
+		char *d = s.kind >= COLLC_OS_REDUCE && s.nelem ? pv.dst[me] + s.dst * es : NULL;
 		uint64_t bytes = s.nelem * es;
 
 		switch (s.kind) {
@@ -379,6 +380,8 @@ static int run(const struct cpu_run *x, int twoshot)
 			r = barrier_before(x, &pv);
 			break;
 		case COLLC_OS_REDUCE:
+			if (!bytes)
+				break;
 			if (s.hold && overlaps(d, pv.src[me] + s.src * es, bytes)) {
 				reduce_all(x, x->scratch, pv.src, s.src * es, s.nelem);
 				held = d;
@@ -391,7 +394,7 @@ static int run(const struct cpu_run *x, int twoshot)
 			/* A peer's dst holds its result once it posted the phase that wrote it. */
 			if (s.from_recv)
 				r = wait_done(x, s.peer, pv.done0 + phases);
-			if (r == 0)
+			if (r == 0 && bytes)
 				copy(d,
 				     (s.from_recv ? pv.dst[s.peer] : pv.src[s.peer]) + s.src * es,
 				     bytes);

@@ -3,10 +3,10 @@
  * One-shot and two-shot: every rank reads its peers' buffers directly
  * between flag barriers (os_barrier()), reducing or copying with reduce_n();
  * the step sequence (which rank's buffer each step reads, where it writes,
- * where the ranks meet) is proto/algo_oneshot.h's, shared with the CPU. Also the one-rank
- * case (single_rank()). Orderings: O1 (buffers and pointers, system fence,
- * then the slot flag) pairs with O1' (the flag with acquire, wait_ge(),
- * before peer data is read).
+ * where the ranks meet) is proto/algo_oneshot.h's, shared with the CPU.
+ * Also the one-rank case (single_rank()). Orderings: O1 (buffers and
+ * pointers, system fence, then the slot flag) pairs with O1' (the flag with
+ * acquire, wait_ge(), before peer data is read).
  */
 #ifndef COLLCD_CUDA_DEVICE_ONESHOT_H
 #define COLLCD_CUDA_DEVICE_ONESHOT_H
