@@ -29,8 +29,8 @@
  * Where the executors differ, the sequence takes a parameter:
  *   align: the grid cuts shares and segments in whole 16-byte vectors, the
  *     CPU in single elements;
- *   rotate: the CPU visits peers from its own rank on (rank + i) mod n, so
- *     the ranks do not all read rank 0 first; the grid in rank order;
+ *   rotate: the CPU visits peers from its own rank on, (rank + i) mod n;
+ *     the grid in rank order, as each did before they shared this;
  *   round: the CPU reduces a one-shot all-reduce in rounds of its scratch
  *     buffer, each round a phase of its own (MID between rounds), because in
  *     place its result must wait in the scratch until every peer has read
@@ -41,12 +41,14 @@
  *     (a COPY from rank q's dst waits for q's MID), and at DONE for all;
  *   in place: the CPU holds a `hold` reduction in its scratch until the
  *     phase's end and sends other in-place reductions through the scratch in
- *     pieces; the grid loads every source of a vector before storing it;
- *   one-shot LL's loops: the grid's threads each push one line to every peer
- *     and then take it from every peer, the CPU pushes all lines of a round
- *     to one peer after another, then takes each peer's; no common step
- *     sequence fits both without rewriting the grid's loop, so only the
- *     rounds, lines and which block goes where (collc_oll_*()) are shared.
+ *     pieces; the grid reduces straight into dst, loading every source of a
+ *     vector before storing it, and stages no `hold` step;
+ *   one-shot LL's loops: each of the grid's threads pushes its lines of a
+ *     round to every peer, then takes the same lines from every rank; the
+ *     CPU pushes all lines of a round to one peer after another, then takes
+ *     each peer's in rank order. No common step sequence fits both without
+ *     rewriting the grid's loop, so only the rounds, the lines and which
+ *     block goes where (collc_oll_*()) are shared.
  * Pure arithmetic, no memory access.
  */
 #ifndef COLLC_PROTO_ALGO_ONESHOT_H
