@@ -2,9 +2,10 @@
 /*
  * One-shot and two-shot algorithms of the CPU executor: every rank reads its
  * peers' buffers directly (all of them live in collcd's address space).
- * Which elements a channel and a rank take, and one-shot LL's rounds, are
- * proto/algo_oneshot.h's, shared with the grid; the barriers here are the
- * CPU's own.
+ * The step sequence (which rank's buffer each step reads, where it writes,
+ * where the ranks meet), the shares and one-shot LL's rounds are
+ * proto/algo_oneshot.h's, shared with the grid; the barriers, the reductions
+ * and the scratch here are the CPU's own.
  *
  * Ranks meet in their mailboxes (struct cpu_mbox, one per rank and channel).
  * Each channel's share of an item runs:
@@ -178,126 +179,6 @@ static void copy(char *dst, const char *src, uint64_t bytes)
 }
 
 /*
- * Every rank reduces the whole share from every peer's input, in rounds of
- * one scratch. Out of place the result goes straight to dst. In place, dst is
- * our input that peers are reading: the round's result waits in the scratch
- * until every peer posted done for the round (B2'). Every rank posts done
- * once a round, so the counts agree whoever is in place.
- */
-static int oneshot_allreduce(const struct cpu_run *x, const struct peer_view *pv)
-{
-	const struct collc_work_item *it = x->it;
-	uint32_t me = it->rank;
-	uint64_t lo, hi, es = x->es, round = CPU_SCRATCH_BYTES / es, nrounds;
-	char *dst = pv->dst[me];
-	int inplace, r;
-
-	share(x, it->count, &lo, &hi);
-	nrounds = hi > lo ? collc_div_up(hi - lo, round) : 1;
-	inplace = hi > lo && overlaps(dst + lo * es, pv->src[me] + lo * es, (hi - lo) * es);
-	for (uint64_t k = 0; k < nrounds; k++) {
-		uint64_t a = collc_min_u64(hi, lo + k * round),
-			 n = collc_min_u64(hi, a + round) - a;
-
-		if (n)
-			reduce_all(x, inplace ? x->scratch : dst + a * es, pv->src, a * es, n);
-		phase_done(x);
-		if (!inplace)
-			continue;
-		r = wait_all_done(x, pv->done0 + k + 1);
-		if (r < 0)
-			return r;
-		copy(dst + a * es, x->scratch, n * es);
-	}
-	/* The barrier after (in place, the last round's wait was it). */
-	return inplace ? 0 : wait_all_done(x, pv->done0 + nrounds);
-}
-
-/*
- * Reduce-scatter then all-gather through peer memory. The share splits into
- * nranks segments; rank q reduces segment q into its dst (phase 1), then every
- * rank copies segment q from rank q's dst (phase 2).
- *
- * In place, phase 2 overwrites our segment q, which is rank q's phase-1
- * input: we copy it only after rank q's first done (B2').
- */
-static int twoshot_allreduce(const struct cpu_run *x, const struct peer_view *pv)
-{
-	const struct collc_work_item *it = x->it;
-	uint32_t me = it->rank, n = it->nranks;
-	uint64_t lo, hi, es = x->es, a, e;
-	char *dst = pv->dst[me];
-	int r;
-
-	share(x, it->count, &lo, &hi);
-	collc_twoshot_seg(lo, hi, n, me, 1, &a, &e);
-	if (e > a)
-		reduce_to(x, dst + a * es, pv->src, a * es, e - a);
-	phase_done(x);
-	for (uint32_t i = 1; i < n; i++) {
-		uint32_t q = (me + i) % n;
-
-		r = wait_done(x, q, pv->done0 + 1);
-		if (r < 0)
-			return r;
-		collc_twoshot_seg(lo, hi, n, q, 1, &a, &e);
-		if (e > a)
-			copy(dst + a * es, pv->dst[q] + a * es, (e - a) * es);
-	}
-	phase_done(x);
-	return wait_all_done(x, pv->done0 + 2);
-}
-
-/* Every rank copies every rank's input into its block of dst (its own in place: a no-op). */
-static void oneshot_allgather(const struct cpu_run *x, const struct peer_view *pv)
-{
-	const struct collc_work_item *it = x->it;
-	uint64_t lo, hi, es = x->es, bb = it->count * es;
-
-	share(x, it->count, &lo, &hi);
-	if (hi == lo)
-		return;
-	for (uint32_t i = 0; i < it->nranks; i++) {
-		uint32_t q = (it->rank + i) % it->nranks;
-
-		copy(pv->dst[it->rank] + q * bb + lo * es, pv->src[q] + lo * es, (hi - lo) * es);
-	}
-}
-
-/* Rank r reduces block r of every rank's input into its dst. */
-static void oneshot_reduce_scatter(const struct cpu_run *x, const struct peer_view *pv)
-{
-	const struct collc_work_item *it = x->it;
-	uint64_t lo, hi, es = x->es, bb = it->count * es;
-
-	share(x, it->count, &lo, &hi);
-	reduce_to(x, pv->dst[it->rank] + lo * es, pv->src, it->rank * bb + lo * es, hi - lo);
-}
-
-/* Every rank copies the root's input. */
-static void oneshot_broadcast(const struct cpu_run *x, const struct peer_view *pv)
-{
-	const struct collc_work_item *it = x->it;
-	uint64_t lo, hi, es = x->es;
-
-	share(x, it->count, &lo, &hi);
-	if (hi > lo)
-		copy(pv->dst[it->rank] + lo * es, pv->src[it->root] + lo * es, (hi - lo) * es);
-}
-
-/* The root reduces every rank's input; the others only keep their inputs until it is done. */
-static void oneshot_reduce(const struct cpu_run *x, const struct peer_view *pv)
-{
-	const struct collc_work_item *it = x->it;
-	uint64_t lo, hi, es = x->es;
-
-	if (it->rank != (uint32_t)it->root)
-		return;
-	share(x, it->count, &lo, &hi);
-	reduce_to(x, pv->dst[it->rank] + lo * es, pv->src, lo * es, hi - lo);
-}
-
-/*
  * One-shot LL (proto/prims.h, "One-shot LL"): all-reduce, allgather and
  * reduce-scatter. The channel's share of count elements (count as the call
  * names it: per rank for allgather and reduce-scatter) moves in rounds of at
@@ -375,10 +256,10 @@ static void oll_push(const struct cpu_run *x, uint32_t q, uint64_t g, const char
 	cpu_wake(&qm->seq, &qm->waiting);
 }
 
-/* Rank block blk of buf (bb bytes a block) at byte pos; NULL for an empty round. */
-static char *oll_at(uint64_t buf, uint32_t blk, uint64_t bb, uint64_t pos, uint64_t len)
+/* Rank p's piece of buf at byte pos, stride bytes a rank (collc_oll_*_stride()); NULL if empty. */
+static char *oll_at(uint64_t buf, uint32_t p, uint64_t stride, uint64_t pos, uint64_t len)
 {
-	return len ? (char *)(uintptr_t)buf + blk * bb + pos : NULL;
+	return len ? (char *)(uintptr_t)buf + p * stride + pos : NULL;
 }
 
 /*
@@ -394,8 +275,9 @@ static int oll_round(const struct cpu_run *x, uint64_t g, uint64_t pos, uint64_t
 	const struct collc_work_item *it = x->it;
 	uint32_t me = it->rank, n = it->nranks;
 	uint64_t ne = len / x->es, bb = it->count * x->es;
-	int gather = it->coll == COLLC_OP_ALLGATHER, scatter = it->coll == COLLC_OP_REDUCE_SCATTER;
-	const char *own = oll_at(it->sendbuf, scatter ? me : 0, bb, pos, len);
+	uint64_t ins = collc_oll_in_stride(it->coll, bb), outs = collc_oll_out_stride(it->coll, bb);
+	int gather = it->coll == COLLC_OP_ALLGATHER;
+	const char *own = oll_at(it->sendbuf, me, ins, pos, len);
 	char *acc = x->stage_out;
 	int r;
 
@@ -411,10 +293,10 @@ static int oll_round(const struct cpu_run *x, uint64_t g, uint64_t pos, uint64_t
 		uint32_t q = (me + i) % n;
 
 		/* Reduce-scatter sends each peer its own block; the others, our piece to all. */
-		oll_push(x, q, g, scatter ? oll_at(it->sendbuf, q, bb, pos, len) : own, len);
+		oll_push(x, q, g, oll_at(it->sendbuf, q, ins, pos, len), len);
 	}
 	if (gather)
-		copy(oll_at(it->recvbuf, me, bb, pos, len), own,
+		copy(oll_at(it->recvbuf, me, outs, pos, len), own,
 		     len); /* in place: the same bytes */
 	/*
 	 * Allgather: each peer's piece straight into its block of dst. Else acc =
@@ -422,7 +304,7 @@ static int oll_round(const struct cpu_run *x, uint64_t g, uint64_t pos, uint64_t
 	 * they land.
 	 */
 	for (uint32_t p = 0; p < n; p++) {
-		char *got = gather ? oll_at(it->recvbuf, p, bb, pos, len) : p ? x->stage_in : acc;
+		char *got = gather ? oll_at(it->recvbuf, p, outs, pos, len) : p ? x->stage_in : acc;
 
 		if (p != me && (r = oll_pull(x, p, g, got, len)) < 0)
 			return r;
@@ -433,7 +315,7 @@ static int oll_round(const struct cpu_run *x, uint64_t g, uint64_t pos, uint64_t
 	if (gather || !ne)
 		return 0;
 	red_finish(acc, ne, it->dtype, it->redop, n);
-	memcpy(oll_at(it->recvbuf, 0, bb, pos, len), acc, len);
+	memcpy(oll_at(it->recvbuf, 0, outs, pos, len), acc, len);
 	return 0;
 }
 
@@ -459,32 +341,77 @@ static int oneshot_ll(struct cpu_run *x)
 	return 0;
 }
 
+/*
+ * One-shot or two-shot: the step sequence of proto/algo_oneshot.h over the
+ * mailboxes. A phase ends at MID or DONE with our done posted (B2); at DONE
+ * we wait for every peer's, at MID only when a reduction is held, and a COPY
+ * from a peer's dst waits for that peer's (B2'). Every rank posts the same
+ * number of dones, whoever is in place.
+ *
+ * In place, a one-shot all-reduce round (step.hold) writes our input while
+ * peers read it: its result waits in the scratch (a round is one scratch)
+ * until every peer posted done for the round. Other in-place reductions
+ * read the range they write only themselves, and go through the scratch in
+ * pieces (reduce_to()).
+ */
 static int run(const struct cpu_run *x, int twoshot)
 {
+	const struct collc_work_item *it = x->it;
+	const uint32_t me = it->rank;
+	const uint64_t es = x->es;
 	struct peer_view pv;
-	int r = barrier_before(x, &pv);
+	struct collc_os_iter os;
+	struct collc_os_step s;
+	uint64_t lo, hi, phases = 0, held_bytes = 0;
+	char *held = NULL; /* where the scratch's held result goes */
+	int r = 0;
 
-	if (r < 0)
-		return r;
-	switch (x->it->coll) {
-	case COLLC_OP_ALLREDUCE:
-		return twoshot ? twoshot_allreduce(x, &pv) : oneshot_allreduce(x, &pv);
-	case COLLC_OP_ALLGATHER:
-		oneshot_allgather(x, &pv);
-		break;
-	case COLLC_OP_REDUCE_SCATTER:
-		oneshot_reduce_scatter(x, &pv);
-		break;
-	case COLLC_OP_BROADCAST:
-		oneshot_broadcast(x, &pv);
-		break;
-	case COLLC_OP_REDUCE:
-		oneshot_reduce(x, &pv);
-		break;
+	share(x, it->count, &lo, &hi);
+	if (collc_oneshot_begin(&os, it->coll, it->nranks, me, it->root, it->count, lo, hi, 1,
+				twoshot, 1, CPU_SCRATCH_BYTES / es) < 0)
+		return -EINVAL;
+	while (r == 0 && collc_oneshot_next(&os, &s)) {
+		/* An empty step touches no buffer: a rank may pass none for count 0. */
+		char *d = s.kind >= COLLC_OS_REDUCE && s.nelem ? pv.dst[me] + s.dst * es : NULL;
+		uint64_t bytes = s.nelem * es;
+
+		switch (s.kind) {
+		case COLLC_OS_ARRIVE:
+			r = barrier_before(x, &pv);
+			break;
+		case COLLC_OS_REDUCE:
+			if (!bytes)
+				break;
+			if (s.hold && overlaps(d, pv.src[me] + s.src * es, bytes)) {
+				reduce_all(x, x->scratch, pv.src, s.src * es, s.nelem);
+				held = d;
+				held_bytes = bytes;
+			} else {
+				reduce_to(x, d, pv.src, s.src * es, s.nelem);
+			}
+			break;
+		case COLLC_OS_COPY:
+			/* A peer's dst holds its result once it posted the phase that wrote it. */
+			if (s.from_recv)
+				r = wait_done(x, s.peer, pv.done0 + phases);
+			if (r == 0 && bytes)
+				copy(d,
+				     (s.from_recv ? pv.dst[s.peer] : pv.src[s.peer]) + s.src * es,
+				     bytes);
+			break;
+		default: /* COLLC_OS_MID, COLLC_OS_DONE */
+			phase_done(x);
+			phases++;
+			if (held || s.kind == COLLC_OS_DONE)
+				r = wait_all_done(x, pv.done0 + phases);
+			if (r == 0 && held) {
+				copy(held, x->scratch, held_bytes);
+				held = NULL;
+			}
+			break;
+		}
 	}
-	/* The barrier after: no peer reads our buffers once we leave. */
-	phase_done(x);
-	return wait_all_done(x, pv.done0 + 1);
+	return r;
 }
 
 /* One-shot LL carries all-reduce, allgather and reduce-scatter; the others run Simple. */

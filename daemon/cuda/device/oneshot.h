@@ -2,10 +2,11 @@
 /*
  * One-shot and two-shot: every rank reads its peers' buffers directly
  * between flag barriers (os_barrier()), reducing or copying with reduce_n();
- * which elements each rank reads is proto/algo_oneshot.h's. Also the one-rank
- * case (single_rank()). Orderings: O1 (buffers and pointers, system fence,
- * then the slot flag) pairs with O1' (the flag with acquire, wait_ge(),
- * before peer data is read).
+ * the step sequence (which rank's buffer each step reads, where it writes,
+ * where the ranks meet) is proto/algo_oneshot.h's, shared with the CPU.
+ * Also the one-rank case (single_rank()). Orderings: O1 (buffers and
+ * pointers, system fence, then the slot flag) pairs with O1' (the flag with
+ * acquire, wait_ge(), before peer data is read).
  */
 #ifndef COLLCD_CUDA_DEVICE_ONESHOT_H
 #define COLLCD_CUDA_DEVICE_ONESHOT_H
@@ -67,7 +68,8 @@ __device__ __noinline__ void reduce_n(struct blk *b, const uint64_t *srcs, uint3
 	}
 }
 
-enum { OS_ARRIVE = 0, OS_MID = 1, OS_DONE = 2 };
+/* The barriers, as proto/algo_oneshot.h names its steps. */
+enum { OS_ARRIVE = COLLC_OS_ARRIVE, OS_MID = COLLC_OS_MID, OS_DONE = COLLC_OS_DONE };
 
 /* Publishes flag `which` = gen into every rank's slot for us, then waits for every rank's. */
 __device__ int os_barrier(struct blk *b, int which, const char *src, char *dst)
@@ -117,72 +119,36 @@ __device__ __forceinline__ void oneshot_share(const struct blk *b, uint64_t *lo,
 	collc_oneshot_share(b->it.count, b->it.nchannels, b->share, 16 / b->es, lo, hi);
 }
 
+/*
+ * One-shot or two-shot: the step sequence of proto/algo_oneshot.h, in rank
+ * order and without rounds; MID and DONE are full barriers. A copy is a
+ * one-source reduce_n() straight from the peer's pointer in sh_send /
+ * sh_recv, which only ARRIVE writes.
+ */
 __device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot)
 {
-	const uint32_t n = b->it.nranks, me = b->it.rank;
-	const uint64_t es = b->es, count = b->it.count;
-	const uint64_t align = 16 / es;
+	const uint32_t n = b->it.nranks;
+	const uint64_t es = b->es;
 	uint64_t lo, hi;
-	__shared__ uint64_t srcs[COLLC_MAX_RANKS];
-	int r;
+	struct collc_os_iter it;
+	struct collc_os_step s;
+	int r = 0;
 
 	oneshot_share(b, &lo, &hi);
-	b->os_gen++;
-	r = os_barrier(b, OS_ARRIVE, src, dst);
-	if (r < 0)
-		return r;
-	switch (b->it.coll) {
-	case COLLC_OP_ALLREDUCE:
-		if (!twoshot) {
-			reduce_n(b, sh_send, n, lo * es, dst, lo * es, (hi - lo) * es, 1);
-			break;
-		} else {
-			uint64_t a, e;
-
-			collc_twoshot_seg(lo, hi, n, me, align, &a, &e);
-			reduce_n(b, sh_send, n, a * es, dst, a * es, (e - a) * es, 1);
-			r = os_barrier(b, OS_MID, src, dst);
-			if (r < 0)
-				return r;
-			for (uint32_t p = 0; p < n; p++) {
-				if (p == me)
-					continue;
-				collc_twoshot_seg(lo, hi, n, p, align, &a, &e);
-				if (threadIdx.x == 0)
-					srcs[0] = sh_recv[p];
-				__syncthreads();
-				reduce_n(b, srcs, 1, a * es, dst, a * es, (e - a) * es, 0);
-				__syncthreads();
-			}
-		}
-		break;
-	case COLLC_OP_REDUCE_SCATTER:
-		reduce_n(b, sh_send, n, (me * count + lo) * es, dst, lo * es, (hi - lo) * es, 1);
-		break;
-	case COLLC_OP_REDUCE:
-		if (me == (uint32_t)b->it.root)
-			reduce_n(b, sh_send, n, lo * es, dst, lo * es, (hi - lo) * es, 1);
-		break;
-	case COLLC_OP_BROADCAST:
-		if (threadIdx.x == 0)
-			srcs[0] = sh_send[b->it.root];
-		__syncthreads();
-		reduce_n(b, srcs, 1, lo * es, dst, lo * es, (hi - lo) * es, 0);
-		break;
-	case COLLC_OP_ALLGATHER:
-		for (uint32_t p = 0; p < n; p++) {
-			if (threadIdx.x == 0)
-				srcs[0] = sh_send[p];
-			__syncthreads();
-			reduce_n(b, srcs, 1, lo * es, dst, (p * count + lo) * es, (hi - lo) * es,
-				 0);
-			__syncthreads();
-		}
-		break;
-	default:
+	if (collc_oneshot_begin(&it, b->it.coll, n, b->it.rank, b->it.root, b->it.count, lo, hi,
+				16 / es, twoshot, 0, 0) < 0)
 		return -1;
+	b->os_gen++;
+	while (r == 0 && collc_oneshot_next(&it, &s)) {
+		if (s.kind == COLLC_OS_REDUCE)
+			reduce_n(b, sh_send, n, s.src * es, dst, s.dst * es, s.nelem * es, 1);
+		else if (s.kind == COLLC_OS_COPY)
+			reduce_n(b, (s.from_recv ? sh_recv : sh_send) + s.peer, 1, s.src * es, dst,
+				 s.dst * es, s.nelem * es, 0);
+		else /* OS_ARRIVE, OS_MID, OS_DONE */
+			r = os_barrier(b, s.kind, src, dst);
 	}
-	return os_barrier(b, OS_DONE, src, dst);
+	return r;
 }
 
 /* One rank alone (cpu/executor.c single_rank). */

@@ -3,7 +3,8 @@
  * One-shot LL all-reduce, allgather and reduce-scatter: lines pushed
  * straight into every peer's inbox (W-LL), our own inbox polled (R-LL), an
  * inbox slot reused by OLL1 (proto/prims.h); no fence, no barrier. The
- * share and its rounds are proto/algo_oneshot.h's.
+ * share, its rounds and which block goes where are proto/algo_oneshot.h's;
+ * the loops are the grid's own (proto/algo_oneshot.h says why).
  */
 #ifndef COLLCD_CUDA_DEVICE_ONESHOT_LL_H
 #define COLLCD_CUDA_DEVICE_ONESHOT_LL_H
@@ -41,7 +42,7 @@ __device__ int oll_run(struct blk *b, const char *src, char *dst)
 	uint64_t bytes, nrounds;
 	const union collc_ll_line *inbox = (const union collc_ll_line *)(uintptr_t)b->ch->oll_inbox;
 	/* Where rank p's lines come from in our input: reduce-scatter sends block p. */
-	const uint64_t pstride = coll == COLLC_OP_REDUCE_SCATTER ? blk : 0;
+	const uint64_t pstride = collc_oll_in_stride(coll, blk);
 	__shared__ int oll_abort;
 
 	oneshot_share(b, &lo, &hi);
