@@ -20,8 +20,15 @@
 #define EXEC_MAX 2u
 
 /* Capability bits of an executor. */
-#define EXEC_CAP_HOST_RANKS   1u /* runs ranks of device -1 (host memory) */
-#define EXEC_CAP_DEVICE_RANKS 2u /* runs ranks of device >= 0, and serves their memory (mem_add) */
+#define EXEC_CAP_HOST_RANKS      1u /* runs ranks of device -1 (host memory) */
+#define EXEC_CAP_DEVICE_RANKS    2u /* runs ranks of device >= 0, and serves their memory (mem_add) */
+/*
+ * Its one-shot (Simple) all-reduce may run in place: a rank's result does not
+ * overwrite its input before every peer has read it (the CPU executor stages
+ * such a result in scratch until the phase ends). Without it, the planner
+ * turns an in-place one-shot all-reduce into two-shot (PLAN_INPLACE).
+ */
+#define EXEC_CAP_ONESHOT_INPLACE 4u
 
 /* A registration the executor made (mem_add). */
 struct exec_mem {

@@ -107,6 +107,9 @@ void plan_coll(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t 
 	out->algo = flags & PLAN_NO_PEER_READ ? COLLC_ALGO_RING
 					      : plan_pick_algo(cfg, op, bytes, nranks);
 	out->proto = plan_pick_proto(cfg, op, out->algo, bytes, nranks);
+	if ((flags & PLAN_INPLACE) && op == COLLC_OP_ALLREDUCE && out->algo == COLLC_ALGO_ONESHOT &&
+	    out->proto == COLLC_PROTO_SIMPLE)
+		out->algo = COLLC_ALGO_TWOSHOT;
 	out->nchannels = plan_pick_channels(cfg, bytes);
 	out->chunk_bytes = 0;
 }

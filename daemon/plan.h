@@ -68,6 +68,16 @@ uint8_t plan_pick_channels(const struct collc_config *cfg, uint64_t bytes);
  * ring, which only ever touches its own rank's buffers, runs it.
  */
 #define PLAN_NO_PEER_READ 1u
+/*
+ * An all-reduce in place (some rank's recvbuf is its sendbuf) on an executor
+ * without EXEC_CAP_ONESHOT_INPLACE: there one-shot Simple writes each rank's
+ * result straight over its input while its peers may still be reading it, so
+ * it runs two-shot instead (phase 1 writes only the rank's own segment, which
+ * no peer reads then; phase 2 reads peers' results after a barrier), also
+ * when the config forces one-shot. One-shot LL reads only its own input, so
+ * it stays.
+ */
+#define PLAN_INPLACE      2u
 
 /*
  * bytes: the per-rank payload the collective moves (the larger buffer);

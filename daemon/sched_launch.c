@@ -97,17 +97,26 @@ static uint64_t buf_addr(const struct mr *m, uint64_t off)
 	return m ? (uint64_t)(uintptr_t)m->addr + off : 0;
 }
 
-/* Does some rank's buffer live in memory its peers cannot read directly? */
-static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl)
+/*
+ * What the planner must know of the buffers: does some rank's buffer live in
+ * memory its peers cannot read directly, and does some rank run in place on
+ * an executor whose one-shot cannot?
+ */
+static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl, uint32_t caps)
 {
+	uint32_t flags = 0;
+
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 
 		if ((sr->send_mr && (sr->send_mr->flags & EXEC_MEM_NO_PEER_READ)) ||
 		    (sr->recv_mr && (sr->recv_mr->flags & EXEC_MEM_NO_PEER_READ)))
-			return PLAN_NO_PEER_READ;
+			flags |= PLAN_NO_PEER_READ;
+		if (!(caps & EXEC_CAP_ONESHOT_INPLACE) && sr->send_mr &&
+		    sr->send_mr == sr->recv_mr && sr->sqe.send_off == sr->sqe.recv_off)
+			flags |= PLAN_INPLACE;
 	}
-	return 0;
+	return flags;
 }
 
 /* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
@@ -128,7 +137,7 @@ static int launch(struct comm *cm, struct slot *sl)
 		if (!sched_fifo_has_room(cm->devs[r]))
 			return 0;
 	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(a, cm->nranks), cm->nranks,
-		  slot_plan_flags(cm, sl), &p);
+		  slot_plan_flags(cm, sl, se->ex->caps), &p);
 	sl->coll_id = ++sched.next_coll_id;
 	sl->nchannels = p.nchannels;
 	/* Every rank's item of one collective starts at the same channel. */

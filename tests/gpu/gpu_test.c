@@ -218,8 +218,18 @@ static int submit(struct rank_ctx *rc, int coll, const void *s, void *d, size_t 
  * failure is reported (report()) with the first wrong element and how many
  * are wrong.
  */
+static int run_case_in(struct rank_ctx *rc, const struct check *ck, uint64_t cid, int coll, int dt,
+		       int op, size_t count, int inplace);
+
 static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, int coll, int dt,
 		    int op, size_t count)
+{
+	return run_case_in(rc, ck, cid, coll, dt, op, count, 0);
+}
+
+/* inplace (all-reduce only): the result overwrites the input, recvbuf == sendbuf. */
+static int run_case_in(struct rank_ctx *rc, const struct check *ck, uint64_t cid, int coll, int dt,
+		       int op, size_t count, int inplace)
 {
 	const int n = rc->n, me = rc->me, root = (int)(cid % (uint64_t)n);
 	const size_t es = collc_dtype_bytes(dt);
@@ -239,7 +249,7 @@ static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, i
 	CK(cudaMemset(rc->drecv, 0xa5, rn * es + 16 < rc->cap ? rn * es + 16 : rc->cap));
 	/* A pageable copy may return before its DMA lands; collcd's grid reads dsend next. */
 	CK(cudaDeviceSynchronize());
-	r = submit(rc, coll, rc->dsend, rc->drecv, count, dt, op, root, &req);
+	r = submit(rc, coll, rc->dsend, inplace ? rc->dsend : rc->drecv, count, dt, op, root, &req);
 	if (r == 0)
 		r = collc_wait(rc->ctx, req, 15000);
 	if (r < 0) {
@@ -247,15 +257,18 @@ static int run_case(struct rank_ctx *rc, const struct check *ck, uint64_t cid, i
 		       collc_strerror(r), r);
 		return 0;
 	}
-	CK(cudaMemcpy(rc->hrecv, rc->drecv, rn * es + (rn * es + 16 <= rc->cap ? 16 : 0),
-		      cudaMemcpyDeviceToHost));
+	if (inplace)
+		CK(cudaMemcpy(rc->hrecv, rc->dsend, rn * es, cudaMemcpyDeviceToHost));
+	else
+		CK(cudaMemcpy(rc->hrecv, rc->drecv, rn * es + (rn * es + 16 <= rc->cap ? 16 : 0),
+			      cudaMemcpyDeviceToHost));
 	if (coll == 4 && me != root)
 		return 1; /* nothing is written on other ranks */
 	/* allgather and broadcast bit exact, reductions against the long double reference */
 	first_wrong[0] = wrong_count[0] = '\0';
 	bad = rc_check_coll(&c, (enum rc_coll)coll, n, me, root, rc->hrecv, "result");
-	/* The bytes past the result must be untouched (poison). */
-	if (rn * es + 16 <= rc->cap)
+	/* The bytes past the result must be untouched (poison; in place has none). */
+	if (!inplace && rn * es + 16 <= rc->cap)
 		for (int k = 0; k < 16 && poison < 0; k++)
 			if (rc->hrecv[rn * es + k] != 0xa5)
 				poison = k;
@@ -315,6 +328,25 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 				sh->fails[me][coll] += !ok;
 				fails += !ok;
 			}
+	}
+	/*
+	 * All-reduce in place (recvbuf == sendbuf) at sizes every algorithm takes
+	 * (one-shot LL, one-shot, two-shot, ring by size): a rank's result must
+	 * not reach a peer that still reads its input.
+	 */
+	{
+		static const size_t inc[] = { 1027, 65537, (size_t)1 << 18, (size_t)1 << 20,
+					      (size_t)3 << 20 };
+
+		for (size_t k = 0; k < sizeof(inc) / sizeof(inc[0]); k++) {
+			int ok = run_case_in(&rc, &ck, ++cid, 0, COLLC_FLOAT32, COLLC_SUM, inc[k],
+					     1);
+
+			ok &= run_case_in(&rc, &ck, ++cid, 0, COLLC_BFLOAT16, COLLC_AVG, inc[k], 1);
+			sh->cases[me][0] += 2;
+			sh->fails[me][0] += !ok;
+			fails += !ok;
+		}
 	}
 	return fails ? 1 : 0;
 }

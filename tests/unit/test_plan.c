@@ -312,6 +312,45 @@ static void test_no_peer_read(void **state)
 	assert_plan(p, COLLC_ALGO_RING, COLLC_PROTO_LL128);
 }
 
+/*
+ * In place without EXEC_CAP_ONESHOT_INPLACE: one-shot Simple all-reduce runs
+ * two-shot (also when forced); one-shot LL, the other algorithms and the
+ * other collectives keep their plan.
+ */
+static void test_inplace(void **state)
+{
+	struct collc_config cfg = defaults(32);
+	struct plan p, q;
+
+	(void)state;
+	cfg.oneshot_ll_max_bytes = 512 * KiB;
+	cfg.oneshot_max_bytes = 4 * MiB;
+	cfg.twoshot_max_bytes = 32 * MiB;
+	for (uint64_t bytes = 8; bytes <= 64 * MiB; bytes *= 2)
+		for (uint32_t algo = 0; algo < COLLC_ALGO_MAX; algo++)
+			for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+				cfg.algo = algo;
+				plan_coll(&cfg, ops[o], bytes, 2, 0, &p);
+				plan_coll(&cfg, ops[o], bytes, 2, PLAN_INPLACE, &q);
+				if (ops[o] == COLLC_OP_ALLREDUCE && p.algo == COLLC_ALGO_ONESHOT &&
+				    p.proto == COLLC_PROTO_SIMPLE) {
+					assert_plan(q, COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+				} else {
+					assert_plan(q, p.algo, p.proto);
+				}
+				assert_int_equal(q.nchannels, p.nchannels);
+			}
+	/* The automatic choice at 1 MiB is one-shot Simple; in place it is two-shot. */
+	cfg.algo = COLLC_ALGO_AUTO;
+	plan_coll(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB, 2, 0, &p);
+	assert_plan(p, COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+	plan_coll(&cfg, COLLC_OP_ALLREDUCE, 1 * MiB, 2, PLAN_INPLACE, &p);
+	assert_plan(p, COLLC_ALGO_TWOSHOT, COLLC_PROTO_SIMPLE);
+	/* One-shot LL (256 KiB) reads only its own input: it stays. */
+	plan_coll(&cfg, COLLC_OP_ALLREDUCE, 256 * KiB, 2, PLAN_INPLACE, &p);
+	assert_plan(p, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL);
+}
+
 /* Keys left at auto take the executor's values; set ones apply to every executor. */
 static void test_resolve(void **state)
 {
@@ -414,6 +453,7 @@ int main(void)
 		cmocka_unit_test(test_forced_proto),
 		cmocka_unit_test(test_channels),
 		cmocka_unit_test(test_no_peer_read),
+		cmocka_unit_test(test_inplace),
 		cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_sweep_invariants),
 	};
