@@ -33,16 +33,41 @@ void ctl_done_text(struct sched_cmd *cmd)
 	free(c);
 }
 
+/*
+ * The control thread is an RCU reader only around these: it goes online, takes
+ * a copy of (or publishes) the config, reports its quiescent state, and goes
+ * offline again, so the libuv loop never holds up a grace period.
+ */
+static struct collc_config config_now(void)
+{
+	struct collc_config c;
+
+	rcu_thread_online();
+	c = *cfg_get();
+	cfg_reader_quiescent();
+	rcu_thread_offline();
+	return c;
+}
+
+static int config_publish(const struct collc_config *next)
+{
+	int r;
+
+	rcu_thread_online();
+	r = cfg_publish(next);
+	cfg_reader_quiescent();
+	rcu_thread_offline();
+	return r;
+}
+
 void ctl_handle_get(struct session *s, const struct collc_msg_hdr *h, const char *payload)
 {
-	const struct collc_config *cfg;
+	const struct collc_config now = config_now(), *cfg = &now;
 	char key[64], val[128];
 	int r;
 
 	memcpy(key, payload, h->length);
 	key[h->length] = '\0';
-	rcu_thread_online();
-	cfg = cfg_get();
 	r = cfg_get_key(cfg, key, val, sizeof(val));
 	/* auto: say what each executor makes of it ("auto (cpu 2, cuda 32)"). */
 	if (r == 0 && cfg_key_is_auto(cfg, key)) {
@@ -63,8 +88,6 @@ void ctl_handle_get(struct session *s, const struct collc_msg_hdr *h, const char
 		if (n < sizeof(val) && exec_count())
 			snprintf(val + n, sizeof(val) - n, ")");
 	}
-	cfg_reader_quiescent();
-	rcu_thread_offline();
 	if (r < 0) {
 		snprintf(val, sizeof(val), "unknown key '%s'", key);
 		ctl_reply_text(s, h->type, h->id, r, val, strlen(val));
@@ -85,10 +108,7 @@ int ctl_set(const char *words, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	snprintf(buf, sizeof(buf), "%s", words);
-	rcu_thread_online();
-	next = *cfg_get();
-	cfg_reader_quiescent();
-	rcu_thread_offline();
+	next = config_now();
 	cur = next;
 	/* All words apply, or none: the old config stays on any error. */
 	for (w = strtok_r(buf, " \t\n", &save); w && r == 0; w = strtok_r(NULL, " \t\n", &save))
@@ -102,10 +122,7 @@ int ctl_set(const char *words, char *err, size_t errlen)
 			fixed);
 		return -EINVAL;
 	}
-	rcu_thread_online();
-	r = cfg_publish(&next);
-	cfg_reader_quiescent();
-	rcu_thread_offline();
+	r = config_publish(&next);
 	if (r == 0)
 		snprintf(err, errlen, "ok");
 	return r;
@@ -120,10 +137,7 @@ int ctl_reload(void)
 
 	if (!ctl_params.config_path)
 		return 0;
-	rcu_thread_online();
-	next = *cfg_get();
-	cfg_reader_quiescent();
-	rcu_thread_offline();
+	next = config_now();
 	cur = next;
 	r = cfg_apply_file(&next, ctl_params.config_path, err, sizeof(err));
 	if (r < 0) {
@@ -135,10 +149,7 @@ int ctl_reload(void)
 			fixed);
 		return -EINVAL;
 	}
-	rcu_thread_online();
-	r = cfg_publish(&next);
-	cfg_reader_quiescent();
-	rcu_thread_offline();
+	r = config_publish(&next);
 	log_info("reloaded %s", ctl_params.config_path);
 	return r;
 }
