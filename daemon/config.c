@@ -109,7 +109,8 @@ static int parse_name(const char *s, const char *const *names, int n)
 	return -1;
 }
 
-enum key_kind { K_U32, K_U64, K_PROTO, K_ALGO };
+/* K_NAME: a uint32_t index into names (max of them), set and shown by name. */
+enum key_kind { K_U32, K_U64, K_NAME };
 
 struct key_desc {
 	const char *name;
@@ -118,19 +119,40 @@ struct key_desc {
 	uint64_t min, max;
 	uint32_t auto_bit; /* CFG_AUTO_*: "auto" is a value; 0: it is not */
 	uint8_t fixed;     /* read at start only: set and reload may not change it */
+	const char *const *names;
 };
+
+/* A K_NAME key's values for an error: "a, b, c or d". */
+static void name_list(const struct key_desc *k, char *out, size_t len)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	for (uint64_t i = 0; i < k->max && n < len; i++) {
+		const char *sep = i == 0 ? "" : ", ";
+
+		if (i > 0 && i + 1 == k->max)
+			sep = " or ";
+		n += (size_t)snprintf(out + n, len - n, "%s%s", sep, k->names[i]);
+	}
+}
 
 #define KEY(n, k, f, lo, hi)                                                                       \
 	{                                                                                          \
-		n, k, offsetof(struct collc_config, f), lo, hi, 0, 0                               \
+		n, k, offsetof(struct collc_config, f), lo, hi, 0, 0, NULL                         \
 	}
 #define KEY_AUTO(n, k, f, lo, hi, bit)                                                             \
 	{                                                                                          \
-		n, k, offsetof(struct collc_config, f), lo, hi, bit, 0                             \
+		n, k, offsetof(struct collc_config, f), lo, hi, bit, 0, NULL                       \
 	}
 #define KEY_FIXED(n, k, f, lo, hi)                                                                 \
 	{                                                                                          \
-		n, k, offsetof(struct collc_config, f), lo, hi, 0, 1                               \
+		n, k, offsetof(struct collc_config, f), lo, hi, 0, 1, NULL                         \
+	}
+#define KEY_NAME(n, f, table)                                                                      \
+	{                                                                                          \
+		n, K_NAME, offsetof(struct collc_config, f), 0, sizeof(table) / sizeof(table[0]),  \
+			0, 0, table                                                                \
 	}
 /*
  * Every key, its range and what it means (collcd.conf(5) is written from
@@ -141,9 +163,9 @@ static const struct key_desc keys[] = {
 	/* Most channels one collective uses; auto: all of a GPU's, 2 on host threads. */
 	KEY_AUTO("channels", K_U32, channels, 1, COLLC_MAX_CHANNELS, CFG_AUTO_CHANNELS),
 	/* Protocol: auto (by size), or simple, ll, ll128 forced where the algorithm carries it. */
-	KEY("proto", K_PROTO, proto, 0, 0),
+	KEY_NAME("proto", proto, proto_names),
 	/* Algorithm: auto (by size), or ring, oneshot, twoshot forced where the collective has it. */
-	KEY("algo", K_ALGO, algo, 0, 0),
+	KEY_NAME("algo", algo, algo_names),
 	/* A collective waiting this long for its last rank fails with -ETIMEDOUT; 0: never. */
 	KEY("op_timeout_ms", K_U32, op_timeout_ms, 0, 86400000),
 	/* Automatic choice: one-shot up to this many bytes per rank; auto: per executor. */
@@ -204,6 +226,7 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 	const struct key_desc *k;
 	struct collc_config next = *cfg;
 	const char *val;
+	char list[64];
 	uint64_t v;
 	int i;
 
@@ -230,23 +253,14 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 		return 0;
 	}
 	switch (k->kind) {
-	case K_PROTO:
-		i = parse_name(val, proto_names, COLLC_PROTO_MAX);
+	case K_NAME:
+		i = parse_name(val, k->names, (int)k->max);
 		if (i < 0) {
-			snprintf(err, errlen,
-				 "proto must be auto, simple, ll or ll128, got '%.32s'", val);
+			name_list(k, list, sizeof(list));
+			snprintf(err, errlen, "%s must be %s, got '%.32s'", k->name, list, val);
 			return -EINVAL;
 		}
-		next.proto = (uint32_t)i;
-		break;
-	case K_ALGO:
-		i = parse_name(val, algo_names, COLLC_ALGO_MAX);
-		if (i < 0) {
-			snprintf(err, errlen,
-				 "algo must be auto, ring, oneshot or twoshot, got '%.32s'", val);
-			return -EINVAL;
-		}
-		next.algo = (uint32_t)i;
+		*(uint32_t *)((char *)&next + k->off) = (uint32_t)i;
 		break;
 	case K_U32:
 	case K_U64:
@@ -332,11 +346,9 @@ int cfg_get_key(const struct collc_config *cfg, const char *key, char *out, size
 		return 0;
 	}
 	switch (k->kind) {
-	case K_PROTO:
-		snprintf(out, outlen, "%s", proto_names[cfg->proto]);
-		break;
-	case K_ALGO:
-		snprintf(out, outlen, "%s", algo_names[cfg->algo]);
+	case K_NAME:
+		snprintf(out, outlen, "%s",
+			 k->names[*(const uint32_t *)((const char *)cfg + k->off)]);
 		break;
 	case K_U32:
 		snprintf(out, outlen, "%u", *(const uint32_t *)((const char *)cfg + k->off));
@@ -356,8 +368,7 @@ size_t cfg_to_json(const struct collc_config *cfg, char *out, size_t outlen)
 	n += (size_t)snprintf(out + n, outlen - n, "\"max_channels\": %u", cfg->max_channels);
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && n < outlen; i++) {
 		cfg_get_key(cfg, keys[i].name, v, sizeof(v));
-		if (keys[i].kind == K_PROTO || keys[i].kind == K_ALGO ||
-		    (cfg->auto_mask & keys[i].auto_bit))
+		if (keys[i].kind == K_NAME || (cfg->auto_mask & keys[i].auto_bit))
 			n += (size_t)snprintf(out + n, outlen - n, ", \"%s\": \"%s\"", keys[i].name,
 					      v);
 		else
