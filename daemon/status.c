@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,18 @@ static uint64_t fifo_low(const struct status_device *d)
 	return low;
 }
 
+/* A comm's or the totals' launch counts, as JSON members. */
+static void print_by_algo_proto(struct sbuf *b, const uint64_t *by_algo, const uint64_t *by_proto)
+{
+	sb_printf(b,
+		  "\"by_algo\": {\"ring\": %" PRIu64 ", \"oneshot\": %" PRIu64
+		  ", \"twoshot\": %" PRIu64 "}, \"by_proto\": {\"simple\": %" PRIu64
+		  ", \"ll\": %" PRIu64 ", \"ll128\": %" PRIu64 "}",
+		  by_algo[COLLC_ALGO_RING], by_algo[COLLC_ALGO_ONESHOT],
+		  by_algo[COLLC_ALGO_TWOSHOT], by_proto[COLLC_PROTO_SIMPLE],
+		  by_proto[COLLC_PROTO_LL], by_proto[COLLC_PROTO_LL128]);
+}
+
 static void render_json(struct sbuf *b, const struct status_snapshot *s)
 {
 	/* The config's numbers are the first executor's; "executors" has each one's. */
@@ -154,13 +167,9 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		print_ranks(b, cm->timed_out_mask, cm->nranks, "", ", ");
 		sb_printf(b, "], \"lagging_ranks\": [");
 		print_ranks(b, cm->lagging_mask, cm->nranks, "", ", ");
-		sb_printf(b,
-			  "], \"by_algo\": {\"ring\": %" PRIu64 ", \"oneshot\": %" PRIu64
-			  ", \"twoshot\": %" PRIu64 "}, \"by_proto\": {\"simple\": %" PRIu64
-			  ", \"ll\": %" PRIu64 ", \"ll128\": %" PRIu64 "}}",
-			  cm->by_algo[COLLC_ALGO_RING], cm->by_algo[COLLC_ALGO_ONESHOT],
-			  cm->by_algo[COLLC_ALGO_TWOSHOT], cm->by_proto[COLLC_PROTO_SIMPLE],
-			  cm->by_proto[COLLC_PROTO_LL], cm->by_proto[COLLC_PROTO_LL128]);
+		sb_printf(b, "], ");
+		print_by_algo_proto(b, cm->by_algo, cm->by_proto);
+		sb_printf(b, "}");
 		sep = ",";
 	}
 	sb_printf(b, "],\n \"devices\": [");
@@ -185,14 +194,10 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 	sb_printf(b,
 		  "],\n \"totals\": {\"submitted\": %" PRIu64 ", \"completed\": %" PRIu64
 		  ", \"errors\": %" PRIu64 ", \"bad_entries\": %" PRIu64
-		  ", \"aborted_items\": %" PRIu64 ", \"by_algo\": {\"ring\": %" PRIu64
-		  ", \"oneshot\": %" PRIu64 ", \"twoshot\": %" PRIu64
-		  "}, \"by_proto\": {\"simple\": %" PRIu64 ", \"ll\": %" PRIu64
-		  ", \"ll128\": %" PRIu64 "}}}\n",
-		  s->submitted, s->completed, s->errors, s->bad, s->aborted,
-		  s->by_algo[COLLC_ALGO_RING], s->by_algo[COLLC_ALGO_ONESHOT],
-		  s->by_algo[COLLC_ALGO_TWOSHOT], s->by_proto[COLLC_PROTO_SIMPLE],
-		  s->by_proto[COLLC_PROTO_LL], s->by_proto[COLLC_PROTO_LL128]);
+		  ", \"aborted_items\": %" PRIu64 ", ",
+		  s->submitted, s->completed, s->errors, s->bad, s->aborted);
+	print_by_algo_proto(b, s->by_algo, s->by_proto);
+	sb_printf(b, "}}\n");
 }
 
 static void render_table(struct sbuf *b, const struct status_snapshot *s)
@@ -272,6 +277,21 @@ static void metric_total(struct sbuf *b, const char *name, const char *help, uin
 	sb_printf(b, "%s %" PRIu64 "\n", name, value);
 }
 
+/* The per-client gauges: a uint32_t of struct status_client each. */
+struct client_gauge {
+	const char *name, *help;
+	size_t off;
+};
+
+static const struct client_gauge client_gauges[] = {
+	{ "collc_client_sq_depth", "Submissions waiting in a client's ring.",
+	  offsetof(struct status_client, sq_depth) },
+	{ "collc_client_cq_depth", "Completions a client has not reaped.",
+	  offsetof(struct status_client, cq_depth) },
+	{ "collc_client_inflight", "Collectives a client submitted that have not completed.",
+	  offsetof(struct status_client, inflight) },
+};
+
 char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 {
 	struct sbuf b = { 0 };
@@ -298,20 +318,15 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 	for (int p = 1; p < COLLC_PROTO_MAX; p++)
 		sb_printf(&b, "collc_collectives_by_proto_total{proto=\"%s\"} %" PRIu64 "\n",
 			  protos[p], s->by_proto[p]);
-	metric_head(&b, "collc_client_sq_depth", "gauge",
-		    "Submissions waiting in a client's ring.");
-	for (uint32_t i = 0; i < s->nclients; i++)
-		sb_printf(&b, "collc_client_sq_depth{client=\"%u\",pid=\"%d\"} %u\n",
-			  s->clients[i].id, (int)s->clients[i].pid, s->clients[i].sq_depth);
-	metric_head(&b, "collc_client_cq_depth", "gauge", "Completions a client has not reaped.");
-	for (uint32_t i = 0; i < s->nclients; i++)
-		sb_printf(&b, "collc_client_cq_depth{client=\"%u\",pid=\"%d\"} %u\n",
-			  s->clients[i].id, (int)s->clients[i].pid, s->clients[i].cq_depth);
-	metric_head(&b, "collc_client_inflight", "gauge",
-		    "Collectives a client submitted that have not completed.");
-	for (uint32_t i = 0; i < s->nclients; i++)
-		sb_printf(&b, "collc_client_inflight{client=\"%u\",pid=\"%d\"} %u\n",
-			  s->clients[i].id, (int)s->clients[i].pid, s->clients[i].inflight);
+	for (size_t g = 0; g < sizeof(client_gauges) / sizeof(client_gauges[0]); g++) {
+		const struct client_gauge *cg = &client_gauges[g];
+
+		metric_head(&b, cg->name, "gauge", cg->help);
+		for (uint32_t i = 0; i < s->nclients; i++)
+			sb_printf(&b, "%s{client=\"%u\",pid=\"%d\"} %u\n", cg->name,
+				  s->clients[i].id, (int)s->clients[i].pid,
+				  *(const uint32_t *)((const char *)&s->clients[i] + cg->off));
+	}
 	metric_head(&b, "collc_comm_pending", "gauge",
 		    "Collectives of a communicator waiting for ranks.");
 	for (uint32_t i = 0; i < s->ncomms; i++)
