@@ -136,7 +136,6 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 			  x->cfg.rotate_channels);
 	}
 	sb_printf(b, "],\n \"clients\": [");
-	sep = "";
 	for (uint32_t i = 0; i < s->nclients; i++) {
 		const struct status_client *c = &s->clients[i];
 
@@ -145,12 +144,10 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 			  "\"cq_depth\": %u, \"inflight\": %u, \"submitted\": %" PRIu64
 			  ", \"completed\": %" PRIu64 ", \"errors\": %" PRIu64
 			  ", \"bad_entries\": %" PRIu64 "}",
-			  sep, c->id, (int)c->pid, (unsigned)c->uid, c->sq_depth, c->cq_depth,
-			  c->inflight, c->submitted, c->completed, c->errors, c->bad);
-		sep = ",";
+			  i ? "," : "", c->id, (int)c->pid, (unsigned)c->uid, c->sq_depth,
+			  c->cq_depth, c->inflight, c->submitted, c->completed, c->errors, c->bad);
 	}
 	sb_printf(b, "],\n \"comms\": [");
-	sep = "";
 	for (uint32_t i = 0; i < s->ncomms; i++) {
 		const struct status_comm *cm = &s->comms[i];
 
@@ -161,19 +158,17 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 			  ", \"errors\": %" PRIu64
 			  ", \"revoked\": %d, \"revoked_inflight\": %" PRIu64
 			  ", \"timeouts\": %" PRIu64 ", \"timeout_ms\": %d, \"timed_out_ranks\": [",
-			  sep, cm->id, cm->backend, cm->nranks, cm->live, cm->pending, cm->inflight,
-			  cm->completed, cm->errors, cm->revoked, cm->revoked_inflight,
-			  cm->timeouts, cm->timeout_ms);
+			  i ? "," : "", cm->id, cm->backend, cm->nranks, cm->live, cm->pending,
+			  cm->inflight, cm->completed, cm->errors, cm->revoked,
+			  cm->revoked_inflight, cm->timeouts, cm->timeout_ms);
 		print_ranks(b, cm->timed_out_mask, cm->nranks, "", ", ");
 		sb_printf(b, "], \"lagging_ranks\": [");
 		print_ranks(b, cm->lagging_mask, cm->nranks, "", ", ");
 		sb_printf(b, "], ");
 		print_by_algo_proto(b, cm->by_algo, cm->by_proto);
 		sb_printf(b, "}");
-		sep = ",";
 	}
 	sb_printf(b, "],\n \"devices\": [");
-	sep = "";
 	for (uint32_t i = 0; i < s->ndevices; i++) {
 		const struct status_device *d = &s->devices[i];
 
@@ -181,7 +176,7 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 			  "%s\n  {\"id\": %u, \"name\": \"%s\", \"backend\": \"%s\", "
 			  "\"fifo_depth\": %" PRIu64 ", \"fifo_tail\": %" PRIu64
 			  ", \"channels\": [",
-			  sep, d->id, d->name, d->backend, d->tail - fifo_low(d), d->tail);
+			  i ? "," : "", d->id, d->name, d->backend, d->tail - fifo_low(d), d->tail);
 		for (uint32_t ch = 0; ch < d->nchannels; ch++)
 			sb_printf(b,
 				  "%s{\"id\": %u, \"inflight\": %" PRIu64
@@ -189,7 +184,6 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 				  ch ? ", " : "", ch, d->tail - d->consumed[ch], d->consumed[ch],
 				  d->aborted[ch]);
 		sb_printf(b, "]}");
-		sep = ",";
 	}
 	sb_printf(b,
 		  "],\n \"totals\": {\"submitted\": %" PRIu64 ", \"completed\": %" PRIu64
