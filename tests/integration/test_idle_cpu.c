@@ -145,70 +145,66 @@ static int idle_client(int rank, int nranks, void *arg)
 	return 0;
 }
 
-static int busy_then_idle(int rank, int nranks, void *arg)
+/* What a client of a communicator does before it idles. */
+struct load {
+	size_t bytes;  /* its buffer */
+	int n;         /* all-reduces it submits */
+	int big_every; /* every big_every-th is 262144 floats, the others 16; 0: none */
+	int wait;      /* waits for each and leaves at the end; 0: reaps none, disconnects */
+};
+
+/* Two ranks, 2000 all-reduces, each waited for. */
+static const struct load busy = { .bytes = 1 << 20, .n = 2000, .big_every = 100, .wait = 1 };
+/*
+ * A 1-rank communicator, 4500 all-reduces submitted, none waited for: with CQ
+ * 4096 entries + SQ 1024, 4500 neither blocks nor fits the CQ.
+ */
+static const struct load stalled = { .bytes = 4096, .n = 4500, .big_every = 0, .wait = 0 };
+
+static int load_then_idle(int rank, int nranks, void *arg)
 {
+	const struct load *l = arg;
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	collc_req req;
 	float *buf;
 	int r;
 
-	(void)arg;
-	if (h_join_alloc(&uid, nranks, rank, 1 << 20, &ctx, &comm, (void **)&buf, NULL) < 0)
+	if (h_join_alloc(&uid, nranks, rank, l->bytes, &ctx, &comm, (void **)&buf, NULL) < 0)
 		return 1;
-	for (int i = 0; i < 2000; i++) {
-		size_t count = i % 100 == 0 ? 262144 : 16;
+	for (int i = 0; i < l->n; i++) {
+		size_t count = l->big_every && i % l->big_every == 0 ? 262144 : 16;
 
 		r = collc_allreduce(comm, buf, buf, count, COLLC_FLOAT32, COLLC_SUM, &req);
-		if (r == 0)
+		if (r == 0 && l->wait)
 			r = collc_wait(ctx, req, 10000);
 		if (r < 0)
-			return h_fail("rank %d: all-reduce: %s", rank, collc_strerror(r));
+			return h_fail("rank %d: all-reduce %d: %s", rank, i, collc_strerror(r));
 	}
 	if (in_place_while_measured())
 		return 1;
-	h_leave(ctx, comm);
-	return 0;
-}
-
-/* A 1-rank communicator: 4500 all-reduces submitted, none waited for. */
-static int stalled_client(int rank, int nranks, void *arg)
-{
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	collc_req req;
-	float *buf;
-	int r;
-
-	(void)arg;
-	if (h_join_alloc(&uid, nranks, rank, 4096, &ctx, &comm, (void **)&buf, NULL) < 0)
-		return 1;
-	/* CQ 4096 entries + SQ 1024: 4500 neither blocks nor fits the CQ. */
-	for (int i = 0; i < 4500; i++) {
-		r = collc_allreduce(comm, buf, buf, 16, COLLC_FLOAT32, COLLC_SUM, &req);
-		if (r < 0)
-			return h_fail("all-reduce %d: %s", i, collc_strerror(r));
-	}
-	if (in_place_while_measured())
-		return 1;
-	collc_disconnect(ctx);
+	if (l->wait)
+		h_leave(ctx, comm);
+	else
+		collc_disconnect(ctx);
 	return 0;
 }
 
 /*
- * n clients running fn (ranks of one communicator of n); once all are in
+ * n clients running fn with l (ranks of one communicator of n); once all are in
  * place, collcd's CPU is measured (`what`), then they are let go and reaped.
  * Returns the failures; a client not in place (`late` says what it had to do
  * first) ends the test.
  */
-static int measure_clients(h_rank_fn fn, int n, const char *late, const char *what)
+static int measure_clients(h_rank_fn fn, const struct load *l, int n, const char *late,
+			   const char *what)
 {
 	pid_t pids[2];
 	int failed;
 
 	h_barrier_init(&sh->bar, (uint32_t)n + 1);
 	for (int r = 0; r < n; r++)
-		pids[r] = h_spawn(fn, r, n, NULL);
+		pids[r] = h_spawn(fn, r, n, (void *)l);
 	if (h_barrier_wait(&sh->bar, 30000) < 0)
 		exit(h_finish(h_fail("%s", late)));
 	failed = measure(what);
@@ -226,7 +222,7 @@ int main(int argc, char **argv)
 		h_daemon_start(NULL);
 		h_unique_id(&uid);
 		failed |= measure_clients(
-			stalled_client, 1, "the client did not submit",
+			load_then_idle, &stalled, 1, "the client did not submit",
 			"a client with 4500 all-reduces submitted and none reaped (CQ "
 			"full, 404 waiting in its SQ)");
 		return h_finish(failed);
@@ -235,11 +231,12 @@ int main(int argc, char **argv)
 	sh = h_shared(sizeof(*sh));
 	h_daemon_start(NULL);
 
-	failed |= measure_clients(idle_client, 1, "the client did not connect",
+	failed |= measure_clients(idle_client, NULL, 1, "the client did not connect",
 				  "one idle client connected");
 
 	h_unique_id(&uid);
-	failed |= measure_clients(busy_then_idle, 2, "the ranks did not finish their all-reduces",
+	failed |= measure_clients(load_then_idle, &busy, 2,
+				  "the ranks did not finish their all-reduces",
 				  "two clients idle with a communicator, after 2000 all-reduces");
 	return h_finish(failed);
 }
