@@ -91,6 +91,24 @@ static void check_success(const struct collc_config *c, uint32_t maxch, const ch
 	FUZZ_ASSERT(!bad, "%s accepted, %s out of range", what, bad);
 }
 
+/*
+ * What what(input) returned: 0 with a config in range, or -EINVAL with the
+ * config as it was before and err (cap bytes, errlen of them offered) kept.
+ */
+static void check_outcome(int r, const struct collc_config *c, const struct collc_config *before,
+			  const char *err, size_t errlen, size_t cap, uint32_t maxch,
+			  const char *what, const char *input)
+{
+	FUZZ_ASSERT(r == 0 || r == -EINVAL, "%s returned %d", what, r);
+	if (r < 0) {
+		FUZZ_ASSERT(fuzz_cfg_equal(c, before), "%s('%.80s') failed but changed the config",
+			    what, input);
+		check_err(err, errlen, cap, what);
+	} else {
+		check_success(c, maxch, what);
+	}
+}
+
 /* Every value cfg_get_key prints parses back to itself. */
 static void check_roundtrip(const struct collc_config *c)
 {
@@ -175,15 +193,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			before = cfg;
 			memset(err, 0xee, sizeof(err));
 			r = cfg_apply_kv(&cfg, piece, err, errlen);
-			FUZZ_ASSERT(r == 0 || r == -EINVAL, "cfg_apply_kv returned %d", r);
-			if (r < 0) {
-				FUZZ_ASSERT(fuzz_cfg_equal(&cfg, &before),
-					    "cfg_apply_kv('%.80s') failed but changed the config",
-					    piece);
-				check_err(err, errlen, sizeof(err), "cfg_apply_kv");
-			} else {
-				check_success(&cfg, maxch, "cfg_apply_kv");
-			}
+			check_outcome(r, &cfg, &before, err, errlen, sizeof(err), maxch,
+				      "cfg_apply_kv", piece);
 			i = j + 1;
 		}
 		free(piece);
@@ -200,15 +211,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		before = cfg;
 		memset(err, 0xee, sizeof(err));
 		r = cfg_apply_file(&cfg, memfd_path, err, errlen);
-		FUZZ_ASSERT(r == 0 || r == -EINVAL, "cfg_apply_file returned %d", r);
-		if (r < 0) {
-			FUZZ_ASSERT(fuzz_cfg_equal(&cfg, &before),
-				    "cfg_apply_file failed but changed the config");
-			check_err(err, errlen, sizeof(err), "cfg_apply_file");
-		} else {
-			check_success(&cfg, maxch, "cfg_apply_file");
+		check_outcome(r, &cfg, &before, err, errlen, sizeof(err), maxch, "cfg_apply_file",
+			      memfd_path);
+		if (r == 0)
 			check_roundtrip(&cfg);
-		}
 		ref = before;
 		want = reference_file(&ref, text, tlen);
 		if (want != r || (r == 0 && !fuzz_cfg_equal(&cfg, &ref))) {
