@@ -63,15 +63,18 @@ static void usage(FILE *f)
 		"      twoshot_max_bytes and rotate_channels take auto: each executor's default)\n");
 }
 
-static int parse_uint(const char *s, uint32_t min, uint32_t max, uint32_t *ret)
+/* Option opt's value s, in [min, max]; says so on stderr when it is not. */
+static int parse_uint(const char *opt, const char *s, uint32_t min, uint32_t max, uint32_t *ret)
 {
 	char *end;
 	unsigned long v;
 
 	errno = 0;
 	v = strtoul(s, &end, 10);
-	if (errno || *end || end == s || v < min || v > max)
+	if (errno || *end || end == s || v < min || v > max) {
+		fprintf(stderr, "collcd: %s must be %u..%u\n", opt, min, max);
 		return -EINVAL;
+	}
 	*ret = (uint32_t)v;
 	return 0;
 }
@@ -111,18 +114,13 @@ static int parse_options(int argc, char **argv, struct options *o)
 			o->backend = optarg;
 			break;
 		case 'd':
-			if (parse_uint(optarg, 1, COLLC_MAX_RANKS, &o->devices) < 0) {
-				fprintf(stderr, "collcd: --devices must be 1..%u\n",
-					COLLC_MAX_RANKS);
+			if (parse_uint("--devices", optarg, 1, COLLC_MAX_RANKS, &o->devices) < 0)
 				return -EINVAL;
-			}
 			break;
 		case 'C':
-			if (parse_uint(optarg, 1, COLLC_MAX_CHANNELS, &o->max_channels) < 0) {
-				fprintf(stderr, "collcd: --max-channels must be 1..%u\n",
-					COLLC_MAX_CHANNELS);
+			if (parse_uint("--max-channels", optarg, 1, COLLC_MAX_CHANNELS,
+				       &o->max_channels) < 0)
 				return -EINVAL;
-			}
 			break;
 		case 'S':
 			if (o->nsets >= (int)(sizeof(o->sets) / sizeof(o->sets[0]))) {
