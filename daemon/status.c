@@ -289,8 +289,6 @@ static const struct client_gauge client_gauges[] = {
 char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 {
 	struct sbuf b = { 0 };
-	static const char *const algos[] = { "auto", "ring", "oneshot", "twoshot" };
-	static const char *const protos[] = { "auto", "simple", "ll", "ll128" };
 
 	metric_total(&b, "collc_collectives_submitted_total", "Collective submissions taken.",
 		     s->submitted);
@@ -304,14 +302,14 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 		     "Work items of revoked communicators abandoned in an executor.", s->aborted);
 	metric_head(&b, "collc_collectives_by_algo_total", "counter",
 		    "Collectives launched per algorithm.");
-	for (int a = 1; a < COLLC_ALGO_MAX; a++)
+	for (uint32_t a = 1; a < COLLC_ALGO_MAX; a++)
 		sb_printf(&b, "collc_collectives_by_algo_total{algo=\"%s\"} %" PRIu64 "\n",
-			  algos[a], s->by_algo[a]);
+			  cfg_algo_name(a), s->by_algo[a]);
 	metric_head(&b, "collc_collectives_by_proto_total", "counter",
 		    "Collectives launched per protocol.");
-	for (int p = 1; p < COLLC_PROTO_MAX; p++)
+	for (uint32_t p = 1; p < COLLC_PROTO_MAX; p++)
 		sb_printf(&b, "collc_collectives_by_proto_total{proto=\"%s\"} %" PRIu64 "\n",
-			  protos[p], s->by_proto[p]);
+			  cfg_proto_name(p), s->by_proto[p]);
 	for (size_t g = 0; g < sizeof(client_gauges) / sizeof(client_gauges[0]); g++) {
 		const struct client_gauge *cg = &client_gauges[g];
 
