@@ -90,7 +90,6 @@ struct dev_mem {
 	const struct exec_backend *ex;
 	uint16_t type;
 	uint32_t id;
-	uint64_t size;
 	int r;
 	struct exec_mem m;
 };
@@ -194,7 +193,6 @@ static void handle_dev_mem(struct session *s, const struct collc_msg_hdr *h, con
 	d->ex = ex;
 	d->type = h->type;
 	d->id = h->id;
-	d->size = q->size;
 	r = ex->mem_add(h->type, payload, h->length, mem_done_cb, d);
 	if (r < 0) {
 		free(d);

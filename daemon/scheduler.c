@@ -530,20 +530,23 @@ static void sleep_until_work(int timers)
 }
 
 /*
- * Resolves this pass's config for every executor (its auto keys), and hands
- * a newly published one to the executors that take it (configure). The
+ * After a publication: resolves the config for every executor (its auto
+ * keys) and hands it to the executors that take it (configure). The
  * generation is read first (G2 in config.c): cfg is at least that new, so
- * no publication goes unseen.
+ * no publication goes unseen, and a pass with the same generation keeps the
+ * resolved copies.
  */
 static void exec_configs(const struct collc_config *cfg, uint64_t gen)
 {
 	static uint64_t configured = UINT64_MAX;
 
+	if (gen == configured)
+		return;
 	for (uint32_t e = 0; e < sched.nexecs; e++) {
 		struct sched_exec *se = &sched.execs[e];
 
 		cfg_resolve(cfg, &se->ex->defaults, se->ex->max_channels, &se->cfg);
-		if (gen != configured && se->ex->configure)
+		if (se->ex->configure)
 			se->ex->configure(&se->cfg);
 	}
 	configured = gen;
