@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 
-#include "daemon/cpu/reduce.h"
+#include "proto/dtype.h"
 #include "daemon/sqe_check.h"
 
 int sqe_validate(const struct collc_sqe *e, uint32_t nranks, uint32_t rank, uint64_t *ret_send,
@@ -11,14 +11,14 @@ int sqe_validate(const struct collc_sqe *e, uint32_t nranks, uint32_t rank, uint
 
 	if (e->opcode <= COLLC_OP_NOP || e->opcode >= COLLC_OP_MAX)
 		return -EINVAL;
-	if (!red_valid(e->dtype, e->redop) || e->flags != 0 || e->reserved != 0)
+	if (!collc_dtype_op_valid(e->dtype, e->redop) || e->flags != 0 || e->reserved != 0)
 		return -EINVAL;
 	if (nranks == 0 || rank >= nranks)
 		return -EINVAL;
 	if ((e->opcode == COLLC_OP_BROADCAST || e->opcode == COLLC_OP_REDUCE) &&
 	    (e->root < 0 || (uint32_t)e->root >= nranks))
 		return -EINVAL;
-	if (__builtin_mul_overflow(e->count, (uint64_t)red_dtype_size(e->dtype), &one))
+	if (__builtin_mul_overflow(e->count, (uint64_t)collc_dtype_bytes(e->dtype), &one))
 		return -EOVERFLOW;
 	switch (e->opcode) {
 	case COLLC_OP_ALLREDUCE:

@@ -26,6 +26,7 @@
 #include "daemon/cpu/cpu.h"
 #include "daemon/log.h"
 #include "daemon/cpu/reduce.h"
+#include "proto/dtype.h"
 #include "proto/prims.h"
 #include "proto/shm.h"
 #include "proto/wire.h"
@@ -93,7 +94,7 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 		.revoked = ((struct cpu_rank *)(uintptr_t)it->comm_dev)->revoked,
 		.ch = c->id,
 		.share = share,
-		.es = red_dtype_size(it->dtype),
+		.es = collc_dtype_bytes(it->dtype),
 		.scratch = c->mem,
 		.stage_in = c->mem + CPU_SCRATCH_BYTES,
 		.stage_out = c->mem + CPU_SCRATCH_BYTES + CPU_STAGE_BYTES,

@@ -263,19 +263,9 @@ static const finish_fn finishers[COLLC_NUM_DTYPES] = {
 	[COLLC_FLOAT64] = avg_f64,
 };
 
-size_t red_dtype_size(int dtype)
-{
-	return collc_dtype_bytes(dtype);
-}
-
-int red_valid(int dtype, int redop)
-{
-	return collc_dtype_op_valid(dtype, redop);
-}
-
 void red_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int redop)
 {
-	if (!red_valid(dtype, redop))
+	if (!collc_dtype_op_valid(dtype, redop))
 		return;
 	reducers[dtype][redop](dst, a, b, n);
 }
@@ -283,7 +273,7 @@ void red_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, in
 void red_finish(void *buf, size_t n, int dtype, int redop, uint32_t nranks)
 {
 	/* nranks 0 would divide by zero; 1 divides by one */
-	if (!red_valid(dtype, redop) || redop != COLLC_AVG || nranks <= 1)
+	if (!collc_dtype_op_valid(dtype, redop) || redop != COLLC_AVG || nranks <= 1)
 		return;
 	finishers[dtype](buf, n, nranks);
 }

@@ -7,8 +7,8 @@
  * Integer SUM and PROD wrap modulo 2^N; MAX and MIN on floats are the plain
  * comparison (a > b ? a : b), so a NaN in a does not propagate.
  *
- * Callers validate (dtype, redop) with red_valid() first: the other
- * functions do nothing for an unknown combination.
+ * Callers validate (dtype, redop) with collc_dtype_op_valid() (proto/dtype.h)
+ * first: these functions do nothing for an unknown combination.
  */
 #ifndef COLLC_DAEMON_REDUCE_H
 #define COLLC_DAEMON_REDUCE_H
@@ -17,9 +17,6 @@
 #include <stdint.h>
 
 #include "include/collc.h"
-
-size_t red_dtype_size(int dtype);    /* 0 if unknown */
-int red_valid(int dtype, int redop); /* 1 if both known, else 0 */
 
 /*
  * dst[i] = a[i] op b[i] for n elements. dst may be a or b (or both), but

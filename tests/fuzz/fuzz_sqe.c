@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "daemon/cpu/reduce.h"
+#include "proto/dtype.h"
 #include "daemon/sqe_check.h"
 #include "fuzz_util.h"
 #include "proto/shm.h"
@@ -75,8 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 
-	FUZZ_ASSERT(red_dtype_size(e.dtype) == dtype_bytes[e.dtype], "dtype %u: size %zu", e.dtype,
-		    red_dtype_size(e.dtype));
+	FUZZ_ASSERT(collc_dtype_bytes(e.dtype) == dtype_bytes[e.dtype], "dtype %u: size %u",
+		    e.dtype, collc_dtype_bytes(e.dtype));
 	one = (unsigned __int128)e.count * dtype_bytes[e.dtype];
 	switch (e.opcode) {
 	case COLLC_OP_ALLREDUCE:

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "daemon/cpu/reduce.h"
+#include "proto/dtype.h"
 
 #define GUARD  64 /* canary elements after every output buffer */
 #define CANARY 0xa5
@@ -128,7 +129,7 @@ static double bf16_value(uint16_t b)
 
 static uint64_t get_bits(const void *buf, size_t i, int dtype)
 {
-	switch (red_dtype_size(dtype)) {
+	switch (collc_dtype_bytes(dtype)) {
 	case 1:
 		return ((const uint8_t *)buf)[i];
 	case 2:
@@ -142,7 +143,7 @@ static uint64_t get_bits(const void *buf, size_t i, int dtype)
 
 static void put_bits(void *buf, size_t i, int dtype, uint64_t v)
 {
-	switch (red_dtype_size(dtype)) {
+	switch (collc_dtype_bytes(dtype)) {
 	case 1:
 		((uint8_t *)buf)[i] = (uint8_t)v;
 		break;
@@ -160,7 +161,7 @@ static void put_bits(void *buf, size_t i, int dtype, uint64_t v)
 
 static uint64_t mask_bits(uint64_t v, int dtype)
 {
-	size_t bits = 8 * red_dtype_size(dtype);
+	size_t bits = 8 * collc_dtype_bytes(dtype);
 
 	return bits == 64 ? v : v & ((1ULL << bits) - 1);
 }
@@ -168,7 +169,7 @@ static uint64_t mask_bits(uint64_t v, int dtype)
 /* Integer element as uint64: sign-extended for the signed dtypes. */
 static uint64_t int_value(uint64_t bits, int dtype)
 {
-	size_t shift = 64 - 8 * red_dtype_size(dtype);
+	size_t shift = 64 - 8 * collc_dtype_bytes(dtype);
 
 	if (!is_signed(dtype))
 		return bits;
@@ -246,7 +247,7 @@ static void *xmalloc(size_t size)
 /* An output buffer of n elements followed by GUARD canary elements. */
 static void *alloc_out(size_t n, int dtype)
 {
-	size_t sz = red_dtype_size(dtype);
+	size_t sz = collc_dtype_bytes(dtype);
 	uint8_t *p = xmalloc((n + GUARD) * sz);
 
 	memset(p + n * sz, CANARY, GUARD * sz);
@@ -255,7 +256,7 @@ static void *alloc_out(size_t n, int dtype)
 
 static void check_guard(const void *buf, size_t n, int dtype, const char *what)
 {
-	size_t sz = red_dtype_size(dtype);
+	size_t sz = collc_dtype_bytes(dtype);
 	const uint8_t *p = (const uint8_t *)buf + n * sz;
 
 	for (size_t i = 0; i < GUARD * sz; i++)
@@ -342,7 +343,7 @@ static void ref_float(const double *x, int k, int dtype, int op, double *ret_ref
  */
 static void run_case(int dtype, int op, int k, size_t n)
 {
-	size_t sz = red_dtype_size(dtype);
+	size_t sz = collc_dtype_bytes(dtype);
 	void *in[8], *acc = alloc_out(n, dtype), *tmp = alloc_out(n, dtype);
 
 	assert_true(k >= 2 && k <= 8);
@@ -438,7 +439,7 @@ static void test_aliasing(void **state)
 	(void)state;
 	rng_reset(3);
 	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++) {
-		size_t bytes = n * red_dtype_size(dt);
+		size_t bytes = n * collc_dtype_bytes(dt);
 		uint8_t *a = xmalloc(bytes), *b = xmalloc(bytes), *want = xmalloc(bytes);
 		uint8_t *x = xmalloc(bytes);
 
@@ -494,16 +495,16 @@ static void test_sizes_and_validity(void **state)
 
 	(void)state;
 	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++) {
-		assert_int_equal(red_dtype_size(dt), want[dt]);
+		assert_int_equal(collc_dtype_bytes(dt), want[dt]);
 		for (int op = 0; op < COLLC_NUM_REDOPS; op++)
-			assert_true(red_valid(dt, op));
-		assert_false(red_valid(dt, -1));
-		assert_false(red_valid(dt, COLLC_NUM_REDOPS));
+			assert_true(collc_dtype_op_valid(dt, op));
+		assert_false(collc_dtype_op_valid(dt, -1));
+		assert_false(collc_dtype_op_valid(dt, COLLC_NUM_REDOPS));
 	}
-	assert_int_equal(red_dtype_size(-1), 0);
-	assert_int_equal(red_dtype_size(COLLC_NUM_DTYPES), 0);
-	assert_false(red_valid(-1, COLLC_SUM));
-	assert_false(red_valid(COLLC_NUM_DTYPES, COLLC_SUM));
+	assert_int_equal(collc_dtype_bytes(-1), 0);
+	assert_int_equal(collc_dtype_bytes(COLLC_NUM_DTYPES), 0);
+	assert_false(collc_dtype_op_valid(-1, COLLC_SUM));
+	assert_false(collc_dtype_op_valid(COLLC_NUM_DTYPES, COLLC_SUM));
 
 	/* Unknown combinations leave the buffers alone. */
 	uint8_t a[4] = { 1, 2, 3, 4 }, d[4] = { 9, 9, 9, 9 };
