@@ -146,30 +146,34 @@ static void reduce_all(const struct cpu_run *x, char *acc, const char *const *sr
 }
 
 /*
- * dst = the reduction of every rank's src at offset off, n elements. When dst
- * overlaps one of the inputs (in place) it goes through the scratch in
- * pieces, so no input is overwritten before it was read.
+ * dst = the reduction of every rank's src at offset off, n elements, in
+ * pieces of the scratch's size. When dst overlaps one of the inputs (in
+ * place) each piece goes through the scratch, so no input is overwritten
+ * before it was read. Between pieces it looks for a revocation, so a revoked
+ * communicator's large reduction stops within one piece: -ECANCELED then, as
+ * cpu_wait() returns.
  */
-static void reduce_to(const struct cpu_run *x, char *dst, const char *const *src, uint64_t off,
-		      uint64_t n)
+static int reduce_to(const struct cpu_run *x, char *dst, const char *const *src, uint64_t off,
+		     uint64_t n)
 {
-	uint64_t bytes = n * x->es, piece = CPU_SCRATCH_BYTES / x->es;
+	const uint64_t es = x->es, piece = CPU_SCRATCH_BYTES / es;
 	int alias = 0;
 
-	if (!n)
-		return;
 	for (uint32_t k = 0; k < x->it->nranks; k++)
-		alias |= overlaps(dst, src[k] + off, bytes);
-	if (!alias) {
-		reduce_all(x, dst, src, off, n);
-		return;
-	}
+		alias |= overlaps(dst, src[k] + off, n * es);
 	for (uint64_t i = 0; i < n; i += piece) {
 		uint64_t m = collc_min_u64(piece, n - i);
 
-		reduce_all(x, x->scratch, src, off + i * x->es, m);
-		memcpy(dst + i * x->es, x->scratch, m * x->es);
+		if (i && cpu_cancelled(x))
+			return -ECANCELED;
+		if (!alias) {
+			reduce_all(x, dst + i * es, src, off + i * es, m);
+			continue;
+		}
+		reduce_all(x, x->scratch, src, off + i * es, m);
+		memcpy(dst + i * es, x->scratch, m * es);
 	}
+	return 0;
 }
 
 static void copy(char *dst, const char *src, uint64_t bytes)
@@ -387,7 +391,7 @@ static int run(const struct cpu_run *x, int twoshot)
 				held = d;
 				held_bytes = bytes;
 			} else {
-				reduce_to(x, d, pv.src, s.src * es, s.nelem);
+				r = reduce_to(x, d, pv.src, s.src * es, s.nelem);
 			}
 			break;
 		case COLLC_OS_COPY:
