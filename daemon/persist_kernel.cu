@@ -2,20 +2,24 @@
 /*
  * The persistent grid: one per GPU, resident for collcd's life (between
  * quiesce windows). Block 0's warp 0 is the only reader of host memory: lane
- * l of that warp polls work FIFO l and copies each new item into device
- * memory; the channel blocks wait on device memory only (and read their host
- * abort word every 2^16 spins). Each channel block runs every item of its
- * lane in FIFO order, mirroring cpu/executor.c: ring algorithms over Simple, LL
- * or LL128 connections in the receiver's memory, or one-shot / two-shot over
- * peer buffers, then publishes work_consumed for its channel.
+ * l of that warp polls work FIFO l's published word, and the warp copies each
+ * new batch (proto/work.h) into device memory in one burst of reads; the
+ * channel blocks wait on device memory only (and read their host abort word
+ * every 2^16 spins). Each channel block runs every item of its lane in FIFO
+ * order, mirroring cpu/executor.c: ring algorithms over Simple, LL or LL128
+ * connections in the receiver's memory, or one-shot / two-shot over peer
+ * buffers, and publishes work_consumed for its channel once per forwarded
+ * unit.
  *
  * Orderings, by name (see proto/prims.h for S1/R1/S2/R2, W-LL/R-LL, W128/R128):
- *   G1 (poller): item copied into device memory, then dseq with release
+ *   B1' (poller): acquire of published, then the batch's reads; pairs with
+ *      B1 in the scheduler (sched_launch.c).
+ *   G1 (poller): a unit copied into device memory, then dseq with release
  *      (gpu scope); pairs with G1' in a channel block's acquire of dseq.
  *   G2 (poller): dseq, then stop_epoch with release; pairs with G2' (a block
  *      that sees stop re-reads dseq before it exits).
- *   E1 (block): results stored, system fence, then work_consumed; pairs with
- *      F1/F2 in the scheduler.
+ *   E1 (block): results stored, system fence, then work_consumed (at a
+ *      unit's last item); pairs with F1/F2 in the scheduler.
  *   O1 (one-shot): buffers / pointers, system fence, then the slot flag;
  *      pairs with O1' (acquire of the flag before peer data is read).
  *   One-shot LL pushes W-LL lines into peers' inboxes and reuses an inbox
@@ -105,7 +109,51 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	return r;
 }
 
-/* The poller: warp 0 of block 0, lane l of the warp serves FIFO l. */
+/*
+ * Copies the unit [pos, pos + n) of FIFO f into the device copy d, the whole
+ * warp at once: thread t moves the 16-byte words t, t + 32, ... of the unit,
+ * so a unit of up to COLLC_BATCH_MAX items costs one round of PCIe reads.
+ * Marks the unit's last item (batch_last) and, with trace, stamps t_forward.
+ * Returns, on every thread, the kind and coll_id of the unit's last item.
+ */
+__device__ void forward_unit(const struct collc_work_fifo *f, struct collc_work_item *d,
+			     uint64_t pos, uint32_t n, uint32_t trace, uint32_t *ret_kind,
+			     uint64_t *ret_coll)
+{
+	const uint32_t words = n * 8, last0 = (n - 1) * 8;
+	const uint32_t t = threadIdx.x & 31;
+	uint64_t now = trace ? globaltimer() : 0;
+	uint32_t kind = 0;
+	uint64_t coll = 0;
+
+	for (uint32_t g = t; g < words; g += 32) {
+		uint32_t i = g >> 3, w = g & 7;
+		uint32_t slot = (uint32_t)((pos + i) & (COLLC_FIFO_DEPTH - 1));
+		uint4 v = ld_vol128((const uint4 *)&f->items[slot] + w);
+
+		/* Word 4 holds t_forward (.z, .w), word 5 batch_last (.x): proto/work.h. */
+		if (w == 4 && trace) {
+			v.z = (uint32_t)now;
+			v.w = (uint32_t)(now >> 32);
+		}
+		if (w == 5)
+			v.x = i == n - 1;
+		if (g == last0)
+			kind = v.x & 0xff;
+		if (g == last0 + 3)
+			coll = (uint64_t)v.z | (uint64_t)v.w << 32;
+		((uint4 *)&d[slot])[w] = v;
+	}
+	*ret_kind = __shfl_sync(FULL_MASK, kind, last0 & 31);
+	*ret_coll = __shfl_sync(FULL_MASK, coll, (last0 + 3) & 31);
+}
+
+/*
+ * The poller: warp 0 of block 0, lane l of the warp serves FIFO l. Lane l
+ * polls its FIFO's published word; the warp then moves each lane's new unit
+ * (up to COLLC_BATCH_MAX items) into device memory together, and lane l
+ * publishes it to the channel blocks with one store of dseq.
+ */
 __device__ void poller(const struct cuda_grid_args &a)
 {
 	const uint32_t l = threadIdx.x;
@@ -121,78 +169,63 @@ __device__ void poller(const struct cuda_grid_args &a)
 		last_coll = ds->lane[l].last_coll;
 	}
 	for (uint32_t it = 0;; it++) {
+		uint32_t n = 0;
+
 		if (__all_sync(FULL_MASK, done))
 			break;
-		if (done)
-			continue;
-		if ((it & 63) == 0 && ld_vol32(&f->ctrl.abort)) {
+		if (!done && (it & 63) == 0 && ld_vol32(&f->ctrl.abort)) {
 			ds->abort = 1;
 			__threadfence();
 			done = 1;
-			continue;
 		}
-		/* The gate and the item's seq are read together: one round trip per poll. */
-		gate = ld_vol64(&hl->gate);
-		/* W1': pairs with W1 in the scheduler: seq with acquire, then the body's loads. */
-		uint64_t seq = ld_acq_sys(&f->items[pos & (COLLC_FIFO_DEPTH - 1)].seq);
+		if (!done) {
+			/* The gate and published are read together: one round trip per poll. */
+			gate = ld_vol64(&hl->gate);
+			/* B1': pairs with B1 in the scheduler: published, then the batch's loads. */
+			uint64_t pub = ld_acq_sys(&f->ctrl.published);
 
-		if (gate == CUDA_GATE_HOLD) {
-			if (!acked) {
-				/* Hold: tell the host where we stopped (cuda/window.c window()). */
-				st_vol64(&hl->ack_pos, pos);
-				st_vol64(&hl->ack_coll, last_coll);
-				__threadfence_system();
-				st_vol64(&hl->ack_gate, CUDA_GATE_HOLD);
-				acked = 1;
-			}
-			continue;
-		}
-		if (pos >= gate) {
-			/* G2: stop at the boundary the host chose. */
-			st_rel_gpu(&ds->lane[l].stop_epoch, a.epoch);
-			done = 1;
-			continue;
-		}
-		if (seq != pos + 1)
-			continue;
-		/*
-		 * The body: a second read after the acquire of seq, never a torn
-		 * one. (A system fence here instead of the acquire cost a fence per
-		 * item; reading the whole slot every poll, each word carrying seq,
-		 * was 3 us slower end to end: bench/RESULTS.md.)
-		 */
-		{
-			const uint4 *src = (const uint4 *)&f->items[pos & (COLLC_FIFO_DEPTH - 1)];
-			uint4 *dst = (uint4 *)&ds->items[l][pos & (COLLC_FIFO_DEPTH - 1)];
-			uint4 v[8];
-
-#pragma unroll
-			for (int k = 0; k < 8; k++)
-				v[k] = ld_vol128(src + k);
-			if (a.trace) {
-				/*
-				 * reserved[0] of the device copy: the loads of the body are
-				 * issued, not yet back; the hand-off the blocks time starts
-				 * here and includes that PCIe read.
-				 */
-				uint64_t t = globaltimer();
-
-				v[4].z = (uint32_t)t;
-				v[4].w = (uint32_t)(t >> 32);
-			}
-#pragma unroll
-			for (int k = 0; k < 8; k++)
-				dst[k] = v[k];
-			const struct collc_work_item *it2 = (const struct collc_work_item *)v;
-
-			if (it2->kind == COLLC_WORK_COLL)
-				last_coll = it2->coll_id;
-			if (it2->kind == COLLC_WORK_QUIT)
+			if (gate == CUDA_GATE_HOLD) {
+				if (!acked) {
+					/* Hold: tell the host where we stopped (cuda/window.c window()). */
+					st_vol64(&hl->ack_pos, pos);
+					st_vol64(&hl->ack_coll, last_coll);
+					__threadfence_system();
+					st_vol64(&hl->ack_gate, CUDA_GATE_HOLD);
+					acked = 1;
+				}
+			} else if (pos >= gate) {
+				/* G2: stop at the boundary the host chose. */
+				st_rel_gpu(&ds->lane[l].stop_epoch, a.epoch);
 				done = 1;
+			} else if (pub > pos) {
+				n = (uint32_t)min(min(pub - pos, gate - pos), (uint64_t)COLLC_BATCH_MAX);
+			}
 		}
-		/* G1: the copy, then dseq. */
-		st_rel_gpu(&ds->lane[l].dseq, pos + 1);
-		pos++;
+		/*
+		 * The units, lane by lane, each moved by the whole warp; the
+		 * barrier carries lane l's acquire (B1') to the other threads'
+		 * reads and their device stores to lane l's release (G1).
+		 */
+		for (uint32_t want = __ballot_sync(FULL_MASK, n > 0); want; want &= want - 1) {
+			const uint32_t src = __ffs(want) - 1;
+			const uint64_t p = __shfl_sync(FULL_MASK, pos, src);
+			const uint32_t k = __shfl_sync(FULL_MASK, n, src);
+			uint32_t kind;
+			uint64_t coll;
+
+			__syncwarp();
+			forward_unit(a.fifo[src], ds->items[src], p, k, a.trace, &kind, &coll);
+			__syncwarp();
+			if (l == src) {
+				if (kind == COLLC_WORK_COLL)
+					last_coll = coll;
+				if (kind == COLLC_WORK_QUIT)
+					done = 1;
+				/* G1: the unit's copy, then dseq. */
+				st_rel_gpu(&ds->lane[l].dseq, pos + n);
+				pos += n;
+			}
+		}
 	}
 	if (l < a.nlanes) {
 		ds->lane[l].poll_pos = pos;
@@ -220,7 +253,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 	struct blk b;         /* per thread: every thread keeps the same copy */
 	__shared__ int state; /* 0 item ready, 1 stop, 2 abort, 3 item abandoned */
 	uint32_t lane, chan;
-	uint64_t pos, t_seen = 0;
+	uint64_t pos, t_seen = 0, seen = 0; /* seen: thread 0's last dseq */
 
 	if (blockIdx.x == 0) {
 		if (threadIdx.x < 32)
@@ -244,8 +277,12 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 
 			state = 0;
 			for (uint32_t spins = 0;; spins++) {
-				/* G1': pairs with G1 in the poller. */
-				if (ld_acq_gpu(&dl->dseq) > pos) {
+				/*
+				 * G1': pairs with G1 in the poller. The rest of a unit
+				 * already seen needs no new acquire: the one that saw
+				 * the unit ordered all of it.
+				 */
+				if (seen > pos || (seen = ld_acq_gpu(&dl->dseq)) > pos) {
 					if (a.trace)
 						t_seen = globaltimer();
 					break;
@@ -303,7 +340,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			if (a.trace && b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels) {
 				uint64_t *tr = a.ds->chan_trace[lane][chan];
 
-				tr[CUDA_TRACE_HANDOFF] += t_seen - b.it.reserved[0];
+				tr[CUDA_TRACE_HANDOFF] += t_seen - b.it.t_forward;
 				tr[CUDA_TRACE_RUN] += globaltimer() - t_seen;
 				tr[CUDA_TRACE_ITEMS]++;
 				tr[CUDA_TRACE_SETUP] += b.t_alg - t_seen;
@@ -311,9 +348,14 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 				for (int k = 0; k < CUDA_TRACE_N; k++)
 					st_vol64(&wc->reserved[k], tr[k]);
 			}
-			/* E1: results, system fence, then work_consumed (mapped host memory). */
-			__threadfence_system();
-			st_vol64(&wc->value, pos + 1);
+			/*
+			 * E1: results, system fence, then work_consumed (mapped
+			 * host memory); once per forwarded unit, at its last item.
+			 */
+			if (b.it.batch_last) {
+				__threadfence_system();
+				st_vol64(&wc->value, pos + 1);
+			}
 			a.ds->chan_pos[lane][chan] = pos + 1;
 		}
 		pos++;

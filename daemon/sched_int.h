@@ -73,6 +73,7 @@ struct sched_client {
 	uint32_t nmrs_live;
 	uint64_t mr_bytes;
 	uint64_t submitted, completed, errors, bad;
+	uint64_t batches, batch_items; /* work batches published, and the items they held */
 };
 
 enum slot_state { SLOT_EMPTY, SLOT_ARRIVING, SLOT_INFLIGHT, SLOT_DONE };
@@ -138,7 +139,9 @@ struct comm {
 /* One device of one executor; the scheduler numbers them globally. */
 struct fifo_host {
 	struct collc_work_fifo *f;
-	uint64_t tail; /* next position to write */
+	uint64_t tail;        /* next position to write */
+	uint64_t batch_first; /* the open batch: written, not yet published (proto/work.h) */
+	uint32_t batch_n;
 	uint32_t exec_idx;
 	uint32_t dev; /* the executor's own device number */
 	uint8_t used;
@@ -166,6 +169,7 @@ struct sched_state {
 	uint64_t next_comm_id;
 	uint64_t next_coll_id;
 	uint64_t submitted, completed, errors, bad;
+	uint64_t batches, batch_items; /* work batches published, and the items they held */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	uint64_t by_op[COLLC_OP_MAX];

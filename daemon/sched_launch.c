@@ -38,6 +38,51 @@ int sched_fifo_has_room(uint32_t dev)
 	return 1;
 }
 
+/*
+ * Work batches (proto/work.h): the items written in one pass stay unpublished
+ * until batch_publish(), at the end of the pass or when the batch is full.
+ */
+static void batch_publish(struct fifo_host *fh)
+{
+	if (!fh->batch_n)
+		return;
+	for (uint32_t k = 0; k < fh->batch_n; k++) {
+		uint64_t pos = fh->batch_first + k;
+
+		/* W1: pairs with the executor's acquire load of seq: the item is whole first. */
+		store_release(&fh->f->items[pos & (COLLC_FIFO_DEPTH - 1)].seq, pos + 1);
+	}
+	/*
+	 * B1: every item of the batch, body and seq, before published; pairs
+	 * with B1' in the grid's poller, which reads the batch whole after its
+	 * acquire of published.
+	 */
+	store_release(&fh->f->ctrl.published, fh->batch_first + fh->batch_n);
+	sched.batches++;
+	sched.batch_items += fh->batch_n;
+	fh->batch_n = 0;
+	sched.execs[fh->exec_idx].ex->kick(fh->dev);
+}
+
+/* Counts the item just written at fh->tail into fh's open batch. */
+static void batch_add(struct fifo_host *fh)
+{
+	if (!fh->batch_n)
+		fh->batch_first = fh->tail;
+	fh->batch_n++;
+	fh->tail++;
+	fh->used = 1;
+	if (fh->batch_n == COLLC_BATCH_MAX)
+		batch_publish(fh);
+}
+
+/* Publishes every FIFO's open batch: the end of a scheduler pass's launches. */
+static void batch_publish_all(void)
+{
+	for (uint32_t d = 0; d < sched.ndevs; d++)
+		batch_publish(&sched.fifos[d]);
+}
+
 /* Have the channels [base, base + nchannels) mod C of dev passed position pos? */
 static int coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchannels)
 {
@@ -173,14 +218,11 @@ static int launch(struct comm *cm, struct slot *sl)
 		it->comm_dev = cm->comm_dev[r];
 		it->comm_id = cm->id;
 		it->coll_id = sl->coll_id;
+		it->t_forward = 0;
+		it->batch_last = 0;
 		sr->fifo_pos = fh->tail;
-		/* W1: pairs with the executor's acquire load of seq: the item is whole first. */
-		store_release(&it->seq, fh->tail + 1);
-		fh->tail++;
-		fh->used = 1;
+		batch_add(fh);
 	}
-	for (uint32_t r = 0; r < cm->nranks; r++)
-		se->ex->kick(sched.fifos[cm->devs[r]].dev);
 	sl->state = SLOT_INFLIGHT;
 	cm->inflight++;
 	cm->by_algo[p.algo]++;
@@ -214,6 +256,7 @@ int sched_launch_ready(void)
 		}
 		sched_comm_advance_done(cm);
 	}
+	batch_publish_all();
 	return progress;
 }
 

@@ -256,6 +256,8 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 	s->completed = sched.completed;
 	s->errors = sched.errors;
 	s->bad = sched.bad;
+	s->batches = sched.batches;
+	s->batch_items = sched.batch_items;
 	memcpy(s->by_algo, sched.by_algo, sizeof(s->by_algo));
 	memcpy(s->by_proto, sched.by_proto, sizeof(s->by_proto));
 	memcpy(s->lat_buckets, sched.lat_buckets, sizeof(s->lat_buckets));

@@ -188,8 +188,10 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 	sb_printf(b,
 		  "],\n \"totals\": {\"submitted\": %" PRIu64 ", \"completed\": %" PRIu64
 		  ", \"errors\": %" PRIu64 ", \"bad_entries\": %" PRIu64
-		  ", \"aborted_items\": %" PRIu64 ", ",
-		  s->submitted, s->completed, s->errors, s->bad, s->aborted);
+		  ", \"aborted_items\": %" PRIu64 ", \"batches\": %" PRIu64
+		  ", \"batch_items\": %" PRIu64 ", ",
+		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
+		  s->batch_items);
 	print_by_algo_proto(b, s->by_algo, s->by_proto);
 	sb_printf(b, "}}\n");
 }
@@ -209,8 +211,10 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 		  cfg_proto_name(s->cfg->proto), cfg_algo_name(s->cfg->algo));
 	sb_printf(b,
 		  "totals: submitted %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
-		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n\n",
-		  s->submitted, s->completed, s->errors, s->bad, s->aborted);
+		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n"
+		  "work batches: %" PRIu64 ", %.2f items each\n\n",
+		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
+		  s->batches ? (double)s->batch_items / (double)s->batches : 0.0);
 	sb_printf(b, "CLIENT  PID      SQ    CQ    INFLIGHT  COMPLETED   ERRORS\n");
 	for (uint32_t i = 0; i < s->nclients; i++) {
 		const struct status_client *c = &s->clients[i];
@@ -298,6 +302,10 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 		     "Collective completions posted with an error.", s->errors);
 	metric_total(&b, "collc_bad_entries_total", "Submission entries rejected as invalid.",
 		     s->bad);
+	metric_total(&b, "collc_work_batches_total",
+		     "Work batches published to the executors' FIFOs.", s->batches);
+	metric_total(&b, "collc_work_batch_items_total", "Work items those batches held.",
+		     s->batch_items);
 	metric_total(&b, "collc_items_aborted_total",
 		     "Work items of revoked communicators abandoned in an executor.", s->aborted);
 	metric_head(&b, "collc_collectives_by_algo_total", "counter",

@@ -64,6 +64,7 @@ struct status_snapshot {
 	struct status_device *devices;
 	uint32_t ndevices;
 	uint64_t submitted, completed, errors, bad, aborted;
+	uint64_t batches, batch_items; /* work batches published, and the items they held */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	uint64_t lat_buckets[8][17]; /* size class x log2(us) bucket; 16: beyond */

@@ -19,6 +19,16 @@
  *
  * Each item carries seq = position + 1 in its last word, written last with a
  * release store, so a reader that sees the expected seq sees a whole item.
+ *
+ * Work batches: the scheduler publishes the items it wrote in one pass as
+ * one batch per FIFO: it writes every item (body, then its seq by W1), then
+ * ctrl.published = the position after the batch (B1, release). A reader that
+ * acquires published may read every item below it at once: the grid's
+ * poller reads a batch in one burst of PCIe reads and forwards it to the
+ * channel blocks as one unit (marking its last item), and each block
+ * publishes work_consumed once per unit instead of once per item. A reader
+ * that takes items one by one (the CPU executor) waits for each item's own
+ * seq and needs nothing else.
  */
 #ifndef COLLC_PROTO_WORK_H
 #define COLLC_PROTO_WORK_H
@@ -29,6 +39,7 @@
 #define COLLC_FIFO_DEPTH   256u /* items per device; a power of two */
 #define COLLC_MAX_CHANNELS 32u
 #define COLLC_MAX_RANKS    64u
+#define COLLC_BATCH_MAX    32u /* items per batch, and per unit the grid forwards */
 
 enum {
 	COLLC_WORK_NONE = 0,
@@ -72,7 +83,10 @@ struct collc_work_item {
 	uint64_t comm_dev; /* executor-space address of the rank's connection state */
 	uint64_t coll_id;  /* the scheduler's id of the collective, for tracing */
 	uint64_t comm_id;  /* the scheduler's id of the communicator: never reused, never 0 */
-	uint64_t reserved[6];
+	uint64_t t_forward;  /* the grid's device copy: when the poller forwarded it (cuda_trace) */
+	uint32_t batch_last; /* the grid's device copy: nonzero on the last item of a forwarded unit */
+	uint32_t reserved0;
+	uint64_t reserved[4];
 	uint64_t seq; /* position + 1; written last */
 };
 _Static_assert(sizeof(struct collc_work_item) == 128, "work_item size");
@@ -84,6 +98,8 @@ _Static_assert(offsetof(struct collc_work_item, recvbuf) == 40, "work_item.recvb
 _Static_assert(offsetof(struct collc_work_item, comm_dev) == 48, "work_item.comm_dev");
 _Static_assert(offsetof(struct collc_work_item, coll_id) == 56, "work_item.coll_id");
 _Static_assert(offsetof(struct collc_work_item, comm_id) == 64, "work_item.comm_id");
+_Static_assert(offsetof(struct collc_work_item, t_forward) == 72, "work_item.t_forward");
+_Static_assert(offsetof(struct collc_work_item, batch_last) == 80, "work_item.batch_last");
 _Static_assert(offsetof(struct collc_work_item, seq) == 120, "work_item.seq");
 
 /* One channel's counters on their own cache line, written by that channel of the executor. */
@@ -104,11 +120,15 @@ struct collc_fifo_ctrl {
 	uint32_t abort;      /* nonzero: abandon every item and exit */
 	uint32_t exec_sleep; /* CPU executor: channels asleep on `bell` */
 	uint32_t bell;       /* CPU executor: futex word bumped after appends */
-	uint32_t reserved[13];
+	uint32_t reserved0;
+	uint64_t published; /* written by the host: items [0, published) are whole (B1) */
+	uint32_t reserved[10];
 };
 _Static_assert(sizeof(struct collc_fifo_ctrl) == 64 * COLLC_MAX_CHANNELS + 64, "fifo_ctrl size");
 _Static_assert(offsetof(struct collc_fifo_ctrl, abort) == 64 * COLLC_MAX_CHANNELS,
 	       "fifo_ctrl.abort");
+_Static_assert(offsetof(struct collc_fifo_ctrl, published) == 64 * COLLC_MAX_CHANNELS + 16,
+	       "fifo_ctrl.published");
 
 struct collc_work_fifo {
 	struct collc_fifo_ctrl ctrl;

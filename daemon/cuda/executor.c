@@ -369,6 +369,8 @@ static void post_quit(void)
 		memset(it, 0, offsetof(struct collc_work_item, seq));
 		it->kind = COLLC_WORK_QUIT;
 		store_release(&it->seq, tail + 1);
+		/* B1: pairs with the poller's acquire of published. */
+		store_release(&f->ctrl.published, tail + 1);
 	}
 }
 

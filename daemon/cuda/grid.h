@@ -62,7 +62,7 @@ struct cuda_dlane {
 
 /*
  * COLLC_CUDA_TRACE=1: the poller stamps each item it forwards with
- * %globaltimer (in the device copy's reserved[0]); each channel block adds,
+ * %globaltimer (in the device copy's t_forward); each channel block adds,
  * per item, the time from that stamp to its seeing the item, the time it ran
  * the item, and of that run the time before the algorithm started (loading
  * the communicator's state) and, for one-shot LL, from its first line pushed

@@ -9,11 +9,12 @@
  *    clients[] {pid, sq_depth, cq_depth, inflight}, comms[] {id, nranks,
  *    pending, inflight, completed, lagging_ranks[]}, devices[] {name, backend,
  *    fifo_depth, channels[] {id, inflight, work_consumed}}, totals
- *    {submitted, completed, errors};
+ *    {submitted, completed, errors, batches, batch_items};
  *  - the values: both rank pids among the clients, communicator B pending
  *    with lagging_ranks [1], totals moving forward, completed <= submitted.
  * After the ranks finish, totals.completed equals the completions the ranks
- * saw and totals.errors is 0. collcctl status (table) and metrics work too.
+ * saw, totals.errors is 0, and totals.batch_items counts one work item per
+ * submission. collcctl status (table) and metrics work too.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -206,7 +207,7 @@ static int python_accepts(const char *text, size_t len)
 }
 
 struct snapshot {
-	double submitted, completed, errors;
+	double submitted, completed, errors, batches, batch_items;
 	int saw_pids, saw_lagging;
 };
 
@@ -217,7 +218,8 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 	static const char *const comm_keys[] = { "id",       "nranks",    "pending",
 						 "inflight", "completed", NULL };
 	static const char *const chan_keys[] = { "id", "inflight", "work_consumed", NULL };
-	static const char *const total_keys[] = { "submitted", "completed", "errors", NULL };
+	static const char *const total_keys[] = { "submitted", "completed", "errors", "batches",
+						  "batch_items", NULL };
 	const struct json *cfg, *clients, *comms, *devices, *totals;
 	char err[256];
 	struct json *root = json_parse(text, len, err, sizeof(err));
@@ -302,6 +304,10 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 			s->completed = v->number;
 		if ((v = json_get(totals, "errors")) && v->type == JSON_NUMBER)
 			s->errors = v->number;
+		if ((v = json_get(totals, "batches")) && v->type == JSON_NUMBER)
+			s->batches = v->number;
+		if ((v = json_get(totals, "batch_items")) && v->type == JSON_NUMBER)
+			s->batch_items = v->number;
 		if (s->completed > s->submitted) {
 			nerr++;
 			h_fail("status --json: totals.completed %.0f > totals.submitted %.0f",
@@ -444,6 +450,14 @@ int main(int argc, char **argv)
 			h_log("after the traffic: totals.submitted == totals.completed == %.0f, the sum of "
 			      "what the ranks completed; errors 0",
 			      want);
+		/* Each rank's submission became one work item, published in some batch. */
+		if (s.batch_items != want || s.batches < 1 || s.batches > s.batch_items)
+			failed = h_fail("after the traffic: totals batches %.0f, batch_items %.0f "
+					"(want batch_items == %.0f, 1 <= batches <= batch_items)",
+					s.batches, s.batch_items, want);
+		else
+			h_log("work batches: %.0f items in %.0f batches (%.2f each)", s.batch_items,
+			      s.batches, s.batch_items / s.batches);
 	}
 	h_barrier_wait(&sh->bar, 20000);
 out:
