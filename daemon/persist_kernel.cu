@@ -49,16 +49,16 @@
 /* Runs this channel's share of an item; -1 when aborted. */
 __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 {
-	const struct cuda_rank *rk = (const struct cuda_rank *)(uintptr_t)b->it.comm_dev;
-	const char *src = (const char *)(uintptr_t)b->it.sendbuf;
-	char *dst = (char *)(uintptr_t)b->it.recvbuf;
+	const struct cuda_rank *rk = (const struct cuda_rank *)(uintptr_t)b->it->comm_dev;
+	const char *src = (const char *)(uintptr_t)b->it->sendbuf;
+	char *dst = (char *)(uintptr_t)b->it->recvbuf;
 	int r;
 
 	b->revoked_dev = &rk->revoked_dev;
 	b->nsteps = 0;
-	b->es = collc_dtype_bytes(b->it.dtype);
-	b->algo = b->it.algo;
-	b->proto = b->it.proto;
+	b->es = collc_dtype_bytes(b->it->dtype);
+	b->algo = b->it->algo;
+	b->proto = b->it->proto;
 	/*
 	 * The communicator's state, loaded unless the block ran this
 	 * communicator's last item: then every thread's copy is current (the
@@ -67,7 +67,7 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 	 * cuda_chan) shrinks to one. comm_id is never reused, so a communicator
 	 * set up again at the same address never matches.
 	 */
-	if (b->state_of != b->it.comm_id || !b->it.comm_id) {
+	if (b->state_of != b->it->comm_id || !b->it->comm_id) {
 		b->revoked_of = (const uint32_t *)(uintptr_t)rk->revoked;
 		b->ch = (struct cuda_chan *)(uintptr_t)rk->chan[b->chan];
 		b->send_step = b->ch->send_step;
@@ -83,23 +83,25 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 		b->prev_head = (uint64_t *)(uintptr_t)b->ch->prev_head;
 		b->my_head = &b->ch->head;
 		b->my_tail = &b->ch->tail;
-		b->state_of = b->it.comm_id;
+		b->state_of = b->it->comm_id;
 	}
 	b->revoked = b->revoked_of;
-	if (b->it.nranks == 1) {
+	if (b->it->nranks == 1) {
 		single_rank(b, src, dst);
 		return 0;
 	}
 	if (b->trace)
 		b->t_alg = globaltimer();
 	if (b->algo == COLLC_ALGO_ONESHOT && b->proto == COLLC_PROTO_LL &&
-	    collc_oll_coll(b->it.coll))
+	    collc_oll_coll(b->it->coll))
 		r = oll_run(b, src, dst);
 	else if (b->algo == COLLC_ALGO_ONESHOT || b->algo == COLLC_ALGO_TWOSHOT)
 		r = oneshot(b, src, dst,
-			    b->algo == COLLC_ALGO_TWOSHOT && b->it.coll == COLLC_OP_ALLREDUCE);
+			    b->algo == COLLC_ALGO_TWOSHOT && b->it->coll == COLLC_OP_ALLREDUCE);
 	else
 		r = ring_run(b, src, dst);
+	if (b->trace)
+		b->t_done = globaltimer();
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		b->ch->send_step = b->send_step;
@@ -216,6 +218,13 @@ __device__ void poller(const struct cuda_grid_args &a)
 			__syncwarp();
 			forward_unit(a.fifo[src], ds->items[src], p, k, a.trace, &kind, &coll);
 			__syncwarp();
+			if (l == src && a.trace) {
+				/* reserved[0] of the device copies: the reads are back (grid.h). */
+				uint64_t t = globaltimer();
+
+				for (uint32_t i = 0; i < k; i++)
+					ds->items[src][(p + i) & (COLLC_FIFO_DEPTH - 1)].reserved[0] = t;
+			}
 			if (l == src) {
 				if (kind == COLLC_WORK_COLL)
 					last_coll = coll;
@@ -252,8 +261,9 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 {
 	struct blk b;         /* per thread: every thread keeps the same copy */
 	__shared__ int state; /* 0 item ready, 1 stop, 2 abort, 3 item abandoned */
+	__shared__ uint4 s_item[8]; /* the running item, one copy per block (b.it) */
 	uint32_t lane, chan;
-	uint64_t pos, t_seen = 0, seen = 0; /* seen: thread 0's last dseq */
+	uint64_t pos, t_seen = 0, t_item = 0, seen = 0; /* seen: thread 0's last dseq */
 
 	if (blockIdx.x == 0) {
 		if (threadIdx.x < 32)
@@ -263,13 +273,14 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 	lane = (blockIdx.x - 1) / a.nchannels;
 	chan = (blockIdx.x - 1) % a.nchannels;
 	b.ds = a.ds;
+	b.it = (const struct collc_work_item *)s_item;
 	b.hctl = &a.fifo[lane]->ctrl;
 	b.revoked = NULL;
 	b.revoked_dev = NULL;
 	b.chan = chan;
 	b.trace = a.trace;
 	b.state_of = 0;
-	b.t_alg = b.t_ollwait = 0;
+	b.t_alg = b.t_done = b.t_ollwait = 0;
 	pos = a.ds->chan_pos[lane][chan];
 	for (;;) {
 		if (threadIdx.x == 0) {
@@ -308,15 +319,23 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		__syncthreads();
 		if (state)
 			break;
-#pragma unroll
-		for (int k = 0; k < 8; k++)
-			((uint4 *)&b.it)[k] = ld_data(
+		/*
+		 * The item, one 16-byte word per thread of the first eight, into
+		 * shared memory; b.it points there. A copy in every thread's
+		 * struct blk cost 1.3-1.5 us per item (512 threads' local-memory
+		 * stores; cuda_trace). Ordered after thread 0's G1' by the barrier.
+		 */
+		if (threadIdx.x < 8)
+			s_item[threadIdx.x] = ld_data(
 				(const uint4 *)&a.ds->items[lane][pos & (COLLC_FIFO_DEPTH - 1)] +
-				k);
-		b.share = collc_item_share(b.it.chan_base, chan, a.nchannels);
-		b.t_alg = t_seen;
+				threadIdx.x);
+		__syncthreads();
+		b.share = collc_item_share(b.it->chan_base, chan, a.nchannels);
+		if (a.trace)
+			t_item = globaltimer(); /* after the item's loads: share needs them */
+		b.t_alg = b.t_done = t_item;
 		b.t_ollwait = 0;
-		if (b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels &&
+		if (b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels &&
 		    run_item(&b, a) < 0) {
 			/*
 			 * Every thread saw the same -1 (the primitives agree through
@@ -337,29 +356,30 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 
 			if (state == 3)
 				st_vol64(&wc->aborted, ++a.ds->chan_aborted[lane][chan]);
-			if (a.trace && b.it.kind == COLLC_WORK_COLL && b.share < b.it.nchannels) {
-				uint64_t *tr = a.ds->chan_trace[lane][chan];
-
-				tr[CUDA_TRACE_HANDOFF] += t_seen - b.it.t_forward;
-				tr[CUDA_TRACE_RUN] += globaltimer() - t_seen;
-				tr[CUDA_TRACE_ITEMS]++;
-				tr[CUDA_TRACE_SETUP] += b.t_alg - t_seen;
-				tr[CUDA_TRACE_OLLWAIT] += b.t_ollwait;
-				for (int k = 0; k < CUDA_TRACE_N; k++)
-					st_vol64(&wc->reserved[k], tr[k]);
-			}
 			/*
 			 * E1: results, system fence, then work_consumed (mapped
 			 * host memory); once per forwarded unit, at its last item.
 			 */
-			if (b.it.batch_last) {
+			if (b.it->batch_last) {
 				__threadfence_system();
 				st_vol64(&wc->value, pos + 1);
 			}
 			a.ds->chan_pos[lane][chan] = pos + 1;
+			if (a.trace && b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels) {
+				uint64_t *tr = a.ds->chan_trace[lane][chan];
+
+				tr[CUDA_TRACE_COPY] += b.it->reserved[0] - b.it->t_forward;
+				tr[CUDA_TRACE_SEEN] += t_seen - b.it->reserved[0];
+				tr[CUDA_TRACE_ITEMS]++;
+				tr[CUDA_TRACE_ITEM] += t_item - t_seen;
+				tr[CUDA_TRACE_STATE] += b.t_alg - t_item;
+				tr[CUDA_TRACE_ALG] += b.t_done - b.t_alg;
+				tr[CUDA_TRACE_OLLWAIT] += b.t_ollwait;
+				tr[CUDA_TRACE_END] += globaltimer() - b.t_done;
+			}
 		}
 		pos++;
-		if (b.it.kind == COLLC_WORK_QUIT)
+		if (b.it->kind == COLLC_WORK_QUIT)
 			break;
 	}
 }

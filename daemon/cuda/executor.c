@@ -374,26 +374,36 @@ static void post_quit(void)
 	}
 }
 
-/* Config cuda_trace: the means the channel blocks summed (cuda/grid.h). */
+/* Config cuda_trace: the means the channel blocks summed (cuda/grid.h); the grids have quit. */
 static void log_trace(void)
 {
-	for (uint32_t d = 0; d < ngpus * nlanes; d++)
-		for (uint32_t c = 0; c < nchan; c++) {
-			const uint64_t *tr = cuda_fifo(d)->ctrl.work_consumed[c].reserved;
-			uint64_t n = load_relaxed(&tr[CUDA_TRACE_ITEMS]);
+	static uint64_t tr[CUDA_MAX_LANES][COLLC_MAX_CHANNELS][CUDA_TRACE_N];
 
-			if (!n)
-				continue;
-			log_info(
-				"trace gpu%u.%u channel %u: %llu items: poller forward -> block sees it "
-				"%.2f us, block runs it %.2f us, of which state loads %.2f us and "
-				"one-shot LL push -> last line %.2f us (means)",
-				gpu_of(d), lane_of(d), c, (unsigned long long)n,
-				load_relaxed(&tr[CUDA_TRACE_HANDOFF]) / 1e3 / n,
-				load_relaxed(&tr[CUDA_TRACE_RUN]) / 1e3 / n,
-				load_relaxed(&tr[CUDA_TRACE_SETUP]) / 1e3 / n,
-				load_relaxed(&tr[CUDA_TRACE_OLLWAIT]) / 1e3 / n);
+	for (uint32_t g = 0; g < ngpus; g++) {
+		if (cudaSetDevice(gpus[g].ord) != cudaSuccess ||
+		    cudaMemcpy(tr, gpus[g].ds->chan_trace, sizeof(tr), cudaMemcpyDeviceToHost) !=
+			    cudaSuccess) {
+			log_warn("cuda_trace: cannot read gpu%u's sums", g);
+			continue;
 		}
+		for (uint32_t l = 0; l < nlanes; l++)
+			for (uint32_t c = 0; c < nchan; c++) {
+				const uint64_t *t = tr[l][c];
+				double n = (double)t[CUDA_TRACE_ITEMS];
+
+				if (!t[CUDA_TRACE_ITEMS])
+					continue;
+				log_info("trace gpu%u.%u channel %u: %llu items, means in us: poller "
+					 "reads %.2f, dseq seen %.2f, item load %.2f, state %.2f, "
+					 "algorithm %.2f (one-shot LL push -> last line %.2f), "
+					 "barrier + fence + work_consumed %.2f",
+					 g, l, c, (unsigned long long)t[CUDA_TRACE_ITEMS],
+					 t[CUDA_TRACE_COPY] / 1e3 / n, t[CUDA_TRACE_SEEN] / 1e3 / n,
+					 t[CUDA_TRACE_ITEM] / 1e3 / n, t[CUDA_TRACE_STATE] / 1e3 / n,
+					 t[CUDA_TRACE_ALG] / 1e3 / n, t[CUDA_TRACE_OLLWAIT] / 1e3 / n,
+					 t[CUDA_TRACE_END] / 1e3 / n);
+			}
+	}
 }
 
 static void cuda_fini(void)
@@ -576,7 +586,7 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 		log_info("cuda_idle_sleep_ns: idle channel blocks sleep %u ns between polls",
 			 idle_sleep_ns);
 	if (trace)
-		log_warn("cuda_trace: the grid times its hand-offs (costs PCIe writes per item)");
+		log_warn("cuda_trace: the grid times the hops of every item it runs");
 	gpus = calloc((size_t)n, sizeof(*gpus));
 	track = calloc((size_t)n * nlanes, sizeof(*track));
 	if (!gpus || !track)

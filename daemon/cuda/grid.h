@@ -61,21 +61,30 @@ struct cuda_dlane {
 };
 
 /*
- * COLLC_CUDA_TRACE=1: the poller stamps each item it forwards with
- * %globaltimer (in the device copy's t_forward); each channel block adds,
- * per item, the time from that stamp to its seeing the item, the time it ran
- * the item, and of that run the time before the algorithm started (loading
- * the communicator's state) and, for one-shot LL, from its first line pushed
- * to the last peer line it received on thread 0. It mirrors its sums into
- * its collc_consumed.reserved[0..4] (ns, ns, items, ns, ns) in host memory;
- * collcd logs the means at exit.
+ * Config cuda_trace=1: the grid times each hop of every item it runs, with
+ * %globaltimer on thread 0 of the block (the poller stamps the device
+ * copy's t_forward before its PCIe reads and reserved[0] when they are back).
+ * Each channel block sums, per item it runs:
+ *   COPY    poller: the unit's PCIe reads issued -> back, copy issued
+ *   SEEN    copy -> the block's acquire of dseq sees it (G1 -> G1')
+ *   ITEM    the block loads the item from device memory
+ *   STATE   the communicator's state, until the algorithm starts
+ *   ALG     the algorithm (for one-shot LL, OLLWAIT of it: first line
+ *           pushed -> last peer line received, thread 0)
+ *   END     the block's barrier, the step store-back, the system fence and
+ *           the work_consumed store (E1)
+ * in device memory (cuda_dstate.chan_trace); collcd copies the sums out
+ * after the grids quit and logs the means.
  */
-#define CUDA_TRACE_HANDOFF 0
-#define CUDA_TRACE_RUN     1
+#define CUDA_TRACE_COPY    0
+#define CUDA_TRACE_SEEN    1
 #define CUDA_TRACE_ITEMS   2
-#define CUDA_TRACE_SETUP   3
-#define CUDA_TRACE_OLLWAIT 4
-#define CUDA_TRACE_N       5
+#define CUDA_TRACE_ITEM    3
+#define CUDA_TRACE_STATE   4
+#define CUDA_TRACE_ALG     5
+#define CUDA_TRACE_OLLWAIT 6
+#define CUDA_TRACE_END     7
+#define CUDA_TRACE_N       8
 
 struct cuda_dstate {
 	struct cuda_dlane lane[CUDA_MAX_LANES];

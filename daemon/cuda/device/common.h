@@ -146,7 +146,7 @@ __device__ __forceinline__ uint64_t globaltimer(void)
 
 /* One channel block's state; every thread keeps the same copy. */
 struct blk {
-	struct collc_work_item it;
+	const struct collc_work_item *it; /* the running item, in shared memory */
 	struct cuda_chan *ch;
 	struct collc_fifo_ctrl *hctl; /* this lane's FIFO control (host memory) */
 	struct cuda_dstate *ds;
@@ -163,7 +163,8 @@ struct blk {
 	const uint32_t *revoked_of; /* the host abort word of state_of */
 	uint64_t state_of;          /* comm_id whose channel state the fields above hold; 0: none */
 	uint32_t trace;             /* COLLC_CUDA_TRACE: thread 0 fills the stamps below */
-	uint64_t t_alg, t_ollwait;  /* the algorithm's start; one-shot LL: push to last line */
+	uint64_t t_alg, t_done;     /* the algorithm's start and end (thread 0) */
+	uint64_t t_ollwait;         /* one-shot LL: first line pushed -> last line received */
 };
 
 /*

@@ -43,8 +43,8 @@ __device__ __noinline__ void reduce_n(struct blk *b, const uint64_t *srcs, uint3
 				      uint64_t soff, char *dst, uint64_t doff, uint64_t len,
 				      int finish)
 {
-	const int dt = b->it.dtype, op = b->it.redop;
-	const uint32_t nr = b->it.nranks, es = b->es;
+	const int dt = b->it->dtype, op = b->it->redop;
+	const uint32_t nr = b->it->nranks, es = b->es;
 	const int fin = finish && op == COLLC_AVG && nr > 1;
 	const uint64_t T = blockDim.x;
 	uintptr_t al = (uintptr_t)(dst + doff);
@@ -74,7 +74,7 @@ enum { OS_ARRIVE = COLLC_OS_ARRIVE, OS_MID = COLLC_OS_MID, OS_DONE = COLLC_OS_DO
 /* Publishes flag `which` = gen into every rank's slot for us, then waits for every rank's. */
 __device__ int os_barrier(struct blk *b, int which, const char *src, char *dst)
 {
-	const uint32_t n = b->it.nranks, me = b->it.rank, t = threadIdx.x;
+	const uint32_t n = b->it->nranks, me = b->it->rank, t = threadIdx.x;
 	__shared__ int os_abort;
 
 	if (t == 0)
@@ -116,7 +116,7 @@ __device__ int os_barrier(struct blk *b, int which, const char *src, char *dst)
 /* The block's share [lo, hi) of the item's count elements, in pieces of whole 16-byte vectors. */
 __device__ __forceinline__ void oneshot_share(const struct blk *b, uint64_t *lo, uint64_t *hi)
 {
-	collc_oneshot_share(b->it.count, b->it.nchannels, b->share, 16 / b->es, lo, hi);
+	collc_oneshot_share(b->it->count, b->it->nchannels, b->share, 16 / b->es, lo, hi);
 }
 
 /*
@@ -127,7 +127,7 @@ __device__ __forceinline__ void oneshot_share(const struct blk *b, uint64_t *lo,
  */
 __device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot)
 {
-	const uint32_t n = b->it.nranks;
+	const uint32_t n = b->it->nranks;
 	const uint64_t es = b->es;
 	uint64_t lo, hi;
 	struct collc_os_iter it;
@@ -135,7 +135,7 @@ __device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, i
 	int r = 0;
 
 	oneshot_share(b, &lo, &hi);
-	if (collc_oneshot_begin(&it, b->it.coll, n, b->it.rank, b->it.root, b->it.count, lo, hi,
+	if (collc_oneshot_begin(&it, b->it->coll, n, b->it->rank, b->it->root, b->it->count, lo, hi,
 				16 / es, twoshot, 0, 0) < 0)
 		return -1;
 	b->os_gen++;
@@ -154,10 +154,10 @@ __device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, i
 /* One rank alone (cpu/executor.c single_rank). */
 __device__ void single_rank(struct blk *b, const char *src, char *dst)
 {
-	const uint64_t es = b->es, count = b->it.count;
-	uint64_t per = collc_div_up(count, b->it.nchannels), off = (uint64_t)b->share * per, n;
+	const uint64_t es = b->es, count = b->it->count;
+	uint64_t per = collc_div_up(count, b->it->nchannels), off = (uint64_t)b->share * per, n;
 	__shared__ uint64_t s1[1];
-	int fin = b->it.coll != COLLC_OP_ALLGATHER && b->it.coll != COLLC_OP_BROADCAST;
+	int fin = b->it->coll != COLLC_OP_ALLGATHER && b->it->coll != COLLC_OP_BROADCAST;
 
 	if (off >= count || !dst)
 		return;

@@ -33,10 +33,10 @@
  */
 __device__ int oll_run(struct blk *b, const char *src, char *dst)
 {
-	const uint32_t n = b->it.nranks, me = b->it.rank, coll = b->it.coll;
-	const int dt = b->it.dtype, op = b->it.redop;
+	const uint32_t n = b->it->nranks, me = b->it->rank, coll = b->it->coll;
+	const int dt = b->it->dtype, op = b->it->redop;
 	const int fin = op == COLLC_AVG && coll != COLLC_OP_ALLGATHER;
-	const uint64_t es = b->es, blk = b->it.count * es;
+	const uint64_t es = b->es, blk = b->it->count * es;
 	uint64_t lo, hi;
 	const uint64_t round = (uint64_t)CUDA_OLL_SLOT_LINES * COLLC_LL_LINE_PAYLOAD;
 	uint64_t bytes, nrounds;

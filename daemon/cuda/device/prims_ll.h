@@ -21,9 +21,9 @@ __device__ __forceinline__ uint64_t word_op(struct blk *b, int flags, uint64_t r
 	uint64_t x = (flags & COLLC_P_RECV) ? rcv : ld_bytes(src + off, n);
 
 	if (flags & COLLC_P_REDUCE)
-		x = red8(b->it.dtype, b->it.redop, x, ld_bytes(src + off, n));
-	if ((flags & COLLC_P_POSTOP) && b->it.redop == COLLC_AVG && b->it.nranks > 1)
-		x = fin8(b->it.dtype, b->it.nranks, x);
+		x = red8(b->it->dtype, b->it->redop, x, ld_bytes(src + off, n));
+	if ((flags & COLLC_P_POSTOP) && b->it->redop == COLLC_AVG && b->it->nranks > 1)
+		x = fin8(b->it->dtype, b->it->nranks, x);
 	if (flags & COLLC_P_DST)
 		st_bytes(dst + off, n, x);
 	return x;

@@ -43,8 +43,8 @@ __device__ __forceinline__ void simple_vecs(int flags, int dt, int op, uint32_t 
 __device__ __forceinline__ void simple_payload(struct blk *b, int flags, const char *in,
 					       const char *src, char *dst, char *out, uint64_t len)
 {
-	const int dt = b->it.dtype, op = b->it.redop;
-	const uint32_t nr = b->it.nranks, es = b->es;
+	const int dt = b->it->dtype, op = b->it->redop;
+	const uint32_t nr = b->it->nranks, es = b->es;
 	const int fin = (flags & COLLC_P_POSTOP) && op == COLLC_AVG && nr > 1;
 	const uint64_t T = blockDim.x;
 	uintptr_t al = 0;

@@ -28,8 +28,8 @@ __device__ int ring_run(struct blk *b, const char *src, char *dst)
 	struct collc_ring_step s;
 	int r = 0;
 
-	if (collc_ring_begin(&ri, b->it.coll, b->it.nranks, b->it.rank, (uint32_t)b->it.root,
-			     b->it.nchannels, b->share, b->it.count, chunk_bytes(b->proto) / b->es,
+	if (collc_ring_begin(&ri, b->it->coll, b->it->nranks, b->it->rank, (uint32_t)b->it->root,
+			     b->it->nchannels, b->share, b->it->count, chunk_bytes(b->proto) / b->es,
 			     b->es) < 0)
 		return -1;
 	while (r == 0 && collc_ring_next(&ri, &s)) {
