@@ -112,42 +112,80 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 }
 
 /*
- * Copies the unit [pos, pos + n) of FIFO f into the device copy d, the whole
- * warp at once: thread t moves the 16-byte words t, t + 32, ... of the unit,
- * so a unit of up to COLLC_BATCH_MAX items costs one round of PCIe reads.
- * Marks the unit's last item (batch_last) and, with trace, stamps t_forward.
- * Returns, on every thread, the kind and coll_id of the unit's last item.
+ * Copies every lane's new unit (lane l: [pos, pos + n) of FIFO l, n taken
+ * from thread l) into the device copies, the whole warp at once and all lanes
+ * in one pass: the 16-byte words of all units are numbered in lane order and
+ * thread t moves words t, t + 32, ..., so the lanes' units cost one round of
+ * PCIe reads together (a pass per lane made the second lane's ranks start one
+ * round trip after the first's). Marks each unit's last item (batch_last)
+ * and, with trace, stamps t_forward. Returns, on thread l, the kind and
+ * coll_id of lane l's last item.
  */
-__device__ void forward_unit(const struct collc_work_fifo *f, struct collc_work_item *d,
-			     uint64_t pos, uint32_t n, uint32_t trace, uint32_t *ret_kind,
-			     uint64_t *ret_coll)
+__device__ void forward_units(const struct cuda_grid_args &a, uint64_t pos, uint32_t n,
+			      uint32_t *ret_kind, uint64_t *ret_coll)
 {
-	const uint32_t words = n * 8, last0 = (n - 1) * 8;
 	const uint32_t t = threadIdx.x & 31;
-	uint64_t now = trace ? globaltimer() : 0;
-	uint32_t kind = 0;
-	uint64_t coll = 0;
+	const uint64_t now = a.trace ? globaltimer() : 0;
+	uint32_t off[CUDA_MAX_LANES + 1], kind[CUDA_MAX_LANES] = { 0 };
+	uint64_t p[CUDA_MAX_LANES], coll[CUDA_MAX_LANES] = { 0 };
 
-	for (uint32_t g = t; g < words; g += 32) {
-		uint32_t i = g >> 3, w = g & 7;
-		uint32_t slot = (uint32_t)((pos + i) & (COLLC_FIFO_DEPTH - 1));
+	off[0] = 0;
+#pragma unroll
+	for (uint32_t s = 0; s < CUDA_MAX_LANES; s++) {
+		p[s] = __shfl_sync(FULL_MASK, pos, s);
+		off[s + 1] = off[s] + 8 * __shfl_sync(FULL_MASK, n, s);
+	}
+	for (uint32_t g = t; g < off[CUDA_MAX_LANES]; g += 32) {
+		/*
+		 * The lane of word g, picked without a branch: a branch per lane
+		 * would run the lanes' loads one after the other (divergence),
+		 * one PCIe round trip each.
+		 */
+		uint32_t s = 0, base = 0, n8 = off[1];
+		uint64_t ps = p[0];
+		const struct collc_work_fifo *f = a.fifo[0];
+
+#pragma unroll
+		for (uint32_t k = 1; k < CUDA_MAX_LANES; k++)
+			if (g >= off[k]) {
+				s = k;
+				base = off[k];
+				n8 = off[k + 1] - off[k];
+				ps = p[k];
+				f = a.fifo[k];
+			}
+		const uint32_t q = g - base, w = q & 7, last0 = n8 - 8;
+		const uint32_t slot = (uint32_t)((ps + (q >> 3)) & (COLLC_FIFO_DEPTH - 1));
 		uint4 v = ld_vol128((const uint4 *)&f->items[slot] + w);
 
 		/* Word 4 holds t_forward (.z, .w), word 5 batch_last (.x): proto/work.h. */
-		if (w == 4 && trace) {
+		if (w == 4 && a.trace) {
 			v.z = (uint32_t)now;
 			v.w = (uint32_t)(now >> 32);
 		}
 		if (w == 5)
-			v.x = i == n - 1;
-		if (g == last0)
-			kind = v.x & 0xff;
-		if (g == last0 + 3)
-			coll = (uint64_t)v.z | (uint64_t)v.w << 32;
-		((uint4 *)&d[slot])[w] = v;
+			v.x = q >> 3 == last0 >> 3;
+#pragma unroll
+		for (uint32_t k = 0; k < CUDA_MAX_LANES; k++) {
+			if (k == s && q == last0)
+				kind[k] = v.x & 0xff;
+			if (k == s && q == last0 + 3)
+				coll[k] = (uint64_t)v.z | (uint64_t)v.w << 32;
+		}
+		((uint4 *)&a.ds->items[s][slot])[w] = v;
 	}
-	*ret_kind = __shfl_sync(FULL_MASK, kind, last0 & 31);
-	*ret_coll = __shfl_sync(FULL_MASK, coll, (last0 + 3) & 31);
+#pragma unroll
+	for (uint32_t s = 0; s < CUDA_MAX_LANES; s++) {
+		/* Words last0 and last0 + 3 of lane s's unit: threads (off + last0) mod 32 and + 3. */
+		const uint32_t g0 = off[s + 1] > off[s] ? off[s + 1] - 8 : 0;
+		const uint32_t k = __shfl_sync(FULL_MASK, kind[s], g0 & 31);
+		const uint64_t c = __shfl_sync(FULL_MASK, coll[s], (g0 + 3) & 31);
+
+		if (t == s) {
+			*ret_kind = k;
+			*ret_coll = c;
+		}
+	}
 }
 
 /*
@@ -204,28 +242,26 @@ __device__ void poller(const struct cuda_grid_args &a)
 			}
 		}
 		/*
-		 * The units, lane by lane, each moved by the whole warp; the
-		 * barrier carries lane l's acquire (B1') to the other threads'
-		 * reads and their device stores to lane l's release (G1).
+		 * The units of every lane, moved by the whole warp; the barrier
+		 * carries lane l's acquire (B1') to the other threads' reads and
+		 * their device stores to lane l's release (G1).
 		 */
-		for (uint32_t want = __ballot_sync(FULL_MASK, n > 0); want; want &= want - 1) {
-			const uint32_t src = __ffs(want) - 1;
-			const uint64_t p = __shfl_sync(FULL_MASK, pos, src);
-			const uint32_t k = __shfl_sync(FULL_MASK, n, src);
-			uint32_t kind;
-			uint64_t coll;
+		if (__any_sync(FULL_MASK, n > 0)) {
+			uint32_t kind = 0;
+			uint64_t coll = 0;
 
 			__syncwarp();
-			forward_unit(a.fifo[src], ds->items[src], p, k, a.trace, &kind, &coll);
+			forward_units(a, pos, n, &kind, &coll);
 			__syncwarp();
-			if (l == src && a.trace) {
-				/* reserved[0] of the device copies: the reads are back (grid.h). */
-				uint64_t t = globaltimer();
+			if (n > 0) {
+				if (a.trace) {
+					/* reserved[0] of the device copies: the reads are back (grid.h). */
+					uint64_t t = globaltimer();
 
-				for (uint32_t i = 0; i < k; i++)
-					ds->items[src][(p + i) & (COLLC_FIFO_DEPTH - 1)].reserved[0] = t;
-			}
-			if (l == src) {
+					for (uint32_t i = 0; i < n; i++)
+						ds->items[l][(pos + i) & (COLLC_FIFO_DEPTH - 1)]
+							.reserved[0] = t;
+				}
 				if (kind == COLLC_WORK_COLL)
 					last_coll = coll;
 				if (kind == COLLC_WORK_QUIT)
