@@ -295,6 +295,12 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 	struct mr **t;
 
 	switch (cmd->type) {
+	case CMD_NET_READY:
+	case CMD_NET_FAIL:
+	case CMD_NET_GO:
+	case CMD_NET_DONE:
+		sched_net_cmd(cmd);
+		return;
 	case CMD_CLIENT_ADD:
 		c = calloc(1, sizeof(*c));
 		if (!c) {
@@ -491,10 +497,10 @@ static int launch_unblocked(void)
 			continue;
 		sl = sched_slot_of(cm, cm->next_launch);
 		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
-		    sl->arrived < cm->nranks)
+		    sl->arrived < cm->nlocal || (cm->local && sl->net != NET_GO))
 			continue;
 		for (uint32_t r = 0; r < cm->nranks && room; r++)
-			room = sched_fifo_has_room(cm->devs[r]);
+			room = !comm_rank_local(cm, r) || sched_fifo_has_room(cm->devs[r]);
 		if (room)
 			return 1;
 	}
