@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "daemon/config.h"
+#include "daemon/node.h"
 #include "daemon/status.h"
 
 struct sbuf {
@@ -104,6 +105,21 @@ static void print_by_algo_proto(struct sbuf *b, const uint64_t *by_algo, const u
 		  by_proto[COLLC_PROTO_LL], by_proto[COLLC_PROTO_LL128]);
 }
 
+/* The node layer's own report (other daemons), rendered under its lock. */
+static void print_net(struct sbuf *b, int json)
+{
+	size_t len = 64 << 10;
+	char *t = malloc(len);
+
+	if (!t) {
+		sb_printf(b, json ? "{}" : "");
+		return;
+	}
+	node_status(t, len, json);
+	sb_printf(b, "%s", t);
+	free(t);
+}
+
 static void render_json(struct sbuf *b, const struct status_snapshot *s)
 {
 	/* The config's numbers are the first executor's; "executors" has each one's. */
@@ -191,7 +207,9 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		  ", \"aborted_items\": %" PRIu64 ", ",
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted);
 	print_by_algo_proto(b, s->by_algo, s->by_proto);
-	sb_printf(b, "}}\n");
+	sb_printf(b, "},\n \"net\": ");
+	print_net(b, 1);
+	sb_printf(b, "}\n");
 }
 
 static void render_table(struct sbuf *b, const struct status_snapshot *s)
@@ -209,8 +227,10 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 		  cfg_proto_name(s->cfg->proto), cfg_algo_name(s->cfg->algo));
 	sb_printf(b,
 		  "totals: submitted %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
-		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n\n",
+		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n",
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted);
+	print_net(b, 0);
+	sb_printf(b, "\n");
 	sb_printf(b, "CLIENT  PID      SQ    CQ    INFLIGHT  COMPLETED   ERRORS\n");
 	for (uint32_t i = 0; i < s->nclients; i++) {
 		const struct status_client *c = &s->clients[i];
