@@ -1073,8 +1073,11 @@ static void conns_step(uint64_t now)
 		}
 		if (c->state != C_UP)
 			continue;
-		/* Heartbeats: a quarter of the timeout; silence past it fails. */
-		if (now - c->last_rx_ns > (uint64_t)node.timeout_ms * 1000000) {
+		/*
+		 * Heartbeats every quarter of the timeout; three missed in a row
+		 * fail the peer, so a silent partition ends within net_timeout_ms.
+		 */
+		if (now - c->last_rx_ns > (uint64_t)node.timeout_ms * 750000) {
 			conn_ended(c, -ETIMEDOUT);
 			continue;
 		}

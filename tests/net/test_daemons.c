@@ -9,8 +9,14 @@
  *   test_daemons mismatch               daemons disagree: -EINVAL on every rank
  *   test_daemons secret                 a wrong secret is refused and counted,
  *                                       the root daemon keeps serving
- *   test_daemons kill                   kill -9 of a daemon mid-collective:
- *                                       -EPIPE on every surviving rank within 2 s
+ *   test_daemons kill [root]            kill -9 of a daemon (a joining one, or the
+ *                                       root) mid-collective: -EPIPE on every
+ *                                       surviving rank within 2 s
+ *   test_daemons stop                   SIGSTOP of a daemon (silent, sockets open):
+ *                                       -ETIMEDOUT within 2 s (net_timeout_ms 2000)
+ *   test_daemons garbage                hundreds of connections with garbage,
+ *                                       nothing, or a truncated handshake: refused
+ *                                       and counted, collectives still run
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -374,7 +383,10 @@ static int test_secret(void)
 	return finish(failed);
 }
 
-/* kill -9 of daemon 1 while large all-reduces run: the ranks of daemon 0 get -EPIPE fast. */
+static int sig; /* SIGKILL or SIGSTOP */
+static int victim; /* the daemon the kill and stop cases take away */
+
+/* kill -9 of a daemon while large all-reduces run: the other daemon's ranks get -EPIPE fast. */
 static int kill_rank(int rank, int nranks, void *arg)
 {
 	struct collc_ctx *ctx;
@@ -390,7 +402,7 @@ static int kill_rank(int rank, int nranks, void *arg)
 	if (collc_mem_alloc(ctx, count * 4, -1, &send) < 0 ||
 	    collc_mem_alloc(ctx, count * 4, -1, &recv) < 0)
 		return h_fail("rank %d: mem_alloc", rank);
-	if (rank % ndaemons == 1) {
+	if (rank % ndaemons == victim) {
 		/* The ranks of the daemon to be killed just wait for it. */
 		h_add(&sh->submitted, 1);
 		pause();
@@ -409,17 +421,20 @@ static int kill_rank(int rank, int nranks, void *arg)
 	}
 	sh->errs[rank] = (uint32_t)-r;
 	sh->err_ns[rank] = h_now_ns();
-	return r == -EPIPE || r == -ETIMEDOUT ? 0
-					       : h_fail("rank %d: after the kill: %s", rank,
-							collc_strerror(r));
+	if (r != (sig == SIGSTOP ? -ETIMEDOUT : -EPIPE))
+		return h_fail("rank %d: after the %s: %s", rank, sig == SIGSTOP ? "stop" : "kill",
+			      collc_strerror(r));
+	return 0;
 }
 
-static int test_kill(void)
+static int test_kill(int sig_, int which)
 {
-	int nranks = 4, failed = 0;
+	int nranks = 4, failed = 0, survivor = 1 - which;
 	pid_t pids[MAX_RANKS];
 	uint64_t t_kill;
 
+	sig = sig_;
+	victim = which;
 	start_daemons(2);
 	h_unique_id(&sh->id);
 	for (int r = 0; r < nranks; r++)
@@ -428,28 +443,102 @@ static int test_kill(void)
 		failed |= h_fail("the ranks did not start");
 	h_sleep_us(100000);
 	t_kill = h_now_ns();
-	kill(dpids[1], SIGKILL);
-	waitpid(dpids[1], NULL, 0);
-	dpids[1] = 0;
-	for (int r = 1; r < nranks; r += 2)
+	if (which == 0) {
+		h_daemon_kill(sig);
+	} else {
+		kill(dpids[which], sig);
+		if (sig == SIGKILL) {
+			waitpid(dpids[which], NULL, 0);
+			dpids[which] = 0;
+		}
+	}
+	failed |= h_reap(pids + survivor, 1, NULL, 5000) | h_reap(pids + survivor + 2, 1, NULL, 5000);
+	for (int r = which; r < nranks; r += 2)
 		kill(pids[r], SIGKILL);
-	failed |= h_reap(pids, nranks, NULL, 5000) > nranks / 2;
-	for (int r = 0; r < nranks; r += 2) {
+	h_reap(pids + which, 1, NULL, 1000);
+	h_reap(pids + which + 2, 1, NULL, 1000);
+	for (int r = survivor; r < nranks; r += 2) {
 		double ms = (double)(sh->err_ns[r] - t_kill) / 1e6;
 
-		h_log("rank %d: %s %.1f ms after the kill", r, strerror((int)sh->errs[r]), ms);
+		h_log("rank %d: %s %.1f ms after the %s", r, strerror((int)sh->errs[r]), ms,
+		      sig == SIGSTOP ? "stop" : "kill");
 		if (!sh->err_ns[r] || ms > 2000)
-			failed |= h_fail("rank %d: no error within 2 s of the kill", r);
+			failed |= h_fail("rank %d: no error within 2 s", r);
 	}
-	/* Daemon 0 keeps serving. */
-	if (!failed) {
-		struct collc_ctx *ctx;
+	if (sig == SIGSTOP)
+		kill(dpids[which], SIGCONT);
+	/* The surviving daemon keeps serving: a communicator of its own runs. */
+	if (!failed && which == 1) {
+		ndaemons = 1;
+		h_unique_id(&sh->id);
+		failed |= h_run_ranks(2, coll_rank, NULL);
+		ndaemons = 2;
+	}
+	return finish(failed);
+}
 
-		if (collc_connect(h_sock, &ctx) < 0)
-			failed |= h_fail("daemon 0 no longer serves");
+/* Connections that are not collcd daemons: nothing may come of them. */
+static int test_garbage(void)
+{
+	char cmd[512], out[16384], port[16];
+	const char *p;
+	long before, after;
+	int fds[300], n = 0, failed = 0;
+	struct sockaddr_in a = { .sin_family = AF_INET };
+
+	start_daemons(2);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+	/* The net object's listen (the config's says port 0). */
+	if (h_run_capture(cmd, out, sizeof(out)) != 0 || !(p = strstr(out, "\"transport\"")) ||
+	    !(p = strstr(p, "\"listen\": \"")))
+		return finish(h_fail("no listen address in status"));
+	p = strchr(p + 11, ':');
+	snprintf(port, sizeof(port), "%.*s", (int)strcspn(p + 1, "\""), p + 1);
+	a.sin_port = htons((uint16_t)atoi(port));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	before = refused_count();
+	if (!a.sin_port)
+		return finish(h_fail("no port in %s", out));
+	for (int i = 0; i < 300; i++) {
+		uint8_t junk[200];
+		uint64_t st = h_seed + (uint64_t)i;
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		for (size_t k = 0; k < sizeof(junk); k++)
+			junk[k] = (uint8_t)h_rand(&st);
+		if (i % 4 == 1) {
+			/* A handshake header that claims a huge body, then nothing. */
+			uint32_t hdr[4] = { 0x55414c43u, 1, 0x7fffffffu, 0 };
+
+			memcpy(junk, hdr, sizeof(hdr));
+			if (write(fd, junk, 16) < 0)
+				h_log("write: %s", strerror(errno));
+		} else if (i % 4 == 2) {
+			if (write(fd, junk, 1 + i % 150) < 0)
+				h_log("write: %s", strerror(errno));
+		}
+		/* i % 4 == 0: a port scan that sends nothing; 3: connect and close at once. */
+		if (i % 4 == 3)
+			close(fd);
 		else
-			collc_disconnect(ctx);
+			fds[n++] = fd;
 	}
+	/* Meanwhile the daemons serve a communicator spanning both. */
+	h_unique_id(&sh->id);
+	failed |= h_run_ranks(2, coll_rank, NULL);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	h_sleep_us(300000);
+	after = refused_count();
+	h_log("refused %ld -> %ld", before, after);
+	if (after < before + 100)
+		failed |= h_fail("the root daemon counted only %ld refusals of %d garbage connections",
+				 after - before, 300);
 	return finish(failed);
 }
 
@@ -466,6 +555,10 @@ int main(int argc, char **argv)
 	if (!strcmp(what, "secret"))
 		return test_secret();
 	if (!strcmp(what, "kill"))
-		return test_kill();
+		return test_kill(SIGKILL, argc > 2 && !strcmp(argv[2], "root") ? 0 : 1);
+	if (!strcmp(what, "stop"))
+		return test_kill(SIGSTOP, 1);
+	if (!strcmp(what, "garbage"))
+		return test_garbage();
 	h_die("unknown case %s", what);
 }
