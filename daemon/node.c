@@ -77,7 +77,7 @@ struct m_reg {
 	uint32_t rank;
 	uint32_t nranks;
 	uint32_t max_chan;
-	uint32_t reserved;
+	uint32_t gpu; /* the rank uses a GPU: not across daemons yet */
 	struct wire_addr from; /* the joiner's listen address, for status */
 	uint8_t pad[4];
 	uint8_t handles[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
@@ -173,7 +173,9 @@ struct ncomm {
 	uint8_t have[COLLC_MAX_RANKS]; /* root: registered; joiner: joined here */
 	uint8_t sent[COLLC_MAX_RANKS]; /* joiner: REG sent */
 	uint8_t owner[COLLC_MAX_RANKS];
+	uint8_t gpu[COLLC_MAX_RANKS]; /* joined here with a GPU */
 	uint32_t nreg;
+	uint32_t any_gpu;
 	uint32_t min_chan;
 	struct wire_addr daemons[COLLC_MAX_RANKS];
 	uint8_t (*handles)[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE]; /* COLLC_MAX_RANKS */
@@ -205,6 +207,7 @@ static struct {
 	uint32_t nconns;
 	struct ncomm *comms;
 	uint64_t refused_full;
+	uint64_t gone_sent, gone_recv; /* bytes of connections and links already freed */
 	uint32_t inflight; /* collectives in flight on spanning communicators */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
@@ -480,6 +483,12 @@ static void nc_free(struct ncomm *nc)
 	if (*p)
 		*p = nc->next;
 	links_close(nc);
+	for (uint32_t i = 0; i < nc->nlinks; i++) {
+		if (nc->links[i].dir == L_SEND)
+			node.gone_sent += nc->links[i].bytes;
+		else
+			node.gone_recv += nc->links[i].bytes;
+	}
 	for (struct conn *c = node.conns; c; c = c->next)
 		if (c->nc == nc) {
 			conn_close(c);
@@ -654,6 +663,13 @@ static void root_complete(struct ncomm *nc)
 
 	if (nc->ndaemons == 1)
 		return; /* every rank is here: the scheduler runs it as a local communicator */
+	if (nc->any_gpu) {
+		log_warn("communicator %llu spans daemons and has GPU ranks: only host-memory "
+			 "ranks (device -1) run across daemons so far",
+			 (unsigned long long)nc->id);
+		nc_fail(nc, -ENOTSUP, 1);
+		return;
+	}
 	nc->nchan = nc->min_chan;
 	if (nc->nchan > NODE_MAX_CHANNELS)
 		nc->nchan = NODE_MAX_CHANNELS;
@@ -704,6 +720,7 @@ static int on_reg(struct conn *c, struct ncomm *nc, const struct m_reg *m)
 	nc->have[m->rank] = 1;
 	nc->owner[m->rank] = (uint8_t)d;
 	memcpy(nc->handles[m->rank], m->handles, sizeof(m->handles));
+	nc->any_gpu |= m->gpu != 0;
 	if (m->max_chan < nc->min_chan)
 		nc->min_chan = m->max_chan;
 	if (++nc->nreg == nc->nranks)
@@ -775,7 +792,8 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 			return -EPROTO;
 		a = (const struct m_abort *)body;
 		/* Only the errors a daemon reports for its communicator pass on. */
-		return a->err == -ETIMEDOUT || a->err == -EINVAL || a->err == -ECANCELED
+		return a->err == -ETIMEDOUT || a->err == -EINVAL || a->err == -ECANCELED ||
+				       a->err == -ENOTSUP || a->err == -EPROTO
 			       ? a->err
 			       : -EPIPE;
 	}
@@ -1009,6 +1027,7 @@ static void joiner_send_regs(struct ncomm *nc)
 		m.rank = r;
 		m.nranks = nc->nranks;
 		m.max_chan = NODE_MAX_CHANNELS;
+		m.gpu = nc->gpu[r];
 		addr_to_wire(&node.laddr, &m.from);
 		memcpy(m.handles, nc->handles[r], sizeof(m.handles));
 		if (conn_send(nc->ctl, M_REG, &m, sizeof(m)) < 0) {
@@ -1036,6 +1055,8 @@ static void conns_step(uint64_t now)
 						c->nc->peers[d] = NULL;
 			*pc = c->next;
 			node.nconns--;
+			node.gone_sent += c->bytes_sent;
+			node.gone_recv += c->bytes_recv;
 			free(c->in);
 			free(c->out);
 			free(c);
@@ -1469,7 +1490,8 @@ int node_uid_remote(const struct collc_uid *uid)
 	       memcmp(uid->node_id, node.node_id, sizeof(uid->node_id)) != 0;
 }
 
-int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, uint32_t rank)
+int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, uint32_t rank,
+	      int32_t device)
 {
 	struct ncomm *nc;
 	int r = 0;
@@ -1516,7 +1538,9 @@ int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, ui
 	if (r < 0)
 		goto out;
 	nc->have[rank] = 1;
+	nc->gpu[rank] = device >= 0;
 	if (nc->root) {
+		nc->any_gpu |= device >= 0;
 		nc->owner[rank] = 0;
 		if (++nc->nreg == nc->nranks)
 			root_complete(nc);
@@ -1645,6 +1669,34 @@ void node_inflight(uint64_t comm_id, int delta)
 	pthread_mutex_unlock(&node.mu);
 	if (delta > 0)
 		wake();
+}
+
+void node_counters(struct node_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!node.running)
+		return;
+	pthread_mutex_lock(&node.mu);
+	out->running = 1;
+	out->accepted = node.auth.accepted;
+	out->refused = node.refused_full;
+	for (int i = 1; i < NET_AUTH_NREASONS; i++)
+		out->refused += node.auth.refused[i];
+	out->bytes_sent = node.gone_sent;
+	out->bytes_received = node.gone_recv;
+	for (struct conn *c = node.conns; c; c = c->next) {
+		out->bytes_sent += c->bytes_sent;
+		out->bytes_received += c->bytes_recv;
+		out->peers += c->state == C_UP;
+	}
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
+		for (uint32_t i = 0; i < nc->nlinks; i++) {
+			if (nc->links[i].dir == L_SEND)
+				out->bytes_sent += nc->links[i].bytes;
+			else
+				out->bytes_received += nc->links[i].bytes;
+		}
+	pthread_mutex_unlock(&node.mu);
 }
 
 static const char *stage_name(int s)

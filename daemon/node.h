@@ -40,9 +40,12 @@ void node_listen_addr(uint16_t *ret_family, uint16_t *ret_port, uint8_t ret_addr
 int node_uid_remote(const struct collc_uid *uid);
 /*
  * Local rank `rank` of scheduler communicator comm_id joined with a network
- * id. -ENOTSUP when collcd does not listen (the id needs other daemons).
+ * id. -ENOTSUP when collcd does not listen (the id needs other daemons). A
+ * GPU rank (device >= 0) joins too, but a communicator that turns out to
+ * span daemons with a GPU rank anywhere fails everywhere with -ENOTSUP.
  */
-int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, uint32_t rank);
+int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, uint32_t rank,
+	      int32_t device);
 /* The executor set the communicator up: the proxy may use its rings now. */
 int node_comm_attach(uint64_t comm_id, const struct exec_backend *ex, void *priv);
 /* The communicator was revoked here: tell the other daemons (they see -EPIPE). */
@@ -65,6 +68,14 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d);
 void node_coll_done(uint64_t comm_id, uint64_t seq);
 /* Collectives of a spanning communicator in flight: delta +1 at launch, -1 at reap. */
 void node_inflight(uint64_t comm_id, int delta);
+
+/* Totals for metrics. */
+struct node_counters {
+	uint64_t accepted, refused;
+	uint64_t bytes_sent, bytes_received;
+	uint32_t peers, running;
+};
+void node_counters(struct node_counters *out);
 
 /* Status: the "net" object (JSON) or a few table lines. Returns bytes written. */
 size_t node_status(char *out, size_t len, int json);

@@ -363,14 +363,6 @@ void sched_cmd_join(struct sched_cmd *cmd)
 		sched_cmd_finish(cmd, -EINVAL);
 		return;
 	}
-	if (q->uid.version == COLLC_UID_VERSION_NET && q->uid.net_family && q->device != -1 &&
-	    node_uid_remote(&q->uid)) {
-		log_warn("rank %u of a communicator spanning daemons uses a GPU: only host-memory "
-			 "ranks (device -1) run across daemons so far",
-			 q->rank);
-		sched_cmd_finish(cmd, -ENOTSUP);
-		return;
-	}
 	cm = comm_find_init(q->uid.nonce);
 	if (!cm) {
 		cm = calloc(1, sizeof(*cm));
@@ -400,7 +392,7 @@ void sched_cmd_join(struct sched_cmd *cmd)
 		return;
 	}
 	if (q->uid.version == COLLC_UID_VERSION_NET && q->uid.net_family) {
-		r = node_join(cm->id, &q->uid, q->nranks, q->rank);
+		r = node_join(cm->id, &q->uid, q->nranks, q->rank, q->device);
 		if (r < 0) {
 			if (r == -ENOTSUP)
 				log_warn("a network unique id needs collcd --listen on every daemon");

@@ -300,6 +300,12 @@ int sched_expire(const struct collc_config *cfg, uint64_t now)
 		sched_slot_finish(cm, sl, -ETIMEDOUT);
 		cm->next_launch++;
 		sched_comm_advance_done(cm);
+		/*
+		 * Across daemons the others may still run it: the communicator
+		 * ends everywhere rather than lose step with them.
+		 */
+		if (cm->local)
+			sched_comm_revoke(cm, -ETIMEDOUT);
 		progress = 1;
 	}
 	return progress;

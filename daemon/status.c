@@ -318,6 +318,25 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 		     "Collective completions posted with an error.", s->errors);
 	metric_total(&b, "collc_bad_entries_total", "Submission entries rejected as invalid.",
 		     s->bad);
+	{
+		struct node_counters nct;
+
+		node_counters(&nct);
+		if (nct.running) {
+			metric_total(&b, "collc_net_handshakes_accepted_total",
+				     "Daemon handshakes accepted (collcd --listen).", nct.accepted);
+			metric_total(&b, "collc_net_handshakes_refused_total",
+				     "Daemon connections refused: garbage, wrong secret, replay, "
+				     "timeout.",
+				     nct.refused);
+			metric_total(&b, "collc_net_bytes_sent_total",
+				     "Bytes sent to other daemons (control and data).",
+				     nct.bytes_sent);
+			metric_total(&b, "collc_net_bytes_received_total",
+				     "Bytes received from other daemons (control and data).",
+				     nct.bytes_received);
+		}
+	}
 	metric_total(&b, "collc_items_aborted_total",
 		     "Work items of revoked communicators abandoned in an executor.", s->aborted);
 	metric_head(&b, "collc_collectives_by_algo_total", "counter",
