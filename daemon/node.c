@@ -133,10 +133,10 @@ struct conn {
 	struct ncomm *nc;
 	uint32_t didx; /* root side: the peer's daemon index */
 	char addr[64];
-	uint8_t *in;
+	uint8_t *in; /* a frame before the handshake, a message after */
 	size_t in_len;
 	uint8_t *out;
-	size_t out_len, out_off;
+	size_t out_len, out_off, out_cap;
 	uint64_t bytes_sent, bytes_recv;
 };
 
@@ -326,8 +326,10 @@ static struct conn *conn_new(int fd, int initiator)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
-	c->in = malloc(sizeof(struct msg_hdr) + MSG_MAX);
-	c->out = malloc(OUT_MAX);
+	/* Small until the peer proved itself: a port scan costs a few hundred bytes. */
+	c->in = malloc(NET_AUTH_FRAME_BYTES);
+	c->out = malloc(2 * NET_AUTH_FRAME_BYTES);
+	c->out_cap = 2 * NET_AUTH_FRAME_BYTES;
 	if (!c->in || !c->out) {
 		free(c->in);
 		free(c->out);
@@ -359,13 +361,13 @@ static int conn_queue(struct conn *c, const void *p, size_t len)
 {
 	if (c->out_off == c->out_len)
 		c->out_off = c->out_len = 0;
-	if (c->out_len + len > OUT_MAX) {
+	if (c->out_len + len > c->out_cap) {
 		if (c->out_off) {
 			memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
 			c->out_len -= c->out_off;
 			c->out_off = 0;
 		}
-		if (c->out_len + len > OUT_MAX)
+		if (c->out_len + len > c->out_cap)
 			return -ENOBUFS;
 	}
 	memcpy(c->out + c->out_len, p, len);
@@ -800,6 +802,22 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 	return -EPROTO;
 }
 
+/* Authenticated: room for whole messages and a backlog of output. */
+static int conn_grow(struct conn *c)
+{
+	uint8_t *in = realloc(c->in, sizeof(struct msg_hdr) + MSG_MAX), *out;
+
+	if (!in)
+		return -ENOMEM;
+	c->in = in;
+	out = realloc(c->out, OUT_MAX);
+	if (!out)
+		return -ENOMEM;
+	c->out = out;
+	c->out_cap = OUT_MAX;
+	return 0;
+}
+
 /* The auth handshake, one 96-byte frame at a time. */
 static int auth_lookup(void *arg, const uint8_t *id, uint8_t *ret_secret)
 {
@@ -860,6 +878,8 @@ static int auth_step(struct conn *c)
 			if (!c->nc || c->nc->stage != NC_JOINING)
 				r = NET_AUTH_ERR_UNKNOWN_COMM;
 		}
+		if (r == NET_AUTH_OK && conn_grow(c) < 0)
+			r = NET_AUTH_ERR_INTERNAL;
 		if (r == NET_AUTH_OK) {
 			c->state = C_UP;
 			log_info("daemon %s joined communicator %llu", c->addr,
@@ -876,6 +896,8 @@ static int auth_step(struct conn *c)
 		break;
 	default:
 		r = net_auth_initiator_result(&node.auth, &c->as, c->in, NET_AUTH_FRAME_BYTES);
+		if (r == NET_AUTH_OK && conn_grow(c) < 0)
+			r = NET_AUTH_ERR_INTERNAL;
 		if (r == NET_AUTH_OK) {
 			c->state = C_UP;
 			joiner_send_regs(c->nc);
