@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <netinet/tcp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -763,8 +764,7 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 	switch (h->type) {
 	case M_COLL:
 		/* A joiner may be set up before the root is: its view waits in agree. */
-		if (h->len != sizeof(struct node_coll) || !nc->root ||
-		    (nc->stage != NC_ATTACHED && nc->stage != NC_READY))
+		if (h->len != sizeof(struct node_coll) || !nc->root || nc->stage == NC_JOINING)
 			return -EPROTO;
 		return root_coll(nc, (const struct node_coll *)body);
 	case M_DONE:
@@ -967,6 +967,8 @@ static int conn_read(struct conn *c, uint64_t now)
 
 static void accept_conns(void)
 {
+	int one = 1;
+
 	for (;;) {
 		union net_addr a;
 		socklen_t alen = sizeof(a);
@@ -981,6 +983,8 @@ static void accept_conns(void)
 			close(fd);
 			continue;
 		}
+		/* Small messages (GO, DONE) go at once: no Nagle wait for an ACK. */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		addr_str(&a, c->addr, sizeof(c->addr));
 	}
 }
