@@ -908,7 +908,13 @@ static int auth_step(struct conn *c)
 	c->in_len -= NET_AUTH_FRAME_BYTES;
 	if (r != NET_AUTH_OK) {
 		conn_flush(c);
-		log_warn("daemon %s: handshake refused: %s", c->addr, net_auth_reason_name(r));
+		/* A joiner early for its root retries: not worth a warning each time. */
+		if (r == NET_AUTH_ERR_UNKNOWN_COMM)
+			log_debug("daemon %s: handshake refused: %s", c->addr,
+				  net_auth_reason_name(r));
+		else
+			log_warn("daemon %s: handshake refused: %s", c->addr,
+				 net_auth_reason_name(r));
 		if (c->initiator && c->nc && c->nc->ctl == c &&
 		    (r == NET_AUTH_ERR_MAC || r == NET_AUTH_ERR_REFUSED)) {
 			/* The root holds another secret: this id is not ours to join. */
@@ -1407,7 +1413,8 @@ int node_init(const struct collc_config *cfg, const uint8_t node_id[16])
 	}
 	net_tcp_configure(&to);
 	net_ib_configure(&io);
-	r = net_load(cfg->net, NULL, net_logger, &node.t);
+	/* auto: a plugin named the way NCCL takes one, else ib where it runs, else tcp. */
+	r = net_load(cfg->net, getenv("NCCL_NET_PLUGIN"), net_logger, &node.t);
 	if (r < 0) {
 		log_err("net %s: %s", cfg->net, strerror(-r));
 		return r;
@@ -1508,6 +1515,17 @@ void node_listen_addr(uint16_t *ret_family, uint16_t *ret_port, uint8_t ret_addr
 	*ret_family = w.family;
 	*ret_port = w.port;
 	memcpy(ret_addr, w.addr, 16);
+}
+
+void node_configure(const struct collc_config *cfg)
+{
+	if (!node.running)
+		return;
+	pthread_mutex_lock(&node.mu);
+	node.timeout_ms = cfg->net_timeout_ms;
+	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
+	pthread_mutex_unlock(&node.mu);
+	wake();
 }
 
 int node_uid_remote(const struct collc_uid *uid)

@@ -36,6 +36,9 @@ void node_listen_addr(uint16_t *ret_family, uint16_t *ret_port, uint8_t ret_addr
 
 /* Scheduler thread. */
 
+/* A new config was published: take its hot key (net_timeout_ms). */
+void node_configure(const struct collc_config *cfg);
+
 /* Is uid a network id naming another daemon as its root? */
 int node_uid_remote(const struct collc_uid *uid);
 /*

@@ -22,6 +22,7 @@
 #include "common/futex.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
+#include "daemon/node.h"
 #include "daemon/sched.h"
 #include "daemon/sched_int.h"
 #include "daemon/status.h"
@@ -555,6 +556,7 @@ static void exec_configs(const struct collc_config *cfg, uint64_t gen)
 		if (se->ex->configure)
 			se->ex->configure(&se->cfg);
 	}
+	node_configure(cfg);
 	configured = gen;
 }
 
