@@ -54,6 +54,9 @@
 #define MAX_CONNS      512u        /* connections at once; more are refused */
 #define RETRY_NS       (100ull * 1000000)
 #define LINK_SLOTS_MAX 16u
+/* A joiner that cannot reach its root, or links that do not come up, fail the join. */
+#define JOIN_TIMEOUT_NS (60ull * 1000000000)
+#define LINK_TIMEOUT_NS (30ull * 1000000000)
 
 enum { M_REG = 1, M_TABLE, M_PING, M_ABORT, M_COLL, M_GO, M_DONE, M_ALLDONE, M_TYPE_MAX };
 #define AGREE_WINDOW 1024u /* the scheduler's COMM_WINDOW: collectives open at once */
@@ -186,6 +189,7 @@ struct ncomm {
 	struct link *links;
 	uint32_t nlinks;
 	uint64_t retry_ns;
+	uint64_t deadline_ns; /* JOINING (joiner) and LINKING end by then */
 	uint64_t inflight;
 	uint64_t errors;
 	struct agree *agree; /* root: AGREE_WINDOW, by seq */
@@ -220,6 +224,7 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* With mu held (node_fini closes efd under it). */
 static void wake(void)
 {
 	uint64_t one = 1;
@@ -1268,11 +1273,24 @@ static int comms_step(uint64_t now, int *busy)
 
 		switch (nc->stage) {
 		case NC_JOINING:
-			if (!nc->root)
-				joiner_connect(nc, now);
+			if (nc->root)
+				break;
+			if (now > nc->deadline_ns && (!nc->ctl || nc->ctl->state != C_UP)) {
+				log_warn("communicator %llu: no answer from its root daemon",
+					 (unsigned long long)nc->id);
+				nc_fail(nc, -ETIMEDOUT, 1);
+				break;
+			}
+			joiner_connect(nc, now);
 			break;
 		case NC_LINKING:
 			*busy = 1;
+			if (now > nc->deadline_ns) {
+				log_warn("communicator %llu: links to the other daemons did not come up",
+					 (unsigned long long)nc->id);
+				nc_fail(nc, -ETIMEDOUT, 1);
+				break;
+			}
 			r = links_connect(nc);
 			if (r < 0) {
 				nc_fail(nc, r, 1);
@@ -1478,8 +1496,8 @@ void node_fini(void)
 		return;
 	pthread_mutex_lock(&node.mu);
 	node.stopping = 1;
-	pthread_mutex_unlock(&node.mu);
 	wake();
+	pthread_mutex_unlock(&node.mu);
 	pthread_join(node.thread, NULL);
 	pthread_mutex_lock(&node.mu);
 	while (node.comms)
@@ -1494,10 +1512,10 @@ void node_fini(void)
 	node.conns = NULL;
 	node.nconns = 0;
 	node.running = 0;
-	pthread_mutex_unlock(&node.mu);
 	close(node.lfd);
 	close(node.efd);
 	node.lfd = node.efd = -1;
+	pthread_mutex_unlock(&node.mu);
 	/* A plugin's code may still be named by freed comms' logs: unload last. */
 	net_unload(&node.t);
 }
@@ -1519,13 +1537,11 @@ void node_listen_addr(uint16_t *ret_family, uint16_t *ret_port, uint8_t ret_addr
 
 void node_configure(const struct collc_config *cfg)
 {
-	if (!node.running)
-		return;
 	pthread_mutex_lock(&node.mu);
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
-	pthread_mutex_unlock(&node.mu);
 	wake();
+	pthread_mutex_unlock(&node.mu);
 }
 
 int node_uid_remote(const struct collc_uid *uid)
@@ -1540,11 +1556,13 @@ int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, ui
 	struct ncomm *nc;
 	int r = 0;
 
-	if (!node.running)
-		return -ENOTSUP;
 	if (uid->net_family != AF_INET && uid->net_family != AF_INET6)
 		return -EINVAL;
 	pthread_mutex_lock(&node.mu);
+	if (!node.running) {
+		r = -ENOTSUP;
+		goto out;
+	}
 	nc = nc_by_id(comm_id);
 	if (!nc) {
 		nc = calloc(1, sizeof(*nc));
@@ -1561,6 +1579,7 @@ int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, ui
 		nc->nranks = nranks;
 		nc->root = memcmp(uid->node_id, node.node_id, sizeof(uid->node_id)) == 0;
 		nc->min_chan = NODE_MAX_CHANNELS;
+		nc->deadline_ns = mono_ns() + JOIN_TIMEOUT_NS;
 		if (nc->root) {
 			nc->ndaemons = 1;
 			addr_to_wire(&node.laddr, &nc->daemons[0]);
@@ -1592,8 +1611,8 @@ int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, ui
 		joiner_send_regs(nc);
 	}
 out:
-	pthread_mutex_unlock(&node.mu);
 	wake();
+	pthread_mutex_unlock(&node.mu);
 	return r;
 }
 
@@ -1619,8 +1638,8 @@ int node_comm_attach(uint64_t comm_id, const struct exec_backend *ex, void *priv
 	}
 	nc->stage = NC_ATTACHED;
 out:
-	pthread_mutex_unlock(&node.mu);
 	wake();
+	pthread_mutex_unlock(&node.mu);
 	return r;
 }
 
@@ -1628,24 +1647,20 @@ void node_comm_revoke(uint64_t comm_id, int err)
 {
 	struct ncomm *nc;
 
-	if (!node.running)
-		return;
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc) {
 		nc->told = 1;
 		nc_fail(nc, err, 0);
 	}
-	pthread_mutex_unlock(&node.mu);
 	wake();
+	pthread_mutex_unlock(&node.mu);
 }
 
 void node_comm_release(uint64_t comm_id)
 {
 	struct ncomm *nc;
 
-	if (!node.running)
-		return;
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc) {
@@ -1656,8 +1671,8 @@ void node_comm_release(uint64_t comm_id)
 		}
 		nc_free(nc);
 	}
-	pthread_mutex_unlock(&node.mu);
 	wake();
+	pthread_mutex_unlock(&node.mu);
 }
 
 void node_coll_ready(uint64_t comm_id, const struct node_coll *d)
@@ -1675,8 +1690,8 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d)
 		if (r < 0)
 			nc_fail(nc, r, 1);
 	}
-	pthread_mutex_unlock(&node.mu);
 	wake();
+	pthread_mutex_unlock(&node.mu);
 }
 
 void node_coll_done(uint64_t comm_id, uint64_t seq)
@@ -1695,33 +1710,29 @@ void node_coll_done(uint64_t comm_id, uint64_t seq)
 		if (r < 0)
 			nc_fail(nc, r, 1);
 	}
-	pthread_mutex_unlock(&node.mu);
 	wake();
+	pthread_mutex_unlock(&node.mu);
 }
 
 void node_inflight(uint64_t comm_id, int delta)
 {
 	struct ncomm *nc;
 
-	if (!node.running)
-		return;
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc)
 		nc->inflight += (uint64_t)(int64_t)delta;
 	fetch_add(&node.inflight, (uint32_t)delta);
-	pthread_mutex_unlock(&node.mu);
 	if (delta > 0)
 		wake();
+	pthread_mutex_unlock(&node.mu);
 }
 
 void node_counters(struct node_counters *out)
 {
 	memset(out, 0, sizeof(*out));
-	if (!node.running)
-		return;
 	pthread_mutex_lock(&node.mu);
-	out->running = 1;
+	out->running = (uint32_t)node.running;
 	out->accepted = node.auth.accepted;
 	out->refused = node.refused_full;
 	for (int i = 1; i < NET_AUTH_NREASONS; i++)
@@ -1764,14 +1775,15 @@ size_t node_status(char *out, size_t len, int json)
 	if (!len)
 		return 0;
 	out[0] = '\0';
+	pthread_mutex_lock(&node.mu);
 	if (!node.running) {
+		pthread_mutex_unlock(&node.mu);
 		if (json)
 			PUT("{\"transport\": \"off\", \"listen\": \"\", \"peers\": []}");
 		else
 			PUT("net: off\n");
 		return n < len ? n : len - 1;
 	}
-	pthread_mutex_lock(&node.mu);
 	for (int i = 1; i < NET_AUTH_NREASONS; i++)
 		refused += node.auth.refused[i];
 	refused += node.refused_full;
