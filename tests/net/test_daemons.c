@@ -6,6 +6,8 @@
  *
  *   test_daemons coll NDAEMONS NRANKS   every collective x dtypes x ops at
  *                                       random sizes against the reference
+ *   test_daemons two                    two communicators at once, rooted on
+ *                                       different daemons
  *   test_daemons mismatch               daemons disagree: -EINVAL on every rank
  *   test_daemons secret                 a wrong secret is refused and counted,
  *                                       the root daemon keeps serving
@@ -188,18 +190,14 @@ static const collc_dtype dtypes[] = { COLLC_FLOAT32, COLLC_INT32, COLLC_FLOAT64,
 				      COLLC_UINT8 };
 static const collc_redop ops[] = { COLLC_SUM, COLLC_MAX, COLLC_PROD, COLLC_MIN, COLLC_AVG };
 
-static int coll_rank(int rank, int nranks, void *arg)
+/* Random collectives on a joined communicator; leaves it. */
+static int coll_loop(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nranks)
 {
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
 	size_t cap = (size_t)MAX_COUNT * 8 * nranks;
 	void *send, *recv;
 	uint64_t rs = h_seed; /* the same sequence on every rank */
 	int failed = 0, r, iters = h_sanitized() ? 15 : 40;
 
-	(void)arg;
-	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
-		return 1;
 	if (collc_mem_alloc(ctx, cap, -1, &send) < 0 || collc_mem_alloc(ctx, cap, -1, &recv) < 0)
 		return h_fail("rank %d: mem_alloc", rank);
 	for (int i = 0; i < iters && !failed; i++) {
@@ -246,6 +244,52 @@ static int coll_rank(int rank, int nranks, void *arg)
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return failed;
+}
+
+static int coll_rank(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	return coll_loop(ctx, comm, rank, nranks);
+}
+
+/*
+ * Two communicators at once, each spanning both daemons, each rooted on a
+ * different one: processes 0, 1 are ranks 0, 1 of the first (daemons 0, 1),
+ * processes 2, 3 ranks 0, 1 of the second (daemons 1, 0).
+ */
+static int two_rank(int proc, int nprocs, void *arg)
+{
+	int c = proc / 2, rank = proc % 2, r;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+
+	(void)nprocs;
+	(void)arg;
+	r = collc_connect(socks[(rank + c) % 2], &ctx);
+	if (r < 0)
+		return h_fail("process %d: connect: %s", proc, collc_strerror(r));
+	r = collc_comm_init(ctx, c ? &sh->id2 : &sh->id, 2, rank, -1, &comm);
+	if (r < 0)
+		return h_fail("process %d: comm_init: %s", proc, collc_strerror(r));
+	return coll_loop(ctx, comm, rank, 2);
+}
+
+static int test_two(void)
+{
+	struct collc_ctx *ctx;
+
+	start_daemons(2);
+	h_unique_id(&sh->id);
+	/* The second one's id comes from daemon 1: it is that communicator's root. */
+	if (collc_connect(socks[1], &ctx) < 0 || collc_get_unique_id(ctx, &sh->id2) < 0)
+		return finish(h_fail("an id from daemon 1"));
+	collc_disconnect(ctx);
+	return finish(h_run_ranks(4, two_rank, NULL));
 }
 
 static int test_coll(int nd, int nranks)
@@ -552,6 +596,8 @@ int main(int argc, char **argv)
 		return test_coll(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 4);
 	if (!strcmp(what, "mismatch"))
 		return test_mismatch();
+	if (!strcmp(what, "two"))
+		return test_two();
 	if (!strcmp(what, "secret"))
 		return test_secret();
 	if (!strcmp(what, "kill"))
