@@ -130,12 +130,30 @@ static void dump_logs(void)
 	}
 }
 
+/* A sanitizer report in the log of daemon d (ASan, UBSan, LSan at exit). */
+static int log_has_report(int d)
+{
+	char line[512];
+	FILE *f = fopen(logs[d], "re");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "Sanitizer") || strstr(line, "runtime error:");
+	fclose(f);
+	return found;
+}
+
 static int finish(int failed)
 {
-	if (failed)
-		dump_logs();
 	stop_daemons();
 	for (int d = 1; d < ndaemons; d++)
+		if (log_has_report(d))
+			failed |= h_fail("collcd %d logged a sanitizer report", d);
+	if (failed)
+		dump_logs();
+	for (int d = 1; d < ndaemons && !failed; d++)
 		unlink(logs[d]);
 	return h_finish(failed);
 }
