@@ -1408,7 +1408,7 @@ static void net_logger(ncclDebugLogLevel level, unsigned long flags, const char 
 		log_debug("%s", msg);
 }
 
-int node_init(const struct collc_config *cfg, const uint8_t node_id[16])
+static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16])
 {
 	struct net_tcp_opts to = { .ifname = cfg->net_ifname[0] ? cfg->net_ifname : NULL,
 				   .nstreams = NET_TCP_DEFAULT_STREAMS };
@@ -1487,6 +1487,17 @@ err_close:
 	node.lfd = -1;
 err_unload:
 	net_unload(&node.t);
+	return r;
+}
+
+int node_init(const struct collc_config *cfg, const uint8_t node_id[16])
+{
+	int r;
+
+	/* The scheduler runs already (node_configure): start under the lock. */
+	pthread_mutex_lock(&node.mu);
+	r = init_locked(cfg, node_id);
+	pthread_mutex_unlock(&node.mu);
 	return r;
 }
 
