@@ -208,6 +208,7 @@ static struct {
 	struct net_auth auth;
 	uint8_t node_id[16];
 	uint32_t timeout_ms;
+	uint64_t spin_ns; /* exec_spin_us */
 	struct conn *conns;
 	uint32_t nconns;
 	struct ncomm *comms;
@@ -1359,7 +1360,7 @@ static void sleep_poll(int busy)
 
 static void *node_main(void *arg)
 {
-	uint32_t idle = 0;
+	uint64_t idle_since = 0;
 
 	(void)arg;
 	pthread_setname_np(pthread_self(), "collc-node");
@@ -1372,13 +1373,20 @@ static void *node_main(void *arg)
 		conns_step(now);
 		moved = comms_step(now, &busy);
 		if (moved) {
-			idle = 0;
+			idle_since = 0;
 			continue;
 		}
-		/* Spin a little while data flows: the next step is usually close. */
-		if (busy && ++idle < 64) {
+		/*
+		 * While data flows, spin for exec_spin_us like the executor's
+		 * threads (0 on small hosts, where a spinner takes the core from
+		 * the threads it waits for; yielding there cost whole time slices
+		 * under load), then poll the transport every 20 us.
+		 */
+		if (!idle_since)
+			idle_since = now;
+		if (busy && now - idle_since < node.spin_ns) {
 			pthread_mutex_unlock(&node.mu);
-			sched_yield();
+			cpu_relax();
 			pthread_mutex_lock(&node.mu);
 			continue;
 		}
@@ -1417,6 +1425,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 
 	memcpy(node.node_id, node_id, sizeof(node.node_id));
 	node.timeout_ms = cfg->net_timeout_ms;
+	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
 	if (!cfg->listen[0])
 		return 0;
 	r = parse_listen(cfg->listen, &node.laddr);
@@ -1551,6 +1560,7 @@ void node_configure(const struct collc_config *cfg)
 	pthread_mutex_lock(&node.mu);
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
+	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
 	wake();
 	pthread_mutex_unlock(&node.mu);
 }
