@@ -4,8 +4,10 @@
  * --listen 127.0.0.1:0, its own socket), ranks placed round-robin on them,
  * host memory, the CPU executor and the tcp transport.
  *
- *   test_daemons coll NDAEMONS NRANKS   every collective x dtypes x ops at
- *                                       random sizes against the reference
+ *   test_daemons coll NDAEMONS NRANKS [block]
+ *                                       every collective x dtypes x ops at
+ *                                       random sizes against the reference;
+ *                                       ranks round-robin, or in blocks
  *   test_daemons two                    two communicators at once, rooted on
  *                                       different daemons
  *   test_daemons mismatch               daemons disagree: -EINVAL on every rank
@@ -168,19 +170,24 @@ struct shared {
 };
 static struct shared *sh;
 
+static int block; /* ranks in blocks (0 1 | 2 3): ring hops inside a daemon too */
+
+static int daemon_of(int rank, int nranks)
+{
+	return block ? rank * ndaemons / nranks : rank % ndaemons;
+}
+
 static int join(const struct collc_unique_id *id, int rank, int nranks, struct collc_ctx **ctx,
 		struct collc_comm **comm)
 {
-	int r = collc_connect(socks[rank % ndaemons], ctx);
+	int d = daemon_of(rank, nranks), r = collc_connect(socks[d], ctx);
 
 	if (r < 0)
-		return h_fail("rank %d: connect to daemon %d: %s", rank, rank % ndaemons,
-			      collc_strerror(r));
+		return h_fail("rank %d: connect to daemon %d: %s", rank, d, collc_strerror(r));
 	r = collc_comm_init(*ctx, id, nranks, rank, -1, comm);
 	if (r < 0) {
 		collc_disconnect(*ctx);
-		return h_fail("rank %d: comm_init on daemon %d: %s", rank, rank % ndaemons,
-			      collc_strerror(r));
+		return h_fail("rank %d: comm_init on daemon %d: %s", rank, d, collc_strerror(r));
 	}
 	return 0;
 }
@@ -318,7 +325,8 @@ static int test_coll(int nd, int nranks)
 	h_unique_id(&sh->id);
 	failed = h_run_ranks(nranks, coll_rank, NULL);
 	if (!failed)
-		h_log("%d ranks on %d daemons: every collective right", nranks, nd);
+		h_log("%d ranks on %d daemons (%s): every collective right", nranks, nd,
+		      block ? "in blocks" : "round-robin");
 	return finish(failed);
 }
 
@@ -610,8 +618,10 @@ int main(int argc, char **argv)
 
 	h_init("net_daemons", argc, argv, 150);
 	sh = h_shared(sizeof(*sh));
-	if (!strcmp(what, "coll"))
+	if (!strcmp(what, "coll")) {
+		block = argc > 4 && !strcmp(argv[4], "block");
 		return test_coll(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 4);
+	}
 	if (!strcmp(what, "mismatch"))
 		return test_mismatch();
 	if (!strcmp(what, "two"))
