@@ -8,6 +8,8 @@
  *                                       every collective x dtypes x ops at
  *                                       random sizes against the reference;
  *                                       ranks round-robin, or in blocks
+ *   test_daemons plugin                 coll 2 3 over libnccl-net-collc.so
+ *                                       (--net plugin:collc)
  *   test_daemons two                    two communicators at once, rooted on
  *                                       different daemons
  *   test_daemons mismatch               daemons disagree: -EINVAL on every rank
@@ -49,8 +51,9 @@ static char socks[MAX_DAEMONS][160];
 static pid_t dpids[MAX_DAEMONS];
 static char logs[MAX_DAEMONS][192];
 
-static const char *const daemon_args[] = { "--backend", "cpu", "--listen", "127.0.0.1:0",
-					   "--set", "net_ifname=lo", NULL };
+/* The last two are "--net plugin:collc" in the plugin case. */
+static const char *daemon_args[] = { "--backend", "cpu", "--listen", "127.0.0.1:0",
+				     "--set", "net_ifname=lo", NULL, NULL, NULL };
 
 /* Daemon 0 is the harness's; the others are started here on sockets beside it. */
 static void start_daemon(int d)
@@ -322,6 +325,14 @@ static int test_coll(int nd, int nranks)
 	int failed;
 
 	start_daemons(nd);
+	if (daemon_args[7]) {
+		char cmd[512], out[16384];
+
+		snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+		if (h_run_capture(cmd, out, sizeof(out)) != 0 ||
+		    !strstr(out, "\"transport\": \"plugin:collc\""))
+			return finish(h_fail("collcd does not report the plugin as its transport"));
+	}
 	h_unique_id(&sh->id);
 	failed = h_run_ranks(nranks, coll_rank, NULL);
 	if (!failed)
@@ -626,6 +637,14 @@ int main(int argc, char **argv)
 		return test_mismatch();
 	if (!strcmp(what, "two"))
 		return test_two();
+	if (!strcmp(what, "plugin")) {
+		/* The tcp transport built as an NCCL net plugin, loaded by dlopen. */
+		setenv("LD_LIBRARY_PATH", COLLC_NET_PLUGIN_DIR, 1);
+		setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+		daemon_args[6] = "--net";
+		daemon_args[7] = "plugin:collc";
+		return test_coll(2, 3);
+	}
 	if (!strcmp(what, "secret"))
 		return test_secret();
 	if (!strcmp(what, "kill"))
