@@ -154,8 +154,8 @@ static void name_list(const struct key_desc *k, char *out, size_t len)
 	}
 #define KEY_STR_FIXED(n, f)                                                                        \
 	{                                                                                          \
-		n, K_STR, offsetof(struct collc_config, f),                                        \
-			0, sizeof(((struct collc_config *)0)->f), 0, 1, NULL                       \
+		n, K_STR, offsetof(struct collc_config, f), 0,                                     \
+			sizeof(((struct collc_config *)0)->f), 0, 1, NULL                          \
 	}
 #define KEY_NAME(n, f, table)                                                                      \
 	{                                                                                          \
@@ -286,7 +286,8 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 		}
 		for (const char *p = val; *p; p++)
 			if (!isgraph((unsigned char)*p) || *p == '"' || *p == '\\') {
-				snprintf(err, errlen, "%s may not contain blanks, quotes or backslashes",
+				snprintf(err, errlen,
+					 "%s may not contain blanks, quotes or backslashes",
 					 k->name);
 				return -EINVAL;
 			}

@@ -48,12 +48,12 @@
 #include "daemon/sched.h"
 #include "proto/work.h"
 
-#define MSG_MAGIC      0x4e4c4c43u /* "CLLN" */
-#define MSG_MAX        (20u << 10) /* largest body: a TABLE of 64 ranks */
-#define OUT_MAX        (96u << 10) /* queued output of one connection */
-#define MAX_CONNS      512u        /* connections at once; more are refused */
-#define RETRY_NS       (100ull * 1000000)
-#define LINK_SLOTS_MAX 16u
+#define MSG_MAGIC       0x4e4c4c43u /* "CLLN" */
+#define MSG_MAX         (20u << 10) /* largest body: a TABLE of 64 ranks */
+#define OUT_MAX         (96u << 10) /* queued output of one connection */
+#define MAX_CONNS       512u        /* connections at once; more are refused */
+#define RETRY_NS        (100ull * 1000000)
+#define LINK_SLOTS_MAX  16u
 /* A joiner that cannot reach its root, or links that do not come up, fail the join. */
 #define JOIN_TIMEOUT_NS (60ull * 1000000000)
 #define LINK_TIMEOUT_NS (30ull * 1000000000)
@@ -81,7 +81,7 @@ struct m_reg {
 	uint32_t rank;
 	uint32_t nranks;
 	uint32_t max_chan;
-	uint32_t gpu; /* the rank uses a GPU: not across daemons yet */
+	uint32_t gpu;          /* the rank uses a GPU: not across daemons yet */
 	struct wire_addr from; /* the joiner's listen address, for status */
 	uint8_t pad[4];
 	uint8_t handles[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
@@ -150,7 +150,7 @@ struct link {
 	int dir;
 	uint32_t rank; /* L_SEND: the remote receiver (its staging ring here); L_RECV: ours */
 	uint32_t chan;
-	uint32_t peer; /* daemon index of the other end */
+	uint32_t peer;                           /* daemon index of the other end */
 	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE]; /* L_SEND: kept across connect() calls */
 	void *comm;
 	void *mh;
@@ -173,7 +173,7 @@ struct ncomm {
 	uint32_t nranks, nchan, me, ndaemons;
 	int stage;
 	int err;
-	int told; /* the scheduler heard of the failure (or caused it) */
+	int told;                      /* the scheduler heard of the failure (or caused it) */
 	uint8_t have[COLLC_MAX_RANKS]; /* root: registered; joiner: joined here */
 	uint8_t sent[COLLC_MAX_RANKS]; /* joiner: REG sent */
 	uint8_t owner[COLLC_MAX_RANKS];
@@ -214,7 +214,7 @@ static struct {
 	struct ncomm *comms;
 	uint64_t refused_full;
 	uint64_t gone_sent, gone_recv; /* bytes of connections and links already freed */
-	uint32_t inflight; /* collectives in flight on spanning communicators */
+	uint32_t inflight;             /* collectives in flight on spanning communicators */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 static uint64_t mono_ns(void)
@@ -610,7 +610,8 @@ static int nc_listen_rank(struct ncomm *nc, uint32_t rank)
 	for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++) {
 		if (nc->listen[rank][c])
 			continue;
-		if (node.t.net->listen(0, nc->handles[rank][c], &nc->listen[rank][c]) != ncclSuccess) {
+		if (node.t.net->listen(0, nc->handles[rank][c], &nc->listen[rank][c]) !=
+		    ncclSuccess) {
 			nc->listen[rank][c] = NULL;
 			return -EIO;
 		}
@@ -1214,8 +1215,8 @@ static int link_step(struct link *l)
 
 			if (len > e->slot_bytes)
 				return -EINVAL;
-			if (net->isend(l->comm, e->buf + (size_t)s * e->slot_bytes, (int)len, 0, l->mh,
-				       &req) != ncclSuccess)
+			if (net->isend(l->comm, e->buf + (size_t)s * e->slot_bytes, (int)len, 0,
+				       l->mh, &req) != ncclSuccess)
 				return -EPIPE;
 			if (!req)
 				break;
@@ -1287,8 +1288,9 @@ static int comms_step(uint64_t now, int *busy)
 		case NC_LINKING:
 			*busy = 1;
 			if (now > nc->deadline_ns) {
-				log_warn("communicator %llu: links to the other daemons did not come up",
-					 (unsigned long long)nc->id);
+				log_warn(
+					"communicator %llu: links to the other daemons did not come up",
+					(unsigned long long)nc->id);
 				nc_fail(nc, -ETIMEDOUT, 1);
 				break;
 			}
@@ -1338,9 +1340,9 @@ static void sleep_poll(int busy)
 			pf[n++] = (struct pollfd){
 				.fd = c->fd,
 				.events = (short)(POLLIN | (c->state == C_CONNECTING ||
-							    c->out_off < c->out_len
-						    ? POLLOUT
-						    : 0))
+									    c->out_off < c->out_len
+								    ? POLLOUT
+								    : 0))
 			};
 	pthread_mutex_unlock(&node.mu);
 	if (busy) {

@@ -395,7 +395,8 @@ void sched_cmd_join(struct sched_cmd *cmd)
 		r = node_join(cm->id, &q->uid, q->nranks, q->rank, q->device);
 		if (r < 0) {
 			if (r == -ENOTSUP)
-				log_warn("a network unique id needs collcd --listen on every daemon");
+				log_warn(
+					"a network unique id needs collcd --listen on every daemon");
 			sched_cmd_finish(cmd, r);
 			if (!cm->joined)
 				cm->failed = 1; /* nobody joined: sched_collect() frees it */

@@ -89,7 +89,7 @@ struct slot_rank {
 struct slot {
 	uint8_t state;
 	uint64_t t_first_ns; /* first rank's arrival: the timeout runs from here */
-	uint8_t net; /* spanning daemons: NET_* below */
+	uint8_t net;         /* spanning daemons: NET_* below */
 	uint8_t nchannels;
 	uint8_t chan_base;
 	uint8_t algo, proto;

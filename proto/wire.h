@@ -15,6 +15,9 @@
  *      collc_msg_mem_gpu_register), instead of in a pipe passed as its fd.
  *      hello_reply.backend is a bitmask of COLLC_BACKEND_* (one collcd runs
  *      the CPU and the CUDA executor side by side): test the bit.
+ *      Later, still 2: hello_reply.net_* (formerly reserved, so zero from an
+ *      older collcd) name where collcd listens for other daemons, and unique
+ *      ids of version 2 carry it (struct collc_uid).
  */
 #ifndef COLLC_PROTO_WIRE_H
 #define COLLC_PROTO_WIRE_H
@@ -115,8 +118,7 @@ _Static_assert(offsetof(struct collc_msg_hello_reply, sq) == 32, "hello_reply.sq
 _Static_assert(offsetof(struct collc_msg_hello_reply, cq) == 64, "hello_reply.cq");
 _Static_assert(offsetof(struct collc_msg_hello_reply, node_id) == 96, "hello_reply.node_id");
 _Static_assert(offsetof(struct collc_msg_hello_reply, max_ranks) == 112, "hello_reply.max_ranks");
-_Static_assert(offsetof(struct collc_msg_hello_reply, net_family) == 124,
-	       "hello_reply.net_family");
+_Static_assert(offsetof(struct collc_msg_hello_reply, net_family) == 124, "hello_reply.net_family");
 _Static_assert(offsetof(struct collc_msg_hello_reply, net_addr) == 128, "hello_reply.net_addr");
 _Static_assert(offsetof(struct collc_msg_hello_reply, reserved) == 144, "hello_reply.reserved");
 
@@ -181,7 +183,7 @@ struct collc_msg_mem_release {
 };
 _Static_assert(sizeof(struct collc_msg_mem_release) == 8, "mem_release size");
 
-#define COLLC_UID_MAGIC 0x44495543u /* "CUID" */
+#define COLLC_UID_MAGIC         0x44495543u /* "CUID" */
 /*
  * Version 1: node id and nonce, ranks meet on one collcd. Version 2 (from a
  * collcd with --listen) adds where that daemon listens and a random secret:

@@ -52,8 +52,8 @@ static pid_t dpids[MAX_DAEMONS];
 static char logs[MAX_DAEMONS][192];
 
 /* The last two are "--net plugin:collc" in the plugin case. */
-static const char *daemon_args[] = { "--backend", "cpu", "--listen", "127.0.0.1:0",
-				     "--set", "net_ifname=lo", NULL, NULL, NULL };
+static const char *daemon_args[] = { "--backend",     "cpu", "--listen", "127.0.0.1:0", "--set",
+				     "net_ifname=lo", NULL,  NULL,       NULL };
 
 /* Daemon 0 is the harness's; the others are started here on sockets beside it. */
 static void start_daemon(int d)
@@ -453,8 +453,8 @@ static int test_secret(void)
 	failed |= h_run_ranks(2, secret_rank, NULL);
 	after = refused_count();
 	if (before < 0 || after <= before)
-		failed |= h_fail("the root daemon counted no refusal (%ld before, %ld after)", before,
-				 after);
+		failed |= h_fail("the root daemon counted no refusal (%ld before, %ld after)",
+				 before, after);
 	kill(waiter, SIGKILL);
 	waitpid(waiter, NULL, 0);
 	/* The root daemon still serves: a fresh communicator across both daemons works. */
@@ -464,7 +464,7 @@ static int test_secret(void)
 	return finish(failed);
 }
 
-static int sig; /* SIGKILL or SIGSTOP */
+static int sig;    /* SIGKILL or SIGSTOP */
 static int victim; /* the daemon the kill and stop cases take away */
 
 /* kill -9 of a daemon while large all-reduces run: the other daemon's ranks get -EPIPE fast. */
@@ -533,7 +533,8 @@ static int test_kill(int sig_, int which)
 			dpids[which] = 0;
 		}
 	}
-	failed |= h_reap(pids + survivor, 1, NULL, 5000) | h_reap(pids + survivor + 2, 1, NULL, 5000);
+	failed |= h_reap(pids + survivor, 1, NULL, 5000) |
+		  h_reap(pids + survivor + 2, 1, NULL, 5000);
 	for (int r = which; r < nranks; r += 2)
 		kill(pids[r], SIGKILL);
 	h_reap(pids + which, 1, NULL, 1000);
@@ -618,8 +619,9 @@ static int test_garbage(void)
 	after = refused_count();
 	h_log("refused %ld -> %ld", before, after);
 	if (after < before + 100)
-		failed |= h_fail("the root daemon counted only %ld refusals of %d garbage connections",
-				 after - before, 300);
+		failed |= h_fail(
+			"the root daemon counted only %ld refusals of %d garbage connections",
+			after - before, 300);
 	return finish(failed);
 }
 
