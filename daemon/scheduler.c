@@ -154,8 +154,9 @@ static uint64_t lagging_mask(const struct comm *cm)
 	sl = &cm->slots[cm->next_launch % COMM_WINDOW];
 	if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING)
 		return 0;
+	/* Across daemons only this collcd's ranks are seen here. */
 	for (uint32_t r = 0; r < cm->nranks; r++)
-		if (!sl->ranks[r].client)
+		if (comm_rank_local(cm, r) && !sl->ranks[r].client)
 			mask |= 1ull << r;
 	return mask;
 }
