@@ -134,6 +134,60 @@ static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl, ui
 	return flags;
 }
 
+/* Across daemons the root compares every daemon's view first (CMD_NET_GO). */
+static void net_ask(struct comm *cm, struct slot *sl)
+{
+	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
+	struct node_coll d = { .seq = sl->seq,
+			       .opcode = a->opcode,
+			       .dtype = a->dtype,
+			       .count = a->count,
+			       .bad = slot_consistent(cm, sl) != 0 };
+
+	if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST)
+		d.redop = a->redop;
+	if (a->opcode == COLLC_OP_BROADCAST || a->opcode == COLLC_OP_REDUCE)
+		d.root = a->root;
+	sl->net = NET_ASKED;
+	node_coll_ready(cm->id, &d);
+}
+
+/*
+ * Asks for every collective all local ranks submitted, not only the next
+ * one, so that the root's answers overlap with the collectives in flight.
+ */
+static void net_ask_ahead(struct comm *cm)
+{
+	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {
+		struct slot *sl = sched_slot_of(cm, s);
+
+		if (sl->seq != s || sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal)
+			break;
+		if (sl->net == NET_NONE)
+			net_ask(cm, sl);
+	}
+}
+
+/*
+ * Reports every collective that ran here, not only the oldest: they run in
+ * FIFO order on the same channels, so the first one not yet run ends it.
+ */
+static void net_report_ahead(struct comm *cm)
+{
+	for (uint64_t s = cm->next_done; s < cm->next_launch; s++) {
+		struct slot *sl = sched_slot_of(cm, s);
+
+		if (sl->seq != s || sl->state == SLOT_DONE)
+			continue;
+		if (sl->state != SLOT_INFLIGHT || !sched_slot_executed(cm, sl))
+			break;
+		if (sl->net == NET_GO) {
+			sl->net = NET_EXECUTED;
+			node_coll_done(cm->id, sl->seq);
+		}
+	}
+}
+
 /* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
 static int launch(struct comm *cm, struct slot *sl)
 {
@@ -145,19 +199,7 @@ static int launch(struct comm *cm, struct slot *sl)
 	int err;
 
 	if (cm->local && sl->net == NET_NONE) {
-		/* Across daemons the root compares every daemon's view first (CMD_NET_GO). */
-		struct node_coll d = { .seq = sl->seq,
-				       .opcode = a->opcode,
-				       .dtype = a->dtype,
-				       .count = a->count,
-				       .bad = slot_consistent(cm, sl) != 0 };
-
-		if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST)
-			d.redop = a->redop;
-		if (a->opcode == COLLC_OP_BROADCAST || a->opcode == COLLC_OP_REDUCE)
-			d.root = a->root;
-		sl->net = NET_ASKED;
-		node_coll_ready(cm->id, &d);
+		net_ask(cm, sl);
 		return 0;
 	}
 	if (cm->local && sl->net != NET_GO)
@@ -244,6 +286,8 @@ int sched_launch_ready(void)
 	int progress = 0;
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		if (cm->local && cm->ready && cm->slots && !cm->revoked)
+			net_ask_ahead(cm);
 		while (cm->ready && cm->slots) {
 			struct slot *sl = sched_slot_of(cm, cm->next_launch);
 
@@ -345,6 +389,8 @@ int sched_reap(void)
 	int progress = 0;
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		if (cm->local && cm->inflight && !cm->revoked)
+			net_report_ahead(cm);
 		while (cm->inflight) {
 			struct slot *sl = sched_slot_of(cm, cm->next_done);
 

@@ -10,6 +10,7 @@
  *                                       ranks round-robin, or in blocks
  *   test_daemons plugin                 coll 2 3 over libnccl-net-collc.so
  *                                       (--net plugin:collc)
+ *   test_daemons pipeline               16 collectives in flight at once
  *   test_daemons two                    two communicators at once, rooted on
  *                                       different daemons
  *   test_daemons mismatch               daemons disagree: -EINVAL on every rank
@@ -268,6 +269,67 @@ static int coll_loop(struct collc_ctx *ctx, struct collc_comm *comm, int rank, i
 			break;
 		}
 		failed |= rc_check_coll(&c, coll, nranks, rank, root, recv, what);
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+/* Queues of collectives in flight at once: each its own buffers, checked when all are done. */
+#define PIPE_DEPTH 16
+#define PIPE_COUNT (40u << 10)
+
+static int pipe_rank(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	size_t stride = (size_t)PIPE_COUNT * 8 * nranks;
+	char *send, *recv;
+	uint64_t rs = h_seed;
+	int failed = 0;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	if (collc_mem_alloc(ctx, stride * PIPE_DEPTH, -1, (void **)&send) < 0 ||
+	    collc_mem_alloc(ctx, stride * PIPE_DEPTH, -1, (void **)&recv) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	for (int round = 0; round < 4 && !failed; round++) {
+		struct rc_case c[PIPE_DEPTH];
+		enum rc_coll coll[PIPE_DEPTH];
+		int root[PIPE_DEPTH];
+		collc_req req[PIPE_DEPTH];
+
+		for (int q = 0; q < PIPE_DEPTH; q++) {
+			uint64_t pick = h_rand(&rs);
+			int r;
+
+			coll[q] = (enum rc_coll)(pick % RC_NUM_COLLS);
+			c[q] = (struct rc_case){ .dtype = dtypes[(pick >> 8) % 5],
+						 .op = ops[(pick >> 16) % 5],
+						 .count = (pick >> 32) % PIPE_COUNT,
+						 .seed = h_seed + (uint64_t)(round * PIPE_DEPTH + q) };
+			root[q] = (int)((pick >> 24) % (uint64_t)nranks);
+			if (coll[q] != RC_BROADCAST || rank == root[q])
+				rc_fill_coll(&c[q], coll[q], nranks, rank, send + q * stride);
+			r = submit(comm, coll[q], &c[q], root[q], send + q * stride,
+				   recv + q * stride, &req[q]);
+			if (r < 0)
+				return h_fail("rank %d: submit: %s", rank, collc_strerror(r));
+		}
+		for (int q = 0; q < PIPE_DEPTH; q++) {
+			char what[96];
+			int r = collc_wait(ctx, req[q], 30000);
+
+			snprintf(what, sizeof(what), "rank %d round %d #%d %s %s count %zu", rank,
+				 round, q, rc_coll_name(coll[q]), rc_dtype_name(c[q].dtype),
+				 c[q].count);
+			if (r < 0)
+				failed = h_fail("%s: %s", what, collc_strerror(r));
+			else
+				failed |= rc_check_coll(&c[q], coll[q], nranks, rank, root[q],
+							recv + q * stride, what);
+		}
 	}
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
@@ -639,6 +701,11 @@ int main(int argc, char **argv)
 		return test_mismatch();
 	if (!strcmp(what, "two"))
 		return test_two();
+	if (!strcmp(what, "pipeline")) {
+		start_daemons(2);
+		h_unique_id(&sh->id);
+		return finish(h_run_ranks(4, pipe_rank, NULL));
+	}
 	if (!strcmp(what, "plugin")) {
 		/* The tcp transport built as an NCCL net plugin, loaded by dlopen. */
 		setenv("LD_LIBRARY_PATH", COLLC_NET_PLUGIN_DIR, 1);
