@@ -12,13 +12,22 @@
 
 int collc_get_unique_id(struct collc_ctx *ctx, struct collc_unique_id *ret_id)
 {
-	struct collc_uid uid = { .magic = COLLC_UID_MAGIC, .version = 1 };
+	struct collc_uid uid = { .magic = COLLC_UID_MAGIC, .version = COLLC_UID_VERSION_LOCAL };
 
 	if (!ctx || !ret_id)
 		return -EINVAL;
 	memcpy(uid.node_id, ctx->node_id, sizeof(uid.node_id));
 	if (getrandom(uid.nonce, sizeof(uid.nonce), 0) != sizeof(uid.nonce))
 		return -errno ? -errno : -EIO;
+	if (ctx->net_family) {
+		/* A listening collcd: ranks on other daemons can join it with the secret. */
+		uid.version = COLLC_UID_VERSION_NET;
+		uid.net_family = ctx->net_family;
+		uid.net_port = ctx->net_port;
+		memcpy(uid.net_addr, ctx->net_addr, sizeof(uid.net_addr));
+		if (getrandom(uid.secret, sizeof(uid.secret), 0) != sizeof(uid.secret))
+			return -errno ? -errno : -EIO;
+	}
 	memcpy(ret_id->bytes, &uid, sizeof(uid));
 	return 0;
 }

@@ -77,6 +77,9 @@ struct collc_ctx {
 	uint32_t cq_head; /* private copy; published to hdr->cq_head */
 	struct collc_doorbell *doorbell;
 	uint8_t node_id[16];
+	/* Where collcd listens for other daemons (family 0: it does not). */
+	uint16_t net_family, net_port;
+	uint8_t net_addr[16];
 	uint32_t backend; /* COLLC_BACKEND_* bits: what collcd serves */
 	int event_fd;
 	uint64_t next_req;

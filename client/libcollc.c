@@ -216,6 +216,9 @@ int collc_connect(const char *socket_path, struct collc_ctx **ret_ctx)
 	ctx->cq_head = load_relaxed(&ctx->hdr->cq_head);
 	ctx->backend = hr.backend;
 	memcpy(ctx->node_id, hr.node_id, sizeof(ctx->node_id));
+	ctx->net_family = hr.net_family;
+	ctx->net_port = hr.net_port;
+	memcpy(ctx->net_addr, hr.net_addr, sizeof(ctx->net_addr));
 	ctl_reply_free(&rep);
 	*ret_ctx = ctx;
 	return 0;

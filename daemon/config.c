@@ -39,6 +39,8 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->cuda_lanes = 2;
 	cfg->cuda_idle_sleep_ns = 200;
 	cfg->cuda_trace = 0;
+	snprintf(cfg->net, sizeof(cfg->net), "auto");
+	cfg->net_timeout_ms = 2000;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
 			 CFG_AUTO_ONESHOT_LL_MAX_BYTES | CFG_AUTO_ONESHOT_MAX_BYTES |
 			 CFG_AUTO_TWOSHOT_MAX_BYTES | CFG_AUTO_ROTATE_CHANNELS;
@@ -110,7 +112,8 @@ static int parse_name(const char *s, const char *const *names, int n)
 }
 
 /* K_NAME: a uint32_t index into names (max of them), set and shown by name. */
-enum key_kind { K_U32, K_U64, K_NAME };
+/* K_STR: a char array of max bytes (the value up to max - 1 characters). */
+enum key_kind { K_U32, K_U64, K_NAME, K_STR };
 
 struct key_desc {
 	const char *name;
@@ -148,6 +151,11 @@ static void name_list(const struct key_desc *k, char *out, size_t len)
 #define KEY_FIXED(n, k, f, lo, hi)                                                                 \
 	{                                                                                          \
 		n, k, offsetof(struct collc_config, f), lo, hi, 0, 1, NULL                         \
+	}
+#define KEY_STR_FIXED(n, f)                                                                        \
+	{                                                                                          \
+		n, K_STR, offsetof(struct collc_config, f), 0,                                     \
+			sizeof(((struct collc_config *)0)->f), 0, 1, NULL                          \
 	}
 #define KEY_NAME(n, f, table)                                                                      \
 	{                                                                                          \
@@ -200,6 +208,14 @@ static const struct key_desc keys[] = {
 	KEY_FIXED("cuda_idle_sleep_ns", K_U32, cuda_idle_sleep_ns, 0, 1000000),
 	/* Fixed at start. 1: the grid times its hand-offs, logged at exit (costs PCIe writes). */
 	KEY_FIXED("cuda_trace", K_U32, cuda_trace, 0, 1),
+	/* Fixed at start. ADDR:PORT on which collcd meets other collcd daemons; empty: off. */
+	KEY_STR_FIXED("listen", listen),
+	/* Fixed at start. Transport to other daemons: auto, tcp, ib or plugin:NAME. */
+	KEY_STR_FIXED("net", net),
+	/* Fixed at start. Interface for data to other daemons; empty: the first one up. */
+	KEY_STR_FIXED("net_ifname", net_ifname),
+	/* A peer daemon silent this long fails the communicators it spans (-ETIMEDOUT). */
+	KEY("net_timeout_ms", K_U32, net_timeout_ms, 100, 600000),
 };
 
 const char *const cfg_auto_keys[] = {
@@ -261,6 +277,22 @@ int cfg_apply_kv(struct collc_config *cfg, const char *kv, char *err, size_t err
 			return -EINVAL;
 		}
 		*(uint32_t *)((char *)&next + k->off) = (uint32_t)i;
+		break;
+	case K_STR:
+		if (strlen(val) >= k->max) {
+			snprintf(err, errlen, "%s must be at most %u characters", k->name,
+				 (unsigned)k->max - 1);
+			return -EINVAL;
+		}
+		for (const char *p = val; *p; p++)
+			if (!isgraph((unsigned char)*p) || *p == '"' || *p == '\\') {
+				snprintf(err, errlen,
+					 "%s may not contain blanks, quotes or backslashes",
+					 k->name);
+				return -EINVAL;
+			}
+		memset((char *)&next + k->off, 0, k->max);
+		memcpy((char *)&next + k->off, val, strlen(val));
 		break;
 	case K_U32:
 	case K_U64:
@@ -356,6 +388,9 @@ int cfg_get_key(const struct collc_config *cfg, const char *key, char *out, size
 	case K_U64:
 		snprintf(out, outlen, "%" PRIu64, *(const uint64_t *)((const char *)cfg + k->off));
 		break;
+	case K_STR:
+		snprintf(out, outlen, "%.*s", (int)k->max, (const char *)cfg + k->off);
+		break;
 	}
 	return 0;
 }
@@ -368,7 +403,8 @@ size_t cfg_to_json(const struct collc_config *cfg, char *out, size_t outlen)
 	n += (size_t)snprintf(out + n, outlen - n, "\"max_channels\": %u", cfg->max_channels);
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && n < outlen; i++) {
 		cfg_get_key(cfg, keys[i].name, v, sizeof(v));
-		if (keys[i].kind == K_NAME || (cfg->auto_mask & keys[i].auto_bit))
+		if (keys[i].kind == K_NAME || keys[i].kind == K_STR ||
+		    (cfg->auto_mask & keys[i].auto_bit))
 			n += (size_t)snprintf(out + n, outlen - n, ", \"%s\": \"%s\"", keys[i].name,
 					      v);
 		else
@@ -389,7 +425,9 @@ const char *cfg_fixed_changed(const struct collc_config *a, const struct collc_c
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (keys[i].fixed &&
 		    memcmp((const char *)a + keys[i].off, (const char *)b + keys[i].off,
-			   keys[i].kind == K_U64 ? sizeof(uint64_t) : sizeof(uint32_t)))
+			   keys[i].kind == K_STR   ? keys[i].max
+			   : keys[i].kind == K_U64 ? sizeof(uint64_t)
+						   : sizeof(uint32_t)))
 			return keys[i].name;
 	return NULL;
 }

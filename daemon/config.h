@@ -39,6 +39,11 @@ struct collc_config {
 	uint32_t cuda_lanes;           /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
 	uint32_t cuda_idle_sleep_ns; /* fixed at start: idle GPU channel blocks sleep between polls */
 	uint32_t cuda_trace;         /* fixed at start: 1: the grid times its hand-offs */
+	/* Other daemons (daemon/node.c). */
+	char listen[64];         /* fixed at start: ADDR:PORT other collcd daemons reach; "": off */
+	char net[64];            /* fixed at start: auto, tcp, ib or plugin:NAME */
+	char net_ifname[16];     /* fixed at start: interface for data ("": the first up one) */
+	uint32_t net_timeout_ms; /* a peer daemon silent this long fails its communicators */
 	/*
 	 * CFG_AUTO_*: keys left at auto. Their field holds a placeholder (the
 	 * generic default) until cfg_resolve() fills in an executor's own value.

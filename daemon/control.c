@@ -31,6 +31,7 @@
 #include "daemon/ctl_int.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/node.h"
 #include "daemon/sched.h"
 #include "daemon/wire_check.h"
 #include "proto/shm.h"
@@ -280,6 +281,7 @@ static void done_hello(struct sched_cmd *cmd)
 		rep.ndevices += exec_get(e)->ndevices;
 	/* A bitmask since wire version 2: every executor that runs. */
 	rep.backend = exec_backend_mask();
+	node_listen_addr(&rep.net_family, &rep.net_port, rep.net_addr);
 	fds[0] = cmd->u.add.shm_fd;
 	fds[1] = sched_doorbell_fd();
 	ctl_reply_struct(s, c->type, c->id, 0, &rep, sizeof(rep), fds, 2);

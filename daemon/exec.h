@@ -49,6 +49,29 @@ struct exec_mem {
  */
 typedef void exec_mem_done_fn(void *arg, int result, const struct exec_mem *m);
 
+/*
+ * One Simple ring of a connection, for the network proxy (daemon/node.c)
+ * that plays its far end: on the daemon of the sending rank the proxy is
+ * the ring's receiver (it reads published steps and hands back credit), on
+ * the daemon of the receiving rank its sender (it lands steps from the
+ * network and publishes them). Steps are monotonic; step s lives in slot
+ * s % nslots.
+ */
+struct exec_link {
+	void *l;
+	char *buf; /* nslots slots of slot_bytes */
+	uint32_t slot_bytes;
+	uint32_t nslots;
+	/* Acquire loads: steps published (tail), steps consumed (head). */
+	uint64_t (*tail)(void *l);
+	uint64_t (*head)(void *l);
+	/* Payload bytes of published step s (read after tail passed s). */
+	uint32_t (*len)(void *l, uint64_t step);
+	/* Release stores that wake the rank sleeping on them. */
+	void (*post_tail)(void *l, uint64_t v, uint32_t len_of_last);
+	void (*post_head)(void *l, uint64_t v);
+};
+
 /* What every executor is handed at start. */
 struct exec_init {
 	uint32_t ndevices;     /* 0: the executor's own default */
@@ -100,6 +123,16 @@ struct exec_backend {
 	 * communicator gets fresh, zeroed ones).
 	 */
 	void (*comm_abort)(void *priv);
+	/*
+	 * comm_setup for a communicator spanning daemons (NULL: the executor
+	 * runs none): local[r] is nonzero for the ranks this collcd runs, and
+	 * only those get devices and comm_dev; the other ranks' receive rings
+	 * exist here too, as the proxy's staging (comm_link).
+	 */
+	int (*comm_setup_part)(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
+			       uint64_t *ret_comm_dev, void **ret_priv);
+	/* The Simple ring rank receives on, on channel chan. */
+	int (*comm_link)(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret);
 	/* Frees them; no item referring to them is in any FIFO any more. */
 	void (*comm_teardown)(void *priv);
 	/* Human name of a device for status. */

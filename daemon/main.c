@@ -23,6 +23,7 @@
 #include "daemon/control.h"
 #include "daemon/exec.h"
 #include "daemon/log.h"
+#include "daemon/node.h"
 #include "daemon/notify.h"
 #include "daemon/sched.h"
 #include "proto/work.h"
@@ -40,6 +41,8 @@ struct options {
 	int require_mps;
 	const char *sets[64];
 	int nsets;
+	char listen_kv[80]; /* --listen and --net become these --set words */
+	char net_kv[80];
 };
 
 static uv_loop_t loop;
@@ -52,13 +55,15 @@ static void usage(FILE *f)
 		"usage: collcd [--socket PATH] [--admin-socket PATH] [--backend auto|cpu|cuda]\n"
 		"              [--devices N] [--max-channels N] [--set KEY=VALUE]...\n"
 		"              [--config FILE] [--foreground] [--log-level LEVEL] [--require-mps]\n"
+		"              [--listen ADDR:PORT] [--net auto|tcp|ib|plugin:NAME]\n"
 		"\n"
 		"--backend auto (default) runs the CPU executor and, where GPUs exist, the CUDA one.\n"
 		"\n"
 		"Keys: channels, proto (auto|simple|ll|ll128), algo (auto|ring|oneshot|twoshot),\n"
 		"      op_timeout_ms, oneshot_max_bytes, twoshot_max_bytes, ll_max_bytes,\n"
 		"      oneshot_ll_max_bytes, ll128_max_bytes, channel_min_bytes, sched_spin_us,\n"
-		"      exec_spin_us, rotate_channels, cuda_lanes, cuda_idle_sleep_ns, cuda_trace\n"
+		"      exec_spin_us, rotate_channels, cuda_lanes, cuda_idle_sleep_ns, cuda_trace,\n"
+		"      listen, net, net_ifname, net_timeout_ms\n"
 		"      (channels, channel_min_bytes, oneshot_ll_max_bytes, oneshot_max_bytes,\n"
 		"      twoshot_max_bytes and rotate_channels take auto: each executor's default)\n");
 }
@@ -92,6 +97,8 @@ static int parse_options(int argc, char **argv, struct options *o)
 		{ "foreground", no_argument, NULL, 'f' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "require-mps", no_argument, NULL, 'M' },
+		{ "listen", required_argument, NULL, 'L' },
+		{ "net", required_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -146,6 +153,20 @@ static int parse_options(int argc, char **argv, struct options *o)
 			break;
 		case 'M':
 			o->require_mps = 1;
+			break;
+		case 'L':
+		case 'N':
+			if (o->nsets >= (int)(sizeof(o->sets) / sizeof(o->sets[0]))) {
+				fprintf(stderr, "collcd: too many --set\n");
+				return -EINVAL;
+			}
+			if (c == 'L') {
+				snprintf(o->listen_kv, sizeof(o->listen_kv), "listen=%s", optarg);
+				o->sets[o->nsets++] = o->listen_kv;
+			} else {
+				snprintf(o->net_kv, sizeof(o->net_kv), "net=%s", optarg);
+				o->sets[o->nsets++] = o->net_kv;
+			}
 			break;
 		case 'h':
 			usage(stdout);
@@ -281,6 +302,11 @@ int main(int argc, char **argv)
 		log_err("scheduler: %s", strerror(-r));
 		goto out_cfg;
 	}
+	r = node_init(&cfg, sp.node_id);
+	if (r < 0) {
+		log_err("net: %s", strerror(-r));
+		goto out_sched;
+	}
 	nlfds = notify_listen_fds(&lfds, &ladmin);
 	cp.loop = &loop;
 	cp.socket_path = o.socket_path;
@@ -292,7 +318,7 @@ int main(int argc, char **argv)
 	cp.config_path = o.config_path;
 	r = ctl_init(&cp);
 	if (r < 0)
-		goto out_sched;
+		goto out_node;
 	uv_signal_init(&loop, &sig_int);
 	uv_signal_init(&loop, &sig_term);
 	uv_signal_init(&loop, &sig_hup);
@@ -318,6 +344,8 @@ out_ctl:
 	uv_close((uv_handle_t *)&sig_hup, NULL);
 	uv_close((uv_handle_t *)&sig_usr2, NULL);
 	ctl_fini();
+out_node:
+	node_fini();
 out_sched:
 	sched_fini();
 	/* Run the done callbacks of commands the scheduler finished last. */

@@ -29,6 +29,11 @@ enum sched_cmd_type {
 	CMD_STATUS,
 	CMD_METRICS,
 	CMD_COMM_TIMEOUT,
+	/* From the node thread (daemon/node.c): a communicator spanning daemons. */
+	CMD_NET_READY, /* its links are up: set it up on the executor */
+	CMD_NET_FAIL,  /* it failed elsewhere or on the network: u.net.err */
+	CMD_NET_GO,    /* every daemon matched collective u.net.seq (err: -EINVAL, they differ) */
+	CMD_NET_DONE,  /* every daemon executed collective u.net.seq */
 };
 
 struct sched_cmd {
@@ -76,6 +81,13 @@ struct sched_cmd {
 			uint32_t comm;
 			uint32_t ms; /* UINT32_MAX: follow op_timeout_ms */
 		} timeout;
+		struct {
+			uint64_t comm_id;
+			uint64_t seq;
+			int err;
+			uint32_t nchan;
+			uint8_t local[COLLC_MAX_RANKS]; /* ranks this collcd runs */
+		} net;
 		struct {
 			uint32_t flags; /* COLLC_STATUS_JSON */
 			char *text;     /* out, malloc'ed: the control thread frees it */

@@ -14,6 +14,7 @@
 #include "common/atomics.h"
 #include "common/futex.h"
 #include "daemon/log.h"
+#include "daemon/node.h"
 #include "daemon/sched_int.h"
 
 struct slot *sched_slot_of(struct comm *cm, uint64_t seq)
@@ -84,6 +85,8 @@ void sched_comm_revoke(struct comm *cm, int err)
 	if (cm->revoked || !cm->slots)
 		return;
 	cm->revoked = err;
+	if (cm->local)
+		node_comm_revoke(cm->id, err); /* the other daemons end it too */
 	if (cm->live)
 		log_info("communicator %llu revoked: %s", (unsigned long long)cm->id,
 			 strerror(-err));
@@ -124,6 +127,9 @@ void sched_client_free(struct sched_client *c)
 
 void sched_comm_free(struct comm *cm)
 {
+	/* The proxy lets go of its rings before the executor frees them. */
+	if (cm->net)
+		node_comm_release(cm->id);
 	if (cm->exec_priv)
 		sched.execs[cm->exec_idx].ex->comm_teardown(cm->exec_priv);
 	/*
@@ -149,6 +155,7 @@ void sched_comm_free(struct comm *cm)
 	free(cm->members);
 	free(cm->devs);
 	free(cm->comm_dev);
+	free(cm->local);
 	free(cm);
 }
 
@@ -240,11 +247,17 @@ static int member_add(struct sched_client *c, struct comm *cm, uint32_t rank, ui
 /* The executor of a communicator's ranks: host memory ranks, or GPU ones. */
 static int comm_pick_exec(const struct comm *cm, uint32_t *ret_idx)
 {
-	int32_t dev0 = cm->joins[0]->u.join.req.device;
-	uint32_t cap = dev0 == -1 ? EXEC_CAP_HOST_RANKS : EXEC_CAP_DEVICE_RANKS;
+	uint32_t first = 0;
+	int32_t dev0;
+	uint32_t cap;
 
-	for (uint32_t i = 1; i < cm->nranks; i++)
-		if ((cm->joins[i]->u.join.req.device == -1) != (dev0 == -1)) {
+	while (!comm_rank_local(cm, first))
+		first++;
+	dev0 = cm->joins[first]->u.join.req.device;
+	cap = dev0 == -1 ? EXEC_CAP_HOST_RANKS : EXEC_CAP_DEVICE_RANKS;
+	for (uint32_t i = first + 1; i < cm->nranks; i++)
+		if (comm_rank_local(cm, i) &&
+		    (cm->joins[i]->u.join.req.device == -1) != (dev0 == -1)) {
 			log_warn(
 				"communicator %llu: rank 0 uses %s but rank %u %s: one communicator "
 				"runs on host threads or on GPUs, not both",
@@ -263,6 +276,8 @@ static int comm_pick_exec(const struct comm *cm, uint32_t *ret_idx)
 	return -ENODEV;
 }
 
+static const struct collc_msg_comm_init remote_rank = { .device = -1 };
+
 /* Places the ranks on its executor's devices and sets up its connections there. */
 static int comm_place(struct comm *cm)
 {
@@ -274,14 +289,25 @@ static int comm_place(struct comm *cm)
 	if (r < 0)
 		return r;
 	ex = sched.execs[cm->exec_idx].ex;
+	if (cm->local && (!ex->comm_setup_part || !ex->comm_link)) {
+		log_warn("communicator %llu: executor %s cannot run ranks spanning daemons",
+			 (unsigned long long)cm->id, ex->name);
+		return -ENOTSUP;
+	}
 	for (uint32_t i = 0; i < cm->nranks; i++)
-		reqs[i] = &cm->joins[i]->u.join.req;
+		/* Ranks of other daemons run elsewhere: host memory stands in for them. */
+		reqs[i] = comm_rank_local(cm, i) ? &cm->joins[i]->u.join.req : &remote_rank;
 	r = ex->place(cm->nranks, reqs, local);
 	if (r < 0)
 		return r;
 	for (uint32_t i = 0; i < cm->nranks; i++)
 		cm->devs[i] = sched.execs[cm->exec_idx].base + local[i];
-	return ex->comm_setup(cm->nranks, local, cm->comm_dev, &cm->exec_priv);
+	if (!cm->local)
+		return ex->comm_setup(cm->nranks, local, cm->comm_dev, &cm->exec_priv);
+	r = ex->comm_setup_part(cm->nranks, local, cm->local, cm->comm_dev, &cm->exec_priv);
+	if (r < 0)
+		return r;
+	return node_comm_attach(cm->id, ex, cm->exec_priv);
 }
 
 static int comm_complete_init(struct comm *cm)
@@ -305,19 +331,26 @@ static int comm_complete_init(struct comm *cm)
 	for (uint32_t i = 0; i < cm->nranks; i++) {
 		struct sched_cmd *j = cm->joins[i];
 
+		if (!j)
+			continue; /* another daemon's rank */
 		r = member_add(j->client, cm, i, &j->u.join.comm);
 		if (r < 0)
 			return r;
 		j->u.join.comm_id = cm->id;
 	}
 	cm->ready = 1;
-	log_info("communicator %llu: %u ranks", (unsigned long long)cm->id, cm->nranks);
+	log_info("communicator %llu: %u ranks (%u here)", (unsigned long long)cm->id, cm->nranks,
+		 cm->nlocal);
 	for (uint32_t i = 0; i < cm->nranks; i++) {
+		if (!cm->joins[i])
+			continue;
 		sched_cmd_finish(cm->joins[i], 0);
 		cm->joins[i] = NULL;
 	}
 	return 0;
 }
+
+static void comm_init_done(struct comm *cm);
 
 void sched_cmd_join(struct sched_cmd *cmd)
 {
@@ -347,6 +380,7 @@ void sched_cmd_join(struct sched_cmd *cmd)
 		}
 		cm->id = ++sched.next_comm_id;
 		cm->nranks = q->nranks;
+		cm->nlocal = q->nranks;
 		cm->timeout_ms = UINT32_MAX;
 		memcpy(cm->nonce, q->uid.nonce, sizeof(cm->nonce));
 		cm->next = sched.comms;
@@ -357,10 +391,35 @@ void sched_cmd_join(struct sched_cmd *cmd)
 		sched_cmd_finish(cmd, -EINVAL);
 		return;
 	}
+	if (q->uid.version == COLLC_UID_VERSION_NET && q->uid.net_family) {
+		r = node_join(cm->id, &q->uid, q->nranks, q->rank, q->device);
+		if (r < 0) {
+			if (r == -ENOTSUP)
+				log_warn(
+					"a network unique id needs collcd --listen on every daemon");
+			sched_cmd_finish(cmd, r);
+			if (!cm->joined)
+				cm->failed = 1; /* nobody joined: sched_collect() frees it */
+			return;
+		}
+		cm->net = 1;
+	}
 	cm->joins[q->rank] = cmd;
 	if (++cm->joined < cm->nranks)
 		return;
-	r = comm_complete_init(cm);
+	if (cm->net) {
+		/* Every rank joined here: a local communicator after all. */
+		node_comm_release(cm->id);
+		cm->net = 0;
+	}
+	comm_init_done(cm);
+}
+
+/* Every rank is known: set it up, or fail every rank's join. */
+static void comm_init_done(struct comm *cm)
+{
+	int r = comm_complete_init(cm);
+
 	if (r < 0) {
 		log_err("communicator setup failed: %s", strerror(-r));
 		sched_comm_fail_init(cm, r);
@@ -397,4 +456,92 @@ struct member *sched_member_of(struct sched_client *c, uint32_t handle)
 	if (handle < 1 || handle > c->nmembers)
 		return NULL;
 	return c->members[handle - 1];
+}
+
+static struct comm *comm_by_id(uint64_t id)
+{
+	for (struct comm *cm = sched.comms; cm; cm = cm->next)
+		if (cm->id == id)
+			return cm;
+	return NULL;
+}
+
+/* Its links are up: the ranks here run it with the ranks of the other daemons. */
+static void net_ready(struct comm *cm, const struct sched_cmd *cmd)
+{
+	uint32_t n = 0;
+
+	cm->local = calloc(cm->nranks, 1);
+	if (!cm->local) {
+		sched_comm_fail_init(cm, -ENOMEM);
+		cm->failed = 1;
+		return;
+	}
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		cm->local[r] = cmd->u.net.local[r] ? 1 : 0;
+		n += cm->local[r];
+		/* The table must name exactly the ranks that joined here. */
+		if (cm->local[r] != (cm->joins[r] != NULL)) {
+			log_err("communicator %llu: the rank table disagrees with the ranks here",
+				(unsigned long long)cm->id);
+			node_comm_revoke(cm->id, -EPROTO);
+			sched_comm_fail_init(cm, -EPROTO);
+			cm->failed = 1;
+			return;
+		}
+	}
+	cm->nlocal = n;
+	cm->net_nchan = (uint8_t)cmd->u.net.nchan;
+	comm_init_done(cm);
+	if (cm->failed)
+		node_comm_revoke(cm->id, -EPIPE);
+}
+
+/* A command from the node thread about a communicator spanning daemons. */
+void sched_net_cmd(struct sched_cmd *cmd)
+{
+	struct comm *cm = comm_by_id(cmd->u.net.comm_id);
+	struct slot *sl;
+
+	if (!cm || !cm->net) {
+		sched_cmd_finish(cmd, 0);
+		return;
+	}
+	switch (cmd->type) {
+	case CMD_NET_READY:
+		if (!cm->ready && !cm->failed)
+			net_ready(cm, cmd);
+		break;
+	case CMD_NET_FAIL:
+		if (cm->ready) {
+			sched_comm_revoke(cm, cmd->u.net.err);
+		} else if (!cm->failed) {
+			sched_comm_fail_init(cm, cmd->u.net.err);
+			cm->failed = 1;
+		}
+		break;
+	case CMD_NET_GO:
+	case CMD_NET_DONE:
+		if (!cm->ready || !cm->slots)
+			break;
+		sl = sched_slot_of(cm, cmd->u.net.seq);
+		if (sl->seq != cmd->u.net.seq)
+			break;
+		if (cmd->type == CMD_NET_GO && sl->net == NET_ASKED && sl->state == SLOT_ARRIVING) {
+			if (cmd->u.net.err) {
+				/* The daemons disagree: every rank fails, as on one node. */
+				sl->net = NET_NONE;
+				sched_slot_finish(cm, sl, cmd->u.net.err);
+				sched_comm_advance_done(cm);
+			} else {
+				sl->net = NET_GO;
+			}
+		} else if (cmd->type == CMD_NET_DONE && sl->net == NET_EXECUTED) {
+			sl->net = NET_DONE;
+		}
+		break;
+	default:
+		break;
+	}
+	sched_cmd_finish(cmd, 0);
 }

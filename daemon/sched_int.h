@@ -90,6 +90,7 @@ struct slot_rank {
 struct slot {
 	uint8_t state;
 	uint64_t t_first_ns; /* first rank's arrival: the timeout runs from here */
+	uint8_t net;         /* spanning daemons: NET_* below */
 	uint8_t nchannels;
 	uint8_t chan_base;
 	uint8_t algo, proto;
@@ -100,6 +101,9 @@ struct slot {
 	uint64_t bytes;
 	struct slot_rank *ranks; /* nranks entries */
 };
+
+/* Where a collective of a communicator spanning daemons stands with the others. */
+enum { NET_NONE, NET_ASKED, NET_GO, NET_EXECUTED, NET_DONE };
 
 #define COMM_WINDOW 1024u /* collectives one communicator may have open */
 
@@ -134,7 +138,21 @@ struct comm {
 	uint64_t revoked_inflight; /* collectives in the executors when it was revoked */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
+	/*
+	 * Joined with a network id (daemon/node.c). Until every rank is known it
+	 * may still turn out local (every rank joined here); once it spans
+	 * daemons, local says which ranks run here (NULL: all of them).
+	 */
+	uint8_t net;
+	uint8_t net_nchan; /* channels every daemon runs it on */
+	uint8_t *local;
+	uint32_t nlocal; /* ranks that submit here */
 };
+
+static inline int comm_rank_local(const struct comm *cm, uint32_t r)
+{
+	return !cm->local || cm->local[r];
+}
 
 /* One device of one executor; the scheduler numbers them globally. */
 struct fifo_host {
@@ -208,6 +226,7 @@ void sched_member_leave(struct member *mb, int err);
 void sched_comm_fail_init(struct comm *cm, int err);
 void sched_cmd_join(struct sched_cmd *cmd);
 void sched_client_gone(struct sched_client *c);
+void sched_net_cmd(struct sched_cmd *cmd);
 struct member *sched_member_of(struct sched_client *c, uint32_t handle);
 
 /* sched_launch.c: launch, reap, timeouts */

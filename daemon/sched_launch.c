@@ -12,6 +12,7 @@
 #include "common/atomics.h"
 #include "common/futex.h"
 #include "daemon/log.h"
+#include "daemon/node.h"
 #include "daemon/sched_int.h"
 #include "daemon/plan.h"
 #include "proto/dtype.h"
@@ -100,7 +101,8 @@ static int coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t ncha
 int sched_slot_executed(const struct comm *cm, const struct slot *sl)
 {
 	for (uint32_t r = 0; r < cm->nranks; r++)
-		if (!coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels))
+		if (comm_rank_local(cm, r) &&
+		    !coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels))
 			return 0;
 	return 1;
 }
@@ -115,13 +117,24 @@ static int64_t rank_bytes(const struct collc_sqe *e, uint32_t nranks)
 }
 
 /* The ranks agree on what they run; otherwise every one of them fails. */
+static uint32_t first_local(const struct comm *cm)
+{
+	uint32_t r = 0;
+
+	while (!comm_rank_local(cm, r))
+		r++;
+	return r;
+}
+
 static int slot_consistent(const struct comm *cm, const struct slot *sl)
 {
-	const struct collc_sqe *a = &sl->ranks[0].sqe;
+	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
 
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 
+		if (!comm_rank_local(cm, r))
+			continue;
 		if (sr->err)
 			return sr->err;
 		if (sr->sqe.opcode != a->opcode || sr->sqe.count != a->count ||
@@ -154,6 +167,8 @@ static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl, ui
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 
+		if (!comm_rank_local(cm, r))
+			continue;
 		if ((sr->send_mr && (sr->send_mr->flags & EXEC_MEM_NO_PEER_READ)) ||
 		    (sr->recv_mr && (sr->recv_mr->flags & EXEC_MEM_NO_PEER_READ)))
 			flags |= PLAN_NO_PEER_READ;
@@ -164,30 +179,98 @@ static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl, ui
 	return flags;
 }
 
+/* Across daemons the root compares every daemon's view first (CMD_NET_GO). */
+static void net_ask(struct comm *cm, struct slot *sl)
+{
+	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
+	struct node_coll d = { .seq = sl->seq,
+			       .opcode = a->opcode,
+			       .dtype = a->dtype,
+			       .count = a->count,
+			       .bad = slot_consistent(cm, sl) != 0 };
+
+	if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST)
+		d.redop = a->redop;
+	if (a->opcode == COLLC_OP_BROADCAST || a->opcode == COLLC_OP_REDUCE)
+		d.root = a->root;
+	sl->net = NET_ASKED;
+	node_coll_ready(cm->id, &d);
+}
+
+/*
+ * Asks for every collective all local ranks submitted, not only the next
+ * one, so that the root's answers overlap with the collectives in flight.
+ */
+static void net_ask_ahead(struct comm *cm)
+{
+	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {
+		struct slot *sl = sched_slot_of(cm, s);
+
+		if (sl->seq != s || sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal)
+			break;
+		if (sl->net == NET_NONE)
+			net_ask(cm, sl);
+	}
+}
+
+/*
+ * Reports every collective that ran here, not only the oldest: they run in
+ * FIFO order on the same channels, so the first one not yet run ends it.
+ */
+static void net_report_ahead(struct comm *cm)
+{
+	for (uint64_t s = cm->next_done; s < cm->next_launch; s++) {
+		struct slot *sl = sched_slot_of(cm, s);
+
+		if (sl->seq != s || sl->state == SLOT_DONE)
+			continue;
+		if (sl->state != SLOT_INFLIGHT || !sched_slot_executed(cm, sl))
+			break;
+		if (sl->net == NET_GO) {
+			sl->net = NET_EXECUTED;
+			node_coll_done(cm->id, sl->seq);
+		}
+	}
+}
+
 /* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
 static int launch(struct comm *cm, struct slot *sl)
 {
-	const struct collc_sqe *a = &sl->ranks[0].sqe;
+	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
 	struct sched_exec *se = &sched.execs[cm->exec_idx];
 	const struct collc_config *cfg = &se->cfg;
 	uint32_t maxch = se->ex->max_channels;
 	struct plan p;
-	int err = slot_consistent(cm, sl);
+	int err;
 
+	if (cm->local && sl->net == NET_NONE) {
+		net_ask(cm, sl);
+		return 0;
+	}
+	if (cm->local && sl->net != NET_GO)
+		return 0;
+	err = slot_consistent(cm, sl);
 	if (err) {
 		sched_slot_finish(cm, sl, err);
 		return 1;
 	}
 	for (uint32_t r = 0; r < cm->nranks; r++)
-		if (!sched_fifo_has_room(cm->devs[r]))
+		if (comm_rank_local(cm, r) && !sched_fifo_has_room(cm->devs[r]))
 			return 0;
 	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(a, cm->nranks), cm->nranks,
 		  slot_plan_flags(cm, sl, se->ex->caps), &p);
+	if (cm->local) {
+		/* Every daemon runs the same ring: Simple, the agreed channels, the default chunk. */
+		p.algo = COLLC_ALGO_RING;
+		p.proto = COLLC_PROTO_SIMPLE;
+		p.nchannels = cm->net_nchan;
+		p.chunk_bytes = 0;
+	}
 	sl->coll_id = ++sched.next_coll_id;
 	sl->nchannels = p.nchannels;
 	/* Every rank's item of one collective starts at the same channel. */
 	sl->chan_base = 0;
-	if (cfg->rotate_channels) {
+	if (cfg->rotate_channels && !cm->local) {
 		sl->chan_base = (uint8_t)(se->next_chan_base % maxch);
 		se->next_chan_base = (se->next_chan_base + p.nchannels) % maxch;
 	}
@@ -198,7 +281,11 @@ static int launch(struct comm *cm, struct slot *sl)
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		struct slot_rank *sr = &sl->ranks[r];
 		struct fifo_host *fh = &sched.fifos[cm->devs[r]];
-		struct collc_work_item *it = &fh->f->items[fh->tail & (COLLC_FIFO_DEPTH - 1)];
+		struct collc_work_item *it;
+
+		if (!comm_rank_local(cm, r))
+			continue;
+		it = &fh->f->items[fh->tail & (COLLC_FIFO_DEPTH - 1)];
 
 		it->kind = COLLC_WORK_COLL;
 		it->coll = sr->sqe.opcode;
@@ -225,6 +312,8 @@ static int launch(struct comm *cm, struct slot *sl)
 	}
 	sl->state = SLOT_INFLIGHT;
 	cm->inflight++;
+	if (cm->local)
+		node_inflight(cm->id, 1);
 	cm->by_algo[p.algo]++;
 	cm->by_proto[p.proto]++;
 	sched.by_algo[p.algo]++;
@@ -238,6 +327,8 @@ int sched_launch_ready(void)
 	int progress = 0;
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		if (cm->local && cm->ready && cm->slots && !cm->revoked)
+			net_ask_ahead(cm);
 		while (cm->ready && cm->slots) {
 			struct slot *sl = sched_slot_of(cm, cm->next_launch);
 
@@ -247,7 +338,7 @@ int sched_launch_ready(void)
 				cm->next_launch++;
 				continue;
 			}
-			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nranks)
+			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal)
 				break;
 			if (!launch(cm, sl))
 				break;
@@ -285,7 +376,7 @@ int sched_expire(const struct collc_config *cfg, uint64_t now)
 			continue;
 		cm->timed_out_mask = 0;
 		for (uint32_t r = 0; r < cm->nranks; r++)
-			if (!sl->ranks[r].client)
+			if (comm_rank_local(cm, r) && !sl->ranks[r].client)
 				cm->timed_out_mask |= 1ull << r;
 		cm->timeouts++;
 		log_info(
@@ -295,6 +386,12 @@ int sched_expire(const struct collc_config *cfg, uint64_t now)
 		sched_slot_finish(cm, sl, -ETIMEDOUT);
 		cm->next_launch++;
 		sched_comm_advance_done(cm);
+		/*
+		 * Across daemons the others may still run it: the communicator
+		 * ends everywhere rather than lose step with them.
+		 */
+		if (cm->local)
+			sched_comm_revoke(cm, -ETIMEDOUT);
 		progress = 1;
 	}
 	return progress;
@@ -334,6 +431,8 @@ int sched_reap(void)
 	int progress = 0;
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		if (cm->local && cm->inflight && !cm->revoked)
+			net_report_ahead(cm);
 		while (cm->inflight) {
 			struct slot *sl = sched_slot_of(cm, cm->next_done);
 
@@ -344,8 +443,18 @@ int sched_reap(void)
 			if (sl->state != SLOT_INFLIGHT || sl->seq != cm->next_done ||
 			    !sched_slot_executed(cm, sl))
 				break;
+			if (cm->local && !cm->revoked && sl->net != NET_DONE) {
+				/* Done here; it is done once every daemon ran it (CMD_NET_DONE). */
+				if (sl->net == NET_GO) {
+					sl->net = NET_EXECUTED;
+					node_coll_done(cm->id, sl->seq);
+				}
+				break;
+			}
 			cm->inflight--;
-			if (cm->revoked) {
+			if (cm->local)
+				node_inflight(cm->id, -1);
+			if (cm->revoked && !(cm->local && sl->net == NET_DONE)) {
 				/* Abandoned in the executor (or finished just before): not a result. */
 				sched_slot_finish(cm, sl, cm->revoked);
 			} else {

@@ -137,6 +137,7 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
 		sl->state = SLOT_ARRIVING;
 		sl->seq = e->seq;
 		sl->arrived = 0;
+		sl->net = NET_NONE;
 		sl->t_first_ns = now_ns();
 	}
 	sr = &sl->ranks[mb->rank];

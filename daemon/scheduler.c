@@ -22,6 +22,7 @@
 #include "common/futex.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
+#include "daemon/node.h"
 #include "daemon/sched.h"
 #include "daemon/sched_int.h"
 #include "daemon/status.h"
@@ -153,8 +154,9 @@ static uint64_t lagging_mask(const struct comm *cm)
 	sl = &cm->slots[cm->next_launch % COMM_WINDOW];
 	if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING)
 		return 0;
+	/* Across daemons only this collcd's ranks are seen here. */
 	for (uint32_t r = 0; r < cm->nranks; r++)
-		if (!sl->ranks[r].client)
+		if (comm_rank_local(cm, r) && !sl->ranks[r].client)
 			mask |= 1ull << r;
 	return mask;
 }
@@ -297,6 +299,12 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 	struct mr **t;
 
 	switch (cmd->type) {
+	case CMD_NET_READY:
+	case CMD_NET_FAIL:
+	case CMD_NET_GO:
+	case CMD_NET_DONE:
+		sched_net_cmd(cmd);
+		return;
 	case CMD_CLIENT_ADD:
 		c = calloc(1, sizeof(*c));
 		if (!c) {
@@ -493,10 +501,10 @@ static int launch_unblocked(void)
 			continue;
 		sl = sched_slot_of(cm, cm->next_launch);
 		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
-		    sl->arrived < cm->nranks)
+		    sl->arrived < cm->nlocal || (cm->local && sl->net != NET_GO))
 			continue;
 		for (uint32_t r = 0; r < cm->nranks && room; r++)
-			room = sched_fifo_has_room(cm->devs[r]);
+			room = !comm_rank_local(cm, r) || sched_fifo_has_room(cm->devs[r]);
 		if (room)
 			return 1;
 	}
@@ -551,6 +559,7 @@ static void exec_configs(const struct collc_config *cfg, uint64_t gen)
 		if (se->ex->configure)
 			se->ex->configure(&se->cfg);
 	}
+	node_configure(cfg);
 	configured = gen;
 }
 

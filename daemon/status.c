@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "daemon/config.h"
+#include "daemon/node.h"
 #include "daemon/status.h"
 
 struct sbuf {
@@ -104,6 +105,21 @@ static void print_by_algo_proto(struct sbuf *b, const uint64_t *by_algo, const u
 		  by_proto[COLLC_PROTO_LL], by_proto[COLLC_PROTO_LL128]);
 }
 
+/* The node layer's own report (other daemons), rendered under its lock. */
+static void print_net(struct sbuf *b, int json)
+{
+	size_t len = 64 << 10;
+	char *t = malloc(len);
+
+	if (!t) {
+		sb_printf(b, json ? "{}" : "");
+		return;
+	}
+	node_status(t, len, json);
+	sb_printf(b, "%s", t);
+	free(t);
+}
+
 static void render_json(struct sbuf *b, const struct status_snapshot *s)
 {
 	/* The config's numbers are the first executor's; "executors" has each one's. */
@@ -193,7 +209,9 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
 		  s->batch_items);
 	print_by_algo_proto(b, s->by_algo, s->by_proto);
-	sb_printf(b, "}}\n");
+	sb_printf(b, "},\n \"net\": ");
+	print_net(b, 1);
+	sb_printf(b, "}\n");
 }
 
 static void render_table(struct sbuf *b, const struct status_snapshot *s)
@@ -212,9 +230,11 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 	sb_printf(b,
 		  "totals: submitted %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
 		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n"
-		  "work batches: %" PRIu64 ", %.2f items each\n\n",
+		  "work batches: %" PRIu64 ", %.2f items each\n",
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
 		  s->batches ? (double)s->batch_items / (double)s->batches : 0.0);
+	print_net(b, 0);
+	sb_printf(b, "\n");
 	sb_printf(b, "CLIENT  PID      SQ    CQ    INFLIGHT  COMPLETED   ERRORS\n");
 	for (uint32_t i = 0; i < s->nclients; i++) {
 		const struct status_client *c = &s->clients[i];
@@ -306,6 +326,25 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 		     "Work batches published to the executors' FIFOs.", s->batches);
 	metric_total(&b, "collc_work_batch_items_total", "Work items those batches held.",
 		     s->batch_items);
+	{
+		struct node_counters nct;
+
+		node_counters(&nct);
+		if (nct.running) {
+			metric_total(&b, "collc_net_handshakes_accepted_total",
+				     "Daemon handshakes accepted (collcd --listen).", nct.accepted);
+			metric_total(&b, "collc_net_handshakes_refused_total",
+				     "Daemon connections refused: garbage, wrong secret, replay, "
+				     "timeout.",
+				     nct.refused);
+			metric_total(&b, "collc_net_bytes_sent_total",
+				     "Bytes sent to other daemons (control and data).",
+				     nct.bytes_sent);
+			metric_total(&b, "collc_net_bytes_received_total",
+				     "Bytes received from other daemons (control and data).",
+				     nct.bytes_received);
+		}
+	}
 	metric_total(&b, "collc_items_aborted_total",
 		     "Work items of revoked communicators abandoned in an executor.", s->aborted);
 	metric_head(&b, "collc_collectives_by_algo_total", "counter",

@@ -15,6 +15,9 @@
  *      collc_msg_mem_gpu_register), instead of in a pipe passed as its fd.
  *      hello_reply.backend is a bitmask of COLLC_BACKEND_* (one collcd runs
  *      the CPU and the CUDA executor side by side): test the bit.
+ *      Later, still 2: hello_reply.net_* (formerly reserved, so zero from an
+ *      older collcd) name where collcd listens for other daemons, and unique
+ *      ids of version 2 carry it (struct collc_uid).
  */
 #ifndef COLLC_PROTO_WIRE_H
 #define COLLC_PROTO_WIRE_H
@@ -102,7 +105,11 @@ struct collc_msg_hello_reply {
 	uint32_t max_ranks;
 	uint32_t ndevices; /* devices of every executor together */
 	uint32_t backend;  /* bitmask of COLLC_BACKEND_*: every executor that runs (version 2) */
-	uint32_t reserved[7];
+	/* collcd --listen: where other daemons reach it (family 0: not listening) */
+	uint16_t net_family; /* AF_INET or AF_INET6 */
+	uint16_t net_port;   /* network byte order */
+	uint8_t net_addr[16];
+	uint32_t reserved[2];
 };
 _Static_assert(sizeof(struct collc_msg_hello_reply) == 152, "hello_reply size");
 _Static_assert(offsetof(struct collc_msg_hello_reply, features) == 8, "hello_reply.features");
@@ -111,7 +118,9 @@ _Static_assert(offsetof(struct collc_msg_hello_reply, sq) == 32, "hello_reply.sq
 _Static_assert(offsetof(struct collc_msg_hello_reply, cq) == 64, "hello_reply.cq");
 _Static_assert(offsetof(struct collc_msg_hello_reply, node_id) == 96, "hello_reply.node_id");
 _Static_assert(offsetof(struct collc_msg_hello_reply, max_ranks) == 112, "hello_reply.max_ranks");
-_Static_assert(offsetof(struct collc_msg_hello_reply, reserved) == 124, "hello_reply.reserved");
+_Static_assert(offsetof(struct collc_msg_hello_reply, net_family) == 124, "hello_reply.net_family");
+_Static_assert(offsetof(struct collc_msg_hello_reply, net_addr) == 128, "hello_reply.net_addr");
+_Static_assert(offsetof(struct collc_msg_hello_reply, reserved) == 144, "hello_reply.reserved");
 
 /* Bits of hello_reply.backend. */
 enum { COLLC_BACKEND_CPU = 1, COLLC_BACKEND_CUDA = 2 };
@@ -174,18 +183,35 @@ struct collc_msg_mem_release {
 };
 _Static_assert(sizeof(struct collc_msg_mem_release) == 8, "mem_release size");
 
-#define COLLC_UID_MAGIC 0x44495543u /* "CUID" */
+#define COLLC_UID_MAGIC         0x44495543u /* "CUID" */
+/*
+ * Version 1: node id and nonce, ranks meet on one collcd. Version 2 (from a
+ * collcd with --listen) adds where that daemon listens and a random secret:
+ * ranks on other daemons pass it to theirs, which join the named one after
+ * a mutual HMAC challenge keyed by the secret.
+ */
+#define COLLC_UID_VERSION_LOCAL 1u
+#define COLLC_UID_VERSION_NET   2u
 /* The layout of struct collc_unique_id's bytes. */
 struct collc_uid {
 	uint32_t magic;
 	uint32_t version;
 	uint8_t node_id[16]; /* collcd that hosts rank 0 */
 	uint8_t nonce[32];
-	uint8_t reserved[72];
+	/* Version 2. */
+	uint16_t net_family; /* AF_INET or AF_INET6 of the root daemon */
+	uint16_t net_port;   /* network byte order */
+	uint32_t reserved0;
+	uint8_t net_addr[16];
+	uint8_t secret[16]; /* only daemons holding it join or exchange data */
+	uint8_t reserved[32];
 };
 _Static_assert(sizeof(struct collc_uid) == 128, "uid size");
 _Static_assert(offsetof(struct collc_uid, node_id) == 8, "uid.node_id");
 _Static_assert(offsetof(struct collc_uid, nonce) == 24, "uid.nonce");
+_Static_assert(offsetof(struct collc_uid, net_family) == 56, "uid.net_family");
+_Static_assert(offsetof(struct collc_uid, net_addr) == 64, "uid.net_addr");
+_Static_assert(offsetof(struct collc_uid, secret) == 80, "uid.secret");
 
 struct collc_msg_comm_init {
 	struct collc_uid uid;

@@ -56,6 +56,7 @@ struct cpu_link {
 	uint64_t tail __attribute__((aligned(64))); /* Simple: steps published */
 	uint32_t tail_seq;     /* futex word, bumped when data lands while the receiver sleeps */
 	uint32_t send_waiting; /* the sender sleeps on head_seq */
+	uint32_t step_len[COLLC_STEPS]; /* Simple: payload bytes of each slot's step */
 	/* Written by the receiver. */
 	uint64_t head __attribute__((aligned(64))); /* steps consumed */
 	uint32_t head_seq;                          /* futex word for a sleeping sender */

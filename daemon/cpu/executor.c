@@ -284,8 +284,9 @@ static void link_init(struct cpu_link *l, uint32_t proto, char *buf)
 	l->buf = buf;
 }
 
-static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret_comm_dev,
-			  void **ret_priv)
+/* local NULL: every rank runs here. */
+static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *local,
+		      uint64_t *ret_comm_dev, void **ret_priv)
 {
 	struct cpu_comm *cc = calloc(1, sizeof(*cc));
 	size_t nconn = (size_t)nranks * nchan;
@@ -336,6 +337,8 @@ static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret
 		}
 	}
 	for (uint32_t rk = 0; rk < nranks; rk++) {
+		if (local && !local[rk])
+			continue;
 		r = dev_start(&devs[devids[rk]]);
 		if (r < 0)
 			goto err_free;
@@ -347,6 +350,75 @@ static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret
 err_free:
 	comm_free(cc);
 	return r;
+}
+
+static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret_comm_dev,
+			  void **ret_priv)
+{
+	return comm_setup(nranks, devids, NULL, ret_comm_dev, ret_priv);
+}
+
+static int cpu_comm_setup_part(uint32_t nranks, const uint32_t *devids, const uint8_t *local,
+			       uint64_t *ret_comm_dev, void **ret_priv)
+{
+	return comm_setup(nranks, devids, local, ret_comm_dev, ret_priv);
+}
+
+/* The proxy's view of a Simple ring (exec.h: struct exec_link). */
+static uint64_t link_tail(void *p)
+{
+	/* R1 (proxy): pairs with S1 in prims.c send_end(): the payload and step_len first. */
+	return load_acquire(&((struct cpu_link *)p)->tail);
+}
+
+static uint64_t link_head(void *p)
+{
+	/* S2 (proxy): pairs with R2 in prims.c recv_end(): the receiver is done with the slot. */
+	return load_acquire(&((struct cpu_link *)p)->head);
+}
+
+static uint32_t link_len(void *p, uint64_t step)
+{
+	return ((struct cpu_link *)p)->step_len[step % COLLC_STEPS];
+}
+
+static void link_post_tail(void *p, uint64_t v, uint32_t len)
+{
+	struct cpu_link *l = p;
+
+	l->step_len[(v - 1) % COLLC_STEPS] = len;
+	/* S1 (proxy): pairs with R1 in prims.c can_recv(): the landed payload, then tail. */
+	cpu_post(&l->tail, v, &l->tail_seq, &l->recv_waiting);
+}
+
+static void link_post_head(void *p, uint64_t v)
+{
+	struct cpu_link *l = p;
+
+	/* R2 (proxy): pairs with S2 in prims.c can_send(): the slot was sent, it is free. */
+	cpu_post(&l->head, v, &l->head_seq, &l->send_waiting);
+}
+
+static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret)
+{
+	struct cpu_comm *cc = priv;
+	struct cpu_link *l;
+
+	if (rank >= cc->nranks || chan >= nchan)
+		return -EINVAL;
+	l = &cc->conns[(size_t)rank * nchan + chan].simple;
+	*ret = (struct exec_link){
+		.l = l,
+		.buf = l->buf,
+		.slot_bytes = collc_simple_slot_bytes(CPU_SIMPLE_BUFFER_BYTES, COLLC_STEPS),
+		.nslots = COLLC_STEPS,
+		.tail = link_tail,
+		.head = link_head,
+		.len = link_len,
+		.post_tail = link_post_tail,
+		.post_head = link_post_head,
+	};
+	return 0;
 }
 
 /* Bumps a futex word and wakes all its sleepers, whatever they wait for. */
@@ -432,6 +504,8 @@ static struct exec_backend cpu_backend = {
 	.place = cpu_place,
 	.comm_setup = cpu_comm_setup,
 	.comm_abort = cpu_comm_abort,
+	.comm_setup_part = cpu_comm_setup_part,
+	.comm_link = cpu_comm_link,
 	.comm_teardown = cpu_comm_teardown,
 	.device_name = cpu_device_name,
 	.device_active = cpu_device_active,

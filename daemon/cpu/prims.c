@@ -309,6 +309,8 @@ static void send_end(struct cpu_run *x, char *out, const char *res, uint64_t len
 	case COLLC_PROTO_SIMPLE:
 		if (len && res != out)
 			memcpy(out, res, len);
+		/* A network proxy sends this many bytes of the slot (published with tail). */
+		l->step_len[l->send_step % COLLC_STEPS] = (uint32_t)len;
 		/* S1: pairs with R1 in can_recv(): the payload, then tail (release). */
 		cpu_post(&l->tail, l->send_step + 1, &l->tail_seq, &l->recv_waiting);
 		break;

@@ -48,6 +48,10 @@ static const char *const keys[] = {
 	"channel_min_bytes",
 	"sched_spin_us",
 	"exec_spin_us",
+	"listen",
+	"net",
+	"net_ifname",
+	"net_timeout_ms",
 };
 
 static int memfd = -1;

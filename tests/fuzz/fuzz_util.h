@@ -36,7 +36,22 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->oneshot_ll_max_bytes == b->oneshot_ll_max_bytes &&
 	       a->ll128_max_bytes == b->ll128_max_bytes &&
 	       a->channel_min_bytes == b->channel_min_bytes &&
-	       a->sched_spin_us == b->sched_spin_us && a->exec_spin_us == b->exec_spin_us;
+	       a->sched_spin_us == b->sched_spin_us && a->exec_spin_us == b->exec_spin_us &&
+	       a->net_timeout_ms == b->net_timeout_ms && !strcmp(a->listen, b->listen) &&
+	       !strcmp(a->net, b->net) && !strcmp(a->net_ifname, b->net_ifname);
+}
+
+/* A string key: terminated inside its field, no blanks, quotes or backslashes. */
+static inline int fuzz_cfg_str_ok(const char *s, size_t cap)
+{
+	const char *end = memchr(s, '\0', cap);
+
+	if (!end)
+		return 0;
+	for (; s < end; s++)
+		if (*s <= ' ' || *s >= 0x7f || *s == '"' || *s == '\\')
+			return 0;
+	return 1;
 }
 
 static inline void fuzz_cfg_print(const char *tag, const struct collc_config *c)
@@ -80,6 +95,14 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "sched_spin_us";
 	if (c->exec_spin_us > 1000000u)
 		return "exec_spin_us";
+	if (c->net_timeout_ms < 100 || c->net_timeout_ms > 600000u)
+		return "net_timeout_ms";
+	if (!fuzz_cfg_str_ok(c->listen, sizeof(c->listen)))
+		return "listen";
+	if (!fuzz_cfg_str_ok(c->net, sizeof(c->net)))
+		return "net";
+	if (!fuzz_cfg_str_ok(c->net_ifname, sizeof(c->net_ifname)))
+		return "net_ifname";
 	return NULL;
 }
 

@@ -1,0 +1,1879 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The node layer (node.h): collcd meeting other collcd daemons.
+ *
+ * One thread runs everything here under one lock (mu), which it drops only
+ * to sleep; the scheduler's calls take it briefly. Nothing blocks on a peer:
+ * every socket is nonblocking, buffers are bounded, a handshake has a
+ * deadline, and a peer that breaks the protocol loses its connection and,
+ * once authenticated, fails only the communicator it belongs to.
+ *
+ * Control connections carry framed messages after the auth handshake
+ * (daemon/net/auth.c): REG (joiner -> root: a local rank, its daemon's
+ * channel count and the handles of its incoming data links), TABLE (root ->
+ * joiners: who owns each rank, the agreed channel count, every rank's
+ * handles), PING (heartbeat, every net_timeout_ms / 4) and ABORT (the
+ * communicator failed: every daemon ends it). Host byte order: the daemons
+ * of one job run on one architecture.
+ *
+ * Data links are ncclNet_v8 send/recv comms, one per (ring hop between two
+ * daemons, channel). The proxy plays the far end of the CPU executor's
+ * Simple ring (exec.h: struct exec_link): it sends every step the local
+ * sender publishes and returns the slot once the transport took it, and
+ * receives steps into the local receiver's slots as credit allows,
+ * publishing tail. TCP's own flow control carries the credit between them.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/tcp.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/atomics.h"
+#include "daemon/log.h"
+#include "daemon/net/auth.h"
+#include "daemon/net/net.h"
+#include "daemon/net/sock.h"
+#include "daemon/node.h"
+#include "daemon/sched.h"
+#include "proto/work.h"
+
+#define MSG_MAGIC       0x4e4c4c43u /* "CLLN" */
+#define MSG_MAX         (20u << 10) /* largest body: a TABLE of 64 ranks */
+#define OUT_MAX         (96u << 10) /* queued output of one connection */
+#define MAX_CONNS       512u        /* connections at once; more are refused */
+#define RETRY_NS        (100ull * 1000000)
+#define LINK_SLOTS_MAX  16u
+/* A joiner that cannot reach its root, or links that do not come up, fail the join. */
+#define JOIN_TIMEOUT_NS (60ull * 1000000000)
+#define LINK_TIMEOUT_NS (30ull * 1000000000)
+
+enum { M_REG = 1, M_TABLE, M_PING, M_ABORT, M_COLL, M_GO, M_DONE, M_ALLDONE, M_TYPE_MAX };
+#define AGREE_WINDOW 1024u /* the scheduler's COMM_WINDOW: collectives open at once */
+
+struct msg_hdr {
+	uint32_t magic;
+	uint16_t type;
+	uint16_t reserved;
+	uint32_t len; /* body bytes */
+	uint32_t reserved2;
+};
+_Static_assert(sizeof(struct msg_hdr) == 16, "msg_hdr wire size");
+
+struct wire_addr {
+	uint16_t family;
+	uint16_t port; /* network order */
+	uint8_t addr[16];
+};
+_Static_assert(sizeof(struct wire_addr) == 20, "wire_addr size");
+
+struct m_reg {
+	uint32_t rank;
+	uint32_t nranks;
+	uint32_t max_chan;
+	uint32_t gpu;          /* the rank uses a GPU: not across daemons yet */
+	struct wire_addr from; /* the joiner's listen address, for status */
+	uint8_t pad[4];
+	uint8_t handles[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
+};
+
+struct m_table {
+	uint32_t nranks;
+	uint32_t nchan;
+	uint32_t you; /* the receiver's daemon index */
+	uint32_t ndaemons;
+	uint8_t owner[COLLC_MAX_RANKS];
+	struct wire_addr daemons[COLLC_MAX_RANKS];
+	uint8_t handles[COLLC_MAX_RANKS][NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
+};
+_Static_assert(sizeof(struct m_table) <= MSG_MAX, "a table fits a message");
+
+struct m_abort {
+	int32_t err;
+	uint32_t reserved;
+};
+
+/* M_GO, M_DONE and M_ALLDONE. */
+struct m_seq {
+	uint64_t seq;
+	int32_t err;
+	uint32_t reserved;
+};
+_Static_assert(sizeof(struct node_coll) == 40, "node_coll wire size");
+
+/* Root: where collective seq stands across the daemons. */
+struct agree {
+	uint64_t seq;
+	struct node_coll d;
+	uint32_t ndesc, ndone;
+	uint8_t bad, used;
+};
+
+enum { C_CONNECTING, C_AUTH, C_UP, C_CLOSED };
+/* Auth steps: what the next 96-byte frame is. */
+enum { A_R_HELLO, A_R_RESPONSE, A_I_CHALLENGE, A_I_RESULT };
+
+struct ncomm;
+
+struct conn {
+	struct conn *next;
+	int fd;
+	int state;
+	int initiator;
+	int astep;
+	struct net_auth_session as;
+	uint64_t deadline_ns; /* the handshake ends by then */
+	uint64_t last_rx_ns, last_tx_ns;
+	struct ncomm *nc;
+	uint32_t didx; /* root side: the peer's daemon index */
+	char addr[64];
+	uint8_t *in; /* a frame before the handshake, a message after */
+	size_t in_len;
+	uint8_t *out;
+	size_t out_len, out_off, out_cap;
+	uint64_t bytes_sent, bytes_recv;
+};
+
+enum { L_SEND, L_RECV };
+
+struct link {
+	int dir;
+	uint32_t rank; /* L_SEND: the remote receiver (its staging ring here); L_RECV: ours */
+	uint32_t chan;
+	uint32_t peer;                           /* daemon index of the other end */
+	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE]; /* L_SEND: kept across connect() calls */
+	void *comm;
+	void *mh;
+	struct exec_link el;
+	int attached;
+	uint64_t done, posted; /* steps */
+	void *req[LINK_SLOTS_MAX];
+	uint64_t bytes;
+};
+
+enum { NC_JOINING, NC_LINKING, NC_READY, NC_ATTACHED, NC_DEAD };
+
+struct ncomm {
+	struct ncomm *next;
+	uint64_t id; /* the scheduler's */
+	uint8_t nonce[32];
+	uint8_t secret[NET_AUTH_SECRET_BYTES];
+	int root;
+	union net_addr root_addr;
+	uint32_t nranks, nchan, me, ndaemons;
+	int stage;
+	int err;
+	int told;                      /* the scheduler heard of the failure (or caused it) */
+	uint8_t have[COLLC_MAX_RANKS]; /* root: registered; joiner: joined here */
+	uint8_t sent[COLLC_MAX_RANKS]; /* joiner: REG sent */
+	uint8_t owner[COLLC_MAX_RANKS];
+	uint8_t gpu[COLLC_MAX_RANKS]; /* joined here with a GPU */
+	uint32_t nreg;
+	uint32_t any_gpu;
+	uint32_t min_chan;
+	struct wire_addr daemons[COLLC_MAX_RANKS];
+	uint8_t (*handles)[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE]; /* COLLC_MAX_RANKS */
+	void *listen[COLLC_MAX_RANKS][NODE_MAX_CHANNELS];
+	struct conn *ctl;                    /* joiner: to the root */
+	struct conn *peers[COLLC_MAX_RANKS]; /* root: by daemon index */
+	struct link *links;
+	uint32_t nlinks;
+	uint64_t retry_ns;
+	uint64_t deadline_ns; /* JOINING (joiner) and LINKING end by then */
+	uint64_t inflight;
+	uint64_t errors;
+	struct agree *agree; /* root: AGREE_WINDOW, by seq */
+};
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_t thread;
+	int running;
+	int stopping;
+	int lfd;
+	int efd; /* wakes the thread */
+	union net_addr laddr;
+	char listen_str[80];
+	struct net_transport t;
+	struct net_auth auth;
+	uint8_t node_id[16];
+	uint32_t timeout_ms;
+	uint64_t spin_ns; /* exec_spin_us */
+	struct conn *conns;
+	uint32_t nconns;
+	struct ncomm *comms;
+	uint64_t refused_full;
+	uint64_t gone_sent, gone_recv; /* bytes of connections and links already freed */
+	uint32_t inflight;             /* collectives in flight on spanning communicators */
+} node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* With mu held (node_fini closes efd under it). */
+static void wake(void)
+{
+	uint64_t one = 1;
+
+	if (node.efd >= 0 && write(node.efd, &one, sizeof(one)) < 0) {
+		/* Already readable (counter full): the thread wakes anyway. */
+	}
+}
+
+static void addr_str(const union net_addr *a, char *out, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (a->sa.sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &a->in6.sin6_addr, host, sizeof(host));
+		snprintf(out, len, "[%s]:%u", host, ntohs(a->in6.sin6_port));
+	} else {
+		inet_ntop(AF_INET, &a->in.sin_addr, host, sizeof(host));
+		snprintf(out, len, "%s:%u", host, ntohs(a->in.sin_port));
+	}
+}
+
+static void wire_to_addr(const struct wire_addr *w, union net_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (w->family == AF_INET6) {
+		a->in6.sin6_family = AF_INET6;
+		a->in6.sin6_port = w->port;
+		memcpy(&a->in6.sin6_addr, w->addr, 16);
+	} else {
+		a->in.sin_family = AF_INET;
+		a->in.sin_port = w->port;
+		memcpy(&a->in.sin_addr, w->addr, 4);
+	}
+}
+
+static void addr_to_wire(const union net_addr *a, struct wire_addr *w)
+{
+	memset(w, 0, sizeof(*w));
+	w->family = a->sa.sa_family;
+	if (a->sa.sa_family == AF_INET6) {
+		w->port = a->in6.sin6_port;
+		memcpy(w->addr, &a->in6.sin6_addr, 16);
+	} else if (a->sa.sa_family == AF_INET) {
+		w->port = a->in.sin_port;
+		memcpy(w->addr, &a->in.sin_addr, 4);
+	}
+}
+
+/* "ADDR:PORT" or "[ADDR6]:PORT". */
+static int parse_listen(const char *s, union net_addr *a)
+{
+	char host[64];
+	const char *colon;
+	char *end;
+	unsigned long port;
+	size_t hl;
+
+	memset(a, 0, sizeof(*a));
+	if (s[0] == '[') {
+		const char *rb = strchr(s, ']');
+
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		hl = (size_t)(rb - s - 1);
+		colon = rb + 1;
+		if (hl >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, s + 1, hl);
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon)
+			return -EINVAL;
+		hl = (size_t)(colon - s);
+		if (hl >= sizeof(host))
+			return -EINVAL;
+		memcpy(host, s, hl);
+	}
+	host[hl] = '\0';
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno || *end || end == colon + 1 || port > 65535)
+		return -EINVAL;
+	if (inet_pton(AF_INET, host, &a->in.sin_addr) == 1) {
+		a->in.sin_family = AF_INET;
+		a->in.sin_port = htons((uint16_t)port);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &a->in6.sin6_addr) == 1) {
+		a->in6.sin6_family = AF_INET6;
+		a->in6.sin6_port = htons((uint16_t)port);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+/* Connections */
+
+static struct conn *conn_new(int fd, int initiator)
+{
+	struct conn *c;
+
+	if (node.nconns >= MAX_CONNS)
+		return NULL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	/* Small until the peer proved itself: a port scan costs a few hundred bytes. */
+	c->in = malloc(NET_AUTH_FRAME_BYTES);
+	c->out = malloc(2 * NET_AUTH_FRAME_BYTES);
+	c->out_cap = 2 * NET_AUTH_FRAME_BYTES;
+	if (!c->in || !c->out) {
+		free(c->in);
+		free(c->out);
+		free(c);
+		return NULL;
+	}
+	c->fd = fd;
+	c->initiator = initiator;
+	c->state = initiator ? C_CONNECTING : C_AUTH;
+	c->astep = initiator ? A_I_CHALLENGE : A_R_HELLO;
+	c->deadline_ns = mono_ns() + (uint64_t)node.timeout_ms * 1000000;
+	c->last_rx_ns = c->last_tx_ns = mono_ns();
+	c->next = node.conns;
+	node.conns = c;
+	node.nconns++;
+	return c;
+}
+
+static void conn_close(struct conn *c)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->state = C_CLOSED;
+}
+
+/* Queues bytes; -ENOBUFS when the peer does not read (the connection then fails). */
+static int conn_queue(struct conn *c, const void *p, size_t len)
+{
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	if (c->out_len + len > c->out_cap) {
+		if (c->out_off) {
+			memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+			c->out_len -= c->out_off;
+			c->out_off = 0;
+		}
+		if (c->out_len + len > c->out_cap)
+			return -ENOBUFS;
+	}
+	memcpy(c->out + c->out_len, p, len);
+	c->out_len += len;
+	return 0;
+}
+
+static int conn_send(struct conn *c, uint16_t type, const void *body, uint32_t len)
+{
+	struct msg_hdr h = { .magic = MSG_MAGIC, .type = type, .len = len };
+	int r;
+
+	if (c->state != C_UP)
+		return -ENOTCONN;
+	r = conn_queue(c, &h, sizeof(h));
+	if (r == 0 && len)
+		r = conn_queue(c, body, len);
+	c->last_tx_ns = mono_ns();
+	return r;
+}
+
+/* Writes what is queued; 0, or -errno when the connection broke. */
+static int conn_flush(struct conn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		if (n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+		c->out_off += (size_t)n;
+		c->bytes_sent += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Communicators */
+
+static struct ncomm *nc_by_id(uint64_t id)
+{
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
+		if (nc->id == id)
+			return nc;
+	return NULL;
+}
+
+static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err);
+
+static void links_close(struct ncomm *nc)
+{
+	const ncclNet_v8_t *net = node.t.net;
+
+	for (uint32_t i = 0; i < nc->nlinks; i++) {
+		struct link *l = &nc->links[i];
+
+		if (l->mh && l->comm)
+			net->deregMr(l->comm, l->mh);
+		l->mh = NULL;
+		if (l->comm)
+			l->dir == L_SEND ? net->closeSend(l->comm) : net->closeRecv(l->comm);
+		l->comm = NULL;
+		l->attached = 0;
+	}
+	for (uint32_t r = 0; r < COLLC_MAX_RANKS; r++)
+		for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++)
+			if (nc->listen[r][c]) {
+				net->closeListen(nc->listen[r][c]);
+				nc->listen[r][c] = NULL;
+			}
+}
+
+/*
+ * The communicator failed: every daemon it spans ends it. The root tells
+ * the joiners (ABORT), a joiner hangs up on the root, which relays.
+ */
+static void nc_fail(struct ncomm *nc, int err, int tell_sched)
+{
+	struct m_abort a = { .err = err };
+
+	if (nc->stage == NC_DEAD)
+		return;
+	log_warn("communicator %llu (spanning daemons): %s", (unsigned long long)nc->id,
+		 strerror(-err));
+	nc->stage = NC_DEAD;
+	nc->err = err;
+	nc->errors++;
+	if (nc->root) {
+		for (uint32_t d = 1; d < COLLC_MAX_RANKS; d++) {
+			struct conn *c = nc->peers[d];
+
+			if (!c)
+				continue;
+			if (c->state == C_UP && conn_send(c, M_ABORT, &a, sizeof(a)) == 0)
+				conn_flush(c);
+			conn_close(c);
+		}
+	} else if (nc->ctl) {
+		if (nc->ctl->state == C_UP && conn_send(nc->ctl, M_ABORT, &a, sizeof(a)) == 0)
+			conn_flush(nc->ctl);
+		conn_close(nc->ctl);
+	}
+	links_close(nc);
+	if (tell_sched && !nc->told) {
+		nc->told = 1;
+		post_cmd(CMD_NET_FAIL, nc, err);
+	}
+}
+
+static void nc_free(struct ncomm *nc)
+{
+	struct ncomm **p;
+
+	for (p = &node.comms; *p && *p != nc; p = &(*p)->next)
+		;
+	if (*p)
+		*p = nc->next;
+	links_close(nc);
+	for (uint32_t i = 0; i < nc->nlinks; i++) {
+		if (nc->links[i].dir == L_SEND)
+			node.gone_sent += nc->links[i].bytes;
+		else
+			node.gone_recv += nc->links[i].bytes;
+	}
+	for (struct conn *c = node.conns; c; c = c->next)
+		if (c->nc == nc) {
+			conn_close(c);
+			c->nc = NULL;
+		}
+	free(nc->links);
+	free(nc->handles);
+	free(nc->agree);
+	free(nc);
+}
+
+static void cmd_free(struct sched_cmd *cmd)
+{
+	free(cmd);
+}
+
+static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
+{
+	struct sched_cmd *cmd = calloc(1, sizeof(*cmd));
+
+	if (!cmd) {
+		log_err("communicator %llu: no memory to tell the scheduler",
+			(unsigned long long)nc->id);
+		return;
+	}
+	cmd->type = type;
+	cmd->done = cmd_free;
+	cmd->u.net.comm_id = nc->id;
+	cmd->u.net.err = err;
+	cmd->u.net.nchan = nc->nchan;
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		cmd->u.net.local[r] = nc->owner[r] == nc->me;
+	sched_post(cmd);
+}
+
+static void post_seq(enum sched_cmd_type type, const struct ncomm *nc, uint64_t seq, int err)
+{
+	struct sched_cmd *cmd = calloc(1, sizeof(*cmd));
+
+	if (!cmd) {
+		log_err("communicator %llu: no memory to tell the scheduler",
+			(unsigned long long)nc->id);
+		return;
+	}
+	cmd->type = type;
+	cmd->done = cmd_free;
+	cmd->u.net.comm_id = nc->id;
+	cmd->u.net.seq = seq;
+	cmd->u.net.err = err;
+	sched_post(cmd);
+}
+
+/* Sends to every joiner; -EPIPE when one cannot take it. */
+static int root_broadcast(struct ncomm *nc, uint16_t type, const void *body, uint32_t len)
+{
+	for (uint32_t d = 1; d < nc->ndaemons; d++)
+		if (!nc->peers[d] || conn_send(nc->peers[d], type, body, len) < 0)
+			return -EPIPE;
+	return 0;
+}
+
+/* Root: daemon's view of collective d->seq. */
+static int root_coll(struct ncomm *nc, const struct node_coll *d)
+{
+	struct agree *a = &nc->agree[d->seq % AGREE_WINDOW];
+	struct m_seq go = { .seq = d->seq };
+
+	if (!a->used || a->seq != d->seq) {
+		memset(a, 0, sizeof(*a));
+		a->used = 1;
+		a->seq = d->seq;
+		a->d = *d;
+	} else if (a->d.opcode != d->opcode || a->d.dtype != d->dtype || a->d.count != d->count ||
+		   a->d.redop != d->redop || a->d.root != d->root) {
+		a->bad = 1;
+	}
+	if (d->bad)
+		a->bad = 1;
+	if (++a->ndesc < nc->ndaemons)
+		return 0;
+	go.err = a->bad ? -EINVAL : 0;
+	if (a->bad)
+		log_warn("communicator %llu: collective %llu differs between daemons",
+			 (unsigned long long)nc->id, (unsigned long long)d->seq);
+	if (root_broadcast(nc, M_GO, &go, sizeof(go)) < 0)
+		return -EPIPE;
+	post_seq(CMD_NET_GO, nc, d->seq, go.err);
+	return 0;
+}
+
+/* Root: a daemon ran collective seq. */
+static int root_done(struct ncomm *nc, uint64_t seq)
+{
+	struct agree *a = &nc->agree[seq % AGREE_WINDOW];
+	struct m_seq m = { .seq = seq };
+
+	if (!a->used || a->seq != seq || a->ndesc < nc->ndaemons || a->ndone >= nc->ndaemons)
+		return -EPROTO;
+	if (++a->ndone < nc->ndaemons)
+		return 0;
+	if (root_broadcast(nc, M_ALLDONE, &m, sizeof(m)) < 0)
+		return -EPIPE;
+	post_seq(CMD_NET_DONE, nc, seq, 0);
+	return 0;
+}
+
+/* Listens for a local rank's incoming links (one per channel). */
+static int nc_listen_rank(struct ncomm *nc, uint32_t rank)
+{
+	for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++) {
+		if (nc->listen[rank][c])
+			continue;
+		if (node.t.net->listen(0, nc->handles[rank][c], &nc->listen[rank][c]) !=
+		    ncclSuccess) {
+			nc->listen[rank][c] = NULL;
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
+/* The rank table is known: make the links that cross daemons. */
+static int nc_plan_links(struct ncomm *nc)
+{
+	uint32_t n = nc->nranks, k = 0;
+
+	nc->links = calloc((size_t)2 * n * nc->nchan, sizeof(*nc->links));
+	if (!nc->links)
+		return -ENOMEM;
+	for (uint32_t r = 0; r < n; r++) {
+		uint32_t next = (r + 1) % n, prev = (r + n - 1) % n;
+
+		if (nc->owner[r] != nc->me)
+			continue;
+		for (uint32_t c = 0; c < nc->nchan; c++) {
+			if (nc->owner[next] != nc->me) {
+				struct link *l = &nc->links[k++];
+
+				l->dir = L_SEND;
+				l->rank = next;
+				l->chan = c;
+				l->peer = nc->owner[next];
+				memcpy(l->handle, nc->handles[next][c], sizeof(l->handle));
+			}
+			if (nc->owner[prev] != nc->me) {
+				struct link *l = &nc->links[k++];
+
+				l->dir = L_RECV;
+				l->rank = r;
+				l->chan = c;
+				l->peer = nc->owner[prev];
+			}
+		}
+	}
+	nc->nlinks = k;
+	/* Listens nobody will connect to. */
+	for (uint32_t r = 0; r < n; r++)
+		for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++)
+			if (nc->listen[r][c] &&
+			    (c >= nc->nchan || nc->owner[(r + n - 1) % n] == nc->me)) {
+				node.t.net->closeListen(nc->listen[r][c]);
+				nc->listen[r][c] = NULL;
+			}
+	nc->stage = NC_LINKING;
+	return 0;
+}
+
+/* Root: every rank registered. */
+static void root_complete(struct ncomm *nc)
+{
+	struct m_table *t;
+	int r;
+
+	if (nc->ndaemons == 1)
+		return; /* every rank is here: the scheduler runs it as a local communicator */
+	if (nc->any_gpu) {
+		log_warn("communicator %llu spans daemons and has GPU ranks: only host-memory "
+			 "ranks (device -1) run across daemons so far",
+			 (unsigned long long)nc->id);
+		nc_fail(nc, -ENOTSUP, 1);
+		return;
+	}
+	nc->nchan = nc->min_chan;
+	if (nc->nchan > NODE_MAX_CHANNELS)
+		nc->nchan = NODE_MAX_CHANNELS;
+	if (nc->nchan < 1)
+		nc->nchan = 1;
+	nc->agree = calloc(AGREE_WINDOW, sizeof(*nc->agree));
+	t = calloc(1, sizeof(*t));
+	if (!t || !nc->agree) {
+		free(t);
+		nc_fail(nc, -ENOMEM, 1);
+		return;
+	}
+	t->nranks = nc->nranks;
+	t->nchan = nc->nchan;
+	t->ndaemons = nc->ndaemons;
+	memcpy(t->owner, nc->owner, sizeof(t->owner));
+	memcpy(t->daemons, nc->daemons, sizeof(t->daemons));
+	memcpy(t->handles, nc->handles, sizeof(t->handles));
+	for (uint32_t d = 1; d < nc->ndaemons; d++) {
+		t->you = d;
+		if (!nc->peers[d] || conn_send(nc->peers[d], M_TABLE, t, sizeof(*t)) < 0) {
+			free(t);
+			nc_fail(nc, -EPIPE, 1);
+			return;
+		}
+	}
+	free(t);
+	r = nc_plan_links(nc);
+	if (r < 0)
+		nc_fail(nc, r, 1);
+}
+
+static int on_reg(struct conn *c, struct ncomm *nc, const struct m_reg *m)
+{
+	uint32_t d;
+
+	if (!nc->root || nc->stage != NC_JOINING || m->nranks != nc->nranks ||
+	    m->rank >= nc->nranks || nc->have[m->rank] || m->max_chan < 1)
+		return -EINVAL;
+	if (!c->didx) {
+		if (nc->ndaemons >= COLLC_MAX_RANKS)
+			return -EINVAL;
+		c->didx = nc->ndaemons++;
+		nc->peers[c->didx] = c;
+		nc->daemons[c->didx] = m->from;
+	}
+	d = c->didx;
+	nc->have[m->rank] = 1;
+	nc->owner[m->rank] = (uint8_t)d;
+	memcpy(nc->handles[m->rank], m->handles, sizeof(m->handles));
+	nc->any_gpu |= m->gpu != 0;
+	if (m->max_chan < nc->min_chan)
+		nc->min_chan = m->max_chan;
+	if (++nc->nreg == nc->nranks)
+		root_complete(nc);
+	return 0;
+}
+
+static int on_table(struct ncomm *nc, const struct m_table *t)
+{
+	if (nc->root || nc->stage != NC_JOINING || t->nranks != nc->nranks || t->nchan < 1 ||
+	    t->nchan > NODE_MAX_CHANNELS || t->you == 0 || t->you >= t->ndaemons ||
+	    t->ndaemons > COLLC_MAX_RANKS)
+		return -EPROTO;
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		if ((t->owner[r] == t->you) != (nc->have[r] != 0) || t->owner[r] >= t->ndaemons)
+			return -EPROTO;
+	nc->me = t->you;
+	nc->nchan = t->nchan;
+	nc->ndaemons = t->ndaemons;
+	memcpy(nc->owner, t->owner, sizeof(nc->owner));
+	memcpy(nc->daemons, t->daemons, sizeof(nc->daemons));
+	/* Our own listens' handles stay ours (the connecting side's stage lives in them). */
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		if (t->owner[r] != nc->me)
+			memcpy(nc->handles[r], t->handles[r], sizeof(nc->handles[r]));
+	return nc_plan_links(nc);
+}
+
+/* One whole message from an authenticated peer; -errno fails its communicator. */
+static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
+{
+	struct ncomm *nc = c->nc;
+	const struct m_abort *a;
+	const struct m_seq *q = (const struct m_seq *)body;
+
+	if (!nc)
+		return -EPIPE;
+	switch (h->type) {
+	case M_COLL:
+		/* A joiner may be set up before the root is: its view waits in agree. */
+		if (h->len != sizeof(struct node_coll) || !nc->root || nc->stage == NC_JOINING)
+			return -EPROTO;
+		return root_coll(nc, (const struct node_coll *)body);
+	case M_DONE:
+		if (h->len != sizeof(*q) || !nc->root || nc->stage != NC_ATTACHED)
+			return -EPROTO;
+		return root_done(nc, q->seq);
+	case M_GO:
+	case M_ALLDONE:
+		if (h->len != sizeof(*q) || nc->root || c != nc->ctl || nc->stage != NC_ATTACHED)
+			return -EPROTO;
+		if (q->err != 0 && q->err != -EINVAL)
+			return -EPROTO;
+		post_seq(h->type == M_GO ? CMD_NET_GO : CMD_NET_DONE, nc, q->seq, q->err);
+		return 0;
+	case M_PING:
+		return h->len == 0 ? 0 : -EPROTO;
+	case M_REG:
+		if (h->len != sizeof(struct m_reg))
+			return -EPROTO;
+		return on_reg(c, nc, (const struct m_reg *)body);
+	case M_TABLE:
+		if (h->len != sizeof(struct m_table) || c != nc->ctl)
+			return -EPROTO;
+		return on_table(nc, (const struct m_table *)body);
+	case M_ABORT:
+		if (h->len != sizeof(struct m_abort))
+			return -EPROTO;
+		a = (const struct m_abort *)body;
+		/* Only the errors a daemon reports for its communicator pass on. */
+		return a->err == -ETIMEDOUT || a->err == -EINVAL || a->err == -ECANCELED ||
+				       a->err == -ENOTSUP || a->err == -EPROTO
+			       ? a->err
+			       : -EPIPE;
+	}
+	return -EPROTO;
+}
+
+/* Authenticated: room for whole messages and a backlog of output. */
+static int conn_grow(struct conn *c)
+{
+	uint8_t *in = realloc(c->in, sizeof(struct msg_hdr) + MSG_MAX), *out;
+
+	if (!in)
+		return -ENOMEM;
+	c->in = in;
+	out = realloc(c->out, OUT_MAX);
+	if (!out)
+		return -ENOMEM;
+	c->out = out;
+	c->out_cap = OUT_MAX;
+	return 0;
+}
+
+/* The auth handshake, one 96-byte frame at a time. */
+static int auth_lookup(void *arg, const uint8_t *id, uint8_t *ret_secret)
+{
+	(void)arg;
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
+		if (nc->root && nc->stage == NC_JOINING &&
+		    memcmp(nc->nonce, id, NET_AUTH_ID_BYTES) == 0) {
+			memcpy(ret_secret, nc->secret, NET_AUTH_SECRET_BYTES);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+static struct ncomm *nc_by_auth_id(const uint8_t *id)
+{
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
+		if (nc->root && memcmp(nc->nonce, id, NET_AUTH_ID_BYTES) == 0)
+			return nc;
+	return NULL;
+}
+
+static void joiner_send_regs(struct ncomm *nc);
+
+/* 1: the connection may go on; 0: it ended (closed). */
+static int auth_step(struct conn *c)
+{
+	uint8_t out[NET_AUTH_FRAME_BYTES];
+	int send_it = 0, r;
+
+	if (c->in_len >= NET_AUTH_HDR_BYTES && c->in_len < NET_AUTH_FRAME_BYTES) {
+		uint32_t magic;
+
+		/* Garbage and port scans are refused after 16 bytes. */
+		memcpy(&magic, c->in, 4);
+		if (magic != NET_AUTH_MAGIC) {
+			node.auth.refused[NET_AUTH_ERR_MAGIC]++;
+			conn_close(c);
+			return 0;
+		}
+	}
+	if (c->in_len < NET_AUTH_FRAME_BYTES)
+		return 1;
+	switch (c->astep) {
+	case A_R_HELLO:
+		r = net_auth_responder_hello(&node.auth, &c->as, c->in, NET_AUTH_FRAME_BYTES, out);
+		if (r != NET_AUTH_OK)
+			break;
+		conn_queue(c, out, sizeof(out));
+		c->astep = A_R_RESPONSE;
+		break;
+	case A_R_RESPONSE:
+		r = net_auth_responder_response(&node.auth, &c->as, c->in, NET_AUTH_FRAME_BYTES,
+						out, &send_it);
+		if (send_it)
+			conn_queue(c, out, sizeof(out));
+		if (r == NET_AUTH_OK) {
+			c->nc = nc_by_auth_id(c->as.id);
+			if (!c->nc || c->nc->stage != NC_JOINING)
+				r = NET_AUTH_ERR_UNKNOWN_COMM;
+		}
+		if (r == NET_AUTH_OK && conn_grow(c) < 0)
+			r = NET_AUTH_ERR_INTERNAL;
+		if (r == NET_AUTH_OK) {
+			c->state = C_UP;
+			log_info("daemon %s joined communicator %llu", c->addr,
+				 (unsigned long long)c->nc->id);
+		}
+		break;
+	case A_I_CHALLENGE:
+		r = net_auth_initiator_challenge(&node.auth, &c->as, c->in, NET_AUTH_FRAME_BYTES,
+						 out, &send_it);
+		if (send_it)
+			conn_queue(c, out, sizeof(out));
+		if (r == NET_AUTH_OK)
+			c->astep = A_I_RESULT;
+		break;
+	default:
+		r = net_auth_initiator_result(&node.auth, &c->as, c->in, NET_AUTH_FRAME_BYTES);
+		if (r == NET_AUTH_OK && conn_grow(c) < 0)
+			r = NET_AUTH_ERR_INTERNAL;
+		if (r == NET_AUTH_OK) {
+			c->state = C_UP;
+			joiner_send_regs(c->nc);
+		}
+		break;
+	}
+	memmove(c->in, c->in + NET_AUTH_FRAME_BYTES, c->in_len - NET_AUTH_FRAME_BYTES);
+	c->in_len -= NET_AUTH_FRAME_BYTES;
+	if (r != NET_AUTH_OK) {
+		conn_flush(c);
+		/* A joiner early for its root retries: not worth a warning each time. */
+		if (r == NET_AUTH_ERR_UNKNOWN_COMM)
+			log_debug("daemon %s: handshake refused: %s", c->addr,
+				  net_auth_reason_name(r));
+		else
+			log_warn("daemon %s: handshake refused: %s", c->addr,
+				 net_auth_reason_name(r));
+		if (c->initiator && c->nc && c->nc->ctl == c &&
+		    (r == NET_AUTH_ERR_MAC || r == NET_AUTH_ERR_REFUSED)) {
+			/* The root holds another secret: this id is not ours to join. */
+			nc_fail(c->nc, -EACCES, 1);
+		}
+		conn_close(c);
+		return 0;
+	}
+	return 1;
+}
+
+/* Reads and handles what arrived; 0 when the connection ended. */
+static int conn_read(struct conn *c, uint64_t now)
+{
+	for (;;) {
+		size_t want;
+		ssize_t n;
+
+		if (c->state == C_AUTH)
+			want = NET_AUTH_FRAME_BYTES - c->in_len;
+		else if (c->in_len < sizeof(struct msg_hdr))
+			want = sizeof(struct msg_hdr) - c->in_len;
+		else
+			want = sizeof(struct msg_hdr) + ((struct msg_hdr *)c->in)->len - c->in_len;
+		n = want ? recv(c->fd, c->in + c->in_len, want, MSG_DONTWAIT) : 0;
+		if (want && n == 0)
+			return -EPIPE;
+		if (want && n < 0)
+			return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -EPIPE;
+		c->in_len += (size_t)n;
+		c->bytes_recv += (uint64_t)n;
+		c->last_rx_ns = now;
+		if (c->state == C_AUTH) {
+			if (!auth_step(c))
+				return 0;
+			continue;
+		}
+		if (c->in_len >= sizeof(struct msg_hdr)) {
+			const struct msg_hdr *h = (const struct msg_hdr *)c->in;
+			int r;
+
+			if (h->magic != MSG_MAGIC || h->type < M_REG || h->type >= M_TYPE_MAX ||
+			    h->len > MSG_MAX)
+				return -EPROTO;
+			if (c->in_len < sizeof(*h) + h->len)
+				continue;
+			r = on_msg(c, h, c->in + sizeof(*h));
+			c->in_len = 0;
+			if (r < 0)
+				return r;
+			if (c->state != C_UP)
+				return 0;
+		}
+	}
+}
+
+static void accept_conns(void)
+{
+	int one = 1;
+
+	for (;;) {
+		union net_addr a;
+		socklen_t alen = sizeof(a);
+		int fd = accept4(node.lfd, &a.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct conn *c;
+
+		if (fd < 0)
+			return;
+		c = conn_new(fd, 0);
+		if (!c) {
+			node.refused_full++;
+			close(fd);
+			continue;
+		}
+		/* Small messages (GO, DONE) go at once: no Nagle wait for an ACK. */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		addr_str(&a, c->addr, sizeof(c->addr));
+	}
+}
+
+/* A connection ended: its communicator fails where it needed it. */
+static void conn_ended(struct conn *c, int err)
+{
+	struct ncomm *nc = c->nc;
+
+	if (c->state == C_UP && nc && nc->stage != NC_DEAD) {
+		nc_fail(nc, err, 1);
+	} else if (c->initiator && nc && nc->ctl == c && nc->stage == NC_JOINING) {
+		/* Not up yet (refused, or the root has no rank of it yet): try again soon. */
+		nc->retry_ns = mono_ns() + RETRY_NS;
+	}
+	conn_close(c);
+}
+
+static void joiner_connect(struct ncomm *nc, uint64_t now)
+{
+	uint8_t out[NET_AUTH_FRAME_BYTES];
+	struct conn *c;
+	int fd;
+
+	if (nc->ctl && nc->ctl->state != C_CLOSED)
+		return;
+	if (nc->ctl) {
+		nc->ctl->nc = NULL;
+		nc->ctl = NULL;
+	}
+	if (now < nc->retry_ns)
+		return;
+	memset(nc->sent, 0, sizeof(nc->sent));
+	fd = collc__net_connect_start(&nc->root_addr, 1);
+	if (fd < 0) {
+		nc->retry_ns = now + RETRY_NS;
+		return;
+	}
+	c = conn_new(fd, 1);
+	if (!c) {
+		close(fd);
+		nc->retry_ns = now + RETRY_NS;
+		return;
+	}
+	addr_str(&nc->root_addr, c->addr, sizeof(c->addr));
+	c->nc = nc;
+	nc->ctl = c;
+	if (net_auth_initiator_hello(&node.auth, &c->as, nc->nonce, nc->secret, out) !=
+	    NET_AUTH_OK) {
+		conn_close(c);
+		return;
+	}
+	conn_queue(c, out, sizeof(out));
+}
+
+static void joiner_send_regs(struct ncomm *nc)
+{
+	struct m_reg m;
+
+	if (!nc || nc->root || !nc->ctl || nc->ctl->state != C_UP)
+		return;
+	for (uint32_t r = 0; r < nc->nranks; r++) {
+		if (!nc->have[r] || nc->sent[r])
+			continue;
+		memset(&m, 0, sizeof(m));
+		m.rank = r;
+		m.nranks = nc->nranks;
+		m.max_chan = NODE_MAX_CHANNELS;
+		m.gpu = nc->gpu[r];
+		addr_to_wire(&node.laddr, &m.from);
+		memcpy(m.handles, nc->handles[r], sizeof(m.handles));
+		if (conn_send(nc->ctl, M_REG, &m, sizeof(m)) < 0) {
+			nc_fail(nc, -EPIPE, 1);
+			return;
+		}
+		nc->sent[r] = 1;
+	}
+}
+
+static void conns_step(uint64_t now)
+{
+	struct conn **pc = &node.conns;
+
+	while (*pc) {
+		struct conn *c = *pc;
+		int r;
+
+		if (c->state == C_CLOSED) {
+			if (c->nc && c->nc->ctl == c)
+				c->nc->ctl = NULL;
+			if (c->nc)
+				for (uint32_t d = 0; d < COLLC_MAX_RANKS; d++)
+					if (c->nc->peers[d] == c)
+						c->nc->peers[d] = NULL;
+			*pc = c->next;
+			node.nconns--;
+			node.gone_sent += c->bytes_sent;
+			node.gone_recv += c->bytes_recv;
+			free(c->in);
+			free(c->out);
+			free(c);
+			continue;
+		}
+		pc = &c->next;
+		if (c->state == C_CONNECTING) {
+			r = collc__net_connect_done(c->fd);
+			if (r < 0) {
+				conn_ended(c, -EPIPE);
+				continue;
+			}
+			if (r == 0) {
+				if (now > c->deadline_ns)
+					conn_ended(c, -ETIMEDOUT);
+				continue;
+			}
+			c->state = C_AUTH;
+		}
+		if (c->state == C_AUTH && now > c->deadline_ns) {
+			node.auth.refused[NET_AUTH_ERR_TIMEOUT]++;
+			conn_ended(c, -ETIMEDOUT);
+			continue;
+		}
+		r = conn_flush(c);
+		if (r == 0)
+			r = conn_read(c, now);
+		if (r == 0 && c->state == C_CLOSED)
+			continue;
+		if (r < 0) {
+			if (c->state == C_AUTH)
+				node.auth.refused[NET_AUTH_ERR_TRUNCATED]++;
+			conn_ended(c, r);
+			continue;
+		}
+		if (c->state != C_UP)
+			continue;
+		/*
+		 * Heartbeats every quarter of the timeout; three missed in a row
+		 * fail the peer, so a silent partition ends within net_timeout_ms.
+		 */
+		if (now - c->last_rx_ns > (uint64_t)node.timeout_ms * 750000) {
+			conn_ended(c, -ETIMEDOUT);
+			continue;
+		}
+		if (now - c->last_tx_ns > (uint64_t)node.timeout_ms * 250000 &&
+		    conn_send(c, M_PING, NULL, 0) < 0) {
+			conn_ended(c, -EPIPE);
+			continue;
+		}
+		if (conn_flush(c) < 0)
+			conn_ended(c, -EPIPE);
+	}
+}
+
+/* Links */
+
+/* Connects and accepts; 1 once every link is up. */
+static int links_connect(struct ncomm *nc)
+{
+	const ncclNet_v8_t *net = node.t.net;
+	int up = 1;
+
+	for (uint32_t i = 0; i < nc->nlinks; i++) {
+		struct link *l = &nc->links[i];
+		ncclNetDeviceHandle_v8_t *dh = NULL;
+		ncclResult_t rc;
+
+		if (l->comm)
+			continue;
+		if (l->dir == L_SEND)
+			rc = net->connect(0, l->handle, &l->comm, &dh);
+		else
+			rc = net->accept(nc->listen[l->rank][l->chan], &l->comm, &dh);
+		if (rc != ncclSuccess) {
+			l->comm = NULL;
+			return -EPIPE;
+		}
+		if (!l->comm)
+			up = 0;
+	}
+	return up;
+}
+
+static int link_attach(struct ncomm *nc, struct link *l, const struct exec_backend *ex, void *priv)
+{
+	int r = ex->comm_link(priv, l->rank, l->chan, &l->el);
+
+	if (r < 0)
+		return r;
+	if (l->el.nslots > LINK_SLOTS_MAX)
+		return -EINVAL;
+	if (node.t.net->regMr(l->comm, l->el.buf, (size_t)l->el.nslots * l->el.slot_bytes,
+			      NCCL_PTR_HOST, &l->mh) != ncclSuccess)
+		return -EIO;
+	/* Steps continue from where the ring stands (a fresh ring: 0). */
+	l->done = l->posted = l->dir == L_SEND ? l->el.head(l->el.l) : l->el.tail(l->el.l);
+	l->attached = 1;
+	(void)nc;
+	return 0;
+}
+
+/* Moves what can move; 1 if anything did, -errno when the link broke. */
+static int link_step(struct link *l)
+{
+	const ncclNet_v8_t *net = node.t.net;
+	struct exec_link *e = &l->el;
+	int moved = 0;
+
+	if (l->dir == L_SEND) {
+		uint64_t tail = e->tail(e->l);
+
+		while (l->posted < tail && l->posted - l->done < e->nslots) {
+			uint32_t s = (uint32_t)(l->posted % e->nslots);
+			uint32_t len = e->len(e->l, l->posted);
+			void *req = NULL;
+
+			if (len > e->slot_bytes)
+				return -EINVAL;
+			if (net->isend(l->comm, e->buf + (size_t)s * e->slot_bytes, (int)len, 0,
+				       l->mh, &req) != ncclSuccess)
+				return -EPIPE;
+			if (!req)
+				break;
+			l->req[s] = req;
+			l->posted++;
+			l->bytes += len;
+			moved = 1;
+		}
+	} else {
+		uint64_t head = e->head(e->l);
+
+		while (l->posted < head + e->nslots && l->posted - l->done < e->nslots) {
+			uint32_t s = (uint32_t)(l->posted % e->nslots);
+			void *data = e->buf + (size_t)s * e->slot_bytes, *req = NULL;
+			int size = (int)e->slot_bytes, tag = 0;
+
+			if (net->irecv(l->comm, 1, &data, &size, &tag, &l->mh, &req) != ncclSuccess)
+				return -EPIPE;
+			if (!req)
+				break;
+			l->req[s] = req;
+			l->posted++;
+			moved = 1;
+		}
+	}
+	while (l->done < l->posted) {
+		uint32_t s = (uint32_t)(l->done % e->nslots);
+		int done = 0, size = 0;
+
+		if (net->test(l->req[s], &done, &size) != ncclSuccess)
+			return -EPIPE;
+		if (!done)
+			break;
+		l->req[s] = NULL;
+		l->done++;
+		moved = 1;
+		if (l->dir == L_SEND) {
+			e->post_head(e->l, l->done);
+		} else {
+			if (size < 0 || (uint32_t)size > e->slot_bytes)
+				return -EPROTO;
+			l->bytes += (uint64_t)size;
+			e->post_tail(e->l, l->done, (uint32_t)size);
+		}
+	}
+	return moved;
+}
+
+/* 1 when something moved; *busy when a link has steps in flight. */
+static int comms_step(uint64_t now, int *busy)
+{
+	int moved = 0;
+
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
+		int r;
+
+		switch (nc->stage) {
+		case NC_JOINING:
+			if (nc->root)
+				break;
+			if (now > nc->deadline_ns && (!nc->ctl || nc->ctl->state != C_UP)) {
+				log_warn("communicator %llu: no answer from its root daemon",
+					 (unsigned long long)nc->id);
+				nc_fail(nc, -ETIMEDOUT, 1);
+				break;
+			}
+			joiner_connect(nc, now);
+			break;
+		case NC_LINKING:
+			*busy = 1;
+			if (now > nc->deadline_ns) {
+				log_warn(
+					"communicator %llu: links to the other daemons did not come up",
+					(unsigned long long)nc->id);
+				nc_fail(nc, -ETIMEDOUT, 1);
+				break;
+			}
+			r = links_connect(nc);
+			if (r < 0) {
+				nc_fail(nc, r, 1);
+			} else if (r == 1) {
+				nc->stage = NC_READY;
+				post_cmd(CMD_NET_READY, nc, 0);
+				moved = 1;
+			}
+			break;
+		case NC_ATTACHED:
+			for (uint32_t i = 0; i < nc->nlinks && nc->stage == NC_ATTACHED; i++) {
+				struct link *l = &nc->links[i];
+
+				r = link_step(l);
+				if (r < 0) {
+					nc_fail(nc, r == -EPROTO || r == -EINVAL ? r : -EPIPE, 1);
+					break;
+				}
+				moved |= r;
+				if (l->posted != l->done && l->dir == L_SEND)
+					*busy = 1;
+			}
+			if (nc->inflight)
+				*busy = 1;
+			break;
+		}
+	}
+	return moved;
+}
+
+/* The thread */
+
+static void sleep_poll(int busy)
+{
+	struct pollfd pf[2 + MAX_CONNS];
+	nfds_t n = 0;
+	int timeout = busy ? 0 : (int)(node.timeout_ms / 8 > 50 ? 50 : node.timeout_ms / 8);
+
+	pf[n++] = (struct pollfd){ .fd = node.efd, .events = POLLIN };
+	if (node.lfd >= 0)
+		pf[n++] = (struct pollfd){ .fd = node.lfd, .events = POLLIN };
+	for (struct conn *c = node.conns; c && n < 2 + MAX_CONNS; c = c->next)
+		if (c->fd >= 0)
+			pf[n++] = (struct pollfd){
+				.fd = c->fd,
+				.events = (short)(POLLIN | (c->state == C_CONNECTING ||
+									    c->out_off < c->out_len
+								    ? POLLOUT
+								    : 0))
+			};
+	pthread_mutex_unlock(&node.mu);
+	if (busy) {
+		/* Steps in flight on the network: poll the transport soon. */
+		struct timespec ts = { 0, 20000 };
+
+		nanosleep(&ts, NULL);
+	} else if (poll(pf, n, timeout) > 0 && (pf[0].revents & POLLIN)) {
+		uint64_t v;
+
+		if (read(node.efd, &v, sizeof(v)) < 0) {
+			/* Nothing to drain. */
+		}
+	}
+	pthread_mutex_lock(&node.mu);
+}
+
+static void *node_main(void *arg)
+{
+	uint64_t idle_since = 0;
+
+	(void)arg;
+	pthread_setname_np(pthread_self(), "collc-node");
+	pthread_mutex_lock(&node.mu);
+	while (!node.stopping) {
+		uint64_t now = mono_ns();
+		int busy = load_relaxed(&node.inflight) != 0, moved;
+
+		accept_conns();
+		conns_step(now);
+		moved = comms_step(now, &busy);
+		if (moved) {
+			idle_since = 0;
+			continue;
+		}
+		/*
+		 * While data flows, spin for exec_spin_us like the executor's
+		 * threads (0 on small hosts, where a spinner takes the core from
+		 * the threads it waits for; yielding there cost whole time slices
+		 * under load), then poll the transport every 20 us.
+		 */
+		if (!idle_since)
+			idle_since = now;
+		if (busy && now - idle_since < node.spin_ns) {
+			pthread_mutex_unlock(&node.mu);
+			cpu_relax();
+			pthread_mutex_lock(&node.mu);
+			continue;
+		}
+		sleep_poll(busy);
+	}
+	pthread_mutex_unlock(&node.mu);
+	return NULL;
+}
+
+static void net_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+		       const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	(void)flags;
+	(void)file;
+	(void)line;
+	if (level != NCCL_LOG_WARN && level != NCCL_LOG_INFO)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (level == NCCL_LOG_WARN)
+		log_warn("%s", msg);
+	else
+		log_debug("%s", msg);
+}
+
+static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16])
+{
+	struct net_tcp_opts to = { .ifname = cfg->net_ifname[0] ? cfg->net_ifname : NULL,
+				   .nstreams = NET_TCP_DEFAULT_STREAMS };
+	struct net_ib_opts io = { .ifname = to.ifname };
+	int r;
+
+	memcpy(node.node_id, node_id, sizeof(node.node_id));
+	node.timeout_ms = cfg->net_timeout_ms;
+	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
+	if (!cfg->listen[0])
+		return 0;
+	r = parse_listen(cfg->listen, &node.laddr);
+	if (r < 0) {
+		log_err("listen must be ADDR:PORT or [ADDR6]:PORT, got '%s'", cfg->listen);
+		return r;
+	}
+	if (strcmp(cfg->net, "auto") && strcmp(cfg->net, "tcp") && strcmp(cfg->net, "ib") &&
+	    strncmp(cfg->net, "plugin:", 7)) {
+		log_err("net must be auto, tcp, ib or plugin:NAME, got '%s'", cfg->net);
+		return -EINVAL;
+	}
+	net_tcp_configure(&to);
+	net_ib_configure(&io);
+	/* auto: a plugin named the way NCCL takes one, else ib where it runs, else tcp. */
+	r = net_load(cfg->net, getenv("NCCL_NET_PLUGIN"), net_logger, &node.t);
+	if (r < 0) {
+		log_err("net %s: %s", cfg->net, strerror(-r));
+		return r;
+	}
+	net_auth_init(&node.auth, auth_lookup, NULL);
+	node.auth.timeout_ms = (int)node.timeout_ms;
+	node.lfd = collc__net_listen(&node.laddr, 128, 1);
+	if (node.lfd < 0) {
+		r = node.lfd;
+		log_err("listen %s: %s", cfg->listen, strerror(-r));
+		goto err_unload;
+	}
+	/* Port 0 asked for any: name the port we got. */
+	addr_str(&node.laddr, node.listen_str, sizeof(node.listen_str));
+	if ((node.laddr.sa.sa_family == AF_INET && node.laddr.in.sin_addr.s_addr == INADDR_ANY) ||
+	    (node.laddr.sa.sa_family == AF_INET6 &&
+	     IN6_IS_ADDR_UNSPECIFIED(&node.laddr.in6.sin6_addr))) {
+		/* Ids must name an address others reach: the data interface's. */
+		union net_addr ifa;
+		char ifn[IF_NAMESIZE];
+		uint16_t port = node.laddr.in.sin_port;
+
+		if (collc__net_pick_if(to.ifname, ifn, &ifa) == 0 &&
+		    ifa.sa.sa_family == node.laddr.sa.sa_family) {
+			if (ifa.sa.sa_family == AF_INET) {
+				node.laddr.in.sin_addr = ifa.in.sin_addr;
+			} else {
+				port = node.laddr.in6.sin6_port;
+				node.laddr.in6.sin6_addr = ifa.in6.sin6_addr;
+				node.laddr.in6.sin6_port = port;
+			}
+		}
+	}
+	node.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (node.efd < 0) {
+		r = -errno;
+		goto err_close;
+	}
+	node.stopping = 0;
+	r = -pthread_create(&node.thread, NULL, node_main, NULL);
+	if (r < 0)
+		goto err_efd;
+	node.running = 1;
+	log_info("listening for collcd daemons on %s (net %s)", node.listen_str, node.t.what);
+	return 0;
+
+err_efd:
+	close(node.efd);
+	node.efd = -1;
+err_close:
+	close(node.lfd);
+	node.lfd = -1;
+err_unload:
+	net_unload(&node.t);
+	return r;
+}
+
+int node_init(const struct collc_config *cfg, const uint8_t node_id[16])
+{
+	int r;
+
+	/* The scheduler runs already (node_configure): start under the lock. */
+	pthread_mutex_lock(&node.mu);
+	r = init_locked(cfg, node_id);
+	pthread_mutex_unlock(&node.mu);
+	return r;
+}
+
+void node_fini(void)
+{
+	if (!node.running)
+		return;
+	pthread_mutex_lock(&node.mu);
+	node.stopping = 1;
+	wake();
+	pthread_mutex_unlock(&node.mu);
+	pthread_join(node.thread, NULL);
+	pthread_mutex_lock(&node.mu);
+	while (node.comms)
+		nc_free(node.comms);
+	for (struct conn *c = node.conns, *next; c; c = next) {
+		next = c->next;
+		conn_close(c);
+		free(c->in);
+		free(c->out);
+		free(c);
+	}
+	node.conns = NULL;
+	node.nconns = 0;
+	node.running = 0;
+	close(node.lfd);
+	close(node.efd);
+	node.lfd = node.efd = -1;
+	pthread_mutex_unlock(&node.mu);
+	/* A plugin's code may still be named by freed comms' logs: unload last. */
+	net_unload(&node.t);
+}
+
+void node_listen_addr(uint16_t *ret_family, uint16_t *ret_port, uint8_t ret_addr[16])
+{
+	struct wire_addr w;
+
+	/* Fixed once node_init() returned, before the control socket opens. */
+	if (!node.running) {
+		*ret_family = 0;
+		return;
+	}
+	addr_to_wire(&node.laddr, &w);
+	*ret_family = w.family;
+	*ret_port = w.port;
+	memcpy(ret_addr, w.addr, 16);
+}
+
+void node_configure(const struct collc_config *cfg)
+{
+	pthread_mutex_lock(&node.mu);
+	node.timeout_ms = cfg->net_timeout_ms;
+	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
+	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
+	wake();
+	pthread_mutex_unlock(&node.mu);
+}
+
+int node_uid_remote(const struct collc_uid *uid)
+{
+	return uid->version == COLLC_UID_VERSION_NET && uid->net_family &&
+	       memcmp(uid->node_id, node.node_id, sizeof(uid->node_id)) != 0;
+}
+
+int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, uint32_t rank,
+	      int32_t device)
+{
+	struct ncomm *nc;
+	int r = 0;
+
+	if (uid->net_family != AF_INET && uid->net_family != AF_INET6)
+		return -EINVAL;
+	pthread_mutex_lock(&node.mu);
+	if (!node.running) {
+		r = -ENOTSUP;
+		goto out;
+	}
+	nc = nc_by_id(comm_id);
+	if (!nc) {
+		nc = calloc(1, sizeof(*nc));
+		if (nc)
+			nc->handles = calloc(COLLC_MAX_RANKS, sizeof(*nc->handles));
+		if (!nc || !nc->handles) {
+			free(nc);
+			r = -ENOMEM;
+			goto out;
+		}
+		nc->id = comm_id;
+		memcpy(nc->nonce, uid->nonce, sizeof(nc->nonce));
+		memcpy(nc->secret, uid->secret, sizeof(nc->secret));
+		nc->nranks = nranks;
+		nc->root = memcmp(uid->node_id, node.node_id, sizeof(uid->node_id)) == 0;
+		nc->min_chan = NODE_MAX_CHANNELS;
+		nc->deadline_ns = mono_ns() + JOIN_TIMEOUT_NS;
+		if (nc->root) {
+			nc->ndaemons = 1;
+			addr_to_wire(&node.laddr, &nc->daemons[0]);
+		} else {
+			struct wire_addr w = { .family = uid->net_family, .port = uid->net_port };
+
+			memcpy(w.addr, uid->net_addr, 16);
+			wire_to_addr(&w, &nc->root_addr);
+			nc->daemons[0] = w;
+		}
+		nc->next = node.comms;
+		node.comms = nc;
+	}
+	if (nc->stage != NC_JOINING || rank >= nc->nranks || nc->have[rank]) {
+		r = -EINVAL;
+		goto out;
+	}
+	r = nc_listen_rank(nc, rank);
+	if (r < 0)
+		goto out;
+	nc->have[rank] = 1;
+	nc->gpu[rank] = device >= 0;
+	if (nc->root) {
+		nc->any_gpu |= device >= 0;
+		nc->owner[rank] = 0;
+		if (++nc->nreg == nc->nranks)
+			root_complete(nc);
+	} else {
+		joiner_send_regs(nc);
+	}
+out:
+	wake();
+	pthread_mutex_unlock(&node.mu);
+	return r;
+}
+
+int node_comm_attach(uint64_t comm_id, const struct exec_backend *ex, void *priv)
+{
+	struct ncomm *nc;
+	int r = 0;
+
+	if (!ex->comm_link)
+		return -ENOTSUP;
+	pthread_mutex_lock(&node.mu);
+	nc = nc_by_id(comm_id);
+	if (!nc || nc->stage != NC_READY) {
+		r = nc && nc->stage == NC_DEAD ? nc->err : -EPIPE;
+		goto out;
+	}
+	for (uint32_t i = 0; i < nc->nlinks && r == 0; i++)
+		r = link_attach(nc, &nc->links[i], ex, priv);
+	if (r < 0) {
+		nc->told = 1;
+		nc_fail(nc, r, 0);
+		goto out;
+	}
+	nc->stage = NC_ATTACHED;
+out:
+	wake();
+	pthread_mutex_unlock(&node.mu);
+	return r;
+}
+
+void node_comm_revoke(uint64_t comm_id, int err)
+{
+	struct ncomm *nc;
+
+	pthread_mutex_lock(&node.mu);
+	nc = nc_by_id(comm_id);
+	if (nc) {
+		nc->told = 1;
+		nc_fail(nc, err, 0);
+	}
+	wake();
+	pthread_mutex_unlock(&node.mu);
+}
+
+void node_comm_release(uint64_t comm_id)
+{
+	struct ncomm *nc;
+
+	pthread_mutex_lock(&node.mu);
+	nc = nc_by_id(comm_id);
+	if (nc) {
+		if (nc->stage != NC_DEAD) {
+			/* Destroyed by its ranks: the other daemons see the hang-up. */
+			nc->told = 1;
+			nc_fail(nc, -EPIPE, 0);
+		}
+		nc_free(nc);
+	}
+	wake();
+	pthread_mutex_unlock(&node.mu);
+}
+
+void node_coll_ready(uint64_t comm_id, const struct node_coll *d)
+{
+	struct ncomm *nc;
+	int r = 0;
+
+	pthread_mutex_lock(&node.mu);
+	nc = nc_by_id(comm_id);
+	if (nc && nc->stage == NC_ATTACHED) {
+		if (nc->root)
+			r = root_coll(nc, d);
+		else
+			r = conn_send(nc->ctl, M_COLL, d, sizeof(*d)) < 0 ? -EPIPE : 0;
+		if (r < 0)
+			nc_fail(nc, r, 1);
+	}
+	wake();
+	pthread_mutex_unlock(&node.mu);
+}
+
+void node_coll_done(uint64_t comm_id, uint64_t seq)
+{
+	struct m_seq m = { .seq = seq };
+	struct ncomm *nc;
+	int r = 0;
+
+	pthread_mutex_lock(&node.mu);
+	nc = nc_by_id(comm_id);
+	if (nc && nc->stage == NC_ATTACHED) {
+		if (nc->root)
+			r = root_done(nc, seq);
+		else
+			r = conn_send(nc->ctl, M_DONE, &m, sizeof(m)) < 0 ? -EPIPE : 0;
+		if (r < 0)
+			nc_fail(nc, r, 1);
+	}
+	wake();
+	pthread_mutex_unlock(&node.mu);
+}
+
+void node_inflight(uint64_t comm_id, int delta)
+{
+	struct ncomm *nc;
+
+	pthread_mutex_lock(&node.mu);
+	nc = nc_by_id(comm_id);
+	if (nc)
+		nc->inflight += (uint64_t)(int64_t)delta;
+	fetch_add(&node.inflight, (uint32_t)delta);
+	if (delta > 0)
+		wake();
+	pthread_mutex_unlock(&node.mu);
+}
+
+void node_counters(struct node_counters *out)
+{
+	memset(out, 0, sizeof(*out));
+	pthread_mutex_lock(&node.mu);
+	out->running = (uint32_t)node.running;
+	out->accepted = node.auth.accepted;
+	out->refused = node.refused_full;
+	for (int i = 1; i < NET_AUTH_NREASONS; i++)
+		out->refused += node.auth.refused[i];
+	out->bytes_sent = node.gone_sent;
+	out->bytes_received = node.gone_recv;
+	for (struct conn *c = node.conns; c; c = c->next) {
+		out->bytes_sent += c->bytes_sent;
+		out->bytes_received += c->bytes_recv;
+		out->peers += c->state == C_UP;
+	}
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
+		for (uint32_t i = 0; i < nc->nlinks; i++) {
+			if (nc->links[i].dir == L_SEND)
+				out->bytes_sent += nc->links[i].bytes;
+			else
+				out->bytes_received += nc->links[i].bytes;
+		}
+	pthread_mutex_unlock(&node.mu);
+}
+
+static const char *stage_name(int s)
+{
+	static const char *const names[] = { "joining", "linking", "ready", "up", "failed" };
+
+	return s >= 0 && s <= NC_DEAD ? names[s] : "?";
+}
+
+size_t node_status(char *out, size_t len, int json)
+{
+	size_t n = 0;
+	uint64_t refused = 0;
+	int first = 1;
+
+#define PUT(...)                                                                                   \
+	do {                                                                                       \
+		if (n < len)                                                                       \
+			n += (size_t)snprintf(out + n, len - n, __VA_ARGS__);                      \
+	} while (0)
+	if (!len)
+		return 0;
+	out[0] = '\0';
+	pthread_mutex_lock(&node.mu);
+	if (!node.running) {
+		pthread_mutex_unlock(&node.mu);
+		if (json)
+			PUT("{\"transport\": \"off\", \"listen\": \"\", \"peers\": []}");
+		else
+			PUT("net: off\n");
+		return n < len ? n : len - 1;
+	}
+	for (int i = 1; i < NET_AUTH_NREASONS; i++)
+		refused += node.auth.refused[i];
+	refused += node.refused_full;
+	if (json)
+		PUT("{\"transport\": \"%s\", \"listen\": \"%s\", \"accepted\": %llu, "
+		    "\"refused\": %llu, \"refused_by_reason\": {",
+		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
+		    (unsigned long long)refused);
+	else
+		PUT("net: %s, listening on %s, %llu handshakes accepted, %llu refused\n",
+		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
+		    (unsigned long long)refused);
+	for (int i = 1; json && i < NET_AUTH_NREASONS; i++)
+		PUT("%s\"%s\": %llu", i > 1 ? ", " : "", net_auth_reason_name(i),
+		    (unsigned long long)node.auth.refused[i]);
+	if (json)
+		PUT("}, \"peers\": [");
+	/* One entry per (communicator, other daemon). */
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
+		for (uint32_t d = 0; d < (nc->ndaemons ? nc->ndaemons : 1); d++) {
+			uint64_t sent = 0, recvd = 0;
+			union net_addr a;
+			char as[80];
+
+			if (d == nc->me && nc->ndaemons)
+				continue;
+			if (nc->root && !nc->peers[d] && nc->stage == NC_JOINING)
+				continue;
+			for (uint32_t i = 0; i < nc->nlinks; i++) {
+				if (nc->links[i].peer != d)
+					continue;
+				if (nc->links[i].dir == L_SEND)
+					sent += nc->links[i].bytes;
+				else
+					recvd += nc->links[i].bytes;
+			}
+			if (nc->root && nc->peers[d]) {
+				sent += nc->peers[d]->bytes_sent;
+				recvd += nc->peers[d]->bytes_recv;
+			} else if (!nc->root && d == 0 && nc->ctl) {
+				sent += nc->ctl->bytes_sent;
+				recvd += nc->ctl->bytes_recv;
+			}
+			wire_to_addr(&nc->daemons[d], &a);
+			addr_str(&a, as, sizeof(as));
+			if (json)
+				PUT("%s{\"addr\": \"%s\", \"comm\": %llu, \"role\": \"%s\", "
+				    "\"state\": \"%s\", \"bytes_sent\": %llu, "
+				    "\"bytes_received\": %llu, \"inflight\": %llu, \"errors\": %llu}",
+				    first ? "" : ", ", as, (unsigned long long)nc->id,
+				    d == 0 ? "root" : "member", stage_name(nc->stage),
+				    (unsigned long long)sent, (unsigned long long)recvd,
+				    (unsigned long long)nc->inflight,
+				    (unsigned long long)nc->errors);
+			else
+				PUT("  peer %s (%s) comm %llu: %s, sent %llu B, received %llu B, "
+				    "%llu in flight, %llu errors\n",
+				    as, d == 0 ? "root" : "member", (unsigned long long)nc->id,
+				    stage_name(nc->stage), (unsigned long long)sent,
+				    (unsigned long long)recvd, (unsigned long long)nc->inflight,
+				    (unsigned long long)nc->errors);
+			first = 0;
+		}
+	}
+	if (json)
+		PUT("]}");
+	pthread_mutex_unlock(&node.mu);
+#undef PUT
+	return n < len ? n : len - 1;
+}

@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The node layer: collcd meeting other collcd daemons (--listen). One thread
+ * ("collc-node") owns the listen socket, the authenticated control
+ * connections of communicators that span daemons (bootstrap, heartbeats,
+ * failure relay), and the proxy that moves the CPU executor's Simple ring
+ * steps over the network transport (daemon/net/net.h) between the ranks of
+ * neighbouring daemons.
+ *
+ * A spanning communicator is a star on its root daemon (the one named in the
+ * unique id): every other daemon joins it over one control connection
+ * authenticated with the id's secret, registers its local ranks with the
+ * handles of their incoming data links, and receives the rank table. Data
+ * links then join ring neighbours directly. The scheduler names
+ * communicators by its own id; it hears back through CMD_NET_READY and
+ * CMD_NET_FAIL (sched.h).
+ */
+#ifndef COLLCD_NODE_H
+#define COLLCD_NODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/config.h"
+#include "daemon/exec.h"
+#include "proto/wire.h"
+
+/* Most channels a spanning communicator uses (the daemons agree on the least). */
+#define NODE_MAX_CHANNELS 2u
+
+/* Starts the node thread when cfg->listen is set; 0 and nothing running otherwise. */
+int node_init(const struct collc_config *cfg, const uint8_t node_id[16]);
+void node_fini(void);
+/* Where collcd listens (family 0: it does not), for the hello reply. Any thread. */
+void node_listen_addr(uint16_t *ret_family, uint16_t *ret_port, uint8_t ret_addr[16]);
+
+/* Scheduler thread. */
+
+/* A new config was published: take its hot key (net_timeout_ms). */
+void node_configure(const struct collc_config *cfg);
+
+/* Is uid a network id naming another daemon as its root? */
+int node_uid_remote(const struct collc_uid *uid);
+/*
+ * Local rank `rank` of scheduler communicator comm_id joined with a network
+ * id. -ENOTSUP when collcd does not listen (the id needs other daemons). A
+ * GPU rank (device >= 0) joins too, but a communicator that turns out to
+ * span daemons with a GPU rank anywhere fails everywhere with -ENOTSUP.
+ */
+int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, uint32_t rank,
+	      int32_t device);
+/* The executor set the communicator up: the proxy may use its rings now. */
+int node_comm_attach(uint64_t comm_id, const struct exec_backend *ex, void *priv);
+/* The communicator was revoked here: tell the other daemons (they see -EPIPE). */
+void node_comm_revoke(uint64_t comm_id, int err);
+/* Forget it: no ring of it is touched after this returns (before comm_teardown). */
+void node_comm_release(uint64_t comm_id);
+/*
+ * What a daemon's ranks submitted as collective seq (the ranks here agree,
+ * else bad): the root compares every daemon's and answers CMD_NET_GO.
+ */
+struct node_coll {
+	uint64_t seq;
+	uint64_t count;
+	uint32_t opcode, dtype, redop, root;
+	uint32_t bad;
+	uint32_t reserved;
+};
+void node_coll_ready(uint64_t comm_id, const struct node_coll *d);
+/* Collective seq ran here; CMD_NET_DONE follows once it ran on every daemon. */
+void node_coll_done(uint64_t comm_id, uint64_t seq);
+/* Collectives of a spanning communicator in flight: delta +1 at launch, -1 at reap. */
+void node_inflight(uint64_t comm_id, int delta);
+
+/* Totals for metrics. */
+struct node_counters {
+	uint64_t accepted, refused;
+	uint64_t bytes_sent, bytes_received;
+	uint32_t peers, running;
+};
+void node_counters(struct node_counters *out);
+
+/* Status: the "net" object (JSON) or a few table lines. Returns bytes written. */
+size_t node_status(char *out, size_t len, int json);
+
+#endif

@@ -1,0 +1,726 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Communicators across collcd daemons: two or three collcd on loopback (each
+ * --listen 127.0.0.1:0, its own socket), ranks placed round-robin on them,
+ * host memory, the CPU executor and the tcp transport.
+ *
+ *   test_daemons coll NDAEMONS NRANKS [block]
+ *                                       every collective x dtypes x ops at
+ *                                       random sizes against the reference;
+ *                                       ranks round-robin, or in blocks
+ *   test_daemons plugin                 coll 2 3 over libnccl-net-collc.so
+ *                                       (--net plugin:collc)
+ *   test_daemons pipeline               16 collectives in flight at once
+ *   test_daemons two                    two communicators at once, rooted on
+ *                                       different daemons
+ *   test_daemons mismatch               daemons disagree: -EINVAL on every rank
+ *   test_daemons secret                 a wrong secret is refused and counted,
+ *                                       the root daemon keeps serving
+ *   test_daemons kill [root]            kill -9 of a daemon (a joining one, or the
+ *                                       root) mid-collective: -EPIPE on every
+ *                                       surviving rank within 2 s
+ *   test_daemons stop                   SIGSTOP of a daemon (silent, sockets open):
+ *                                       -ETIMEDOUT within 2 s (net_timeout_ms 2000)
+ *   test_daemons garbage                hundreds of connections with garbage,
+ *                                       nothing, or a truncated handshake: refused
+ *                                       and counted, collectives still run
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <collc.h>
+
+#include "harness.h"
+#include "refcheck.h"
+
+#define MAX_DAEMONS 3
+#define MAX_RANKS   6
+
+static int ndaemons;
+static char socks[MAX_DAEMONS][160];
+static pid_t dpids[MAX_DAEMONS];
+static char logs[MAX_DAEMONS][192];
+
+/* The last two are "--net plugin:collc" in the plugin case. */
+static const char *daemon_args[] = { "--backend",     "cpu", "--listen", "127.0.0.1:0", "--set",
+				     "net_ifname=lo", NULL,  NULL,       NULL };
+
+/* Daemon 0 is the harness's; the others are started here on sockets beside it. */
+static void start_daemon(int d)
+{
+	const char *bin = getenv("COLLCD") ? getenv("COLLCD") : COLLCD_PATH;
+	uint64_t t0;
+	pid_t pid;
+	int logfd;
+
+	snprintf(socks[d], sizeof(socks[d]), "%s.%d", h_sock, d);
+	snprintf(logs[d], sizeof(logs[d]), "%s.%d.log", h_sock, d);
+	logfd = open(logs[d], O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (logfd < 0)
+		h_die("%s: %s", logs[d], strerror(errno));
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		h_die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		const char *argv[16] = { bin, "--socket", socks[d], "--foreground" };
+		int argc = 4;
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (int i = 0; daemon_args[i]; i++)
+			argv[argc++] = daemon_args[i];
+		argv[argc] = NULL;
+		dup2(logfd, STDOUT_FILENO);
+		dup2(logfd, STDERR_FILENO);
+		execv(bin, (char *const *)argv);
+		_exit(127);
+	}
+	close(logfd);
+	dpids[d] = pid;
+	t0 = h_now_ns();
+	for (;;) {
+		struct collc_ctx *ctx;
+
+		if (collc_connect(socks[d], &ctx) == 0) {
+			collc_disconnect(ctx);
+			return;
+		}
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			h_die("collcd %d exited before it accepted connections", d);
+		if (h_now_ns() - t0 > 10000000000ull)
+			h_die("collcd %d did not start", d);
+		h_sleep_us(5000);
+	}
+}
+
+static void start_daemons(int n)
+{
+	ndaemons = n;
+	h_daemon_start(daemon_args);
+	snprintf(socks[0], sizeof(socks[0]), "%s", h_sock);
+	for (int d = 1; d < n; d++)
+		start_daemon(d);
+}
+
+static void stop_daemons(void)
+{
+	for (int d = 1; d < ndaemons; d++) {
+		if (dpids[d] <= 0)
+			continue;
+		kill(dpids[d], SIGTERM);
+		waitpid(dpids[d], NULL, 0);
+		dpids[d] = 0;
+	}
+}
+
+static void dump_logs(void)
+{
+	char cmd[256];
+
+	for (int d = 1; d < ndaemons; d++) {
+		h_log("collcd %d log:", d);
+		snprintf(cmd, sizeof(cmd), "tail -n 20 %s >&2", logs[d]);
+		if (system(cmd) < 0)
+			h_log("cannot show %s", logs[d]);
+	}
+}
+
+/* A sanitizer report in the log of daemon d (ASan, UBSan, LSan at exit). */
+static int log_has_report(int d)
+{
+	char line[512];
+	FILE *f = fopen(logs[d], "re");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, "Sanitizer") || strstr(line, "runtime error:");
+	fclose(f);
+	return found;
+}
+
+static int finish(int failed)
+{
+	stop_daemons();
+	for (int d = 1; d < ndaemons; d++)
+		if (log_has_report(d))
+			failed |= h_fail("collcd %d logged a sanitizer report", d);
+	if (failed)
+		dump_logs();
+	for (int d = 1; d < ndaemons && !failed; d++)
+		unlink(logs[d]);
+	return h_finish(failed);
+}
+
+/* Shared with the ranks (forked after it is filled). */
+struct shared {
+	struct collc_unique_id id, id2;
+	struct h_barrier bar;
+	uint32_t errs[MAX_RANKS];
+	uint64_t err_ns[MAX_RANKS];
+	uint32_t submitted;
+};
+static struct shared *sh;
+
+static int block; /* ranks in blocks (0 1 | 2 3): ring hops inside a daemon too */
+
+static int daemon_of(int rank, int nranks)
+{
+	return block ? rank * ndaemons / nranks : rank % ndaemons;
+}
+
+static int join(const struct collc_unique_id *id, int rank, int nranks, struct collc_ctx **ctx,
+		struct collc_comm **comm)
+{
+	int d = daemon_of(rank, nranks), r = collc_connect(socks[d], ctx);
+
+	if (r < 0)
+		return h_fail("rank %d: connect to daemon %d: %s", rank, d, collc_strerror(r));
+	r = collc_comm_init(*ctx, id, nranks, rank, -1, comm);
+	if (r < 0) {
+		collc_disconnect(*ctx);
+		return h_fail("rank %d: comm_init on daemon %d: %s", rank, d, collc_strerror(r));
+	}
+	return 0;
+}
+
+static int submit(struct collc_comm *comm, enum rc_coll coll, const struct rc_case *c, int root,
+		  void *send, void *recv, collc_req *req)
+{
+	switch (coll) {
+	case RC_ALLREDUCE:
+		return collc_allreduce(comm, send, recv, c->count, c->dtype, c->op, req);
+	case RC_ALLGATHER:
+		return collc_allgather(comm, send, recv, c->count, c->dtype, req);
+	case RC_REDUCE_SCATTER:
+		return collc_reduce_scatter(comm, send, recv, c->count, c->dtype, c->op, req);
+	case RC_BROADCAST:
+		return collc_broadcast(comm, send, recv, c->count, c->dtype, root, req);
+	default:
+		return collc_reduce(comm, send, recv, c->count, c->dtype, c->op, root, req);
+	}
+}
+
+#define MAX_COUNT (300u << 10) /* elements: up to 2.4 MiB of float64 per rank */
+
+static const collc_dtype dtypes[] = { COLLC_FLOAT32, COLLC_INT32, COLLC_FLOAT64, COLLC_BFLOAT16,
+				      COLLC_UINT8 };
+static const collc_redop ops[] = { COLLC_SUM, COLLC_MAX, COLLC_PROD, COLLC_MIN, COLLC_AVG };
+
+/* Random collectives on a joined communicator; leaves it. */
+static int coll_loop(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nranks)
+{
+	size_t cap = (size_t)MAX_COUNT * 8 * nranks;
+	void *send, *recv;
+	uint64_t rs = h_seed; /* the same sequence on every rank */
+	int failed = 0, r, iters = h_sanitized() ? 15 : 40;
+
+	if (collc_mem_alloc(ctx, cap, -1, &send) < 0 || collc_mem_alloc(ctx, cap, -1, &recv) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	for (int i = 0; i < iters && !failed; i++) {
+		enum rc_coll coll = (enum rc_coll)(i % RC_NUM_COLLS);
+		uint64_t pick = h_rand(&rs);
+		struct rc_case c = {
+			.dtype = dtypes[pick % 5],
+			.op = ops[(pick >> 8) % 5],
+			.seed = h_seed + (uint64_t)i,
+		};
+		int root = (int)((pick >> 16) % (uint64_t)nranks);
+		char what[96];
+		collc_req req;
+
+		/* Mostly small, sometimes several ring chunks, sometimes empty. */
+		switch ((pick >> 24) % 4) {
+		case 0:
+			c.count = (pick >> 32) % 64;
+			break;
+		case 1:
+			c.count = (pick >> 32) % 4096;
+			break;
+		default:
+			c.count = (pick >> 32) % MAX_COUNT;
+			break;
+		}
+		if (c.op == COLLC_PROD)
+			c.exact = 0;
+		snprintf(what, sizeof(what), "rank %d/%d %s %s %s count %zu root %d", rank, nranks,
+			 rc_coll_name(coll), rc_dtype_name(c.dtype), rc_op_name(c.op), c.count,
+			 root);
+		memset(recv, 0xee, cap);
+		if (coll != RC_BROADCAST || rank == root)
+			rc_fill_coll(&c, coll, nranks, rank, send);
+		r = submit(comm, coll, &c, root, send, recv, &req);
+		if (r == 0)
+			r = collc_wait(ctx, req, 30000);
+		if (r < 0) {
+			failed = h_fail("%s: %s", what, collc_strerror(r));
+			break;
+		}
+		failed |= rc_check_coll(&c, coll, nranks, rank, root, recv, what);
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+/* Queues of collectives in flight at once: each its own buffers, checked when all are done. */
+#define PIPE_DEPTH 16
+#define PIPE_COUNT (40u << 10)
+
+static int pipe_rank(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	size_t stride = (size_t)PIPE_COUNT * 8 * nranks;
+	char *send, *recv;
+	uint64_t rs = h_seed;
+	int failed = 0;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	if (collc_mem_alloc(ctx, stride * PIPE_DEPTH, -1, (void **)&send) < 0 ||
+	    collc_mem_alloc(ctx, stride * PIPE_DEPTH, -1, (void **)&recv) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	for (int round = 0; round < 4 && !failed; round++) {
+		struct rc_case c[PIPE_DEPTH];
+		enum rc_coll coll[PIPE_DEPTH];
+		int root[PIPE_DEPTH];
+		collc_req req[PIPE_DEPTH];
+
+		for (int q = 0; q < PIPE_DEPTH; q++) {
+			uint64_t pick = h_rand(&rs);
+			int r;
+
+			coll[q] = (enum rc_coll)(pick % RC_NUM_COLLS);
+			c[q] = (struct rc_case){ .dtype = dtypes[(pick >> 8) % 5],
+						 .op = ops[(pick >> 16) % 5],
+						 .count = (pick >> 32) % PIPE_COUNT,
+						 .seed = h_seed + (uint64_t)(round * PIPE_DEPTH + q) };
+			root[q] = (int)((pick >> 24) % (uint64_t)nranks);
+			if (coll[q] != RC_BROADCAST || rank == root[q])
+				rc_fill_coll(&c[q], coll[q], nranks, rank, send + q * stride);
+			r = submit(comm, coll[q], &c[q], root[q], send + q * stride,
+				   recv + q * stride, &req[q]);
+			if (r < 0)
+				return h_fail("rank %d: submit: %s", rank, collc_strerror(r));
+		}
+		for (int q = 0; q < PIPE_DEPTH; q++) {
+			char what[96];
+			int r = collc_wait(ctx, req[q], 30000);
+
+			snprintf(what, sizeof(what), "rank %d round %d #%d %s %s count %zu", rank,
+				 round, q, rc_coll_name(coll[q]), rc_dtype_name(c[q].dtype),
+				 c[q].count);
+			if (r < 0)
+				failed = h_fail("%s: %s", what, collc_strerror(r));
+			else
+				failed |= rc_check_coll(&c[q], coll[q], nranks, rank, root[q],
+							recv + q * stride, what);
+		}
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+static int coll_rank(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	return coll_loop(ctx, comm, rank, nranks);
+}
+
+/*
+ * Two communicators at once, each spanning both daemons, each rooted on a
+ * different one: processes 0, 1 are ranks 0, 1 of the first (daemons 0, 1),
+ * processes 2, 3 ranks 0, 1 of the second (daemons 1, 0).
+ */
+static int two_rank(int proc, int nprocs, void *arg)
+{
+	int c = proc / 2, rank = proc % 2, r;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+
+	(void)nprocs;
+	(void)arg;
+	r = collc_connect(socks[(rank + c) % 2], &ctx);
+	if (r < 0)
+		return h_fail("process %d: connect: %s", proc, collc_strerror(r));
+	r = collc_comm_init(ctx, c ? &sh->id2 : &sh->id, 2, rank, -1, &comm);
+	if (r < 0)
+		return h_fail("process %d: comm_init: %s", proc, collc_strerror(r));
+	return coll_loop(ctx, comm, rank, 2);
+}
+
+static int test_two(void)
+{
+	struct collc_ctx *ctx;
+
+	start_daemons(2);
+	h_unique_id(&sh->id);
+	/* The second one's id comes from daemon 1: it is that communicator's root. */
+	if (collc_connect(socks[1], &ctx) < 0 || collc_get_unique_id(ctx, &sh->id2) < 0)
+		return finish(h_fail("an id from daemon 1"));
+	collc_disconnect(ctx);
+	return finish(h_run_ranks(4, two_rank, NULL));
+}
+
+static int test_coll(int nd, int nranks)
+{
+	int failed;
+
+	start_daemons(nd);
+	if (daemon_args[7]) {
+		char cmd[512], out[16384];
+
+		snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+		if (h_run_capture(cmd, out, sizeof(out)) != 0 ||
+		    !strstr(out, "\"transport\": \"plugin:collc\""))
+			return finish(h_fail("collcd does not report the plugin as its transport"));
+	}
+	h_unique_id(&sh->id);
+	failed = h_run_ranks(nranks, coll_rank, NULL);
+	if (!failed)
+		h_log("%d ranks on %d daemons (%s): every collective right", nranks, nd,
+		      block ? "in blocks" : "round-robin");
+	return finish(failed);
+}
+
+/* Daemons disagree on the count: every rank gets -EINVAL, then runs on. */
+static int mismatch_rank(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	struct rc_case c = { .dtype = COLLC_FLOAT32, .op = COLLC_SUM, .seed = h_seed };
+	void *send, *recv;
+	collc_req req;
+	int r, failed = 0;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	if (collc_mem_alloc(ctx, 1 << 20, -1, &send) < 0 ||
+	    collc_mem_alloc(ctx, 1 << 20, -1, &recv) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	/* The ranks of daemon 1 ask for another count. */
+	r = collc_allreduce(comm, send, recv, rank % ndaemons ? 100 : 64, COLLC_FLOAT32, COLLC_SUM,
+			    &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r != -EINVAL)
+		failed = h_fail("rank %d: a mismatched all-reduce returned %s, not -EINVAL", rank,
+				collc_strerror(r));
+	c.count = 1000;
+	rc_fill_coll(&c, RC_ALLREDUCE, nranks, rank, send);
+	r = collc_allreduce(comm, send, recv, c.count, c.dtype, c.op, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r < 0)
+		failed = h_fail("rank %d: the all-reduce after the mismatch: %s", rank,
+				collc_strerror(r));
+	else
+		failed |= rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, recv, "after mismatch");
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+static int test_mismatch(void)
+{
+	start_daemons(2);
+	h_unique_id(&sh->id);
+	return finish(h_run_ranks(4, mismatch_rank, NULL));
+}
+
+/* Refusals counted in daemon 0's status. */
+static long refused_count(void)
+{
+	char cmd[512], out[8192];
+	const char *p;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+	if (h_run_capture(cmd, out, sizeof(out)) != 0)
+		return -1;
+	p = strstr(out, "\"refused\": ");
+	return p ? strtol(p + 11, NULL, 10) : -1;
+}
+
+static int secret_rank(int rank, int nranks, void *arg)
+{
+	struct collc_unique_id bad = sh->id;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	int r;
+
+	(void)arg;
+	if (rank == 0) {
+		/* The honest rank: its communicator never completes; it gives up when told. */
+		return 0;
+	}
+	/* Bytes 80..95 are the secret (proto/wire.h struct collc_uid). */
+	bad.bytes[80] ^= 0x5a;
+	r = collc_connect(socks[1], &ctx);
+	if (r < 0)
+		return h_fail("connect: %s", collc_strerror(r));
+	r = collc_comm_init(ctx, &bad, nranks, rank, -1, &comm);
+	collc_disconnect(ctx);
+	if (r != -EACCES)
+		return h_fail("comm_init with a wrong secret returned %s, not -EACCES",
+			      collc_strerror(r));
+	return 0;
+}
+
+/* A rank on daemon 0 waits in comm_init for a partner that has the wrong secret. */
+static int secret_root_rank(void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+
+	(void)arg;
+	if (collc_connect(h_sock, &ctx) < 0)
+		return 1;
+	/* Never completes: the test kills this process once the other rank was refused. */
+	collc_comm_init(ctx, &sh->id, 2, 0, -1, &comm);
+	return 0;
+}
+
+static int test_secret(void)
+{
+	int failed = 0;
+	long before, after;
+	pid_t waiter;
+
+	start_daemons(2);
+	h_unique_id(&sh->id);
+	before = refused_count();
+	waiter = h_fork(secret_root_rank, NULL);
+	h_sleep_us(200000); /* the root daemon knows the communicator now */
+	failed |= h_run_ranks(2, secret_rank, NULL);
+	after = refused_count();
+	if (before < 0 || after <= before)
+		failed |= h_fail("the root daemon counted no refusal (%ld before, %ld after)",
+				 before, after);
+	kill(waiter, SIGKILL);
+	waitpid(waiter, NULL, 0);
+	/* The root daemon still serves: a fresh communicator across both daemons works. */
+	h_unique_id(&sh->id);
+	if (!failed)
+		failed |= h_run_ranks(2, coll_rank, NULL);
+	return finish(failed);
+}
+
+static int sig;    /* SIGKILL or SIGSTOP */
+static int victim; /* the daemon the kill and stop cases take away */
+
+/* kill -9 of a daemon while large all-reduces run: the other daemon's ranks get -EPIPE fast. */
+static int kill_rank(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	size_t count = 4u << 20;
+	collc_req reqs[64];
+	void *send, *recv;
+	int n = 0, r = 0;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	if (collc_mem_alloc(ctx, count * 4, -1, &send) < 0 ||
+	    collc_mem_alloc(ctx, count * 4, -1, &recv) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	if (rank % ndaemons == victim) {
+		/* The ranks of the daemon to be killed just wait for it. */
+		h_add(&sh->submitted, 1);
+		pause();
+		return 0;
+	}
+	for (; n < 64; n++) {
+		r = collc_allreduce(comm, send, recv, count, COLLC_FLOAT32, COLLC_SUM, &reqs[n]);
+		if (r < 0)
+			break;
+	}
+	h_add(&sh->submitted, 1);
+	for (int i = 0; i < n; i++) {
+		r = collc_wait(ctx, reqs[i], 10000);
+		if (r < 0)
+			break;
+	}
+	sh->errs[rank] = (uint32_t)-r;
+	sh->err_ns[rank] = h_now_ns();
+	if (r != (sig == SIGSTOP ? -ETIMEDOUT : -EPIPE))
+		return h_fail("rank %d: after the %s: %s", rank, sig == SIGSTOP ? "stop" : "kill",
+			      collc_strerror(r));
+	return 0;
+}
+
+static int test_kill(int sig_, int which)
+{
+	int nranks = 4, failed = 0, survivor = 1 - which;
+	pid_t pids[MAX_RANKS];
+	uint64_t t_kill;
+
+	sig = sig_;
+	victim = which;
+	start_daemons(2);
+	h_unique_id(&sh->id);
+	for (int r = 0; r < nranks; r++)
+		pids[r] = h_spawn(kill_rank, r, nranks, NULL);
+	if (h_wait_at_least(&sh->submitted, (uint32_t)nranks, 20000) < 0)
+		failed |= h_fail("the ranks did not start");
+	h_sleep_us(100000);
+	t_kill = h_now_ns();
+	if (which == 0) {
+		h_daemon_kill(sig);
+	} else {
+		kill(dpids[which], sig);
+		if (sig == SIGKILL) {
+			waitpid(dpids[which], NULL, 0);
+			dpids[which] = 0;
+		}
+	}
+	failed |= h_reap(pids + survivor, 1, NULL, 5000) |
+		  h_reap(pids + survivor + 2, 1, NULL, 5000);
+	for (int r = which; r < nranks; r += 2)
+		kill(pids[r], SIGKILL);
+	h_reap(pids + which, 1, NULL, 1000);
+	h_reap(pids + which + 2, 1, NULL, 1000);
+	for (int r = survivor; r < nranks; r += 2) {
+		double ms = (double)(sh->err_ns[r] - t_kill) / 1e6;
+
+		h_log("rank %d: %s %.1f ms after the %s", r, strerror((int)sh->errs[r]), ms,
+		      sig == SIGSTOP ? "stop" : "kill");
+		if (!sh->err_ns[r] || ms > 2000)
+			failed |= h_fail("rank %d: no error within 2 s", r);
+	}
+	if (sig == SIGSTOP)
+		kill(dpids[which], SIGCONT);
+	/* The surviving daemon keeps serving: a communicator of its own runs. */
+	if (!failed && which == 1) {
+		ndaemons = 1;
+		h_unique_id(&sh->id);
+		failed |= h_run_ranks(2, coll_rank, NULL);
+		ndaemons = 2;
+	}
+	return finish(failed);
+}
+
+/* Connections that are not collcd daemons: nothing may come of them. */
+static int test_garbage(void)
+{
+	char cmd[512], out[16384], port[16];
+	const char *p;
+	long before, after;
+	int fds[300], n = 0, failed = 0;
+	struct sockaddr_in a = { .sin_family = AF_INET };
+
+	start_daemons(2);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+	/* The net object's listen (the config's says port 0). */
+	if (h_run_capture(cmd, out, sizeof(out)) != 0 || !(p = strstr(out, "\"transport\"")) ||
+	    !(p = strstr(p, "\"listen\": \"")))
+		return finish(h_fail("no listen address in status"));
+	p = strchr(p + 11, ':');
+	snprintf(port, sizeof(port), "%.*s", (int)strcspn(p + 1, "\""), p + 1);
+	a.sin_port = htons((uint16_t)atoi(port));
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	before = refused_count();
+	if (!a.sin_port)
+		return finish(h_fail("no port in %s", out));
+	for (int i = 0; i < 300; i++) {
+		uint8_t junk[200];
+		uint64_t st = h_seed + (uint64_t)i;
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+		if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+			if (fd >= 0)
+				close(fd);
+			continue;
+		}
+		for (size_t k = 0; k < sizeof(junk); k++)
+			junk[k] = (uint8_t)h_rand(&st);
+		if (i % 4 == 1) {
+			/* A handshake header that claims a huge body, then nothing. */
+			uint32_t hdr[4] = { 0x55414c43u, 1, 0x7fffffffu, 0 };
+
+			memcpy(junk, hdr, sizeof(hdr));
+			if (write(fd, junk, 16) < 0)
+				h_log("write: %s", strerror(errno));
+		} else if (i % 4 == 2) {
+			if (write(fd, junk, 1 + i % 150) < 0)
+				h_log("write: %s", strerror(errno));
+		}
+		/* i % 4 == 0: a port scan that sends nothing; 3: connect and close at once. */
+		if (i % 4 == 3)
+			close(fd);
+		else
+			fds[n++] = fd;
+	}
+	/* Meanwhile the daemons serve a communicator spanning both. */
+	h_unique_id(&sh->id);
+	failed |= h_run_ranks(2, coll_rank, NULL);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	h_sleep_us(300000);
+	after = refused_count();
+	h_log("refused %ld -> %ld", before, after);
+	if (after < before + 100)
+		failed |= h_fail(
+			"the root daemon counted only %ld refusals of %d garbage connections",
+			after - before, 300);
+	return finish(failed);
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "coll";
+
+	h_init("net_daemons", argc, argv, 150);
+	sh = h_shared(sizeof(*sh));
+	if (!strcmp(what, "coll")) {
+		block = argc > 4 && !strcmp(argv[4], "block");
+		return test_coll(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 4);
+	}
+	if (!strcmp(what, "mismatch"))
+		return test_mismatch();
+	if (!strcmp(what, "two"))
+		return test_two();
+	if (!strcmp(what, "pipeline")) {
+		start_daemons(2);
+		h_unique_id(&sh->id);
+		return finish(h_run_ranks(4, pipe_rank, NULL));
+	}
+	if (!strcmp(what, "plugin")) {
+		/* The tcp transport built as an NCCL net plugin, loaded by dlopen. */
+		setenv("LD_LIBRARY_PATH", COLLC_NET_PLUGIN_DIR, 1);
+		setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+		daemon_args[6] = "--net";
+		daemon_args[7] = "plugin:collc";
+		return test_coll(2, 3);
+	}
+	if (!strcmp(what, "secret"))
+		return test_secret();
+	if (!strcmp(what, "kill"))
+		return test_kill(SIGKILL, argc > 2 && !strcmp(argv[2], "root") ? 0 : 1);
+	if (!strcmp(what, "stop"))
+		return test_kill(SIGSTOP, 1);
+	if (!strcmp(what, "garbage"))
+		return test_garbage();
+	h_die("unknown case %s", what);
+}
