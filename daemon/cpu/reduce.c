@@ -12,6 +12,7 @@
 
 #include "daemon/cpu/reduce.h"
 #include "proto/dtype.h"
+#include "proto/fp8.h"
 
 #define BLOCK 64 /* elements; a multiple of any vector length in elements */
 
@@ -155,6 +156,8 @@ uint16_t red_float_to_bf16(float f)
 #define DEFINE_REDUCE(name, T, OP) DEFINE_REDUCE_IN(name, T, T, AS_IS, AS_IS, OP)
 #define DEFINE_REDUCE16(name, TOF, FROMF, OP)                                                      \
 	DEFINE_REDUCE_IN(name, uint16_t, float, TOF, FROMF, OP)
+/* fp8 reduces in float and rounds back (nearest even, saturating) after every step: proto/fp8.h. */
+#define DEFINE_REDUCE8(name, TOF, FROMF, OP) DEFINE_REDUCE_IN(name, uint8_t, float, TOF, FROMF, OP)
 
 /*
  * Two's complement SUM and PROD are the same bits for signed and unsigned:
@@ -186,6 +189,14 @@ DEFINE_REDUCE16(sum_bf16, bf2f, f2bf, OP_SUM)
 DEFINE_REDUCE16(prod_bf16, bf2f, f2bf, OP_PROD)
 DEFINE_REDUCE16(max_bf16, bf2f, f2bf, OP_MAX)
 DEFINE_REDUCE16(min_bf16, bf2f, f2bf, OP_MIN)
+DEFINE_REDUCE8(sum_e4m3, collc_e4m3_to_float, collc_float_to_e4m3, OP_SUM)
+DEFINE_REDUCE8(prod_e4m3, collc_e4m3_to_float, collc_float_to_e4m3, OP_PROD)
+DEFINE_REDUCE8(max_e4m3, collc_e4m3_to_float, collc_float_to_e4m3, OP_MAX)
+DEFINE_REDUCE8(min_e4m3, collc_e4m3_to_float, collc_float_to_e4m3, OP_MIN)
+DEFINE_REDUCE8(sum_e5m2, collc_e5m2_to_float, collc_float_to_e5m2, OP_SUM)
+DEFINE_REDUCE8(prod_e5m2, collc_e5m2_to_float, collc_float_to_e5m2, OP_PROD)
+DEFINE_REDUCE8(max_e5m2, collc_e5m2_to_float, collc_float_to_e5m2, OP_MAX)
+DEFINE_REDUCE8(min_e5m2, collc_e5m2_to_float, collc_float_to_e5m2, OP_MIN)
 DEFINE_REDUCE(sum_f32, float, OP_SUM)
 DEFINE_REDUCE(prod_f32, float, OP_PROD)
 DEFINE_REDUCE(max_f32, float, OP_MAX)
@@ -212,6 +223,8 @@ static const reduce_fn reducers[COLLC_NUM_DTYPES][COLLC_NUM_REDOPS] = {
 	[COLLC_BFLOAT16] = REDUCERS(sum_bf16, prod_bf16, max_bf16, min_bf16),
 	[COLLC_FLOAT32] = REDUCERS(sum_f32, prod_f32, max_f32, min_f32),
 	[COLLC_FLOAT64] = REDUCERS(sum_f64, prod_f64, max_f64, min_f64),
+	[COLLC_FLOAT8_E4M3] = REDUCERS(sum_e4m3, prod_e4m3, max_e4m3, min_e4m3),
+	[COLLC_FLOAT8_E5M2] = REDUCERS(sum_e5m2, prod_e5m2, max_e5m2, min_e5m2),
 };
 
 /*
@@ -255,12 +268,14 @@ DEFINE_FINISH_FP(avg_f16, uint16_t, float, h2f, f2h)
 DEFINE_FINISH_FP(avg_bf16, uint16_t, float, bf2f, f2bf)
 DEFINE_FINISH_FP(avg_f32, float, float, AS_IS, AS_IS)
 DEFINE_FINISH_FP(avg_f64, double, double, AS_IS, AS_IS)
+DEFINE_FINISH_FP(avg_e4m3, uint8_t, float, collc_e4m3_to_float, collc_float_to_e4m3)
+DEFINE_FINISH_FP(avg_e5m2, uint8_t, float, collc_e5m2_to_float, collc_float_to_e5m2)
 
 static const finish_fn finishers[COLLC_NUM_DTYPES] = {
 	[COLLC_INT8] = avg_i8,     [COLLC_UINT8] = avg_u8,      [COLLC_INT32] = avg_i32,
 	[COLLC_UINT32] = avg_u32,  [COLLC_INT64] = avg_i64,     [COLLC_UINT64] = avg_u64,
 	[COLLC_FLOAT16] = avg_f16, [COLLC_BFLOAT16] = avg_bf16, [COLLC_FLOAT32] = avg_f32,
-	[COLLC_FLOAT64] = avg_f64,
+	[COLLC_FLOAT64] = avg_f64, [COLLC_FLOAT8_E4M3] = avg_e4m3, [COLLC_FLOAT8_E5M2] = avg_e5m2,
 };
 
 void red_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int redop)
