@@ -295,7 +295,7 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 	if (rank_open(&rc, id, n, me, gpus[me], cap) < 0)
 		return 1;
 	for (int coll = 0; coll < NCOLL; coll++)
-		for (int dt = 0; dt < 10; dt++)
+		for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
 			for (int op = 0; op < 5; op++) {
 				if ((coll == 1 || coll == 3) && op > 0)
 					continue;
@@ -309,7 +309,10 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 						return 1;
 				}
 			}
-	/* Larger counts: every collective in float32 sum and bfloat16 avg, up to 256 MiB. */
+	/*
+	 * Larger counts: every collective in float32 sum and bfloat16 avg, up to 256 MiB;
+	 * fp8 (one byte: the vector loops' 16 elements a vector) sum and avg at the first.
+	 */
 	{
 		size_t bigc[] = { 1 << 20, (size_t)3 << 20, (size_t)64 << 20 };
 		int nb = big ? 3 : 1;
@@ -325,6 +328,13 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 
 				ok &= run_case(&rc, &ck, ++cid, coll, COLLC_BFLOAT16, COLLC_AVG, c);
 				sh->cases[me][coll] += 2;
+				if (b == 0) {
+					ok &= run_case(&rc, &ck, ++cid, coll, COLLC_FLOAT8_E4M3,
+						       COLLC_SUM, c);
+					ok &= run_case(&rc, &ck, ++cid, coll, COLLC_FLOAT8_E5M2,
+						       COLLC_AVG, c);
+					sh->cases[me][coll] += 2;
+				}
 				sh->fails[me][coll] += !ok;
 				fails += !ok;
 			}
