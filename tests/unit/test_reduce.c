@@ -580,6 +580,57 @@ static void test_sizes_and_validity(void **state)
 }
 
 /* Integer AVG truncates toward zero like C; the other ops are left alone. */
+/*
+ * fp8: every pair of codes, every op, bit for bit against proto/fp8.h (decode,
+ * combine in float, encode), and AVG's finish of every code.
+ */
+static void test_fp8_all_pairs(void **state)
+{
+	uint8_t *a = xmalloc(65536), *b = xmalloc(65536), *d = xmalloc(65536);
+
+	(void)state;
+	for (int i = 0; i < 65536; i++) {
+		a[i] = (uint8_t)i;
+		b[i] = (uint8_t)(i >> 8);
+	}
+	for (int dt = COLLC_FLOAT8_E4M3; dt <= COLLC_FLOAT8_E5M2; dt++) {
+		struct collc_fp8_fmt f = dt == COLLC_FLOAT8_E4M3 ? COLLC_FP8_E4M3_FMT : COLLC_FP8_E5M2_FMT;
+
+		for (int op = 0; op < COLLC_NUM_REDOPS; op++) {
+			red_reduce(d, a, b, 65536, dt, op);
+			for (int i = 0; i < 65536; i++) {
+				float x = collc_fp8_decode(a[i], f), y = collc_fp8_decode(b[i], f), r;
+
+				switch (op) {
+				case COLLC_PROD:
+					r = x * y;
+					break;
+				case COLLC_MAX:
+					r = x > y ? x : y;
+					break;
+				case COLLC_MIN:
+					r = x < y ? x : y;
+					break;
+				default:
+					r = x + y;
+					break;
+				}
+				CHECK(d[i] == collc_fp8_encode(r, f),
+				      "%s %s %#x, %#x: got %#x, want %#x", dtype_names[dt], op_names[op],
+				      a[i], b[i], d[i], collc_fp8_encode(r, f));
+			}
+		}
+		memcpy(d, a, 256);
+		red_finish(d, 256, dt, COLLC_AVG, 3);
+		for (int i = 0; i < 256; i++)
+			CHECK(d[i] == collc_fp8_encode(collc_fp8_decode((uint8_t)i, f) / 3.0f, f),
+			      "%s avg/3 of %#x: got %#x", dtype_names[dt], i, d[i]);
+	}
+	free(a);
+	free(b);
+	free(d);
+}
+
 static void test_finish(void **state)
 {
 	int8_t i8[] = { -7, 7, -128, 127, -1, 1 };
@@ -853,6 +904,7 @@ int main(void)
 		cmocka_unit_test(test_float_maxmin_nan),   cmocka_unit_test(test_half_roundtrip),
 		cmocka_unit_test(test_bf16_roundtrip),     cmocka_unit_test(test_rounding_ties),
 		cmocka_unit_test(test_rounding_sweep),     cmocka_unit_test(test_rounding_examples),
+		cmocka_unit_test(test_fp8_all_pairs),
 	};
 
 	if (env)
