@@ -113,17 +113,18 @@ static inline uint16_t f2bf(float f)
  * decode to a NaN of either sign; it becomes 0x7f again either way.
  */
 #define P2(k)                                                                                      \
-	((k) >= 0 ? (float)(1u << ((k) >= 0 ? (k) : 0)) : 1.0f / (float)(1u << ((k) < 0 ? -(k) : 0)))
+	((k) >= 0 ? (float)(1u << ((k) >= 0 ? (k) : 0))                                            \
+		  : 1.0f / (float)(1u << ((k) < 0 ? -(k) : 0)))
 #define E4M3_MAG(c)                                                                                \
-	(((c) >> 3) == 0    ? (float)((c)&7) * P2(-9)                                              \
+	(((c) >> 3) == 0      ? (float)((c)&7) * P2(-9)                                            \
 	 : ((c)&0x7f) == 0x7f ? NAN                                                                \
 			      : (float)(8 + ((c)&7)) * P2(((c) >> 3) - 10))
 #define E5M2_MAG(c)                                                                                \
 	(((c) >> 2) == 0    ? (float)((c)&3) * P2(-16)                                             \
 	 : ((c) >> 2) == 31 ? (((c)&3) ? NAN : INFINITY)                                           \
 			    : (float)(4 + ((c)&3)) * P2(((c) >> 2) - 17))
-#define E4M3(c) (((c)&0x80) ? -1.0f : 1.0f) * E4M3_MAG((c)&0x7f)
-#define E5M2(c) (((c)&0x80) ? -1.0f : 1.0f) * E5M2_MAG((c)&0x7f)
+#define E4M3(c)   (((c)&0x80) ? -1.0f : 1.0f) * E4M3_MAG((c)&0x7f)
+#define E5M2(c)   (((c)&0x80) ? -1.0f : 1.0f) * E5M2_MAG((c)&0x7f)
 #define T4(F, b)  F(b), F((b) + 1), F((b) + 2), F((b) + 3)
 #define T16(F, b) T4(F, b), T4(F, (b) + 4), T4(F, (b) + 8), T4(F, (b) + 12)
 #define T64(F, b) T16(F, b), T16(F, (b) + 16), T16(F, (b) + 32), T16(F, (b) + 48)
@@ -308,9 +309,9 @@ DEFINE_FINISH_FP(avg_e4m3, uint8_t, float, e4m3_to_f, collc_float_to_e4m3)
 DEFINE_FINISH_FP(avg_e5m2, uint8_t, float, e5m2_to_f, collc_float_to_e5m2)
 
 static const finish_fn finishers[COLLC_NUM_DTYPES] = {
-	[COLLC_INT8] = avg_i8,     [COLLC_UINT8] = avg_u8,      [COLLC_INT32] = avg_i32,
-	[COLLC_UINT32] = avg_u32,  [COLLC_INT64] = avg_i64,     [COLLC_UINT64] = avg_u64,
-	[COLLC_FLOAT16] = avg_f16, [COLLC_BFLOAT16] = avg_bf16, [COLLC_FLOAT32] = avg_f32,
+	[COLLC_INT8] = avg_i8,     [COLLC_UINT8] = avg_u8,         [COLLC_INT32] = avg_i32,
+	[COLLC_UINT32] = avg_u32,  [COLLC_INT64] = avg_i64,        [COLLC_UINT64] = avg_u64,
+	[COLLC_FLOAT16] = avg_f16, [COLLC_BFLOAT16] = avg_bf16,    [COLLC_FLOAT32] = avg_f32,
 	[COLLC_FLOAT64] = avg_f64, [COLLC_FLOAT8_E4M3] = avg_e4m3, [COLLC_FLOAT8_E5M2] = avg_e5m2,
 };
 

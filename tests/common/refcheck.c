@@ -201,7 +201,7 @@ static uint64_t fp8_encode(long double v, collc_dtype d)
 		a = f.max;
 	e = fp8_binade(a, &f);
 	q = ldexpl(1, e - f.mbits); /* the spacing there */
-	r = rintl(a / q) * q;	    /* to nearest even in the default rounding mode */
+	r = rintl(a / q) * q;       /* to nearest even in the default rounding mode */
 	if (r > f.max)
 		r = f.max;
 	if (r < ldexpl(1, f.emin))
@@ -260,7 +260,8 @@ static uint64_t encode_small(collc_dtype d, double v)
 		return fb >> 16;
 	case COLLC_FLOAT8_E4M3:
 	case COLLC_FLOAT8_E5M2:
-		return fp8_encode(v, d); /* v need not be an integer: AVG's rounded mean */
+		/* v need not be an integer here: AVG's mean, rounded */
+		return fp8_encode(v, d);
 	default: { /* float16 */
 		uint64_t s = v < 0 ? 0x8000u : 0, m = (uint64_t)(v < 0 ? -v : v);
 		int e = 0;
@@ -278,7 +279,8 @@ static uint64_t encode_small(collc_dtype d, double v)
 static uint64_t exact_fp8_bits(const struct rc_case *c, int rank, size_t i, uint64_t x)
 {
 	int64_t n = c->exact, lim = fp8_fmt_of(c->dtype).exact_max;
-	int64_t k = n < lim ? n : lim, slot = (int64_t)(((uint64_t)(unsigned)rank + i) % (uint64_t)n);
+	int64_t k = n < lim ? n : lim,
+		slot = (int64_t)(((uint64_t)(unsigned)rank + i) % (uint64_t)n);
 	int64_t v;
 
 	if (c->op == COLLC_PROD) {
@@ -374,7 +376,8 @@ uint64_t rc_input_bits(const struct rc_case *c, int rank, size_t i)
 
 		/* PROD: factors in [0.5, 2) on ranks 0..3, +-1 elsewhere; else [2^-5, 2^-1). */
 		if (prod)
-			return rank < 4 ? float_input_bits(x, 1, 8, (uint64_t)f.bias, (unsigned)f.mbits, 8)
+			return rank < 4 ? float_input_bits(x, 1, 8, (uint64_t)f.bias,
+							   (unsigned)f.mbits, 8)
 					: (x & 1) << 7 | (uint64_t)f.bias << f.mbits;
 		return (x & 1) << 7 | (uint64_t)(f.bias - 5 + (int)((x >> 1) % 4)) << f.mbits | m;
 	}
@@ -593,8 +596,8 @@ static long double fp8_tol(const struct rc_case *c, int nranks, long double ref,
 		return (powl(1 + d, m > 1 ? m - 1 : 0) - 1) * fabsl(ref);
 	for (int k = 1; k < nranks; k++) {
 		/* the last step's operand is the whole sum plus the error so far */
-		long double at = (k + 1 == nranks ? fabsl(c->op == COLLC_AVG ? ref * nranks : ref)
-						   : b) + e;
+		long double at =
+			(k + 1 == nranks ? fabsl(c->op == COLLC_AVG ? ref * nranks : ref) : b) + e;
 
 		if (b + e >= f.max)
 			return -1;
@@ -671,8 +674,8 @@ static int check_float(const struct rc_case *c, int nranks, size_t first, size_t
 					say(1,
 					    "%s: %s %s nranks %d: element %zu: inputs too large for "
 					    "the fp8 bound (sums %.6Lg and -%.6Lg)",
-					    what, rc_dtype_name(c->dtype), rc_op_name(c->op), nranks,
-					    k, pos, neg);
+					    what, rc_dtype_name(c->dtype), rc_op_name(c->op),
+					    nranks, k, pos, neg);
 				continue;
 			}
 		}

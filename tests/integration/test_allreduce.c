@@ -22,7 +22,7 @@
 
 #define GUARD     256
 #define MAX_OFF   (15 * 8)
-#define BIG_COUNT (16u << 20) / 4 /* 16 MiB of float32 */
+#define BIG_COUNT (16u << 20) / 4                               /* 16 MiB of float32 */
 #define MAX_CASES (COLLC_NUM_DTYPES * COLLC_NUM_REDOPS * 7 + 1) /* make_cases */
 
 struct tcase {

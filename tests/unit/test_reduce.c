@@ -32,8 +32,8 @@ static uint64_t seed = 0xc011c5eedULL;
 static uint64_t rng;
 
 static const char *const dtype_names[COLLC_NUM_DTYPES] = {
-	"int8",   "uint8",   "int32",    "uint32",  "int64",
-	"uint64", "float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2",
+	"int8",    "uint8",    "int32",   "uint32",  "int64",       "uint64",
+	"float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2",
 };
 static const char *const op_names[COLLC_NUM_REDOPS] = { "sum", "prod", "max", "min", "avg" };
 
@@ -438,8 +438,8 @@ static void run_case(int dtype, int op, int k, size_t n)
 			CHECK(got == want,
 			      "%s %s k=%d n=%zu [%zu]: got %#" PRIx64 " (%.9g), want %#" PRIx64
 			      " (%.9g)",
-			      dtype_names[dtype], op_names[op], k, n, i, got, float_value(got, dtype),
-			      want, float_value(want, dtype));
+			      dtype_names[dtype], op_names[op], k, n, i, got,
+			      float_value(got, dtype), want, float_value(want, dtype));
 		} else if (!is_float(dtype)) {
 			uint64_t x[8], want;
 
@@ -594,12 +594,14 @@ static void test_fp8_all_pairs(void **state)
 		b[i] = (uint8_t)(i >> 8);
 	}
 	for (int dt = COLLC_FLOAT8_E4M3; dt <= COLLC_FLOAT8_E5M2; dt++) {
-		struct collc_fp8_fmt f = dt == COLLC_FLOAT8_E4M3 ? COLLC_FP8_E4M3_FMT : COLLC_FP8_E5M2_FMT;
+		struct collc_fp8_fmt f = dt == COLLC_FLOAT8_E4M3 ? COLLC_FP8_E4M3_FMT
+								 : COLLC_FP8_E5M2_FMT;
 
 		for (int op = 0; op < COLLC_NUM_REDOPS; op++) {
 			red_reduce(d, a, b, 65536, dt, op);
 			for (int i = 0; i < 65536; i++) {
-				float x = collc_fp8_decode(a[i], f), y = collc_fp8_decode(b[i], f), r;
+				float x = collc_fp8_decode(a[i], f), y = collc_fp8_decode(b[i], f),
+				      r;
 
 				switch (op) {
 				case COLLC_PROD:
@@ -616,8 +618,8 @@ static void test_fp8_all_pairs(void **state)
 					break;
 				}
 				CHECK(d[i] == collc_fp8_encode(r, f),
-				      "%s %s %#x, %#x: got %#x, want %#x", dtype_names[dt], op_names[op],
-				      a[i], b[i], d[i], collc_fp8_encode(r, f));
+				      "%s %s %#x, %#x: got %#x, want %#x", dtype_names[dt],
+				      op_names[op], a[i], b[i], d[i], collc_fp8_encode(r, f));
 			}
 		}
 		memcpy(d, a, 256);

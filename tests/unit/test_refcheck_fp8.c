@@ -73,18 +73,21 @@ static void test_correct_results_pass(void **state)
 				for (int exact = 0; exact < 2; exact++)
 					for (int rotate = 0; rotate < 2; rotate++) {
 						int n = ranks[k];
-						struct rc_case c = { (collc_dtype)dt, (collc_redop)op,
-								     COUNT, 0x5eed + (uint64_t)k,
+						struct rc_case c = { (collc_dtype)dt,
+								     (collc_redop)op, COUNT,
+								     0x5eed + (uint64_t)k,
 								     exact ? n : 0 };
 						double worst = 0;
 
 						reduce_elems(&c, n, rotate, -1, out);
 						reported = 0;
-						if (rc_check(&c, n, out, "fp8", &worst) != 0 || reported)
-							fail_msg("%s %s nranks %d exact %d rotate %d: "
-								 "a correct result failed",
-								 rc_dtype_name(c.dtype),
-								 rc_op_name(c.op), n, exact, rotate);
+						if (rc_check(&c, n, out, "fp8", &worst) != 0 ||
+						    reported)
+							fail_msg(
+								"%s %s nranks %d exact %d rotate %d: "
+								"a correct result failed",
+								rc_dtype_name(c.dtype),
+								rc_op_name(c.op), n, exact, rotate);
 						assert_true(worst <= 1.0);
 					}
 	free(out);
@@ -122,7 +125,8 @@ static void test_wrong_results_fail(void **state)
 				reported = 0;
 				if (rc_check(&c, n, out, "fp8", NULL) != 1 || !reported)
 					fail_msg("%s %s nranks %d: a result without rank %d passed",
-						 rc_dtype_name(c.dtype), rc_op_name(c.op), n, n - 1);
+						 rc_dtype_name(c.dtype), rc_op_name(c.op), n,
+						 n - 1);
 			}
 	}
 	free(out);

@@ -112,7 +112,8 @@ __device__ __forceinline__ float2 fp8x2_to_float2(uint32_t v, __nv_fp8_interpret
 	return __half22float2(__half2(h));
 }
 
-__device__ __forceinline__ uint64_t red8_fp8(__nv_fp8_interpretation_t k, int op, uint64_t a, uint64_t b)
+__device__ __forceinline__ uint64_t red8_fp8(__nv_fp8_interpretation_t k, int op, uint64_t a,
+					     uint64_t b)
 {
 	uint64_t r = 0;
 
@@ -321,8 +322,7 @@ __device__ __forceinline__ void vecs_red(uint4 (&x)[U], const uint4 (&y)[U], int
 		x[u] = vec_red(dt, op, x[u], y[u]);
 }
 
-template <int U>
-__device__ __forceinline__ void vecs_fin(uint4 (&x)[U], int dt, uint32_t nr)
+template <int U> __device__ __forceinline__ void vecs_fin(uint4 (&x)[U], int dt, uint32_t nr)
 {
 #pragma unroll
 	for (int u = 0; u < U; u++)
