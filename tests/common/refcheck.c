@@ -35,7 +35,7 @@
  *
  * fp8 (E4M3, E5M2) has 4 or 3 significant bits, so the bounds above, built on
  * a relative error per step, would allow anything at 64 ranks. fp8 sums get a
- * bound of their own, in absolute terms (check_fp8 below). Every step adds two
+ * bound of their own, in absolute terms (fp8_tol below). Every step adds two
  * values and rounds once to fp8 (the float sum before it adds at most 2^-24
  * relative): a ring rounds on every hop, one-shot and two-shot after every
  * peer. Whatever the order, the operands of a step are a partial sum of the
@@ -44,13 +44,15 @@
  * errs by at most h(B + E_{k-1}), B = max(P, N), h(v) half the fp8 spacing at
  * magnitude v (plus 2^-24 v), and E_k = E_{k-1} + h(B + E_{k-1}) bounds the
  * error after k steps; the last step's operand is S plus the error so far.
- * It holds as long as nothing saturates, that is while B + E stays below the
+ * It holds while nothing saturates, that is while B + E stays below the
  * largest finite value, which the inputs guarantee up to 64 ranks: random
- * fp8 data have magnitudes in [2^-5, 2^-1) (B < 32 at 64 ranks, and then
- * E <= 344 < 448 in E4M3). The bound is tight for few ranks (2 ranks: the
- * correctly rounded sum) and loose for many, as fp8 sums are. PROD: only
- * ranks 0..3 hold factors in [0.5, 2), the others +-1, so partial products
- * stay in (2^-4, 2^4) and only steps between two of those factors round:
+ * fp8 data have magnitudes in [2^-6, 2^-2), so B <= 15 and B + E <= 233 < 448
+ * in E4M3 (3329 < 57344 in E5M2) even when every input has the same sign
+ * ([2^-5, 2^-1) could reach 448). The bound is tight for few ranks (2 ranks:
+ * the correctly rounded sum, and reached) and loose for many, as fp8 sums
+ * are; the exact data below check many ranks bit for bit. PROD: only ranks
+ * 0..3 hold factors in [0.5, 2), the others +-1, so partial products stay in
+ * (2^-4, 2^4) and only steps between two such factors round: the bound is
  * ((1 + d)^(m-1) - 1) |P| for m of them, d as above with u = 2^-4 (E4M3) or
  * 2^-3 (E5M2). AVG: the sum's bound / n plus one rounding of the quotient.
  *
@@ -374,12 +376,12 @@ uint64_t rc_input_bits(const struct rc_case *c, int rank, size_t i)
 		struct fp8_fmt f = fp8_fmt_of(c->dtype);
 		uint64_t m = (x >> 8) & ((1u << f.mbits) - 1);
 
-		/* PROD: factors in [0.5, 2) on ranks 0..3, +-1 elsewhere; else [2^-5, 2^-1). */
+		/* PROD: factors in [0.5, 2) on ranks 0..3, +-1 elsewhere; else [2^-6, 2^-2). */
 		if (prod)
 			return rank < 4 ? float_input_bits(x, 1, 8, (uint64_t)f.bias,
 							   (unsigned)f.mbits, 8)
 					: (x & 1) << 7 | (uint64_t)f.bias << f.mbits;
-		return (x & 1) << 7 | (uint64_t)(f.bias - 5 + (int)((x >> 1) % 4)) << f.mbits | m;
+		return (x & 1) << 7 | (uint64_t)(f.bias - 6 + (int)((x >> 1) % 4)) << f.mbits | m;
 	}
 	}
 	return 0;
