@@ -87,12 +87,18 @@ static double now_us(void)
 		}                                                                                  \
 	} while (0)
 
-/* Random data: tests/common/refcheck.h, one case per (seed, case id). */
+/*
+ * Random data: tests/common/refcheck.h, one case per (seed, case id). fp8 cases of odd
+ * case ids take refcheck's exact data instead, checked bit for bit, as the CPU sweeps do.
+ */
 
-static struct rc_case gpu_case(int dt, int op, size_t count, uint64_t cid)
+static struct rc_case gpu_case(int dt, int op, size_t count, uint64_t cid, int n)
 {
+	int fp8 = dt == COLLC_FLOAT8_E4M3 || dt == COLLC_FLOAT8_E5M2;
+
 	return (struct rc_case){ (collc_dtype)dt, (collc_redop)op, count,
-				 rc_mix(seed ^ rc_mix(cid * 0x9e3779b97f4a7c15ull)), 0 };
+				 rc_mix(seed ^ rc_mix(cid * 0x9e3779b97f4a7c15ull)),
+				 fp8 && (cid & 1) ? n : 0 };
 }
 
 /* The first mismatch the reference check reports, and its count of wrong elements. */
@@ -233,7 +239,8 @@ static int run_case_in(struct rank_ctx *rc, const struct check *ck, uint64_t cid
 {
 	const int n = rc->n, me = rc->me, root = (int)(cid % (uint64_t)n);
 	const size_t es = collc_dtype_bytes(dt);
-	const struct rc_case c = gpu_case(dt, coll == 1 || coll == 3 ? COLLC_SUM : op, count, cid);
+	const struct rc_case c =
+		gpu_case(dt, coll == 1 || coll == 3 ? COLLC_SUM : op, count, cid, n);
 	size_t sn = count, rn = count; /* elements */
 	collc_req req;
 	int r, bad, poison = -1;
