@@ -81,6 +81,7 @@ static void usage(FILE *f)
 		"  --min-bytes A     first size (default 8)\n"
 		"  --max-bytes B     last size (default 64M)\n"
 		"  --dtype T         int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
+		"                    float8_e4m3 float8_e5m2\n"
 		"                    (default float32)\n"
 		"  --iters K         timed iterations per phase and size (default 100)\n"
 		"  --warmup W        untimed iterations before the latency phase (default 5)\n"

@@ -118,12 +118,14 @@ int nccl_load(struct nccl *nc, char *msg, size_t len)
 	return 0;
 }
 
+/* ncclDataType_t; ncclFloat8e4m3 and ncclFloat8e5m2 came with NCCL 2.24 (sm_90 and later). */
 int nccl_dtype(int dt)
 {
 	static const int map[COLLC_NUM_DTYPES] = {
-		[COLLC_INT8] = 0,    [COLLC_UINT8] = 1,   [COLLC_INT32] = 2,   [COLLC_UINT32] = 3,
-		[COLLC_INT64] = 4,   [COLLC_UINT64] = 5,  [COLLC_FLOAT16] = 6, [COLLC_BFLOAT16] = 9,
-		[COLLC_FLOAT32] = 7, [COLLC_FLOAT64] = 8,
+		[COLLC_INT8] = 0,    [COLLC_UINT8] = 1,        [COLLC_INT32] = 2,
+		[COLLC_UINT32] = 3,  [COLLC_INT64] = 4,        [COLLC_UINT64] = 5,
+		[COLLC_FLOAT16] = 6, [COLLC_BFLOAT16] = 9,     [COLLC_FLOAT32] = 7,
+		[COLLC_FLOAT64] = 8, [COLLC_FLOAT8_E4M3] = 10, [COLLC_FLOAT8_E5M2] = 11,
 	};
 
 	return (unsigned)dt < COLLC_NUM_DTYPES ? map[dt] : -1;

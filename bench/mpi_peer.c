@@ -51,7 +51,7 @@ static MPI_Datatype mpi_type(int dt)
 	case COLLC_FLOAT64:
 		return MPI_DOUBLE;
 	default:
-		return MPI_DATATYPE_NULL; /* MPI has no standard float16 or bfloat16 */
+		return MPI_DATATYPE_NULL; /* MPI has no standard float16, bfloat16 or fp8 */
 	}
 }
 

@@ -39,8 +39,10 @@ typedef enum {
 	COLLC_BFLOAT16,
 	COLLC_FLOAT32,
 	COLLC_FLOAT64,
+	COLLC_FLOAT8_E4M3, /* OCP FP8: 4 exponent bits, 3 mantissa bits, no infinities */
+	COLLC_FLOAT8_E5M2, /* OCP FP8: 5 exponent bits, 2 mantissa bits, IEEE-like */
 } collc_dtype;
-#define COLLC_NUM_DTYPES 10
+#define COLLC_NUM_DTYPES 12
 
 typedef enum {
 	COLLC_SUM,

@@ -8,10 +8,12 @@
  * tail, and IVDEP tells the compiler that dst, a and b are either the same
  * array or disjoint, which holds by contract (see reduce.h).
  */
+#include <math.h>
 #include <string.h>
 
 #include "daemon/cpu/reduce.h"
 #include "proto/dtype.h"
+#include "proto/fp8.h"
 
 #define BLOCK 64 /* elements; a multiple of any vector length in elements */
 
@@ -104,6 +106,42 @@ static inline uint16_t f2bf(float f)
 	return (uint16_t)((u & 0x7fffffff) > 0x7f800000 ? nan : r);
 }
 
+/*
+ * fp8 -> float through a table of the 256 codes, built by the compiler:
+ * several times faster than decoding the fields (proto/fp8.h) per element.
+ * test_reduce checks every pair of codes against proto/fp8.h. NaN codes
+ * decode to a NaN of either sign; it becomes 0x7f again either way.
+ */
+#define P2(k)                                                                                      \
+	((k) >= 0 ? (float)(1u << ((k) >= 0 ? (k) : 0))                                            \
+		  : 1.0f / (float)(1u << ((k) < 0 ? -(k) : 0)))
+#define E4M3_MAG(c)                                                                                \
+	(((c) >> 3) == 0      ? (float)((c)&7) * P2(-9)                                            \
+	 : ((c)&0x7f) == 0x7f ? NAN                                                                \
+			      : (float)(8 + ((c)&7)) * P2(((c) >> 3) - 10))
+#define E5M2_MAG(c)                                                                                \
+	(((c) >> 2) == 0    ? (float)((c)&3) * P2(-16)                                             \
+	 : ((c) >> 2) == 31 ? (((c)&3) ? NAN : INFINITY)                                           \
+			    : (float)(4 + ((c)&3)) * P2(((c) >> 2) - 17))
+#define E4M3(c)   (((c)&0x80) ? -1.0f : 1.0f) * E4M3_MAG((c)&0x7f)
+#define E5M2(c)   (((c)&0x80) ? -1.0f : 1.0f) * E5M2_MAG((c)&0x7f)
+#define T4(F, b)  F(b), F((b) + 1), F((b) + 2), F((b) + 3)
+#define T16(F, b) T4(F, b), T4(F, (b) + 4), T4(F, (b) + 8), T4(F, (b) + 12)
+#define T64(F, b) T16(F, b), T16(F, (b) + 16), T16(F, (b) + 32), T16(F, (b) + 48)
+
+static const float e4m3_tab[256] = { T64(E4M3, 0), T64(E4M3, 64), T64(E4M3, 128), T64(E4M3, 192) };
+static const float e5m2_tab[256] = { T64(E5M2, 0), T64(E5M2, 64), T64(E5M2, 128), T64(E5M2, 192) };
+
+static inline float e4m3_to_f(uint8_t b)
+{
+	return e4m3_tab[b];
+}
+
+static inline float e5m2_to_f(uint8_t b)
+{
+	return e5m2_tab[b];
+}
+
 float red_half_to_float(uint16_t h)
 {
 	return h2f(h);
@@ -155,6 +193,8 @@ uint16_t red_float_to_bf16(float f)
 #define DEFINE_REDUCE(name, T, OP) DEFINE_REDUCE_IN(name, T, T, AS_IS, AS_IS, OP)
 #define DEFINE_REDUCE16(name, TOF, FROMF, OP)                                                      \
 	DEFINE_REDUCE_IN(name, uint16_t, float, TOF, FROMF, OP)
+/* fp8 reduces in float and rounds back (nearest even, saturating) after every step: proto/fp8.h. */
+#define DEFINE_REDUCE8(name, TOF, FROMF, OP) DEFINE_REDUCE_IN(name, uint8_t, float, TOF, FROMF, OP)
 
 /*
  * Two's complement SUM and PROD are the same bits for signed and unsigned:
@@ -186,6 +226,14 @@ DEFINE_REDUCE16(sum_bf16, bf2f, f2bf, OP_SUM)
 DEFINE_REDUCE16(prod_bf16, bf2f, f2bf, OP_PROD)
 DEFINE_REDUCE16(max_bf16, bf2f, f2bf, OP_MAX)
 DEFINE_REDUCE16(min_bf16, bf2f, f2bf, OP_MIN)
+DEFINE_REDUCE8(sum_e4m3, e4m3_to_f, collc_float_to_e4m3, OP_SUM)
+DEFINE_REDUCE8(prod_e4m3, e4m3_to_f, collc_float_to_e4m3, OP_PROD)
+DEFINE_REDUCE8(max_e4m3, e4m3_to_f, collc_float_to_e4m3, OP_MAX)
+DEFINE_REDUCE8(min_e4m3, e4m3_to_f, collc_float_to_e4m3, OP_MIN)
+DEFINE_REDUCE8(sum_e5m2, e5m2_to_f, collc_float_to_e5m2, OP_SUM)
+DEFINE_REDUCE8(prod_e5m2, e5m2_to_f, collc_float_to_e5m2, OP_PROD)
+DEFINE_REDUCE8(max_e5m2, e5m2_to_f, collc_float_to_e5m2, OP_MAX)
+DEFINE_REDUCE8(min_e5m2, e5m2_to_f, collc_float_to_e5m2, OP_MIN)
 DEFINE_REDUCE(sum_f32, float, OP_SUM)
 DEFINE_REDUCE(prod_f32, float, OP_PROD)
 DEFINE_REDUCE(max_f32, float, OP_MAX)
@@ -212,6 +260,8 @@ static const reduce_fn reducers[COLLC_NUM_DTYPES][COLLC_NUM_REDOPS] = {
 	[COLLC_BFLOAT16] = REDUCERS(sum_bf16, prod_bf16, max_bf16, min_bf16),
 	[COLLC_FLOAT32] = REDUCERS(sum_f32, prod_f32, max_f32, min_f32),
 	[COLLC_FLOAT64] = REDUCERS(sum_f64, prod_f64, max_f64, min_f64),
+	[COLLC_FLOAT8_E4M3] = REDUCERS(sum_e4m3, prod_e4m3, max_e4m3, min_e4m3),
+	[COLLC_FLOAT8_E5M2] = REDUCERS(sum_e5m2, prod_e5m2, max_e5m2, min_e5m2),
 };
 
 /*
@@ -255,12 +305,14 @@ DEFINE_FINISH_FP(avg_f16, uint16_t, float, h2f, f2h)
 DEFINE_FINISH_FP(avg_bf16, uint16_t, float, bf2f, f2bf)
 DEFINE_FINISH_FP(avg_f32, float, float, AS_IS, AS_IS)
 DEFINE_FINISH_FP(avg_f64, double, double, AS_IS, AS_IS)
+DEFINE_FINISH_FP(avg_e4m3, uint8_t, float, e4m3_to_f, collc_float_to_e4m3)
+DEFINE_FINISH_FP(avg_e5m2, uint8_t, float, e5m2_to_f, collc_float_to_e5m2)
 
 static const finish_fn finishers[COLLC_NUM_DTYPES] = {
-	[COLLC_INT8] = avg_i8,     [COLLC_UINT8] = avg_u8,      [COLLC_INT32] = avg_i32,
-	[COLLC_UINT32] = avg_u32,  [COLLC_INT64] = avg_i64,     [COLLC_UINT64] = avg_u64,
-	[COLLC_FLOAT16] = avg_f16, [COLLC_BFLOAT16] = avg_bf16, [COLLC_FLOAT32] = avg_f32,
-	[COLLC_FLOAT64] = avg_f64,
+	[COLLC_INT8] = avg_i8,     [COLLC_UINT8] = avg_u8,         [COLLC_INT32] = avg_i32,
+	[COLLC_UINT32] = avg_u32,  [COLLC_INT64] = avg_i64,        [COLLC_UINT64] = avg_u64,
+	[COLLC_FLOAT16] = avg_f16, [COLLC_BFLOAT16] = avg_bf16,    [COLLC_FLOAT32] = avg_f32,
+	[COLLC_FLOAT64] = avg_f64, [COLLC_FLOAT8_E4M3] = avg_e4m3, [COLLC_FLOAT8_E5M2] = avg_e5m2,
 };
 
 void red_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, int redop)

@@ -2,8 +2,9 @@
 /*
  * Host-side reductions for the CPU executor.
  *
- * Buffers hold n elements of one collc_dtype. float16 and bfloat16 are
- * reduced in float32 and rounded back (to nearest even) after every step.
+ * Buffers hold n elements of one collc_dtype. float16, bfloat16 and the two
+ * fp8 types are reduced in float32 and rounded back (to nearest even; fp8
+ * with saturation, proto/fp8.h) after every step.
  * Integer SUM and PROD wrap modulo 2^N; MAX and MIN on floats are the plain
  * comparison (a > b ? a : b), so a NaN in a does not propagate.
  *
@@ -26,7 +27,7 @@ void red_reduce(void *dst, const void *a, const void *b, size_t n, int dtype, in
 
 /*
  * AVG finish: buf[i] /= nranks, truncating toward zero for integers (after
- * the wrapped SUM), dividing in float (float16, bfloat16, float32) or double
+ * the wrapped SUM), dividing in float (fp8, float16, bfloat16, float32) or double
  * for floats. A no-op for the other ops and for nranks 0 or 1.
  */
 void red_finish(void *buf, size_t n, int dtype, int redop, uint32_t nranks);

@@ -32,6 +32,37 @@
  * so the mean is an integer), {-2, -1, 1, 2} (PROD); integers of the full
  * width otherwise (two's complement wraps exactly). Results must match the
  * encoding of the reference bit for bit.
+ *
+ * fp8 (E4M3, E5M2) has 4 or 3 significant bits, so the bounds above, built on
+ * a relative error per step, would allow anything at 64 ranks. fp8 sums get a
+ * bound of their own, in absolute terms (fp8_tol below). Every step adds two
+ * values and rounds once to fp8 (the float sum before it adds at most 2^-24
+ * relative): a ring rounds on every hop, one-shot and two-shot after every
+ * peer. Whatever the order, the operands of a step are a partial sum of the
+ * inputs plus the errors of earlier steps, and a partial sum lies between -N
+ * and P (the sums of the negative and of the positive inputs). So step k
+ * errs by at most h(B + E_{k-1}), B = max(P, N), h(v) half the fp8 spacing at
+ * magnitude v (plus 2^-24 v), and E_k = E_{k-1} + h(B + E_{k-1}) bounds the
+ * error after k steps; the last step's operand is S plus the error so far.
+ * It holds while nothing saturates, that is while B + E stays below the
+ * largest finite value, which the inputs guarantee up to 64 ranks: random
+ * fp8 data have magnitudes in [2^-6, 2^-2), so B <= 15 and B + E <= 233 < 448
+ * in E4M3 (3329 < 57344 in E5M2) even when every input has the same sign
+ * ([2^-5, 2^-1) could reach 448). The bound is tight for few ranks (2 ranks:
+ * the correctly rounded sum, and reached) and loose for many, as fp8 sums
+ * are; the exact data below check many ranks bit for bit. PROD: only ranks
+ * 0..3 hold factors in [0.5, 2), the others +-1, so partial products stay in
+ * (2^-4, 2^4) and only steps between two such factors round: the bound is
+ * ((1 + d)^(m-1) - 1) |P| for m of them, d as above with u = 2^-4 (E4M3) or
+ * 2^-3 (E5M2). AVG: the sum's bound / n plus one rounding of the quotient.
+ *
+ * Exact fp8 data: K = min(n, L) ranks per element (L = 16 for E4M3, 8 for
+ * E5M2, the integers they hold exactly) carry integers |x| <= L / K, the
+ * others 0, so every partial sum is an integer of at most L; PROD takes +-2
+ * on up to 8 ranks and +-1 elsewhere (powers of two up to 256); AVG is S / n
+ * rounded once to nearest even (the float quotient the executors round to
+ * fp8 is S / n to 24 bits, and a non-terminating S / n with n <= 64 has no
+ * run of 18 equal bits that could make that second rounding differ).
  */
 #include <float.h>
 #include <inttypes.h>
@@ -110,6 +141,84 @@ static int is_float(collc_dtype d)
 	return d >= COLLC_FLOAT16;
 }
 
+static int is_fp8(collc_dtype d)
+{
+	return d == COLLC_FLOAT8_E4M3 || d == COLLC_FLOAT8_E5M2;
+}
+
+/* The two fp8 formats, in the numbers the checks need (proto/fp8.h is not used here). */
+struct fp8_fmt {
+	int mbits, bias, emin; /* emin: exponent of the smallest normal */
+	long double max;       /* largest finite */
+	int exact_max;         /* integers up to this are exact: 2^(mbits+1) */
+};
+
+static struct fp8_fmt fp8_fmt_of(collc_dtype d)
+{
+	if (d == COLLC_FLOAT8_E4M3)
+		return (struct fp8_fmt){ 3, 7, -6, 448.0L, 16 };
+	return (struct fp8_fmt){ 2, 15, -14, 57344.0L, 8 };
+}
+
+static long double fp8_decode(uint64_t b, collc_dtype d)
+{
+	struct fp8_fmt f = fp8_fmt_of(d);
+	int e = (int)((b & 0x7f) >> f.mbits), m = (int)(b & ((1u << f.mbits) - 1));
+	int emax = 0x7f >> f.mbits;
+	long double v;
+
+	if (d == COLLC_FLOAT8_E4M3 && (b & 0x7f) == 0x7f)
+		return NAN;
+	if (d == COLLC_FLOAT8_E5M2 && e == emax)
+		v = m ? NAN : INFINITY;
+	else if (e == 0)
+		v = ldexpl((long double)m, f.emin - f.mbits);
+	else
+		v = ldexpl((long double)((1 << f.mbits) + m), e - f.bias - f.mbits);
+	return (b & 0x80) ? -v : v;
+}
+
+/* The exponent of v's binade, no lower than the smallest normal's (v >= 0). */
+static int fp8_binade(long double v, const struct fp8_fmt *f)
+{
+	int e;
+
+	if (v == 0)
+		return f->emin;
+	frexpl(v, &e);
+	return e - 1 < f->emin ? f->emin : e - 1;
+}
+
+/* v rounded to nearest even in fp8, saturating; NaN 0x7f. */
+static uint64_t fp8_encode(long double v, collc_dtype d)
+{
+	struct fp8_fmt f = fp8_fmt_of(d);
+	uint64_t s = signbit(v) ? 0x80 : 0;
+	long double a = fabsl(v), q, r;
+	int e;
+
+	if (isnan(v))
+		return 0x7f;
+	if (a > f.max)
+		a = f.max;
+	e = fp8_binade(a, &f);
+	q = ldexpl(1, e - f.mbits); /* the spacing there */
+	r = rintl(a / q) * q;       /* to nearest even in the default rounding mode */
+	if (r > f.max)
+		r = f.max;
+	if (r < ldexpl(1, f.emin))
+		return s | (uint64_t)(r / q); /* subnormal or zero: the mantissa alone */
+	e = fp8_binade(r, &f);
+	return s | (uint64_t)(e + f.bias) << f.mbits |
+	       ((uint64_t)(r / ldexpl(1, e - f.mbits)) & ((1u << f.mbits) - 1));
+}
+
+/* The largest error of one fp8 step whose exact operand has magnitude at most v. */
+static long double fp8_step_err(long double v, const struct fp8_fmt *f)
+{
+	return ldexpl(1, fp8_binade(v, f) - f->mbits - 1) + ldexpl(v, -24);
+}
+
 static int is_signed(collc_dtype d)
 {
 	return d == COLLC_INT8 || d == COLLC_INT32 || d == COLLC_INT64;
@@ -151,6 +260,10 @@ static uint64_t encode_small(collc_dtype d, double v)
 	case COLLC_BFLOAT16:
 		memcpy(&fb, &f, 4);
 		return fb >> 16;
+	case COLLC_FLOAT8_E4M3:
+	case COLLC_FLOAT8_E5M2:
+		/* v need not be an integer here: AVG's mean, rounded */
+		return fp8_encode(v, d);
 	default: { /* float16 */
 		uint64_t s = v < 0 ? 0x8000u : 0, m = (uint64_t)(v < 0 ? -v : v);
 		int e = 0;
@@ -164,8 +277,26 @@ static uint64_t encode_small(collc_dtype d, double v)
 	}
 }
 
+/* Exact fp8 data (see the top of the file): which ranks carry what depends on (rank + i) % n. */
+static uint64_t exact_fp8_bits(const struct rc_case *c, int rank, size_t i, uint64_t x)
+{
+	int64_t n = c->exact, lim = fp8_fmt_of(c->dtype).exact_max;
+	int64_t k = n < lim ? n : lim,
+		slot = (int64_t)(((uint64_t)(unsigned)rank + i) % (uint64_t)n);
+	int64_t v;
+
+	if (c->op == COLLC_PROD) {
+		v = slot < 8 && (x & 2) ? 2 : 1;
+		return encode_small(c->dtype, (double)((x & 1) ? -v : v));
+	}
+	if (slot >= k)
+		return encode_small(c->dtype, 0);
+	v = (int64_t)(x % (uint64_t)(2 * (lim / k) + 1)) - lim / k;
+	return encode_small(c->dtype, (double)v);
+}
+
 /* Exact data: every partial result stays a small integer, in any order. */
-static uint64_t exact_bits(const struct rc_case *c, uint64_t x)
+static uint64_t exact_bits(const struct rc_case *c, int rank, size_t i, uint64_t x)
 {
 	int64_t n = c->exact, v;
 
@@ -175,6 +306,8 @@ static uint64_t exact_bits(const struct rc_case *c, uint64_t x)
 		v = is_signed(c->dtype) ? (int64_t)(x % 9) - 4 : (int64_t)(x % 9);
 		return (uint64_t)(v * n) & width_mask(c->dtype);
 	}
+	if (is_fp8(c->dtype))
+		return exact_fp8_bits(c, rank, i, x);
 	switch (c->op) {
 	case COLLC_PROD: {
 		static const int prod_vals[4] = { -2, -1, 1, 2 };
@@ -212,7 +345,7 @@ uint64_t rc_input_bits(const struct rc_case *c, int rank, size_t i)
 	int prod = c->op == COLLC_PROD;
 
 	if (c->exact)
-		return exact_bits(c, x);
+		return exact_bits(c, rank, i, x);
 
 	switch (c->dtype) {
 	case COLLC_INT8:
@@ -238,6 +371,18 @@ uint64_t rc_input_bits(const struct rc_case *c, int rank, size_t i)
 		return float_input_bits(x, prod, 32, 127, 23, 8);
 	case COLLC_FLOAT64:
 		return float_input_bits(x, prod, 64, 1023, 52, 11);
+	case COLLC_FLOAT8_E4M3:
+	case COLLC_FLOAT8_E5M2: {
+		struct fp8_fmt f = fp8_fmt_of(c->dtype);
+		uint64_t m = (x >> 8) & ((1u << f.mbits) - 1);
+
+		/* PROD: factors in [0.5, 2) on ranks 0..3, +-1 elsewhere; else [2^-6, 2^-2). */
+		if (prod)
+			return rank < 4 ? float_input_bits(x, 1, 8, (uint64_t)f.bias,
+							   (unsigned)f.mbits, 8)
+					: (x & 1) << 7 | (uint64_t)f.bias << f.mbits;
+		return (x & 1) << 7 | (uint64_t)(f.bias - 6 + (int)((x >> 1) % 4)) << f.mbits | m;
+	}
 	}
 	return 0;
 }
@@ -342,6 +487,9 @@ static long double decode(uint64_t b, collc_dtype d)
 		u = (uint32_t)b;
 		memcpy(&f, &u, 4);
 		return f;
+	case COLLC_FLOAT8_E4M3:
+	case COLLC_FLOAT8_E5M2:
+		return fp8_decode(b, d);
 	default:
 		memcpy(&g, &b, 8);
 		return g;
@@ -434,6 +582,34 @@ static int check_int(const struct rc_case *c, int nranks, size_t first, size_t n
 	return bad != 0;
 }
 
+/*
+ * The fp8 bound of SUM (AVG: avg != 0) and PROD, see the top of the file. pos and neg: the
+ * sums of the positive inputs and of the magnitudes of the negative ones; m: the factors
+ * other than +-1. -1 when the bound leaves the format's range (inputs not made for it).
+ */
+static long double fp8_tol(const struct rc_case *c, int nranks, long double ref, long double pos,
+			   long double neg, int m)
+{
+	struct fp8_fmt f = fp8_fmt_of(c->dtype);
+	long double b = pos > neg ? pos : neg, e = 0, u = ldexpl(1, -f.mbits - 1);
+	long double d = u + ldexpl(1, -24) + ldexpl(u, -24);
+
+	if (c->op == COLLC_PROD)
+		return (powl(1 + d, m > 1 ? m - 1 : 0) - 1) * fabsl(ref);
+	for (int k = 1; k < nranks; k++) {
+		/* the last step's operand is the whole sum plus the error so far */
+		long double at =
+			(k + 1 == nranks ? fabsl(c->op == COLLC_AVG ? ref * nranks : ref) : b) + e;
+
+		if (b + e >= f.max)
+			return -1;
+		e += fp8_step_err(at, &f);
+	}
+	if (c->op == COLLC_AVG)
+		e = e / nranks + fp8_step_err((fabsl(ref) * nranks + e) / nranks, &f);
+	return e;
+}
+
 static int check_float(const struct rc_case *c, int nranks, size_t first, size_t n,
 		       const void *result, const char *what, double *ret_worst)
 {
@@ -449,6 +625,8 @@ static int check_float(const struct rc_case *c, int nranks, size_t first, size_t
 		uint64_t got_bits = load_bits(result, k, es);
 		long double got = decode(got_bits, c->dtype), ref = 0, mag = 0, tol = 0;
 		long double x0 = decode(rc_input_bits(c, 0, i), c->dtype), err;
+		long double pos = x0 > 0 ? x0 : 0, neg = x0 < 0 ? -x0 : 0;
+		int m = fabsl(x0) != 1;
 
 		switch (c->op) {
 		case COLLC_SUM:
@@ -460,6 +638,8 @@ static int check_float(const struct rc_case *c, int nranks, size_t first, size_t
 
 				ref += x;
 				mag += fabsl(x);
+				pos += x > 0 ? x : 0;
+				neg += x < 0 ? -x : 0;
 			}
 			tol = grow * mag + steps * f.abs * 1.01L + steps * ref_u * mag;
 			if (c->op == COLLC_AVG) {
@@ -469,8 +649,12 @@ static int check_float(const struct rc_case *c, int nranks, size_t first, size_t
 			break;
 		case COLLC_PROD:
 			ref = x0;
-			for (int r = 1; r < nranks; r++)
-				ref *= decode(rc_input_bits(c, r, i), c->dtype);
+			for (int r = 1; r < nranks; r++) {
+				long double x = decode(rc_input_bits(c, r, i), c->dtype);
+
+				ref *= x;
+				m += fabsl(x) != 1;
+			}
 			tol = grow * fabsl(ref) + 2 * steps * ref_u * fabsl(ref);
 			break;
 		case COLLC_MAX:
@@ -483,6 +667,19 @@ static int check_float(const struct rc_case *c, int nranks, size_t first, size_t
 					ref = x;
 			}
 			break;
+		}
+		if (is_fp8(c->dtype) && c->op != COLLC_MAX && c->op != COLLC_MIN && !c->exact) {
+			/* the inputs' sums are exact in long double: no reference error */
+			tol = fp8_tol(c, nranks, ref, pos, neg, m);
+			if (tol < 0) {
+				if (bad++ < 5)
+					say(1,
+					    "%s: %s %s nranks %d: element %zu: inputs too large for "
+					    "the fp8 bound (sums %.6Lg and -%.6Lg)",
+					    what, rc_dtype_name(c->dtype), rc_op_name(c->op),
+					    nranks, k, pos, neg);
+				continue;
+			}
 		}
 		/* Guards against the rounding of the bound's own arithmetic. */
 		tol *= 1 + ldexpl(1, -30);

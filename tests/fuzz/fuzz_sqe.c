@@ -29,7 +29,7 @@
 
 #define UNTOUCHED 0xdeadbeefcafef00dull
 
-static const unsigned dtype_bytes[COLLC_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8 };
+static const unsigned dtype_bytes[COLLC_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 1, 1 };
 
 static uint32_t fold(uint32_t raw)
 {

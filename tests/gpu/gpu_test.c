@@ -87,12 +87,18 @@ static double now_us(void)
 		}                                                                                  \
 	} while (0)
 
-/* Random data: tests/common/refcheck.h, one case per (seed, case id). */
+/*
+ * Random data: tests/common/refcheck.h, one case per (seed, case id). fp8 cases of odd
+ * case ids take refcheck's exact data instead, checked bit for bit, as the CPU sweeps do.
+ */
 
-static struct rc_case gpu_case(int dt, int op, size_t count, uint64_t cid)
+static struct rc_case gpu_case(int dt, int op, size_t count, uint64_t cid, int n)
 {
+	int fp8 = dt == COLLC_FLOAT8_E4M3 || dt == COLLC_FLOAT8_E5M2;
+
 	return (struct rc_case){ (collc_dtype)dt, (collc_redop)op, count,
-				 rc_mix(seed ^ rc_mix(cid * 0x9e3779b97f4a7c15ull)), 0 };
+				 rc_mix(seed ^ rc_mix(cid * 0x9e3779b97f4a7c15ull)),
+				 fp8 && (cid & 1) ? n : 0 };
 }
 
 /* The first mismatch the reference check reports, and its count of wrong elements. */
@@ -233,7 +239,8 @@ static int run_case_in(struct rank_ctx *rc, const struct check *ck, uint64_t cid
 {
 	const int n = rc->n, me = rc->me, root = (int)(cid % (uint64_t)n);
 	const size_t es = collc_dtype_bytes(dt);
-	const struct rc_case c = gpu_case(dt, coll == 1 || coll == 3 ? COLLC_SUM : op, count, cid);
+	const struct rc_case c =
+		gpu_case(dt, coll == 1 || coll == 3 ? COLLC_SUM : op, count, cid, n);
 	size_t sn = count, rn = count; /* elements */
 	collc_req req;
 	int r, bad, poison = -1;
@@ -295,7 +302,7 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 	if (rank_open(&rc, id, n, me, gpus[me], cap) < 0)
 		return 1;
 	for (int coll = 0; coll < NCOLL; coll++)
-		for (int dt = 0; dt < 10; dt++)
+		for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
 			for (int op = 0; op < 5; op++) {
 				if ((coll == 1 || coll == 3) && op > 0)
 					continue;
@@ -309,7 +316,10 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 						return 1;
 				}
 			}
-	/* Larger counts: every collective in float32 sum and bfloat16 avg, up to 256 MiB. */
+	/*
+	 * Larger counts: every collective in float32 sum and bfloat16 avg, up to 256 MiB;
+	 * fp8 (one byte: the vector loops' 16 elements a vector) sum and avg at the first.
+	 */
 	{
 		size_t bigc[] = { 1 << 20, (size_t)3 << 20, (size_t)64 << 20 };
 		int nb = big ? 3 : 1;
@@ -325,6 +335,13 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 
 				ok &= run_case(&rc, &ck, ++cid, coll, COLLC_BFLOAT16, COLLC_AVG, c);
 				sh->cases[me][coll] += 2;
+				if (b == 0) {
+					ok &= run_case(&rc, &ck, ++cid, coll, COLLC_FLOAT8_E4M3,
+						       COLLC_SUM, c);
+					ok &= run_case(&rc, &ck, ++cid, coll, COLLC_FLOAT8_E5M2,
+						       COLLC_AVG, c);
+					sh->cases[me][coll] += 2;
+				}
 				sh->fails[me][coll] += !ok;
 				fails += !ok;
 			}

@@ -22,8 +22,8 @@
 
 #define GUARD     256
 #define MAX_OFF   (15 * 8)
-#define BIG_COUNT (16u << 20) / 4 /* 16 MiB of float32 */
-#define MAX_CASES 400
+#define BIG_COUNT (16u << 20) / 4                               /* 16 MiB of float32 */
+#define MAX_CASES (COLLC_NUM_DTYPES * COLLC_NUM_REDOPS * 7 + 1) /* make_cases */
 
 struct tcase {
 	struct rc_case rc;

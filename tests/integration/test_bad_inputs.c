@@ -78,6 +78,8 @@ static int bad_collectives(struct collc_ctx *ctx, struct collc_comm *comm, int r
 	memset(stack, 0, sizeof(stack));
 	BAD_ALLREDUCE("an unknown dtype (99)", 0, send, recv, COUNT, (collc_dtype)99, COLLC_SUM);
 	BAD_ALLREDUCE("an unknown dtype (-1)", 0, send, recv, COUNT, (collc_dtype)-1, COLLC_SUM);
+	BAD_ALLREDUCE("the first unknown dtype (COLLC_NUM_DTYPES)", 0, send, recv, COUNT,
+		      (collc_dtype)COLLC_NUM_DTYPES, COLLC_SUM);
 	BAD_ALLREDUCE("an unknown op (99)", 0, send, recv, COUNT, COLLC_FLOAT32, (collc_redop)99);
 	BAD_ALLREDUCE("an unknown op (-1)", 0, send, recv, COUNT, COLLC_FLOAT32, (collc_redop)-1);
 	BAD_ALLREDUCE("count one past the registered send buffer", 0, send, recv, COUNT + 1,

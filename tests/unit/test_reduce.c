@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit test of daemon/reduce.c: every dtype x op against a reference in
- * uint64 (integers, exact) or double (floats, within a rounding bound), the
- * aliasing and size edge cases, and the float16/bfloat16 conversions.
+ * uint64 (integers, exact) or double (floats, within a rounding bound), fp8
+ * bit for bit against the same hops taken through proto/fp8.h (which
+ * tests/unit/test_fp8.c checks by brute force), the aliasing and size edge
+ * cases, and the float16/bfloat16 conversions.
  *
  * Inputs come from a seeded generator; COLLC_TEST_SEED=N reproduces a run
  * and every failure prints the seed.
@@ -21,6 +23,7 @@
 
 #include "daemon/cpu/reduce.h"
 #include "proto/dtype.h"
+#include "proto/fp8.h"
 
 #define GUARD  64 /* canary elements after every output buffer */
 #define CANARY 0xa5
@@ -29,8 +32,8 @@ static uint64_t seed = 0xc011c5eedULL;
 static uint64_t rng;
 
 static const char *const dtype_names[COLLC_NUM_DTYPES] = {
-	"int8",   "uint8",   "int32",    "uint32",  "int64",
-	"uint64", "float16", "bfloat16", "float32", "float64",
+	"int8",    "uint8",    "int32",   "uint32",  "int64",       "uint64",
+	"float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e5m2",
 };
 static const char *const op_names[COLLC_NUM_REDOPS] = { "sum", "prod", "max", "min", "avg" };
 
@@ -69,6 +72,11 @@ static void rng_reset(uint64_t tag)
 static int is_float(int dtype)
 {
 	return dtype >= COLLC_FLOAT16;
+}
+
+static int is_fp8(int dtype)
+{
+	return dtype == COLLC_FLOAT8_E4M3 || dtype == COLLC_FLOAT8_E5M2;
 }
 
 static int is_signed(int dtype)
@@ -187,6 +195,10 @@ static double float_value(uint64_t bits, int dtype)
 		return bf16_value((uint16_t)bits);
 	case COLLC_FLOAT32:
 		return bits_to_float((uint32_t)bits);
+	case COLLC_FLOAT8_E4M3:
+		return collc_e4m3_to_float((uint8_t)bits);
+	case COLLC_FLOAT8_E5M2:
+		return collc_e5m2_to_float((uint8_t)bits);
 	default:
 		memcpy(&d, &bits, sizeof(d));
 		return d;
@@ -204,6 +216,10 @@ static uint64_t float_bits(double v, int dtype)
 		return red_float_to_bf16((float)v);
 	case COLLC_FLOAT32:
 		return float_to_bits((float)v);
+	case COLLC_FLOAT8_E4M3:
+		return collc_float_to_e4m3((float)v);
+	case COLLC_FLOAT8_E5M2:
+		return collc_float_to_e5m2((float)v);
 	default:
 		memcpy(&u, &v, sizeof(u));
 		return u;
@@ -214,7 +230,8 @@ static uint64_t float_bits(double v, int dtype)
  * A random element for op. Integers use all bits: wrap is checked exactly.
  * Float magnitudes stay in [2^-8, 2^9) for SUM/AVG (no overflow, no
  * subnormals in 16 bits) and in [0.5, 2) for PROD, so that a product of eight
- * fits every format; MAX/MIN spread wider.
+ * fits every format; MAX/MIN spread wider. fp8 rounds these (its subnormals,
+ * saturation at 448 for e4m3 included): its check is bit for bit.
  */
 static uint64_t gen(int dtype, int op)
 {
@@ -337,6 +354,41 @@ static void ref_float(const double *x, int k, int dtype, int op, double *ret_ref
 }
 
 /*
+ * fp8: the hops of run_case one element at a time, each decoded to float,
+ * combined, and rounded back through proto/fp8.h; AVG divides in float.
+ */
+static uint64_t ref_fp8(const uint64_t *x, int k, int dtype, int op)
+{
+	float acc = (float)float_value(x[0], dtype);
+
+	for (int r = 1; r < k; r++) {
+		float y = (float)float_value(x[r], dtype);
+		/* run_case's hop r passes (acc, in[r]) when r % 3 == 0, else (in[r], acc):
+		 * MAX and MIN pick b on a tie (+0 and -0), sum and product commute */
+		float p = r % 3 == 0 ? acc : y, q = r % 3 == 0 ? y : acc;
+
+		switch (op) {
+		case COLLC_PROD:
+			acc = p * q;
+			break;
+		case COLLC_MAX:
+			acc = p > q ? p : q;
+			break;
+		case COLLC_MIN:
+			acc = p < q ? p : q;
+			break;
+		default:
+			acc = p + q;
+			break;
+		}
+		acc = (float)float_value(float_bits(acc, dtype), dtype);
+	}
+	if (op == COLLC_AVG)
+		acc = acc / (float)k;
+	return float_bits(acc, dtype);
+}
+
+/*
  * Reduces k random arrays of n elements as a ring would, one red_reduce per
  * hop, cycling through the three aliasings, then red_finish; checks every
  * element against the reference and the canaries after the outputs.
@@ -377,7 +429,18 @@ static void run_case(int dtype, int op, int k, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		uint64_t got = get_bits(acc, i, dtype);
 
-		if (!is_float(dtype)) {
+		if (is_fp8(dtype)) {
+			uint64_t x[8], want;
+
+			for (int r = 0; r < k; r++)
+				x[r] = get_bits(in[r], i, dtype);
+			want = ref_fp8(x, k, dtype, op);
+			CHECK(got == want,
+			      "%s %s k=%d n=%zu [%zu]: got %#" PRIx64 " (%.9g), want %#" PRIx64
+			      " (%.9g)",
+			      dtype_names[dtype], op_names[op], k, n, i, got,
+			      float_value(got, dtype), want, float_value(want, dtype));
+		} else if (!is_float(dtype)) {
 			uint64_t x[8], want;
 
 			for (int r = 0; r < k; r++)
@@ -491,7 +554,7 @@ static void test_zero_length(void **state)
 
 static void test_sizes_and_validity(void **state)
 {
-	static const size_t want[COLLC_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8 };
+	static const size_t want[COLLC_NUM_DTYPES] = { 1, 1, 4, 4, 8, 8, 2, 2, 4, 8, 1, 1 };
 
 	(void)state;
 	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++) {
@@ -517,6 +580,59 @@ static void test_sizes_and_validity(void **state)
 }
 
 /* Integer AVG truncates toward zero like C; the other ops are left alone. */
+/*
+ * fp8: every pair of codes, every op, bit for bit against proto/fp8.h (decode,
+ * combine in float, encode), and AVG's finish of every code.
+ */
+static void test_fp8_all_pairs(void **state)
+{
+	uint8_t *a = xmalloc(65536), *b = xmalloc(65536), *d = xmalloc(65536);
+
+	(void)state;
+	for (int i = 0; i < 65536; i++) {
+		a[i] = (uint8_t)i;
+		b[i] = (uint8_t)(i >> 8);
+	}
+	for (int dt = COLLC_FLOAT8_E4M3; dt <= COLLC_FLOAT8_E5M2; dt++) {
+		struct collc_fp8_fmt f = dt == COLLC_FLOAT8_E4M3 ? COLLC_FP8_E4M3_FMT
+								 : COLLC_FP8_E5M2_FMT;
+
+		for (int op = 0; op < COLLC_NUM_REDOPS; op++) {
+			red_reduce(d, a, b, 65536, dt, op);
+			for (int i = 0; i < 65536; i++) {
+				float x = collc_fp8_decode(a[i], f), y = collc_fp8_decode(b[i], f),
+				      r;
+
+				switch (op) {
+				case COLLC_PROD:
+					r = x * y;
+					break;
+				case COLLC_MAX:
+					r = x > y ? x : y;
+					break;
+				case COLLC_MIN:
+					r = x < y ? x : y;
+					break;
+				default:
+					r = x + y;
+					break;
+				}
+				CHECK(d[i] == collc_fp8_encode(r, f),
+				      "%s %s %#x, %#x: got %#x, want %#x", dtype_names[dt],
+				      op_names[op], a[i], b[i], d[i], collc_fp8_encode(r, f));
+			}
+		}
+		memcpy(d, a, 256);
+		red_finish(d, 256, dt, COLLC_AVG, 3);
+		for (int i = 0; i < 256; i++)
+			CHECK(d[i] == collc_fp8_encode(collc_fp8_decode((uint8_t)i, f) / 3.0f, f),
+			      "%s avg/3 of %#x: got %#x", dtype_names[dt], i, d[i]);
+	}
+	free(a);
+	free(b);
+	free(d);
+}
+
 static void test_finish(void **state)
 {
 	int8_t i8[] = { -7, 7, -128, 127, -1, 1 };
@@ -790,6 +906,7 @@ int main(void)
 		cmocka_unit_test(test_float_maxmin_nan),   cmocka_unit_test(test_half_roundtrip),
 		cmocka_unit_test(test_bf16_roundtrip),     cmocka_unit_test(test_rounding_ties),
 		cmocka_unit_test(test_rounding_sweep),     cmocka_unit_test(test_rounding_examples),
+		cmocka_unit_test(test_fp8_all_pairs),
 	};
 
 	if (env)

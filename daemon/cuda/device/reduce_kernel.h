@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The grid's arithmetic: red8() and fin8() on 8-byte words of packed
- * elements (float16 and bfloat16 through float32, as cpu/reduce.c), and
+ * elements (float16, bfloat16 and fp8 through float32, as cpu/reduce.c), and
  * their 16-byte vector forms with the vector loads and stores of the copy
  * and reduce loops (COLLC_VEC_UNROLL vectors in flight). No ordering of its
  * own: the payload loads and stores are ld_data / st_data (common.h).
@@ -11,6 +11,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "daemon/cuda/device/common.h"
@@ -98,7 +99,53 @@ __device__ __forceinline__ uint16_t f2b(float f)
 	return __bfloat16_as_ushort(__float2bfloat16_rn(f));
 }
 
-/* float16 and bfloat16 reduce in float32, rounded back after every step (as reduce.c). */
+/*
+ * fp8: two elements at a time through the hardware conversions (exact to
+ * half, then float; back with round to nearest even and saturation). They
+ * give proto/fp8.h's bits, which the host uses: the two were compared for
+ * every float and every code (tests/unit/test_fp8_nv.cu). Both formats
+ * share one inlined copy (the format a runtime argument): nvcc took 65 s of
+ * CPU for the grid without fp8, 91 s with one copy, 128 s with one per format.
+ */
+__device__ __forceinline__ float2 fp8x2_to_float2(uint32_t v, __nv_fp8_interpretation_t k)
+{
+	__half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)v, k);
+
+	return __half22float2(__half2(h));
+}
+
+__device__ __forceinline__ uint64_t red8_fp8(__nv_fp8_interpretation_t k, int op, uint64_t a,
+					     uint64_t b)
+{
+	uint64_t r = 0;
+
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		float2 p = fp8x2_to_float2((uint32_t)(a >> (16 * i)) & 0xffffu, k);
+		float2 q = fp8x2_to_float2((uint32_t)(b >> (16 * i)) & 0xffffu, k);
+		float2 o = make_float2(fop(op, p.x, q.x), fop(op, p.y, q.y));
+
+		r |= (uint64_t)__nv_cvt_float2_to_fp8x2(o, __NV_SATFINITE, k) << (16 * i);
+	}
+	return r;
+}
+
+__device__ __forceinline__ uint64_t fin8_fp8(__nv_fp8_interpretation_t k, uint32_t n, uint64_t a)
+{
+	uint64_t r = 0;
+
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		float2 p = fp8x2_to_float2((uint32_t)(a >> (16 * i)) & 0xffffu, k);
+
+		p.x /= (float)n;
+		p.y /= (float)n;
+		r |= (uint64_t)__nv_cvt_float2_to_fp8x2(p, __NV_SATFINITE, k) << (16 * i);
+	}
+	return r;
+}
+
+/* float16, bfloat16 and fp8 reduce in float32, rounded back after every step (as reduce.c). */
 __device__ __forceinline__ uint64_t red8(int dt, int op, uint64_t a, uint64_t b)
 {
 	union {
@@ -138,6 +185,9 @@ __device__ __forceinline__ uint64_t red8(int dt, int op, uint64_t a, uint64_t b)
 		x.f[0] = fop(op, x.f[0], y.f[0]);
 		x.f[1] = fop(op, x.f[1], y.f[1]);
 		return x.u;
+	case COLLC_FLOAT8_E4M3:
+	case COLLC_FLOAT8_E5M2:
+		return red8_fp8(dt == COLLC_FLOAT8_E4M3 ? __NV_E4M3 : __NV_E5M2, op, a, b);
 	default:
 		x.d = dop(op, x.d, y.d);
 		return x.u;
@@ -198,6 +248,9 @@ __device__ __forceinline__ uint64_t fin8(int dt, uint32_t n, uint64_t a)
 		x.f[0] = x.f[0] / (float)n;
 		x.f[1] = x.f[1] / (float)n;
 		return x.u;
+	case COLLC_FLOAT8_E4M3:
+	case COLLC_FLOAT8_E5M2:
+		return fin8_fp8(dt == COLLC_FLOAT8_E4M3 ? __NV_E4M3 : __NV_E5M2, n, a);
 	default:
 		x.d = x.d / (double)n;
 		return x.u;
