@@ -89,7 +89,7 @@ static void make_case(struct a2a_case *c, uint64_t k, collc_dtype dt, int v, siz
 				c->counts[i][j] = 0;
 			else
 				c->counts[i][j] = 1 + h_rand_below(&rng, count ? count : 1);
-			if (c->counts[i][j] > maxc)
+			if (v && c->counts[i][j] > maxc)
 				c->counts[i][j] = maxc;
 		}
 	for (int i = 0; i < nranks; i++) {
@@ -330,7 +330,7 @@ int main(int argc, char **argv)
 		size_t es = collc_dtype_size((collc_dtype)dt);
 		size_t big = (BUF_BYTES / 4 / es) / (size_t)nranks;
 		size_t counts[NCASES_PER_DTYPE] = { 0, 1, 7, 2 + h_rand_below(&rng, 300),
-						    1 + h_rand_below(&rng, 8000),
+						    1 + h_rand_below(&rng, big < 8000 ? big : 8000),
 						    big / 2 + h_rand_below(&rng, big / 2) };
 
 		for (int v = 0; v < 2; v++)
