@@ -259,6 +259,7 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 	s->bad = sched.bad;
 	memcpy(s->by_algo, sched.by_algo, sizeof(s->by_algo));
 	memcpy(s->by_proto, sched.by_proto, sizeof(s->by_proto));
+	memcpy(s->by_op, sched.by_op, sizeof(s->by_op));
 	memcpy(s->lat_buckets, sched.lat_buckets, sizeof(s->lat_buckets));
 	memcpy(s->lat_count, sched.lat_count, sizeof(s->lat_count));
 	memcpy(s->lat_sum_ns, sched.lat_sum_ns, sizeof(s->lat_sum_ns));

@@ -93,6 +93,20 @@ static uint64_t fifo_low(const struct status_device *d)
 }
 
 /* A comm's or the totals' launch counts, as JSON members. */
+static const char *const op_names[COLLC_OP_MAX] = {
+	"nop",    "allreduce", "allgather", "reduce_scatter", "broadcast",
+	"reduce", "alltoall",  "alltoallv", "send",           "recv",
+};
+_Static_assert(COLLC_OP_MAX == 10, "op_names follows COLLC_OP_*");
+
+static void print_by_op(struct sbuf *b, const uint64_t *by_op)
+{
+	sb_printf(b, ", \"by_op\": {");
+	for (uint32_t o = 1; o < COLLC_OP_MAX; o++)
+		sb_printf(b, "%s\"%s\": %" PRIu64, o > 1 ? ", " : "", op_names[o], by_op[o]);
+	sb_printf(b, "}");
+}
+
 static void print_by_algo_proto(struct sbuf *b, const uint64_t *by_algo, const uint64_t *by_proto)
 {
 	sb_printf(b,
@@ -191,6 +205,7 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		  ", \"aborted_items\": %" PRIu64 ", ",
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted);
 	print_by_algo_proto(b, s->by_algo, s->by_proto);
+	print_by_op(b, s->by_op);
 	sb_printf(b, "}}\n");
 }
 
@@ -310,6 +325,11 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 	for (uint32_t p = 1; p < COLLC_PROTO_MAX; p++)
 		sb_printf(&b, "collc_collectives_by_proto_total{proto=\"%s\"} %" PRIu64 "\n",
 			  cfg_proto_name(p), s->by_proto[p]);
+	metric_head(&b, "collc_collectives_by_op_total", "counter",
+		    "Collectives launched per operation (a matched send/recv counts in both).");
+	for (uint32_t o = 1; o < COLLC_OP_MAX; o++)
+		sb_printf(&b, "collc_collectives_by_op_total{op=\"%s\"} %" PRIu64 "\n",
+			  op_names[o], s->by_op[o]);
 	for (size_t g = 0; g < sizeof(client_gauges) / sizeof(client_gauges[0]); g++) {
 		const struct client_gauge *cg = &client_gauges[g];
 
