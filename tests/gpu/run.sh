@@ -139,6 +139,10 @@ for m in $MODES; do
 	echo "after $name: $(planned)" >>"$RES"
 done
 ctl set algo=auto proto=auto >/dev/null
+# All-to-all(v) and send/recv: across GPUs, two ranks on one GPU, three ranks on two.
+t "${NGPU}gpu-copies" copies --gpus "$G2"
+t "shared-gpu0-copies" copies --gpus 0,0
+[ "$NGPU" -ge 2 ] && t "3ranks-gpu001-copies" copies --gpus 0,0,1
 [ "$QUICK" = 1 ] || t "${NGPU}gpu-big" sweep --gpus "$G2" --big
 t "${NGPU}gpu" latency --gpus "$G2" --iters 10000
 ctl set algo=ring proto=ll >/dev/null

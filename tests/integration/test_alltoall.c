@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "json.h"
 #include "refcheck.h"
 
 #define MAX_RANKS 64
@@ -304,6 +305,34 @@ static int rank_main(int rank, int nranks, void *arg)
 	return 0;
 }
 
+/* collcctl status --json must count the operations we ran under totals.by_op. */
+static int check_by_op(const char *const *ops, int nops)
+{
+	static char out[1 << 20];
+	const struct json *by;
+	struct json *root;
+	char cmd[512], err[128];
+	int r = 0;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+	if (h_run_capture(cmd, out, sizeof(out)) != 0)
+		return h_fail("collcctl status --json failed:\n%s", out);
+	root = json_parse(out, strlen(out), err, sizeof(err));
+	if (!root)
+		return h_fail("collcctl status --json: %s", err);
+	by = json_get(json_get(root, "totals"), "by_op");
+	for (int i = 0; i < nops && r == 0; i++) {
+		const struct json *n = json_get(by, ops[i]);
+
+		if (!n || n->type != JSON_NUMBER || n->number <= 0)
+			r = h_fail("status --json: totals.by_op.%s missing or 0", ops[i]);
+		else
+			h_log("status --json: totals.by_op.%s = %.0f", ops[i], n->number);
+	}
+	json_free(root);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	int nranks = argc > 1 ? atoi(argv[1]) : 2;
@@ -342,5 +371,12 @@ int main(int argc, char **argv)
 	}
 	h_daemon_start(dargs);
 	h_unique_id(&uid);
-	return h_finish(h_run_ranks(nranks, rank_main, NULL));
+	{
+		static const char *const ops[] = { "alltoall", "alltoallv" };
+		int failed = h_run_ranks(nranks, rank_main, NULL);
+
+		if (!failed)
+			failed = check_by_op(ops, 2);
+		return h_finish(failed);
+	}
 }
