@@ -315,6 +315,23 @@ int rc_check_input(const struct rc_case *c, int rank, const void *buf, const cha
 	return 0;
 }
 
+int rc_check_slice(const struct rc_case *c, int rank, size_t first, size_t n, const void *buf,
+		   const char *what)
+{
+	size_t es = rc_size(c->dtype);
+
+	for (size_t i = 0; i < n; i++) {
+		uint64_t want = rc_input_bits(c, rank, first + i), got = load_bits(buf, i, es);
+
+		if (got != want)
+			return say(1,
+				   "%s: %s count %zu: element %zu is %#" PRIx64
+				   ", rank %d's input element %zu is %#" PRIx64,
+				   what, rc_dtype_name(c->dtype), n, i, got, rank, first + i, want);
+	}
+	return 0;
+}
+
 /* Decodes a stored float of the dtype (independently of collcd's converters). */
 static long double decode(uint64_t b, collc_dtype d)
 {
