@@ -49,7 +49,7 @@ static int nccl_fail(struct runner *rn, nccl_result_t r, const char *what)
 	return -EIO;
 }
 
-/* All-to-all as grouped sends and receives (block p to and from rank p), or send right / receive left. */
+/* All-to-all as grouped sends and receives (block p to and from rank p); else right and left. */
 static nccl_result_t p2p(struct nccl_rank *nr, const struct bench_size *sz, void *recv)
 {
 	const int n = nr->cfg->nranks, me = nr->rank, a2a = nr->cfg->coll == BENCH_ALLTOALL;

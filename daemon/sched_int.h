@@ -230,7 +230,7 @@ void sched_post_cqe(struct sched_client *c, uint64_t user_data, int res);
 void sched_flush_cqs(void);
 int sched_cq_room(const struct sched_client *c);
 int sched_drain_sq(struct sched_client *c);
-/* Takes a reference on the registration holding [off, off + len) of handle id (none for 0 bytes). */
+/* A reference on the registration holding [off, off + len) of handle id (none for 0 bytes). */
 int sched_resolve_buf(struct sched_client *c, uint32_t id, uint64_t off, uint64_t len,
 		      struct mr **ret);
 

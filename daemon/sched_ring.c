@@ -95,7 +95,7 @@ static int args_take(struct sched_client *c, uint32_t idx, uint32_t nranks, stru
 	return 0;
 }
 
-/* Do two buffers of one rank share a byte? All-to-all's peers read one while it writes the other. */
+/* Do a rank's two buffers share a byte? All-to-all's peers read one while it writes the other. */
 static int bufs_meet(const struct collc_sqe *e, uint64_t send, uint64_t recv)
 {
 	return send && recv && e->send_mr == e->recv_mr && e->send_off < e->recv_off + recv &&

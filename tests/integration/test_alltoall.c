@@ -22,8 +22,8 @@
 #include "json.h"
 #include "refcheck.h"
 
-#define MAX_RANKS 64
-#define BUF_BYTES (1u << 20)
+#define MAX_RANKS        64
+#define BUF_BYTES        (1u << 20)
 #define NCASES_PER_DTYPE 6
 
 static struct collc_unique_id uid;
@@ -40,7 +40,7 @@ static uint8_t pat(uint64_t k, uint32_t from, uint32_t to, uint64_t b)
 struct a2a_case {
 	uint64_t k;
 	collc_dtype dt;
-	int v; /* alltoallv */
+	int v;        /* alltoallv */
 	size_t count; /* alltoall */
 	size_t counts[MAX_RANKS][MAX_RANKS];
 	size_t sdispls[MAX_RANKS][MAX_RANKS], rdispls[MAX_RANKS][MAX_RANKS];
@@ -224,8 +224,8 @@ static int run_bad(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int
 		return h_fail("rank %d: mismatched alltoallv: submit: %s", rank, collc_strerror(r));
 	r = collc_wait(ctx, req, 20000);
 	if (r != -EINVAL)
-		return h_fail("rank %d: mismatched alltoallv counts ended with %s, not -EINVAL", rank,
-			      collc_strerror(r));
+		return h_fail("rank %d: mismatched alltoallv counts ended with %s, not -EINVAL",
+			      rank, collc_strerror(r));
 	if (untouched(recv, "mismatched alltoallv"))
 		return 1;
 	sc[1] = 4;
@@ -358,7 +358,10 @@ int main(int argc, char **argv)
 	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++) {
 		size_t es = collc_dtype_size((collc_dtype)dt);
 		size_t big = (BUF_BYTES / 4 / es) / (size_t)nranks;
-		size_t counts[NCASES_PER_DTYPE] = { 0, 1, 7, 2 + h_rand_below(&rng, 300),
+		size_t counts[NCASES_PER_DTYPE] = { 0,
+						    1,
+						    7,
+						    2 + h_rand_below(&rng, 300),
 						    1 + h_rand_below(&rng, big < 8000 ? big : 8000),
 						    big / 2 + h_rand_below(&rng, big / 2) };
 

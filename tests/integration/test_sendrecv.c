@@ -26,10 +26,10 @@
 #include "json.h"
 #include "refcheck.h"
 
-#define MAX_RANKS  64
-#define BLOCK      (64u << 10) /* bytes per peer block */
-#define RING_OPS   48
-#define BUF_BYTES  ((size_t)BLOCK * (MAX_RANKS > RING_OPS ? MAX_RANKS : RING_OPS))
+#define MAX_RANKS 64
+#define BLOCK     (64u << 10) /* bytes per peer block */
+#define RING_OPS  48
+#define BUF_BYTES ((size_t)BLOCK * (MAX_RANKS > RING_OPS ? MAX_RANKS : RING_OPS))
 
 static struct collc_unique_id uid;
 static struct h_barrier *bar;
@@ -133,8 +133,8 @@ static int all_pairs(struct collc_ctx *ctx, struct collc_comm *comm, int rank, i
 }
 
 /* RING_OPS sends right and receives left, all outstanding at once, each of its own size. */
-static int ring(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nranks,
-		uint8_t *send, uint8_t *recv)
+static int ring(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nranks, uint8_t *send,
+		uint8_t *recv)
 {
 	int right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
 	collc_req reqs[2 * RING_OPS];
@@ -220,8 +220,9 @@ static int refusals(struct collc_ctx *ctx, struct collc_comm *comm, int rank, ui
 		if (r == 0)
 			r = collc_wait(ctx, req, 20000);
 		if (r != -ETIMEDOUT)
-			return h_fail("rank 0: receive without a sender ended with %s, not -ETIMEDOUT",
-				      collc_strerror(r));
+			return h_fail(
+				"rank 0: receive without a sender ended with %s, not -ETIMEDOUT",
+				collc_strerror(r));
 	}
 	if (h_barrier_wait(bar, 20000) < 0)
 		return h_fail("rank %d: barrier", rank);

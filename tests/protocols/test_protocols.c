@@ -56,7 +56,7 @@ struct tcase {
 	uint64_t seed;
 };
 
-/* The collectives this sweep runs: COLLC_OP_ALLREDUCE .. COLLC_OP_REDUCE (copies: tests/integration). */
+/* The collectives swept: COLLC_OP_ALLREDUCE .. COLLC_OP_REDUCE (copies: tests/integration). */
 #define NCOLL_OPS (COLLC_OP_REDUCE + 1)
 
 static const char *const coll_names[NCOLL_OPS] = { "nop",       "allreduce",
