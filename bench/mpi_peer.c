@@ -75,8 +75,8 @@ static int once(struct peer *p, const struct bench_size *sz, int slot)
 		return MPI_Alltoall(p->send, c, p->type, recv, c, p->type, MPI_COMM_WORLD);
 	case BENCH_SENDRECV:
 		return MPI_Sendrecv(p->send, c, p->type, (p->rank + 1) % p->nranks, 0, recv, c,
-				    p->type, (p->rank + p->nranks - 1) % p->nranks, 0, MPI_COMM_WORLD,
-				    MPI_STATUS_IGNORE);
+				    p->type, (p->rank + p->nranks - 1) % p->nranks, 0,
+				    MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 	default:
 		return MPI_Reduce(p->send, recv, c, p->type, MPI_SUM, p->root, MPI_COMM_WORLD);
 	}

@@ -60,7 +60,8 @@ static int submit(struct collc_rank *cr, const struct bench_size *sz, int slot, 
 	case BENCH_SENDRECV:
 		r = collc_recv(cr->comm, recv, sz->count, cfg->dtype, (me + n - 1) % n, &req[1]);
 		if (r == 0)
-			r = collc_send(cr->comm, cr->send, sz->count, cfg->dtype, (me + 1) % n, req);
+			r = collc_send(cr->comm, cr->send, sz->count, cfg->dtype, (me + 1) % n,
+				       req);
 		return r;
 	case BENCH_ALLREDUCE:
 		return collc_allreduce(cr->comm, cr->send, recv, sz->count, cfg->dtype, COLLC_SUM,

@@ -170,15 +170,15 @@ struct comm {
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	/* Point to point (sched_p2p.c); pairs allocated at the first send or receive. */
-	struct p2p_pair *pairs;           /* nranks x nranks, [sender * nranks + receiver] */
-	struct p2p_op *p2p_wait;          /* unmatched, oldest first */
+	struct p2p_pair *pairs;  /* nranks x nranks, [sender * nranks + receiver] */
+	struct p2p_op *p2p_wait; /* unmatched, oldest first */
 	struct p2p_op **p2p_wait_tail;
-	struct p2p_xfer *p2p_ready;       /* matched, not launched, oldest first */
+	struct p2p_xfer *p2p_ready; /* matched, not launched, oldest first */
 	struct p2p_xfer **p2p_ready_tail;
-	struct p2p_xfer *p2p_run;         /* launched */
-	uint32_t p2p_waiting;             /* ops on p2p_wait */
-	uint32_t p2p_queued;              /* xfers on p2p_ready */
-	uint64_t p2p_inflight;            /* xfers on p2p_run */
+	struct p2p_xfer *p2p_run; /* launched */
+	uint32_t p2p_waiting;     /* ops on p2p_wait */
+	uint32_t p2p_queued;      /* xfers on p2p_ready */
+	uint64_t p2p_inflight;    /* xfers on p2p_run */
 };
 
 /* One device of one executor; the scheduler numbers them globally. */

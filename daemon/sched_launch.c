@@ -56,7 +56,8 @@ int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchan
 int sched_slot_executed(const struct comm *cm, const struct slot *sl)
 {
 	for (uint32_t r = 0; r < cm->nranks; r++)
-		if (!sched_coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels))
+		if (!sched_coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base,
+					sl->nchannels))
 			return 0;
 	return 1;
 }

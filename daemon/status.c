@@ -328,8 +328,8 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 	metric_head(&b, "collc_collectives_by_op_total", "counter",
 		    "Collectives launched per operation (a matched send/recv counts in both).");
 	for (uint32_t o = 1; o < COLLC_OP_MAX; o++)
-		sb_printf(&b, "collc_collectives_by_op_total{op=\"%s\"} %" PRIu64 "\n",
-			  op_names[o], s->by_op[o]);
+		sb_printf(&b, "collc_collectives_by_op_total{op=\"%s\"} %" PRIu64 "\n", op_names[o],
+			  s->by_op[o]);
 	for (size_t g = 0; g < sizeof(client_gauges) / sizeof(client_gauges[0]); g++) {
 		const struct client_gauge *cg = &client_gauges[g];
 

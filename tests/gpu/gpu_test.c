@@ -154,8 +154,8 @@ __attribute__((format(printf, 8, 9))) static void report(const struct check *ck,
 		"FAILED CHECK %s: check %s, round %s, rank %d of %d, %s %s op %s count %zu, send %s, "
 		"recv %s: %s\n",
 		label, ck->what, round, rank, nranks, coll_names[coll], dt_names[dt],
-		coll == 1 || coll == 3 || coll >= NCOLL ? "-" : op_names[op], count, ck->send, ck->recv,
-		detail);
+		coll == 1 || coll == 3 || coll >= NCOLL ? "-" : op_names[op], count, ck->send,
+		ck->recv, detail);
 }
 
 /* One rank's world */
@@ -432,14 +432,14 @@ static int copy_case(struct rank_ctx *rc, char *dsend, const char *send_kind, ui
 		for (size_t b = 0; b < rcn[p] * es; b++)
 			if (rc->hrecv[rd[p] * es + b] != cpat(cid, p, me, b)) {
 				report(&ck, me, COPY_ALLTOALL + v, dt, 0, count, n,
-				       "%s: byte %zu from rank %d is 0x%02x, not 0x%02x", ck.what, b,
-				       p, rc->hrecv[rd[p] * es + b], cpat(cid, p, me, b));
+				       "%s: byte %zu from rank %d is 0x%02x, not 0x%02x", ck.what,
+				       b, p, rc->hrecv[rd[p] * es + b], cpat(cid, p, me, b));
 				return 0;
 			}
 	for (int k = 0; k < 16; k++)
 		if (rc->hrecv[rt * es + k] != 0xa5) {
-			report(&ck, me, COPY_ALLTOALL + v, dt, 0, count, n, "%s: wrote past its blocks",
-			       ck.what);
+			report(&ck, me, COPY_ALLTOALL + v, dt, 0, count, n,
+			       "%s: wrote past its blocks", ck.what);
 			return 0;
 		}
 	return 1;
@@ -467,7 +467,8 @@ static int ring_case(struct rank_ctx *rc, uint64_t cid, int dt, size_t count, in
 	CK(cudaDeviceSynchronize());
 	for (int k = 0; k < outstanding && r == 0; k++) {
 		if (me % 2 == 0) {
-			r = collc_send(rc->comm, rc->dsend + k * slot, count + k, dt, right, &reqs[nr++]);
+			r = collc_send(rc->comm, rc->dsend + k * slot, count + k, dt, right,
+				       &reqs[nr++]);
 			if (r == 0)
 				r = collc_recv(rc->comm, rc->drecv + k * slot, count + k, dt, left,
 					       &reqs[nr++]);
@@ -558,7 +559,8 @@ static int child_copies(const struct collc_unique_id *id, int n, int me)
 	}
 	for (int v = 0; v < 2; v++)
 		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
-			int ok = copy_case(&rc, ipc, BUF_IPC, cid += 1, v, COLLC_BFLOAT16, counts[k]);
+			int ok = copy_case(&rc, ipc, BUF_IPC, cid += 1, v, COLLC_BFLOAT16,
+					   counts[k]);
 
 			sh->cases[me][v]++;
 			sh->fails[me][v] += !ok;
