@@ -258,7 +258,7 @@ struct member *sched_member_of(struct sched_client *c, uint32_t handle);
 /* sched_p2p.c: sends and receives */
 void sched_p2p_take(struct sched_client *c, struct member *mb, const struct collc_sqe *e);
 int sched_p2p_launch(struct comm *cm, const struct collc_config *cfg);
-int sched_p2p_launch_blocked(const struct comm *cm);
+int sched_p2p_launch_unblocked(const struct comm *cm);
 int sched_p2p_reap(struct comm *cm);
 int sched_p2p_done_visible(const struct comm *cm);
 int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now);

@@ -318,8 +318,8 @@ int sched_p2p_launch(struct comm *cm, const struct collc_config *cfg)
 	return progress;
 }
 
-/* Is the oldest matched pair held back only by a full FIFO that now has room? */
-int sched_p2p_launch_blocked(const struct comm *cm)
+/* Can the oldest matched pair go now (or fail at once)? */
+int sched_p2p_launch_unblocked(const struct comm *cm)
 {
 	const struct p2p_xfer *x = cm->p2p_ready;
 	uint32_t runner;
@@ -372,7 +372,8 @@ int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now)
 	int progress = 0;
 
 	/* Oldest first: arrival order is timeout order. */
-	while (cm->p2p_wait && now - cm->p2p_wait->t_ns >= (uint64_t)ms * 1000000) {
+	while (cm->p2p_wait && now > cm->p2p_wait->t_ns &&
+	       now - cm->p2p_wait->t_ns >= (uint64_t)ms * 1000000) {
 		struct p2p_op *op = wait_unlink(cm, &cm->p2p_wait);
 		struct p2p_pair *pair =
 			&cm->pairs[(size_t)op_sender(op) * cm->nranks + op_receiver(op)];

@@ -498,7 +498,7 @@ static int launch_unblocked(void)
 
 		if (!cm->ready || !cm->slots)
 			continue;
-		if (sched_p2p_launch_blocked(cm))
+		if (sched_p2p_launch_unblocked(cm))
 			return 1;
 		sl = sched_slot_of(cm, cm->next_launch);
 		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||

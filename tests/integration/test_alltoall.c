@@ -31,9 +31,9 @@ static struct collc_unique_id uid;
 /* Byte b of what rank `from` sends rank `to` in case k. */
 static uint8_t pat(uint64_t k, uint32_t from, uint32_t to, uint64_t b)
 {
-	return (uint8_t)h_mix(h_seed ^ (k << 40) ^ ((uint64_t)from << 32) ^ ((uint64_t)to << 24) ^
-			      (b / 8 * 0x9e3779b97f4a7c15ull)) >>
-	       (8 * (b % 8));
+	return (uint8_t)(h_mix(h_seed ^ (k << 40) ^ ((uint64_t)from << 32) ^ ((uint64_t)to << 24) ^
+			       (b / 8 * 0x9e3779b97f4a7c15ull)) >>
+			 (8 * (b % 8)));
 }
 
 /* One all-to-all(v) case, the same on every rank: counts[i][j] from i to j, element size es. */
