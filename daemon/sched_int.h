@@ -268,6 +268,13 @@ uint64_t sched_p2p_lagging(const struct comm *cm);
 
 /* sched_launch.c: launch, reap, timeouts */
 int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchannels);
+/*
+ * Direction of a copy list (proto/algo_copy.h): 1 push (ranks write their
+ * peers' receive buffers), 0 pull (they read their peers' send buffers): the
+ * config's preference unless memory peers cannot reach (EXEC_MEM_NO_PEER_READ)
+ * decides; -EOPNOTSUPP when such memory is on both sides.
+ */
+int sched_copy_push(int prefer_push, int closed_send, int closed_recv);
 void sched_record_latency(uint64_t t_start_ns, uint64_t bytes);
 int sched_fifo_has_room(uint32_t dev);
 int sched_slot_executed(const struct comm *cm, const struct slot *sl);

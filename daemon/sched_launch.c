@@ -159,13 +159,17 @@ static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl, ui
 	return flags;
 }
 
-/*
- * All-to-all(v)'s direction (proto/algo_copy.h): 0 pull (each rank reads its
- * peers' send buffers), 1 push (each writes its peers' receive buffers) when
- * some send buffer is closed to peers, -EOPNOTSUPP when some buffer on each
- * side is.
- */
-static int alltoall_push(const struct comm *cm, const struct slot *sl)
+int sched_copy_push(int prefer_push, int closed_send, int closed_recv)
+{
+	if (closed_send && closed_recv)
+		return -EOPNOTSUPP;
+	if (closed_send || closed_recv)
+		return closed_send;
+	return prefer_push;
+}
+
+/* All-to-all(v)'s direction: sched_copy_push() over every rank's buffers. */
+static int alltoall_push(const struct comm *cm, const struct slot *sl, int prefer_push)
 {
 	int closed_send = 0, closed_recv = 0;
 
@@ -175,9 +179,7 @@ static int alltoall_push(const struct comm *cm, const struct slot *sl)
 		closed_send |= sr->send_mr && (sr->send_mr->flags & EXEC_MEM_NO_PEER_READ);
 		closed_recv |= sr->recv_mr && (sr->recv_mr->flags & EXEC_MEM_NO_PEER_READ);
 	}
-	if (closed_send && closed_recv)
-		return -EOPNOTSUPP;
-	return closed_send;
+	return sched_copy_push(prefer_push, closed_send, closed_recv);
 }
 
 /*
@@ -233,7 +235,7 @@ static int launch(struct comm *cm, struct slot *sl)
 	int err = slot_consistent(cm, sl), push = 0;
 
 	if (!err && collc_copy_coll(a->opcode) && cm->nranks > 1) {
-		push = alltoall_push(cm, sl);
+		push = alltoall_push(cm, sl, (int)cfg->copy_push);
 		if (push < 0)
 			err = push;
 	}

@@ -193,21 +193,17 @@ static int no_peer(const struct p2p_op *op)
 }
 
 /*
- * Which rank runs the copy: the receiver, reading the sender's buffer, unless
- * peers cannot read that (then the sender writes the receiver's buffer).
- * -EOPNOTSUPP when neither buffer is open to the other rank's device.
+ * Which rank runs the copy: the sender, writing the receiver's buffer (push),
+ * or the receiver, reading the sender's (pull): sched_copy_push().
  */
-static int xfer_runner(const struct p2p_xfer *x, uint32_t *ret_rank)
+static int xfer_runner(const struct p2p_xfer *x, int prefer_push, uint32_t *ret_rank)
 {
 	uint32_t s = x->send->rank, r = x->recv->rank;
+	int push = s == r ? 0 : sched_copy_push(prefer_push, no_peer(x->send), no_peer(x->recv));
 
-	if (s == r || !no_peer(x->send)) {
-		*ret_rank = r;
-		return 0;
-	}
-	if (no_peer(x->recv))
-		return -EOPNOTSUPP;
-	*ret_rank = s;
+	if (push < 0)
+		return push;
+	*ret_rank = push ? s : r;
 	return 0;
 }
 
@@ -238,7 +234,7 @@ static int xfer_launch(struct comm *cm, struct p2p_xfer *x, const struct collc_c
 	int err = xfer_error(x);
 
 	if (!err)
-		err = xfer_runner(x, &runner);
+		err = xfer_runner(x, (int)cfg->copy_push, &runner);
 	if (err) {
 		xfer_finish(cm, x, err);
 		return 1;
@@ -326,7 +322,8 @@ int sched_p2p_launch_unblocked(const struct comm *cm)
 
 	if (!x)
 		return 0;
-	if (xfer_error(x) || xfer_runner(x, &runner) < 0)
+	if (xfer_error(x) ||
+	    xfer_runner(x, (int)sched.execs[cm->exec_idx].cfg.copy_push, &runner) < 0)
 		return 1;
 	return sched_fifo_has_room(cm->devs[runner]);
 }

@@ -143,11 +143,12 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 			  "%s\n  {\"name\": \"%s\", \"devices\": %u, \"max_channels\": %u, "
 			  "\"channels\": %u, \"channel_min_bytes\": %" PRIu64
 			  ", \"oneshot_ll_max_bytes\": %" PRIu64 ", \"oneshot_max_bytes\": %" PRIu64
-			  ", \"twoshot_max_bytes\": %" PRIu64 ", \"rotate_channels\": %u}",
+			  ", \"twoshot_max_bytes\": %" PRIu64
+			  ", \"rotate_channels\": %u, \"copy_push\": %u}",
 			  e ? "," : "", x->name, x->ndevices, x->max_channels, x->cfg.channels,
 			  x->cfg.channel_min_bytes, x->cfg.oneshot_ll_max_bytes,
 			  x->cfg.oneshot_max_bytes, x->cfg.twoshot_max_bytes,
-			  x->cfg.rotate_channels);
+			  x->cfg.rotate_channels, x->cfg.copy_push);
 	}
 	sb_printf(b, "],\n \"clients\": [");
 	for (uint32_t i = 0; i < s->nclients; i++) {

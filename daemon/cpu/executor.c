@@ -478,6 +478,8 @@ int exec_cpu_init(const struct exec_init *init, const struct exec_backend **ret)
 		 * runs the GPUs' rotation on host threads, as the tests do).
 		 */
 		.rotate_channels = 0,
+		/* memcpy between buffers all in collcd: reading or writing peers costs the same. */
+		.copy_push = 0,
 		.channel_min_bytes = 256 << 10,
 		/* On host threads the Simple one-shot is faster at every size (bench/RESULTS.md). */
 		.oneshot_ll_max_bytes = 0,
