@@ -12,12 +12,12 @@
  * once the scheduler saw every rank's item consumed. So no barrier, no flag,
  * no connection: an all-to-all item costs its copies alone.
  *
- * All-to-all(v) pulls: rank r's copy p reads rank p's send buffer (at its
- * block for r) and writes r's receive buffer (at its block for p). When some
- * send buffer cannot be read by peers but every receive buffer can be written
- * by them (EXEC_MEM_NO_PEER_READ on the send side only), each rank pushes
- * instead: copy p reads its own send buffer and writes rank p's receive
- * buffer. A send/recv pair is one copy on one of the two ranks' devices.
+ * All-to-all(v) pulls (rank r's copy p reads rank p's send buffer at its
+ * block for r and writes r's receive buffer at its block for p) or pushes
+ * (copy p reads r's own send buffer and writes rank p's receive buffer), as
+ * the scheduler decides (config copy_push, unless memory peers cannot reach
+ * decides). A send/recv pair is one copy on the sender's device (push) or the
+ * receiver's (pull).
  *
  * Pure arithmetic, no memory access.
  */

@@ -386,16 +386,18 @@ static size_t vcount(uint64_t cid, int from, int to, size_t max)
 
 /*
  * One all-to-all (v 0) or all-to-allv (v 1) with count elements per block
- * (v: at most count), blocks packed in rank order; send_ipc: the send buffer
- * is cudaMalloc memory registered through CUDA IPC (peers cannot read it:
- * collcd pushes instead of pulling). Returns 1 on pass.
+ * (v: at most count), blocks packed in rank order, from dsend into drecv of
+ * the kinds named: a BUF_IPC buffer is cudaMalloc memory registered through
+ * CUDA IPC, which peers cannot reach, so collcd pushes into peers' receive
+ * buffers (IPC send) or pulls from peers' send buffers (IPC receive) whatever
+ * copy_push says. Returns 1 on pass.
  */
-static int copy_case(struct rank_ctx *rc, char *dsend, const char *send_kind, uint64_t cid, int v,
-		     int dt, size_t count)
+static int copy_case(struct rank_ctx *rc, char *dsend, const char *send_kind, char *drecv,
+		     const char *recv_kind, uint64_t cid, int v, int dt, size_t count)
 {
 	const int n = rc->n, me = rc->me;
 	const size_t es = collc_dtype_bytes(dt);
-	const struct check ck = { v ? "alltoallv" : "alltoall", -1, send_kind, BUF_ALLOC };
+	const struct check ck = { v ? "alltoallv" : "alltoall", -1, send_kind, recv_kind };
 	size_t sc[MAXR], rcn[MAXR], sd[MAXR], rd[MAXR], st = 0, rt = 0;
 	collc_req req;
 	int r;
@@ -414,12 +416,12 @@ static int copy_case(struct rank_ctx *rc, char *dsend, const char *send_kind, ui
 		for (size_t b = 0; b < sc[p] * es; b++)
 			rc->hsend[sd[p] * es + b] = cpat(cid, me, p, b);
 	CK(cudaMemcpy(dsend, rc->hsend, st * es, cudaMemcpyHostToDevice));
-	CK(cudaMemset(rc->drecv, 0xa5, rt * es + 16));
+	CK(cudaMemset(drecv, 0xa5, rt * es + 16));
 	CK(cudaDeviceSynchronize());
 	if (v)
-		r = collc_alltoallv(rc->comm, dsend, sc, sd, rc->drecv, rcn, rd, dt, &req);
+		r = collc_alltoallv(rc->comm, dsend, sc, sd, drecv, rcn, rd, dt, &req);
 	else
-		r = collc_alltoall(rc->comm, dsend, rc->drecv, count, dt, &req);
+		r = collc_alltoall(rc->comm, dsend, drecv, count, dt, &req);
 	if (r == 0)
 		r = collc_wait(rc->ctx, req, 15000);
 	if (r < 0) {
@@ -427,7 +429,7 @@ static int copy_case(struct rank_ctx *rc, char *dsend, const char *send_kind, ui
 		       collc_strerror(r), r);
 		return 0;
 	}
-	CK(cudaMemcpy(rc->hrecv, rc->drecv, rt * es + 16, cudaMemcpyDeviceToHost));
+	CK(cudaMemcpy(rc->hrecv, drecv, rt * es + 16, cudaMemcpyDeviceToHost));
 	for (int p = 0; p < n; p++)
 		for (size_t b = 0; b < rcn[p] * es; b++)
 			if (rc->hrecv[rd[p] * es + b] != cpat(cid, p, me, b)) {
@@ -517,8 +519,8 @@ static int child_copies(const struct collc_unique_id *id, int n, int me)
 	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
 		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
 			for (int v = 0; v < 2; v++) {
-				int ok = copy_case(&rc, rc.dsend, BUF_ALLOC, cid += 1, v, dt,
-						   counts[k]);
+				int ok = copy_case(&rc, rc.dsend, BUF_ALLOC, rc.drecv, BUF_ALLOC,
+						   cid += 1, v, dt, counts[k]);
 
 				sh->cases[me][v]++;
 				sh->fails[me][v] += !ok;
@@ -536,8 +538,8 @@ static int child_copies(const struct collc_unique_id *id, int n, int me)
 		}
 	/* Large: every rank's blocks together about cap / 2, float32. */
 	for (int v = 0; v < 2; v++) {
-		int ok = copy_case(&rc, rc.dsend, BUF_ALLOC, cid += 1, v, COLLC_FLOAT32,
-				   cap / 2 / 4 / (size_t)n);
+		int ok = copy_case(&rc, rc.dsend, BUF_ALLOC, rc.drecv, BUF_ALLOC, cid += 1, v,
+				   COLLC_FLOAT32, cap / 2 / 4 / (size_t)n);
 
 		sh->cases[me][v]++;
 		sh->fails[me][v] += !ok;
@@ -550,22 +552,28 @@ static int child_copies(const struct collc_unique_id *id, int n, int me)
 		sh->fails[me][2] += !ok;
 		fails += !ok;
 	}
-	/* A send buffer peers cannot read (CUDA IPC import): collcd pushes instead. */
+	/*
+	 * Buffers peers cannot reach (CUDA IPC imports): an IPC send buffer makes
+	 * collcd push, an IPC receive buffer makes it pull.
+	 */
 	CK(cudaMalloc((void **)&ipc, (size_t)4 << 20));
 	r = collc_mem_register(rc.ctx, ipc, (size_t)4 << 20, rc.gpu);
 	if (r < 0) {
 		fprintf(stderr, "rank %d: collc_mem_register: %s\n", me, collc_strerror(r));
 		return 1;
 	}
-	for (int v = 0; v < 2; v++)
-		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
-			int ok = copy_case(&rc, ipc, BUF_IPC, cid += 1, v, COLLC_BFLOAT16,
-					   counts[k]);
+	for (int side = 0; side < 2; side++)
+		for (int v = 0; v < 2; v++)
+			for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+				int ok = copy_case(&rc, side ? rc.dsend : ipc,
+						   side ? BUF_ALLOC : BUF_IPC, side ? ipc : rc.drecv,
+						   side ? BUF_IPC : BUF_ALLOC, cid += 1, v,
+						   COLLC_BFLOAT16, counts[k]);
 
-			sh->cases[me][v]++;
-			sh->fails[me][v] += !ok;
-			fails += !ok;
-		}
+				sh->cases[me][v]++;
+				sh->fails[me][v] += !ok;
+				fails += !ok;
+			}
 	collc_mem_deregister(rc.ctx, ipc);
 	return fails ? 1 : 0;
 }
