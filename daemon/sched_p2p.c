@@ -270,7 +270,7 @@ static int xfer_launch(struct comm *cm, struct p2p_xfer *x, const struct collc_c
 	it->rank = runner;
 	it->root = (int32_t)(runner == x->recv->rank ? x->send->rank : x->recv->rank);
 	it->chunk_bytes = p.chunk_bytes;
-	it->count = s->count;
+	it->count = s->count; /* the grid takes the copy from these three (cuda/device/copy.h) */
 	it->sendbuf = cp->src;
 	it->recvbuf = cp->dst;
 	it->comm_dev = cm->comm_dev[runner];

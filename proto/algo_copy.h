@@ -17,7 +17,8 @@
  * (copy p reads r's own send buffer and writes rank p's receive buffer), as
  * the scheduler decides (config copy_push, unless memory peers cannot reach
  * decides). A send/recv pair is one copy on the sender's device (push) or the
- * receiver's (pull).
+ * receiver's (pull); its item's sendbuf, recvbuf and count say the same as
+ * its list (the grid reads those and skips the list).
  *
  * Pure arithmetic, no memory access.
  */
