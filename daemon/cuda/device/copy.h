@@ -22,6 +22,7 @@ __shared__ struct collc_work_copy sh_copy[COLLC_MAX_RANKS];
 __device__ __noinline__ int copy_run(struct blk *b)
 {
 	const uint32_t n = collc_copy_count(b->it.coll, b->it.nranks), t = threadIdx.x;
+	const int p2p = b->it.coll == COLLC_OP_SEND || b->it.coll == COLLC_OP_RECV;
 	const uint64_t *list = (const uint64_t *)b->copies->c;
 	uint64_t total = 0, lo, hi, start = 0;
 
@@ -32,11 +33,11 @@ __device__ __noinline__ int copy_run(struct blk *b)
 	 * acquired before it published dseq (G1) and we acquired dseq (G1').
 	 * A send/recv's one copy is the item's own buffers: no PCIe round trip.
 	 */
-	if (n == 1 && t == 0) {
+	if (p2p && t == 0) {
 		sh_copy[0].src = b->it.sendbuf;
 		sh_copy[0].dst = b->it.recvbuf;
 		sh_copy[0].bytes = b->it.count * b->es;
-	} else if (n > 1 && t < 3 * n) {
+	} else if (!p2p && t < 3 * n) {
 		((uint64_t *)sh_copy)[t] = ld_vol64(list + t);
 	}
 	__syncthreads();
