@@ -45,7 +45,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: collc-bench [--coll allreduce|allgather|reduce_scatter|broadcast|reduce] --nranks N\n"
+		"usage: collc-bench [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|\n"
+		"                   alltoall|sendrecv] --nranks N\n"
 		"                   [--min-bytes A] [--max-bytes B] [--dtype float32] [--iters K] [--warmup W]\n"
 		"                   [--depth Q] [--gpus LIST] [--root R] [--vs-nccl | --vs-mpi] [--csv FILE] [--plot FILE.png]\n"
 		"                   [--socket PATH | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
@@ -72,8 +73,13 @@ static void usage(FILE *f)
 		"Size (as nccl-tests): the largest buffer of one rank, in bytes. allreduce, broadcast,\n"
 		"reduce: the vector (count = size / dtype size). allgather: the gathered buffer, each\n"
 		"rank sends size / nranks. reduce_scatter: the send buffer, each rank receives\n"
-		"size / nranks. busbw factor: allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n,\n"
-		"broadcast and reduce 1. Sizes are rounded down to whole elements per rank.\n"
+		"size / nranks. alltoall: each rank's send (and receive) buffer, size / nranks to and\n"
+		"from each rank. sendrecv: every rank sends size to the next rank and receives size\n"
+		"from the previous one, at once (two requests an iteration; NCCL: a group of\n"
+		"ncclSend/ncclRecv; MPI: MPI_Sendrecv, MPI_Isend/MPI_Irecv pipelined). NCCL's\n"
+		"alltoall is ncclAlltoAll where libnccl has it, else grouped ncclSend/ncclRecv.\n"
+		"busbw factor: allreduce 2(n-1)/n, allgather, reduce_scatter and alltoall (n-1)/n,\n"
+		"broadcast, reduce and sendrecv 1. Sizes are rounded down to whole elements per rank.\n"
 		"Sizes accept K, M, G suffixes (powers of 1024).\n"
 		"\n"
 		"  --coll C          collective (default allreduce); reductions are sums\n"

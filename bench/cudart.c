@@ -98,7 +98,8 @@ int nccl_load(struct nccl *nc, char *msg, size_t len)
 	static const struct sym syms[] = {
 		NC(GetVersion), NC(GetUniqueId),    NC(CommInitRank),  NC(CommDestroy),
 		NC(AllReduce),  NC(AllGather),      NC(ReduceScatter), NC(Broadcast),
-		NC(Reduce),     NC(GetErrorString),
+		NC(Reduce),     NC(GetErrorString), NC(Send),          NC(Recv),
+		NC(GroupStart), NC(GroupEnd),
 	};
 
 	memset(nc, 0, sizeof(*nc));
@@ -115,6 +116,7 @@ int nccl_load(struct nccl *nc, char *msg, size_t len)
 		nc->lib = NULL;
 		return -1;
 	}
+	*(void **)&nc->AlltoAll = dlsym(nc->lib, "ncclAlltoAll"); /* NCCL 2.28 on */
 	return 0;
 }
 

@@ -67,6 +67,15 @@ struct nccl {
 	nccl_result_t (*Reduce)(const void *s, void *r, size_t count, int dtype, int op, int root,
 				nccl_comm_t comm, cuda_stream_t st);
 	const char *(*GetErrorString)(nccl_result_t r);
+	nccl_result_t (*Send)(const void *s, size_t count, int dtype, int peer, nccl_comm_t comm,
+			      cuda_stream_t st);
+	nccl_result_t (*Recv)(void *r, size_t count, int dtype, int peer, nccl_comm_t comm,
+			      cuda_stream_t st);
+	nccl_result_t (*GroupStart)(void);
+	nccl_result_t (*GroupEnd)(void);
+	/* NULL where the library has no all-to-all call: grouped Send/Recv then (nccl-tests' way). */
+	nccl_result_t (*AlltoAll)(const void *s, void *r, size_t count, int dtype, nccl_comm_t comm,
+				  cuda_stream_t st);
 };
 
 int nccl_load(struct nccl *nc, char *msg, size_t len);

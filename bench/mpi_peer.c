@@ -71,15 +71,32 @@ static int once(struct peer *p, const struct bench_size *sz, int slot)
 		/* The root broadcasts from its send buffer; it receives nothing. */
 		return MPI_Bcast(p->rank == p->root ? p->send : recv, c, p->type, p->root,
 				 MPI_COMM_WORLD);
+	case BENCH_ALLTOALL:
+		return MPI_Alltoall(p->send, c, p->type, recv, c, p->type, MPI_COMM_WORLD);
+	case BENCH_SENDRECV:
+		return MPI_Sendrecv(p->send, c, p->type, (p->rank + 1) % p->nranks, 0, recv, c,
+				    p->type, (p->rank + p->nranks - 1) % p->nranks, 0,
+				    MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 	default:
 		return MPI_Reduce(p->send, recv, c, p->type, MPI_SUM, p->root, MPI_COMM_WORLD);
 	}
 }
 
+/* Starts one iteration into req[0] (and req[1] for send/recv; else MPI_REQUEST_NULL). */
 static int start(struct peer *p, const struct bench_size *sz, int slot, MPI_Request *req)
 {
 	int c = (int)sz->count;
 	void *recv = p->recv[slot];
+
+	req[1] = MPI_REQUEST_NULL;
+	if (p->coll == BENCH_SENDRECV) {
+		int r = MPI_Irecv(recv, c, p->type, (p->rank + p->nranks - 1) % p->nranks, 0,
+				  MPI_COMM_WORLD, &req[1]);
+
+		return r ? r
+			 : MPI_Isend(p->send, c, p->type, (p->rank + 1) % p->nranks, 0,
+				     MPI_COMM_WORLD, req);
+	}
 
 	switch (p->coll) {
 	case BENCH_ALLREDUCE:
@@ -92,6 +109,8 @@ static int start(struct peer *p, const struct bench_size *sz, int slot, MPI_Requ
 	case BENCH_BROADCAST:
 		return MPI_Ibcast(p->rank == p->root ? p->send : recv, c, p->type, p->root,
 				  MPI_COMM_WORLD, req);
+	case BENCH_ALLTOALL:
+		return MPI_Ialltoall(p->send, c, p->type, recv, c, p->type, MPI_COMM_WORLD, req);
 	default:
 		return MPI_Ireduce(p->send, recv, c, p->type, MPI_SUM, p->root, MPI_COMM_WORLD,
 				   req);
@@ -118,7 +137,7 @@ static void fill(struct peer *p, const struct bench_size *sz, int s, int last)
 {
 	struct rc_case c = peer_case(p, sz, s, last);
 
-	rc_fill_coll(&c, (enum rc_coll)p->coll, p->nranks, p->rank, p->send);
+	bench_fill(&c, p->coll, p->nranks, p->rank, p->send);
 }
 
 static int check(struct peer *p, const struct bench_size *sz, int s, int slot, int last, char *msg,
@@ -131,8 +150,7 @@ static int check(struct peer *p, const struct bench_size *sz, int s, int slot, i
 		return 0;
 	snprintf(what, sizeof(what), "rank %d, %s iteration", p->rank, last ? "last" : "first");
 	first_wrong[0] = '\0';
-	if (rc_check_coll(&c, (enum rc_coll)p->coll, p->nranks, p->rank, p->root, p->recv[slot],
-			  what) == 0)
+	if (bench_check(&c, p->coll, p->nranks, p->rank, p->root, p->recv[slot], what) == 0)
 		return 0;
 	snprintf(msg, len, "%s", first_wrong);
 	return -1;
@@ -172,9 +190,9 @@ static void run_size(struct peer *p, int s, const struct bench_size *sz, double 
 		int q = j % depth;
 
 		if (j >= depth)
-			MPI_Wait(&reqs[q], MPI_STATUS_IGNORE);
+			MPI_Waitall(2, &reqs[2 * q], MPI_STATUSES_IGNORE);
 		if (j < p->iters)
-			start(p, sz, q, &reqs[q]);
+			start(p, sz, q, &reqs[2 * q]);
 	}
 	pipe = MPI_Wtime() - t0;
 	for (int q = 0; q < depth && !wrong; q++)
@@ -303,7 +321,7 @@ int main(int argc, char **argv)
 	p.recv = calloc((size_t)depth, sizeof(*p.recv));
 	lat = malloc((size_t)p.iters * sizeof(double));
 	latmax = malloc((size_t)p.iters * sizeof(double));
-	reqs = calloc((size_t)depth, sizeof(*reqs));
+	reqs = calloc(2 * (size_t)depth, sizeof(*reqs)); /* two per iteration for send/recv */
 	if (!p.send || !p.recv || !lat || !latmax || !reqs) {
 		fprintf(stderr, "collc-mpi-peer: out of memory\n");
 		MPI_Abort(MPI_COMM_WORLD, 1);

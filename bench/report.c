@@ -89,8 +89,8 @@ void report_table(FILE *f, const struct report *rp)
 		bench_coll_reduces(cfg->coll) ? "sum" : "copy", root, rp->backend, cfg->iters,
 		cfg->warmup, cfg->depth < cfg->iters ? cfg->depth : cfg->iters);
 	fprintf(f,
-		"# size: nccl-tests' size (allgather, reduce_scatter: the whole nranks x count "
-		"buffer); count: size / dtype size\n"
+		"# size: nccl-tests' size (allgather, reduce_scatter, alltoall: the whole nranks x "
+		"count buffer); count: size / dtype size\n"
 		"# p50/p99: end-to-end latency, call to completion seen by the rank, max over ranks "
 		"per iteration\n"
 		"# pipe: time per collective with %d outstanding (total / iterations, max over "
@@ -98,8 +98,10 @@ void report_table(FILE *f, const struct report *rp)
 		"#       busbw = algbw * %s; ops/s = 1 / pipe\n",
 		cfg->depth,
 		cfg->coll == BENCH_ALLREDUCE                                        ? "2(n-1)/n"
-		: cfg->coll == BENCH_ALLGATHER || cfg->coll == BENCH_REDUCE_SCATTER ? "(n-1)/n"
-										    : "1");
+		: cfg->coll == BENCH_ALLGATHER || cfg->coll == BENCH_REDUCE_SCATTER ||
+				cfg->coll == BENCH_ALLTOALL
+			? "(n-1)/n"
+			: "1");
 	if (pn)
 		fprintf(f,
 			"# %s columns: the same quantities for %s; x p50, x p99, x pipe = %s time / "

@@ -7,6 +7,8 @@
 #   allreduce       8 B .. 1 GiB
 #   allgather       8 B .. 256 MiB
 #   reduce_scatter  8 B .. 256 MiB
+#   alltoall        8 B .. 512 MiB (COPIES=0 skips it and sendrecv)
+#   sendrecv        8 B .. 256 MiB
 # with the CSV, PNG and log of each into $OUT (when set; else
 # /tmp/collc-bench-gpu), runs bench/run-interfere.sh (a client's compute
 # kernel next to the resident grid; INTERFERE=0 skips it), stops MPS, and
@@ -97,6 +99,12 @@ run() { # name coll max-bytes
 run gpu-allreduce allreduce 1G
 run gpu-allgather allgather 256M
 run gpu-reduce_scatter reduce_scatter 256M
+NAMES="gpu-allreduce gpu-allgather gpu-reduce_scatter"
+if [ "${COPIES:-1}" != 0 ]; then
+	run gpu-alltoall alltoall 512M
+	run gpu-sendrecv sendrecv 256M
+	NAMES="$NAMES gpu-alltoall gpu-sendrecv"
+fi
 
 # A client's compute kernel next to the resident grid, under this MPS (INTERFERE=0 skips it).
 if [ "${INTERFERE:-1}" != 0 ]; then
@@ -111,7 +119,7 @@ trap - EXIT
 
 echo
 echo "== tables (also in $RESULTS/*.txt, *.csv, *.png)"
-for name in gpu-allreduce gpu-allgather gpu-reduce_scatter; do
+for name in $NAMES; do
 	echo
 	echo "---- $name (exit $(cat "$RESULTS/$name.rc"))"
 	cat "$RESULTS/$name.txt"

@@ -43,12 +43,26 @@ static int fail(struct runner *rn, int r, const char *what)
 	return r < 0 ? r : -EIO;
 }
 
+/* Requests one iteration takes: send/recv posts a send right and a receive left. */
+#define REQS_PER_OP 2
+
+/* Submits one iteration into req[0] (and req[1]; else 0, which no request has). */
 static int submit(struct collc_rank *cr, const struct bench_size *sz, int slot, collc_req *req)
 {
 	const struct bench_cfg *cfg = cr->cfg;
 	void *recv = cr->recv[slot];
+	int n = cfg->nranks, me = collc_comm_rank(cr->comm), r;
 
+	req[1] = 0;
 	switch (cfg->coll) {
+	case BENCH_ALLTOALL:
+		return collc_alltoall(cr->comm, cr->send, recv, sz->count, cfg->dtype, req);
+	case BENCH_SENDRECV:
+		r = collc_recv(cr->comm, recv, sz->count, cfg->dtype, (me + n - 1) % n, &req[1]);
+		if (r == 0)
+			r = collc_send(cr->comm, cr->send, sz->count, cfg->dtype, (me + 1) % n,
+				       req);
+		return r;
 	case BENCH_ALLREDUCE:
 		return collc_allreduce(cr->comm, cr->send, recv, sz->count, cfg->dtype, COLLC_SUM,
 				       req);
@@ -66,7 +80,7 @@ static int submit(struct collc_rank *cr, const struct bench_size *sz, int slot, 
 	}
 }
 
-static int wait_req(struct runner *rn, collc_req req)
+static int wait_one(struct runner *rn, collc_req req)
 {
 	struct collc_rank *cr = rn->st;
 	int r = collc_wait(cr->ctx, req, cr->cfg->timeout_ms);
@@ -79,10 +93,21 @@ static int wait_req(struct runner *rn, collc_req req)
 	return r < 0 ? fail(rn, r, "collc_wait") : 0;
 }
 
+/* Waits for an iteration's requests (a 0 is none). */
+static int wait_req(struct runner *rn, const collc_req *req)
+{
+	int r = 0;
+
+	for (int i = 0; i < REQS_PER_OP && r == 0; i++)
+		if (req[i])
+			r = wait_one(rn, req[i]);
+	return r;
+}
+
 static int op_once(struct runner *rn, const struct bench_size *sz, int slot)
 {
-	collc_req req;
-	int r = submit(rn->st, sz, slot, &req);
+	collc_req req[REQS_PER_OP];
+	int r = submit(rn->st, sz, slot, req);
 
 	if (r < 0)
 		return fail(rn, r, "submit");
@@ -100,12 +125,12 @@ static int op_batch(struct runner *rn, const struct bench_size *sz, int n, int d
 		int q = j % depth;
 
 		if (j >= depth) {
-			r = wait_req(rn, cr->reqs[q]);
+			r = wait_req(rn, &cr->reqs[q * REQS_PER_OP]);
 			if (r < 0)
 				return r;
 		}
 		if (j < n) {
-			r = submit(cr, sz, q, &cr->reqs[q]);
+			r = submit(cr, sz, q, &cr->reqs[q * REQS_PER_OP]);
 			if (r < 0)
 				return fail(rn, r, "submit");
 		}
@@ -123,7 +148,7 @@ static int op_barrier(struct runner *rn)
 
 	if (r < 0)
 		return fail(rn, r, "barrier allreduce");
-	return wait_req(rn, req);
+	return wait_one(rn, req);
 }
 
 static int cuda_fail(struct runner *rn, struct collc_rank *cr, cuda_err_t e, const char *what)
@@ -222,7 +247,7 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 				  collc_strerror(r));
 		goto out_disconnect;
 	}
-	cr.reqs = calloc((size_t)depth, sizeof(*cr.reqs));
+	cr.reqs = calloc((size_t)depth * REQS_PER_OP, sizeof(*cr.reqs));
 	cr.recv = calloc((size_t)depth, sizeof(*cr.recv));
 	r = cr.reqs && cr.recv
 		    ? collc_mem_alloc(cr.ctx, cfg->max_send_elems * es, cr.device, &cr.send)

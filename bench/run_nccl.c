@@ -26,6 +26,7 @@ struct nccl_rank {
 	cuda_stream_t stream;
 	cuda_event_t ev0, ev1;
 	int dtype;
+	int rank;
 	void *send;
 	void **recv;
 	int nrecv;
@@ -48,6 +49,27 @@ static int nccl_fail(struct runner *rn, nccl_result_t r, const char *what)
 	return -EIO;
 }
 
+/* All-to-all as grouped sends and receives (block p to and from rank p); else right and left. */
+static nccl_result_t p2p(struct nccl_rank *nr, const struct bench_size *sz, void *recv)
+{
+	const int n = nr->cfg->nranks, me = nr->rank, a2a = nr->cfg->coll == BENCH_ALLTOALL;
+	const size_t bytes = sz->count * collc_dtype_bytes(nr->cfg->dtype);
+	nccl_result_t r = nr->nc.GroupStart(), r2;
+
+	for (int p = 0; r == 0 && p < (a2a ? n : 1); p++) {
+		int to = a2a ? p : (me + 1) % n, from = a2a ? p : (me + n - 1) % n;
+		size_t soff = a2a ? (size_t)p * bytes : 0;
+
+		r = nr->nc.Send((const char *)nr->send + soff, sz->count, nr->dtype, to, nr->comm,
+				nr->stream);
+		if (r == 0)
+			r = nr->nc.Recv((char *)recv + soff, sz->count, nr->dtype, from, nr->comm,
+					nr->stream);
+	}
+	r2 = nr->nc.GroupEnd();
+	return r ? r : r2;
+}
+
 static nccl_result_t launch(struct nccl_rank *nr, const struct bench_size *sz, int slot)
 {
 	const struct bench_cfg *cfg = nr->cfg;
@@ -65,6 +87,13 @@ static nccl_result_t launch(struct nccl_rank *nr, const struct bench_size *sz, i
 	case BENCH_BROADCAST:
 		return nr->nc.Broadcast(nr->send, recv, sz->count, nr->dtype, cfg->root, nr->comm,
 					nr->stream);
+	case BENCH_ALLTOALL:
+		if (nr->nc.AlltoAll)
+			return nr->nc.AlltoAll(nr->send, recv, sz->count, nr->dtype, nr->comm,
+					       nr->stream);
+		/* FALLTHROUGH */
+	case BENCH_SENDRECV:
+		return p2p(nr, sz, recv);
 	default:
 		return nr->nc.Reduce(nr->send, recv, sz->count, nr->dtype, NCCL_SUM, cfg->root,
 				     nr->comm, nr->stream);
@@ -206,6 +235,7 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 		return 1;
 	}
 	nr.dtype = nccl_dtype(cfg->dtype);
+	nr.rank = rank;
 	e = nr.rt.SetDevice(rank);
 	if (e) {
 		bench_setup_error(sr, rank, "NCCL rank", "cudaSetDevice(%d): %s", rank,

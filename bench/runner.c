@@ -99,8 +99,7 @@ static int check_slot(const struct bench_cfg *cfg, int rank, struct runner *rn, 
 	snprintf(what, sizeof(what), "rank %d, %s iteration%s", rank, last ? "last" : "first",
 		 last ? " (pipelined)" : "");
 	first_wrong[0] = '\0';
-	if (rc_check_coll(&c, (enum rc_coll)cfg->coll, cfg->nranks, rank, cfg->root, host, what) ==
-	    0)
+	if (bench_check(&c, cfg->coll, cfg->nranks, rank, cfg->root, host, what) == 0)
 		return 0;
 	if (res->status != RES_WRONG) {
 		res->status = RES_WRONG;
@@ -115,7 +114,7 @@ static int fill_send(const struct bench_cfg *cfg, int rank, struct runner *rn, i
 	const struct bench_size *sz = &cfg->sizes[s];
 	struct rc_case c = bench_case(cfg, s, last);
 
-	rc_fill_coll(&c, (enum rc_coll)cfg->coll, cfg->nranks, rank, host);
+	bench_fill(&c, cfg->coll, cfg->nranks, rank, host);
 	return rn->ops->upload(rn, host, sz->send_elems * collc_dtype_bytes(cfg->dtype));
 }
 

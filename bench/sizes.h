@@ -28,11 +28,13 @@ enum bench_coll {
 	BENCH_REDUCE_SCATTER = RC_REDUCE_SCATTER,
 	BENCH_BROADCAST = RC_BROADCAST,
 	BENCH_REDUCE = RC_REDUCE,
-	BENCH_NUM_COLLS = RC_NUM_COLLS,
+	BENCH_ALLTOALL = RC_NUM_COLLS, /* pure data movement, checked bit for bit */
+	BENCH_SENDRECV,                /* every rank sends right and receives left at once */
+	BENCH_NUM_COLLS,
 };
 
 static const char *const bench_coll_names[BENCH_NUM_COLLS] = {
-	"allreduce", "allgather", "reduce_scatter", "broadcast", "reduce",
+	"allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv",
 };
 
 static const char *const bench_dtype_names[COLLC_NUM_DTYPES] = COLLC_DTYPE_NAMES;
@@ -65,7 +67,12 @@ static inline int bench_size_of(int coll, int dtype, int nranks, uint64_t bytes,
 	uint64_t es = collc_dtype_bytes(dtype), n = (uint64_t)nranks;
 	struct bench_size s = { 0 };
 
-	if (coll == BENCH_ALLGATHER || coll == BENCH_REDUCE_SCATTER) {
+	if (coll == BENCH_ALLTOALL) {
+		/* bytes: a rank's whole send (and receive) buffer, count per peer (nccl-tests). */
+		s.count = bytes / (es * n);
+		s.elems = s.count * n;
+		s.send_elems = s.recv_elems = s.elems;
+	} else if (coll == BENCH_ALLGATHER || coll == BENCH_REDUCE_SCATTER) {
 		s.count = bytes / (es * n);
 		s.elems = s.count * n;
 		s.send_elems = coll == BENCH_ALLGATHER ? s.count : s.elems;
@@ -91,10 +98,46 @@ static inline double bench_busbw_factor(int coll, int nranks)
 		return 2.0 * (n - 1) / n;
 	case BENCH_ALLGATHER:
 	case BENCH_REDUCE_SCATTER:
+	case BENCH_ALLTOALL:
 		return (n - 1) / n;
 	default:
 		return 1.0;
 	}
+}
+
+/*
+ * A rank's send buffer for collective coll of case c (c->count the call's
+ * count): the tests' data sets; all-to-all sends block p = elements
+ * [p * count, (p + 1) * count) of the rank's input, send/recv its input.
+ */
+static inline void bench_fill(const struct rc_case *c, int coll, int nranks, int rank, void *send)
+{
+	struct rc_case w = *c;
+
+	if (coll < RC_NUM_COLLS) {
+		rc_fill_coll(c, (enum rc_coll)coll, nranks, rank, send);
+		return;
+	}
+	if (coll == BENCH_ALLTOALL)
+		w.count *= (size_t)nranks;
+	rc_fill(&w, rank, send);
+}
+
+/* Checks rank's receive buffer: 0, or 1 after reporting (rc_set_report). */
+static inline int bench_check(const struct rc_case *c, int coll, int nranks, int rank, int root,
+			      const void *recv, const char *what)
+{
+	size_t es = collc_dtype_bytes(c->dtype);
+
+	if (coll < RC_NUM_COLLS)
+		return rc_check_coll(c, (enum rc_coll)coll, nranks, rank, root, recv, what);
+	if (coll == BENCH_SENDRECV)
+		return rc_check_input(c, (rank + nranks - 1) % nranks, recv, what);
+	for (int p = 0; p < nranks; p++)
+		if (rc_check_slice(c, p, (size_t)rank * c->count, c->count,
+				   (const char *)recv + (size_t)p * c->count * es, what))
+			return 1;
+	return 0;
 }
 
 /* Nearest-rank percentile of n sorted values. */

@@ -72,6 +72,7 @@ struct collc_ctx {
 	struct collc_shm_hdr *hdr;
 	struct collc_sqe *sqes;
 	struct collc_cqe *cqes;
+	struct collc_sqe_args *sqe_args; /* per SQ slot; NULL: collcd has none (no alltoallv) */
 	uint32_t sq_entries, cq_entries;
 	uint32_t sq_tail; /* private copy; published to hdr->sq_tail */
 	uint32_t cq_head; /* private copy; published to hdr->cq_head */

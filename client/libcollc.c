@@ -210,6 +210,11 @@ int collc_connect(const char *socket_path, struct collc_ctx **ret_ctx)
 	ctx->hdr = ctx->shm;
 	ctx->sqes = (struct collc_sqe *)((char *)ctx->shm + hr.sq.entries);
 	ctx->cqes = (struct collc_cqe *)((char *)ctx->shm + hr.cq.entries);
+	if ((hr.features & COLLC_FEAT_SQE_ARGS) &&
+	    ctx->hdr->args_off + (uint64_t)hr.sq.ring_entries * sizeof(struct collc_sqe_args) <=
+		    hr.shm_size &&
+	    ctx->hdr->args_off >= COLLC_SHM_HDR_BYTES)
+		ctx->sqe_args = (struct collc_sqe_args *)((char *)ctx->shm + ctx->hdr->args_off);
 	ctx->sq_entries = hr.sq.ring_entries;
 	ctx->cq_entries = hr.cq.ring_entries;
 	ctx->sq_tail = load_relaxed(&ctx->hdr->sq_tail);

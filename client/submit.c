@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libcollc's submission side: the five collectives check their buffers
- * against the registrations and fill an SQE of the shared submission ring.
+ * libcollc's submission side: the collectives and send/recv check their
+ * buffers against the registrations and fill an SQE of the shared submission
+ * ring (alltoallv also its slot of the argument area).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +26,8 @@ struct sub {
 	const void *sendbuf;
 	void *recvbuf;
 	uint64_t send_bytes, recv_bytes;
+	const struct collc_sqe_args *args; /* alltoallv: counts and displacements */
+	uint32_t nargs;                    /* entries of each of args' arrays */
 };
 
 static int resolve(struct collc_ctx *ctx, const void *p, uint64_t bytes, uint32_t *mr,
@@ -104,9 +107,19 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 		pthread_mutex_unlock(&ctx->ring_lock);
 		return r;
 	}
-	e.seq = comm->next_seq++;
+	/* Sends and receives match per pair of ranks, outside the collectives' sequence. */
+	e.seq = COLLC_OP_IS_P2P(s->opcode) ? 0 : comm->next_seq++;
 	e.user_data = req;
 	memcpy(&ctx->sqes[ctx->sq_tail & (ctx->sq_entries - 1)], &e, sizeof(e));
+	if (s->args) {
+		struct collc_sqe_args *a = &ctx->sqe_args[ctx->sq_tail & (ctx->sq_entries - 1)];
+		size_t n = s->nargs * sizeof(uint64_t);
+
+		memcpy(a->sendcounts, s->args->sendcounts, n);
+		memcpy(a->sdispls, s->args->sdispls, n);
+		memcpy(a->recvcounts, s->args->recvcounts, n);
+		memcpy(a->rdispls, s->args->rdispls, n);
+	}
 	/* A1: pairs with R1 in the scheduler: the SQE is visible before the tail. */
 	store_release(&ctx->hdr->sq_tail, ++ctx->sq_tail);
 	/* A2: pairs with S1 in the scheduler: it sets NEED_WAKEUP, fences, re-reads the tail. */
@@ -131,7 +144,7 @@ static int bytes_of(size_t count, collc_dtype dtype, uint64_t mult, uint64_t *re
 int collc_allreduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
 		    collc_dtype dtype, collc_redop op, collc_req *ret_req)
 {
-	struct sub s = { COLLC_OP_ALLREDUCE, sendbuf, recvbuf, 0, 0 };
+	struct sub s = { COLLC_OP_ALLREDUCE, sendbuf, recvbuf, 0, 0, NULL, 0 };
 
 	if (bytes_of(count, dtype, 1, &s.send_bytes) < 0)
 		return -EINVAL;
@@ -142,7 +155,7 @@ int collc_allreduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
 int collc_allgather(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
 		    collc_dtype dtype, collc_req *ret_req)
 {
-	struct sub s = { COLLC_OP_ALLGATHER, sendbuf, recvbuf, 0, 0 };
+	struct sub s = { COLLC_OP_ALLGATHER, sendbuf, recvbuf, 0, 0, NULL, 0 };
 
 	if (!comm || bytes_of(sendcount, dtype, 1, &s.send_bytes) < 0 ||
 	    bytes_of(sendcount, dtype, (uint64_t)comm->nranks, &s.recv_bytes) < 0)
@@ -153,7 +166,7 @@ int collc_allgather(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
 int collc_reduce_scatter(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
 			 size_t recvcount, collc_dtype dtype, collc_redop op, collc_req *ret_req)
 {
-	struct sub s = { COLLC_OP_REDUCE_SCATTER, sendbuf, recvbuf, 0, 0 };
+	struct sub s = { COLLC_OP_REDUCE_SCATTER, sendbuf, recvbuf, 0, 0, NULL, 0 };
 
 	if (!comm || bytes_of(recvcount, dtype, (uint64_t)comm->nranks, &s.send_bytes) < 0 ||
 	    bytes_of(recvcount, dtype, 1, &s.recv_bytes) < 0)
@@ -164,7 +177,7 @@ int collc_reduce_scatter(struct collc_comm *comm, const void *sendbuf, void *rec
 int collc_broadcast(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
 		    collc_dtype dtype, int root, collc_req *ret_req)
 {
-	struct sub s = { COLLC_OP_BROADCAST, sendbuf, recvbuf, 0, 0 };
+	struct sub s = { COLLC_OP_BROADCAST, sendbuf, recvbuf, 0, 0, NULL, 0 };
 
 	if (!comm || root < 0 || root >= comm->nranks ||
 	    bytes_of(count, dtype, 1, &s.recv_bytes) < 0)
@@ -177,7 +190,7 @@ int collc_broadcast(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
 int collc_reduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
 		 collc_dtype dtype, collc_redop op, int root, collc_req *ret_req)
 {
-	struct sub s = { COLLC_OP_REDUCE, sendbuf, recvbuf, 0, 0 };
+	struct sub s = { COLLC_OP_REDUCE, sendbuf, recvbuf, 0, 0, NULL, 0 };
 
 	if (!comm || root < 0 || root >= comm->nranks ||
 	    bytes_of(count, dtype, 1, &s.send_bytes) < 0)
@@ -185,4 +198,99 @@ int collc_reduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf, si
 	/* Only the root's receive buffer is written. */
 	s.recv_bytes = root == comm->rank ? s.send_bytes : 0;
 	return submit(comm, &s, count, dtype, op, root, ret_req);
+}
+
+/* Do [a, a + an) and [b, b + bn) share a byte? */
+static int ranges_meet(const void *a, uint64_t an, const void *b, uint64_t bn)
+{
+	uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+
+	return an && bn && x < y + bn && y < x + an;
+}
+
+int collc_alltoall(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		   collc_dtype dtype, collc_req *ret_req)
+{
+	struct sub s = { COLLC_OP_ALLTOALL, sendbuf, recvbuf, 0, 0, NULL, 0 };
+
+	if (!comm || bytes_of(count, dtype, (uint64_t)comm->nranks, &s.send_bytes) < 0)
+		return -EINVAL;
+	s.recv_bytes = s.send_bytes;
+	/* Peers read our send buffer while we write our receive buffer: no in-place form. */
+	if (ranges_meet(sendbuf, s.send_bytes, recvbuf, s.recv_bytes))
+		return -EINVAL;
+	return submit(comm, &s, count, dtype, COLLC_SUM, 0, ret_req);
+}
+
+/*
+ * Bytes from buf's start to the end of the furthest non-empty block of n
+ * (counts[p] elements at displs[p]); blocks of count 0 reach nowhere.
+ */
+static int extent_of(const size_t *counts, const size_t *displs, uint32_t n, uint64_t es,
+		     uint64_t *ret)
+{
+	uint64_t ext = 0, end;
+
+	for (uint32_t p = 0; p < n; p++) {
+		if (!counts[p])
+			continue;
+		if (__builtin_add_overflow((uint64_t)displs[p], (uint64_t)counts[p], &end) ||
+		    __builtin_mul_overflow(end, es, &end))
+			return -EINVAL;
+		if (end > ext)
+			ext = end;
+	}
+	*ret = ext;
+	return 0;
+}
+
+int collc_alltoallv(struct collc_comm *comm, const void *sendbuf, const size_t *sendcounts,
+		    const size_t *sdispls, void *recvbuf, const size_t *recvcounts,
+		    const size_t *rdispls, collc_dtype dtype, collc_req *ret_req)
+{
+	struct collc_sqe_args args;
+	struct sub s = { COLLC_OP_ALLTOALLV, sendbuf, recvbuf, 0, 0, &args, 0 };
+	uint64_t es = collc_dtype_bytes(dtype);
+	uint32_t n;
+
+	if (!comm || !sendcounts || !sdispls || !recvcounts || !rdispls || !es ||
+	    comm->nranks < 1 || (uint32_t)comm->nranks > COLLC_SQE_ARGS_RANKS)
+		return -EINVAL;
+	if (!comm->ctx->sqe_args)
+		return -EOPNOTSUPP; /* a collcd without the argument area */
+	n = (uint32_t)comm->nranks;
+	if (extent_of(sendcounts, sdispls, n, es, &s.send_bytes) < 0 ||
+	    extent_of(recvcounts, rdispls, n, es, &s.recv_bytes) < 0 ||
+	    ranges_meet(sendbuf, s.send_bytes, recvbuf, s.recv_bytes))
+		return -EINVAL;
+	for (uint32_t p = 0; p < n; p++) {
+		args.sendcounts[p] = sendcounts[p];
+		args.sdispls[p] = sendcounts[p] ? sdispls[p] : 0;
+		args.recvcounts[p] = recvcounts[p];
+		args.rdispls[p] = recvcounts[p] ? rdispls[p] : 0;
+	}
+	s.nargs = n;
+	return submit(comm, &s, 0, dtype, COLLC_SUM, 0, ret_req);
+}
+
+int collc_send(struct collc_comm *comm, const void *buf, size_t count, collc_dtype dtype, int peer,
+	       collc_req *ret_req)
+{
+	struct sub s = { COLLC_OP_SEND, buf, NULL, 0, 0, NULL, 0 };
+
+	if (!comm || peer < 0 || peer >= comm->nranks ||
+	    bytes_of(count, dtype, 1, &s.send_bytes) < 0)
+		return -EINVAL;
+	return submit(comm, &s, count, dtype, COLLC_SUM, peer, ret_req);
+}
+
+int collc_recv(struct collc_comm *comm, void *buf, size_t count, collc_dtype dtype, int peer,
+	       collc_req *ret_req)
+{
+	struct sub s = { COLLC_OP_RECV, NULL, buf, 0, 0, NULL, 0 };
+
+	if (!comm || peer < 0 || peer >= comm->nranks ||
+	    bytes_of(count, dtype, 1, &s.recv_bytes) < 0)
+		return -EINVAL;
+	return submit(comm, &s, count, dtype, COLLC_SUM, peer, ret_req);
 }

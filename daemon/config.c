@@ -36,6 +36,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->ll128_max_bytes = 4 << 20;
 	cfg->channel_min_bytes = 256 << 10;
 	cfg->rotate_channels = 0;
+	cfg->copy_push = 0;
 	cfg->cuda_lanes = 2;
 	cfg->cuda_idle_sleep_ns = 200;
 	cfg->cuda_trace = 0;
@@ -43,7 +44,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->net_timeout_ms = 2000;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
 			 CFG_AUTO_ONESHOT_LL_MAX_BYTES | CFG_AUTO_ONESHOT_MAX_BYTES |
-			 CFG_AUTO_TWOSHOT_MAX_BYTES | CFG_AUTO_ROTATE_CHANNELS;
+			 CFG_AUTO_TWOSHOT_MAX_BYTES | CFG_AUTO_ROTATE_CHANNELS | CFG_AUTO_COPY_PUSH;
 	/*
 	 * Spinning pays only with cores to spare: on a small host the spinners
 	 * take the cores from the threads they wait for (measured on 2 cores:
@@ -71,6 +72,8 @@ void cfg_resolve(const struct collc_config *cfg, const struct cfg_exec_defaults 
 		out->twoshot_max_bytes = d->twoshot_max_bytes;
 	if (cfg->auto_mask & CFG_AUTO_ROTATE_CHANNELS)
 		out->rotate_channels = d->rotate_channels;
+	if (cfg->auto_mask & CFG_AUTO_COPY_PUSH)
+		out->copy_push = d->copy_push;
 	out->max_channels = max_channels;
 	if (out->channels > max_channels)
 		out->channels = max_channels;
@@ -202,6 +205,12 @@ static const struct key_desc keys[] = {
 	 * rotate, host threads do not.
 	 */
 	KEY_AUTO("rotate_channels", K_U32, rotate_channels, 0, 1, CFG_AUTO_ROTATE_CHANNELS),
+	/*
+	 * All-to-all(v) and send/recv: 1: each rank's device writes into its
+	 * peers' receive buffers; 0: reads its peers' send buffers; auto: GPUs
+	 * write, host threads read. Memory peers cannot reach turns it.
+	 */
+	KEY_AUTO("copy_push", K_U32, copy_push, 0, 1, CFG_AUTO_COPY_PUSH),
 	/* Fixed at start. FIFOs per GPU: how many ranks of one communicator may share a GPU. */
 	KEY_FIXED("cuda_lanes", K_U32, cuda_lanes, 1, 4),
 	/* Fixed at start. An idle GPU channel block sleeps this long between polls; 0: spins. */
@@ -225,6 +234,7 @@ const char *const cfg_auto_keys[] = {
 	"oneshot_max_bytes",
 	"twoshot_max_bytes",
 	"rotate_channels",
+	"copy_push",
 	NULL,
 };
 

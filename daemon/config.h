@@ -19,6 +19,7 @@
 #define CFG_AUTO_ONESHOT_MAX_BYTES    (1u << 3)
 #define CFG_AUTO_TWOSHOT_MAX_BYTES    (1u << 4)
 #define CFG_AUTO_ROTATE_CHANNELS      (1u << 5)
+#define CFG_AUTO_COPY_PUSH            (1u << 6)
 
 struct collc_config {
 	uint32_t channels;             /* most channels one collective uses */
@@ -36,6 +37,7 @@ struct collc_config {
 	uint32_t sched_spin_us;        /* scheduler spins this long idle before it sleeps */
 	uint32_t exec_spin_us;         /* executor threads spin this long before they sleep */
 	uint32_t rotate_channels;      /* 1: consecutive collectives start on the next channels */
+	uint32_t copy_push; /* all-to-all, send/recv: 1: ranks write peers' buffers; 0: read them */
 	uint32_t cuda_lanes;           /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
 	uint32_t cuda_idle_sleep_ns; /* fixed at start: idle GPU channel blocks sleep between polls */
 	uint32_t cuda_trace;         /* fixed at start: 1: the grid times its hand-offs */
@@ -56,6 +58,7 @@ struct collc_config {
 struct cfg_exec_defaults {
 	uint32_t channels;
 	uint32_t rotate_channels;
+	uint32_t copy_push;
 	uint64_t channel_min_bytes;
 	uint64_t oneshot_ll_max_bytes;
 	uint64_t oneshot_max_bytes;

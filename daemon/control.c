@@ -341,6 +341,7 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	sh->cq_entries = COLLC_CQ_ENTRIES;
 	sh->sqes_off = COLLC_SHM_HDR_BYTES;
 	sh->cqes_off = COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe);
+	sh->args_off = COLLC_SHM_ARGS_OFF;
 	sh->size = COLLC_SHM_SIZE;
 	c = ctl_cmd_new(s, CMD_CLIENT_ADD, h->type, h->id, done_hello);
 	if (!c) {

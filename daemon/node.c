@@ -116,7 +116,7 @@ struct agree {
 	uint64_t seq;
 	struct node_coll d;
 	uint32_t ndesc, ndone;
-	uint8_t bad, used;
+	uint8_t bad, used; /* bad: 0, or the positive errno every rank gets */
 };
 
 enum { C_CONNECTING, C_AUTH, C_UP, C_CLOSED };
@@ -572,13 +572,14 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d)
 		a->d = *d;
 	} else if (a->d.opcode != d->opcode || a->d.dtype != d->dtype || a->d.count != d->count ||
 		   a->d.redop != d->redop || a->d.root != d->root) {
-		a->bad = 1;
+		a->bad = EINVAL;
 	}
-	if (d->bad)
-		a->bad = 1;
+	/* A daemon's own verdict (sched_launch.c net_verdict()); anything else is EINVAL. */
+	if (d->bad && !a->bad)
+		a->bad = d->bad == EOPNOTSUPP ? EOPNOTSUPP : EINVAL;
 	if (++a->ndesc < nc->ndaemons)
 		return 0;
-	go.err = a->bad ? -EINVAL : 0;
+	go.err = a->bad ? -(int)a->bad : 0;
 	if (a->bad)
 		log_warn("communicator %llu: collective %llu differs between daemons",
 			 (unsigned long long)nc->id, (unsigned long long)d->seq);

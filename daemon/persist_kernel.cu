@@ -30,7 +30,8 @@
  * src/device/: common.h (loads and stores, struct blk, waits),
  * reduce_kernel.h (the arithmetic), prims_simple.h / prims_ll.h /
  * prims_ll128.h (the payload movers) under prims.h (prim<flags>), ring.h,
- * oneshot.h (one-shot, two-shot), oneshot_ll.h. The algorithms' step
+ * oneshot.h (one-shot, two-shot), oneshot_ll.h, copy.h (all-to-all(v) and
+ * send/recv as copy lists). The algorithms' step
  * sequences and share arithmetic are proto/algo_ring.h and
  * proto/algo_oneshot.h, shared with the CPU executor.
  */
@@ -38,6 +39,7 @@
 #include <stdint.h>
 
 #include "daemon/cuda/device/common.h"
+#include "daemon/cuda/device/copy.h"
 #include "daemon/cuda/device/oneshot.h"
 #include "daemon/cuda/device/oneshot_ll.h"
 #include "daemon/cuda/device/ring.h"
@@ -86,6 +88,8 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 		b->state_of = b->it->comm_id;
 	}
 	b->revoked = b->revoked_of;
+	if (collc_copy_coll(b->it->coll))
+		return copy_run(b);
 	if (b->it->nranks == 1) {
 		single_rank(b, src, dst);
 		return 0;
@@ -369,6 +373,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		b.share = collc_item_share(b.it->chan_base, chan, a.nchannels);
 		if (a.trace)
 			t_item = globaltimer(); /* after the item's loads: share needs them */
+		b.copies = &a.fifo[lane]->copies[pos & (COLLC_FIFO_DEPTH - 1)];
 		b.t_alg = b.t_done = t_item;
 		b.t_ollwait = 0;
 		if (b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels &&

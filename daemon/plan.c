@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "daemon/plan.h"
+#include "proto/algo_copy.h"
 #include "proto/prims.h"
 #include "proto/shm.h"
 #include "proto/work.h"
@@ -8,6 +9,7 @@ int plan_algo_supported(int op, uint32_t algo)
 {
 	switch (algo) {
 	case COLLC_ALGO_RING:
+		return op > COLLC_OP_NOP && op < COLLC_OP_MAX && !collc_copy_coll((uint32_t)op);
 	case COLLC_ALGO_ONESHOT:
 		return op > COLLC_OP_NOP && op < COLLC_OP_MAX;
 	case COLLC_ALGO_TWOSHOT:
@@ -18,6 +20,8 @@ int plan_algo_supported(int op, uint32_t algo)
 
 int plan_proto_supported(int op, uint32_t algo, uint32_t proto)
 {
+	if (collc_copy_coll((uint32_t)op))
+		return algo == COLLC_ALGO_ONESHOT && proto == COLLC_PROTO_SIMPLE;
 	if (proto == COLLC_PROTO_SIMPLE)
 		return algo == COLLC_ALGO_RING || algo == COLLC_ALGO_ONESHOT ||
 		       algo == COLLC_ALGO_TWOSHOT;
@@ -104,6 +108,14 @@ uint8_t plan_pick_channels(const struct collc_config *cfg, uint64_t bytes)
 void plan_coll(const struct collc_config *cfg, int op, uint64_t bytes, uint32_t nranks,
 	       uint32_t flags, struct plan *out)
 {
+	if (collc_copy_coll((uint32_t)op)) {
+		/* Direct copies whatever algo and proto say; channels and their sizes still apply. */
+		out->algo = COLLC_ALGO_ONESHOT;
+		out->proto = COLLC_PROTO_SIMPLE;
+		out->nchannels = plan_pick_channels(cfg, bytes);
+		out->chunk_bytes = 0;
+		return;
+	}
 	out->algo = flags & PLAN_NO_PEER_READ ? COLLC_ALGO_RING
 					      : plan_pick_algo(cfg, op, bytes, nranks);
 	out->proto = plan_pick_proto(cfg, op, out->algo, bytes, nranks);

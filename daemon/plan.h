@@ -18,6 +18,10 @@
  * forced protocol that the size's algorithm cannot carry selects ring, which
  * runs them all. A communicator of one rank copies its input whatever the
  * plan says.
+ *
+ * All-to-all, all-to-allv, send and receive run as direct copies through peer
+ * memory (proto/algo_copy.h), reported as one-shot Simple whatever algo and
+ * proto force; channels, channel_min_bytes and rotate_channels apply.
  */
 #ifndef COLLCD_PLAN_H
 #define COLLCD_PLAN_H

@@ -50,8 +50,10 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 			sched.errors++;
 		sched_mr_put(sr->send_mr);
 		sched_mr_put(sr->recv_mr);
+		free(sr->v);
 		sr->client = NULL;
 		sr->send_mr = sr->recv_mr = NULL;
+		sr->v = NULL;
 	}
 	if (res == 0)
 		cm->completed++;
@@ -90,10 +92,11 @@ void sched_comm_revoke(struct comm *cm, int err)
 	if (cm->live)
 		log_info("communicator %llu revoked: %s", (unsigned long long)cm->id,
 			 strerror(-err));
-	if (cm->inflight && cm->exec_priv) {
-		cm->revoked_inflight = cm->inflight;
+	if ((cm->inflight || cm->p2p_inflight) && cm->exec_priv) {
+		cm->revoked_inflight = cm->inflight + cm->p2p_inflight;
 		sched.execs[cm->exec_idx].ex->comm_abort(cm->exec_priv);
 	}
+	sched_p2p_revoke(cm, err);
 	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {
 		struct slot *sl = sched_slot_of(cm, s);
 
@@ -144,9 +147,12 @@ void sched_comm_free(struct comm *cm)
 		for (uint32_t r = 0; r < cm->nranks; r++) {
 			sched_mr_put(sl->ranks[r].send_mr);
 			sched_mr_put(sl->ranks[r].recv_mr);
+			free(sl->ranks[r].v);
 			sl->ranks[r].send_mr = sl->ranks[r].recv_mr = NULL;
+			sl->ranks[r].v = NULL;
 		}
 	}
+	sched_p2p_free(cm);
 	if (cm->slots) {
 		free(cm->slots[0].ranks);
 		free(cm->slots);
@@ -168,7 +174,8 @@ void sched_collect(void)
 	while (*pc) {
 		struct comm *cm = *pc;
 
-		if ((cm->ready || cm->failed) && cm->live == 0 && cm->inflight == 0) {
+		if ((cm->ready || cm->failed) && cm->live == 0 && cm->inflight == 0 &&
+		    cm->p2p_inflight == 0) {
 			for (uint32_t r = 0; r < cm->nranks; r++)
 				if (cm->members[r])
 					cm->members[r]->comm = NULL;

@@ -55,6 +55,7 @@ struct sched_client {
 	struct collc_shm_hdr *hdr;
 	struct collc_sqe *sqes;
 	struct collc_cqe *cqes;
+	struct collc_sqe_args *args; /* per SQ slot, COLLC_SHM_ARGS_OFF */
 	uint32_t sq_entries;
 	uint32_t cq_entries;
 	uint32_t sq_head;     /* private; published to hdr->sq_head */
@@ -85,6 +86,7 @@ struct slot_rank {
 	struct collc_sqe sqe;
 	struct mr *send_mr, *recv_mr;
 	uint64_t fifo_pos;
+	uint64_t *v; /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (nranks each) */
 };
 
 struct slot {
@@ -106,6 +108,40 @@ struct slot {
 enum { NET_NONE, NET_ASKED, NET_GO, NET_EXECUTED, NET_DONE };
 
 #define COMM_WINDOW 1024u /* collectives one communicator may have open */
+
+/*
+ * One send or receive, waiting for its partner. The k-th send from rank s to
+ * rank r meets the k-th receive at r from s (pseq k of the pair).
+ */
+struct p2p_op {
+	struct p2p_op *next;
+	struct sched_client *client;
+	uint64_t user_data;
+	uint64_t t_ns; /* arrival: the timeout runs from here */
+	uint64_t pseq;
+	struct collc_sqe sqe;
+	struct mr *mr; /* the buffer; NULL for count 0 */
+	uint32_t rank; /* who posted it */
+	int err;       /* failed validation: it and its partner end with it */
+};
+
+/* A send and its receive, matched: one copy on one of the two ranks' devices. */
+struct p2p_xfer {
+	struct p2p_xfer *next;
+	struct p2p_op *send, *recv;
+	uint32_t dev; /* global device index that runs the copy */
+	uint8_t nchannels, chan_base;
+	uint64_t fifo_pos;
+	uint64_t coll_id;
+	uint64_t t_start_ns, bytes;
+};
+
+/* Per (sender, receiver) pair: posts so far, and how many of the other side timed out. */
+struct p2p_pair {
+	uint64_t sends, recvs;
+	uint64_t sends_expired; /* sends of pseq below this timed out: their receives fail */
+	uint64_t recvs_expired;
+};
 
 /* Per-client quotas: past them requests fail with -EDQUOT. */
 #define QUOTA_COMMS 256u
@@ -147,6 +183,16 @@ struct comm {
 	uint8_t net_nchan; /* channels every daemon runs it on */
 	uint8_t *local;
 	uint32_t nlocal; /* ranks that submit here */
+	/* Point to point (sched_p2p.c); pairs allocated at the first send or receive. */
+	struct p2p_pair *pairs;  /* nranks x nranks, [sender * nranks + receiver] */
+	struct p2p_op *p2p_wait; /* unmatched, oldest first */
+	struct p2p_op **p2p_wait_tail;
+	struct p2p_xfer *p2p_ready; /* matched, not launched, oldest first */
+	struct p2p_xfer **p2p_ready_tail;
+	struct p2p_xfer *p2p_run; /* launched */
+	uint32_t p2p_waiting;     /* ops on p2p_wait */
+	uint32_t p2p_queued;      /* xfers on p2p_ready */
+	uint64_t p2p_inflight;    /* xfers on p2p_run */
 };
 
 static inline int comm_rank_local(const struct comm *cm, uint32_t r)
@@ -206,6 +252,9 @@ void sched_post_cqe(struct sched_client *c, uint64_t user_data, int res);
 void sched_flush_cqs(void);
 int sched_cq_room(const struct sched_client *c);
 int sched_drain_sq(struct sched_client *c);
+/* A reference on the registration holding [off, off + len) of handle id (none for 0 bytes). */
+int sched_resolve_buf(struct sched_client *c, uint32_t id, uint64_t off, uint64_t len,
+		      struct mr **ret);
 
 /* sched_mr.c: registrations */
 void sched_mr_free_mem(const struct exec_backend *ex, void *exec_mem, void *addr, uint64_t size);
@@ -229,7 +278,27 @@ void sched_client_gone(struct sched_client *c);
 void sched_net_cmd(struct sched_cmd *cmd);
 struct member *sched_member_of(struct sched_client *c, uint32_t handle);
 
+/* sched_p2p.c: sends and receives */
+void sched_p2p_take(struct sched_client *c, struct member *mb, const struct collc_sqe *e);
+int sched_p2p_launch(struct comm *cm, const struct collc_config *cfg);
+int sched_p2p_launch_unblocked(const struct comm *cm);
+int sched_p2p_reap(struct comm *cm);
+int sched_p2p_done_visible(const struct comm *cm);
+int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now);
+void sched_p2p_revoke(struct comm *cm, int err);
+void sched_p2p_free(struct comm *cm);
+uint64_t sched_p2p_lagging(const struct comm *cm);
+
 /* sched_launch.c: launch, reap, timeouts */
+int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchannels);
+/*
+ * Direction of a copy list (proto/algo_copy.h): 1 push (ranks write their
+ * peers' receive buffers), 0 pull (they read their peers' send buffers): the
+ * config's preference unless memory peers cannot reach (EXEC_MEM_NO_PEER_READ)
+ * decides; -EOPNOTSUPP when such memory is on both sides.
+ */
+int sched_copy_push(int prefer_push, int closed_send, int closed_recv);
+void sched_record_latency(uint64_t t_start_ns, uint64_t bytes);
 int sched_fifo_has_room(uint32_t dev);
 int sched_slot_executed(const struct comm *cm, const struct slot *sl);
 int sched_launch_ready(void);

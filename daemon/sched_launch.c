@@ -15,6 +15,7 @@
 #include "daemon/node.h"
 #include "daemon/sched_int.h"
 #include "daemon/plan.h"
+#include "proto/algo_copy.h"
 #include "proto/dtype.h"
 
 /* FIFOs */
@@ -85,7 +86,7 @@ static void batch_publish_all(void)
 }
 
 /* Have the channels [base, base + nchannels) mod C of dev passed position pos? */
-static int coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchannels)
+int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchannels)
 {
 	struct collc_work_fifo *f = sched.fifos[dev].f;
 	uint32_t max = fifo_channels(&sched.fifos[dev]);
@@ -102,18 +103,54 @@ int sched_slot_executed(const struct comm *cm, const struct slot *sl)
 {
 	for (uint32_t r = 0; r < cm->nranks; r++)
 		if (comm_rank_local(cm, r) &&
-		    !coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base, sl->nchannels))
+		    !sched_coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base,
+					sl->nchannels))
 			return 0;
 	return 1;
 }
 
-static int64_t rank_bytes(const struct collc_sqe *e, uint32_t nranks)
+/* All-to-allv: the most bytes one rank receives. */
+static uint64_t alltoallv_bytes(const struct slot *sl, uint32_t nranks)
 {
+	uint64_t es = collc_dtype_bytes(sl->ranks[0].sqe.dtype), most = 0;
+
+	for (uint32_t r = 0; r < nranks; r++) {
+		const uint64_t *recvcounts = sl->ranks[r].v + 2 * nranks;
+		uint64_t sum = 0;
+
+		/* Each count fits its registration in bytes; their sum may still wrap: saturate. */
+		for (uint32_t p = 0; p < nranks; p++)
+			if (__builtin_add_overflow(sum, recvcounts[p] * es, &sum))
+				sum = UINT64_MAX;
+		if (sum > most)
+			most = sum;
+	}
+	return most;
+}
+
+static int64_t rank_bytes(const struct slot *sl, uint32_t nranks)
+{
+	const struct collc_sqe *e = &sl->ranks[0].sqe;
 	uint64_t b = e->count * collc_dtype_bytes(e->dtype);
 
-	if (e->opcode == COLLC_OP_ALLGATHER || e->opcode == COLLC_OP_REDUCE_SCATTER)
+	if (e->opcode == COLLC_OP_ALLTOALLV)
+		return (int64_t)alltoallv_bytes(sl, nranks);
+	if (e->opcode == COLLC_OP_ALLGATHER || e->opcode == COLLC_OP_REDUCE_SCATTER ||
+	    e->opcode == COLLC_OP_ALLTOALL)
 		b *= nranks;
 	return (int64_t)b;
+}
+
+/* All-to-allv: rank i sends rank j what rank j expects from rank i, for every i and j. */
+static int alltoallv_agree(const struct comm *cm, const struct slot *sl)
+{
+	const uint32_t n = cm->nranks;
+
+	for (uint32_t i = 0; i < n; i++)
+		for (uint32_t j = 0; j < n; j++)
+			if (sl->ranks[i].v[j] != sl->ranks[j].v[2 * n + i])
+				return 0;
+	return 1;
 }
 
 /* The ranks agree on what they run; otherwise every one of them fails. */
@@ -141,12 +178,15 @@ static int slot_consistent(const struct comm *cm, const struct slot *sl)
 		    sr->sqe.dtype != a->dtype)
 			return -EINVAL;
 		if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST &&
+		    a->opcode != COLLC_OP_ALLTOALL && a->opcode != COLLC_OP_ALLTOALLV &&
 		    sr->sqe.redop != a->redop)
 			return -EINVAL;
 		if ((a->opcode == COLLC_OP_BROADCAST || a->opcode == COLLC_OP_REDUCE) &&
 		    sr->sqe.root != a->root)
 			return -EINVAL;
 	}
+	if (a->opcode == COLLC_OP_ALLTOALLV && !alltoallv_agree(cm, sl))
+		return -EINVAL;
 	return 0;
 }
 
@@ -179,6 +219,20 @@ static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl, ui
 	return flags;
 }
 
+/*
+ * This daemon's verdict on a collective of a communicator spanning daemons:
+ * 0, EINVAL (its ranks disagree), or EOPNOTSUPP (all-to-all across daemons
+ * is not built yet). The root ends the collective on every rank with it.
+ */
+static uint32_t net_verdict(const struct comm *cm, const struct slot *sl)
+{
+	if (slot_consistent(cm, sl))
+		return EINVAL;
+	if (collc_copy_coll(sl->ranks[first_local(cm)].sqe.opcode))
+		return EOPNOTSUPP;
+	return 0;
+}
+
 /* Across daemons the root compares every daemon's view first (CMD_NET_GO). */
 static void net_ask(struct comm *cm, struct slot *sl)
 {
@@ -187,7 +241,7 @@ static void net_ask(struct comm *cm, struct slot *sl)
 			       .opcode = a->opcode,
 			       .dtype = a->dtype,
 			       .count = a->count,
-			       .bad = slot_consistent(cm, sl) != 0 };
+			       .bad = net_verdict(cm, sl) };
 
 	if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST)
 		d.redop = a->redop;
@@ -233,6 +287,71 @@ static void net_report_ahead(struct comm *cm)
 	}
 }
 
+int sched_copy_push(int prefer_push, int closed_send, int closed_recv)
+{
+	if (closed_send && closed_recv)
+		return -EOPNOTSUPP;
+	if (closed_send || closed_recv)
+		return closed_send;
+	return prefer_push;
+}
+
+/* All-to-all(v)'s direction: sched_copy_push() over every rank's buffers. */
+static int alltoall_push(const struct comm *cm, const struct slot *sl, int prefer_push)
+{
+	int closed_send = 0, closed_recv = 0;
+
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		closed_send |= sr->send_mr && (sr->send_mr->flags & EXEC_MEM_NO_PEER_READ);
+		closed_recv |= sr->recv_mr && (sr->recv_mr->flags & EXEC_MEM_NO_PEER_READ);
+	}
+	return sched_copy_push(prefer_push, closed_send, closed_recv);
+}
+
+/*
+ * Rank i's block for rank j in i's send buffer and j's block from i in j's
+ * receive buffer (elements), and its length, of an all-to-all(v).
+ */
+static void a2a_block(const struct comm *cm, const struct slot *sl, uint32_t i, uint32_t j,
+		      uint64_t *ret_soff, uint64_t *ret_roff, uint64_t *ret_n)
+{
+	const uint32_t n = cm->nranks;
+	const struct collc_sqe *e = &sl->ranks[i].sqe;
+
+	if (e->opcode == COLLC_OP_ALLTOALL) {
+		*ret_soff = (uint64_t)j * e->count;
+		*ret_roff = (uint64_t)i * e->count;
+		*ret_n = e->count;
+		return;
+	}
+	*ret_soff = sl->ranks[i].v[n + j];
+	*ret_roff = sl->ranks[j].v[3 * n + i];
+	*ret_n = sl->ranks[i].v[j]; /* == rank j's recvcounts[i] (alltoallv_agree()) */
+}
+
+/* Rank r's copy list of an all-to-all(v): pull from, or push to, every rank. */
+static void a2a_copies(const struct comm *cm, const struct slot *sl, uint32_t r, int push,
+		       struct collc_work_copy *c)
+{
+	const uint64_t es = collc_dtype_bytes(sl->ranks[0].sqe.dtype);
+
+	for (uint32_t p = 0; p < cm->nranks; p++) {
+		uint32_t from = push ? r : p, to = push ? p : r;
+		const struct slot_rank *s = &sl->ranks[from], *d = &sl->ranks[to];
+		uint64_t soff, roff, n;
+
+		a2a_block(cm, sl, from, to, &soff, &roff, &n);
+		/* Checked against both registrations at submission: sqe_check(). */
+		c[p].bytes = n * es;
+		c[p].src = n ? (uint64_t)(uintptr_t)s->send_mr->addr + s->sqe.send_off + soff * es
+			     : 0;
+		c[p].dst = n ? (uint64_t)(uintptr_t)d->recv_mr->addr + d->sqe.recv_off + roff * es
+			     : 0;
+	}
+}
+
 /* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
 static int launch(struct comm *cm, struct slot *sl)
 {
@@ -241,7 +360,7 @@ static int launch(struct comm *cm, struct slot *sl)
 	const struct collc_config *cfg = &se->cfg;
 	uint32_t maxch = se->ex->max_channels;
 	struct plan p;
-	int err;
+	int err, push = 0;
 
 	if (cm->local && sl->net == NET_NONE) {
 		net_ask(cm, sl);
@@ -250,6 +369,11 @@ static int launch(struct comm *cm, struct slot *sl)
 	if (cm->local && sl->net != NET_GO)
 		return 0;
 	err = slot_consistent(cm, sl);
+	if (!err && collc_copy_coll(a->opcode) && cm->nranks > 1) {
+		push = alltoall_push(cm, sl, (int)cfg->copy_push);
+		if (push < 0)
+			err = push;
+	}
 	if (err) {
 		sched_slot_finish(cm, sl, err);
 		return 1;
@@ -257,7 +381,7 @@ static int launch(struct comm *cm, struct slot *sl)
 	for (uint32_t r = 0; r < cm->nranks; r++)
 		if (comm_rank_local(cm, r) && !sched_fifo_has_room(cm->devs[r]))
 			return 0;
-	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(a, cm->nranks), cm->nranks,
+	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(sl, cm->nranks), cm->nranks,
 		  slot_plan_flags(cm, sl, se->ex->caps), &p);
 	if (cm->local) {
 		/* Every daemon runs the same ring: Simple, the agreed channels, the default chunk. */
@@ -276,7 +400,7 @@ static int launch(struct comm *cm, struct slot *sl)
 	}
 	sl->algo = p.algo;
 	sl->proto = p.proto;
-	sl->bytes = (uint64_t)rank_bytes(a, cm->nranks);
+	sl->bytes = (uint64_t)rank_bytes(sl, cm->nranks);
 	sl->t_start_ns = now_ns();
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		struct slot_rank *sr = &sl->ranks[r];
@@ -307,6 +431,9 @@ static int launch(struct comm *cm, struct slot *sl)
 		it->coll_id = sl->coll_id;
 		it->t_forward = 0;
 		it->batch_last = 0;
+		if (collc_copy_coll(it->coll))
+			a2a_copies(cm, sl, r, push,
+				   fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
 		sr->fifo_pos = fh->tail;
 		batch_add(fh);
 	}
@@ -345,6 +472,8 @@ int sched_launch_ready(void)
 			cm->next_launch++;
 			progress = 1;
 		}
+		if (cm->ready && cm->p2p_ready)
+			progress |= sched_p2p_launch(cm, &sched.execs[cm->exec_idx].cfg);
 		sched_comm_advance_done(cm);
 	}
 	batch_publish_all();
@@ -370,6 +499,7 @@ int sched_expire(const struct collc_config *cfg, uint64_t now)
 
 		if (!cm->ready || !cm->slots || !ms || cm->revoked)
 			continue;
+		progress |= sched_p2p_expire(cm, ms, now);
 		sl = sched_slot_of(cm, cm->next_launch);
 		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
 		    now - sl->t_first_ns < (uint64_t)ms * 1000000)
@@ -405,6 +535,8 @@ int sched_timers_armed(const struct collc_config *cfg)
 
 		if (!cm->ready || !cm->slots || !comm_timeout_ms(cfg, cm))
 			continue;
+		if (cm->p2p_wait)
+			return 1;
 		sl = sched_slot_of(cm, cm->next_launch);
 		if (sl->seq == cm->next_launch && sl->state == SLOT_ARRIVING)
 			return 1;
@@ -412,12 +544,12 @@ int sched_timers_armed(const struct collc_config *cfg)
 	return 0;
 }
 
-static void record_latency(const struct slot *sl)
+void sched_record_latency(uint64_t t_start_ns, uint64_t bytes)
 {
-	uint64_t ns = now_ns() - sl->t_start_ns;
+	uint64_t ns = now_ns() - t_start_ns;
 	uint32_t cls = 0, b = 0;
 
-	for (uint64_t x = sl->bytes; x >= 1024 && cls < 7; x >>= 4)
+	for (uint64_t x = bytes; x >= 1024 && cls < 7; x >>= 4)
 		cls++;
 	for (uint64_t us = ns / 1000; us && b < 16; us >>= 1)
 		b++;
@@ -433,6 +565,8 @@ int sched_reap(void)
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
 		if (cm->local && cm->inflight && !cm->revoked)
 			net_report_ahead(cm);
+		if (cm->p2p_run)
+			progress |= sched_p2p_reap(cm);
 		while (cm->inflight) {
 			struct slot *sl = sched_slot_of(cm, cm->next_done);
 
@@ -458,7 +592,7 @@ int sched_reap(void)
 				/* Abandoned in the executor (or finished just before): not a result. */
 				sched_slot_finish(cm, sl, cm->revoked);
 			} else {
-				record_latency(sl);
+				sched_record_latency(sl->t_start_ns, sl->bytes);
 				sched_slot_finish(cm, sl, 0);
 			}
 			sched_comm_advance_done(cm);

@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "daemon/log.h"
 #include "daemon/sched_int.h"
 #include "daemon/sqe_check.h"
+#include "proto/dtype.h"
 
 void sched_post_cqe(struct sched_client *c, uint64_t user_data, int res)
 {
@@ -55,8 +57,8 @@ void sched_flush_cqs(void)
 	}
 }
 
-static int resolve_buf(struct sched_client *c, uint32_t id, uint64_t off, uint64_t len,
-		       struct mr **ret)
+int sched_resolve_buf(struct sched_client *c, uint32_t id, uint64_t off, uint64_t len,
+		      struct mr **ret)
 {
 	struct mr *m;
 	uint64_t end;
@@ -73,18 +75,63 @@ static int resolve_buf(struct sched_client *c, uint32_t id, uint64_t off, uint64
 	return 0;
 }
 
+/*
+ * All-to-allv: its counts and displacements, copied out of the SQE's slot of
+ * the argument area (the client may rewrite that any time), into sr->v.
+ */
+static int args_take(struct sched_client *c, uint32_t idx, uint32_t nranks, struct slot_rank *sr)
+{
+	const struct collc_sqe_args *a = &c->args[idx & (c->sq_entries - 1)];
+	size_t n = (size_t)nranks * sizeof(uint64_t);
+
+	sr->v = malloc(4 * n);
+	if (!sr->v)
+		return -ENOMEM;
+	memcpy(sr->v, a->sendcounts, n);
+	memcpy(sr->v + nranks, a->sdispls, n);
+	memcpy(sr->v + 2 * nranks, a->recvcounts, n);
+	memcpy(sr->v + 3 * nranks, a->rdispls, n);
+	compiler_barrier();
+	return 0;
+}
+
+/* Do a rank's two buffers share a byte? All-to-all's peers read one while it writes the other. */
+static int bufs_meet(const struct collc_sqe *e, uint64_t send, uint64_t recv)
+{
+	return send && recv && e->send_mr == e->recv_mr && e->send_off < e->recv_off + recv &&
+	       e->recv_off < e->send_off + send;
+}
+
 /* Validates a copied SQE against the client's own registrations. */
 static int sqe_check(struct sched_client *c, const struct collc_sqe *e, const struct member *mb,
-		     struct slot_rank *sr)
+		     uint32_t idx, struct slot_rank *sr)
 {
+	uint32_t n = mb->comm->nranks;
 	uint64_t send = 0, recv = 0;
-	int r = sqe_validate(e, mb->comm->nranks, mb->rank, &send, &recv);
+	int r = sqe_validate(e, n, mb->rank, &send, &recv);
 
 	if (r < 0)
 		return r;
-	r = resolve_buf(c, e->send_mr, e->send_off, send, &sr->send_mr);
+	if (e->opcode == COLLC_OP_ALLTOALLV) {
+		struct collc_sqe_args a;
+
+		r = args_take(c, idx, n, sr);
+		if (r < 0)
+			return r;
+		memcpy(a.sendcounts, sr->v, n * sizeof(uint64_t));
+		memcpy(a.sdispls, sr->v + n, n * sizeof(uint64_t));
+		memcpy(a.recvcounts, sr->v + 2 * n, n * sizeof(uint64_t));
+		memcpy(a.rdispls, sr->v + 3 * n, n * sizeof(uint64_t));
+		r = sqe_validate_args(&a, n, collc_dtype_bytes(e->dtype), &send, &recv);
+		if (r < 0)
+			return r;
+	}
+	if ((e->opcode == COLLC_OP_ALLTOALL || e->opcode == COLLC_OP_ALLTOALLV) &&
+	    bufs_meet(e, send, recv))
+		return -EINVAL;
+	r = sched_resolve_buf(c, e->send_mr, e->send_off, send, &sr->send_mr);
 	if (r == 0)
-		r = resolve_buf(c, e->recv_mr, e->recv_off, recv, &sr->recv_mr);
+		r = sched_resolve_buf(c, e->recv_mr, e->recv_off, recv, &sr->recv_mr);
 	if (r < 0) {
 		sched_mr_put(sr->send_mr);
 		sr->send_mr = NULL;
@@ -96,7 +143,7 @@ static int sqe_check(struct sched_client *c, const struct collc_sqe *e, const st
  * Takes one SQE. Returns 0 when consumed, -EAGAIN when it must stay in the
  * ring for now (its communicator's window is full).
  */
-static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
+static int take_sqe(struct sched_client *c, const struct collc_sqe *e, uint32_t idx)
 {
 	struct member *mb = NULL;
 	struct comm *cm;
@@ -105,7 +152,11 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
 
 	if (e->comm >= 1 && e->comm <= c->nmembers)
 		mb = c->members[e->comm - 1];
-	if (!mb || mb->left || e->seq != mb->next_seq) {
+	if (mb && !mb->left && mb->comm && COLLC_OP_IS_P2P(e->opcode) && e->seq == 0) {
+		sched_p2p_take(c, mb, e);
+		return 0;
+	}
+	if (!mb || mb->left || e->seq != mb->next_seq || COLLC_OP_IS_P2P(e->opcode)) {
 		/* Not a collective of any communicator: only this client hears of it. */
 		c->bad++;
 		c->outstanding++;
@@ -145,7 +196,7 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e)
 	sr->client = c;
 	sr->user_data = e->user_data;
 	sr->sqe = *e;
-	sr->err = sqe_check(c, e, mb, sr);
+	sr->err = sqe_check(c, e, mb, idx, sr);
 	if (sr->err) {
 		c->bad++;
 		sched.bad++;
@@ -191,7 +242,7 @@ int sched_drain_sq(struct sched_client *c)
 		/* Copied once: a client rewriting the entry now changes nothing. */
 		memcpy(&e, &c->sqes[c->sq_head & (c->sq_entries - 1)], sizeof(e));
 		compiler_barrier();
-		if (take_sqe(c, &e) == -EAGAIN) {
+		if (take_sqe(c, &e, c->sq_head) == -EAGAIN) {
 			c->stall = STALL_WINDOW;
 			break;
 		}

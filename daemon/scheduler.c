@@ -126,7 +126,7 @@ static void publish_counters(void)
 		nclients += !c->gone;
 	for (struct comm *c = sched.comms; c; c = c->next) {
 		ncomms++;
-		inflight += (uint32_t)c->inflight;
+		inflight += (uint32_t)(c->inflight + c->p2p_inflight);
 	}
 	store_relaxed(&shared_counters.submitted, sched.submitted);
 	store_relaxed(&shared_counters.completed, sched.completed);
@@ -151,9 +151,10 @@ static uint64_t lagging_mask(const struct comm *cm)
 
 	if (!cm->ready || !cm->slots)
 		return 0;
+	mask = sched_p2p_lagging(cm);
 	sl = &cm->slots[cm->next_launch % COMM_WINDOW];
 	if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING)
-		return 0;
+		return mask;
 	/* Across daemons only this collcd's ranks are seen here. */
 	for (uint32_t r = 0; r < cm->nranks; r++)
 		if (comm_rank_local(cm, r) && !sl->ranks[r].client)
@@ -230,10 +231,10 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 		v->backend = sched.execs[cm->exec_idx].ex->name;
 		v->nranks = cm->nranks;
 		v->live = cm->live;
-		v->pending = sched_slot_pending_count(cm);
+		v->pending = sched_slot_pending_count(cm) + cm->p2p_waiting + cm->p2p_queued;
 		v->revoked = cm->revoked;
 		v->timeout_ms = cm->timeout_ms == UINT32_MAX ? -1 : (int32_t)cm->timeout_ms;
-		v->inflight = cm->inflight;
+		v->inflight = cm->inflight + cm->p2p_inflight;
 		v->completed = cm->completed;
 		v->errors = cm->errors;
 		v->revoked_inflight = cm->revoked_inflight;
@@ -262,6 +263,7 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 	s->batch_items = sched.batch_items;
 	memcpy(s->by_algo, sched.by_algo, sizeof(s->by_algo));
 	memcpy(s->by_proto, sched.by_proto, sizeof(s->by_proto));
+	memcpy(s->by_op, sched.by_op, sizeof(s->by_op));
 	memcpy(s->lat_buckets, sched.lat_buckets, sizeof(s->lat_buckets));
 	memcpy(s->lat_count, sched.lat_count, sizeof(s->lat_count));
 	memcpy(s->lat_sum_ns, sched.lat_sum_ns, sizeof(s->lat_sum_ns));
@@ -324,6 +326,8 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		c->bad_tail = UINT64_MAX;
 		c->sqes = (struct collc_sqe *)((char *)c->shm + c->hdr->sqes_off);
 		c->cqes = (struct collc_cqe *)((char *)c->shm + c->hdr->cqes_off);
+		/* Our own constant, not the header's copy: the client can scribble that. */
+		c->args = (struct collc_sqe_args *)((char *)c->shm + COLLC_SHM_ARGS_OFF);
 		c->event_fd = -1;
 		c->next = sched.clients;
 		sched.clients = c;
@@ -476,6 +480,11 @@ static int completion_visible(int *ret_inflight)
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
 		const struct slot *sl;
 
+		if (cm->p2p_inflight) {
+			*ret_inflight = 1;
+			if (sched_p2p_done_visible(cm))
+				return 1;
+		}
 		if (!cm->inflight)
 			continue;
 		*ret_inflight = 1;
@@ -499,6 +508,8 @@ static int launch_unblocked(void)
 
 		if (!cm->ready || !cm->slots)
 			continue;
+		if (sched_p2p_launch_unblocked(cm))
+			return 1;
 		sl = sched_slot_of(cm, cm->next_launch);
 		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
 		    sl->arrived < cm->nlocal || (cm->local && sl->net != NET_GO))

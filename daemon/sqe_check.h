@@ -15,5 +15,14 @@
  */
 int sqe_validate(const struct collc_sqe *e, uint32_t nranks, uint32_t rank, uint64_t *ret_send,
 		 uint64_t *ret_recv);
+/*
+ * All-to-allv's counts and displacements (elements, the first nranks of each
+ * array, already copied out of shared memory; es the element size): the bytes
+ * its send and receive buffers must hold, from the buffer's start to the end
+ * of the furthest block of nonzero count. Returns 0 or -EINVAL (nranks out of
+ * range, or a block's end overflows).
+ */
+int sqe_validate_args(const struct collc_sqe_args *a, uint32_t nranks, uint32_t es,
+		      uint64_t *ret_send, uint64_t *ret_recv);
 
 #endif

@@ -94,6 +94,20 @@ static uint64_t fifo_low(const struct status_device *d)
 }
 
 /* A comm's or the totals' launch counts, as JSON members. */
+static const char *const op_names[COLLC_OP_MAX] = {
+	"nop",    "allreduce", "allgather", "reduce_scatter", "broadcast",
+	"reduce", "alltoall",  "alltoallv", "send",           "recv",
+};
+_Static_assert(COLLC_OP_MAX == 10, "op_names follows COLLC_OP_*");
+
+static void print_by_op(struct sbuf *b, const uint64_t *by_op)
+{
+	sb_printf(b, ", \"by_op\": {");
+	for (uint32_t o = 1; o < COLLC_OP_MAX; o++)
+		sb_printf(b, "%s\"%s\": %" PRIu64, o > 1 ? ", " : "", op_names[o], by_op[o]);
+	sb_printf(b, "}");
+}
+
 static void print_by_algo_proto(struct sbuf *b, const uint64_t *by_algo, const uint64_t *by_proto)
 {
 	sb_printf(b,
@@ -145,11 +159,12 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 			  "%s\n  {\"name\": \"%s\", \"devices\": %u, \"max_channels\": %u, "
 			  "\"channels\": %u, \"channel_min_bytes\": %" PRIu64
 			  ", \"oneshot_ll_max_bytes\": %" PRIu64 ", \"oneshot_max_bytes\": %" PRIu64
-			  ", \"twoshot_max_bytes\": %" PRIu64 ", \"rotate_channels\": %u}",
+			  ", \"twoshot_max_bytes\": %" PRIu64
+			  ", \"rotate_channels\": %u, \"copy_push\": %u}",
 			  e ? "," : "", x->name, x->ndevices, x->max_channels, x->cfg.channels,
 			  x->cfg.channel_min_bytes, x->cfg.oneshot_ll_max_bytes,
 			  x->cfg.oneshot_max_bytes, x->cfg.twoshot_max_bytes,
-			  x->cfg.rotate_channels);
+			  x->cfg.rotate_channels, x->cfg.copy_push);
 	}
 	sb_printf(b, "],\n \"clients\": [");
 	for (uint32_t i = 0; i < s->nclients; i++) {
@@ -209,6 +224,7 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
 		  s->batch_items);
 	print_by_algo_proto(b, s->by_algo, s->by_proto);
+	print_by_op(b, s->by_op);
 	sb_printf(b, "},\n \"net\": ");
 	print_net(b, 1);
 	sb_printf(b, "}\n");
@@ -357,6 +373,11 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 	for (uint32_t p = 1; p < COLLC_PROTO_MAX; p++)
 		sb_printf(&b, "collc_collectives_by_proto_total{proto=\"%s\"} %" PRIu64 "\n",
 			  cfg_proto_name(p), s->by_proto[p]);
+	metric_head(&b, "collc_collectives_by_op_total", "counter",
+		    "Collectives launched per operation (a matched send/recv counts in both).");
+	for (uint32_t o = 1; o < COLLC_OP_MAX; o++)
+		sb_printf(&b, "collc_collectives_by_op_total{op=\"%s\"} %" PRIu64 "\n", op_names[o],
+			  s->by_op[o]);
 	for (size_t g = 0; g < sizeof(client_gauges) / sizeof(client_gauges[0]); g++) {
 		const struct client_gauge *cg = &client_gauges[g];
 

@@ -12,6 +12,7 @@
 
 #include "daemon/config.h"
 #include "daemon/exec.h"
+#include "proto/shm.h"
 #include "proto/work.h"
 
 struct status_client {
@@ -67,6 +68,7 @@ struct status_snapshot {
 	uint64_t batches, batch_items; /* work batches published, and the items they held */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
+	uint64_t by_op[COLLC_OP_MAX]; /* launched, per COLLC_OP_* (a send/recv pair counts in both) */
 	uint64_t lat_buckets[8][17]; /* size class x log2(us) bucket; 16: beyond */
 	uint64_t lat_count[8];
 	uint64_t lat_sum_ns[8];

@@ -118,6 +118,37 @@ COLLC_EXPORT int collc_reduce(struct collc_comm *comm, const void *sendbuf, void
 			      collc_req *ret_req);
 
 /*
+ * All-to-all: block p (count elements) of sendbuf goes to rank p, whose block
+ * r of recvbuf receives it from rank r. Both buffers hold nranks * count
+ * elements and must not overlap (no in-place form).
+ */
+COLLC_EXPORT int collc_alltoall(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+				size_t count, collc_dtype dtype, collc_req *ret_req);
+/*
+ * All-to-all with per-rank counts and displacements (elements, nranks of
+ * each): sendcounts[p] elements at sendbuf + sdispls[p] go to rank p, and
+ * recvcounts[p] elements from rank p land at recvbuf + rdispls[p]. Rank i's
+ * sendcounts[j] must equal rank j's recvcounts[i], else every rank's call ends
+ * with -EINVAL. The arrays are copied at the call; the buffers must not
+ * overlap. Counts may be 0.
+ */
+COLLC_EXPORT int collc_alltoallv(struct collc_comm *comm, const void *sendbuf,
+				 const size_t *sendcounts, const size_t *sdispls, void *recvbuf,
+				 const size_t *recvcounts, const size_t *rdispls, collc_dtype dtype,
+				 collc_req *ret_req);
+/*
+ * Point to point: sends and receives between two ranks match in the order
+ * each posted them (per sender, receiver and communicator, as in NCCL). A
+ * send and its receive with different counts or dtypes end with -EINVAL on
+ * both; a peer that never posts is covered by the communicator's timeout;
+ * peer may be the caller itself.
+ */
+COLLC_EXPORT int collc_send(struct collc_comm *comm, const void *buf, size_t count,
+			    collc_dtype dtype, int peer, collc_req *ret_req);
+COLLC_EXPORT int collc_recv(struct collc_comm *comm, void *buf, size_t count, collc_dtype dtype,
+			    int peer, collc_req *ret_req);
+
+/*
  * Returns the collective's own status: 0, or for example -ETIMEDOUT, -EPIPE
  * (a peer rank died), -ECANCELED (the communicator was aborted). timeout_ms -1
  * waits without limit; a wait that runs out returns -EAGAIN and the request

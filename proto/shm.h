@@ -6,6 +6,8 @@
  *   [0, 4096)        struct collc_shm_hdr (ring indices on separate lines)
  *   [sqes, +64*SQ)   submission entries, written by the client
  *   [cqes, +16*CQ)   completion entries, written by collcd
+ *   [args, +2K*SQ)   per-SQE arguments too large for an SQE (struct
+ *                    collc_sqe_args), written by the client with its SQE
  *
  * Indexes are free running 32-bit counters; only (index & (entries - 1))
  * indexes an array. collcd trusts none of it: it reads the SQ tail once per
@@ -23,7 +25,12 @@
 #include <stdint.h>
 
 #define COLLC_SHM_MAGIC   0x434f4c53u /* "COLS" */
-#define COLLC_SHM_VERSION 1u
+/*
+ * Version history:
+ *   1  header, SQ, CQ
+ *   2  the SQE argument area (args_off): alltoallv's counts and displacements
+ */
+#define COLLC_SHM_VERSION 2u
 #define COLLC_SQ_ENTRIES  1024u
 #define COLLC_CQ_ENTRIES  4096u /* >= SQ entries: collcd keeps inflight <= CQ entries */
 #define COLLC_CACHELINE   64
@@ -42,7 +49,8 @@ struct collc_shm_hdr {
 	uint32_t sqes_off;
 	uint32_t cqes_off;
 	uint64_t size;
-	uint32_t reserved0[8];
+	uint32_t args_off; /* struct collc_sqe_args of SQ slot i at args_off + i * sizeof */
+	uint32_t reserved0[7];
 
 	/* Written by collcd, read by the client. */
 	uint32_t sq_head __attribute__((aligned(COLLC_CACHELINE)));
@@ -65,6 +73,7 @@ struct collc_shm_hdr {
 };
 _Static_assert(sizeof(struct collc_shm_hdr) == 320, "shm_hdr size");
 _Static_assert(offsetof(struct collc_shm_hdr, size) == 24, "shm_hdr.size");
+_Static_assert(offsetof(struct collc_shm_hdr, args_off) == 32, "shm_hdr.args_off");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_head) == 64, "shm_hdr.sq_head");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_flags) == 68, "shm_hdr.sq_flags");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_dropped) == 72, "shm_hdr.sq_dropped");
@@ -80,8 +89,15 @@ enum {
 	COLLC_OP_REDUCE_SCATTER,
 	COLLC_OP_BROADCAST,
 	COLLC_OP_REDUCE,
+	COLLC_OP_ALLTOALL,  /* count elements to and from each rank */
+	COLLC_OP_ALLTOALLV, /* counts and displacements in the SQE's collc_sqe_args */
+	COLLC_OP_SEND,      /* root: the receiving rank; seq 0 (pairs match in order) */
+	COLLC_OP_RECV,      /* root: the sending rank; seq 0 */
 	COLLC_OP_MAX,
 };
+
+/* Point-to-point operations, matched per (sender, receiver) pair, not by sequence number. */
+#define COLLC_OP_IS_P2P(op) ((op) == COLLC_OP_SEND || (op) == COLLC_OP_RECV)
 
 #define COLLC_MR_NONE 0u /* no buffer (count 0, or a non-root's unused side) */
 
@@ -122,10 +138,26 @@ struct collc_cqe {
 _Static_assert(sizeof(struct collc_cqe) == 16, "cqe size");
 _Static_assert(offsetof(struct collc_cqe, res) == 8, "cqe.res");
 
+/*
+ * Arguments of one SQE that do not fit in it, at the same index as its SQ
+ * slot, written by the client before it publishes the SQ tail (A1 covers
+ * them) and copied out by collcd with the SQE. Only alltoallv has any:
+ * element counts and displacements per rank (the first nranks of each).
+ */
+#define COLLC_SQE_ARGS_RANKS 64u /* COLLC_MAX_RANKS (proto/work.h) */
+struct collc_sqe_args {
+	uint64_t sendcounts[COLLC_SQE_ARGS_RANKS];
+	uint64_t sdispls[COLLC_SQE_ARGS_RANKS];
+	uint64_t recvcounts[COLLC_SQE_ARGS_RANKS];
+	uint64_t rdispls[COLLC_SQE_ARGS_RANKS];
+};
+_Static_assert(sizeof(struct collc_sqe_args) == 2048, "sqe_args size");
+
 #define COLLC_SHM_HDR_BYTES 4096u
-#define COLLC_SHM_SIZE                                                                             \
+#define COLLC_SHM_ARGS_OFF                                                                         \
 	(COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe) +                       \
 	 COLLC_CQ_ENTRIES * sizeof(struct collc_cqe))
+#define COLLC_SHM_SIZE (COLLC_SHM_ARGS_OFF + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe_args))
 
 /* Shared by every client; written by clients and collcd alike. */
 struct collc_doorbell {

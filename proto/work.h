@@ -130,9 +130,30 @@ _Static_assert(offsetof(struct collc_fifo_ctrl, abort) == 64 * COLLC_MAX_CHANNEL
 _Static_assert(offsetof(struct collc_fifo_ctrl, published) == 64 * COLLC_MAX_CHANNELS + 16,
 	       "fifo_ctrl.published");
 
+/*
+ * One direct copy of a copy-list item (all-to-all, all-to-allv, send/recv),
+ * written by the scheduler from checked values only, before the item's seq
+ * (W1 covers it). Executor-space addresses; bytes a multiple of the dtype's size.
+ */
+struct collc_work_copy {
+	uint64_t src;
+	uint64_t dst;
+	uint64_t bytes; /* 0: nothing to copy */
+};
+_Static_assert(sizeof(struct collc_work_copy) == 24, "work_copy size");
+
+/*
+ * The copy list of the item at position p: copies[p & (DEPTH - 1)], its first
+ * collc_work_ncopies() entries. It is reused with the item's slot (F1).
+ */
+struct collc_work_copies {
+	struct collc_work_copy c[COLLC_MAX_RANKS];
+};
+
 struct collc_work_fifo {
 	struct collc_fifo_ctrl ctrl;
 	struct collc_work_item items[COLLC_FIFO_DEPTH];
+	struct collc_work_copies copies[COLLC_FIFO_DEPTH];
 };
 _Static_assert(offsetof(struct collc_work_fifo, items) == sizeof(struct collc_fifo_ctrl),
 	       "fifo.items");

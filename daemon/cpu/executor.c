@@ -26,6 +26,7 @@
 #include "daemon/cpu/cpu.h"
 #include "daemon/log.h"
 #include "daemon/cpu/reduce.h"
+#include "proto/algo_copy.h"
 #include "proto/dtype.h"
 #include "proto/prims.h"
 #include "proto/shm.h"
@@ -84,7 +85,7 @@ static void single_rank(const struct collc_work_item *it, size_t es, uint32_t sh
 }
 
 static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_work_item *it,
-		    uint32_t share)
+		    uint32_t share, uint64_t pos)
 {
 	struct cpu_run x = {
 		.it = it,
@@ -105,6 +106,8 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 	/* A revoked communicator's items still queued are abandoned without a start. */
 	if (load_acquire(x.revoked))
 		return -ECANCELED;
+	if (collc_copy_coll(it->coll))
+		return cpu_copy(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
 	if (it->nranks == 1) {
 		single_rank(it, x.es, share);
 		return 0;
@@ -172,7 +175,7 @@ static void *chan_main(void *arg)
 		share = collc_item_share(it.chan_base, c->id, nchan);
 		if (it.kind == COLLC_WORK_COLL && share < it.nchannels &&
 		    !load_relaxed(&d->fifo->ctrl.abort)) {
-			int r = run_item(d, c, &it, share);
+			int r = run_item(d, c, &it, share, pos);
 
 			if (r == -ECANCELED && !load_relaxed(&stopping))
 				store_relaxed(&wc->aborted,
@@ -549,6 +552,8 @@ int exec_cpu_init(const struct exec_init *init, const struct exec_backend **ret)
 		 * runs the GPUs' rotation on host threads, as the tests do).
 		 */
 		.rotate_channels = 0,
+		/* memcpy between buffers all in collcd: reading or writing peers costs the same. */
+		.copy_push = 0,
 		.channel_min_bytes = 256 << 10,
 		/* On host threads the Simple one-shot is faster at every size (bench/RESULTS.md). */
 		.oneshot_ll_max_bytes = 0,

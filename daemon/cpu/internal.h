@@ -6,6 +6,7 @@
  *   executor.c  threads, FIFOs, communicators, the backend table
  *   prims.c     waiting and the Simple / LL / LL128 primitives
  *   ring.c      ring algorithms over the primitives
+ *   copy.c      copy lists: all-to-all(v) and send/recv between client buffers
  *   peer.c      one-shot and two-shot algorithms over peer memory, and
  *               one-shot LL all-reduce, allgather and reduce-scatter over
  *               the mailboxes' inboxes
@@ -111,5 +112,7 @@ uint64_t cpu_chunk_elems(const struct cpu_run *x);
 int cpu_ring(struct cpu_run *x);
 int cpu_oneshot(struct cpu_run *x);
 int cpu_twoshot(struct cpu_run *x);
+/* A copy-list item's share (any rank count, proto/algo_copy.h). */
+int cpu_copy(struct cpu_run *x, const struct collc_work_copies *list);
 
 #endif

@@ -678,6 +678,12 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 	cuda_backend.defaults = (struct cfg_exec_defaults){
 		.channels = nchan,
 		.rotate_channels = 1,
+		/*
+		 * Copy lists write across NVLink: stores are posted, while a load
+		 * from a peer keeps a block waiting a round trip (not measured yet:
+		 * copy_push=0 reads instead).
+		 */
+		.copy_push = 1,
 		.channel_min_bytes = 8 << 10,
 		.oneshot_ll_max_bytes = 512 << 10,
 		.oneshot_max_bytes = 4 << 20,

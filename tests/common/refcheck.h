@@ -86,6 +86,9 @@ void rc_fill(const struct rc_case *c, int rank, void *buf);
  * returns 1.
  */
 int rc_check_input(const struct rc_case *c, int rank, const void *buf, const char *what);
+/* The same for n elements of rank's input from element `first` on (a block of all-to-all). */
+int rc_check_slice(const struct rc_case *c, int rank, size_t first, size_t n, const void *buf,
+		   const char *what);
 /*
  * 0 when result (count elements) is the reduction of the inputs of ranks
  * 0..nranks-1; else reports up to 5 mismatches and returns 1. *ret_worst (may

@@ -63,8 +63,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	valid = e.opcode > COLLC_OP_NOP && e.opcode < COLLC_OP_MAX && e.dtype < COLLC_NUM_DTYPES &&
 		e.redop < COLLC_NUM_REDOPS && e.flags == 0 && e.reserved == 0 && nranks > 0 &&
 		rank < nranks;
-	if (valid && (e.opcode == COLLC_OP_BROADCAST || e.opcode == COLLC_OP_REDUCE))
+	if (valid && (e.opcode == COLLC_OP_BROADCAST || e.opcode == COLLC_OP_REDUCE ||
+		      e.opcode == COLLC_OP_SEND || e.opcode == COLLC_OP_RECV))
 		valid = e.root >= 0 && (uint32_t)e.root < nranks;
+	if (valid && e.opcode == COLLC_OP_ALLTOALLV)
+		valid = e.count == 0; /* its sizes travel in the argument area */
 	if (!valid) {
 		FUZZ_ASSERT(
 			r == -EINVAL,
@@ -98,13 +101,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		s128 = one;
 		r128 = (uint32_t)e.root == rank ? one : 0;
 		break;
+	case COLLC_OP_ALLTOALL:
+		s128 = r128 = one * nranks;
+		break;
+	case COLLC_OP_ALLTOALLV:
+		s128 = r128 = 0;
+		break;
+	case COLLC_OP_SEND:
+		s128 = one;
+		break;
+	case COLLC_OP_RECV:
+		r128 = one;
+		break;
 	}
 	/*
 	 * The per-element size can overflow even where this rank's side is 0
 	 * (a non-root of broadcast): the contract is about count * size first.
 	 */
 	if (one > UINT64_MAX || s128 > UINT64_MAX || r128 > UINT64_MAX ||
-	    ((e.opcode == COLLC_OP_ALLGATHER || e.opcode == COLLC_OP_REDUCE_SCATTER) &&
+	    ((e.opcode == COLLC_OP_ALLGATHER || e.opcode == COLLC_OP_REDUCE_SCATTER ||
+	      e.opcode == COLLC_OP_ALLTOALL) &&
 	     one * nranks > UINT64_MAX)) {
 		FUZZ_ASSERT(r == -EOVERFLOW,
 			    "op %u count %#" PRIx64 " dtype %u nranks %u: "

@@ -10,7 +10,8 @@
  *
  *   collc-gpu-test SCENARIO --socket PATH --gpus 0,1[,..] [--seed N] [--big]
  *                  [--iters N] [--label TEXT]
- *   SCENARIO: sweep | latency | interleave | regtraffic | kill
+ *   SCENARIO: sweep | copies | latency | interleave | regtraffic | kill
+ *   (copies: all-to-all, all-to-allv and send/recv, checked byte for byte)
  *
  * Prints "RESULT <label> PASS|FAIL <detail>" lines; exit status 0 when all pass.
  * Every failed check also prints one "FAILED CHECK <label>: ..." line to
@@ -44,8 +45,11 @@
 #define MAXR  8
 #define NCOLL 5
 
-static const char *coll_names[NCOLL] = { "allreduce", "allgather", "reduce_scatter", "broadcast",
-					 "reduce" };
+/* The five collectives, then the copies (scenario copies: COPY_ALLTOALL + 0..2). */
+#define COPY_ALLTOALL 5
+static const char *coll_names[NCOLL + 3] = { "allreduce", "allgather", "reduce_scatter",
+					     "broadcast", "reduce",    "alltoall",
+					     "alltoallv", "sendrecv" };
 static const char *dt_names[COLLC_NUM_DTYPES] = COLLC_DTYPE_NAMES;
 static const char *op_names[COLLC_NUM_REDOPS] = COLLC_REDOP_NAMES;
 
@@ -156,7 +160,8 @@ __attribute__((format(printf, 8, 9))) static void report(const struct check *ck,
 		"FAILED CHECK %s: check %s, round %s, rank %d of %d, %s %s op %s count %zu, send %s, "
 		"recv %s: %s\n",
 		label, ck->what, round, rank, nranks, coll_names[coll], dt_names[dt],
-		coll == 1 || coll == 3 ? "-" : op_names[op], count, ck->send, ck->recv, detail);
+		coll == 1 || coll == 3 || coll >= NCOLL ? "-" : op_names[op], count, ck->send,
+		ck->recv, detail);
 }
 
 /* One rank's world */
@@ -365,6 +370,228 @@ static int child_sweep(const struct collc_unique_id *id, int n, int me)
 			fails += !ok;
 		}
 	}
+	return fails ? 1 : 0;
+}
+
+/*
+ * Copies: all-to-all, all-to-allv and send/recv. Data are a hash of (seed,
+ * case, sender, receiver, byte), so every byte that arrives is checked
+ * exactly, and 16 poison bytes after the receive area must survive.
+ * copies_cases counts[0] alltoall, [1] alltoallv, [2] sendrecv.
+ */
+static uint8_t cpat(uint64_t cid, int from, int to, size_t b)
+{
+	uint64_t x = (seed * 0x9e3779b97f4a7c15ull) ^ (cid << 40) ^ ((uint64_t)from << 32) ^
+		     ((uint64_t)to << 24) ^ (b / 8);
+
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	x ^= x >> 31;
+	return (uint8_t)(x >> (8 * (b % 8)));
+}
+
+/* Elements rank `from` sends rank `to` in all-to-allv case cid (up to max). */
+static size_t vcount(uint64_t cid, int from, int to, size_t max)
+{
+	uint64_t x = cpat(cid, from, to, 0) | (uint64_t)cpat(cid, from, to, 1) << 8 |
+		     (uint64_t)cpat(cid, from, to, 2) << 16;
+
+	return x % 4 == 0 ? 0 : x % (max + 1);
+}
+
+/*
+ * One all-to-all (v 0) or all-to-allv (v 1) with count elements per block
+ * (v: at most count), blocks packed in rank order, from dsend into drecv of
+ * the kinds named: a BUF_IPC buffer is cudaMalloc memory registered through
+ * CUDA IPC, which peers cannot reach, so collcd pushes into peers' receive
+ * buffers (IPC send) or pulls from peers' send buffers (IPC receive) whatever
+ * copy_push says. Returns 1 on pass.
+ */
+static int copy_case(struct rank_ctx *rc, char *dsend, const char *send_kind, char *drecv,
+		     const char *recv_kind, uint64_t cid, int v, int dt, size_t count)
+{
+	const int n = rc->n, me = rc->me;
+	const size_t es = collc_dtype_bytes(dt);
+	const struct check ck = { v ? "alltoallv" : "alltoall", -1, send_kind, recv_kind };
+	size_t sc[MAXR], rcn[MAXR], sd[MAXR], rd[MAXR], st = 0, rt = 0;
+	collc_req req;
+	int r;
+
+	for (int p = 0; p < n; p++) {
+		sc[p] = v ? vcount(cid, me, p, count) : count;
+		rcn[p] = v ? vcount(cid, p, me, count) : count;
+		sd[p] = st;
+		rd[p] = rt;
+		st += sc[p];
+		rt += rcn[p];
+	}
+	if ((st + 1) * es > rc->cap || rt * es + 16 > rc->cap)
+		return 1;
+	for (int p = 0; p < n; p++)
+		for (size_t b = 0; b < sc[p] * es; b++)
+			rc->hsend[sd[p] * es + b] = cpat(cid, me, p, b);
+	CK(cudaMemcpy(dsend, rc->hsend, st * es, cudaMemcpyHostToDevice));
+	CK(cudaMemset(drecv, 0xa5, rt * es + 16));
+	CK(cudaDeviceSynchronize());
+	if (v)
+		r = collc_alltoallv(rc->comm, dsend, sc, sd, drecv, rcn, rd, dt, &req);
+	else
+		r = collc_alltoall(rc->comm, dsend, drecv, count, dt, &req);
+	if (r == 0)
+		r = collc_wait(rc->ctx, req, 15000);
+	if (r < 0) {
+		report(&ck, me, COPY_ALLTOALL + v, dt, 0, count, n, "%s failed: %s (%d)", ck.what,
+		       collc_strerror(r), r);
+		return 0;
+	}
+	CK(cudaMemcpy(rc->hrecv, drecv, rt * es + 16, cudaMemcpyDeviceToHost));
+	for (int p = 0; p < n; p++)
+		for (size_t b = 0; b < rcn[p] * es; b++)
+			if (rc->hrecv[rd[p] * es + b] != cpat(cid, p, me, b)) {
+				report(&ck, me, COPY_ALLTOALL + v, dt, 0, count, n,
+				       "%s: byte %zu from rank %d is 0x%02x, not 0x%02x", ck.what,
+				       b, p, rc->hrecv[rd[p] * es + b], cpat(cid, p, me, b));
+				return 0;
+			}
+	for (int k = 0; k < 16; k++)
+		if (rc->hrecv[rt * es + k] != 0xa5) {
+			report(&ck, me, COPY_ALLTOALL + v, dt, 0, count, n,
+			       "%s: wrote past its blocks", ck.what);
+			return 0;
+		}
+	return 1;
+}
+
+/*
+ * A ring of send/recv, `outstanding` each way at once, count elements each
+ * (the k-th of another size, so the order of matching shows).
+ */
+static int ring_case(struct rank_ctx *rc, uint64_t cid, int dt, size_t count, int outstanding)
+{
+	const int n = rc->n, me = rc->me, right = (me + 1) % n, left = (me + n - 1) % n;
+	const size_t es = collc_dtype_bytes(dt), slot = (count + outstanding) * es;
+	const struct check ck = { "sendrecv", -1, BUF_ALLOC, BUF_ALLOC };
+	collc_req reqs[64];
+	int nr = 0, r = 0;
+
+	if ((size_t)outstanding * slot + 16 > rc->cap || outstanding > 32)
+		return 1;
+	for (int k = 0; k < outstanding; k++)
+		for (size_t b = 0; b < (count + k) * es; b++)
+			rc->hsend[k * slot + b] = cpat(cid + k, me, right, b);
+	CK(cudaMemcpy(rc->dsend, rc->hsend, outstanding * slot, cudaMemcpyHostToDevice));
+	CK(cudaMemset(rc->drecv, 0xa5, outstanding * slot + 16));
+	CK(cudaDeviceSynchronize());
+	for (int k = 0; k < outstanding && r == 0; k++) {
+		if (me % 2 == 0) {
+			r = collc_send(rc->comm, rc->dsend + k * slot, count + k, dt, right,
+				       &reqs[nr++]);
+			if (r == 0)
+				r = collc_recv(rc->comm, rc->drecv + k * slot, count + k, dt, left,
+					       &reqs[nr++]);
+		} else {
+			r = collc_recv(rc->comm, rc->drecv + k * slot, count + k, dt, left,
+				       &reqs[nr++]);
+			if (r == 0)
+				r = collc_send(rc->comm, rc->dsend + k * slot, count + k, dt, right,
+					       &reqs[nr++]);
+		}
+	}
+	for (int i = 0; i < nr; i++) {
+		int w = collc_wait(rc->ctx, reqs[i], 15000);
+
+		if (r == 0)
+			r = w;
+	}
+	if (r < 0) {
+		report(&ck, me, COPY_ALLTOALL + 2, dt, 0, count, n, "send/recv failed: %s (%d)",
+		       collc_strerror(r), r);
+		return 0;
+	}
+	CK(cudaMemcpy(rc->hrecv, rc->drecv, outstanding * slot + 16, cudaMemcpyDeviceToHost));
+	for (int k = 0; k < outstanding; k++)
+		for (size_t b = 0; b < (count + k) * es; b++)
+			if (rc->hrecv[k * slot + b] != cpat(cid + k, left, me, b)) {
+				report(&ck, me, COPY_ALLTOALL + 2, dt, 0, count, n,
+				       "receive %d: byte %zu is 0x%02x, not 0x%02x", k, b,
+				       rc->hrecv[k * slot + b], cpat(cid + k, left, me, b));
+				return 0;
+			}
+	return 1;
+}
+
+static int child_copies(const struct collc_unique_id *id, int n, int me)
+{
+	static const size_t counts[] = { 0, 1, 5, 37, 1027, 65537 };
+	size_t cap = big ? (size_t)256 << 20 : (size_t)32 << 20;
+	struct rank_ctx rc;
+	uint64_t cid = 0;
+	char *ipc = NULL;
+	int fails = 0, r;
+
+	if (rank_open(&rc, id, n, me, gpus[me], cap) < 0)
+		return 1;
+	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
+		for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+			for (int v = 0; v < 2; v++) {
+				int ok = copy_case(&rc, rc.dsend, BUF_ALLOC, rc.drecv, BUF_ALLOC,
+						   cid += 1, v, dt, counts[k]);
+
+				sh->cases[me][v]++;
+				sh->fails[me][v] += !ok;
+				fails += !ok;
+			}
+			{
+				int ok = ring_case(&rc, cid += 64, dt, counts[k], 8);
+
+				sh->cases[me][2]++;
+				sh->fails[me][2] += !ok;
+				fails += !ok;
+			}
+			if (fails > 20)
+				return 1;
+		}
+	/* Large: every rank's blocks together about cap / 2, float32. */
+	for (int v = 0; v < 2; v++) {
+		int ok = copy_case(&rc, rc.dsend, BUF_ALLOC, rc.drecv, BUF_ALLOC, cid += 1, v,
+				   COLLC_FLOAT32, cap / 2 / 4 / (size_t)n);
+
+		sh->cases[me][v]++;
+		sh->fails[me][v] += !ok;
+		fails += !ok;
+	}
+	{
+		int ok = ring_case(&rc, cid += 64, COLLC_FLOAT32, cap / 4 / 4 / 4, 3);
+
+		sh->cases[me][2]++;
+		sh->fails[me][2] += !ok;
+		fails += !ok;
+	}
+	/*
+	 * Buffers peers cannot reach (CUDA IPC imports): an IPC send buffer makes
+	 * collcd push, an IPC receive buffer makes it pull.
+	 */
+	CK(cudaMalloc((void **)&ipc, (size_t)4 << 20));
+	r = collc_mem_register(rc.ctx, ipc, (size_t)4 << 20, rc.gpu);
+	if (r < 0) {
+		fprintf(stderr, "rank %d: collc_mem_register: %s\n", me, collc_strerror(r));
+		return 1;
+	}
+	for (int side = 0; side < 2; side++)
+		for (int v = 0; v < 2; v++)
+			for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+				int ok = copy_case(&rc, side ? rc.dsend : ipc,
+						   side ? BUF_ALLOC : BUF_IPC, side ? ipc : rc.drecv,
+						   side ? BUF_IPC : BUF_ALLOC, cid += 1, v,
+						   COLLC_BFLOAT16, counts[k]);
+
+				sh->cases[me][v]++;
+				sh->fails[me][v] += !ok;
+				fails += !ok;
+			}
+	collc_mem_deregister(rc.ctx, ipc);
 	return fails ? 1 : 0;
 }
 
@@ -955,7 +1182,7 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc || ngpus < 1) {
 		fprintf(stderr,
-			"usage: collc-gpu-test sweep|latency|interleave|regtraffic|kill --socket P --gpus 0,1\n");
+			"usage: collc-gpu-test sweep|copies|latency|interleave|regtraffic|kill --socket P --gpus 0,1\n");
 		return 2;
 	}
 	scen = argv[optind];
@@ -972,6 +1199,19 @@ int main(int argc, char **argv)
 			uint64_t f, cs = sum_cases(k, &f);
 
 			printf("RESULT %s/%s %s %llu checks, %llu failed\n", label, coll_names[k],
+			       f || bad ? "FAIL" : "PASS", (unsigned long long)cs,
+			       (unsigned long long)f);
+		}
+	} else if (strcmp(scen, "copies") == 0) {
+		static const char *const names[3] = { "alltoall", "alltoallv", "sendrecv" };
+
+		for (int i = 0; i < ngpus; i++)
+			pids[i] = spawn(child_copies, &ids[0], ngpus, i);
+		bad = wait_all(pids, ngpus, big ? 400 : 150);
+		for (int k = 0; k < 3; k++) {
+			uint64_t f, cs = sum_cases(k, &f);
+
+			printf("RESULT %s/%s %s %llu checks, %llu failed\n", label, names[k],
 			       f || bad ? "FAIL" : "PASS", (unsigned long long)cs,
 			       (unsigned long long)f);
 		}

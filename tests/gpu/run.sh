@@ -139,6 +139,13 @@ for m in $MODES; do
 	echo "after $name: $(planned)" >>"$RES"
 done
 ctl set algo=auto proto=auto >/dev/null
+# All-to-all(v) and send/recv: across GPUs, two ranks on one GPU, three ranks on two.
+t "${NGPU}gpu-copies" copies --gpus "$G2"
+t "shared-gpu0-copies" copies --gpus 0,0
+[ "$NGPU" -ge 2 ] && t "3ranks-gpu001-copies" copies --gpus 0,0,1
+ctl set copy_push=0 >/dev/null
+t "${NGPU}gpu-copies-pull" copies --gpus "$G2"
+ctl set copy_push=auto >/dev/null
 [ "$QUICK" = 1 ] || t "${NGPU}gpu-big" sweep --gpus "$G2" --big
 t "${NGPU}gpu" latency --gpus "$G2" --iters 10000
 ctl set algo=ring proto=ll >/dev/null
@@ -158,6 +165,7 @@ if [ "$NGPU" -ge 2 ]; then
 	start_collcd "${DOPTS[@]}" || exit 1
 	t "1gpu-auto" sweep --gpus 0
 	t "1gpu-shared-auto" sweep --gpus 0,0
+	t "1gpu-1rank-copies" copies --gpus 0
 	ctl set algo=ring proto=ll >/dev/null
 	t "1gpu-shared-ring-ll" sweep --gpus 0,0
 	ctl set algo=auto proto=auto >/dev/null

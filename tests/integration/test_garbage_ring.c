@@ -10,7 +10,10 @@
  *     dtype, op, flags, reserved, root, buffer handle, offset past the end,
  *     count * size overflowing, offset + length wrapping): each fails with
  *     an error completion, and a correct SQE afterwards succeeds with the
- *     right data;
+ *     right data; the same for all-to-all(v) (counts and displacements
+ *     written straight into the argument area: past the end, overflowing,
+ *     disagreeing, in place) and send/recv (peer out of range, a sequence
+ *     number), then a correct all-to-allv and a send to itself;
  *  4. a CQ head ahead of the tail, scribbled header fields and doorbell.
  * collcd must survive and still serve a normal 2-rank all-reduce and
  * `collcctl status`.
@@ -127,6 +130,16 @@ static void publish(struct raw *c, const struct collc_sqe *e)
 	memcpy(&c->sqes[c->sq_tail & (c->sq_entries - 1)], e, sizeof(*e));
 	__atomic_store_n(&c->hdr->sq_tail, ++c->sq_tail, __ATOMIC_RELEASE);
 	ring(c);
+}
+
+/* publish() with all-to-allv's arguments in the SQE's slot of the argument area. */
+static void publish_args(struct raw *c, const struct collc_sqe *e, const struct collc_sqe_args *a)
+{
+	struct collc_sqe_args *area =
+		(struct collc_sqe_args *)((char *)c->shm + c->hdr->args_off);
+
+	memcpy(&area[c->sq_tail & (c->sq_entries - 1)], a, sizeof(*a));
+	publish(c, e);
 }
 
 /* Waits for the CQE carrying user_data; reaps everything before it. Returns its res, or 1 on timeout. */
@@ -360,6 +373,97 @@ static int phase_crafted(struct raw *c)
 		if (r >= 0 && r != 1)
 			bad += h_fail("crafted SQE on communicator handle 999: %d, want an error",
 				      r);
+	}
+	/* All-to-all(v) and send/recv, each with one thing wrong. */
+	{
+		static const char *const what[] = {
+			"all-to-allv whose send block runs past the buffer",
+			"all-to-allv whose displacement overflows",
+			"all-to-allv whose send and receive counts disagree",
+			"all-to-allv with a count in the SQE",
+			"all-to-all in place",
+			"all-to-allv whose blocks overlap",
+		};
+
+		for (int k = 0; k < 6; k++) {
+			struct collc_sqe e = base;
+			struct collc_sqe_args a = { 0 };
+
+			e.opcode = k == 4 ? COLLC_OP_ALLTOALL : COLLC_OP_ALLTOALLV;
+			e.count = k == 3 ? 5 : k == 4 ? 100 : 0;
+			e.recv_off = k == 4 ? 0 : 4096;
+			a.sendcounts[0] = a.recvcounts[0] = 10;
+			a.sdispls[0] = k == 0 ? 2040 : k == 1 ? UINT64_MAX - 5 : 0;
+			a.recvcounts[0] = k == 2 ? 11 : 10;
+			if (k == 5) {
+				e.recv_off = 0;
+				a.rdispls[0] = 5; /* receive floats 5..14 over send floats 0..9 */
+			}
+			e.seq = seq++;
+			e.user_data = ++ud;
+			publish_args(c, &e, &a);
+			r = completion(c, ud, 5000);
+			if (r == 1)
+				return h_fail("crafted %s: no completion within 5 s", what[k]);
+			if (r != -EINVAL)
+				bad += h_fail("crafted %s: completed with %d, want -EINVAL", what[k], r);
+			ncases++;
+		}
+		for (int k = 0; k < 2; k++) {
+			struct collc_sqe e = base;
+
+			e.opcode = COLLC_OP_SEND;
+			e.count = 10;
+			e.root = k == 0 ? 5 : 0;
+			e.seq = k == 0 ? 0 : 3;
+			e.user_data = ++ud;
+			publish(c, &e);
+			r = completion(c, ud, 5000);
+			if (r == 1)
+				return h_fail("crafted send %d: no completion within 5 s", k);
+			if (r >= 0)
+				bad += h_fail("crafted send with %s: completed with %d, want an error",
+					      k == 0 ? "peer 5 of 1" : "sequence number 3", r);
+			ncases++;
+		}
+	}
+	/* A correct all-to-allv (one rank: its own block) and a send to itself. */
+	{
+		struct collc_sqe e = base, s = base;
+		struct collc_sqe_args a = { 0 };
+
+		for (int i = 0; i < 2048; i++)
+			buf[i] = i < 1024 ? (float)i : -1;
+		e.opcode = COLLC_OP_ALLTOALLV;
+		e.count = 0;
+		a.sendcounts[0] = a.recvcounts[0] = 100;
+		a.sdispls[0] = 7;
+		a.rdispls[0] = 50; /* floats 1074 .. 1173 */
+		e.seq = seq++;
+		e.user_data = ++ud;
+		publish_args(c, &e, &a);
+		r = completion(c, ud, 5000);
+		if (r != 0)
+			return h_fail("a correct all-to-allv after the crafted ones: %d", r);
+		for (int i = 0; i < 2048 - 1024; i++)
+			if (buf[1024 + i] != (i >= 50 && i < 150 ? (float)(i - 50 + 7) : -1))
+				return h_fail("a correct all-to-allv: float %d is %g", 1024 + i,
+					      buf[1024 + i]);
+		s.opcode = COLLC_OP_SEND;
+		s.count = 10;
+		s.root = 0;
+		s.seq = 0;
+		s.user_data = ++ud;
+		publish(c, &s);
+		s.opcode = COLLC_OP_RECV;
+		s.user_data = ++ud;
+		publish(c, &s);
+		if ((r = completion(c, ud - 1, 5000)) != 0 || (r = completion(c, ud, 5000)) != 0)
+			return h_fail("a send to itself and its receive: %d", r);
+		for (int i = 0; i < 10; i++)
+			if (buf[1024 + i] != (float)i)
+				return h_fail("a send to itself: float %d is %g", 1024 + i,
+					      buf[1024 + i]);
 	}
 	/* And a correct one: a 1-rank all-reduce copies send to receive. */
 	for (int i = 0; i < 1000; i++) {

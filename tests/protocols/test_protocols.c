@@ -56,7 +56,10 @@ struct tcase {
 	uint64_t seed;
 };
 
-static const char *const coll_names[COLLC_OP_MAX] = { "nop",       "allreduce",
+/* The collectives swept: COLLC_OP_ALLREDUCE .. COLLC_OP_REDUCE (copies: tests/integration). */
+#define NCOLL_OPS (COLLC_OP_REDUCE + 1)
+
+static const char *const coll_names[NCOLL_OPS] = { "nop",       "allreduce",
 						      "allgather", "reduce_scatter",
 						      "broadcast", "reduce" };
 static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot" };
@@ -106,7 +109,7 @@ static int make_cases(int nranks, struct tcase *tc)
 	};
 	int n = 0, k = 0;
 
-	for (int coll = COLLC_OP_ALLREDUCE; coll < COLLC_OP_MAX; coll++)
+	for (int coll = COLLC_OP_ALLREDUCE; coll < NCOLL_OPS; coll++)
 		for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
 			for (int op = 0; op < (has_op(coll) ? COLLC_NUM_REDOPS : 1); op++, k++) {
 				struct tcase *c = &tc[n];
@@ -588,12 +591,12 @@ static int mixed_main(int proc, int nprocs, void *arg)
 							70000, 300000, 1100000, 2500000 };
 
 			/* Every collective at every size, in an order that differs between A and B. */
-			c->coll = 1 + (i + m) % (COLLC_OP_MAX - 1);
+			c->coll = 1 + (i + m) % (NCOLL_OPS - 1);
 			c->dtype = (collc_dtype)h_rand_below(&rng, COLLC_NUM_DTYPES);
 			c->op = (collc_redop)h_rand_below(&rng, COLLC_NUM_REDOPS);
 			if (c->dtype == COLLC_FLOAT16 && c->op == COLLC_PROD)
 				c->op = COLLC_MAX;
-			c->count = bytes[(size_t)(i / (COLLC_OP_MAX - 1) + 3 * m) % 8] /
+			c->count = bytes[(size_t)(i / (NCOLL_OPS - 1) + 3 * m) % 8] /
 				   rc_size(c->dtype);
 			if (c->coll == COLLC_OP_ALLGATHER || c->coll == COLLC_OP_REDUCE_SCATTER)
 				c->count /= (size_t)nprocs;

@@ -264,6 +264,43 @@ static void test_forced_proto(void **state)
 	each_forced(forced_proto_case);
 }
 
+/*
+ * All-to-all(v), send and receive are copy lists: one-shot Simple whatever
+ * algo and proto force or memory flags say; channels follow their size.
+ */
+static void test_copies(void **state)
+{
+	static const int copies[] = { COLLC_OP_ALLTOALL, COLLC_OP_ALLTOALLV, COLLC_OP_SEND,
+				      COLLC_OP_RECV };
+	struct collc_config cfg = defaults(8);
+	struct plan p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(copies) / sizeof(copies[0]); i++) {
+		int op = copies[i];
+
+		assert_false(plan_algo_supported(op, COLLC_ALGO_RING));
+		assert_true(plan_algo_supported(op, COLLC_ALGO_ONESHOT));
+		assert_false(plan_algo_supported(op, COLLC_ALGO_TWOSHOT));
+		assert_true(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE));
+		assert_false(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL));
+		for (uint32_t a = COLLC_ALGO_AUTO; a < COLLC_ALGO_MAX; a++)
+			for (uint32_t pr = COLLC_PROTO_AUTO; pr < COLLC_PROTO_MAX; pr++) {
+				cfg.algo = a;
+				cfg.proto = pr;
+				plan_coll(&cfg, op, 8, 64, PLAN_NO_PEER_READ | PLAN_INPLACE, &p);
+				assert_plan(p, COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE);
+				assert_int_equal(p.nchannels, 1);
+			}
+		cfg.algo = COLLC_ALGO_AUTO;
+		cfg.proto = COLLC_PROTO_AUTO;
+		cfg.channels = 8;
+		assert_int_equal(plan(&cfg, op, 768 * KiB, 2).nchannels, 3);
+		assert_int_equal(plan(&cfg, op, 1ull << 40, 2).nchannels, 8);
+		cfg.channels = 2;
+	}
+}
+
 static void test_channels(void **state)
 {
 	struct collc_config cfg = defaults(8);
@@ -452,6 +489,7 @@ int main(void)
 		cmocka_unit_test(test_forced_algo),
 		cmocka_unit_test(test_forced_proto),
 		cmocka_unit_test(test_channels),
+		cmocka_unit_test(test_copies),
 		cmocka_unit_test(test_no_peer_read),
 		cmocka_unit_test(test_inplace),
 		cmocka_unit_test(test_resolve),
