@@ -300,6 +300,13 @@ int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchan
 int sched_copy_push(int prefer_push, int closed_send, int closed_recv);
 void sched_record_latency(uint64_t t_start_ns, uint64_t bytes);
 int sched_fifo_has_room(uint32_t dev);
+/*
+ * Takes the item just written at fh->tail into fh's open work batch; the
+ * batch is published (every seq, then published: W1, B1) at the end of the
+ * scheduler's launches, or once full. Every item the scheduler writes goes
+ * through here.
+ */
+void sched_fifo_append(struct fifo_host *fh);
 int sched_slot_executed(const struct comm *cm, const struct slot *sl);
 int sched_launch_ready(void);
 int sched_expire(const struct collc_config *cfg, uint64_t now);

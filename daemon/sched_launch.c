@@ -67,7 +67,7 @@ static void batch_publish(struct fifo_host *fh)
 }
 
 /* Counts the item just written at fh->tail into fh's open batch. */
-static void batch_add(struct fifo_host *fh)
+void sched_fifo_append(struct fifo_host *fh)
 {
 	if (!fh->batch_n)
 		fh->batch_first = fh->tail;
@@ -435,7 +435,7 @@ static int launch(struct comm *cm, struct slot *sl)
 			a2a_copies(cm, sl, r, push,
 				   fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
 		sr->fifo_pos = fh->tail;
-		batch_add(fh);
+		sched_fifo_append(fh);
 	}
 	sl->state = SLOT_INFLIGHT;
 	cm->inflight++;

@@ -283,12 +283,11 @@ static int xfer_launch(struct comm *cm, struct p2p_xfer *x, const struct collc_c
 	it->comm_dev = cm->comm_dev[runner];
 	it->comm_id = cm->id;
 	it->coll_id = x->coll_id;
+	it->t_forward = 0;
+	it->batch_last = 0;
 	x->fifo_pos = fh->tail;
-	/* W1: pairs with the executor's acquire load of seq: the item and its copy are whole first. */
-	store_release(&it->seq, fh->tail + 1);
-	fh->tail++;
-	fh->used = 1;
-	se->ex->kick(fh->dev);
+	/* Published with the pass's batch (B1), which covers the copy too. */
+	sched_fifo_append(fh);
 	x->next = cm->p2p_run;
 	cm->p2p_run = x;
 	cm->p2p_inflight++;

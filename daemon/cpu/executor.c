@@ -125,14 +125,26 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 
 /* Channel threads */
 
+/*
+ * Position want - 1 is published (B1') and its item whole (W1'). The CPU
+ * executor needs only the item's seq, but waits for published too, as the
+ * grid's poller does: an item some scheduler path writes without publishing
+ * then hangs the CPU tests instead of only the GPU.
+ */
+static int item_ready(const struct collc_fifo_ctrl *ctl, const struct collc_work_item *slot,
+		      uint64_t want)
+{
+	return load_acquire(&ctl->published) >= want && load_acquire(&slot->seq) == want;
+}
+
 static int wait_item(struct cpu_dev *d, const struct collc_work_item *slot, uint64_t want)
 {
 	struct collc_fifo_ctrl *ctl = &d->fifo->ctrl;
 	uint64_t spin_ns = (uint64_t)load_relaxed(&exec_spin_us) * 1000, t0 = now_ns();
 
 	for (uint32_t i = 0;; i++) {
-		/* W1': pairs with W1 in the scheduler's launch(): the item is whole before its seq. */
-		if (load_acquire(&slot->seq) == want)
+		/* B1', W1': pair with B1, W1 in the scheduler (sched_launch.c). */
+		if (item_ready(ctl, slot, want))
 			return 0;
 		if (load_relaxed(&stopping))
 			return -ECANCELED;
@@ -146,12 +158,12 @@ static int wait_item(struct cpu_dev *d, const struct collc_work_item *slot, uint
 
 		/* K1: pairs with K2 in cpu_kick(): we see the seq or it sees exec_sleep. */
 		fence_seq_cst();
-		if (load_acquire(&slot->seq) == want || load_relaxed(&stopping))
+		if (item_ready(ctl, slot, want) || load_relaxed(&stopping))
 			break;
 		futex_wait(&ctl->bell, b, 200000000);
 	}
 	fetch_add(&ctl->exec_sleep, (uint32_t)-1);
-	return load_acquire(&slot->seq) == want ? 0 : -ECANCELED;
+	return item_ready(ctl, slot, want) ? 0 : -ECANCELED;
 }
 
 static void *chan_main(void *arg)
