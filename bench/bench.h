@@ -36,8 +36,7 @@ enum nccl_mode {
 #define NCCL_MODES_DEFAULT                                                                         \
 	((1u << NCCL_MODE_PLAIN) | (1u << NCCL_MODE_WIN) | (1u << NCCL_MODE_GRAPH))
 
-static const char *const nccl_mode_names[NCCL_NUM_MODES] = { "plain", "win", "graph",
-							     "win+graph" };
+static const char *const nccl_mode_names[NCCL_NUM_MODES] = { "plain", "win", "graph", "win+graph" };
 
 static inline int nccl_mode_win(int mode)
 {

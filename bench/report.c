@@ -69,8 +69,8 @@ void report_pick_best(struct report *rp)
 			if (!has_mode(rp, m))
 				continue;
 			if (st->status != RES_OK) {
-				if (!worst ||
-				    bench_status_rank(st->status) > bench_status_rank(worst->status))
+				if (!worst || bench_status_rank(st->status) >
+						      bench_status_rank(worst->status))
 					worst = st;
 				continue;
 			}
@@ -145,8 +145,9 @@ static void print_failures(FILE *f, const struct report *rp, int who)
 			fprintf(f, "#   (the same for %d more sizes)\n", repeats);
 		repeats = 0;
 		last = st->msg;
-		fprintf(f, "#   %s%llu bytes: %s: %s\n", name, (unsigned long long)rp->rows[s].sz->bytes,
-			st->status == RES_WRONG	  ? "wrong result"
+		fprintf(f, "#   %s%llu bytes: %s: %s\n", name,
+			(unsigned long long)rp->rows[s].sz->bytes,
+			st->status == RES_WRONG   ? "wrong result"
 			: st->status == RES_ERROR ? "error"
 						  : "skipped",
 			st->msg);
@@ -201,8 +202,7 @@ static void print_header(FILE *f, const struct report *rp)
 		"collc time: > 1 means collc is faster\n",
 		pn, pn, pn);
 	if (rp->modes) {
-		fprintf(f,
-			"# %s at its best, per size and metric over its modes:", pn);
+		fprintf(f, "# %s at its best, per size and metric over its modes:", pn);
 		for (int m = 0; m < NCCL_NUM_MODES; m++)
 			if (has_mode(rp, m))
 				fprintf(f, " %s", nccl_mode_names[m]);
@@ -282,8 +282,10 @@ void report_table(FILE *f, const struct report *rp)
 	}
 	if (pn && rp->modes & (rp->modes - 1)) {
 		/* More than one mode: each one's numbers, * on the one the table took. */
-		fprintf(f, "#\n# %s by mode: p50 and pipe (us); * marks the figure the table took\n#"
-			" %10s", pn, "size(B)");
+		fprintf(f,
+			"#\n# %s by mode: p50 and pipe (us); * marks the figure the table took\n#"
+			" %10s",
+			pn, "size(B)");
 		for (int m = 0; m < NCCL_NUM_MODES; m++)
 			if (has_mode(rp, m))
 				fprintf(f, " | %-9s %9s  %9s ", nccl_mode_names[m], "p50(us)",
@@ -337,8 +339,7 @@ static void csv_stats(FILE *f, const struct report *rp, const struct report_row 
 }
 
 /* The CSV names of the modes: nccl_<name>_status and so on. */
-static const char *const csv_mode_names[NCCL_NUM_MODES] = { "plain", "win", "graph",
-							    "win_graph" };
+static const char *const csv_mode_names[NCCL_NUM_MODES] = { "plain", "win", "graph", "win_graph" };
 
 int report_csv(const char *path, const struct report *rp)
 {
@@ -386,7 +387,8 @@ int report_csv(const char *path, const struct report *rp)
 			fprintf(f, ",%.6g", derive(rp, row, &row->p).busbw1);
 		else
 			fprintf(f, ",");
-		fprintf(f, ",%s,%s", pok && row->p50_mode >= 0 ? nccl_mode_names[row->p50_mode] : "",
+		fprintf(f, ",%s,%s",
+			pok && row->p50_mode >= 0 ? nccl_mode_names[row->p50_mode] : "",
 			pok && row->pipe_mode >= 0 ? nccl_mode_names[row->pipe_mode] : "");
 		for (int m = 0; m < NCCL_NUM_MODES; m++) {
 			const struct size_stats *st = &row->pm[m];

@@ -180,8 +180,8 @@ static int op_once(struct runner *rn, const struct bench_size *sz, int slot)
 		int rc = slot == 0 ? graphs_for(rn, sz) : -EINVAL;
 
 		if (rc == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err), "graph mode runs single collectives "
-							   "into slot 0 only");
+			snprintf(rn->err, sizeof(rn->err),
+				 "graph mode runs single collectives into slot 0 only");
 		if (rc < 0)
 			return rc;
 		e = nr->rt.GraphLaunch(nr->g_one, nr->stream);
@@ -360,7 +360,8 @@ static int buffer_new(struct nccl_rank *nr, size_t bytes, void **ret, char *msg,
 	if (!nr->win) {
 		e = nr->rt.Malloc(ret, bytes);
 		if (e)
-			snprintf(msg, len, "cudaMalloc(%zu): %s", bytes, cudart_strerror(&nr->rt, e));
+			snprintf(msg, len, "cudaMalloc(%zu): %s", bytes,
+				 cudart_strerror(&nr->rt, e));
 		return e ? -1 : 0;
 	}
 	r = nr->nc.MemAlloc(ret, bytes);
@@ -465,11 +466,11 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 		return 1;
 	}
 	if (setup_buffers(&nr, msg, sizeof(msg)) < 0) {
-		bench_setup_error(sr, rank, "NCCL rank", "mode %s, %d receive slots of %llu bytes: %s",
-				  mode, nr.depth,
-				  (unsigned long long)(cfg->max_recv_elems *
-						       collc_dtype_bytes(cfg->dtype)),
-				  msg);
+		bench_setup_error(
+			sr, rank, "NCCL rank", "mode %s, %d receive slots of %llu bytes: %s", mode,
+			nr.depth,
+			(unsigned long long)(cfg->max_recv_elems * collc_dtype_bytes(cfg->dtype)),
+			msg);
 		goto out;
 	}
 	status = bench_rank_loop(cfg, rank, &rn, sr);
