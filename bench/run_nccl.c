@@ -473,6 +473,16 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 			msg);
 		goto out;
 	}
+	if (nr.win && rank == 0)
+		for (int w = 0; w < nr.nwin; w++)
+			if (!nr.wins[w]) {
+				/* NCCL's answer where it has no symmetric memory: no window, no error. */
+				fprintf(stderr,
+					"collc-bench: mode %s: NCCL registered no window (no symmetric "
+					"memory here): its collectives run as in mode plain\n",
+					mode);
+				break;
+			}
 	status = bench_rank_loop(cfg, rank, &rn, sr);
 out:
 	/* Frees are skipped on purpose: the process exits and the context goes with it. */
@@ -480,7 +490,8 @@ out:
 		graphs_drop(&nr);
 		/* Collective, like the registration. */
 		for (int w = nr.nwin - 1; w >= 0; w--)
-			nr.nc.CommWindowDeregister(nr.comm, nr.wins[w]);
+			if (nr.wins[w])
+				nr.nc.CommWindowDeregister(nr.comm, nr.wins[w]);
 		nr.nc.CommDestroy(nr.comm);
 	}
 	free(nr.recv);
