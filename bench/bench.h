@@ -22,6 +22,32 @@
 
 enum bench_peer { PEER_NONE, PEER_NCCL, PEER_MPI };
 
+/*
+ * The ways --vs-nccl runs NCCL, each in ranks of its own, one after the other
+ * (--nccl-modes picks; the table's NCCL columns show the best of them).
+ */
+enum nccl_mode {
+	NCCL_MODE_PLAIN,     /* cudaMalloc'd buffers, launches on one stream */
+	NCCL_MODE_WIN,       /* ncclMemAlloc'd buffers registered as symmetric windows */
+	NCCL_MODE_GRAPH,     /* cudaMalloc'd buffers, launches replayed from CUDA graphs */
+	NCCL_MODE_WIN_GRAPH, /* both */
+	NCCL_NUM_MODES,
+};
+#define NCCL_MODES_DEFAULT                                                                         \
+	((1u << NCCL_MODE_PLAIN) | (1u << NCCL_MODE_WIN) | (1u << NCCL_MODE_GRAPH))
+
+static const char *const nccl_mode_names[NCCL_NUM_MODES] = { "plain", "win", "graph", "win+graph" };
+
+static inline int nccl_mode_win(int mode)
+{
+	return mode == NCCL_MODE_WIN || mode == NCCL_MODE_WIN_GRAPH;
+}
+
+static inline int nccl_mode_graph(int mode)
+{
+	return mode == NCCL_MODE_GRAPH || mode == NCCL_MODE_WIN_GRAPH;
+}
+
 struct bench_cfg {
 	int coll;  /* enum bench_coll */
 	int dtype; /* collc_dtype */
@@ -35,14 +61,36 @@ struct bench_cfg {
 	int ngpus;                /* --gpus: entries of gpu[]; 0: rank r on GPU r */
 	int gpu[BENCH_MAX_RANKS]; /* --gpus: the GPU of each rank */
 	int peer;                 /* enum bench_peer */
+	unsigned nccl_modes;      /* --vs-nccl: 1 << enum nccl_mode for each mode to run */
+	int nccl_mode;            /* in an NCCL rank: the mode it runs */
 	const char *socket;       /* collcd's socket (spawned or given) */
 	int nsizes;
 	struct bench_size sizes[BENCH_MAX_SIZES];
 	uint64_t max_send_elems, max_recv_elems;
 };
 
-/* What one rank reports for one size. Written by the rank, read by the parent after it exits. */
-enum { RES_NOT_RUN = 0, RES_OK = 1, RES_WRONG = 2, RES_ERROR = 3 };
+/*
+ * What one rank reports for one size. Written by the rank, read by the parent after it exits.
+ * RES_SKIPPED: the system cannot run this way here (an NCCL mode its library lacks); no failure.
+ */
+enum { RES_NOT_RUN = 0, RES_OK = 1, RES_WRONG = 2, RES_ERROR = 3, RES_SKIPPED = 4 };
+
+/* Which status a summary of several shows: error beats wrong beats not run beats skipped beats ok. */
+static inline int bench_status_rank(int status)
+{
+	switch (status) {
+	case RES_OK:
+		return 0;
+	case RES_SKIPPED:
+		return 1;
+	case RES_NOT_RUN:
+		return 2;
+	case RES_WRONG:
+		return 3;
+	default:
+		return 4;
+	}
+}
 
 struct rank_result {
 	int32_t status;

@@ -48,7 +48,8 @@ static void usage(FILE *f)
 		"usage: collc-bench [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|\n"
 		"                   alltoall|sendrecv] --nranks N\n"
 		"                   [--min-bytes A] [--max-bytes B] [--dtype float32] [--iters K] [--warmup W]\n"
-		"                   [--depth Q] [--gpus LIST] [--root R] [--vs-nccl | --vs-mpi] [--csv FILE] [--plot FILE.png]\n"
+		"                   [--depth Q] [--gpus LIST] [--root R] [--vs-nccl [--nccl-modes LIST] | --vs-mpi]\n"
+		"                   [--csv FILE] [--plot FILE.png]\n"
 		"                   [--socket PATH | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
 		"                   [--daemon-arg ARG]... [--timeout-ms MS] [--mpirun PATH] [--mpi-peer PATH]\n"
 		"                   [--mpirun-arg ARG]...\n"
@@ -98,7 +99,17 @@ static void usage(FILE *f)
 		"  --vs-nccl         also run NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
 		"                    one process per GPU, same sizes, measured the same way: latency to\n"
 		"                    cudaStreamSynchronize; pipelined = K back-to-back launches timed with\n"
-		"                    CUDA events. Needs --backend cuda. Sets NCCL_NVLS_ENABLE=0 if unset\n"
+		"                    CUDA events. Needs --backend cuda. Sets NCCL_NVLS_ENABLE=0 if unset.\n"
+		"                    NCCL runs once per mode (--nccl-modes), each checked like collc; the\n"
+		"                    NCCL columns take the best mode per size: p50 from the lowest p50,\n"
+		"                    pipe from the lowest pipe, and name it\n"
+		"  --nccl-modes LIST plain, win, graph, win+graph or all, comma-separated (default\n"
+		"                    plain,win,graph). plain: cudaMalloc'd buffers, launches on one stream;\n"
+		"                    win: ncclMemAlloc'd buffers registered as symmetric windows\n"
+		"                    (ncclCommWindowRegister, NCCL_WIN_COLL_SYMMETRIC; NCCL >= 2.27, else\n"
+		"                    skipped); graph: launches captured once into CUDA graphs and replayed\n"
+		"                    (latency: a graph of one collective; pipelined: a graph of Q,\n"
+		"                    replayed K / Q times); win+graph: both\n"
 		"  --vs-mpi          also run Open MPI (mpirun -np N, ob1 over self,vader) on host memory:\n"
 		"                    MPI_<Coll> for latency, MPI_I<coll> with Q outstanding for pipelined.\n"
 		"                    Needs --backend cpu\n"
@@ -180,10 +191,7 @@ static void stats_of(const struct bench_cfg *cfg, const struct shared_results *s
 		const struct rank_result *res = &sr->res[s * n + r];
 		int rank_status = res->status;
 
-		/* Error beats wrong beats not run. */
-		if ((rank_status == RES_ERROR) ||
-		    (rank_status == RES_WRONG && worst != RES_ERROR) ||
-		    (rank_status == RES_NOT_RUN && worst == RES_OK)) {
+		if (bench_status_rank(rank_status) > bench_status_rank(worst)) {
 			worst = rank_status;
 			snprintf(st->msg, sizeof(st->msg), "%s", res->msg);
 		}
@@ -352,6 +360,37 @@ static int parse_name(const char *opt, const char *s, const char *const *names, 
 	return 0;
 }
 
+/* --nccl-modes: a comma-separated list of nccl_mode_names, or "all". */
+static int parse_modes(const char *s, unsigned *ret)
+{
+	char *save = NULL, *list = strdup(s);
+	unsigned mask = 0;
+	int m;
+
+	if (!list) {
+		fprintf(stderr, "collc-bench: out of memory\n");
+		return -1;
+	}
+	for (char *w = strtok_r(list, ",", &save); w; w = strtok_r(NULL, ",", &save)) {
+		if (strcmp(w, "all") == 0) {
+			mask |= (1u << NCCL_NUM_MODES) - 1;
+			continue;
+		}
+		if (parse_name("--nccl-modes", w, nccl_mode_names, NCCL_NUM_MODES, &m) < 0) {
+			free(list);
+			return -1;
+		}
+		mask |= 1u << m;
+	}
+	free(list);
+	if (!mask) {
+		fprintf(stderr, "collc-bench: --nccl-modes names no mode\n");
+		return -1;
+	}
+	*ret = mask;
+	return 0;
+}
+
 /* Other work on the machine is the first suspect for noisy numbers. */
 static void print_load(FILE *f, const char *when)
 {
@@ -466,6 +505,7 @@ enum {
 	OPT_MPI_PEER,
 	OPT_MPIRUN_ARG,
 	OPT_GPUS,
+	OPT_NCCL_MODES,
 	OPT_HELP,
 };
 
@@ -484,6 +524,7 @@ int main(int argc, char **argv)
 		{ "root", required_argument, NULL, OPT_ROOT },
 		{ "vs-nccl", no_argument, NULL, OPT_VS_NCCL },
 		{ "vs-mpi", no_argument, NULL, OPT_VS_MPI },
+		{ "nccl-modes", required_argument, NULL, OPT_NCCL_MODES },
 		{ "csv", required_argument, NULL, OPT_CSV },
 		{ "plot", required_argument, NULL, OPT_PLOT },
 		{ "from-csv", required_argument, NULL, OPT_FROM_CSV },
@@ -508,13 +549,14 @@ int main(int argc, char **argv)
 		.depth = 4,
 		.timeout_ms = 60000,
 		.peer = PEER_NONE,
+		.nccl_modes = NCCL_MODES_DEFAULT,
 	};
 	static struct report rp;
 	uint64_t min_bytes = 8, max_bytes = 64ull << 20;
 	const char *csv = NULL, *plot = NULL, *from_csv = NULL, *title = NULL;
 	const char *collcd = COLLC_BENCH_COLLCD, *backend = "cpu";
 	char *daemon_extra[BENCH_MAX_EXTRA], *mpirun_extra[BENCH_MAX_EXTRA];
-	int ndaemon_extra = 0, nmpirun_extra = 0, spawn = 0, c, ok, status = 0;
+	int ndaemon_extra = 0, nmpirun_extra = 0, spawn = 0, c, ok, status = 0, nccl_modes_set = 0;
 	struct mpi_opts mo = { .mpirun = COLLC_BENCH_MPIRUN, .peer = COLLC_BENCH_MPI_PEER };
 	struct shared_results *sr;
 	char csv_tmp[64] = "", title_buf[256];
@@ -586,6 +628,11 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			cfg.peer = c == OPT_VS_NCCL ? PEER_NCCL : PEER_MPI;
+			break;
+		case OPT_NCCL_MODES:
+			if (parse_modes(optarg, &cfg.nccl_modes) < 0)
+				return 2;
+			nccl_modes_set = 1;
 			break;
 		case OPT_CSV:
 			csv = optarg;
@@ -683,6 +730,10 @@ int main(int argc, char **argv)
 			cfg.nranks);
 		return 2;
 	}
+	if (nccl_modes_set && cfg.peer != PEER_NCCL) {
+		fprintf(stderr, "collc-bench: --nccl-modes needs --vs-nccl\n");
+		return 2;
+	}
 	if (cfg.peer == PEER_NCCL && !cfg.cuda) {
 		fprintf(stderr, "collc-bench: --vs-nccl compares on GPUs: add --backend cuda\n");
 		return 2;
@@ -727,30 +778,36 @@ int main(int argc, char **argv)
 		for (int s = 0; s < cfg.nsizes; s++)
 			rp.rows[s].p = st[s];
 	} else if (cfg.peer == PEER_NCCL) {
-		struct size_stats st[BENCH_MAX_SIZES];
+		/* Each mode in ranks of its own: a fresh communicator, nothing left of the last. */
+		for (int m = 0; m < NCCL_NUM_MODES; m++) {
+			struct size_stats st[BENCH_MAX_SIZES];
+			char what[32];
 
-		sr = shared_results_new(&cfg);
-		if (!sr) {
-			fprintf(stderr, "collc-bench: mmap: %s\n", strerror(errno));
-			return 1;
+			if (!(cfg.nccl_modes >> m & 1))
+				continue;
+			cfg.nccl_mode = m;
+			sr = shared_results_new(&cfg);
+			if (!sr) {
+				fprintf(stderr, "collc-bench: mmap: %s\n", strerror(errno));
+				return 1;
+			}
+			snprintf(what, sizeof(what), "NCCL %s", nccl_mode_names[m]);
+			fprintf(stderr, "collc-bench: %s ranks running\n", what);
+			if (run_ranks(what, &cfg, sr, NULL, st) < 0)
+				status = 1;
+			for (int s = 0; s < cfg.nsizes; s++)
+				rp.rows[s].pm[m] = st[s];
+			shared_results_free(sr);
 		}
-		fprintf(stderr, "collc-bench: NCCL ranks running\n");
-		if (run_ranks("NCCL", &cfg, sr, NULL, st) < 0)
-			status = 1;
-		for (int s = 0; s < cfg.nsizes; s++)
-			rp.rows[s].p = st[s];
-		shared_results_free(sr);
+		rp.modes = cfg.nccl_modes;
 	}
 
 	if (run_collc(&cfg, spawn, collcd, backend, daemon_extra, ndaemon_extra, &rp) < 0)
 		status = 1;
 
-	for (int s = 0; s < cfg.nsizes; s++) {
-		if (rp.rows[s].c.status != RES_OK)
-			status = 1;
-		if (cfg.peer != PEER_NONE && rp.rows[s].p.status != RES_OK)
-			status = 1;
-	}
+	report_pick_best(&rp);
+	if (report_failed(&rp))
+		status = 1;
 	print_load(stdout, "at the end");
 	report_table(stdout, &rp);
 	if (plot && !csv) {

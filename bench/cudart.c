@@ -28,6 +28,25 @@ static int load_syms(void *lib, void *table, const struct sym *syms, size_t n, c
 	return 0;
 }
 
+/*
+ * Entry points only some versions have: all of them or none (every one stays
+ * NULL). Returns the name of the first one missing, or NULL.
+ */
+static const char *load_optional(void *lib, void *table, const struct sym *syms, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		void *f = dlsym(lib, syms[i].name);
+
+		if (!f) {
+			for (size_t k = 0; k < n; k++)
+				memset((char *)table + syms[k].off, 0, sizeof(f));
+			return syms[i].name;
+		}
+		memcpy((char *)table + syms[i].off, &f, sizeof(f));
+	}
+	return NULL;
+}
+
 #define RT(f)                                                                                      \
 	{                                                                                          \
 		"cuda" #f, offsetof(struct cudart, f)                                              \
@@ -55,6 +74,11 @@ int cudart_load(struct cudart *rt, char *msg, size_t len)
 		RT(EventElapsedTime),
 		RT(GetErrorString),
 	};
+	/* cudaGraphInstantiateWithFlags: one signature from CUDA 11.4 on (plain Instantiate changed in 12). */
+	static const struct sym graph_syms[] = {
+		RT(StreamBeginCapture), RT(StreamEndCapture), RT(GraphInstantiateWithFlags),
+		RT(GraphLaunch),        RT(GraphExecDestroy), RT(GraphDestroy),
+	};
 	char first_err[256] = "";
 
 	memset(rt, 0, sizeof(*rt));
@@ -78,6 +102,8 @@ int cudart_load(struct cudart *rt, char *msg, size_t len)
 		rt->lib = NULL;
 		return -1;
 	}
+	rt->graph_missing =
+		load_optional(rt->lib, rt, graph_syms, sizeof(graph_syms) / sizeof(graph_syms[0]));
 	return 0;
 }
 
@@ -101,6 +127,12 @@ int nccl_load(struct nccl *nc, char *msg, size_t len)
 		NC(Reduce),     NC(GetErrorString), NC(Send),          NC(Recv),
 		NC(GroupStart), NC(GroupEnd),
 	};
+	static const struct sym win_syms[] = {
+		NC(MemAlloc),
+		NC(MemFree),
+		NC(CommWindowRegister),
+		NC(CommWindowDeregister),
+	};
 
 	memset(nc, 0, sizeof(*nc));
 	nc->lib = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
@@ -117,6 +149,8 @@ int nccl_load(struct nccl *nc, char *msg, size_t len)
 		return -1;
 	}
 	*(void **)&nc->AlltoAll = dlsym(nc->lib, "ncclAlltoAll"); /* NCCL 2.28 on */
+	nc->win_missing =
+		load_optional(nc->lib, nc, win_syms, sizeof(win_syms) / sizeof(win_syms[0]));
 	return 0;
 }
 

@@ -16,17 +16,20 @@
 
 struct derived {
 	double algbw, busbw, ops;
+	double busbw1; /* one collective on its own: from p50 */
 };
 
 static struct derived derive(const struct report *rp, const struct report_row *row,
 			     const struct size_stats *st)
 {
+	double f = bench_busbw_factor(rp->cfg->coll, rp->cfg->nranks);
 	struct derived d;
 	double t = st->pipe_us * 1e-6;
 
 	d.algbw = (double)row->sz->bytes / t / 1e9;
-	d.busbw = d.algbw * bench_busbw_factor(rp->cfg->coll, rp->cfg->nranks);
+	d.busbw = d.algbw * f;
 	d.ops = 1.0 / t;
+	d.busbw1 = (double)row->sz->bytes / (st->p50_us * 1e-6) / 1e9 * f;
 	return d;
 }
 
@@ -39,22 +42,100 @@ static const char *status_word(int status)
 		return "wrong";
 	case RES_ERROR:
 		return "error";
+	case RES_SKIPPED:
+		return "skipped";
 	default:
 		return "not-run";
 	}
 }
 
-/* One line per failed size; a message repeated over consecutive sizes is printed once. */
-static void print_failures(FILE *f, const struct report *rp, int peer)
+static int has_mode(const struct report *rp, int m)
 {
-	const char *last = NULL;
-	int repeats = 0;
+	return (rp->modes >> m) & 1;
+}
 
+void report_pick_best(struct report *rp)
+{
+	for (int s = 0; s < rp->cfg->nsizes; s++) {
+		struct report_row *row = &rp->rows[s];
+		const struct size_stats *worst = NULL;
+
+		row->p50_mode = row->pipe_mode = -1;
+		if (!rp->modes)
+			continue;
+		for (int m = 0; m < NCCL_NUM_MODES; m++) {
+			const struct size_stats *st = &row->pm[m];
+
+			if (!has_mode(rp, m))
+				continue;
+			if (st->status != RES_OK) {
+				if (!worst || bench_status_rank(st->status) >
+						      bench_status_rank(worst->status))
+					worst = st;
+				continue;
+			}
+			/* Ties go to the mode listed first. */
+			if (row->p50_mode < 0 || st->p50_us < row->pm[row->p50_mode].p50_us)
+				row->p50_mode = m;
+			if (row->pipe_mode < 0 || st->pipe_us < row->pm[row->pipe_mode].pipe_us)
+				row->pipe_mode = m;
+		}
+		memset(&row->p, 0, sizeof(row->p));
+		if (row->p50_mode >= 0) {
+			row->p.status = RES_OK;
+			row->p.p50_us = row->pm[row->p50_mode].p50_us;
+			row->p.p99_us = row->pm[row->p50_mode].p99_us;
+			row->p.pipe_us = row->pm[row->pipe_mode].pipe_us;
+		} else if (worst) {
+			row->p = *worst;
+		}
+	}
+}
+
+int report_failed(const struct report *rp)
+{
 	for (int s = 0; s < rp->cfg->nsizes; s++) {
 		const struct report_row *row = &rp->rows[s];
-		const struct size_stats *st = peer ? &row->p : &row->c;
 
-		if (st->status != RES_WRONG && st->status != RES_ERROR)
+		if (row->c.status != RES_OK)
+			return 1;
+		if (rp->peer_name && row->p.status != RES_OK)
+			return 1;
+		for (int m = 0; m < NCCL_NUM_MODES; m++)
+			if (has_mode(rp, m) && row->pm[m].status != RES_OK &&
+			    row->pm[m].status != RES_SKIPPED)
+				return 1;
+	}
+	return 0;
+}
+
+/* Size s's numbers of collc (who < 0), the peer's best (who == NCCL_NUM_MODES) or a peer mode. */
+static const struct size_stats *stats_at(const struct report *rp, int s, int who)
+{
+	const struct report_row *row = &rp->rows[s];
+
+	return who < 0 ? &row->c : who == NCCL_NUM_MODES ? &row->p : &row->pm[who];
+}
+
+/*
+ * One line per failed size (and per skipped mode); a message repeated over
+ * consecutive sizes is printed once.
+ */
+static void print_failures(FILE *f, const struct report *rp, int who)
+{
+	const char *last = NULL;
+	char name[48] = "";
+	int repeats = 0;
+
+	if (who >= 0)
+		snprintf(name, sizeof(name), "%s%s%s at ", rp->peer_name,
+			 who < NCCL_NUM_MODES ? " " : "",
+			 who < NCCL_NUM_MODES ? nccl_mode_names[who] : "");
+	for (int s = 0; s < rp->cfg->nsizes; s++) {
+		const struct size_stats *st = stats_at(rp, s, who);
+		int skipped = st->status == RES_SKIPPED && who >= 0 && who < NCCL_NUM_MODES;
+
+		if (st->status != RES_WRONG && st->status != RES_ERROR && !skipped)
 			continue;
 		if (last && strcmp(last, st->msg) == 0) {
 			repeats++;
@@ -64,20 +145,33 @@ static void print_failures(FILE *f, const struct report *rp, int peer)
 			fprintf(f, "#   (the same for %d more sizes)\n", repeats);
 		repeats = 0;
 		last = st->msg;
-		fprintf(f, "#   %s%s%llu bytes: %s: %s\n", peer ? rp->peer_name : "",
-			peer ? " at " : "", (unsigned long long)row->sz->bytes,
-			st->status == RES_WRONG ? "wrong result" : "error", st->msg);
+		fprintf(f, "#   %s%llu bytes: %s: %s\n", name,
+			(unsigned long long)rp->rows[s].sz->bytes,
+			st->status == RES_WRONG   ? "wrong result"
+			: st->status == RES_ERROR ? "error"
+						  : "skipped",
+			st->msg);
 	}
 	if (repeats)
 		fprintf(f, "#   (the same for %d more sizes)\n", repeats);
 }
 
-void report_table(FILE *f, const struct report *rp)
+/* The width of the "by" columns: the longest mode name run. */
+static int mode_width(const struct report *rp)
+{
+	int w = 2;
+
+	for (int m = 0; m < NCCL_NUM_MODES; m++)
+		if (has_mode(rp, m) && (int)strlen(nccl_mode_names[m]) > w)
+			w = (int)strlen(nccl_mode_names[m]);
+	return w;
+}
+
+static void print_header(FILE *f, const struct report *rp)
 {
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
-	int nbad = 0;
-
+	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	char root[24] = "";
 
 	if (cfg->coll == BENCH_BROADCAST || cfg->coll == BENCH_REDUCE)
@@ -87,7 +181,7 @@ void report_table(FILE *f, const struct report *rp)
 		"depth %d\n",
 		bench_coll_names[cfg->coll], cfg->nranks, bench_dtype_names[cfg->dtype],
 		bench_coll_reduces(cfg->coll) ? "sum" : "copy", root, rp->backend, cfg->iters,
-		cfg->warmup, cfg->depth < cfg->iters ? cfg->depth : cfg->iters);
+		cfg->warmup, depth);
 	fprintf(f,
 		"# size: nccl-tests' size (allgather, reduce_scatter, alltoall: the whole nranks x "
 		"count buffer); count: size / dtype size\n"
@@ -95,23 +189,59 @@ void report_table(FILE *f, const struct report *rp)
 		"per iteration\n"
 		"# pipe: time per collective with %d outstanding (total / iterations, max over "
 		"ranks); algbw = size / pipe,\n"
-		"#       busbw = algbw * %s; ops/s = 1 / pipe\n",
+		"#       busbw = algbw * %s; ops/s = 1 / pipe\n"
+		"# busbw1: one collective on its own, busbw from p50 = size / p50 * the same factor\n",
 		cfg->depth,
 		cfg->coll == BENCH_ALLREDUCE                                        ? "2(n-1)/n"
 		: cfg->coll == BENCH_ALLGATHER || cfg->coll == BENCH_REDUCE_SCATTER ||
 				cfg->coll == BENCH_ALLTOALL
 			? "(n-1)/n"
 			: "1");
-	if (pn)
+	if (!pn)
+		return;
+	fprintf(f,
+		"# %s columns: the same quantities for %s; x p50, x p99, x pipe = %s time / "
+		"collc time: > 1 means collc is faster\n",
+		pn, pn, pn);
+	if (rp->modes) {
+		fprintf(f, "# %s at its best, per size and metric over its modes:", pn);
+		for (int m = 0; m < NCCL_NUM_MODES; m++)
+			if (has_mode(rp, m))
+				fprintf(f, " %s", nccl_mode_names[m]);
 		fprintf(f,
-			"# %s columns: the same quantities for %s; x p50, x p99, x pipe = %s time / "
-			"collc time: > 1 means collc is faster\n",
-			pn, pn, pn);
-	fprintf(f, "#\n# %10s %11s %9s %9s %9s %8s %8s %10s", "size(B)", "count", "p50(us)",
-		"p99(us)", "pipe(us)", "algbw", "busbw", "ops/s");
-	if (pn)
-		fprintf(f, " | %4s %9s %9s %9s %8s | %6s %6s %6s", pn, "p50(us)", "p99(us)",
-			"pipe(us)", "busbw", "x p50", "x p99", "x pipe");
+			"\n#   p50 (with its p99 and busbw1) from the mode with the lowest p50, pipe "
+			"(with busbw) from the mode\n"
+			"#   with the lowest pipe; \"by\" names the mode. plain: cudaMalloc'd buffers, "
+			"launches on one stream;\n"
+			"#   win: ncclMemAlloc'd buffers registered as symmetric windows "
+			"(NCCL_WIN_COLL_SYMMETRIC);\n"
+			"#   graph: launches replayed from CUDA graphs (p50: a graph of one collective; "
+			"pipe: a graph of %d)\n",
+			depth);
+	}
+	if (cfg->peer == PEER_NCCL)
+		fprintf(f,
+			"# NOTE x pipe: collc's %d outstanding collectives may overlap (run side by "
+			"side), while %s's serialize on one stream\n",
+			depth, pn);
+}
+
+void report_table(FILE *f, const struct report *rp)
+{
+	const struct bench_cfg *cfg = rp->cfg;
+	const char *pn = rp->peer_name;
+	int nbad = 0, w = mode_width(rp);
+
+	print_header(f, rp);
+	fprintf(f, "#\n# %10s %11s %9s %9s %9s %8s %8s %10s %8s", "size(B)", "count", "p50(us)",
+		"p99(us)", "pipe(us)", "algbw", "busbw", "ops/s", "busbw1");
+	if (pn && rp->modes)
+		fprintf(f, " | %4s %9s %-*s %9s %9s %-*s %8s %8s | %6s %6s %6s", pn, "p50(us)", w,
+			"by", "p99(us)", "pipe(us)", w, "by", "busbw", "busbw1", "x p50", "x p99",
+			"x pipe");
+	else if (pn)
+		fprintf(f, " | %4s %9s %9s %9s %8s %8s | %6s %6s %6s", pn, "p50(us)", "p99(us)",
+			"pipe(us)", "busbw", "busbw1", "x p50", "x p99", "x pipe");
 	fprintf(f, "\n");
 	for (int s = 0; s < cfg->nsizes; s++) {
 		const struct report_row *row = &rp->rows[s];
@@ -121,8 +251,8 @@ void report_table(FILE *f, const struct report *rp)
 		if (row->c.status == RES_OK) {
 			struct derived d = derive(rp, row, &row->c);
 
-			fprintf(f, " %9.2f %9.2f %9.2f %8.3f %8.3f %10.0f", row->c.p50_us,
-				row->c.p99_us, row->c.pipe_us, d.algbw, d.busbw, d.ops);
+			fprintf(f, " %9.2f %9.2f %9.2f %8.3f %8.3f %10.0f %8.3f", row->c.p50_us,
+				row->c.p99_us, row->c.pipe_us, d.algbw, d.busbw, d.ops, d.busbw1);
 		} else {
 			/* No numbers for a size that was wrong, failed or did not run. */
 			fprintf(f, " %-67s",
@@ -134,8 +264,15 @@ void report_table(FILE *f, const struct report *rp)
 		if (pn && row->p.status == RES_OK) {
 			struct derived d = derive(rp, row, &row->p);
 
-			fprintf(f, " | %4s %9.2f %9.2f %9.2f %8.3f |", "", row->p.p50_us,
-				row->p.p99_us, row->p.pipe_us, d.busbw);
+			if (rp->modes)
+				fprintf(f, " | %4s %9.2f %-*s %9.2f %9.2f %-*s %8.3f %8.3f |", "",
+					row->p.p50_us, w, nccl_mode_names[row->p50_mode],
+					row->p.p99_us, row->p.pipe_us, w,
+					nccl_mode_names[row->pipe_mode], d.busbw, d.busbw1);
+			else
+				fprintf(f, " | %4s %9.2f %9.2f %9.2f %8.3f %8.3f |", "",
+					row->p.p50_us, row->p.p99_us, row->p.pipe_us, d.busbw,
+					d.busbw1);
 			if (row->c.status == RES_OK)
 				fprintf(f, " %6.2f %6.2f %6.2f", row->p.p50_us / row->c.p50_us,
 					row->p.p99_us / row->c.p99_us,
@@ -145,12 +282,47 @@ void report_table(FILE *f, const struct report *rp)
 		}
 		fprintf(f, "\n");
 	}
+	if (pn && rp->modes & (rp->modes - 1)) {
+		/* More than one mode: each one's numbers, * on the one the table took. */
+		fprintf(f,
+			"#\n# %s by mode: p50 and pipe (us); * marks the figure the table took\n#"
+			" %10s",
+			pn, "size(B)");
+		for (int m = 0; m < NCCL_NUM_MODES; m++)
+			if (has_mode(rp, m))
+				fprintf(f, " | %-9s %9s  %9s ", nccl_mode_names[m], "p50(us)",
+					"pipe(us)");
+		fprintf(f, "\n");
+		for (int s = 0; s < cfg->nsizes; s++) {
+			const struct report_row *row = &rp->rows[s];
+
+			fprintf(f, "  %10llu", (unsigned long long)row->sz->bytes);
+			for (int m = 0; m < NCCL_NUM_MODES; m++) {
+				const struct size_stats *st = &row->pm[m];
+
+				if (!has_mode(rp, m))
+					continue;
+				if (st->status == RES_OK)
+					fprintf(f, " | %9s %9.2f%c %9.2f%c", "", st->p50_us,
+						row->p50_mode == m ? '*' : ' ', st->pipe_us,
+						row->pipe_mode == m ? '*' : ' ');
+				else
+					fprintf(f, " | %9s %-21s", "", status_word(st->status));
+			}
+			fprintf(f, "\n");
+		}
+	}
 	if (nbad) {
 		fprintf(f, "#\n# collc sizes without numbers:\n");
-		print_failures(f, rp, 0);
+		print_failures(f, rp, -1);
 	}
-	if (pn)
-		print_failures(f, rp, 1);
+	if (pn && rp->modes) {
+		for (int m = 0; m < NCCL_NUM_MODES; m++)
+			if (has_mode(rp, m))
+				print_failures(f, rp, m);
+	} else if (pn) {
+		print_failures(f, rp, NCCL_NUM_MODES);
+	}
 	fflush(f);
 }
 
@@ -168,6 +340,9 @@ static void csv_stats(FILE *f, const struct report *rp, const struct report_row 
 	}
 }
 
+/* The CSV names of the modes: nccl_<name>_status and so on. */
+static const char *const csv_mode_names[NCCL_NUM_MODES] = { "plain", "win", "graph", "win_graph" };
+
 int report_csv(const char *path, const struct report *rp)
 {
 	const struct bench_cfg *cfg = rp->cfg;
@@ -177,12 +352,19 @@ int report_csv(const char *path, const struct report *rp)
 		fprintf(stderr, "collc-bench: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
+	/* Columns 1-24 as they always were; later ones appended only, so old readers still work. */
 	fprintf(f,
 		"coll,nranks,dtype,backend,peer,bytes,count,status,p50_us,p99_us,pipe_us,"
 		"algbw_GBps,busbw_GBps,ops_per_s,peer_status,peer_p50_us,peer_p99_us,peer_pipe_us,"
-		"peer_algbw_GBps,peer_busbw_GBps,peer_ops_per_s,ratio_p50,ratio_p99,ratio_pipe\n");
+		"peer_algbw_GBps,peer_busbw_GBps,peer_ops_per_s,ratio_p50,ratio_p99,ratio_pipe,"
+		"busbw1_GBps,peer_busbw1_GBps,peer_p50_mode,peer_pipe_mode");
+	for (int m = 0; m < NCCL_NUM_MODES; m++)
+		fprintf(f, ",nccl_%s_status,nccl_%s_p50_us,nccl_%s_p99_us,nccl_%s_pipe_us",
+			csv_mode_names[m], csv_mode_names[m], csv_mode_names[m], csv_mode_names[m]);
+	fprintf(f, "\n");
 	for (int s = 0; s < cfg->nsizes; s++) {
 		const struct report_row *row = &rp->rows[s];
+		int cok = row->c.status == RES_OK, pok = rp->peer_name && row->p.status == RES_OK;
 
 		fprintf(f, "%s,%d,%s,%s,%s,%llu,%llu", bench_coll_names[cfg->coll], cfg->nranks,
 			bench_dtype_names[cfg->dtype], rp->backend,
@@ -194,11 +376,34 @@ int report_csv(const char *path, const struct report *rp)
 		} else {
 			fprintf(f, ",,,,,,,");
 		}
-		if (rp->peer_name && row->c.status == RES_OK && row->p.status == RES_OK)
-			fprintf(f, ",%.4g,%.4g,%.4g\n", row->p.p50_us / row->c.p50_us,
+		if (cok && pok)
+			fprintf(f, ",%.4g,%.4g,%.4g", row->p.p50_us / row->c.p50_us,
 				row->p.p99_us / row->c.p99_us, row->p.pipe_us / row->c.pipe_us);
 		else
-			fprintf(f, ",,,\n");
+			fprintf(f, ",,,");
+		if (cok)
+			fprintf(f, ",%.6g", derive(rp, row, &row->c).busbw1);
+		else
+			fprintf(f, ",");
+		if (pok)
+			fprintf(f, ",%.6g", derive(rp, row, &row->p).busbw1);
+		else
+			fprintf(f, ",");
+		fprintf(f, ",%s,%s",
+			pok && row->p50_mode >= 0 ? nccl_mode_names[row->p50_mode] : "",
+			pok && row->pipe_mode >= 0 ? nccl_mode_names[row->pipe_mode] : "");
+		for (int m = 0; m < NCCL_NUM_MODES; m++) {
+			const struct size_stats *st = &row->pm[m];
+
+			if (!has_mode(rp, m))
+				fprintf(f, ",,,,");
+			else if (st->status == RES_OK)
+				fprintf(f, ",ok,%.6g,%.6g,%.6g", st->p50_us, st->p99_us,
+					st->pipe_us);
+			else
+				fprintf(f, ",%s,,,", status_word(st->status));
+		}
+		fprintf(f, "\n");
 	}
 	if (fclose(f) != 0) {
 		fprintf(stderr, "collc-bench: writing %s: %s\n", path, strerror(errno));
@@ -221,7 +426,7 @@ static int csv_scan(const char *csv, char *peer, size_t len, int *have_collc, in
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f)) {
-		char *field[32], *p = line;
+		char *field[64], *p = line;
 		int n = 0;
 
 		if (first) {
@@ -234,7 +439,7 @@ static int csv_scan(const char *csv, char *peer, size_t len, int *have_collc, in
 			continue;
 		}
 		line[strcspn(line, "\r\n")] = 0;
-		while (n < 32) {
+		while (n < 64) {
 			field[n++] = p;
 			p = strchr(p, ',');
 			if (!p)

@@ -13,16 +13,28 @@
 struct report_row {
 	const struct bench_size *sz;
 	struct size_stats c; /* collc */
-	struct size_stats p; /* the peer, when there is one */
+	/* The peer, when there is one; with modes, the best of them (report_pick_best). */
+	struct size_stats p;
+	struct size_stats pm[NCCL_NUM_MODES]; /* each mode of the peer in rp->modes */
+	int p50_mode, pipe_mode;              /* the modes p's p50 (and p99) and pipe come from */
 };
 
 struct report {
 	const struct bench_cfg *cfg;
 	const char *peer_name; /* "NCCL", "MPI" or NULL */
 	const char *backend;
+	unsigned modes; /* NCCL: 1 << enum nccl_mode for each mode run; 0: the peer has none */
 	struct report_row rows[BENCH_MAX_SIZES];
 };
 
+/*
+ * With modes: each row's p from its pm[]: p50 and p99 of the mode with the
+ * lowest p50, pipe of the mode with the lowest pipe, over the modes with
+ * numbers (RES_OK); without any, the worst status of the modes.
+ */
+void report_pick_best(struct report *rp);
+/* 1 when a size lacks numbers (collc or the peer) or a peer mode failed; skipped modes do not count. */
+int report_failed(const struct report *rp);
 void report_table(FILE *f, const struct report *rp);
 int report_csv(const char *path, const struct report *rp);
 /* Plots a CSV written by report_csv (gnuplot, else python3-matplotlib). */

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * One NCCL rank (--vs-nccl): GPU `rank`, ncclCommInitRank with the id that
- * rank 0 publishes in shared memory, cudaMalloc'd buffers, one non-blocking
- * stream. End-to-end latency is the call to cudaStreamSynchronize returning;
- * pipelined time is `iters` back-to-back launches timed with two events
- * (nccl-tests' way: the stream is the queue, so --depth only picks how many
- * receive buffers the launches rotate through).
+ * rank 0 publishes in shared memory, one non-blocking stream. End-to-end
+ * latency is the call to cudaStreamSynchronize returning; pipelined time is
+ * `iters` back-to-back launches timed with two events (nccl-tests' way: the
+ * stream is the queue, so --depth only picks how many receive buffers the
+ * launches rotate through). The mode (cfg->nccl_mode) picks the buffers,
+ * cudaMalloc'd or ncclMemAlloc'd and registered as symmetric windows, and
+ * the launches, direct or replayed from CUDA graphs: one graph of one
+ * collective for latency, one of `depth` collectives (the j-th into slot j)
+ * replayed iters / depth times for pipelined time. A mode the loaded
+ * libraries lack is skipped (RES_SKIPPED on every size), not failed.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,10 +32,18 @@ struct nccl_rank {
 	cuda_event_t ev0, ev1;
 	int dtype;
 	int rank;
+	int win, graph; /* the mode: symmetric windows, CUDA graphs */
+	int depth;      /* receive slots */
 	void *send;
 	void **recv;
 	int nrecv;
+	nccl_window_t *wins; /* win: the send buffer's, then each receive slot's */
+	int nwin;
 	void *bar;
+	/* graph: the graphs of size gsz, captured at its first collective */
+	const struct bench_size *gsz;
+	cuda_graph_exec_t g_one;  /* one collective into slot 0 */
+	cuda_graph_exec_t g_pipe; /* depth collectives, the j-th into slot j */
 };
 
 static int cuda_fail(struct runner *rn, cuda_err_t e, const char *what)
@@ -100,31 +113,156 @@ static nccl_result_t launch(struct nccl_rank *nr, const struct bench_size *sz, i
 	}
 }
 
+/*
+ * Poisons a receive slot. cudaMemset runs on the legacy default stream, which
+ * does not order the non-blocking stream: wait for it before the next launch.
+ */
+static int poison(struct runner *rn, int slot, size_t bytes)
+{
+	struct nccl_rank *nr = rn->st;
+	cuda_err_t e = nr->rt.Memset(nr->recv[slot], 0xff, bytes);
+
+	if (e == 0)
+		e = nr->rt.DeviceSynchronize();
+	return e ? cuda_fail(rn, e, "cudaMemset") : 0;
+}
+
+/* Captures n collectives of size sz (the j-th into slot j) and instantiates them. */
+static int capture(struct runner *rn, const struct bench_size *sz, int n, cuda_graph_exec_t *ret)
+{
+	struct nccl_rank *nr = rn->st;
+	cuda_graph_t g = NULL;
+	nccl_result_t r = 0;
+	cuda_err_t e = nr->rt.StreamBeginCapture(nr->stream, CUDA_CAPTURE_GLOBAL);
+
+	if (e)
+		return cuda_fail(rn, e, "cudaStreamBeginCapture");
+	for (int j = 0; j < n && r == 0; j++)
+		r = launch(nr, sz, j);
+	/* Even after a failed launch: the stream must leave capture mode. */
+	e = nr->rt.StreamEndCapture(nr->stream, &g);
+	if (r) {
+		if (e == 0 && g)
+			nr->rt.GraphDestroy(g);
+		return nccl_fail(rn, r, "launch while capturing a CUDA graph");
+	}
+	if (e)
+		return cuda_fail(rn, e, "cudaStreamEndCapture");
+	e = nr->rt.GraphInstantiateWithFlags(ret, g, 0);
+	nr->rt.GraphDestroy(g); /* the executable graph keeps what it needs */
+	return e ? cuda_fail(rn, e, "cudaGraphInstantiateWithFlags") : 0;
+}
+
+static void graphs_drop(struct nccl_rank *nr)
+{
+	if (nr->g_one)
+		nr->rt.GraphExecDestroy(nr->g_one);
+	if (nr->g_pipe)
+		nr->rt.GraphExecDestroy(nr->g_pipe);
+	nr->g_one = nr->g_pipe = NULL;
+	nr->gsz = NULL;
+}
+
+/*
+ * The graphs of size sz, captured at its first collective. One direct
+ * collective first sets up what NCCL sets up lazily (nccl-tests warms up
+ * before capturing too); it writes slot 0, which is poisoned again so that
+ * the check that follows sees the graph's result.
+ */
+static int graphs_for(struct runner *rn, const struct bench_size *sz)
+{
+	struct nccl_rank *nr = rn->st;
+	size_t bytes = sz->recv_elems * collc_dtype_bytes(nr->cfg->dtype);
+	nccl_result_t r;
+	cuda_err_t e;
+	int rc;
+
+	if (nr->gsz == sz)
+		return 0;
+	graphs_drop(nr);
+	r = launch(nr, sz, 0);
+	if (r)
+		return nccl_fail(rn, r, "launch before capturing");
+	e = nr->rt.StreamSynchronize(nr->stream);
+	if (e)
+		return cuda_fail(rn, e, "cudaStreamSynchronize");
+	rc = poison(rn, 0, bytes);
+	if (rc == 0)
+		rc = capture(rn, sz, 1, &nr->g_one);
+	if (rc == 0)
+		rc = capture(rn, sz, nr->depth, &nr->g_pipe);
+	if (rc < 0) {
+		graphs_drop(nr);
+		return rc;
+	}
+	nr->gsz = sz;
+	return 0;
+}
+
 static int op_once(struct runner *rn, const struct bench_size *sz, int slot)
 {
 	struct nccl_rank *nr = rn->st;
-	nccl_result_t r = launch(nr, sz, slot);
+	nccl_result_t r;
 	cuda_err_t e;
 
-	if (r)
-		return nccl_fail(rn, r, "launch");
+	if (nr->graph) {
+		int rc = slot == 0 ? graphs_for(rn, sz) : -EINVAL;
+
+		if (rc == -EINVAL)
+			snprintf(rn->err, sizeof(rn->err),
+				 "graph mode runs single collectives into slot 0 only");
+		if (rc < 0)
+			return rc;
+		e = nr->rt.GraphLaunch(nr->g_one, nr->stream);
+		if (e)
+			return cuda_fail(rn, e, "cudaGraphLaunch");
+	} else {
+		r = launch(nr, sz, slot);
+		if (r)
+			return nccl_fail(rn, r, "launch");
+	}
 	e = nr->rt.StreamSynchronize(nr->stream);
 	return e ? cuda_fail(rn, e, "cudaStreamSynchronize") : 0;
 }
 
+/*
+ * Graph mode replays the graph of `depth` collectives n / depth times; the
+ * time returned is scaled to n collectives (n is a multiple of depth unless
+ * --iters is not).
+ */
 static int op_batch(struct runner *rn, const struct bench_size *sz, int n, int depth, double *ret_s)
 {
 	struct nccl_rank *nr = rn->st;
-	cuda_err_t e = nr->rt.EventRecord(nr->ev0, nr->stream);
+	int reps = n / depth, done = n;
 	float ms = 0;
+	cuda_err_t e;
 
+	if (nr->graph) {
+		int rc = depth == nr->depth && reps > 0 ? graphs_for(rn, sz) : -EINVAL;
+
+		if (rc == -EINVAL)
+			snprintf(rn->err, sizeof(rn->err),
+				 "graph mode: %d collectives with %d outstanding do not fill "
+				 "graphs of %d",
+				 n, depth, nr->depth);
+		if (rc < 0)
+			return rc;
+		done = reps * depth;
+	}
+	e = nr->rt.EventRecord(nr->ev0, nr->stream);
 	if (e)
 		return cuda_fail(rn, e, "cudaEventRecord");
-	for (int j = 0; j < n; j++) {
-		nccl_result_t r = launch(nr, sz, j % depth);
+	for (int j = 0; j < (nr->graph ? reps : n); j++) {
+		if (nr->graph) {
+			e = nr->rt.GraphLaunch(nr->g_pipe, nr->stream);
+			if (e)
+				return cuda_fail(rn, e, "cudaGraphLaunch");
+		} else {
+			nccl_result_t r = launch(nr, sz, j % depth);
 
-		if (r)
-			return nccl_fail(rn, r, "launch");
+			if (r)
+				return nccl_fail(rn, r, "launch");
+		}
 	}
 	e = nr->rt.EventRecord(nr->ev1, nr->stream);
 	if (e == 0)
@@ -133,7 +271,7 @@ static int op_batch(struct runner *rn, const struct bench_size *sz, int n, int d
 		e = nr->rt.EventElapsedTime(&ms, nr->ev0, nr->ev1);
 	if (e)
 		return cuda_fail(rn, e, "timing events");
-	*ret_s = ms * 1e-3;
+	*ret_s = ms * 1e-3 * n / done;
 	return 0;
 }
 
@@ -168,10 +306,7 @@ static int op_download(struct runner *rn, int slot, void *host, size_t bytes)
 
 static int op_poison(struct runner *rn, int slot, size_t bytes)
 {
-	struct nccl_rank *nr = rn->st;
-	cuda_err_t e = nr->rt.Memset(nr->recv[slot], 0xff, bytes);
-
-	return e ? cuda_fail(rn, e, "cudaMemset") : 0;
+	return poison(rn, slot, bytes);
 }
 
 static const struct runner_ops nccl_ops = {
@@ -216,23 +351,128 @@ static int exchange_id(struct nccl_rank *nr, int rank, struct shared_results *sr
 	return -1;
 }
 
+/* Why this mode cannot run with the libraries loaded, in buf; NULL when it can. */
+static const char *mode_missing(const struct nccl_rank *nr, int ver, char *buf, size_t len)
+{
+	if (nr->win && nr->nc.win_missing)
+		snprintf(buf, len,
+			 "NCCL %d.%d.%d lacks %s (symmetric windows need NCCL >= 2.27): mode %s "
+			 "skipped",
+			 ver / 10000, ver / 100 % 100, ver % 100, nr->nc.win_missing,
+			 nccl_mode_names[nr->cfg->nccl_mode]);
+	else if (nr->graph && nr->rt.graph_missing)
+		snprintf(buf, len, "%s lacks %s (CUDA graphs): mode %s skipped", nr->rt.libname,
+			 nr->rt.graph_missing, nccl_mode_names[nr->cfg->nccl_mode]);
+	else
+		return NULL;
+	return buf;
+}
+
+/* Every size of this rank: skipped, with why. */
+static void mark_skipped(const struct bench_cfg *cfg, int rank, struct shared_results *sr,
+			 const char *why)
+{
+	for (int s = 0; s < cfg->nsizes; s++) {
+		struct rank_result *res = &sr->res[s * cfg->nranks + rank];
+
+		res->status = RES_SKIPPED;
+		snprintf(res->msg, sizeof(res->msg), "%s", why);
+	}
+}
+
+/* One buffer of the mode: cudaMalloc'd, or ncclMemAlloc'd and registered as a symmetric window. */
+static int buffer_new(struct nccl_rank *nr, size_t bytes, void **ret, char *msg, size_t len)
+{
+	nccl_result_t r;
+	cuda_err_t e;
+
+	if (!nr->win) {
+		e = nr->rt.Malloc(ret, bytes);
+		if (e)
+			snprintf(msg, len, "cudaMalloc(%zu): %s", bytes,
+				 cudart_strerror(&nr->rt, e));
+		return e ? -1 : 0;
+	}
+	r = nr->nc.MemAlloc(ret, bytes);
+	if (r) {
+		snprintf(msg, len, "ncclMemAlloc(%zu): %s", bytes, nr->nc.GetErrorString(r));
+		return -1;
+	}
+	/* Collective: every rank registers the same sizes in the same order. */
+	r = nr->nc.CommWindowRegister(nr->comm, *ret, bytes, &nr->wins[nr->nwin],
+				      NCCL_WIN_COLL_SYMMETRIC);
+	if (r) {
+		snprintf(msg, len, "ncclCommWindowRegister(%zu bytes, NCCL_WIN_COLL_SYMMETRIC): %s",
+			 bytes, nr->nc.GetErrorString(r));
+		return -1;
+	}
+	nr->nwin++;
+	return 0;
+}
+
+static int setup_buffers(struct nccl_rank *nr, char *msg, size_t len)
+{
+	const struct bench_cfg *cfg = nr->cfg;
+	size_t es = collc_dtype_bytes(cfg->dtype);
+	cuda_err_t e;
+
+	nr->recv = calloc((size_t)nr->depth, sizeof(*nr->recv));
+	nr->wins = calloc((size_t)nr->depth + 1, sizeof(*nr->wins));
+	if (!nr->recv || !nr->wins) {
+		snprintf(msg, len, "out of memory");
+		return -1;
+	}
+	e = nr->rt.StreamCreateWithFlags(&nr->stream, CUDA_STREAM_NON_BLOCKING);
+	if (e == 0)
+		e = nr->rt.EventCreate(&nr->ev0);
+	if (e == 0)
+		e = nr->rt.EventCreate(&nr->ev1);
+	if (e == 0)
+		e = nr->rt.Malloc(&nr->bar, 64);
+	if (e == 0)
+		e = nr->rt.Memset(nr->bar, 0, 64);
+	if (e == 0)
+		e = nr->rt.DeviceSynchronize();
+	if (e) {
+		snprintf(msg, len, "stream, events and barrier buffer: %s",
+			 cudart_strerror(&nr->rt, e));
+		return -1;
+	}
+	if (buffer_new(nr, cfg->max_send_elems * es, &nr->send, msg, len) < 0)
+		return -1;
+	for (nr->nrecv = 0; nr->nrecv < nr->depth; nr->nrecv++)
+		if (buffer_new(nr, cfg->max_recv_elems * es, &nr->recv[nr->nrecv], msg, len) < 0)
+			return -1;
+	return 0;
+}
+
 int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results *sr)
 {
 	struct nccl_rank nr = { .cfg = cfg };
 	struct runner rn = { .ops = &nccl_ops, .st = &nr };
-	size_t es = collc_dtype_bytes(cfg->dtype);
-	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
+	const char *mode = nccl_mode_names[cfg->nccl_mode];
 	struct nccl_unique_id id;
 	int status = 1, ver = 0;
 	nccl_result_t r;
 	cuda_err_t e;
-	char msg[256];
+	char msg[300];
 
+	nr.depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
+	nr.win = nccl_mode_win(cfg->nccl_mode);
+	nr.graph = nccl_mode_graph(cfg->nccl_mode);
 	if (cudart_load(&nr.rt, msg, sizeof(msg)) < 0 || nccl_load(&nr.nc, msg, sizeof(msg)) < 0) {
 		bench_setup_error(sr, rank, "NCCL rank", "%s", msg);
 		if (rank == 0)
 			__atomic_store_n(&sr->id_ready, -1, __ATOMIC_RELEASE);
 		return 1;
+	}
+	nr.nc.GetVersion(&ver);
+	/* Every rank loads the same libraries and skips alike: nobody waits for the id. */
+	if (mode_missing(&nr, ver, msg, sizeof(msg))) {
+		mark_skipped(cfg, rank, sr, msg);
+		if (rank == 0)
+			fprintf(stderr, "collc-bench: %s\n", msg);
+		return 0;
 	}
 	nr.dtype = nccl_dtype(cfg->dtype);
 	nr.rank = rank;
@@ -246,42 +486,45 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 	}
 	if (exchange_id(&nr, rank, sr, &id) < 0)
 		return 1;
-	nr.nc.GetVersion(&ver);
 	if (rank == 0)
-		fprintf(stderr, "collc-bench: NCCL %d.%d.%d (%s)\n", ver / 10000, ver / 100 % 100,
-			ver % 100, nr.rt.libname);
+		fprintf(stderr, "collc-bench: NCCL %d.%d.%d (%s), mode %s\n", ver / 10000,
+			ver / 100 % 100, ver % 100, nr.rt.libname, mode);
 	r = nr.nc.CommInitRank(&nr.comm, cfg->nranks, id, rank);
 	if (r) {
 		bench_setup_error(sr, rank, "NCCL rank", "ncclCommInitRank: %s",
 				  nr.nc.GetErrorString(r));
 		return 1;
 	}
-	nr.recv = calloc((size_t)depth, sizeof(*nr.recv));
-	e = nr.recv ? nr.rt.StreamCreateWithFlags(&nr.stream, CUDA_STREAM_NON_BLOCKING) : 2;
-	if (e == 0)
-		e = nr.rt.EventCreate(&nr.ev0);
-	if (e == 0)
-		e = nr.rt.EventCreate(&nr.ev1);
-	if (e == 0)
-		e = nr.rt.Malloc(&nr.send, cfg->max_send_elems * es);
-	for (nr.nrecv = 0; e == 0 && nr.nrecv < depth; nr.nrecv++)
-		e = nr.rt.Malloc(&nr.recv[nr.nrecv], cfg->max_recv_elems * es);
-	if (e == 0)
-		e = nr.rt.Malloc(&nr.bar, 64);
-	if (e == 0)
-		e = nr.rt.Memset(nr.bar, 0, 64);
-	if (e) {
-		bench_setup_error(sr, rank, "NCCL rank",
-				  "setting up buffers (%d receive slots of %llu bytes): %s", depth,
-				  (unsigned long long)(cfg->max_recv_elems * es),
-				  cudart_strerror(&nr.rt, e));
+	if (setup_buffers(&nr, msg, sizeof(msg)) < 0) {
+		bench_setup_error(
+			sr, rank, "NCCL rank", "mode %s, %d receive slots of %llu bytes: %s", mode,
+			nr.depth,
+			(unsigned long long)(cfg->max_recv_elems * collc_dtype_bytes(cfg->dtype)),
+			msg);
 		goto out;
 	}
+	if (nr.win && rank == 0)
+		for (int w = 0; w < nr.nwin; w++)
+			if (!nr.wins[w]) {
+				/* NCCL's answer where it has no symmetric memory: no window, no error. */
+				fprintf(stderr,
+					"collc-bench: mode %s: NCCL registered no window (no symmetric "
+					"memory here): its collectives run as in mode plain\n",
+					mode);
+				break;
+			}
 	status = bench_rank_loop(cfg, rank, &rn, sr);
 out:
 	/* Frees are skipped on purpose: the process exits and the context goes with it. */
-	if (status == 0)
+	if (status == 0) {
+		graphs_drop(&nr);
+		/* Collective, like the registration. */
+		for (int w = nr.nwin - 1; w >= 0; w--)
+			if (nr.wins[w])
+				nr.nc.CommWindowDeregister(nr.comm, nr.wins[w]);
 		nr.nc.CommDestroy(nr.comm);
+	}
 	free(nr.recv);
+	free(nr.wins);
 	return status;
 }
