@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "json.h"
 #include "refcheck.h"
 #include "common/scm.h"
 #include "proto/wire.h"
@@ -1176,4 +1177,47 @@ ssize_t h_recv_fds(int fd, void *buf, size_t len, int *fds, int max_fds, int *nf
 	if (nfds)
 		*nfds = kept;
 	return n;
+}
+
+char *h_daemon_sets(const char *base, int nranks, int argc, char **argv, const char **dargs)
+{
+	char name[256];
+	int nd = 0, n = snprintf(name, sizeof(name), "%s_%dranks", base, nranks);
+
+	for (int i = 2; i + 1 < argc && nd < 30; i++)
+		if (strcmp(argv[i], "--set") == 0) {
+			dargs[nd++] = argv[i];
+			dargs[nd++] = argv[++i];
+			if (n > 0 && (size_t)n < sizeof(name))
+				n += snprintf(name + n, sizeof(name) - (size_t)n, "_%s", argv[i]);
+		}
+	dargs[nd] = NULL;
+	return strdup(name);
+}
+
+int h_check_by_op(const char *const *ops, int nops)
+{
+	static char out[1 << 20];
+	const struct json *by;
+	struct json *root;
+	char cmd[512], err[128];
+	int r = 0;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+	if (h_run_capture(cmd, out, sizeof(out)) != 0)
+		return h_fail("collcctl status --json failed:\n%s", out);
+	root = json_parse(out, strlen(out), err, sizeof(err));
+	if (!root)
+		return h_fail("collcctl status --json: %s", err);
+	by = json_get(json_get(root, "totals"), "by_op");
+	for (int i = 0; i < nops && r == 0; i++) {
+		const struct json *n = json_get(by, ops[i]);
+
+		if (!n || n->type != JSON_NUMBER || n->number <= 0)
+			r = h_fail("status --json: totals.by_op.%s missing or 0", ops[i]);
+		else
+			h_log("status --json: totals.by_op.%s = %.0f", ops[i], n->number);
+	}
+	json_free(root);
+	return r;
 }

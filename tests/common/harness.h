@@ -67,6 +67,14 @@ void h_init_suite(const struct h_suite *suite, const char *name, int argc, char 
 
 /* Starts collcd (extra arguments may be NULL) and waits until collc_connect works. */
 void h_daemon_start(const char *const *extra_args);
+/*
+ * The "--set KEY=VALUE" pairs among argv[2..] as collcd arguments in dargs (at
+ * most 30 entries, then NULL), and the test's name "<base>_<nranks>ranks" with
+ * "_KEY=VALUE" for each pair (malloc'ed).
+ */
+char *h_daemon_sets(const char *base, int nranks, int argc, char **argv, const char **dargs);
+/* `collcctl status --json` counts each of ops under totals.by_op: 0, else a failure. */
+int h_check_by_op(const char *const *ops, int nops);
 /* 1 while the collcd started by h_daemon_start still runs. */
 int h_daemon_alive(void);
 /*

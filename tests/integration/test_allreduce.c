@@ -188,20 +188,10 @@ int main(int argc, char **argv)
 {
 	int nranks = argc > 1 ? atoi(argv[1]) : 2;
 	const char *dargs[32];
-	char name[256];
-	int failed, nd = 0, n;
+	int failed;
 
 	/* Further arguments "--set KEY=VALUE" go to collcd: a forced algorithm, protocol, channels. */
-	n = snprintf(name, sizeof(name), "allreduce_%dranks", nranks);
-	for (int i = 2; i + 1 < argc && nd < 30; i++)
-		if (strcmp(argv[i], "--set") == 0) {
-			dargs[nd++] = argv[i];
-			dargs[nd++] = argv[++i];
-			if (n > 0 && (size_t)n < sizeof(name))
-				n += snprintf(name + n, sizeof(name) - (size_t)n, "_%s", argv[i]);
-		}
-	dargs[nd] = NULL;
-	h_init(strdup(name), argc, argv, 240);
+	h_init(h_daemon_sets("allreduce", nranks, argc, argv, dargs), argc, argv, 240);
 	if (nranks < 2 || nranks > 64)
 		return h_fail("usage: test_allreduce NRANKS (2..64) [--set KEY=VALUE]...");
 	make_cases();
@@ -209,7 +199,7 @@ int main(int argc, char **argv)
 	h_unique_id(&uid);
 	h_log("%d cases (send/receive at random element offsets, canaries around both)", ncases);
 	failed = h_run_ranks(nranks, rank_main, NULL);
-	for (int i = 1; !failed && i < nd; i += 2)
+	for (int i = 1; !failed && dargs[i - 1]; i += 2)
 		failed |= check_forced(dargs[i]);
 	return h_finish(failed);
 }

@@ -308,51 +308,12 @@ static int rank_main(int rank, int nranks, void *arg)
 	return 0;
 }
 
-/* collcctl status --json must count the operations we ran under totals.by_op. */
-static int check_by_op(const char *const *ops, int nops)
-{
-	static char out[1 << 20];
-	const struct json *by;
-	struct json *root;
-	char cmd[512], err[128];
-	int r = 0;
-
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0)
-		return h_fail("collcctl status --json failed:\n%s", out);
-	root = json_parse(out, strlen(out), err, sizeof(err));
-	if (!root)
-		return h_fail("collcctl status --json: %s", err);
-	by = json_get(json_get(root, "totals"), "by_op");
-	for (int i = 0; i < nops && r == 0; i++) {
-		const struct json *n = json_get(by, ops[i]);
-
-		if (!n || n->type != JSON_NUMBER || n->number <= 0)
-			r = h_fail("status --json: totals.by_op.%s missing or 0", ops[i]);
-		else
-			h_log("status --json: totals.by_op.%s = %.0f", ops[i], n->number);
-	}
-	json_free(root);
-	return r;
-}
-
 int main(int argc, char **argv)
 {
 	int nranks = argc > 1 ? atoi(argv[1]) : 2;
 	const char *dargs[32];
-	char name[256];
-	int nd = 0, n;
 
-	n = snprintf(name, sizeof(name), "sendrecv_%dranks", nranks);
-	for (int i = 2; i + 1 < argc && nd < 30; i++)
-		if (strcmp(argv[i], "--set") == 0) {
-			dargs[nd++] = argv[i];
-			dargs[nd++] = argv[++i];
-			if (n > 0 && (size_t)n < sizeof(name))
-				n += snprintf(name + n, sizeof(name) - (size_t)n, "_%s", argv[i]);
-		}
-	dargs[nd] = NULL;
-	h_init(strdup(name), argc, argv, 240);
+	h_init(h_daemon_sets("sendrecv", nranks, argc, argv, dargs), argc, argv, 240);
 	if (nranks < 2 || nranks > MAX_RANKS)
 		return h_fail("usage: test_sendrecv NRANKS (2..64) [--set KEY=VALUE]...");
 	bar = h_shared(sizeof(*bar));
@@ -364,7 +325,7 @@ int main(int argc, char **argv)
 		int failed = h_run_ranks(nranks, rank_main, NULL);
 
 		if (!failed)
-			failed = check_by_op(ops, 2);
+			failed = h_check_by_op(ops, 2);
 		return h_finish(failed);
 	}
 }
