@@ -514,19 +514,29 @@ static void cmd_free(struct sched_cmd *cmd)
 	free(cmd);
 }
 
-static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
+/* A command for the scheduler about communicator nc; NULL (said in the log) without memory. */
+static struct sched_cmd *net_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
 {
 	struct sched_cmd *cmd = calloc(1, sizeof(*cmd));
 
 	if (!cmd) {
 		log_err("communicator %llu: no memory to tell the scheduler",
 			(unsigned long long)nc->id);
-		return;
+		return NULL;
 	}
 	cmd->type = type;
 	cmd->done = cmd_free;
 	cmd->u.net.comm_id = nc->id;
 	cmd->u.net.err = err;
+	return cmd;
+}
+
+static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
+{
+	struct sched_cmd *cmd = net_cmd(type, nc, err);
+
+	if (!cmd)
+		return;
 	cmd->u.net.nchan = nc->nchan;
 	for (uint32_t r = 0; r < nc->nranks; r++)
 		cmd->u.net.local[r] = nc->owner[r] == nc->me;
@@ -535,18 +545,11 @@ static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
 
 static void post_seq(enum sched_cmd_type type, const struct ncomm *nc, uint64_t seq, int err)
 {
-	struct sched_cmd *cmd = calloc(1, sizeof(*cmd));
+	struct sched_cmd *cmd = net_cmd(type, nc, err);
 
-	if (!cmd) {
-		log_err("communicator %llu: no memory to tell the scheduler",
-			(unsigned long long)nc->id);
+	if (!cmd)
 		return;
-	}
-	cmd->type = type;
-	cmd->done = cmd_free;
-	cmd->u.net.comm_id = nc->id;
 	cmd->u.net.seq = seq;
-	cmd->u.net.err = err;
 	sched_post(cmd);
 }
 
