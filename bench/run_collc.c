@@ -167,7 +167,14 @@ static int op_upload(struct runner *rn, const void *host, size_t bytes)
 		return 0;
 	}
 	e = cr->rt.Memcpy(cr->send, host, bytes, CUDA_H2D);
-	return e ? cuda_fail(rn, cr, e, "cudaMemcpy to the send buffer") : 0;
+	if (e)
+		return cuda_fail(rn, cr, e, "cudaMemcpy to the send buffer");
+	/*
+	 * A copy from pageable memory may return before its DMA ends, and collcd's
+	 * grid, another process, is not ordered after it: wait for the device.
+	 */
+	e = cr->rt.DeviceSynchronize();
+	return e ? cuda_fail(rn, cr, e, "cudaDeviceSynchronize after the upload") : 0;
 }
 
 static int op_download(struct runner *rn, int slot, void *host, size_t bytes)
@@ -193,7 +200,11 @@ static int op_poison(struct runner *rn, int slot, size_t bytes)
 		return 0;
 	}
 	e = cr->rt.Memset(cr->recv[slot], 0xff, bytes);
-	return e ? cuda_fail(rn, cr, e, "cudaMemset") : 0;
+	if (e)
+		return cuda_fail(rn, cr, e, "cudaMemset");
+	/* cudaMemset returns before it ends; the grid must not race the poison. */
+	e = cr->rt.DeviceSynchronize();
+	return e ? cuda_fail(rn, cr, e, "cudaDeviceSynchronize after the poison") : 0;
 }
 
 static const struct runner_ops collc_ops = {
