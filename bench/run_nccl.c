@@ -293,7 +293,11 @@ static int op_upload(struct runner *rn, const void *host, size_t bytes)
 	struct nccl_rank *nr = rn->st;
 	cuda_err_t e = nr->rt.Memcpy(nr->send, host, bytes, CUDA_H2D);
 
-	return e ? cuda_fail(rn, e, "cudaMemcpy to the send buffer") : 0;
+	if (e)
+		return cuda_fail(rn, e, "cudaMemcpy to the send buffer");
+	/* A pageable copy may return before its DMA ends; our stream is non-blocking. */
+	e = nr->rt.DeviceSynchronize();
+	return e ? cuda_fail(rn, e, "cudaDeviceSynchronize after the upload") : 0;
 }
 
 static int op_download(struct runner *rn, int slot, void *host, size_t bytes)
