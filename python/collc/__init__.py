@@ -156,8 +156,11 @@ class _Alloc:
 
     def __del__(self):
         ctx, self.ctx = getattr(self, "ctx", None), None
-        if ctx is not None:
-            ctx._free(self.ptr)
+        try:
+            if ctx is not None:
+                ctx._free(self.ptr)
+        except Exception:  # noqa: BLE001: interpreter shutdown; the process exit frees it
+            pass
 
 
 class Request:
@@ -243,8 +246,11 @@ class Context:
         self.close()
 
     def __del__(self):
-        if getattr(self, "_h", None) and not getattr(self, "_closed", True):
-            self.close()
+        try:
+            if getattr(self, "_h", None) and not getattr(self, "_closed", True):
+                self.close()
+        except Exception:  # noqa: BLE001: interpreter shutdown
+            pass
 
     @property
     def event_fd(self):
@@ -435,8 +441,11 @@ class Comm:
 
     def __del__(self):
         ctx = getattr(self, "_ctx", None)
-        if getattr(self, "_h", None) is not None and ctx is not None and not ctx._closed:
-            self._release()
+        try:
+            if getattr(self, "_h", None) is not None and ctx is not None and not ctx._closed:
+                self._release()
+        except Exception:  # noqa: BLE001: interpreter shutdown; collcd drops it on disconnect
+            pass
 
     # The collectives: check in Python, map or stage the buffers, submit, wait.
     def _run(self, what, fn, args, bufs, async_op):

@@ -414,7 +414,7 @@ def wait_daemon(collc, sock, proc):
 
 def main_test(a):
     os.environ["COLLC_LIB"] = a.lib
-    env = dict(os.environ, PYTHONPATH=PKG, COLLC_LIB=a.lib)
+    env = dict(os.environ, PYTHONPATH=PKG, COLLC_LIB=a.lib, PYTHONDONTWRITEBYTECODE="1")
     fails = 0
     # Without a loadable library the import says what it tried.
     p = subprocess.run([sys.executable, "-c", "import collc"], env=dict(env, COLLC_LIB="/nonexistent/libcollc.so.1"),
