@@ -344,7 +344,7 @@ class Rank:
         finally:
             collc._C = real
 
-    def timeouts_and_abort(self):
+    def timeouts_and_abort(self, comm2):
         c = self.comm
         c.set_timeout(5000)
         c.set_timeout(-1)
@@ -353,17 +353,34 @@ class Rank:
             self.fail("set_timeout(-2): no error")
         except self.collc.Error as e:
             self.expect(e.name == "EINVAL", f"set_timeout(-2): {e!r}")
-        # wait(timeout) runs out while a peer is late; the handle stays usable.
+        # wait(timeout) runs out while the other ranks hold back (they wait for rank 0's
+        # go on comm2); the handle stays usable.
         x = self.ctx.empty(4, np.int64)
         x[:] = self.r
+        go = np.zeros(1, np.int32)
         if self.r == 0:
             h = c.all_reduce(x, async_op=True)
-            self.expect(h.wait(timeout=0.05) is False, "wait(timeout) with a late peer")
-            self.expect(h.wait(timeout=30) is True, "wait after the late peer came")
+            self.expect(h.wait(timeout=0.05) is False, "wait(timeout) with late peers")
+            self.expect(h.is_completed() is False, "is_completed() with late peers")
+            go[0] = 1
+            comm2.broadcast(go, root=0)
+            self.expect(h.wait(timeout=30) is True, "wait after the late peers came")
         else:
-            time.sleep(0.3)
+            comm2.broadcast(go, root=0)
+            self.expect(go[0] == 1, "the go from rank 0")
             c.all_reduce(x)
         self.expect(bool((x == sum(range(self.n))).all()), "late all_reduce result")
+
+    def abort(self, comm2):
+        """Rank 0 aborts comm2: every rank's collective on it ends with ECANCELED."""
+        if self.r == 0:
+            comm2.abort()
+        v = np.ones(4, np.float32)
+        try:
+            comm2.all_reduce(v)
+            self.fail("all_reduce on an aborted communicator: no error")
+        except self.collc.Error as e:
+            self.expect(e.name == "ECANCELED", f"all_reduce on an aborted communicator: {e!r}")
 
 
 def rank_main(a):
@@ -376,18 +393,23 @@ def rank_main(a):
         assert comm.rank == a.rank and comm.nranks == a.nranks, repr(comm)
         t.run_all()
         t.errors()
-        t.timeouts_and_abort()
-        # A second communicator on the same context, destroyed explicitly.
+        # A second communicator on the same context.
         comm2 = ctx.comm(bytes.fromhex(a.uid2), a.nranks, a.rank)
         v = np.full(3, a.rank + 1, np.int32)
         comm2.all_reduce(v, op="max")
         t.expect(bool((v == a.nranks).all()), "second communicator")
+        t.timeouts_and_abort(comm2)
+        t.abort(comm2)
         comm2.destroy()
         try:
             comm2.all_reduce(v)
             t.fail("all_reduce after destroy: no error")
         except ValueError:
             t.checks += 1
+        # The first communicator is unaffected by the abort of the second.
+        v[:] = 1
+        comm.all_reduce(v)
+        t.expect(bool((v == a.nranks).all()), "first communicator after the second's abort")
         keep = ctx.empty(8, np.uint8)
         keep[:] = 7
     # Arrays from ctx.empty outlive close(); then nothing is left.
