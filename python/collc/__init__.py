@@ -26,7 +26,9 @@ this package yet.
 
 import ctypes
 import errno as _errno
+import math
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -193,17 +195,17 @@ class Request:
         if self._done:
             return self._result()
         ctx = self._comm._ctx._live("wait")
-        left = None if timeout is None else max(0.0, float(timeout)) * 1000.0
+        end = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         while True:
-            ms = _WAIT_SLICE_MS if left is None else int(min(left, _WAIT_SLICE_MS))
+            ms = _WAIT_SLICE_MS
+            if end is not None:
+                ms = min(ms, max(0, math.ceil((end - time.monotonic()) * 1000.0)))
             r = _C.collc_wait(ctx, self._req, ms)
             if r != -_errno.EAGAIN:
                 self._complete(r)
                 return self._result()
-            if left is not None:
-                left -= ms
-                if left <= 0:
-                    return False
+            if end is not None and time.monotonic() >= end:
+                return False
 
     def is_completed(self):
         """True once done (raises collc.Error if it failed), False while pending."""
