@@ -11,7 +11,7 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
 def _candidates():
-    """Where to look, in order, as (why, path) pairs."""
+    """Where to look, in order: (why, path) or (why, None, what was wrong)."""
     env = os.environ.get("COLLC_LIB")
     if env:
         yield "$COLLC_LIB", env
@@ -30,14 +30,19 @@ def _candidates():
     builds.sort(key=lambda p: os.path.getmtime(p), reverse=True)
     for p in builds:
         yield "the build tree", p
+    if not builds:
+        yield "the build tree", None, f"no build*/client/{SONAME} under {root}"
     found = ctypes.util.find_library("collc")
-    yield "ctypes.util.find_library('collc')", found or "libcollc (not found)"
+    yield "ctypes.util.find_library('collc')", found, "found nothing"
 
 
 def load():
     tried = []
-    for why, path in _candidates():
-        if not path or (os.path.sep in path and not os.path.exists(path)):
+    for why, path, *note in _candidates():
+        if not path:
+            tried.append(f"{why}: {note[0]}")
+            continue
+        if os.path.sep in path and not os.path.exists(path):
             tried.append(f"{why}: {path}: no such file")
             continue
         try:
