@@ -788,7 +788,7 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 	case M_ALLDONE:
 		if (h->len != sizeof(*q) || nc->root || c != nc->ctl || nc->stage != NC_ATTACHED)
 			return -EPROTO;
-		if (q->err != 0 && q->err != -EINVAL)
+		if (q->err != 0 && q->err != -EINVAL && q->err != -EOPNOTSUPP)
 			return -EPROTO;
 		post_seq(h->type == M_GO ? CMD_NET_GO : CMD_NET_DONE, nc, q->seq, q->err);
 		return 0;

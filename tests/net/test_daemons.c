@@ -14,6 +14,7 @@
  *   test_daemons two                    two communicators at once, rooted on
  *                                       different daemons
  *   test_daemons mismatch               daemons disagree: -EINVAL on every rank
+ *   test_daemons unsupported            all-to-all, send across daemons: -EOPNOTSUPP, nothing written
  *   test_daemons secret                 a wrong secret is refused and counted,
  *                                       the root daemon keeps serving
  *   test_daemons kill [root]            kill -9 of a daemon (a joining one, or the
@@ -449,6 +450,64 @@ static int test_mismatch(void)
 	return finish(h_run_ranks(4, mismatch_rank, NULL));
 }
 
+/*
+ * All-to-all and send/recv are not built across daemons yet: every rank gets
+ * -EOPNOTSUPP, nothing is written, and the communicator runs on.
+ */
+static int unsupported_rank(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	struct rc_case c = { .dtype = COLLC_FLOAT32, .op = COLLC_SUM, .seed = h_seed };
+	unsigned char *send, *recv;
+	collc_req req;
+	int r, failed = 0;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	if (collc_mem_alloc(ctx, 1 << 20, -1, (void **)&send) < 0 ||
+	    collc_mem_alloc(ctx, 1 << 20, -1, (void **)&recv) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	memset(recv, 0xa5, 1 << 16);
+	r = collc_alltoall(comm, send, recv, 64, COLLC_FLOAT32, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r != -EOPNOTSUPP)
+		failed = h_fail("rank %d: an all-to-all across daemons returned %s, not -EOPNOTSUPP",
+				rank, collc_strerror(r));
+	r = collc_send(comm, send, 16, COLLC_FLOAT32, (rank + 1) % nranks, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r != -EOPNOTSUPP)
+		failed = h_fail("rank %d: a send across daemons returned %s, not -EOPNOTSUPP", rank,
+				collc_strerror(r));
+	for (int i = 0; i < 1 << 16; i++)
+		if (recv[i] != 0xa5) {
+			failed = h_fail("rank %d: byte %d of the receive buffer changed", rank, i);
+			break;
+		}
+	c.count = 1000;
+	rc_fill_coll(&c, RC_ALLREDUCE, nranks, rank, send);
+	r = collc_allreduce(comm, send, recv, c.count, c.dtype, c.op, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, 10000);
+	if (r < 0)
+		failed = h_fail("rank %d: the all-reduce after them: %s", rank, collc_strerror(r));
+	else
+		failed |= rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, recv, "after all-to-all");
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+static int test_unsupported(void)
+{
+	start_daemons(2);
+	h_unique_id(&sh->id);
+	return finish(h_run_ranks(4, unsupported_rank, NULL));
+}
+
 /* Refusals counted in daemon 0's status. */
 static long refused_count(void)
 {
@@ -699,6 +758,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(what, "mismatch"))
 		return test_mismatch();
+	if (!strcmp(what, "unsupported"))
+		return test_unsupported();
 	if (!strcmp(what, "two"))
 		return test_two();
 	if (!strcmp(what, "pipeline")) {
