@@ -584,8 +584,8 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d)
 		return 0;
 	go.err = a->bad ? -(int)a->bad : 0;
 	if (a->bad)
-		log_warn("communicator %llu: collective %llu %s",
-			 (unsigned long long)nc->id, (unsigned long long)d->seq,
+		log_warn("communicator %llu: collective %llu %s", (unsigned long long)nc->id,
+			 (unsigned long long)d->seq,
 			 a->bad == EOPNOTSUPP ? "is not supported across daemons"
 					      : "differs between daemons");
 	if (root_broadcast(nc, M_GO, &go, sizeof(go)) < 0)

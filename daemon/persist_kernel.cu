@@ -242,7 +242,8 @@ __device__ void poller(const struct cuda_grid_args &a)
 				st_rel_gpu(&ds->lane[l].stop_epoch, a.epoch);
 				done = 1;
 			} else if (pub > pos) {
-				n = (uint32_t)min(min(pub - pos, gate - pos), (uint64_t)COLLC_BATCH_MAX);
+				n = (uint32_t)min(min(pub - pos, gate - pos),
+						  (uint64_t)COLLC_BATCH_MAX);
 			}
 		}
 		/*
@@ -299,8 +300,8 @@ __device__ void poller(const struct cuda_grid_args &a)
 __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 	collc_persist(const struct cuda_grid_args a)
 {
-	struct blk b;         /* per thread: every thread keeps the same copy */
-	__shared__ int state; /* 0 item ready, 1 stop, 2 abort, 3 item abandoned */
+	struct blk b;               /* per thread: every thread keeps the same copy */
+	__shared__ int state;       /* 0 item ready, 1 stop, 2 abort, 3 item abandoned */
 	__shared__ uint4 s_item[8]; /* the running item, one copy per block (b.it) */
 	uint32_t lane, chan;
 	uint64_t pos, t_seen = 0, t_item = 0, seen = 0; /* seen: thread 0's last dseq */

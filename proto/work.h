@@ -80,10 +80,10 @@ struct collc_work_item {
 	uint64_t count;       /* elements, as the public call names them */
 	uint64_t sendbuf;     /* executor-space addresses */
 	uint64_t recvbuf;
-	uint64_t comm_dev; /* executor-space address of the rank's connection state */
-	uint64_t coll_id;  /* the scheduler's id of the collective, for tracing */
-	uint64_t comm_id;  /* the scheduler's id of the communicator: never reused, never 0 */
-	uint64_t t_forward;  /* the grid's device copy: when the poller forwarded it (cuda_trace) */
+	uint64_t comm_dev;  /* executor-space address of the rank's connection state */
+	uint64_t coll_id;   /* the scheduler's id of the collective, for tracing */
+	uint64_t comm_id;   /* the scheduler's id of the communicator: never reused, never 0 */
+	uint64_t t_forward; /* the grid's device copy: when the poller forwarded it (cuda_trace) */
 	uint32_t batch_last; /* the grid's device copy: nonzero on the last item of a forwarded unit */
 	uint32_t reserved0;
 	uint64_t reserved[4];

@@ -393,15 +393,17 @@ static void log_trace(void)
 
 				if (!t[CUDA_TRACE_ITEMS])
 					continue;
-				log_info("trace gpu%u.%u channel %u: %llu items, means in us: poller "
-					 "reads %.2f, dseq seen %.2f, item load %.2f, state %.2f, "
-					 "algorithm %.2f (one-shot LL push -> last line %.2f), "
-					 "barrier + fence + work_consumed %.2f",
-					 g, l, c, (unsigned long long)t[CUDA_TRACE_ITEMS],
-					 t[CUDA_TRACE_COPY] / 1e3 / n, t[CUDA_TRACE_SEEN] / 1e3 / n,
-					 t[CUDA_TRACE_ITEM] / 1e3 / n, t[CUDA_TRACE_STATE] / 1e3 / n,
-					 t[CUDA_TRACE_ALG] / 1e3 / n, t[CUDA_TRACE_OLLWAIT] / 1e3 / n,
-					 t[CUDA_TRACE_END] / 1e3 / n);
+				log_info(
+					"trace gpu%u.%u channel %u: %llu items, means in us: poller "
+					"reads %.2f, dseq seen %.2f, item load %.2f, state %.2f, "
+					"algorithm %.2f (one-shot LL push -> last line %.2f), "
+					"barrier + fence + work_consumed %.2f",
+					g, l, c, (unsigned long long)t[CUDA_TRACE_ITEMS],
+					t[CUDA_TRACE_COPY] / 1e3 / n, t[CUDA_TRACE_SEEN] / 1e3 / n,
+					t[CUDA_TRACE_ITEM] / 1e3 / n, t[CUDA_TRACE_STATE] / 1e3 / n,
+					t[CUDA_TRACE_ALG] / 1e3 / n,
+					t[CUDA_TRACE_OLLWAIT] / 1e3 / n,
+					t[CUDA_TRACE_END] / 1e3 / n);
 			}
 	}
 }

@@ -218,8 +218,8 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 	static const char *const comm_keys[] = { "id",       "nranks",    "pending",
 						 "inflight", "completed", NULL };
 	static const char *const chan_keys[] = { "id", "inflight", "work_consumed", NULL };
-	static const char *const total_keys[] = { "submitted", "completed", "errors", "batches",
-						  "batch_items", NULL };
+	static const char *const total_keys[] = { "submitted", "completed",   "errors",
+						  "batches",   "batch_items", NULL };
 	const struct json *cfg, *clients, *comms, *devices, *totals;
 	char err[256];
 	struct json *root = json_parse(text, len, err, sizeof(err));

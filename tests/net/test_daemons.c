@@ -309,7 +309,8 @@ static int pipe_rank(int rank, int nranks, void *arg)
 			c[q] = (struct rc_case){ .dtype = dtypes[(pick >> 8) % 5],
 						 .op = ops[(pick >> 16) % 5],
 						 .count = (pick >> 32) % PIPE_COUNT,
-						 .seed = h_seed + (uint64_t)(round * PIPE_DEPTH + q) };
+						 .seed = h_seed +
+							 (uint64_t)(round * PIPE_DEPTH + q) };
 			root[q] = (int)((pick >> 24) % (uint64_t)nranks);
 			if (coll[q] != RC_BROADCAST || rank == root[q])
 				rc_fill_coll(&c[q], coll[q], nranks, rank, send + q * stride);
@@ -474,8 +475,9 @@ static int unsupported_rank(int rank, int nranks, void *arg)
 	if (r == 0)
 		r = collc_wait(ctx, req, 10000);
 	if (r != -EOPNOTSUPP)
-		failed = h_fail("rank %d: an all-to-all across daemons returned %s, not -EOPNOTSUPP",
-				rank, collc_strerror(r));
+		failed =
+			h_fail("rank %d: an all-to-all across daemons returned %s, not -EOPNOTSUPP",
+			       rank, collc_strerror(r));
 	r = collc_send(comm, send, 16, COLLC_FLOAT32, (rank + 1) % nranks, &req);
 	if (r == 0)
 		r = collc_wait(ctx, req, 10000);
@@ -495,7 +497,8 @@ static int unsupported_rank(int rank, int nranks, void *arg)
 	if (r < 0)
 		failed = h_fail("rank %d: the all-reduce after them: %s", rank, collc_strerror(r));
 	else
-		failed |= rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, recv, "after all-to-all");
+		failed |=
+			rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, recv, "after all-to-all");
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return failed;

@@ -146,7 +146,7 @@ __device__ __forceinline__ uint64_t globaltimer(void)
 
 /* One channel block's state; every thread keeps the same copy. */
 struct blk {
-	const struct collc_work_item *it; /* the running item, in shared memory */
+	const struct collc_work_item *it;       /* the running item, in shared memory */
 	const struct collc_work_copies *copies; /* the item's copy list (host memory) */
 	struct cuda_chan *ch;
 	struct collc_fifo_ctrl *hctl; /* this lane's FIFO control (host memory) */
