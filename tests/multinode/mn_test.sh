@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The multi-node tests (ctest label `multinode`; tests/multinode/CMakeLists.txt):
+# every "node" a network namespace with its own collcd (netns.sh), ranks as
+# mn_client processes in their node's namespace.
+#
+#   mn_test.sh harness               the scaffolding alone (one collcd, no --listen):
+#                                    namespaces, links, clients, kill timing
+#   mn_test.sh correct NODES PER [rr]  every collective x dtype x op, random sizes
+#   mn_test.sh mismatch              -EINVAL on every rank across nodes
+#   mn_test.sh kill                  kill -9 of a daemon mid-collective
+#   mn_test.sh linkdown              `ip link set down` on a node's link
+#   mn_test.sh restart               a daemon killed, restarted, serving new communicators
+#   mn_test.sh secret                an id with a flipped secret byte is refused
+#   mn_test.sh garbage               hundreds of hostile connections on the listen port
+#   mn_test.sh plugin                the tcp transport through the plugin loader
+#
+# Fault tests: a communicator X over the nodes runs all-reduces until the
+# fault; its ranks must end with -EPIPE or -ETIMEDOUT (ranks on a killed
+# daemon's node: also the library's own connection errors) at most
+# MN_BOUND_MS (2000, the default net_timeout_ms) after the fault, with every
+# earlier result right; a communicator Y over nodes the fault does not touch
+# runs checked collectives throughout and must not notice.
+#
+# MN_SEED=N (default: from the PID) is passed to every rank; MN_SECRET_OFFSET
+# names the byte of struct collc_unique_id that holds the secret's first byte.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=netns.sh
+. "$here/netns.sh"
+
+case_name=${1:-}
+shift || true
+seed=${MN_SEED:-$$}
+bound=${MN_BOUND_MS:-2000}
+secret_offset=${MN_SECRET_OFFSET:-16}
+PY=/usr/bin/python3
+
+# rank_start TAG ID NODE RANK NRANKS [ARG]...: one rank of communicator TAG.
+rank_start() {
+	local tag=$1 id=$2
+	shift 2
+	MN_RANK_TAG=$tag- MN_ID=$id mn_rank "$@" --seed "$seed"
+}
+
+# comm_start TAG NRANKS NODE... -- [ARG]...: rank r of communicator TAG on the
+# r-th listed node; rank 0 makes the id (so the first node is the root).
+comm_start() {
+	local tag=$1 n=$2 r=0 nodes=()
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		nodes+=("$1")
+		shift
+	done
+	shift
+	rm -f "$MN_DIR/id-$tag"
+	for ((r = 0; r < n; r++)); do
+		if [ $r = 0 ]; then
+			rank_start "$tag" "$MN_DIR/id-$tag" "${nodes[r]}" $r "$n" --make-id "$@"
+		else
+			rank_start "$tag" "$MN_DIR/id-$tag" "${nodes[r]}" $r "$n" "$@"
+		fi
+	done
+}
+
+# loop_args TAG RANK: the loop mode's files for one rank of communicator TAG.
+loop_args() {
+	echo --mode loop --marker "$MN_DIR/fault" --ready-file "$MN_DIR/ready-$1-$2" \
+		--bound-ms "$bound" --max-s 40 --max-count 131072
+}
+
+# fault_when_ready TAG NRANKS: waits until every rank of TAG ran a collective,
+# lets the traffic go on a little, then marks the time of the fault.
+fault_when_ready() {
+	local tag=$1 n=$2 files=() r
+	for ((r = 0; r < n; r++)); do
+		files+=("$MN_DIR/ready-$tag-$r")
+	done
+	mn_wait_files 30 "${files[@]}" || mn_fail "communicator $tag never ran (see the rank logs)"
+	sleep 0.5
+	touch "$MN_DIR/fault"
+}
+
+daemons_alive() {
+	local i
+	for i in "$@"; do
+		kill -0 "${MN_DPIDS[i]}" 2>/dev/null || mn_fail "collcd of node $i died"
+	done
+}
+
+# refused_count I: node I's refusals so far (runs in a command substitution: no mn_fail here).
+refused_count() {
+	local out
+	out=$(mn_status_json "$1") || return 1
+	echo "$out" | $PY "$here/mn_status.py" refused
+}
+
+case "$case_name" in
+harness)
+	# The scaffolding without the inter-node feature: one collcd (node 0), ranks
+	# in three namespaces on its socket; then a client killed mid-loop (the
+	# single-node contract: -EPIPE for the others) through the marker timing.
+	export MN_LOCAL=1
+	mn_init harness 3
+	mn_daemon_start 0
+	comm_start A 4 0 1 2 2 -- --mode check
+	mn_wait_ranks 120 || mn_fail "correctness across namespaces on one collcd"
+	for r in 0 1 2; do
+		# shellcheck disable=SC2046
+		rank_start X "$MN_DIR/id-X" "$r" "$r" 4 $( [ $r = 0 ] && echo --make-id) \
+			$(loop_args X "$r")
+	done
+	MN_RANK_TAG=victim- MN_ID=$MN_DIR/id-X mn_rank 2 3 4 --seed "$seed" \
+		--mode loop --marker "$MN_DIR/fault" --ready-file "$MN_DIR/ready-X-3" --max-s 40 \
+		--max-count 131072
+	victim=${MN_RANK_PIDS[3]}
+	fault_when_ready X 4
+	kill -9 "$victim"
+	# The victim's own status is SIGKILL: wait for the others, then reap it.
+	unset 'MN_RANK_PIDS[3]' 'MN_RANK_NAMES[3]'
+	mn_wait_ranks 30 || mn_fail "ranks after a client was killed"
+	wait "$victim" 2>/dev/null
+	mn_pass
+	;;
+correct)
+	nodes=${1:?nodes}
+	per=${2:?ranks per node}
+	place=${3:-block}
+	mn_init "c${nodes}x$per" "$nodes"
+	for ((i = 0; i < nodes; i++)); do mn_daemon_start "$i"; done
+	n=$((nodes * per))
+	placement=()
+	for ((r = 0; r < n; r++)); do
+		if [ "$place" = rr ]; then placement+=($((r % nodes))); else placement+=($((r / per))); fi
+	done
+	comm_start A "$n" "${placement[@]}" -- --mode check
+	mn_wait_ranks 120 || mn_fail "correctness on $nodes nodes x $per ranks ($place)"
+	daemons_alive $(seq 0 $((nodes - 1)))
+	mn_pass
+	;;
+mismatch)
+	mn_init mismatch 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	comm_start A 4 0 0 1 1 -- --mode mismatch --odd 3
+	mn_wait_ranks 60 || mn_fail "mismatch across nodes"
+	comm_start B 3 1 0 1 -- --mode mismatch --odd 0
+	mn_wait_ranks 60 || mn_fail "mismatch across nodes, odd rank on the root's node"
+	mn_pass
+	;;
+kill | linkdown)
+	# X spans nodes 0, 1 and 2; Y only 0 and 1. The fault hits node 2.
+	mn_init "$case_name" 3
+	for i in 0 1 2; do mn_daemon_start "$i"; done
+	comm_start Y 2 0 1 -- --mode check --min-s 6
+	extra=()
+	for r in 0 1 2; do
+		extra=()
+		[ "$case_name" = kill ] && [ $r = 2 ] &&
+			extra=(--also-accept ECONNRESET --also-accept ENOTCONN --also-accept ESHUTDOWN)
+		# shellcheck disable=SC2046
+		rank_start X "$MN_DIR/id-X" "$r" "$r" 3 $( [ $r = 0 ] && echo --make-id) \
+			$(loop_args X "$r") "${extra[@]}"
+	done
+	fault_when_ready X 3
+	if [ "$case_name" = kill ]; then
+		mn_daemon_kill 2
+	else
+		ip -n "$(mn_ns br)" link set v2 down || mn_fail "link down"
+	fi
+	mn_wait_ranks 60 || mn_fail "ranks after the $case_name of node 2"
+	daemons_alive 0 1
+	[ "$case_name" = linkdown ] && daemons_alive 2
+	mn_pass
+	;;
+restart)
+	mn_init restart 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	rank_start X "$MN_DIR/id-X" 0 0 2 --make-id $(loop_args X 0)
+	rank_start X "$MN_DIR/id-X" 1 1 2 $(loop_args X 1) \
+		--also-accept ECONNRESET --also-accept ENOTCONN --also-accept ESHUTDOWN
+	fault_when_ready X 2
+	mn_daemon_kill 1
+	mn_wait_ranks 30 || mn_fail "ranks after the kill of node 1"
+	mn_daemon_start 1
+	# The restarted daemon as root, and as a member of a communicator rooted on node 0.
+	comm_start R1 2 1 0 -- --mode check
+	comm_start R0 4 0 1 0 1 -- --mode check
+	mn_wait_ranks 120 || mn_fail "new communicators after the restart of node 1"
+	daemons_alive 0 1
+	mn_pass
+	;;
+secret)
+	mn_init secret 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	before=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
+	comm_start A 4 0 1 0 1 -- --mode check --min-s 4
+	# Ids the attackers corrupt: fresh ones of node 0 (the root), one byte of the secret flipped.
+	for k in 0 1 2; do
+		MN_ID=$MN_DIR/id-S$k MN_RANK_TAG=mkid$k- mn_rank 0 0 1 --mode make-id
+	done
+	mn_wait_ranks 20 || mn_fail "making ids"
+	for k in 0 1 2; do
+		rank_start S$k "$MN_DIR/id-S$k" 1 1 2 --mode init-fail \
+			--flip-byte $((secret_offset + k * 5))
+	done
+	mn_wait_ranks 60 || mn_fail "a wrong secret was not refused, or the good communicator failed"
+	after=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
+	mn_log "refusals counted by node 0: $before before, $after after"
+	[ "$after" -ge $((before + 3)) ] || mn_fail "3 wrong secrets, $((after - before)) refusals counted"
+	daemons_alive 0 1
+	# And a communicator made after the attacks.
+	comm_start B 2 1 0 -- --mode check
+	mn_wait_ranks 60 || mn_fail "a communicator after the attacks"
+	mn_pass
+	;;
+garbage)
+	mn_init garbage 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	before=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
+	comm_start A 2 0 1 -- --mode check --min-s 5
+	count=400
+	hold=64
+	mn_bounded 60 ip netns exec "$(mn_ns 1)" $PY "$here/garbage.py" "$(mn_addr 0)" "$MN_PORT" \
+		--count $count --hold $hold --seed "$seed" >"$MN_DIR/garbage.log" 2>&1 ||
+		mn_fail "garbage.py: $(cat "$MN_DIR/garbage.log")"
+	mn_log "$(tail -n 1 "$MN_DIR/garbage.log")"
+	mn_wait_ranks 90 || mn_fail "the communicator next to the garbage"
+	daemons_alive 0 1
+	# Refusals are counted as the daemon gets to them: wait a bounded while.
+	want=$((before + count + hold))
+	for ((t = 0; t < 50; t++)); do
+		after=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
+		[ "$after" -ge $want ] && break
+		sleep 0.1
+	done
+	mn_log "refusals counted by node 0: $before before, $after after $((count + hold)) connections"
+	[ "$after" -ge $want ] || mn_fail "$((count + hold)) hostile connections, $((after - before)) refusals counted"
+	comm_start B 2 1 0 -- --mode check
+	mn_wait_ranks 60 || mn_fail "a communicator after the garbage"
+	mn_pass
+	;;
+plugin)
+	: "${MN_PLUGIN_DIR:?MN_PLUGIN_DIR must name the folder of libnccl-net-collc.so}"
+	mn_init plugin 2
+	export LD_LIBRARY_PATH=$MN_PLUGIN_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	mn_daemon_start 0 --net plugin:collc
+	mn_daemon_start 1 --net plugin:collc
+	comm_start A 2 0 1 -- --mode check
+	mn_wait_ranks 120 || mn_fail "correctness over the plugin transport"
+	for i in 0 1; do
+		t=$(mn_status_json $i | $PY "$here/mn_status.py" transport) ||
+			mn_fail "status --json of node $i"
+		mn_log "node $i: net transport '$t'"
+		case "$t" in
+		*collc*) ;;
+		*) mn_fail "node $i reports transport '$t', not the collc plugin" ;;
+		esac
+	done
+	mn_pass
+	;;
+*)
+	echo "usage: $0 harness|correct NODES PER [rr]|mismatch|kill|linkdown|restart|secret|garbage|plugin" >&2
+	exit 2
+	;;
+esac
