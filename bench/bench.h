@@ -19,6 +19,7 @@
 #define BENCH_MAX_SIZES 64
 #define BENCH_MAX_RANKS 64
 #define BENCH_MAX_EXTRA 32
+#define BENCH_MAX_SOCKETS 16
 
 enum bench_peer { PEER_NONE, PEER_NCCL, PEER_MPI };
 
@@ -35,7 +36,10 @@ struct bench_cfg {
 	int ngpus;                /* --gpus: entries of gpu[]; 0: rank r on GPU r */
 	int gpu[BENCH_MAX_RANKS]; /* --gpus: the GPU of each rank */
 	int peer;                 /* enum bench_peer */
-	const char *socket;       /* collcd's socket (spawned or given) */
+	const char *socket;       /* collcd's socket (spawned or given); sockets[0] when several */
+	/* --socket A,B,...: rank r joins through sockets[r % nsockets]; the id comes from sockets[0]. */
+	const char *sockets[BENCH_MAX_SOCKETS];
+	int nsockets;
 	int nsizes;
 	struct bench_size sizes[BENCH_MAX_SIZES];
 	uint64_t max_send_elems, max_recv_elems;
@@ -71,5 +75,11 @@ struct size_stats {
 	char msg[360];
 	double p50_us, p99_us, pipe_us;
 };
+
+/* The control socket of rank's collcd. */
+static inline const char *bench_rank_socket(const struct bench_cfg *cfg, int rank)
+{
+	return cfg->nsockets > 1 ? cfg->sockets[rank % cfg->nsockets] : cfg->socket;
+}
 
 #endif /* COLLC_BENCH_H */

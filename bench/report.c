@@ -76,7 +76,10 @@ void report_table(FILE *f, const struct report *rp)
 {
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
-	int nbad = 0;
+	int nbad = 0, tcp_ok = rp->tcp && rp->tcp->ok;
+	double tcp_lim = tcp_ok ? (rp->tcp->gbps[0] < rp->tcp->gbps[1] ? rp->tcp->gbps[0]
+								   : rp->tcp->gbps[1])
+				: 0;
 
 	char root[24] = "";
 
@@ -105,8 +108,21 @@ void report_table(FILE *f, const struct report *rp)
 			"# %s columns: the same quantities for %s; x p50, x p99, x pipe = %s time / "
 			"collc time: > 1 means collc is faster\n",
 			pn, pn, pn);
+	if (cfg->nsockets > 1)
+		fprintf(f, "# ranks round-robin over %d collcd daemons (rank r on daemon r %% %d)\n",
+			cfg->nsockets, cfg->nsockets);
+	if (tcp_ok)
+		fprintf(f,
+			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back (%s);\n"
+			"#   the limit is the slower one, %.3f GB/s; xTCP = collc busbw / limit\n",
+			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp->where, tcp_lim);
+	else if (rp->tcp)
+		fprintf(f, "# raw TCP between the first two daemons: not measured (%s)\n",
+			rp->tcp->err);
 	fprintf(f, "#\n# %10s %11s %9s %9s %9s %8s %8s %10s", "size(B)", "count", "p50(us)",
 		"p99(us)", "pipe(us)", "algbw", "busbw", "ops/s");
+	if (tcp_ok)
+		fprintf(f, " %5s", "xTCP");
 	if (pn)
 		fprintf(f, " | %4s %9s %9s %9s %8s | %6s %6s %6s", pn, "p50(us)", "p99(us)",
 			"pipe(us)", "busbw", "x p50", "x p99", "x pipe");
@@ -121,9 +137,11 @@ void report_table(FILE *f, const struct report *rp)
 
 			fprintf(f, " %9.2f %9.2f %9.2f %8.3f %8.3f %10.0f", row->c.p50_us,
 				row->c.p99_us, row->c.pipe_us, d.algbw, d.busbw, d.ops);
+			if (tcp_ok)
+				fprintf(f, " %5.2f", d.busbw / tcp_lim);
 		} else {
 			/* No numbers for a size that was wrong, failed or did not run. */
-			fprintf(f, " %-67s",
+			fprintf(f, tcp_ok ? " %-73s" : " %-67s",
 				row->c.status == RES_WRONG   ? "   collc: WRONG RESULT"
 				: row->c.status == RES_ERROR ? "   collc: ERROR"
 							     : "   collc: not run");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "bench/bench.h"
+#include "bench/tcp_limit.h"
 
 /* The table, the CSV and the plot. */
 struct report_row {
@@ -20,6 +21,7 @@ struct report {
 	const struct bench_cfg *cfg;
 	const char *peer_name; /* "NCCL", "MPI" or NULL */
 	const char *backend;
+	const struct tcp_limit *tcp; /* the raw TCP limit of an inter-node run, or NULL */
 	struct report_row rows[BENCH_MAX_SIZES];
 };
 
