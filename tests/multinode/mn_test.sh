@@ -23,8 +23,7 @@
 # earlier result right; a communicator Y over nodes the fault does not touch
 # runs checked collectives throughout and must not notice.
 #
-# MN_SEED=N (default: from the PID) is passed to every rank; MN_SECRET_OFFSET
-# names the byte of struct collc_unique_id that holds the secret's first byte.
+# MN_SEED=N (default: from the PID) is passed to every rank.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=netns.sh
@@ -34,7 +33,8 @@ case_name=${1:-}
 shift || true
 seed=${MN_SEED:-$$}
 bound=${MN_BOUND_MS:-2000}
-secret_offset=${MN_SECRET_OFFSET:-16}
+# The secret's first byte in a network id (struct collc_uid in proto/wire.h).
+secret_offset=80
 PY=/usr/bin/python3
 
 # rank_start TAG ID NODE RANK NRANKS [ARG]...: one rank of communicator TAG.

@@ -18,6 +18,8 @@
 # trap always kills the test's daemons and clients and deletes its namespaces
 # (with them their links). Not root or no `ip netns`: exit 77 (skipped).
 #
+# Also bench/run-multinode.sh's nodes.
+#
 # Environment: COLLCD, COLLCCTL, MN_CLIENT (binaries; set by ctest),
 # MN_LOCAL=1 (harness check without the inter-node feature: no --listen, and
 # every rank uses node 0's collcd), MN_KEEP=1 (keep the directory and logs),
@@ -108,7 +110,7 @@ mn_init() {
 	MN_DPIDS=()
 	MN_NAMESPACES=()
 	MN_DIR=
-	: "${COLLCD:?COLLCD must name collcd}" "${COLLCCTL:?}" "${MN_CLIENT:?}"
+	: "${COLLCD:?COLLCD must name collcd}" "${COLLCCTL:?COLLCCTL must name collcctl}"
 	if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
 		mn_skip "needs root and ip netns"
 	fi
@@ -198,6 +200,7 @@ mn_status_json() {
 mn_rank() {
 	local i=$1 rank=$2 nranks=$3 node_sock
 	shift 3
+	: "${MN_CLIENT:?MN_CLIENT must name mn_client}"
 	node_sock=$(mn_sock "$i")
 	[ "${MN_LOCAL:-0}" = 1 ] && node_sock=$(mn_sock 0)
 	ip netns exec "$(mn_ns "$i")" env COLLC_SOCKET="$node_sock" "$MN_CLIENT" \
