@@ -211,7 +211,7 @@ static int submit(struct collc_comm *comm, const struct op *op, void *send, void
 	}
 }
 
-/* Submit and wait; 0 or the error (-EAGAIN from collc_wait becomes -ETIMEDOUT). */
+/* Submit and wait; 0 or the error (-EAGAIN: still pending after wait_ms, see err_str). */
 static int run_op(struct collc_ctx *ctx, struct collc_comm *comm, const struct op *op, void *send,
 		  void *recv, int wait_ms)
 {
@@ -222,8 +222,19 @@ static int run_op(struct collc_ctx *ctx, struct collc_comm *comm, const struct o
 	r = submit(comm, op, send, recv, &req);
 	if (r < 0)
 		return r;
-	r = collc_wait(ctx, req, wait_ms);
-	return r == -EAGAIN ? -ETIMEDOUT : r;
+	return collc_wait(ctx, req, wait_ms);
+}
+
+/* collc_strerror, except that -EAGAIN from collc_wait means our own wait limit passed. */
+static const char *err_str(int r)
+{
+	static char buf[96];
+
+	if (r != -EAGAIN)
+		return collc_strerror(r);
+	snprintf(buf, sizeof(buf), "still pending after the client's wait limit (%d ms)",
+		 o.wait_ms);
+	return buf;
 }
 
 static int check_op(const struct op *op, const void *send, const void *recv, const char *what)
@@ -259,7 +270,7 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 						 op.root);
 					r = run_op(ctx, comm, &op, send, recv, o.wait_ms);
 					if (r < 0) {
-						say("FAIL: %s: %s", what, collc_strerror(r));
+						say("FAIL: %s: %s", what, err_str(r));
 						return 1;
 					}
 					if (check_op(&op, send, recv, what)) {
@@ -280,7 +291,7 @@ static int good_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, void *
 	int r = run_op(ctx, comm, &op, send, recv, o.wait_ms);
 
 	if (r < 0) {
-		say("FAIL: %s: %s", what, collc_strerror(r));
+		say("FAIL: %s: %s", what, err_str(r));
 		return 1;
 	}
 	if (check_op(&op, send, recv, what)) {
@@ -312,7 +323,7 @@ static int mode_mismatch(struct collc_ctx *ctx, struct collc_comm *comm, void *s
 		if (r != -EINVAL) {
 			say("FAIL: ranks disagree on the %s (rank %d is the odd one): got %d (%s), "
 			    "want -EINVAL",
-			    kinds[k], o.odd, r, collc_strerror(r));
+			    kinds[k], o.odd, r, err_str(r));
 			return 1;
 		}
 		/* Measured from this rank's submission: the others were already waiting or come soon. */
@@ -353,16 +364,17 @@ static int mode_loop(struct collc_ctx *ctx, struct collc_comm *comm, void *send,
 {
 	uint64_t rs = rc_mix(o.seed ^ 0x100), n = 0;
 	double t_end = now_mono() + o.max_s, dt, dt2;
-	/* Long enough to notice a hang past the bound; short enough to end. */
-	int wait_ms = o.bound_ms * 3 + 5000;
 	struct op op = { .coll = RC_ALLREDUCE };
 	int r;
+
+	/* Long enough to notice a hang past the bound; short enough to end. */
+	o.wait_ms = o.bound_ms * 3 + 5000;
 
 	for (;;) {
 		op.c = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, 0, 0 };
 		op.c.count = o.max_count / 2 + (size_t)draw(&rs, o.max_count / 2);
 		op.c.seed = rs;
-		r = run_op(ctx, comm, &op, send, recv, wait_ms);
+		r = run_op(ctx, comm, &op, send, recv, o.wait_ms);
 		if (r < 0)
 			break;
 		if (check_op(&op, send, recv, "all-reduce in the loop")) {
@@ -383,13 +395,13 @@ static int mode_loop(struct collc_ctx *ctx, struct collc_comm *comm, void *send,
 	dt = since_marker();
 	if (dt < 0) {
 		say("FAIL: collective %llu failed with %d (%s) before the fault was injected",
-		    (unsigned long long)n, r, collc_strerror(r));
+		    (unsigned long long)n, r, err_str(r));
 		return 1;
 	}
 	say("after %llu right collectives: %d (%s) %.0f ms after the fault", (unsigned long long)n,
-	    r, collc_strerror(r), dt * 1000);
+	    r, err_str(r), dt * 1000);
 	if (!accepted(r)) {
-		say("FAIL: error %d (%s) is not one the contract names", r, collc_strerror(r));
+		say("FAIL: error %d (%s) is not one the contract names", r, err_str(r));
 		return 1;
 	}
 	if (dt * 1000 > o.bound_ms) {
@@ -399,21 +411,21 @@ static int mode_loop(struct collc_ctx *ctx, struct collc_comm *comm, void *send,
 	}
 	/* A later collective on the same communicator fails as well, without hanging. */
 	op.c.seed++;
-	r = run_op(ctx, comm, &op, send, recv, wait_ms);
+	r = run_op(ctx, comm, &op, send, recv, o.wait_ms);
 	dt2 = since_marker();
 	if (r == 0) {
 		say("FAIL: a collective after the failure succeeded");
 		return 1;
 	}
 	if (!accepted(r) && r != -ECANCELED && r != -EINVAL) {
-		say("FAIL: the next collective failed with %d (%s)", r, collc_strerror(r));
+		say("FAIL: the next collective failed with %d (%s)", r, err_str(r));
 		return 1;
 	}
 	if (dt2 * 1000 > o.bound_ms + 1000) {
 		say("FAIL: the next collective failed %.0f ms after the fault", dt2 * 1000);
 		return 1;
 	}
-	say("the next collective: %d (%s)", r, collc_strerror(r));
+	say("the next collective: %d (%s)", r, err_str(r));
 	return 0;
 }
 
@@ -569,7 +581,7 @@ int main(int argc, char **argv)
 	r = collc_connect(o.socket, &ctx);
 	if (r < 0) {
 		say("FAIL: collc_connect(%s): %s", o.socket ? o.socket : "$COLLC_SOCKET",
-		    collc_strerror(r));
+		    err_str(r));
 		return 1;
 	}
 	if (o.make_id || o.mode == M_MAKE_ID) {

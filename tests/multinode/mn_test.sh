@@ -8,6 +8,8 @@
 #   mn_test.sh harness               the scaffolding alone (one collcd, no --listen):
 #                                    namespaces, links, clients, kill timing
 #   mn_test.sh correct NODES PER [rr]  every collective x dtype x op, random sizes
+#   mn_test.sh two_comms             two communicators over the same daemons at once
+#   mn_test.sh two_comms_late        communicators made while another one runs there
 #   mn_test.sh mismatch              -EINVAL on every rank across nodes
 #   mn_test.sh kill                  kill -9 of a daemon mid-collective
 #   mn_test.sh linkdown              `ip link set down` on a node's link
@@ -139,6 +141,39 @@ correct)
 	daemons_alive $(seq 0 $((nodes - 1)))
 	mn_pass
 	;;
+two_comms)
+	# Two communicators over the same two daemons at once, rooted on different
+	# daemons, each with every collective x dtype x op for at least 5 s.
+	mn_init two_comms 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	comm_start A 2 0 1 -- --mode check --min-s 5
+	comm_start B 4 1 0 1 0 -- --mode check --min-s 5
+	mn_wait_ranks 90 || mn_fail "two communicators over the same daemons"
+	daemons_alive 0 1
+	mn_pass
+	;;
+two_comms_late)
+	# Communicators made one after the other over the same two daemons while
+	# communicator A runs there: A and each of them must go on unhindered.
+	mn_init two_comms_late 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	comm_start A 4 0 1 0 1 -- --mode check --min-s 8
+	good=("${MN_RANK_PIDS[@]}")
+	good_names=("${MN_RANK_NAMES[@]}")
+	for k in 0 1 2; do
+		MN_RANK_PIDS=()
+		MN_RANK_NAMES=()
+		comm_start C$k 2 $((k % 2)) $(((k + 1) % 2)) -- --mode check
+		mn_wait_ranks 60 || mn_fail "communicator C$k, made while A runs"
+	done
+	MN_RANK_PIDS=("${good[@]}")
+	MN_RANK_NAMES=("${good_names[@]}")
+	mn_wait_ranks 60 || mn_fail "communicator A while C0..C2 were made and ran"
+	daemons_alive 0 1
+	mn_pass
+	;;
 mismatch)
 	mn_init mismatch 2
 	mn_daemon_start 0
@@ -193,28 +228,45 @@ restart)
 	mn_pass
 	;;
 secret)
-	mn_init secret 2
-	mn_daemon_start 0
-	mn_daemon_start 1
+	# Communicator A (nodes 0 and 1) runs throughout. Three times: C's rank 0
+	# joins on node 0 (the root) and waits; an attacker on node 2 claims rank 1
+	# with C's id but one secret byte flipped: node 2's collcd must fail the
+	# mutual challenge with the root, so the attacker's init fails; then the
+	# real rank 1 joins from node 1 and C must work.
+	mn_init secret 3
+	for i in 0 1 2; do mn_daemon_start "$i"; done
 	before=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
-	comm_start A 4 0 1 0 1 -- --mode check --min-s 4
-	# Ids the attackers corrupt: fresh ones of node 0 (the root), one byte of the secret flipped.
+	comm_start A 4 0 1 0 1 -- --mode check --min-s 8
+	good=("${MN_RANK_PIDS[@]}")
+	good_names=("${MN_RANK_NAMES[@]}")
 	for k in 0 1 2; do
-		MN_ID=$MN_DIR/id-S$k MN_RANK_TAG=mkid$k- mn_rank 0 0 1 --mode make-id
-	done
-	mn_wait_ranks 20 || mn_fail "making ids"
-	for k in 0 1 2; do
-		rank_start S$k "$MN_DIR/id-S$k" 1 1 2 --mode init-fail \
+		MN_RANK_PIDS=()
+		MN_RANK_NAMES=()
+		rank_start C$k "$MN_DIR/id-C$k" 0 0 2 --make-id --mode check
+		root_pid=${MN_RANK_PIDS[0]}
+		root_name=${MN_RANK_NAMES[0]}
+		mn_wait_files 20 "$MN_DIR/id-C$k" || mn_fail "communicator C$k made no id"
+		MN_RANK_PIDS=()
+		MN_RANK_NAMES=()
+		rank_start S$k "$MN_DIR/id-C$k" 2 1 2 --mode init-fail \
 			--flip-byte $((secret_offset + k * 5))
+		mn_wait_ranks 20 ||
+			mn_fail "attacker $k (secret byte $((secret_offset + k * 5)) flipped) not refused"
+		MN_RANK_PIDS=("$root_pid")
+		MN_RANK_NAMES=("$root_name")
+		rank_start C$k "$MN_DIR/id-C$k" 1 1 2 --mode check
+		mn_wait_ranks 60 || mn_fail "communicator C$k after its attacker"
 	done
-	mn_wait_ranks 60 || mn_fail "a wrong secret was not refused, or the good communicator failed"
+	MN_RANK_PIDS=("${good[@]}")
+	MN_RANK_NAMES=("${good_names[@]}")
+	mn_wait_ranks 60 || mn_fail "communicator A next to the attackers"
 	after=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
 	mn_log "refusals counted by node 0: $before before, $after after"
 	[ "$after" -ge $((before + 3)) ] || mn_fail "3 wrong secrets, $((after - before)) refusals counted"
-	daemons_alive 0 1
-	# And a communicator made after the attacks.
-	comm_start B 2 1 0 -- --mode check
-	mn_wait_ranks 60 || mn_fail "a communicator after the attacks"
+	daemons_alive 0 1 2
+	# Node 2 still joins a communicator with the right secret.
+	comm_start B 3 0 2 1 -- --mode check
+	mn_wait_ranks 60 || mn_fail "a communicator with node 2 after the attacks"
 	mn_pass
 	;;
 garbage)
@@ -264,7 +316,7 @@ plugin)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr]|mismatch|kill|linkdown|restart|secret|garbage|plugin" >&2
+	echo "usage: $0 harness|correct NODES PER [rr]|two_comms|two_comms_late|mismatch|kill|linkdown|restart|secret|garbage|plugin" >&2
 	exit 2
 	;;
 esac
