@@ -21,7 +21,7 @@
 # Also bench/run-multinode.sh's nodes.
 #
 # Environment: COLLCD, COLLCCTL, MN_CLIENT (binaries; set by ctest),
-# MN_LOCAL=1 (harness check without the inter-node feature: no --listen, and
+# MN_SCALE=N (sanitizer builds: every wait N times longer), MN_LOCAL=1 (harness check without the inter-node feature: no --listen, and
 # every rank uses node 0's collcd), MN_KEEP=1 (keep the directory and logs),
 # MN_DAEMON_ARGS (more collcd arguments for every node).
 
@@ -173,14 +173,14 @@ mn_daemon_start() {
 	echo "--- collcd ${args[*]}" >>"$MN_DIR/n$i/log"
 	ip netns exec "$(mn_ns "$i")" "$COLLCD" "${args[@]}" >>"$MN_DIR/n$i/log" 2>&1 &
 	MN_DPIDS[i]=$!
-	for ((t = 0; t < 100; t++)); do
+	for ((t = 0; t < 100 * ${MN_SCALE:-1}; t++)); do
 		if ! kill -0 "${MN_DPIDS[i]}" 2>/dev/null; then
 			mn_fail "collcd of node $i exited at start: $(tail -n 5 "$MN_DIR/n$i/log")"
 		fi
 		mn_bounded 5 "$COLLCCTL" --socket "$sock" status >/dev/null 2>&1 && return 0
 		sleep 0.1
 	done
-	mn_fail "collcd of node $i does not answer on $sock after 10 s"
+	mn_fail "collcd of node $i does not answer on $sock after $((10 * ${MN_SCALE:-1})) s"
 }
 
 mn_daemon_kill() {
@@ -229,7 +229,7 @@ mn_ranks_spread() {
 # mn_wait_ranks SECONDS: waits for the ranks started since the last call;
 # kills those still running at the deadline. Returns how many failed.
 mn_wait_ranks() {
-	local s=$1 deadline bad=0 k pid st
+	local s=$(($1 * ${MN_SCALE:-1})) deadline bad=0 k pid st
 	deadline=$((SECONDS + s))
 	for k in "${!MN_RANK_PIDS[@]}"; do
 		pid=${MN_RANK_PIDS[k]}
