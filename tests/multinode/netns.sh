@@ -247,7 +247,7 @@ mn_wait_ranks() {
 			mn_log "rank ${MN_RANK_NAMES[k]} exited $st:"
 			sed 's/^/    /' "$MN_DIR/rank-${MN_RANK_NAMES[k]}.log" >&2
 		else
-			grep -h 'PASS\|collectives right\|after\|refused\|-EINVAL' \
+			grep -h 'collectives right\|after\|pending\|refused\|-EINVAL' \
 				"$MN_DIR/rank-${MN_RANK_NAMES[k]}.log" | sed 's/^/    /' >&2
 		fi
 	done
