@@ -6,7 +6,8 @@ multi-node tests. The JSON comes on stdin.
   mn_status.py refused     net.refused: handshakes and connections refused so far
   mn_status.py transport   net.transport
   mn_status.py listen      net.listen
-  mn_status.py peers       one line per peer: addr comm role state errors
+  mn_status.py peers       one line per peer: addr comm role state bytes_sent
+                           bytes_received inflight errors
 Exit 1 (with a message) when the JSON has no `net` object or lacks the field.
 """
 import json
@@ -29,7 +30,8 @@ def main():
         print(net.get(what, ""))
     elif what == "peers":
         for p in net.get("peers", []):
-            print(*(p.get(k, "?") for k in ("addr", "comm", "role", "state", "errors")))
+            print(*(p.get(k, "?") for k in ("addr", "comm", "role", "state", "bytes_sent",
+                                            "bytes_received", "inflight", "errors")))
     else:
         print(f"mn_status: unknown query {what}", file=sys.stderr)
         return 2
