@@ -16,9 +16,9 @@
 
 #include "bench/sizes.h"
 
-#define BENCH_MAX_SIZES 64
-#define BENCH_MAX_RANKS 64
-#define BENCH_MAX_EXTRA 32
+#define BENCH_MAX_SIZES   64
+#define BENCH_MAX_RANKS   64
+#define BENCH_MAX_EXTRA   32
 #define BENCH_MAX_SOCKETS 16
 
 enum bench_peer { PEER_NONE, PEER_NCCL, PEER_MPI };

@@ -633,7 +633,8 @@ int main(int argc, char **argv)
 
 			tcp_s = strtod(optarg, &end);
 			if (end == optarg || *end || !(tcp_s >= 0 && tcp_s <= 60)) {
-				fprintf(stderr, "collc-bench: --tcp-limit-s takes 0 to 60 seconds\n");
+				fprintf(stderr,
+					"collc-bench: --tcp-limit-s takes 0 to 60 seconds\n");
 				return 2;
 			}
 			break;

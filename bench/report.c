@@ -77,9 +77,9 @@ void report_table(FILE *f, const struct report *rp)
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
 	int nbad = 0, tcp_ok = rp->tcp && rp->tcp->ok;
-	double tcp_lim = tcp_ok ? (rp->tcp->gbps[0] < rp->tcp->gbps[1] ? rp->tcp->gbps[0]
-								   : rp->tcp->gbps[1])
-				: 0;
+	double tcp_lim =
+		tcp_ok ? (rp->tcp->gbps[0] < rp->tcp->gbps[1] ? rp->tcp->gbps[0] : rp->tcp->gbps[1])
+		       : 0;
 
 	char root[24] = "";
 
@@ -109,7 +109,8 @@ void report_table(FILE *f, const struct report *rp)
 			"collc time: > 1 means collc is faster\n",
 			pn, pn, pn);
 	if (cfg->nsockets > 1)
-		fprintf(f, "# ranks round-robin over %d collcd daemons (rank r on daemon r %% %d)\n",
+		fprintf(f,
+			"# ranks round-robin over %d collcd daemons (rank r on daemon r %% %d)\n",
 			cfg->nsockets, cfg->nsockets);
 	if (tcp_ok)
 		fprintf(f,

@@ -242,8 +242,7 @@ static int ns_fd(pid_t pid, struct stat *st)
 	return fd;
 }
 
-int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds,
-		      struct tcp_limit *ret)
+int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, struct tcp_limit *ret)
 {
 	struct tl_shared *sh;
 	struct stat st_a, st_b;
@@ -305,7 +304,7 @@ int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds,
 		ret->gbps[d] = sh->dir[d].gbps;
 	if (bad || ret->gbps[0] <= 0 || ret->gbps[1] <= 0) {
 		snprintf(ret->err, sizeof(ret->err), "%s",
-			 sh->dir[0].err[0] ? sh->dir[0].err
+			 sh->dir[0].err[0]   ? sh->dir[0].err
 			 : sh->dir[1].err[0] ? sh->dir[1].err
 					     : "a stream process failed");
 	} else {

@@ -484,9 +484,12 @@ static int errno_of(const char *s)
 	static const struct {
 		const char *name;
 		int err;
-	} names[] = { { "ECONNRESET", ECONNRESET }, { "ENOTCONN", ENOTCONN },
-		      { "ECANCELED", ECANCELED },   { "ESHUTDOWN", ESHUTDOWN },
-		      { "EIO", EIO },               { "ECONNREFUSED", ECONNREFUSED } };
+	} names[] = { { "ECONNRESET", ECONNRESET },
+		      { "ENOTCONN", ENOTCONN },
+		      { "ECANCELED", ECANCELED },
+		      { "ESHUTDOWN", ESHUTDOWN },
+		      { "EIO", EIO },
+		      { "ECONNREFUSED", ECONNREFUSED } };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(s, names[i].name) == 0)
@@ -509,11 +512,12 @@ static int parse_int(const char *s, long min, long max, long *ret)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mn_client --id-file F --rank R --nranks N [--make-id] [--socket S]\n"
-		   "         [--mode check|mismatch|loop|init-fail|make-id] [--seed S] [--rounds K]\n"
-		   "         [--max-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
-		   "         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|...] [--flip-byte OFF]\n"
-		   "         [--id-wait-ms MS] [--wait-ms MS]\n");
+	fprintf(f,
+		"usage: mn_client --id-file F --rank R --nranks N [--make-id] [--socket S]\n"
+		"         [--mode check|mismatch|loop|init-fail|make-id] [--seed S] [--rounds K]\n"
+		"         [--max-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
+		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|...] [--flip-byte OFF]\n"
+		"         [--id-wait-ms MS] [--wait-ms MS]\n");
 }
 
 int main(int argc, char **argv)
@@ -670,7 +674,8 @@ int main(int argc, char **argv)
 	}
 	/* Reduce-scatter sends nranks blocks; allgather receives them. */
 	bytes = o.max_count * 8 + 64;
-	if (collc_mem_alloc(ctx, bytes, -1, &send) < 0 || collc_mem_alloc(ctx, bytes, -1, &recv) < 0 ||
+	if (collc_mem_alloc(ctx, bytes, -1, &send) < 0 ||
+	    collc_mem_alloc(ctx, bytes, -1, &recv) < 0 ||
 	    (o.mode == M_LOOP && (collc_mem_alloc(ctx, bytes, -1, &send2) < 0 ||
 				  collc_mem_alloc(ctx, bytes, -1, &recv2) < 0))) {
 		say("FAIL: collc_mem_alloc of %zu bytes", bytes);
