@@ -126,19 +126,19 @@ harness)
 	mn_pass
 	;;
 correct)
-	nodes=${1:?nodes}
+	nnodes=${1:?nodes}
 	per=${2:?ranks per node}
 	place=${3:-block}
-	mn_init "c${nodes}x$per" "$nodes"
-	for ((i = 0; i < nodes; i++)); do mn_daemon_start "$i"; done
-	n=$((nodes * per))
+	mn_init "c${nnodes}x$per" "$nnodes"
+	for ((i = 0; i < nnodes; i++)); do mn_daemon_start "$i"; done
+	n=$((nnodes * per))
 	placement=()
 	for ((r = 0; r < n; r++)); do
-		if [ "$place" = rr ]; then placement+=($((r % nodes))); else placement+=($((r / per))); fi
+		if [ "$place" = rr ]; then placement+=($((r % nnodes))); else placement+=($((r / per))); fi
 	done
 	comm_start A "$n" "${placement[@]}" -- --mode check
-	mn_wait_ranks 120 || mn_fail "correctness on $nodes nodes x $per ranks ($place)"
-	daemons_alive $(seq 0 $((nodes - 1)))
+	mn_wait_ranks 120 || mn_fail "correctness on $nnodes nodes x $per ranks ($place)"
+	daemons_alive $(seq 0 $((nnodes - 1)))
 	mn_pass
 	;;
 two_comms)
@@ -224,7 +224,9 @@ restart)
 	mn_init restart 2
 	mn_daemon_start 0
 	mn_daemon_start 1
+	# shellcheck disable=SC2046
 	rank_start X "$MN_DIR/id-X" 0 0 2 --make-id $(loop_args X 0)
+	# shellcheck disable=SC2046
 	rank_start X "$MN_DIR/id-X" 1 1 2 $(loop_args X 1) \
 		--also-accept ECONNRESET --also-accept ENOTCONN --also-accept ESHUTDOWN
 	fault_when_ready X 2

@@ -33,13 +33,11 @@ mn_log() { echo "${MN_NAME:-multinode}: $*" >&2; }
 
 mn_fail() {
 	mn_log "FAIL: $*"
-	MN_FAILED=1
 	exit 1
 }
 
 mn_skip() {
 	echo "${MN_NAME:-multinode}: skipped: $*"
-	MN_SKIPPED=1
 	exit $MN_SKIP
 }
 
@@ -104,7 +102,6 @@ mn_cleanup() {
 mn_init() {
 	local name=$1 n=$2 i br
 	MN_NAME=$name
-	MN_NODES=$n
 	MN_RANK_PIDS=()
 	MN_OTHER_PIDS=()
 	MN_DPIDS=()
