@@ -177,7 +177,7 @@ two_comms_late)
 		MN_RANK_PIDS=()
 		MN_RANK_NAMES=()
 		comm_start C$k 2 $((k % 2)) $(((k + 1) % 2)) -- --mode check
-		mn_wait_ranks 60 || mn_fail "communicator C$k, made while A runs"
+		mn_wait_ranks 40 || mn_fail "communicator C$k, made while A runs"
 	done
 	MN_RANK_PIDS=("${good[@]}")
 	MN_RANK_NAMES=("${good_names[@]}")
@@ -268,7 +268,7 @@ secret)
 		MN_RANK_PIDS=("$root_pid")
 		MN_RANK_NAMES=("$root_name")
 		rank_start C$k "$MN_DIR/id-C$k" 1 1 2 --mode check
-		mn_wait_ranks 60 || mn_fail "communicator C$k after its attacker"
+		mn_wait_ranks 30 || mn_fail "communicator C$k after its attacker"
 	done
 	MN_RANK_PIDS=("${good[@]}")
 	MN_RANK_NAMES=("${good_names[@]}")

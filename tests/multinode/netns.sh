@@ -98,6 +98,24 @@ mn_cleanup() {
 	exit "$rc"
 }
 
+# Namespaces "cmn-NAME-PID-X" whose test process is gone (a run killed by
+# ctest's TIMEOUT has no EXIT trap): their processes are killed and they go.
+mn_reap_stale() {
+	local ns pid p
+	for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^cmn-/ { print $1 }'); do
+		pid=${ns%-*}
+		pid=${pid##*-}
+		case "$pid" in
+		'' | *[!0-9]*) continue ;;
+		esac
+		kill -0 "$pid" 2>/dev/null && continue
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -9 "$p" 2>/dev/null
+		done
+		ip netns del "$ns" 2>/dev/null
+	done
+}
+
 # mn_init NAME NODES: the namespaces, the bridge and the links of NODES nodes.
 mn_init() {
 	local name=$1 n=$2 i br
@@ -113,6 +131,7 @@ mn_init() {
 	fi
 	trap mn_cleanup EXIT
 	trap 'exit 1' INT TERM
+	mn_reap_stale
 	MN_DIR=$(mktemp -d /tmp/collc-mn-XXXXXX)
 	MN_PREFIX="cmn-$name-$$"
 	br=$(mn_ns br)
