@@ -96,7 +96,8 @@ static void usage(FILE *f)
 		"  --vs-mpi          also run Open MPI (mpirun -np N, ob1 over self,vader) on host memory:\n"
 		"                    MPI_<Coll> for latency, MPI_I<coll> with Q outstanding for pipelined.\n"
 		"                    Needs --backend cpu. --mpi-btl tcp: ob1 over tcp,self instead\n"
-		"                    (MPI's TCP between its ranks, in the namespace collc-bench runs in)\n"
+		"                    (MPI's TCP between its ranks, in the namespace collc-bench runs in;\n"
+		"                    the default with several --socket)\n"
 		"                    The peer runs first, before collcd is spawned. Peer columns show its\n"
 		"                    numbers and the ratio peer time / collc time: > 1 means collc is faster\n"
 		"  --csv FILE        write the table as CSV\n"
@@ -520,9 +521,7 @@ int main(int argc, char **argv)
 	const char *collcd = COLLC_BENCH_COLLCD, *backend = "cpu";
 	char *daemon_extra[BENCH_MAX_EXTRA], *mpirun_extra[BENCH_MAX_EXTRA];
 	int ndaemon_extra = 0, nmpirun_extra = 0, spawn = 0, c, ok, status = 0;
-	struct mpi_opts mo = { .mpirun = COLLC_BENCH_MPIRUN,
-			       .peer = COLLC_BENCH_MPI_PEER,
-			       .btl = "self,vader" };
+	struct mpi_opts mo = { .mpirun = COLLC_BENCH_MPIRUN, .peer = COLLC_BENCH_MPI_PEER };
 	static struct tcp_limit tcp;
 	double tcp_s = 1.0;
 	struct shared_results *sr;
@@ -745,6 +744,9 @@ int main(int argc, char **argv)
 	}
 	if (build_sizes(&cfg, min_bytes, max_bytes) < 0)
 		return 2;
+	/* Across daemons MPI goes over TCP as well, unless told otherwise. */
+	if (!mo.btl)
+		mo.btl = cfg.nsockets > 1 ? "tcp,self" : "self,vader";
 	mo.extra = mpirun_extra;
 	mo.nextra = nmpirun_extra;
 
