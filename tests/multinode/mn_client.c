@@ -11,7 +11,9 @@
  *   check      every collective x every dtype x every op (reductions) at
  *              random sizes, --rounds times, each result against the
  *              double-precision reference (tests/common/refcheck.h) and each
- *              send buffer checked unchanged; more rounds until --min-s
+ *              send buffer checked unchanged; then, once, each collective
+ *              at about --big-count elements (default 2^20, 0: none); more
+ *              rounds until --min-s
  *              seconds passed (for a communicator that must keep running
  *              while another one is hurt);
  *   mismatch   rank --odd disagrees on the count, then on the op: every rank
@@ -56,7 +58,7 @@ static struct {
 	const char *id_file, *socket, *marker, *ready_file;
 	int make_id, rank, nranks, mode, rounds, odd, flip_byte;
 	int bound_ms, max_s, min_s, id_wait_ms, wait_ms;
-	size_t max_count;
+	size_t max_count, big_count;
 	uint64_t seed;
 	int also_accept[8], nalso;
 } o = {
@@ -71,6 +73,7 @@ static struct {
 	.id_wait_ms = 30000,
 	.wait_ms = 20000,
 	.max_count = 65536,
+	.big_count = 1u << 20,
 	.seed = 1,
 };
 
@@ -245,12 +248,35 @@ static int check_op(const struct op *op, const void *send, const void *recv, con
 	       rc_check_send(&op->c, op->coll, o.nranks, o.rank, send, what);
 }
 
+/* Runs op and checks it; 0, or 1 after saying what failed. */
+static int run_checked(struct collc_ctx *ctx, struct collc_comm *comm, const struct op *op,
+		       void *send, void *recv)
+{
+	int reduces = op->coll != RC_ALLGATHER && op->coll != RC_BROADCAST;
+	char what[160];
+	int r;
+
+	snprintf(what, sizeof(what), "%s %s %s count %zu root %d", rc_coll_name(op->coll),
+		 rc_dtype_name(op->c.dtype), reduces ? rc_op_name(op->c.op) : "-", op->c.count,
+		 op->root);
+	r = run_op(ctx, comm, op, send, recv, o.wait_ms);
+	if (r < 0) {
+		say("FAIL: %s: %s", what, err_str(r));
+		return 1;
+	}
+	if (check_op(op, send, recv, what)) {
+		say("FAIL: %s: wrong result", what);
+		return 1;
+	}
+	return 0;
+}
+
 static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send, void *recv)
 {
 	uint64_t rs = rc_mix(o.seed), ndone = 0;
 	double t0 = now_mono();
 
-	for (int round = 0; round < o.rounds || now_mono() - t0 < o.min_s; round++)
+	for (int round = 0; round < o.rounds || now_mono() - t0 < o.min_s; round++) {
 		for (int k = 0; k < RC_NUM_COLLS; k++) {
 			enum rc_coll coll = (enum rc_coll)k;
 			int nops = coll == RC_ALLGATHER || coll == RC_BROADCAST ? 1 : 5;
@@ -258,30 +284,34 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 			for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
 				for (int p = 0; p < nops; p++) {
 					struct op op = { .coll = coll };
-					char what[160];
-					int r;
 
 					op.c.dtype = (collc_dtype)dt;
 					op.c.op = (collc_redop)p;
 					op.c.count = draw_count(&rs, coll);
 					op.c.seed = rc_mix(rs ^ ndone);
 					op.root = (int)draw(&rs, (uint64_t)o.nranks);
-					snprintf(what, sizeof(what), "%s %s %s count %zu root %d",
-						 rc_coll_name(coll), rc_dtype_name(op.c.dtype),
-						 nops > 1 ? rc_op_name(op.c.op) : "-", op.c.count,
-						 op.root);
-					r = run_op(ctx, comm, &op, send, recv, o.wait_ms);
-					if (r < 0) {
-						say("FAIL: %s: %s", what, err_str(r));
+					if (run_checked(ctx, comm, &op, send, recv))
 						return 1;
-					}
-					if (check_op(&op, send, recv, what)) {
-						say("FAIL: %s: wrong result", what);
-						return 1;
-					}
 					ndone++;
 				}
 		}
+		/* Once: each collective at --big-count (many chunks and ring slots), a random dtype and op. */
+		for (int k = 0; round == 0 && o.big_count && k < RC_NUM_COLLS; k++) {
+			struct op op = { .coll = (enum rc_coll)k };
+			size_t n = o.big_count - (size_t)draw(&rs, o.big_count / 8);
+
+			op.c.dtype = (collc_dtype)draw(&rs, COLLC_NUM_DTYPES);
+			op.c.op = (collc_redop)draw(&rs, 5);
+			if (op.coll == RC_ALLGATHER || op.coll == RC_REDUCE_SCATTER)
+				n /= (size_t)o.nranks;
+			op.c.count = n ? n : 1;
+			op.c.seed = rc_mix(rs ^ ndone);
+			op.root = (int)draw(&rs, (uint64_t)o.nranks);
+			if (run_checked(ctx, comm, &op, send, recv))
+				return 1;
+			ndone++;
+		}
+	}
 	say("%llu collectives right in %.2f s", (unsigned long long)ndone, now_mono() - t0);
 	return 0;
 }
@@ -515,7 +545,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: mn_client --id-file F --rank R --nranks N [--make-id] [--socket S]\n"
 		"         [--mode check|mismatch|loop|init-fail|make-id] [--seed S] [--rounds K]\n"
-		"         [--max-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
+		"         [--max-count N] [--big-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
 		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|...] [--flip-byte OFF]\n"
 		"         [--id-wait-ms MS] [--wait-ms MS]\n");
 }
@@ -532,6 +562,7 @@ int main(int argc, char **argv)
 		{ "seed", required_argument, NULL, 'S' },
 		{ "rounds", required_argument, NULL, 'R' },
 		{ "max-count", required_argument, NULL, 'c' },
+		{ "big-count", required_argument, NULL, 'B' },
 		{ "odd", required_argument, NULL, 'o' },
 		{ "marker", required_argument, NULL, 'k' },
 		{ "ready-file", required_argument, NULL, 'y' },
@@ -594,6 +625,7 @@ int main(int argc, char **argv)
 		case 'n':
 		case 'R':
 		case 'c':
+		case 'B':
 		case 'o':
 		case 'b':
 		case 'x':
@@ -601,7 +633,8 @@ int main(int argc, char **argv)
 		case 'f':
 		case 'I':
 		case 'w':
-			if (parse_int(optarg, 0, c == 'c' ? (1L << 24) : 1000000, &v) < 0) {
+			if (parse_int(optarg, 0, c == 'c' || c == 'B' ? (1L << 24) : 1000000, &v) <
+			    0) {
 				fprintf(stderr, "mn_client: bad value %s\n", optarg);
 				return 2;
 			}
@@ -618,6 +651,8 @@ int main(int argc, char **argv)
 				     : &(int){ 0 }) = (int)v;
 			if (c == 'c')
 				o.max_count = (size_t)(v ? v : 1);
+			if (c == 'B')
+				o.big_count = (size_t)v;
 			break;
 		default:
 			usage(stderr);
@@ -673,7 +708,7 @@ int main(int argc, char **argv)
 		goto out_disconnect;
 	}
 	/* Reduce-scatter sends nranks blocks; allgather receives them. */
-	bytes = o.max_count * 8 + 64;
+	bytes = (o.max_count > o.big_count ? o.max_count : o.big_count) * 8 + 64;
 	if (collc_mem_alloc(ctx, bytes, -1, &send) < 0 ||
 	    collc_mem_alloc(ctx, bytes, -1, &recv) < 0 ||
 	    (o.mode == M_LOOP && (collc_mem_alloc(ctx, bytes, -1, &send2) < 0 ||
