@@ -25,6 +25,12 @@
 # every rank uses node 0's collcd), MN_KEEP=1 (keep the directory and logs),
 # MN_DAEMON_ARGS (more collcd arguments for every node).
 
+# iproute2 lives in /usr/sbin (/sbin), which a non-login PATH may lack.
+case ":$PATH:" in
+*:/usr/sbin:*) ;;
+*) PATH=$PATH:/usr/sbin:/sbin ;;
+esac
+
 MN_PORT=7400
 MN_SUBNET=10.231.0
 MN_SKIP=77
