@@ -608,10 +608,15 @@ int main(int argc, char **argv)
 			title = optarg;
 			break;
 		case OPT_SOCKET: {
-			char *save = NULL;
+			/* A copy: the command line is printed as given. Lives until exit. */
+			char *save = NULL, *list = strdup(optarg);
 
+			if (!list) {
+				fprintf(stderr, "collc-bench: out of memory\n");
+				return 2;
+			}
 			cfg.nsockets = 0;
-			for (char *w = strtok_r(optarg, ",", &save); w;
+			for (char *w = strtok_r(list, ",", &save); w;
 			     w = strtok_r(NULL, ",", &save)) {
 				if (cfg.nsockets == BENCH_MAX_SOCKETS) {
 					fprintf(stderr, "collc-bench: more than %d sockets\n",
