@@ -234,22 +234,6 @@ mn_rank() {
 	MN_RANK_NAMES+=("${MN_RANK_TAG:-}$rank")
 }
 
-# mn_ranks_spread NODES PER_NODE [ARG]...: ranks placed node-major
-# (rank r on node r / PER_NODE); rank 0 makes the id.
-mn_ranks_spread() {
-	local nodes=$1 per=$2 r n
-	shift 2
-	n=$((nodes * per))
-	rm -f "${MN_ID:-$MN_DIR/id}"
-	for ((r = 0; r < n; r++)); do
-		if [ $r = 0 ]; then
-			mn_rank $((r / per)) "$r" "$n" --make-id "$@"
-		else
-			mn_rank $((r / per)) "$r" "$n" "$@"
-		fi
-	done
-}
-
 # mn_wait_ranks SECONDS: waits for the ranks started since the last call;
 # kills those still running at the deadline. Returns how many failed.
 mn_wait_ranks() {
