@@ -17,6 +17,7 @@
 #   mn_test.sh secret                an id with a flipped secret byte is refused
 #   mn_test.sh garbage               hundreds of hostile connections on the listen port
 #   mn_test.sh plugin                the tcp transport through the plugin loader
+#   mn_test.sh bench                 collc-bench --socket A,B across two daemons
 #
 # Fault tests: a communicator X over the nodes runs all-reduces until the
 # fault; its ranks must end with -EPIPE or -ETIMEDOUT (ranks on a killed
@@ -309,6 +310,24 @@ garbage)
 	mn_wait_ranks 60 || mn_fail "a communicator after the garbage"
 	mn_pass
 	;;
+bench)
+	# collc-bench across two daemons (the path of bench/run-multinode.sh): ranks
+	# round-robin over the sockets, results checked, the raw TCP limit measured.
+	: "${COLLC_BENCH:?COLLC_BENCH must name collc-bench}"
+	mn_init bench 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	mn_bounded 120 ip netns exec "$(mn_ns 0)" "$COLLC_BENCH" \
+		--socket "$(mn_sock 0),$(mn_sock 1)" --nranks 4 --min-bytes 8 --max-bytes 1M \
+		--iters 5 --warmup 1 --tcp-limit-s 0.3 >"$MN_DIR/bench.out" 2>"$MN_DIR/bench.err" ||
+		mn_fail "collc-bench exited $?: $(tail -n 5 "$MN_DIR/bench.err")
+$(tail -n 30 "$MN_DIR/bench.out")"
+	grep -q '^# ranks round-robin over 2 collcd daemons' "$MN_DIR/bench.out" ||
+		mn_fail "collc-bench did not spread the ranks: $(cat "$MN_DIR/bench.out")"
+	grep '^# raw TCP: [0-9.]* GB/s' "$MN_DIR/bench.out" >&2 ||
+		mn_fail "no raw TCP figure: $(grep -i 'raw TCP' "$MN_DIR/bench.out" "$MN_DIR/bench.err")"
+	mn_pass
+	;;
 plugin)
 	: "${MN_PLUGIN_DIR:?MN_PLUGIN_DIR must name the folder of libnccl-net-collc.so}"
 	mn_init plugin 2
@@ -329,7 +348,7 @@ plugin)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr]|two_comms|two_comms_late|mismatch|kill|linkdown|restart|secret|garbage|plugin" >&2
+	echo "usage: $0 harness|correct NODES PER [rr]|two_comms|two_comms_late|mismatch|kill|linkdown|restart|secret|garbage|plugin|bench" >&2
 	exit 2
 	;;
 esac
