@@ -11,8 +11,8 @@
 #   mn_test.sh two_comms             two communicators over the same daemons at once
 #   mn_test.sh two_comms_late        communicators made while another one runs there
 #   mn_test.sh mismatch              -EINVAL on every rank across nodes
-#   mn_test.sh kill                  kill -9 of a daemon mid-collective
-#   mn_test.sh linkdown              `ip link set down` on a node's link
+#   mn_test.sh kill [V]              kill -9 of node V's daemon mid-collective (2; 0: the root)
+#   mn_test.sh linkdown [V]          `ip link set down` on node V's link
 #   mn_test.sh restart               a daemon killed, restarted, serving new communicators
 #   mn_test.sh secret                an id with a flipped secret byte is refused
 #   mn_test.sh garbage               hundreds of hostile connections on the listen port
@@ -197,14 +197,19 @@ mismatch)
 	mn_pass
 	;;
 kill | linkdown)
-	# X spans nodes 0, 1 and 2; Y only 0 and 1. The fault hits node 2.
-	mn_init "$case_name" 3
+	# X spans nodes 0 (its root), 1 and 2; Y only the two nodes the fault
+	# spares. The fault hits node V (mn_test.sh kill|linkdown [V], default 2).
+	v=${1:-2}
+	case "$v" in 0 | 1 | 2) ;; *) mn_fail "node $v: 0, 1 or 2" ;; esac
+	spared=()
+	for i in 0 1 2; do [ "$i" != "$v" ] && spared+=("$i"); done
+	mn_init "$case_name$v" 3
 	for i in 0 1 2; do mn_daemon_start "$i"; done
-	comm_start Y 2 0 1 -- --mode check --min-s 6
-	extra=()
+	comm_start Y 2 "${spared[@]}" -- --mode check --min-s 6
 	for r in 0 1 2; do
 		extra=()
-		[ "$case_name" = kill ] && [ $r = 2 ] &&
+		# Ranks on the killed daemon's node lose their own collcd.
+		[ "$case_name" = kill ] && [ "$r" = "$v" ] &&
 			extra=(--also-accept ECONNRESET --also-accept ENOTCONN --also-accept ESHUTDOWN)
 		# shellcheck disable=SC2046
 		rank_start X "$MN_DIR/id-X" "$r" "$r" 3 $( [ $r = 0 ] && echo --make-id) \
@@ -212,13 +217,13 @@ kill | linkdown)
 	done
 	fault_when_ready X 3
 	if [ "$case_name" = kill ]; then
-		mn_daemon_kill 2
+		mn_daemon_kill "$v"
 	else
-		ip -n "$(mn_ns br)" link set v2 down || mn_fail "link down"
+		ip -n "$(mn_ns br)" link set "v$v" down || mn_fail "link down"
 	fi
-	mn_wait_ranks 60 || mn_fail "ranks after the $case_name of node 2"
-	daemons_alive 0 1
-	[ "$case_name" = linkdown ] && daemons_alive 2
+	mn_wait_ranks 60 || mn_fail "ranks after the $case_name of node $v"
+	daemons_alive "${spared[@]}"
+	[ "$case_name" = linkdown ] && daemons_alive "$v"
 	mn_pass
 	;;
 restart)
@@ -348,7 +353,7 @@ plugin)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr]|two_comms|two_comms_late|mismatch|kill|linkdown|restart|secret|garbage|plugin|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
 	exit 2
 	;;
 esac
