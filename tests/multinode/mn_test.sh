@@ -150,15 +150,19 @@ two_comms)
 	mn_daemon_start 1
 	comm_start A 2 0 1 -- --mode check --min-s 5
 	comm_start B 4 1 0 1 0 -- --mode check --min-s 5
-	# Meanwhile each daemon's status lists the other as a peer of both, with traffic.
-	sleep 2
+	# Meanwhile (both run for 5 s at least) each daemon's status lists the other
+	# as a peer of both communicators, with traffic both ways.
 	for i in 0 1; do
-		peers=$(mn_status_json $i | $PY "$here/mn_status.py" peers) ||
-			mn_fail "status --json of node $i has no net object"
+		other=$(mn_addr $((1 - i))):$MN_PORT
+		for ((t = 0; t < 20; t++)); do
+			peers=$(mn_status_json $i | $PY "$here/mn_status.py" peers) ||
+				mn_fail "status --json of node $i has no net object"
+			n=$(echo "$peers" | awk -v a="$other" '$1 == a && $5 > 0 && $6 > 0' | wc -l)
+			[ "$n" -ge 2 ] && break
+			sleep 0.2
+		done
 		mn_log "node $i's peers (addr comm role state sent received inflight errors):"
 		echo "$peers" | sed 's/^/    /' >&2
-		other=$(mn_addr $((1 - i))):$MN_PORT
-		n=$(echo "$peers" | awk -v a="$other" '$1 == a && $5 > 0 && $6 > 0' | wc -l)
 		[ "$n" -ge 2 ] || mn_fail "node $i's status lists $n communicators with traffic to $other, want 2"
 	done
 	mn_wait_ranks 90 || mn_fail "two communicators over the same daemons"
