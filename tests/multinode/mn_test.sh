@@ -251,15 +251,17 @@ restart)
 	mn_pass
 	;;
 secret)
-	# Communicator A (nodes 0 and 1) runs throughout. Three times: C's rank 0
+	# Communicator A (nodes 0 and 2) runs throughout. Three times: C's rank 0
 	# joins on node 0 (the root) and waits; an attacker on node 2 claims rank 1
 	# with C's id but one secret byte flipped: node 2's collcd must fail the
 	# mutual challenge with the root, so the attacker's init fails; then the
-	# real rank 1 joins from node 1 and C must work.
+	# real rank 1 joins from node 1 and C must work. (A and C share node 0
+	# only: communicators made while another runs over the same two daemons
+	# are two_comms_late's case.)
 	mn_init secret 3
 	for i in 0 1 2; do mn_daemon_start "$i"; done
 	before=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
-	comm_start A 4 0 1 0 1 -- --mode check --min-s 8
+	comm_start A 4 0 2 0 2 -- --mode check --min-s 8
 	good=("${MN_RANK_PIDS[@]}")
 	good_names=("${MN_RANK_NAMES[@]}")
 	for k in 0 1 2; do
