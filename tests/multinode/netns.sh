@@ -61,23 +61,10 @@ mn_sock() { echo "$MN_DIR/n$1/collcd.sock"; }
 mn_cleanup() {
 	local rc=$? pid ns
 	trap - EXIT INT TERM
-	for pid in "${MN_RANK_PIDS[@]}" "${MN_OTHER_PIDS[@]}"; do
+	for pid in "${MN_RANK_PIDS[@]}"; do
 		kill -9 "$pid" 2>/dev/null
 	done
-	for pid in "${MN_DPIDS[@]}"; do
-		[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
-	done
-	for _ in $(seq 1 30); do
-		local alive=0
-		for pid in "${MN_DPIDS[@]}"; do
-			[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
-		done
-		[ $alive = 0 ] && break
-		sleep 0.1
-	done
-	for pid in "${MN_DPIDS[@]}"; do
-		[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-	done
+	mn_stop_daemons
 	wait 2>/dev/null
 	# Whatever still runs inside the test's own namespaces, then the namespaces.
 	for ns in "${MN_NAMESPACES[@]}"; do
@@ -127,7 +114,6 @@ mn_init() {
 	local name=$1 n=$2 i br
 	MN_NAME=$name
 	MN_RANK_PIDS=()
-	MN_OTHER_PIDS=()
 	MN_DPIDS=()
 	MN_NAMESPACES=()
 	MN_DIR=
@@ -279,7 +265,39 @@ mn_wait_files() {
 	return 1
 }
 
+# Stops every daemon (SIGTERM, then SIGKILL after 3 s x MN_SCALE).
+mn_stop_daemons() {
+	local pid t alive
+	for pid in "${MN_DPIDS[@]}"; do
+		[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null
+	done
+	for ((t = 0; t < 30 * ${MN_SCALE:-1}; t++)); do
+		alive=0
+		for pid in "${MN_DPIDS[@]}"; do
+			[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
+		done
+		[ $alive = 0 ] && break
+		sleep 0.1
+	done
+	for pid in "${MN_DPIDS[@]}"; do
+		[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	done
+	MN_DPIDS=()
+}
+
+# Stops the daemons, then fails on a sanitizer report in any daemon's log
+# (sanitizer builds: leaks are reported at exit), else prints PASS and exits 0.
 mn_pass() {
+	local f
+	mn_stop_daemons
+	for f in "$MN_DIR"/n*/log; do
+		[ -f "$f" ] || continue
+		if grep -q -e 'ERROR: AddressSanitizer' -e 'ERROR: LeakSanitizer' \
+			-e 'ThreadSanitizer: ' -e 'runtime error: ' \
+			-e 'SUMMARY: UndefinedBehaviorSanitizer' "$f"; then
+			mn_fail "a sanitizer report in $(basename "$(dirname "$f")")'s collcd log"
+		fi
+	done
 	mn_log "PASS"
 	exit 0
 }
