@@ -278,8 +278,9 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 {
 	uint64_t rs = rc_mix(o.seed), ndone = 0;
 	double t0 = now_mono();
+	int more = 1;
 
-	for (int round = 0; round < o.rounds || now_mono() - t0 < o.min_s; round++) {
+	for (int round = 0; more; round++) {
 		for (int k = 0; k < RC_NUM_COLLS; k++) {
 			enum rc_coll coll = (enum rc_coll)k;
 			int nops = coll == RC_ALLGATHER || coll == RC_BROADCAST ? 1 : 5;
@@ -313,6 +314,31 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 			if (run_checked(ctx, comm, &op, send, recv))
 				return 1;
 			ndone++;
+		}
+		if (round + 1 < o.rounds)
+			continue;
+		more = 0;
+		/* Every rank must stop after the same round: another round while any wants one. */
+		if (o.min_s > 0) {
+			int32_t *vote = send, *all = recv;
+			collc_req req;
+			int r;
+
+			*vote = now_mono() - t0 < o.min_s;
+			r = collc_allreduce(comm, vote, all, 1, COLLC_INT32, COLLC_MAX, &req);
+			if (r == 0)
+				r = collc_wait(ctx, req, o.wait_ms);
+			if (r < 0) {
+				say("FAIL: the vote for another round: %s", err_str(r));
+				return 1;
+			}
+			/* The max of 0s and 1s, at least this rank's own. */
+			if ((*all != 0 && *all != 1) || *all < *vote) {
+				say("FAIL: the vote for another round: max %d, this rank's %d",
+				    *all, *vote);
+				return 1;
+			}
+			more = *all;
 		}
 	}
 	say("%llu collectives right in %.2f s", (unsigned long long)ndone, now_mono() - t0);
