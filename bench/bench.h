@@ -16,9 +16,10 @@
 
 #include "bench/sizes.h"
 
-#define BENCH_MAX_SIZES 64
-#define BENCH_MAX_RANKS 64
-#define BENCH_MAX_EXTRA 32
+#define BENCH_MAX_SIZES   64
+#define BENCH_MAX_RANKS   64
+#define BENCH_MAX_EXTRA   32
+#define BENCH_MAX_SOCKETS 16
 
 enum bench_peer { PEER_NONE, PEER_NCCL, PEER_MPI };
 
@@ -63,7 +64,10 @@ struct bench_cfg {
 	int peer;                 /* enum bench_peer */
 	unsigned nccl_modes;      /* --vs-nccl: 1 << enum nccl_mode for each mode to run */
 	int nccl_mode;            /* in an NCCL rank: the mode it runs */
-	const char *socket;       /* collcd's socket (spawned or given) */
+	const char *socket;       /* collcd's socket (spawned or given); sockets[0] when several */
+	/* --socket A,B,...: rank r joins through sockets[r % nsockets]; the id comes from sockets[0]. */
+	const char *sockets[BENCH_MAX_SOCKETS];
+	int nsockets;
 	int nsizes;
 	struct bench_size sizes[BENCH_MAX_SIZES];
 	uint64_t max_send_elems, max_recv_elems;
@@ -119,5 +123,11 @@ struct size_stats {
 	char msg[360];
 	double p50_us, p99_us, pipe_us;
 };
+
+/* The control socket of rank's collcd. */
+static inline const char *bench_rank_socket(const struct bench_cfg *cfg, int rank)
+{
+	return cfg->nsockets > 1 ? cfg->sockets[rank % cfg->nsockets] : cfg->socket;
+}
 
 #endif /* COLLC_BENCH_H */

@@ -28,6 +28,7 @@
 #include "bench/proc.h"
 #include "bench/report.h"
 #include "bench/runner.h"
+#include "bench/tcp_limit.h"
 #include "bench/vs_mpi.h"
 
 #ifndef COLLC_BENCH_COLLCD
@@ -50,9 +51,9 @@ static void usage(FILE *f)
 		"                   [--min-bytes A] [--max-bytes B] [--dtype float32] [--iters K] [--warmup W]\n"
 		"                   [--depth Q] [--gpus LIST] [--root R] [--vs-nccl [--nccl-modes LIST] | --vs-mpi]\n"
 		"                   [--csv FILE] [--plot FILE.png]\n"
-		"                   [--socket PATH | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
-		"                   [--daemon-arg ARG]... [--timeout-ms MS] [--mpirun PATH] [--mpi-peer PATH]\n"
-		"                   [--mpirun-arg ARG]...\n"
+		"                   [--socket PATH[,PATH...] | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
+		"                   [--daemon-arg ARG]... [--timeout-ms MS] [--tcp-limit-s S] [--mpirun PATH]\n"
+		"                   [--mpi-peer PATH] [--mpi-btl sm|tcp] [--mpirun-arg ARG]...\n"
 		"       collc-bench --from-csv FILE.csv --plot FILE.png [--title TEXT]\n"
 		"\n"
 		"Runs one process per rank (one per GPU, rank r on GPU r, with --backend cuda), each\n"
@@ -112,7 +113,9 @@ static void usage(FILE *f)
 		"                    replayed K / Q times); win+graph: both\n"
 		"  --vs-mpi          also run Open MPI (mpirun -np N, ob1 over self,vader) on host memory:\n"
 		"                    MPI_<Coll> for latency, MPI_I<coll> with Q outstanding for pipelined.\n"
-		"                    Needs --backend cpu\n"
+		"                    Needs --backend cpu. --mpi-btl tcp: ob1 over tcp,self instead\n"
+		"                    (MPI's TCP between its ranks, in the namespace collc-bench runs in;\n"
+		"                    the default with several --socket)\n"
 		"                    The peer runs first, before collcd is spawned. Peer columns show its\n"
 		"                    numbers and the ratio peer time / collc time: > 1 means collc is faster\n"
 		"  --csv FILE        write the table as CSV\n"
@@ -120,6 +123,12 @@ static void usage(FILE *f)
 		"                    else python3-matplotlib)\n"
 		"  --from-csv FILE   only plot FILE (a --csv of an earlier run) into --plot\n"
 		"  --socket PATH     an already running collcd (default $COLLC_SOCKET, /run/collcd/collcd.sock)\n"
+		"  --socket A,B,...  several collcd (e.g. one per node, joined over the network): rank r\n"
+		"                    connects to the (r mod n)-th; the id comes from the first. The raw\n"
+		"                    TCP throughput between the first two daemons' network namespaces\n"
+		"                    (one stream each way at once, --tcp-limit-s seconds, default 1;\n"
+		"                    0: not measured; entering a namespace needs root) is measured in\n"
+		"                    the same run and printed as the limit, with busbw / limit (xTCP)\n"
 		"  --spawn-daemon    start collcd on a temporary socket, stop it at the end\n"
 		"  --backend B       cpu: host buffers, collcd --backend cpu; cuda: rank r on GPU r, device\n"
 		"                    buffers from collc_mem_alloc (default cpu)\n"
@@ -506,6 +515,8 @@ enum {
 	OPT_MPIRUN_ARG,
 	OPT_GPUS,
 	OPT_NCCL_MODES,
+	OPT_TCP_LIMIT,
+	OPT_MPI_BTL,
 	OPT_HELP,
 };
 
@@ -538,6 +549,8 @@ int main(int argc, char **argv)
 		{ "mpirun", required_argument, NULL, OPT_MPIRUN },
 		{ "mpi-peer", required_argument, NULL, OPT_MPI_PEER },
 		{ "mpirun-arg", required_argument, NULL, OPT_MPIRUN_ARG },
+		{ "tcp-limit-s", required_argument, NULL, OPT_TCP_LIMIT },
+		{ "mpi-btl", required_argument, NULL, OPT_MPI_BTL },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ 0 },
 	};
@@ -558,6 +571,8 @@ int main(int argc, char **argv)
 	char *daemon_extra[BENCH_MAX_EXTRA], *mpirun_extra[BENCH_MAX_EXTRA];
 	int ndaemon_extra = 0, nmpirun_extra = 0, spawn = 0, c, ok, status = 0, nccl_modes_set = 0;
 	struct mpi_opts mo = { .mpirun = COLLC_BENCH_MPIRUN, .peer = COLLC_BENCH_MPI_PEER };
+	static struct tcp_limit tcp;
+	double tcp_s = 1.0;
 	struct shared_results *sr;
 	char csv_tmp[64] = "", title_buf[256];
 
@@ -646,8 +661,48 @@ int main(int argc, char **argv)
 		case OPT_TITLE:
 			title = optarg;
 			break;
-		case OPT_SOCKET:
-			cfg.socket = optarg;
+		case OPT_SOCKET: {
+			/* A copy: the command line is printed as given. Lives until exit. */
+			char *save = NULL, *list = strdup(optarg);
+
+			if (!list) {
+				fprintf(stderr, "collc-bench: out of memory\n");
+				return 2;
+			}
+			cfg.nsockets = 0;
+			for (char *w = strtok_r(list, ",", &save); w;
+			     w = strtok_r(NULL, ",", &save)) {
+				if (cfg.nsockets == BENCH_MAX_SOCKETS) {
+					fprintf(stderr, "collc-bench: more than %d sockets\n",
+						BENCH_MAX_SOCKETS);
+					return 2;
+				}
+				cfg.sockets[cfg.nsockets++] = w;
+			}
+			if (!cfg.nsockets) {
+				fprintf(stderr, "collc-bench: --socket needs a path\n");
+				return 2;
+			}
+			cfg.socket = cfg.sockets[0];
+			break;
+		}
+		case OPT_TCP_LIMIT: {
+			char *end;
+
+			tcp_s = strtod(optarg, &end);
+			if (end == optarg || *end || !(tcp_s >= 0 && tcp_s <= 60)) {
+				fprintf(stderr,
+					"collc-bench: --tcp-limit-s takes 0 to 60 seconds\n");
+				return 2;
+			}
+			break;
+		}
+		case OPT_MPI_BTL:
+			if (strcmp(optarg, "sm") && strcmp(optarg, "tcp")) {
+				fprintf(stderr, "collc-bench: --mpi-btl must be sm or tcp\n");
+				return 2;
+			}
+			mo.btl = strcmp(optarg, "tcp") == 0 ? "tcp,self" : "self,vader";
 			break;
 		case OPT_SPAWN:
 			spawn = 1;
@@ -752,6 +807,9 @@ int main(int argc, char **argv)
 	}
 	if (build_sizes(&cfg, min_bytes, max_bytes) < 0)
 		return 2;
+	/* Across daemons MPI goes over TCP as well, unless told otherwise. */
+	if (!mo.btl)
+		mo.btl = cfg.nsockets > 1 ? "tcp,self" : "self,vader";
 	mo.extra = mpirun_extra;
 	mo.nextra = nmpirun_extra;
 
@@ -802,6 +860,14 @@ int main(int argc, char **argv)
 		rp.modes = cfg.nccl_modes;
 	}
 
+	/* The limit of an inter-node run, measured while no collective runs. */
+	if (cfg.nsockets > 1 && tcp_s > 0) {
+		fprintf(stderr, "collc-bench: raw TCP between %s's and %s's daemons\n",
+			cfg.sockets[0], cfg.sockets[1]);
+		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, &tcp) < 0)
+			fprintf(stderr, "collc-bench: raw TCP not measured: %s\n", tcp.err);
+		rp.tcp = &tcp;
+	}
 	if (run_collc(&cfg, spawn, collcd, backend, daemon_extra, ndaemon_extra, &rp) < 0)
 		status = 1;
 

@@ -167,11 +167,20 @@ static int mode_width(const struct report *rp)
 	return w;
 }
 
+/* The raw TCP limit of an inter-node run: the slower direction (GB/s); 0 when not measured. */
+static double tcp_limit(const struct report *rp)
+{
+	if (!rp->tcp || !rp->tcp->ok)
+		return 0;
+	return rp->tcp->gbps[0] < rp->tcp->gbps[1] ? rp->tcp->gbps[0] : rp->tcp->gbps[1];
+}
+
 static void print_header(FILE *f, const struct report *rp)
 {
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
+	int tcp_ok = rp->tcp && rp->tcp->ok;
 	char root[24] = "";
 
 	if (cfg->coll == BENCH_BROADCAST || cfg->coll == BENCH_REDUCE)
@@ -197,6 +206,17 @@ static void print_header(FILE *f, const struct report *rp)
 				cfg->coll == BENCH_ALLTOALL
 			? "(n-1)/n"
 			: "1");
+	if (cfg->nsockets > 1)
+		fprintf(f, "# ranks round-robin over %d collcd daemons (rank r on daemon r %% %d)\n",
+			cfg->nsockets, cfg->nsockets);
+	if (tcp_ok)
+		fprintf(f,
+			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back (%s);\n"
+			"#   the limit is the slower one, %.3f GB/s; xTCP = collc busbw / limit\n",
+			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp->where, tcp_limit(rp));
+	else if (rp->tcp)
+		fprintf(f, "# raw TCP between the first two daemons: not measured (%s)\n",
+			rp->tcp->err);
 	if (!pn)
 		return;
 	fprintf(f,
@@ -230,11 +250,14 @@ void report_table(FILE *f, const struct report *rp)
 {
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
-	int nbad = 0, w = mode_width(rp);
+	int nbad = 0, w = mode_width(rp), tcp_ok = rp->tcp && rp->tcp->ok;
+	double tcp_lim = tcp_limit(rp);
 
 	print_header(f, rp);
 	fprintf(f, "#\n# %10s %11s %9s %9s %9s %8s %8s %10s %8s", "size(B)", "count", "p50(us)",
 		"p99(us)", "pipe(us)", "algbw", "busbw", "ops/s", "busbw1");
+	if (tcp_ok)
+		fprintf(f, " %5s", "xTCP");
 	if (pn && rp->modes)
 		fprintf(f, " | %4s %9s %-*s %9s %9s %-*s %8s %8s | %6s %6s %6s", pn, "p50(us)", w,
 			"by", "p99(us)", "pipe(us)", w, "by", "busbw", "busbw1", "x p50", "x p99",
@@ -253,9 +276,11 @@ void report_table(FILE *f, const struct report *rp)
 
 			fprintf(f, " %9.2f %9.2f %9.2f %8.3f %8.3f %10.0f %8.3f", row->c.p50_us,
 				row->c.p99_us, row->c.pipe_us, d.algbw, d.busbw, d.ops, d.busbw1);
+			if (tcp_ok)
+				fprintf(f, " %5.2f", d.busbw / tcp_lim);
 		} else {
 			/* No numbers for a size that was wrong, failed or did not run. */
-			fprintf(f, " %-67s",
+			fprintf(f, tcp_ok ? " %-73s" : " %-67s",
 				row->c.status == RES_WRONG   ? "   collc: WRONG RESULT"
 				: row->c.status == RES_ERROR ? "   collc: ERROR"
 							     : "   collc: not run");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "bench/bench.h"
+#include "bench/tcp_limit.h"
 
 /* The table, the CSV and the plot. */
 struct report_row {
@@ -24,6 +25,7 @@ struct report {
 	const char *peer_name; /* "NCCL", "MPI" or NULL */
 	const char *backend;
 	unsigned modes; /* NCCL: 1 << enum nccl_mode for each mode run; 0: the peer has none */
+	const struct tcp_limit *tcp; /* the raw TCP limit of an inter-node run, or NULL */
 	struct report_row rows[BENCH_MAX_SIZES];
 };
 

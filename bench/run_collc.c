@@ -246,10 +246,12 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 			return 1;
 		}
 	}
-	r = collc_connect(cfg->socket, &cr.ctx);
+	r = collc_connect(bench_rank_socket(cfg, rank), &cr.ctx);
 	if (r < 0) {
 		bench_setup_error(sr, rank, "rank", "collc_connect(%s): %s",
-				  cfg->socket ? cfg->socket : "default socket", collc_strerror(r));
+				  bench_rank_socket(cfg, rank) ? bench_rank_socket(cfg, rank)
+							       : "default socket",
+				  collc_strerror(r));
 		return 1;
 	}
 	r = collc_comm_init(cr.ctx, uid, cfg->nranks, rank, cr.device, &cr.comm);

@@ -85,13 +85,13 @@ int mpi_peer_run(const struct bench_cfg *cfg, const struct mpi_opts *mo, struct 
 	argv[argc++] = "--allow-run-as-root";
 	argv[argc++] = "-np";
 	argv[argc++] = np;
-	/* ob1 over the shared-memory BTL (vader in Open MPI 4, "sm" in 5). */
+	/* ob1 over the shared-memory BTL (vader in Open MPI 4, "sm" in 5) or over TCP. */
 	argv[argc++] = "--mca";
 	argv[argc++] = "pml";
 	argv[argc++] = "ob1";
 	argv[argc++] = "--mca";
 	argv[argc++] = "btl";
-	argv[argc++] = "self,vader";
+	argv[argc++] = (char *)(mo->btl ? mo->btl : "self,vader");
 	for (int i = 0; i < mo->nextra; i++)
 		argv[argc++] = mo->extra[i];
 	argv[argc++] = (char *)mo->peer;

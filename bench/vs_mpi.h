@@ -12,6 +12,7 @@
 struct mpi_opts {
 	const char *mpirun;
 	const char *peer;
+	const char *btl; /* --mca btl: "self,vader" (shared memory) or "tcp,self" */
 	char *const *extra;
 	int nextra;
 };

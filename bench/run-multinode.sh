@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# collc-bench across "nodes" on one machine: two (or more) network namespaces
+# joined by a bridge, one collcd per namespace (tests/multinode/netns.sh; the
+# namespaces and daemons go away at the end), ranks round-robin over the
+# daemons, the all-reduce sweep with the raw TCP limit between the first two
+# namespaces measured in the same run. Needs root and iproute2. Not part of CI.
+#
+#   bench/run-multinode.sh [--build DIR] [--nodes N] [--ranks-per-node P] [--mpi]
+#                          [--daemon-arg ARG]... [-- collc-bench arguments...]
+#
+# --mpi adds --vs-mpi --mpi-btl tcp: Open MPI's ob1 over TCP, its ranks in the
+# first node's namespace. Defaults: build/, 2 nodes, 1 rank per node, sizes
+# 8 B to 64 MiB, 20 iterations.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+build=$here/../build
+nodes=2
+per=1
+mpi=()
+daemon_args=()
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--build) build=$2; shift 2 ;;
+	--nodes) nodes=$2; shift 2 ;;
+	--ranks-per-node) per=$2; shift 2 ;;
+	--mpi) mpi=(--vs-mpi --mpi-btl tcp); shift ;;
+	--daemon-arg) daemon_args+=("$2"); shift 2 ;;
+	--) shift; break ;;
+	-h | --help) sed -n '3,16p' "$0"; exit 0 ;;
+	*) echo "run-multinode.sh: unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+build=$(cd "$build" && pwd) || exit 2
+export COLLCD=$build/daemon/collcd COLLCCTL=$build/client/collcctl
+bench=$build/bench/collc-bench
+[ -x "$bench" ] || { echo "run-multinode.sh: no $bench: build collc-bench first" >&2; exit 2; }
+
+# shellcheck source=../tests/multinode/netns.sh
+. "$here/../tests/multinode/netns.sh"
+mn_init bench "$nodes"
+sockets=
+for ((i = 0; i < nodes; i++)); do
+	mn_daemon_start "$i" "${daemon_args[@]}"
+	sockets=${sockets:+$sockets,}$(mn_sock "$i")
+done
+ip netns exec "$(mn_ns 0)" "$bench" --socket "$sockets" --nranks $((nodes * per)) \
+	--min-bytes 8 --max-bytes 64M --iters 20 "${mpi[@]}" "$@"
+rc=$?
+for ((i = 0; i < nodes; i++)); do
+	echo "# node $i: collcctl status (net)"
+	mn_status_json "$i" | /usr/bin/python3 -c '
+import json, sys
+net = json.load(sys.stdin).get("net", {})
+print("#   transport %s listen %s" % (net.get("transport"), net.get("listen")))
+for p in net.get("peers", []):
+    print("#   peer " + " ".join("%s=%s" % kv for kv in p.items()))' 2>/dev/null
+done
+exit $rc

@@ -1,0 +1,775 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One rank of a multi-node test (tests/multinode/netns.sh starts one per
+ * rank, each in its node's network namespace, COLLC_SOCKET naming that
+ * node's collcd). The rank with --make-id asks its collcd for the unique id
+ * and writes it to --id-file; the others wait for the file and read it.
+ *
+ *   mn_client --id-file F --rank R --nranks N [--make-id] [--mode M] [options]
+ *
+ * Modes:
+ *   check      every collective x every dtype x every op (reductions) at
+ *              random sizes, --rounds times, each result against the
+ *              double-precision reference (tests/common/refcheck.h) and each
+ *              send buffer checked unchanged; then, once, each collective
+ *              at about --big-count elements (default 2^20, 0: none); more
+ *              rounds until --min-s
+ *              seconds passed (for a communicator that must keep running
+ *              while another one is hurt);
+ *   mismatch   rank --odd disagrees on the count, then on the op: every rank
+ *              must get -EINVAL (within --bound-ms), and a matching all-reduce
+ *              after each must be right;
+ *   loop       all-reduces (checked), two in flight at all times, until one
+ *              fails; --ready-file is created after the first success. The
+ *              failure must be one of the accepted codes (-EPIPE, -ETIMEDOUT,
+ *              plus --also-accept), come at most --bound-ms after the mtime
+ *              of --marker (which the test touches just before it injects the
+ *              fault; a failure before the marker exists fails); the one
+ *              pending behind it must fail the same way (or be right), and a
+ *              later one must fail too, as promptly. Gives up (fails) after
+ *              --max-s without an error;
+ *   init-fail  collc_comm_init must fail (an id the daemons must refuse,
+ *              e.g. with --flip-byte); success fails the test;
+ *   make-id    only writes a fresh id to --id-file (with --make-id implied).
+ * --flip-byte OFF flips every bit of byte OFF of the id after reading it.
+ *
+ * Exit status: 0 pass, 1 fail, 2 usage. Every line says which rank speaks.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <collc.h>
+
+#include "refcheck.h"
+
+/* A mismatch fails every rank within this long of its own submission. */
+#define MISMATCH_MS 5000
+
+enum mode { M_CHECK, M_MISMATCH, M_LOOP, M_INIT_FAIL, M_MAKE_ID };
+
+static struct {
+	const char *id_file, *socket, *marker, *ready_file;
+	int make_id, rank, nranks, mode, rounds, odd, flip_byte;
+	int bound_ms, max_s, min_s, id_wait_ms, wait_ms;
+	size_t max_count, big_count;
+	uint64_t seed;
+	int also_accept[8], nalso;
+} o = {
+	.rank = -1,
+	.nranks = -1,
+	.mode = M_CHECK,
+	.rounds = 1,
+	.odd = 1,
+	.flip_byte = -1,
+	.bound_ms = 2000,
+	.max_s = 30,
+	.id_wait_ms = 30000,
+	.wait_ms = 20000,
+	.max_count = 65536,
+	.big_count = 1u << 20,
+	.seed = 1,
+};
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "mn_client rank %d: ", o.rank);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void report(int fail, const char *line)
+{
+	say("%s%s", fail ? "WRONG: " : "", line);
+}
+
+static double now_real(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double now_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Written under a temporary name and renamed, so a reader never sees half an id. */
+static int write_id(const struct collc_unique_id *id)
+{
+	char tmp[4096];
+	int fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", o.id_file, (int)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, id->bytes, sizeof(id->bytes)) != (ssize_t)sizeof(id->bytes) ||
+	    fsync(fd) < 0) {
+		close(fd);
+		unlink(tmp);
+		return -EIO;
+	}
+	close(fd);
+	return rename(tmp, o.id_file) < 0 ? -errno : 0;
+}
+
+static int read_id(struct collc_unique_id *id)
+{
+	double deadline = now_mono() + o.id_wait_ms / 1000.0;
+
+	do {
+		int fd = open(o.id_file, O_RDONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			ssize_t n = read(fd, id->bytes, sizeof(id->bytes));
+
+			close(fd);
+			if (n == (ssize_t)sizeof(id->bytes))
+				return 0;
+		}
+		sleep_ms(10);
+	} while (now_mono() < deadline);
+	return -ETIMEDOUT;
+}
+
+static int touch(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
+/* One collective of a run: every rank draws the same ones from the seed. */
+struct op {
+	enum rc_coll coll;
+	struct rc_case c;
+	int root;
+};
+
+static uint64_t draw(uint64_t *rs, uint64_t n)
+{
+	*rs = rc_mix(*rs + 0x9e3779b97f4a7c15ull);
+	return n ? *rs % n : 0;
+}
+
+/* Mostly small and medium sizes, one in ten up to max_count elements. */
+static size_t draw_count(uint64_t *rs, enum rc_coll coll)
+{
+	uint64_t pick = draw(rs, 100), n;
+
+	if (pick < 45)
+		n = 1 + draw(rs, 1024);
+	else if (pick < 90)
+		n = 1025 + draw(rs, 16384);
+	else
+		n = 1 + draw(rs, o.max_count);
+	if (n > o.max_count)
+		n = o.max_count;
+	if (coll == RC_ALLGATHER || coll == RC_REDUCE_SCATTER)
+		n = n / (uint64_t)o.nranks ? n / (uint64_t)o.nranks : 1;
+	return (size_t)n;
+}
+
+static int submit(struct collc_comm *comm, const struct op *op, void *send, void *recv,
+		  collc_req *req)
+{
+	const struct rc_case *c = &op->c;
+
+	switch (op->coll) {
+	case RC_ALLREDUCE:
+		return collc_allreduce(comm, send, recv, c->count, c->dtype, c->op, req);
+	case RC_ALLGATHER:
+		return collc_allgather(comm, send, recv, c->count, c->dtype, req);
+	case RC_REDUCE_SCATTER:
+		return collc_reduce_scatter(comm, send, recv, c->count, c->dtype, c->op, req);
+	case RC_BROADCAST:
+		return collc_broadcast(comm, send, recv, c->count, c->dtype, op->root, req);
+	default:
+		return collc_reduce(comm, send, recv, c->count, c->dtype, c->op, op->root, req);
+	}
+}
+
+/* Submit and wait; 0 or the error (-EAGAIN: still pending after wait_ms, see err_str). */
+static int run_op(struct collc_ctx *ctx, struct collc_comm *comm, const struct op *op, void *send,
+		  void *recv, int wait_ms)
+{
+	collc_req req;
+	int r;
+
+	rc_fill_coll(&op->c, op->coll, o.nranks, o.rank, send);
+	r = submit(comm, op, send, recv, &req);
+	if (r < 0)
+		return r;
+	return collc_wait(ctx, req, wait_ms);
+}
+
+/* collc_strerror, except that -EAGAIN from collc_wait means our own wait limit passed. */
+static const char *err_str(int r)
+{
+	static char buf[96];
+
+	if (r != -EAGAIN)
+		return collc_strerror(r);
+	snprintf(buf, sizeof(buf), "still pending after the client's wait limit (%d ms)",
+		 o.wait_ms);
+	return buf;
+}
+
+static int check_op(const struct op *op, const void *send, const void *recv, const char *what)
+{
+	return rc_check_coll(&op->c, op->coll, o.nranks, o.rank, op->root, recv, what) ||
+	       rc_check_send(&op->c, op->coll, o.nranks, o.rank, send, what);
+}
+
+/* Runs op and checks it; 0, or 1 after saying what failed. */
+static int run_checked(struct collc_ctx *ctx, struct collc_comm *comm, const struct op *op,
+		       void *send, void *recv)
+{
+	int reduces = op->coll != RC_ALLGATHER && op->coll != RC_BROADCAST;
+	char what[160];
+	int r;
+
+	snprintf(what, sizeof(what), "%s %s %s count %zu root %d", rc_coll_name(op->coll),
+		 rc_dtype_name(op->c.dtype), reduces ? rc_op_name(op->c.op) : "-", op->c.count,
+		 op->root);
+	r = run_op(ctx, comm, op, send, recv, o.wait_ms);
+	if (r < 0) {
+		say("FAIL: %s: %s", what, err_str(r));
+		return 1;
+	}
+	if (check_op(op, send, recv, what)) {
+		say("FAIL: %s: wrong result", what);
+		return 1;
+	}
+	return 0;
+}
+
+static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send, void *recv)
+{
+	uint64_t rs = rc_mix(o.seed), ndone = 0;
+	double t0 = now_mono();
+	int more = 1;
+
+	for (int round = 0; more; round++) {
+		for (int k = 0; k < RC_NUM_COLLS; k++) {
+			enum rc_coll coll = (enum rc_coll)k;
+			int nops = coll == RC_ALLGATHER || coll == RC_BROADCAST ? 1 : 5;
+
+			for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
+				for (int p = 0; p < nops; p++) {
+					struct op op = { .coll = coll };
+
+					op.c.dtype = (collc_dtype)dt;
+					op.c.op = (collc_redop)p;
+					op.c.count = draw_count(&rs, coll);
+					op.c.seed = rc_mix(rs ^ ndone);
+					op.root = (int)draw(&rs, (uint64_t)o.nranks);
+					if (run_checked(ctx, comm, &op, send, recv))
+						return 1;
+					ndone++;
+				}
+		}
+		/* Once: each collective at --big-count (many chunks and ring slots), a random dtype and op. */
+		for (int k = 0; round == 0 && o.big_count && k < RC_NUM_COLLS; k++) {
+			struct op op = { .coll = (enum rc_coll)k };
+			size_t n = o.big_count - (size_t)draw(&rs, o.big_count / 8);
+
+			op.c.dtype = (collc_dtype)draw(&rs, COLLC_NUM_DTYPES);
+			op.c.op = (collc_redop)draw(&rs, 5);
+			if (op.coll == RC_ALLGATHER || op.coll == RC_REDUCE_SCATTER)
+				n /= (size_t)o.nranks;
+			op.c.count = n ? n : 1;
+			op.c.seed = rc_mix(rs ^ ndone);
+			op.root = (int)draw(&rs, (uint64_t)o.nranks);
+			if (run_checked(ctx, comm, &op, send, recv))
+				return 1;
+			ndone++;
+		}
+		if (round + 1 < o.rounds)
+			continue;
+		more = 0;
+		/* Every rank must stop after the same round: another round while any wants one. */
+		if (o.min_s > 0) {
+			int32_t *vote = send, *all = recv;
+			collc_req req;
+			int r;
+
+			*vote = now_mono() - t0 < o.min_s;
+			r = collc_allreduce(comm, vote, all, 1, COLLC_INT32, COLLC_MAX, &req);
+			if (r == 0)
+				r = collc_wait(ctx, req, o.wait_ms);
+			if (r < 0) {
+				say("FAIL: the vote for another round: %s", err_str(r));
+				return 1;
+			}
+			/* The max of 0s and 1s, at least this rank's own. */
+			if ((*all != 0 && *all != 1) || *all < *vote) {
+				say("FAIL: the vote for another round: max %d, this rank's %d",
+				    *all, *vote);
+				return 1;
+			}
+			more = *all;
+		}
+	}
+	say("%llu collectives right in %.2f s", (unsigned long long)ndone, now_mono() - t0);
+	return 0;
+}
+
+static int good_allreduce(struct collc_ctx *ctx, struct collc_comm *comm, void *send, void *recv,
+			  uint64_t seed, const char *what)
+{
+	struct op op = { .coll = RC_ALLREDUCE, .c = { COLLC_FLOAT32, COLLC_SUM, 4096, seed } };
+	int r = run_op(ctx, comm, &op, send, recv, o.wait_ms);
+
+	if (r < 0) {
+		say("FAIL: %s: %s", what, err_str(r));
+		return 1;
+	}
+	if (check_op(&op, send, recv, what)) {
+		say("FAIL: %s: wrong result", what);
+		return 1;
+	}
+	return 0;
+}
+
+static int mode_mismatch(struct collc_ctx *ctx, struct collc_comm *comm, void *send, void *recv)
+{
+	static const char *const kinds[] = { "count (1000 vs 1001)", "op (sum vs max)" };
+	int odd = o.rank == o.odd;
+
+	if (good_allreduce(ctx, comm, send, recv, o.seed, "all-reduce before the mismatch"))
+		return 1;
+	for (int k = 0; k < 2; k++) {
+		struct op op = { .coll = RC_ALLREDUCE,
+				 .c = { COLLC_FLOAT32, COLLC_SUM, 1000, o.seed + 10 + k } };
+		double t0;
+		int r;
+
+		if (k == 0 && odd)
+			op.c.count = 1001;
+		if (k == 1 && odd)
+			op.c.op = COLLC_MAX;
+		t0 = now_mono();
+		r = run_op(ctx, comm, &op, send, recv, o.wait_ms);
+		if (r != -EINVAL) {
+			say("FAIL: ranks disagree on the %s (rank %d is the odd one): got %d (%s), "
+			    "want -EINVAL",
+			    kinds[k], o.odd, r, err_str(r));
+			return 1;
+		}
+		/*
+		 * From this rank's own submission (the ranks run in step after the
+		 * previous all-reduce): prompt, not a hang until some timeout.
+		 */
+		if ((now_mono() - t0) * 1000 > MISMATCH_MS) {
+			say("FAIL: the mismatched %s took %.3f s to fail (bound %d ms)", kinds[k],
+			    now_mono() - t0, MISMATCH_MS);
+			return 1;
+		}
+		say("mismatched %s: -EINVAL after %.3f s", kinds[k], now_mono() - t0);
+		if (good_allreduce(ctx, comm, send, recv, o.seed + 20 + k,
+				   "all-reduce after the mismatch"))
+			return 1;
+	}
+	return 0;
+}
+
+static int accepted(int err)
+{
+	if (err == -EPIPE || err == -ETIMEDOUT)
+		return 1;
+	for (int i = 0; i < o.nalso; i++)
+		if (err == o.also_accept[i])
+			return 1;
+	return 0;
+}
+
+/* Seconds from the marker's mtime to now; -1 when there is no marker yet. */
+static double since_marker(void)
+{
+	struct stat st;
+
+	if (stat(o.marker, &st) < 0)
+		return -1;
+	return now_real() - ((double)st.st_mtim.tv_sec + (double)st.st_mtim.tv_nsec / 1e9);
+}
+
+/* One of the loop's two collectives in flight. */
+struct slot {
+	struct op op;
+	void *send, *recv;
+	collc_req req;
+	int submitted; /* 0, or the submission's error (< 0), or 1 */
+};
+
+static void slot_submit(struct collc_comm *comm, struct slot *s, uint64_t *rs)
+{
+	s->op.coll = RC_ALLREDUCE;
+	s->op.c = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, 0, 0 };
+	s->op.c.count = o.max_count / 2 + (size_t)draw(rs, o.max_count / 2);
+	s->op.c.seed = *rs;
+	rc_fill_coll(&s->op.c, RC_ALLREDUCE, o.nranks, o.rank, s->send);
+	s->submitted = submit(comm, &s->op, s->send, s->recv, &s->req);
+	if (s->submitted == 0)
+		s->submitted = 1;
+}
+
+static int slot_wait(struct collc_ctx *ctx, struct slot *s)
+{
+	return s->submitted < 0 ? s->submitted : collc_wait(ctx, s->req, o.wait_ms);
+}
+
+/*
+ * Two all-reduces in flight at all times (one is checked while the other
+ * runs), so the fault always finds a collective in progress, and a second
+ * one pending behind it.
+ */
+static int mode_loop(struct collc_ctx *ctx, struct collc_comm *comm, void *send, void *recv,
+		     void *send2, void *recv2)
+{
+	uint64_t rs = rc_mix(o.seed ^ 0x100), n = 0;
+	double t_end = now_mono() + o.max_s, dt;
+	struct slot sl[2] = { { .send = send, .recv = recv }, { .send = send2, .recv = recv2 } };
+	struct slot *s;
+	int r;
+
+	/* Long enough to notice a hang past the bound; short enough to end. */
+	o.wait_ms = o.bound_ms * 3 + 5000;
+	slot_submit(comm, &sl[0], &rs);
+	slot_submit(comm, &sl[1], &rs);
+	for (;;) {
+		s = &sl[n % 2];
+		r = slot_wait(ctx, s);
+		if (r < 0)
+			break;
+		if (check_op(&s->op, s->send, s->recv, "all-reduce in the loop")) {
+			say("FAIL: collective %llu delivered a wrong result",
+			    (unsigned long long)n);
+			return 1;
+		}
+		if (n++ == 0 && o.ready_file && touch(o.ready_file) < 0) {
+			say("FAIL: cannot create %s: %s", o.ready_file, strerror(errno));
+			return 1;
+		}
+		if (now_mono() > t_end) {
+			say("FAIL: %llu collectives, no error within %d s", (unsigned long long)n,
+			    o.max_s);
+			return 1;
+		}
+		slot_submit(comm, s, &rs);
+	}
+	dt = since_marker();
+	if (dt < 0) {
+		say("FAIL: collective %llu failed with %d (%s) before the fault was injected",
+		    (unsigned long long)n, r, err_str(r));
+		return 1;
+	}
+	say("after %llu right collectives: %d (%s) %.0f ms after the fault", (unsigned long long)n,
+	    r, err_str(r), dt * 1000);
+	if (!accepted(r)) {
+		say("FAIL: error %d (%s) is not one the contract names", r, err_str(r));
+		return 1;
+	}
+	if (dt * 1000 > o.bound_ms) {
+		say("FAIL: the error came %.0f ms after the fault (bound %d ms)", dt * 1000,
+		    o.bound_ms);
+		return 1;
+	}
+	/*
+	 * The collective pending behind it ends too: with an error the contract
+	 * names, or, where it finished before the fault, with a right result.
+	 */
+	s = &sl[(n + 1) % 2];
+	r = slot_wait(ctx, s);
+	if (r == 0 && check_op(&s->op, s->send, s->recv, "the pending all-reduce")) {
+		say("FAIL: the collective pending at the fault delivered a wrong result");
+		return 1;
+	}
+	if (r < 0 && !accepted(r)) {
+		say("FAIL: the collective pending at the fault: %d (%s)", r, err_str(r));
+		return 1;
+	}
+	say("the collective pending at the fault: %d (%s)", r, r ? err_str(r) : "right result");
+	/* A later collective on the same communicator fails as well, without hanging. */
+	slot_submit(comm, s, &rs);
+	r = slot_wait(ctx, s);
+	dt = since_marker();
+	if (r == 0) {
+		say("FAIL: a collective submitted after the failure succeeded");
+		return 1;
+	}
+	if (!accepted(r)) {
+		say("FAIL: a collective submitted after the failure: %d (%s)", r, err_str(r));
+		return 1;
+	}
+	if (dt * 1000 > o.bound_ms + 1000) {
+		say("FAIL: a collective submitted after the failure failed %.0f ms after the fault",
+		    dt * 1000);
+		return 1;
+	}
+	say("a collective submitted after the failure: %d (%s)", r, err_str(r));
+	return 0;
+}
+
+static int errno_of(const char *s)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} names[] = { { "ECONNRESET", ECONNRESET },
+		      { "ENOTCONN", ENOTCONN },
+		      { "ECANCELED", ECANCELED },
+		      { "ESHUTDOWN", ESHUTDOWN },
+		      { "EIO", EIO },
+		      { "ECONNREFUSED", ECONNREFUSED } };
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcmp(s, names[i].name) == 0)
+			return -names[i].err;
+	return 0;
+}
+
+static int parse_int(const char *s, long min, long max, long *ret)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 0);
+	if (errno || end == s || *end || v < min || v > max)
+		return -1;
+	*ret = v;
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: mn_client --id-file F --rank R --nranks N [--make-id] [--socket S]\n"
+		"         [--mode check|mismatch|loop|init-fail|make-id] [--seed S] [--rounds K]\n"
+		"         [--max-count N] [--big-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
+		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|...] [--flip-byte OFF]\n"
+		"         [--id-wait-ms MS] [--wait-ms MS]\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "id-file", required_argument, NULL, 'i' },
+		{ "make-id", no_argument, NULL, 'm' },
+		{ "rank", required_argument, NULL, 'r' },
+		{ "nranks", required_argument, NULL, 'n' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "mode", required_argument, NULL, 'M' },
+		{ "seed", required_argument, NULL, 'S' },
+		{ "rounds", required_argument, NULL, 'R' },
+		{ "max-count", required_argument, NULL, 'c' },
+		{ "big-count", required_argument, NULL, 'B' },
+		{ "odd", required_argument, NULL, 'o' },
+		{ "marker", required_argument, NULL, 'k' },
+		{ "ready-file", required_argument, NULL, 'y' },
+		{ "bound-ms", required_argument, NULL, 'b' },
+		{ "max-s", required_argument, NULL, 'x' },
+		{ "min-s", required_argument, NULL, 'X' },
+		{ "also-accept", required_argument, NULL, 'a' },
+		{ "flip-byte", required_argument, NULL, 'f' },
+		{ "id-wait-ms", required_argument, NULL, 'I' },
+		{ "wait-ms", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	static const char *const modes[] = { "check", "mismatch", "loop", "init-fail", "make-id" };
+	struct collc_unique_id id;
+	struct collc_ctx *ctx = NULL;
+	struct collc_comm *comm = NULL;
+	void *send = NULL, *recv = NULL, *send2 = NULL, *recv2 = NULL;
+	size_t bytes;
+	long v;
+	int c, r, failed = 1;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			o.id_file = optarg;
+			break;
+		case 'm':
+			o.make_id = 1;
+			break;
+		case 's':
+			o.socket = optarg;
+			break;
+		case 'k':
+			o.marker = optarg;
+			break;
+		case 'y':
+			o.ready_file = optarg;
+			break;
+		case 'M':
+			o.mode = rc_name_index(modes, 5, optarg);
+			if (o.mode < 0) {
+				usage(stderr);
+				return 2;
+			}
+			break;
+		case 'a':
+			if (o.nalso == 8 || !(o.also_accept[o.nalso++] = errno_of(optarg))) {
+				fprintf(stderr, "mn_client: --also-accept %s: unknown\n", optarg);
+				return 2;
+			}
+			break;
+		case 'S':
+			o.seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'r':
+		case 'n':
+		case 'R':
+		case 'c':
+		case 'B':
+		case 'o':
+		case 'b':
+		case 'x':
+		case 'X':
+		case 'f':
+		case 'I':
+		case 'w':
+			if (parse_int(optarg, 0, c == 'c' || c == 'B' ? (1L << 24) : 1000000, &v) <
+			    0) {
+				fprintf(stderr, "mn_client: bad value %s\n", optarg);
+				return 2;
+			}
+			*(c == 'r'   ? &o.rank
+			  : c == 'n' ? &o.nranks
+			  : c == 'R' ? &o.rounds
+			  : c == 'o' ? &o.odd
+			  : c == 'b' ? &o.bound_ms
+			  : c == 'x' ? &o.max_s
+			  : c == 'X' ? &o.min_s
+			  : c == 'f' ? &o.flip_byte
+			  : c == 'I' ? &o.id_wait_ms
+			  : c == 'w' ? &o.wait_ms
+				     : &(int){ 0 }) = (int)v;
+			if (c == 'c')
+				o.max_count = (size_t)(v ? v : 1);
+			if (c == 'B')
+				o.big_count = (size_t)v;
+			break;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!o.id_file || o.nranks < 1 || o.rank < 0 || o.rank >= o.nranks ||
+	    (o.mode == M_LOOP && !o.marker) || o.flip_byte >= (int)sizeof(id.bytes) ||
+	    o.max_count < (size_t)o.nranks || optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	rc_set_report(report);
+
+	r = collc_connect(o.socket, &ctx);
+	if (r < 0) {
+		say("FAIL: collc_connect(%s): %s", o.socket ? o.socket : "$COLLC_SOCKET",
+		    err_str(r));
+		return 1;
+	}
+	if (o.make_id || o.mode == M_MAKE_ID) {
+		r = collc_get_unique_id(ctx, &id);
+		if (r == 0)
+			r = write_id(&id);
+		if (r < 0) {
+			say("FAIL: making the id in %s: %s", o.id_file, strerror(-r));
+			goto out_disconnect;
+		}
+	} else if (read_id(&id) < 0) {
+		say("FAIL: no id in %s within %d ms", o.id_file, o.id_wait_ms);
+		goto out_disconnect;
+	}
+	if (o.mode == M_MAKE_ID) {
+		failed = 0;
+		goto out_disconnect;
+	}
+	if (o.flip_byte >= 0)
+		id.bytes[o.flip_byte] ^= 0xff;
+
+	r = collc_comm_init(ctx, &id, o.nranks, o.rank, -1, &comm);
+	if (o.mode == M_INIT_FAIL) {
+		if (r == 0) {
+			say("FAIL: collc_comm_init with a refused id succeeded");
+			collc_comm_destroy(comm);
+		} else {
+			say("collc_comm_init refused: %d (%s)", r, collc_strerror(r));
+			failed = 0;
+		}
+		goto out_disconnect;
+	}
+	if (r < 0) {
+		say("FAIL: collc_comm_init(nranks %d): %s", o.nranks, collc_strerror(r));
+		goto out_disconnect;
+	}
+	/* Reduce-scatter sends nranks blocks; allgather receives them. */
+	bytes = (o.max_count > o.big_count ? o.max_count : o.big_count) * 8 + 64;
+	if (collc_mem_alloc(ctx, bytes, -1, &send) < 0 ||
+	    collc_mem_alloc(ctx, bytes, -1, &recv) < 0 ||
+	    (o.mode == M_LOOP && (collc_mem_alloc(ctx, bytes, -1, &send2) < 0 ||
+				  collc_mem_alloc(ctx, bytes, -1, &recv2) < 0))) {
+		say("FAIL: collc_mem_alloc of %zu bytes", bytes);
+		goto out_destroy;
+	}
+	switch (o.mode) {
+	case M_CHECK:
+		failed = mode_check(ctx, comm, send, recv);
+		break;
+	case M_MISMATCH:
+		failed = mode_mismatch(ctx, comm, send, recv);
+		break;
+	default:
+		failed = mode_loop(ctx, comm, send, recv, send2, recv2);
+		break;
+	}
+	collc_mem_free(ctx, send);
+	collc_mem_free(ctx, recv);
+	if (send2)
+		collc_mem_free(ctx, send2);
+	if (recv2)
+		collc_mem_free(ctx, recv2);
+out_destroy:
+	collc_comm_destroy(comm);
+out_disconnect:
+	collc_disconnect(ctx);
+	if (!failed)
+		say("PASS");
+	return failed;
+}

@@ -1,0 +1,42 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Reads the `net` object of `collcctl status --json` (collcctl(8)) for the
+multi-node tests. The JSON comes on stdin.
+
+  mn_status.py refused     net.refused: handshakes and connections refused so far
+  mn_status.py transport   net.transport
+  mn_status.py listen      net.listen
+  mn_status.py peers       one line per peer: addr comm role state bytes_sent
+                           bytes_received inflight errors
+Exit 1 (with a message) when the JSON has no `net` object or lacks the field.
+"""
+import json
+import sys
+
+
+def main():
+    what = sys.argv[1] if len(sys.argv) > 1 else "refused"
+    doc = json.load(sys.stdin)
+    net = doc.get("net") if isinstance(doc, dict) else None
+    if not isinstance(net, dict):
+        print("mn_status: no net object in status --json", file=sys.stderr)
+        return 1
+    if what == "refused":
+        if not isinstance(net.get("refused"), int):
+            print("mn_status: no net.refused counter in status --json", file=sys.stderr)
+            return 1
+        print(net["refused"])
+    elif what in ("transport", "listen"):
+        print(net.get(what, ""))
+    elif what == "peers":
+        for p in net.get("peers", []):
+            print(*(p.get(k, "?") for k in ("addr", "comm", "role", "state", "bytes_sent",
+                                            "bytes_received", "inflight", "errors")))
+    else:
+        print(f"mn_status: unknown query {what}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# The multi-node tests (ctest label `multinode`; tests/multinode/CMakeLists.txt):
+# every "node" a network namespace with its own collcd (netns.sh), ranks as
+# mn_client processes in their node's namespace.
+#
+#   mn_test.sh harness               the scaffolding alone (one collcd, no --listen):
+#                                    namespaces, links, clients, kill timing
+#   mn_test.sh correct NODES PER [rr]  every collective x dtype x op, random sizes
+#   mn_test.sh two_comms             two communicators over the same daemons at once
+#   mn_test.sh two_comms_late        communicators made while another one runs there
+#   mn_test.sh mismatch              -EINVAL on every rank across nodes
+#   mn_test.sh kill [V]              kill -9 of node V's daemon mid-collective (2; 0: the root)
+#   mn_test.sh linkdown [V]          `ip link set down` on node V's link
+#   mn_test.sh restart               a daemon killed, restarted, serving new communicators
+#   mn_test.sh secret                an id with a flipped secret byte is refused
+#   mn_test.sh garbage               hundreds of hostile connections on the listen port
+#   mn_test.sh plugin                the tcp transport through the plugin loader
+#   mn_test.sh bench                 collc-bench --socket A,B across two daemons
+#
+# Fault tests: a communicator X over the nodes runs all-reduces until the
+# fault; its ranks must end with -EPIPE or -ETIMEDOUT (ranks on a killed
+# daemon's node: also the library's own connection errors) at most
+# MN_BOUND_MS (2000, the default net_timeout_ms) after the fault, with every
+# earlier result right; a communicator Y over nodes the fault does not touch
+# runs checked collectives throughout and must not notice.
+#
+# MN_SEED=N (default: from the PID) is passed to every rank.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=netns.sh
+. "$here/netns.sh"
+
+case_name=${1:-}
+shift || true
+seed=${MN_SEED:-$$}
+bound=${MN_BOUND_MS:-2000}
+# The secret's first byte in a network id (struct collc_uid in proto/wire.h).
+secret_offset=80
+PY=/usr/bin/python3
+
+# rank_start TAG ID NODE RANK NRANKS [ARG]...: one rank of communicator TAG.
+rank_start() {
+	local tag=$1 id=$2
+	shift 2
+	MN_RANK_TAG=$tag- MN_ID=$id mn_rank "$@" --seed "$seed"
+}
+
+# comm_start TAG NRANKS NODE... -- [ARG]...: rank r of communicator TAG on the
+# r-th listed node; rank 0 makes the id (so the first node is the root).
+comm_start() {
+	local tag=$1 n=$2 r=0 nodes=()
+	shift 2
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		nodes+=("$1")
+		shift
+	done
+	shift
+	rm -f "$MN_DIR/id-$tag"
+	for ((r = 0; r < n; r++)); do
+		if [ $r = 0 ]; then
+			rank_start "$tag" "$MN_DIR/id-$tag" "${nodes[r]}" $r "$n" --make-id "$@"
+		else
+			rank_start "$tag" "$MN_DIR/id-$tag" "${nodes[r]}" $r "$n" "$@"
+		fi
+	done
+}
+
+# loop_args TAG RANK: the loop mode's files for one rank of communicator TAG.
+loop_args() {
+	echo --mode loop --marker "$MN_DIR/fault" --ready-file "$MN_DIR/ready-$1-$2" \
+		--bound-ms "$bound" --max-s 40 --max-count 131072
+}
+
+# fault_when_ready TAG NRANKS: waits until every rank of TAG ran a collective,
+# lets the traffic go on a little, then marks the time of the fault.
+fault_when_ready() {
+	local tag=$1 n=$2 files=() r
+	for ((r = 0; r < n; r++)); do
+		files+=("$MN_DIR/ready-$tag-$r")
+	done
+	mn_wait_files 30 "${files[@]}" || mn_fail "communicator $tag never ran (see the rank logs)"
+	sleep 0.5
+	touch "$MN_DIR/fault"
+}
+
+daemons_alive() {
+	local i
+	for i in "$@"; do
+		kill -0 "${MN_DPIDS[i]}" 2>/dev/null || mn_fail "collcd of node $i died"
+	done
+}
+
+# refused_count I: node I's refusals so far (runs in a command substitution: no mn_fail here).
+refused_count() {
+	local out
+	out=$(mn_status_json "$1") || return 1
+	echo "$out" | $PY "$here/mn_status.py" refused
+}
+
+case "$case_name" in
+harness)
+	# The scaffolding without the inter-node feature: one collcd (node 0), ranks
+	# in three namespaces on its socket; then a client killed mid-loop (the
+	# single-node contract: -EPIPE for the others) through the marker timing.
+	export MN_LOCAL=1
+	mn_init harness 3
+	mn_daemon_start 0
+	comm_start A 4 0 1 2 2 -- --mode check
+	mn_wait_ranks 120 || mn_fail "correctness across namespaces on one collcd"
+	for r in 0 1 2; do
+		# shellcheck disable=SC2046
+		rank_start X "$MN_DIR/id-X" "$r" "$r" 4 $( [ $r = 0 ] && echo --make-id) \
+			$(loop_args X "$r")
+	done
+	MN_RANK_TAG=victim- MN_ID=$MN_DIR/id-X mn_rank 2 3 4 --seed "$seed" \
+		--mode loop --marker "$MN_DIR/fault" --ready-file "$MN_DIR/ready-X-3" --max-s 40 \
+		--max-count 131072
+	victim=${MN_RANK_PIDS[3]}
+	fault_when_ready X 4
+	kill -9 "$victim"
+	# The victim's own status is SIGKILL: wait for the others, then reap it.
+	unset 'MN_RANK_PIDS[3]' 'MN_RANK_NAMES[3]'
+	mn_wait_ranks 30 || mn_fail "ranks after a client was killed"
+	wait "$victim" 2>/dev/null
+	mn_pass
+	;;
+correct)
+	nnodes=${1:?nodes}
+	per=${2:?ranks per node}
+	place=${3:-block}
+	mn_init "c${nnodes}x$per" "$nnodes"
+	for ((i = 0; i < nnodes; i++)); do mn_daemon_start "$i"; done
+	n=$((nnodes * per))
+	placement=()
+	for ((r = 0; r < n; r++)); do
+		if [ "$place" = rr ]; then placement+=($((r % nnodes))); else placement+=($((r / per))); fi
+	done
+	comm_start A "$n" "${placement[@]}" -- --mode check
+	mn_wait_ranks 120 || mn_fail "correctness on $nnodes nodes x $per ranks ($place)"
+	daemons_alive $(seq 0 $((nnodes - 1)))
+	mn_pass
+	;;
+two_comms)
+	# Two communicators over the same two daemons at once, rooted on different
+	# daemons, each with every collective x dtype x op for at least 5 s.
+	mn_init two_comms 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	comm_start A 2 0 1 -- --mode check --min-s 5
+	comm_start B 4 1 0 1 0 -- --mode check --min-s 5
+	# Meanwhile (both run for 5 s at least) each daemon's status lists the other
+	# as a peer of both communicators, with traffic both ways.
+	for i in 0 1; do
+		other=$(mn_addr $((1 - i))):$MN_PORT
+		for ((t = 0; t < 20; t++)); do
+			peers=$(mn_status_json $i | $PY "$here/mn_status.py" peers) ||
+				mn_fail "status --json of node $i has no net object"
+			n=$(echo "$peers" | awk -v a="$other" '$1 == a && $5 > 0 && $6 > 0' | wc -l)
+			[ "$n" -ge 2 ] && break
+			sleep 0.2
+		done
+		mn_log "node $i's peers (addr comm role state sent received inflight errors):"
+		echo "$peers" | sed 's/^/    /' >&2
+		[ "$n" -ge 2 ] || mn_fail "node $i's status lists $n communicators with traffic to $other, want 2"
+	done
+	mn_wait_ranks 90 || mn_fail "two communicators over the same daemons"
+	daemons_alive 0 1
+	mn_pass
+	;;
+two_comms_late)
+	# Communicators made one after the other over the same two daemons while
+	# communicator A runs there: A and each of them must go on unhindered.
+	mn_init two_comms_late 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	comm_start A 4 0 1 0 1 -- --mode check --min-s 8
+	good=("${MN_RANK_PIDS[@]}")
+	good_names=("${MN_RANK_NAMES[@]}")
+	for k in 0 1 2; do
+		MN_RANK_PIDS=()
+		MN_RANK_NAMES=()
+		comm_start C$k 2 $((k % 2)) $(((k + 1) % 2)) -- --mode check
+		mn_wait_ranks 40 || mn_fail "communicator C$k, made while A runs"
+	done
+	MN_RANK_PIDS=("${good[@]}")
+	MN_RANK_NAMES=("${good_names[@]}")
+	mn_wait_ranks 60 || mn_fail "communicator A while C0..C2 were made and ran"
+	daemons_alive 0 1
+	mn_pass
+	;;
+mismatch)
+	mn_init mismatch 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	comm_start A 4 0 0 1 1 -- --mode mismatch --odd 3
+	mn_wait_ranks 60 || mn_fail "mismatch across nodes"
+	comm_start B 3 1 0 1 -- --mode mismatch --odd 0
+	mn_wait_ranks 60 || mn_fail "mismatch across nodes, odd rank on the root's node"
+	mn_pass
+	;;
+kill | linkdown)
+	# X spans nodes 0 (its root), 1 and 2; Y only the two nodes the fault
+	# spares. The fault hits node V (mn_test.sh kill|linkdown [V], default 2).
+	v=${1:-2}
+	case "$v" in 0 | 1 | 2) ;; *) mn_fail "node $v: 0, 1 or 2" ;; esac
+	spared=()
+	for i in 0 1 2; do [ "$i" != "$v" ] && spared+=("$i"); done
+	mn_init "$case_name$v" 3
+	for i in 0 1 2; do mn_daemon_start "$i"; done
+	comm_start Y 2 "${spared[@]}" -- --mode check --min-s 6
+	for r in 0 1 2; do
+		extra=()
+		# Ranks on the killed daemon's node lose their own collcd.
+		[ "$case_name" = kill ] && [ "$r" = "$v" ] &&
+			extra=(--also-accept ECONNRESET --also-accept ENOTCONN --also-accept ESHUTDOWN)
+		# shellcheck disable=SC2046
+		rank_start X "$MN_DIR/id-X" "$r" "$r" 3 $( [ $r = 0 ] && echo --make-id) \
+			$(loop_args X "$r") "${extra[@]}"
+	done
+	fault_when_ready X 3
+	if [ "$case_name" = kill ]; then
+		mn_daemon_kill "$v"
+	else
+		ip -n "$(mn_ns br)" link set "v$v" down || mn_fail "link down"
+	fi
+	mn_wait_ranks 60 || mn_fail "ranks after the $case_name of node $v"
+	daemons_alive "${spared[@]}"
+	[ "$case_name" = linkdown ] && daemons_alive "$v"
+	mn_pass
+	;;
+restart)
+	mn_init restart 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	# shellcheck disable=SC2046
+	rank_start X "$MN_DIR/id-X" 0 0 2 --make-id $(loop_args X 0)
+	# shellcheck disable=SC2046
+	rank_start X "$MN_DIR/id-X" 1 1 2 $(loop_args X 1) \
+		--also-accept ECONNRESET --also-accept ENOTCONN --also-accept ESHUTDOWN
+	fault_when_ready X 2
+	mn_daemon_kill 1
+	mn_wait_ranks 30 || mn_fail "ranks after the kill of node 1"
+	mn_daemon_start 1
+	# The restarted daemon as root, and as a member of a communicator rooted on node 0.
+	comm_start R1 2 1 0 -- --mode check
+	comm_start R0 4 0 1 0 1 -- --mode check
+	mn_wait_ranks 120 || mn_fail "new communicators after the restart of node 1"
+	daemons_alive 0 1
+	mn_pass
+	;;
+secret)
+	# Communicator A (nodes 0 and 2) runs throughout. Three times: C's rank 0
+	# joins on node 0 (the root) and waits; an attacker on node 2 claims rank 1
+	# with C's id but one secret byte flipped: node 2's collcd must fail the
+	# mutual challenge with the root, so the attacker's init fails; then the
+	# real rank 1 joins from node 1 and C must work. (A and C share node 0
+	# only: communicators made while another runs over the same two daemons
+	# are two_comms_late's case.)
+	mn_init secret 3
+	for i in 0 1 2; do mn_daemon_start "$i"; done
+	before=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
+	comm_start A 4 0 2 0 2 -- --mode check --min-s 8
+	good=("${MN_RANK_PIDS[@]}")
+	good_names=("${MN_RANK_NAMES[@]}")
+	for k in 0 1 2; do
+		MN_RANK_PIDS=()
+		MN_RANK_NAMES=()
+		rank_start C$k "$MN_DIR/id-C$k" 0 0 2 --make-id --mode check
+		root_pid=${MN_RANK_PIDS[0]}
+		root_name=${MN_RANK_NAMES[0]}
+		mn_wait_files 20 "$MN_DIR/id-C$k" || mn_fail "communicator C$k made no id"
+		MN_RANK_PIDS=()
+		MN_RANK_NAMES=()
+		rank_start S$k "$MN_DIR/id-C$k" 2 1 2 --mode init-fail \
+			--flip-byte $((secret_offset + k * 5))
+		mn_wait_ranks 20 ||
+			mn_fail "attacker $k (secret byte $((secret_offset + k * 5)) flipped) not refused"
+		MN_RANK_PIDS=("$root_pid")
+		MN_RANK_NAMES=("$root_name")
+		rank_start C$k "$MN_DIR/id-C$k" 1 1 2 --mode check
+		mn_wait_ranks 30 || mn_fail "communicator C$k after its attacker"
+	done
+	MN_RANK_PIDS=("${good[@]}")
+	MN_RANK_NAMES=("${good_names[@]}")
+	mn_wait_ranks 60 || mn_fail "communicator A next to the attackers"
+	after=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
+	mn_log "refusals counted by node 0: $before before, $after after"
+	[ "$after" -ge $((before + 3)) ] || mn_fail "3 wrong secrets, $((after - before)) refusals counted"
+	daemons_alive 0 1 2
+	# Node 2 still joins a communicator with the right secret.
+	comm_start B 3 0 2 1 -- --mode check
+	mn_wait_ranks 60 || mn_fail "a communicator with node 2 after the attacks"
+	mn_pass
+	;;
+garbage)
+	mn_init garbage 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	before=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
+	comm_start A 2 0 1 -- --mode check --min-s 5
+	count=400
+	hold=64
+	mn_bounded 60 ip netns exec "$(mn_ns 1)" $PY "$here/garbage.py" "$(mn_addr 0)" "$MN_PORT" \
+		--count $count --hold $hold --seed "$seed" >"$MN_DIR/garbage.log" 2>&1 ||
+		mn_fail "garbage.py: $(cat "$MN_DIR/garbage.log")"
+	mn_log "$(tail -n 1 "$MN_DIR/garbage.log")"
+	mn_wait_ranks 90 || mn_fail "the communicator next to the garbage"
+	daemons_alive 0 1
+	# Refusals are counted as the daemon gets to them: wait a bounded while.
+	want=$((before + count + hold))
+	for ((t = 0; t < 50; t++)); do
+		after=$(refused_count 0) || mn_fail "status --json of node 0 has no net counters"
+		[ "$after" -ge $want ] && break
+		sleep 0.1
+	done
+	mn_log "refusals counted by node 0: $before before, $after after $((count + hold)) connections"
+	[ "$after" -ge $want ] || mn_fail "$((count + hold)) hostile connections, $((after - before)) refusals counted"
+	comm_start B 2 1 0 -- --mode check
+	mn_wait_ranks 60 || mn_fail "a communicator after the garbage"
+	mn_pass
+	;;
+bench)
+	# collc-bench across two daemons (the path of bench/run-multinode.sh): ranks
+	# round-robin over the sockets, results checked, the raw TCP limit measured.
+	: "${COLLC_BENCH:?COLLC_BENCH must name collc-bench}"
+	mn_init bench 2
+	mn_daemon_start 0
+	mn_daemon_start 1
+	mn_bounded 120 ip netns exec "$(mn_ns 0)" "$COLLC_BENCH" \
+		--socket "$(mn_sock 0),$(mn_sock 1)" --nranks 4 --min-bytes 8 --max-bytes 1M \
+		--iters 5 --warmup 1 --tcp-limit-s 0.3 >"$MN_DIR/bench.out" 2>"$MN_DIR/bench.err" ||
+		mn_fail "collc-bench exited $?: $(tail -n 5 "$MN_DIR/bench.err")
+$(tail -n 30 "$MN_DIR/bench.out")"
+	grep -q '^# ranks round-robin over 2 collcd daemons' "$MN_DIR/bench.out" ||
+		mn_fail "collc-bench did not spread the ranks: $(cat "$MN_DIR/bench.out")"
+	grep '^# raw TCP: [0-9.]* GB/s' "$MN_DIR/bench.out" >&2 ||
+		mn_fail "no raw TCP figure: $(grep -i 'raw TCP' "$MN_DIR/bench.out" "$MN_DIR/bench.err")"
+	mn_pass
+	;;
+plugin)
+	: "${MN_PLUGIN_DIR:?MN_PLUGIN_DIR must name the folder of libnccl-net-collc.so}"
+	mn_init plugin 2
+	export LD_LIBRARY_PATH=$MN_PLUGIN_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	mn_daemon_start 0 --net plugin:collc
+	mn_daemon_start 1 --net plugin:collc
+	comm_start A 2 0 1 -- --mode check
+	mn_wait_ranks 120 || mn_fail "correctness over the plugin transport"
+	for i in 0 1; do
+		t=$(mn_status_json $i | $PY "$here/mn_status.py" transport) ||
+			mn_fail "status --json of node $i"
+		mn_log "node $i: net transport '$t'"
+		case "$t" in
+		*collc*) ;;
+		*) mn_fail "node $i reports transport '$t', not the collc plugin" ;;
+		esac
+	done
+	mn_pass
+	;;
+*)
+	echo "usage: $0 harness|correct NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
+	exit 2
+	;;
+esac
