@@ -285,6 +285,41 @@ static int comm_pick_exec(const struct comm *cm, uint32_t *ret_idx)
 
 static const struct collc_msg_comm_init remote_rank = { .device = -1 };
 
+/*
+ * A communicator spanning daemons takes a block of devices no other such
+ * communicator here uses. Two of them sharing a device's FIFO could be
+ * launched in opposite orders on two daemons, each daemon's item then waiting
+ * for data the other daemon's blocked item would send (the multinode test
+ * two_comms_late). Items of communicators of this daemon alone always finish,
+ * so those may share. -EBUSY when no block is free.
+ */
+static int span_devices(const struct comm *cm, uint32_t *local)
+{
+	const struct sched_exec *se = &sched.execs[cm->exec_idx];
+	uint8_t used[SCHED_MAX_DEVICES] = { 0 };
+	uint32_t n = cm->nranks, nd = se->ex->ndevices;
+
+	for (const struct comm *o = sched.comms; o; o = o->next)
+		if (o != cm && o->local && o->exec_priv && o->exec_idx == cm->exec_idx)
+			for (uint32_t r = 0; r < o->nranks; r++)
+				used[o->devs[r] - se->base] = 1;
+	for (uint32_t b = nd >= n ? nd - n + 1 : 0; b-- > 0;) {
+		uint32_t i = 0;
+
+		while (i < n && !used[b + i])
+			i++;
+		if (i < n)
+			continue;
+		for (i = 0; i < n; i++)
+			local[i] = b + i;
+		return 0;
+	}
+	log_warn("communicator %llu: no %u devices of %s free of other communicators spanning "
+		 "daemons",
+		 (unsigned long long)cm->id, n, se->ex->name);
+	return -EBUSY;
+}
+
 /* Places the ranks on its executor's devices and sets up its connections there. */
 static int comm_place(struct comm *cm)
 {
@@ -305,6 +340,8 @@ static int comm_place(struct comm *cm)
 		/* Ranks of other daemons run elsewhere: host memory stands in for them. */
 		reqs[i] = comm_rank_local(cm, i) ? &cm->joins[i]->u.join.req : &remote_rank;
 	r = ex->place(cm->nranks, reqs, local);
+	if (r == 0 && cm->local)
+		r = span_devices(cm, local);
 	if (r < 0)
 		return r;
 	for (uint32_t i = 0; i < cm->nranks; i++)
