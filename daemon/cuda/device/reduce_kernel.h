@@ -51,21 +51,8 @@ __device__ __forceinline__ uint64_t red_int(int op, uint64_t a, uint64_t b)
 	return x.u;
 }
 
-__device__ __forceinline__ float fop(int op, float p, float q)
-{
-	switch (op) {
-	case COLLC_PROD:
-		return p * q;
-	case COLLC_MAX:
-		return p > q ? p : q;
-	case COLLC_MIN:
-		return p < q ? p : q;
-	default:
-		return p + q;
-	}
-}
-
-__device__ __forceinline__ double dop(int op, double p, double q)
+/* op on two floating-point values (float, double); SUM and AVG add. */
+template <typename T> __device__ __forceinline__ T fop(int op, T p, T q)
 {
 	switch (op) {
 	case COLLC_PROD:
@@ -189,7 +176,7 @@ __device__ __forceinline__ uint64_t red8(int dt, int op, uint64_t a, uint64_t b)
 	case COLLC_FLOAT8_E5M2:
 		return red8_fp8(dt == COLLC_FLOAT8_E4M3 ? __NV_E4M3 : __NV_E5M2, op, a, b);
 	default:
-		x.d = dop(op, x.d, y.d);
+		x.d = fop(op, x.d, y.d);
 		return x.u;
 	}
 }
