@@ -1221,3 +1221,17 @@ int h_check_by_op(const char *const *ops, int nops)
 	json_free(root);
 	return r;
 }
+
+uint8_t h_pattern(uint64_t k, uint32_t from, uint32_t to, uint64_t b)
+{
+	/* One hash per 8 bytes: the byte loops ask for the same word 8 times in a row. */
+	static uint64_t last_key = UINT64_MAX, last_word = UINT64_MAX, last;
+	uint64_t key = h_seed ^ (k << 40) ^ ((uint64_t)from << 32) ^ ((uint64_t)to << 24);
+
+	if (key != last_key || b / 8 != last_word) {
+		last_key = key;
+		last_word = b / 8;
+		last = h_mix(key ^ (b / 8 * 0x9e3779b97f4a7c15ull));
+	}
+	return (uint8_t)(last >> (8 * (b % 8)));
+}

@@ -189,6 +189,8 @@ int h_barrier_wait(struct h_barrier *b, int timeout_ms);
 uint64_t h_now_ns(void);
 void h_sleep_us(uint64_t us);
 uint64_t h_mix(uint64_t x); /* splitmix64 finalizer */
+/* Byte b of what rank `from` sends rank `to` in case k, from h_seed (point-to-point tests). */
+uint8_t h_pattern(uint64_t k, uint32_t from, uint32_t to, uint64_t b);
 uint64_t h_rand(uint64_t *state);
 /* A value in [0, n). */
 uint64_t h_rand_below(uint64_t *state, uint64_t n);

@@ -28,21 +28,6 @@
 
 static struct collc_unique_id uid;
 
-/* Byte b of what rank `from` sends rank `to` in case k. */
-static uint8_t pat(uint64_t k, uint32_t from, uint32_t to, uint64_t b)
-{
-	/* One hash per 8 bytes: the byte loops ask for the same word 8 times in a row. */
-	static uint64_t last_key = UINT64_MAX, last_word = UINT64_MAX, last;
-	uint64_t key = h_seed ^ (k << 40) ^ ((uint64_t)from << 32) ^ ((uint64_t)to << 24);
-
-	if (key != last_key || b / 8 != last_word) {
-		last_key = key;
-		last_word = b / 8;
-		last = h_mix(key ^ (b / 8 * 0x9e3779b97f4a7c15ull));
-	}
-	return (uint8_t)(last >> (8 * (b % 8)));
-}
-
 /* One all-to-all(v) case, the same on every rank: counts[i][j] from i to j, element size es. */
 struct a2a_case {
 	uint64_t k;
@@ -183,7 +168,8 @@ static int run_case(struct collc_ctx *ctx, struct collc_comm *comm, int rank, in
 	rc_canary_fill(recv, rspan, 3);
 	for (int j = 0; j < nranks; j++) {
 		for (size_t b = 0; b < sendcounts[j] * es; b++)
-			s[c->sdispls[rank][j] * es + b] = pat(c->k, (uint32_t)rank, (uint32_t)j, b);
+			s[c->sdispls[rank][j] * es + b] =
+				h_pattern(c->k, (uint32_t)rank, (uint32_t)j, b);
 	}
 	if (c->v)
 		r = collc_alltoallv(comm, s, sendcounts, c->sdispls[rank], d, recvcounts,
@@ -197,7 +183,7 @@ static int run_case(struct collc_ctx *ctx, struct collc_comm *comm, int rank, in
 		return h_fail("%s: collc_wait: %s", what, collc_strerror(r));
 	for (int j = 0; j < nranks; j++)
 		for (size_t b = 0; b < recvcounts[j] * es; b++) {
-			uint8_t want = pat(c->k, (uint32_t)j, (uint32_t)rank, b);
+			uint8_t want = h_pattern(c->k, (uint32_t)j, (uint32_t)rank, b);
 			uint8_t got = d[c->rdispls[rank][j] * es + b];
 
 			if (got != want)
@@ -214,7 +200,7 @@ static int run_case(struct collc_ctx *ctx, struct collc_comm *comm, int rank, in
 	for (int j = 0; j < nranks; j++)
 		for (size_t b = 0; b < sendcounts[j] * es; b++)
 			if (s[c->sdispls[rank][j] * es + b] !=
-			    pat(c->k, (uint32_t)rank, (uint32_t)j, b))
+			    h_pattern(c->k, (uint32_t)rank, (uint32_t)j, b))
 				return h_fail("%s: send block for rank %d changed", what, j);
 	return 0;
 }

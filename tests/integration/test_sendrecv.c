@@ -34,33 +34,19 @@
 static struct collc_unique_id uid;
 static struct h_barrier *bar;
 
-static uint8_t pat(uint64_t k, uint32_t from, uint32_t to, uint64_t b)
-{
-	/* One hash per 8 bytes: the byte loops ask for the same word 8 times in a row. */
-	static uint64_t last_key = UINT64_MAX, last_word = UINT64_MAX, last;
-	uint64_t key = h_seed ^ (k << 40) ^ ((uint64_t)from << 32) ^ ((uint64_t)to << 24);
-
-	if (key != last_key || b / 8 != last_word) {
-		last_key = key;
-		last_word = b / 8;
-		last = h_mix(key ^ (b / 8 * 0x9e3779b97f4a7c15ull));
-	}
-	return (uint8_t)(last >> (8 * (b % 8)));
-}
-
 static void fill(uint8_t *p, size_t n, uint64_t k, uint32_t from, uint32_t to)
 {
 	for (size_t b = 0; b < n; b++)
-		p[b] = pat(k, from, to, b);
+		p[b] = h_pattern(k, from, to, b);
 }
 
 static int check(const uint8_t *p, size_t n, uint64_t k, uint32_t from, uint32_t to,
 		 const char *what)
 {
 	for (size_t b = 0; b < n; b++)
-		if (p[b] != pat(k, from, to, b))
+		if (p[b] != h_pattern(k, from, to, b))
 			return h_fail("%s: byte %zu is %#x, not %#x", what, b, p[b],
-				      pat(k, from, to, b));
+				      h_pattern(k, from, to, b));
 	return 0;
 }
 
