@@ -197,23 +197,6 @@ static int join(const struct collc_unique_id *id, int rank, int nranks, struct c
 	return 0;
 }
 
-static int submit(struct collc_comm *comm, enum rc_coll coll, const struct rc_case *c, int root,
-		  void *send, void *recv, collc_req *req)
-{
-	switch (coll) {
-	case RC_ALLREDUCE:
-		return collc_allreduce(comm, send, recv, c->count, c->dtype, c->op, req);
-	case RC_ALLGATHER:
-		return collc_allgather(comm, send, recv, c->count, c->dtype, req);
-	case RC_REDUCE_SCATTER:
-		return collc_reduce_scatter(comm, send, recv, c->count, c->dtype, c->op, req);
-	case RC_BROADCAST:
-		return collc_broadcast(comm, send, recv, c->count, c->dtype, root, req);
-	default:
-		return collc_reduce(comm, send, recv, c->count, c->dtype, c->op, root, req);
-	}
-}
-
 #define MAX_COUNT (300u << 10) /* elements: up to 2.4 MiB of float64 per rank */
 
 static const collc_dtype dtypes[] = { COLLC_FLOAT32, COLLC_INT32, COLLC_FLOAT64, COLLC_BFLOAT16,
@@ -262,7 +245,7 @@ static int coll_loop(struct collc_ctx *ctx, struct collc_comm *comm, int rank, i
 		memset(recv, 0xee, cap);
 		if (coll != RC_BROADCAST || rank == root)
 			rc_fill_coll(&c, coll, nranks, rank, send);
-		r = submit(comm, coll, &c, root, send, recv, &req);
+		r = rc_submit(comm, coll, &c, root, send, recv, &req);
 		if (r == 0)
 			r = collc_wait(ctx, req, 30000);
 		if (r < 0) {
@@ -314,8 +297,8 @@ static int pipe_rank(int rank, int nranks, void *arg)
 			root[q] = (int)((pick >> 24) % (uint64_t)nranks);
 			if (coll[q] != RC_BROADCAST || rank == root[q])
 				rc_fill_coll(&c[q], coll[q], nranks, rank, send + q * stride);
-			r = submit(comm, coll[q], &c[q], root[q], send + q * stride,
-				   recv + q * stride, &req[q]);
+			r = rc_submit(comm, coll[q], &c[q], root[q], send + q * stride,
+				      recv + q * stride, &req[q]);
 			if (r < 0)
 				return h_fail("rank %d: submit: %s", rank, collc_strerror(r));
 		}
@@ -405,71 +388,42 @@ static int test_coll(int nd, int nranks)
 	return finish(failed);
 }
 
-/* Daemons disagree on the count: every rank gets -EINVAL, then runs on. */
-static int mismatch_rank(int rank, int nranks, void *arg)
-{
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	struct rc_case c = { .dtype = COLLC_FLOAT32, .op = COLLC_SUM, .seed = h_seed };
-	void *send, *recv;
-	collc_req req;
-	int r, failed = 0;
+/* Collectives the daemons refuse on every rank (checked by fn), after which the communicator runs on. */
+struct refusal {
+	int (*fn)(int rank, int nranks, struct collc_ctx *ctx, struct collc_comm *comm,
+		  unsigned char *send, unsigned char *recv);
+	const char *after; /* names the checked all-reduce that follows */
+};
 
-	(void)arg;
-	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
-		return 1;
-	if (collc_mem_alloc(ctx, 1 << 20, -1, &send) < 0 ||
-	    collc_mem_alloc(ctx, 1 << 20, -1, &recv) < 0)
-		return h_fail("rank %d: mem_alloc", rank);
+/* Daemons disagree on the count: every rank gets -EINVAL. */
+static int mismatch(int rank, int nranks, struct collc_ctx *ctx, struct collc_comm *comm,
+		    unsigned char *send, unsigned char *recv)
+{
+	collc_req req;
+	int r;
+
 	/* The ranks of daemon 1 ask for another count. */
 	r = collc_allreduce(comm, send, recv, rank % ndaemons ? 100 : 64, COLLC_FLOAT32, COLLC_SUM,
 			    &req);
 	if (r == 0)
 		r = collc_wait(ctx, req, 10000);
 	if (r != -EINVAL)
-		failed = h_fail("rank %d: a mismatched all-reduce returned %s, not -EINVAL", rank,
-				collc_strerror(r));
-	c.count = 1000;
-	rc_fill_coll(&c, RC_ALLREDUCE, nranks, rank, send);
-	r = collc_allreduce(comm, send, recv, c.count, c.dtype, c.op, &req);
-	if (r == 0)
-		r = collc_wait(ctx, req, 10000);
-	if (r < 0)
-		failed = h_fail("rank %d: the all-reduce after the mismatch: %s", rank,
-				collc_strerror(r));
-	else
-		failed |= rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, recv, "after mismatch");
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return failed;
-}
-
-static int test_mismatch(void)
-{
-	start_daemons(2);
-	h_unique_id(&sh->id);
-	return finish(h_run_ranks(4, mismatch_rank, NULL));
+		return h_fail("rank %d: a mismatched all-reduce returned %s, not -EINVAL", rank,
+			      collc_strerror(r));
+	(void)nranks;
+	return 0;
 }
 
 /*
  * All-to-all and send/recv are not built across daemons yet: every rank gets
- * -EOPNOTSUPP, nothing is written, and the communicator runs on.
+ * -EOPNOTSUPP and nothing is written.
  */
-static int unsupported_rank(int rank, int nranks, void *arg)
+static int unsupported(int rank, int nranks, struct collc_ctx *ctx, struct collc_comm *comm,
+		       unsigned char *send, unsigned char *recv)
 {
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	struct rc_case c = { .dtype = COLLC_FLOAT32, .op = COLLC_SUM, .seed = h_seed };
-	unsigned char *send, *recv;
 	collc_req req;
 	int r, failed = 0;
 
-	(void)arg;
-	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
-		return 1;
-	if (collc_mem_alloc(ctx, 1 << 20, -1, (void **)&send) < 0 ||
-	    collc_mem_alloc(ctx, 1 << 20, -1, (void **)&recv) < 0)
-		return h_fail("rank %d: mem_alloc", rank);
 	memset(recv, 0xa5, 1 << 16);
 	r = collc_alltoall(comm, send, recv, 64, COLLC_FLOAT32, &req);
 	if (r == 0)
@@ -489,27 +443,49 @@ static int unsupported_rank(int rank, int nranks, void *arg)
 			failed = h_fail("rank %d: byte %d of the receive buffer changed", rank, i);
 			break;
 		}
+	return failed;
+}
+
+static int refusal_rank(int rank, int nranks, void *arg)
+{
+	const struct refusal *rf = arg;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	struct rc_case c = { .dtype = COLLC_FLOAT32, .op = COLLC_SUM, .seed = h_seed };
+	void *send, *recv;
+	collc_req req;
+	int r, failed;
+
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	if (collc_mem_alloc(ctx, 1 << 20, -1, &send) < 0 ||
+	    collc_mem_alloc(ctx, 1 << 20, -1, &recv) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	failed = rf->fn(rank, nranks, ctx, comm, send, recv);
 	c.count = 1000;
 	rc_fill_coll(&c, RC_ALLREDUCE, nranks, rank, send);
 	r = collc_allreduce(comm, send, recv, c.count, c.dtype, c.op, &req);
 	if (r == 0)
 		r = collc_wait(ctx, req, 10000);
 	if (r < 0)
-		failed = h_fail("rank %d: the all-reduce after them: %s", rank, collc_strerror(r));
+		failed = h_fail("rank %d: the all-reduce %s: %s", rank, rf->after,
+				collc_strerror(r));
 	else
-		failed |=
-			rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, recv, "after all-to-all");
+		failed |= rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, recv, rf->after);
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return failed;
 }
 
-static int test_unsupported(void)
+static int test_refusal(const struct refusal *rf)
 {
 	start_daemons(2);
 	h_unique_id(&sh->id);
-	return finish(h_run_ranks(4, unsupported_rank, NULL));
+	return finish(h_run_ranks(4, refusal_rank, (void *)rf));
 }
+
+static const struct refusal refuse_mismatch = { mismatch, "after the mismatch" };
+static const struct refusal refuse_unsupported = { unsupported, "after the all-to-all" };
 
 /* Refusals counted in daemon 0's status. */
 static long refused_count(void)
@@ -760,9 +736,9 @@ int main(int argc, char **argv)
 		return test_coll(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 4);
 	}
 	if (!strcmp(what, "mismatch"))
-		return test_mismatch();
+		return test_refusal(&refuse_mismatch);
 	if (!strcmp(what, "unsupported"))
-		return test_unsupported();
+		return test_refusal(&refuse_unsupported);
 	if (!strcmp(what, "two"))
 		return test_two();
 	if (!strcmp(what, "pipeline")) {
