@@ -118,4 +118,26 @@ void rc_canary_fill(void *p, size_t n, uint64_t tag);
 /* Checks bytes [from, to) of a region filled by rc_canary_fill(p, ..., tag): -1 intact, else the first changed offset. */
 long rc_canary_check(const void *p, size_t from, size_t to, uint64_t tag);
 
+/*
+ * Submits case c as collective coll (root for broadcast and reduce) through
+ * libcollc. Inline, so the tools that compile refcheck.c without libcollc do
+ * not need it.
+ */
+static inline int rc_submit(struct collc_comm *comm, enum rc_coll coll, const struct rc_case *c,
+			    int root, const void *send, void *recv, collc_req *req)
+{
+	switch (coll) {
+	case RC_ALLREDUCE:
+		return collc_allreduce(comm, send, recv, c->count, c->dtype, c->op, req);
+	case RC_ALLGATHER:
+		return collc_allgather(comm, send, recv, c->count, c->dtype, req);
+	case RC_REDUCE_SCATTER:
+		return collc_reduce_scatter(comm, send, recv, c->count, c->dtype, c->op, req);
+	case RC_BROADCAST:
+		return collc_broadcast(comm, send, recv, c->count, c->dtype, root, req);
+	default:
+		return collc_reduce(comm, send, recv, c->count, c->dtype, c->op, root, req);
+	}
+}
+
 #endif /* COLLC_TEST_REFCHECK_H */

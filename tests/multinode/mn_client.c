@@ -200,25 +200,6 @@ static size_t draw_count(uint64_t *rs, enum rc_coll coll)
 	return (size_t)n;
 }
 
-static int submit(struct collc_comm *comm, const struct op *op, void *send, void *recv,
-		  collc_req *req)
-{
-	const struct rc_case *c = &op->c;
-
-	switch (op->coll) {
-	case RC_ALLREDUCE:
-		return collc_allreduce(comm, send, recv, c->count, c->dtype, c->op, req);
-	case RC_ALLGATHER:
-		return collc_allgather(comm, send, recv, c->count, c->dtype, req);
-	case RC_REDUCE_SCATTER:
-		return collc_reduce_scatter(comm, send, recv, c->count, c->dtype, c->op, req);
-	case RC_BROADCAST:
-		return collc_broadcast(comm, send, recv, c->count, c->dtype, op->root, req);
-	default:
-		return collc_reduce(comm, send, recv, c->count, c->dtype, c->op, op->root, req);
-	}
-}
-
 /* Submit and wait; 0 or the error (-EAGAIN: still pending after wait_ms, see err_str). */
 static int run_op(struct collc_ctx *ctx, struct collc_comm *comm, const struct op *op, void *send,
 		  void *recv, int wait_ms)
@@ -227,7 +208,7 @@ static int run_op(struct collc_ctx *ctx, struct collc_comm *comm, const struct o
 	int r;
 
 	rc_fill_coll(&op->c, op->coll, o.nranks, o.rank, send);
-	r = submit(comm, op, send, recv, &req);
+	r = rc_submit(comm, op->coll, &op->c, op->root, send, recv, &req);
 	if (r < 0)
 		return r;
 	return collc_wait(ctx, req, wait_ms);
@@ -439,7 +420,7 @@ static void slot_submit(struct collc_comm *comm, struct slot *s, uint64_t *rs)
 	s->op.c.count = o.max_count / 2 + (size_t)draw(rs, o.max_count / 2);
 	s->op.c.seed = *rs;
 	rc_fill_coll(&s->op.c, RC_ALLREDUCE, o.nranks, o.rank, s->send);
-	s->submitted = submit(comm, &s->op, s->send, s->recv, &s->req);
+	s->submitted = rc_submit(comm, s->op.coll, &s->op.c, s->op.root, s->send, s->recv, &s->req);
 	if (s->submitted == 0)
 		s->submitted = 1;
 }

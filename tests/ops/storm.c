@@ -73,19 +73,7 @@ static int submit(struct collc_comm *comm, const struct op *o, int rank, void *s
 		  collc_req *req)
 {
 	rc_fill_coll(&o->c, (enum rc_coll)o->kind, NRANKS, rank, send);
-	switch (o->kind) {
-	case RC_ALLREDUCE:
-		return collc_allreduce(comm, send, recv, o->c.count, o->c.dtype, o->c.op, req);
-	case RC_ALLGATHER:
-		return collc_allgather(comm, send, recv, o->c.count, o->c.dtype, req);
-	case RC_REDUCE_SCATTER:
-		return collc_reduce_scatter(comm, send, recv, o->c.count, o->c.dtype, o->c.op, req);
-	case RC_BROADCAST:
-		return collc_broadcast(comm, send, recv, o->c.count, o->c.dtype, o->root, req);
-	default:
-		return collc_reduce(comm, send, recv, o->c.count, o->c.dtype, o->c.op, o->root,
-				    req);
-	}
+	return rc_submit(comm, (enum rc_coll)o->kind, &o->c, o->root, send, recv, req);
 }
 
 static int check(const struct op *o, int rank, const void *recv)
