@@ -73,6 +73,9 @@ struct collc_ctx {
 	struct collc_sqe *sqes;
 	struct collc_cqe *cqes;
 	struct collc_sqe_args *sqe_args; /* per SQ slot; NULL: collcd has none (no alltoallv) */
+	struct collc_gate *gates;        /* NULL: collcd has none (no stream forms) */
+	uint32_t ngates;
+	struct stream_state *stream;     /* stream.c: the gates' GPU mapping and allocator */
 	uint32_t sq_entries, cq_entries;
 	uint32_t sq_tail; /* private copy; published to hdr->sq_tail */
 	uint32_t cq_head; /* private copy; published to hdr->cq_head */

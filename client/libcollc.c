@@ -215,6 +215,13 @@ int collc_connect(const char *socket_path, struct collc_ctx **ret_ctx)
 		    hr.shm_size &&
 	    ctx->hdr->args_off >= COLLC_SHM_HDR_BYTES)
 		ctx->sqe_args = (struct collc_sqe_args *)((char *)ctx->shm + ctx->hdr->args_off);
+	if ((hr.features & COLLC_FEAT_GATES) && ctx->hdr->gates && ctx->hdr->gates <= COLLC_GATES &&
+	    ctx->hdr->gates_off % 4096 == 0 && ctx->hdr->gates_off >= COLLC_SHM_HDR_BYTES &&
+	    ctx->hdr->gates_off + (uint64_t)ctx->hdr->gates * sizeof(struct collc_gate) <=
+		    hr.shm_size) {
+		ctx->gates = (struct collc_gate *)((char *)ctx->shm + ctx->hdr->gates_off);
+		ctx->ngates = ctx->hdr->gates;
+	}
 	ctx->sq_entries = hr.sq.ring_entries;
 	ctx->cq_entries = hr.cq.ring_entries;
 	ctx->sq_tail = load_relaxed(&ctx->hdr->sq_tail);

@@ -342,6 +342,8 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	sh->sqes_off = COLLC_SHM_HDR_BYTES;
 	sh->cqes_off = COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe);
 	sh->args_off = COLLC_SHM_ARGS_OFF;
+	sh->gates_off = COLLC_SHM_GATES_OFF;
+	sh->gates = COLLC_GATES;
 	sh->size = COLLC_SHM_SIZE;
 	c = ctl_cmd_new(s, CMD_CLIENT_ADD, h->type, h->id, done_hello);
 	if (!c) {

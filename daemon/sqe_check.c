@@ -4,6 +4,21 @@
 #include "proto/dtype.h"
 #include "daemon/sqe_check.h"
 
+int sqe_flags_valid(const struct collc_sqe *e)
+{
+	if (e->flags == 0)
+		return e->gate == 0;
+	/* Stream forms exist for the five reductions and gathers. */
+	if (e->opcode < COLLC_OP_ALLREDUCE || e->opcode > COLLC_OP_REDUCE)
+		return 0;
+	if (e->flags == COLLC_SQE_STREAM)
+		return e->gate < COLLC_GATES && (uint32_t)e->user_data != 0 &&
+		       (e->user_data >> 32) == 0;
+	if (e->flags == COLLC_SQE_GRAPH)
+		return e->gate < COLLC_GATES && e->seq == 0;
+	return 0;
+}
+
 int sqe_validate(const struct collc_sqe *e, uint32_t nranks, uint32_t rank, uint64_t *ret_send,
 		 uint64_t *ret_recv)
 {
@@ -11,7 +26,7 @@ int sqe_validate(const struct collc_sqe *e, uint32_t nranks, uint32_t rank, uint
 
 	if (e->opcode <= COLLC_OP_NOP || e->opcode >= COLLC_OP_MAX)
 		return -EINVAL;
-	if (!collc_dtype_op_valid(e->dtype, e->redop) || e->flags != 0 || e->reserved != 0)
+	if (!collc_dtype_op_valid(e->dtype, e->redop) || !sqe_flags_valid(e))
 		return -EINVAL;
 	if (nranks == 0 || rank >= nranks)
 		return -EINVAL;

@@ -8,7 +8,13 @@
 #include "proto/shm.h"
 
 /*
- * Checks opcode, dtype, op, flags, reserved words and root of an SQE copied
+ * flags and gate: none and gate 0, or COLLC_SQE_STREAM (a ticket in the low
+ * 32 bits of user_data, nonzero, the high ones 0) or COLLC_SQE_GRAPH (seq 0)
+ * on one of the five collectives and a gate below COLLC_GATES.
+ */
+int sqe_flags_valid(const struct collc_sqe *e);
+/*
+ * Checks opcode, dtype, op, flags, gate and root of an SQE copied
  * out of shared memory, for rank `rank` of an nranks communicator, and gives
  * the bytes its send and receive buffers must hold (0: not used by this rank).
  * Returns 0, -EINVAL or -EOVERFLOW.

@@ -149,6 +149,49 @@ COLLC_EXPORT int collc_recv(struct collc_comm *comm, void *buf, size_t count, co
 			    int peer, collc_req *ret_req);
 
 /*
+ * Stream-ordered forms: the collective starts after the work enqueued on
+ * `stream` before the call and the work enqueued after it sees the result;
+ * the call returns once enqueued (nothing waits on the host). Same arguments
+ * as the host forms, without ret_req, stream last (NULL: the legacy default
+ * stream). Buffers are registered device memory of the communicator's device
+ * (collc_mem_alloc or collc_mem_register); host communicators (device -1)
+ * have no stream forms: -EINVAL.
+ *
+ * While `stream` is being captured (cudaStreamBeginCapture), the call records
+ * into the graph instead: every replay of the graph runs a new collective
+ * with the captured arguments, and every rank must replay its graphs in the
+ * same order. Captured collectives of one communicator are matched among
+ * themselves by replay order, apart from the ones enqueued directly.
+ *
+ * An error (a peer died, a mismatch, a timeout, an abort) never leaves the
+ * stream waiting: the stream goes on, the result is undefined, and
+ * collc_comm_get_async_error() reports the error. The mechanism is stream
+ * memory operations on words collcd watches (no kernel is launched); where
+ * the device has none, the calls return -EOPNOTSUPP.
+ */
+struct CUstream_st; /* cudaStream_t without CUDA headers */
+COLLC_EXPORT int collc_allreduce_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+					size_t count, collc_dtype dtype, collc_redop op,
+					struct CUstream_st *stream);
+COLLC_EXPORT int collc_allgather_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+					size_t sendcount, collc_dtype dtype,
+					struct CUstream_st *stream);
+COLLC_EXPORT int collc_reduce_scatter_stream(struct collc_comm *comm, const void *sendbuf,
+					     void *recvbuf, size_t recvcount, collc_dtype dtype,
+					     collc_redop op, struct CUstream_st *stream);
+COLLC_EXPORT int collc_broadcast_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+					size_t count, collc_dtype dtype, int root,
+					struct CUstream_st *stream);
+COLLC_EXPORT int collc_reduce_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+				     size_t count, collc_dtype dtype, collc_redop op, int root,
+				     struct CUstream_st *stream);
+/*
+ * 0, or the first error of a stream-ordered collective of this communicator
+ * (sticky, like ncclCommGetAsyncError); -EINVAL for a NULL comm.
+ */
+COLLC_EXPORT int collc_comm_get_async_error(struct collc_comm *comm);
+
+/*
  * Returns the collective's own status: 0, or for example -ETIMEDOUT, -EPIPE
  * (a peer rank died), -ECANCELED (the communicator was aborted). timeout_ms -1
  * waits without limit; a wait that runs out returns -EAGAIN and the request

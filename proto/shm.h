@@ -8,6 +8,8 @@
  *   [cqes, +16*CQ)   completion entries, written by collcd
  *   [args, +2K*SQ)   per-SQE arguments too large for an SQE (struct
  *                    collc_sqe_args), written by the client with its SQE
+ *   [gates, +64*G)   stream gates (struct collc_gate), page aligned so that
+ *                    the client can map them into its GPU context
  *
  * Indexes are free running 32-bit counters; only (index & (entries - 1))
  * indexes an array. collcd trusts none of it: it reads the SQ tail once per
@@ -29,8 +31,9 @@
  * Version history:
  *   1  header, SQ, CQ
  *   2  the SQE argument area (args_off): alltoallv's counts and displacements
+ *   3  stream gates (gates_off): stream-ordered and graph-captured collectives
  */
-#define COLLC_SHM_VERSION 2u
+#define COLLC_SHM_VERSION 3u
 #define COLLC_SQ_ENTRIES  1024u
 #define COLLC_CQ_ENTRIES  4096u /* >= SQ entries: collcd keeps inflight <= CQ entries */
 #define COLLC_CACHELINE   64
@@ -49,8 +52,10 @@ struct collc_shm_hdr {
 	uint32_t sqes_off;
 	uint32_t cqes_off;
 	uint64_t size;
-	uint32_t args_off; /* struct collc_sqe_args of SQ slot i at args_off + i * sizeof */
-	uint32_t reserved0[7];
+	uint32_t args_off;  /* struct collc_sqe_args of SQ slot i at args_off + i * sizeof */
+	uint32_t gates_off; /* struct collc_gate i at gates_off + i * sizeof (version 3) */
+	uint32_t gates;     /* how many */
+	uint32_t reserved0[5];
 
 	/* Written by collcd, read by the client. */
 	uint32_t sq_head __attribute__((aligned(COLLC_CACHELINE)));
@@ -74,6 +79,7 @@ struct collc_shm_hdr {
 _Static_assert(sizeof(struct collc_shm_hdr) == 320, "shm_hdr size");
 _Static_assert(offsetof(struct collc_shm_hdr, size) == 24, "shm_hdr.size");
 _Static_assert(offsetof(struct collc_shm_hdr, args_off) == 32, "shm_hdr.args_off");
+_Static_assert(offsetof(struct collc_shm_hdr, gates_off) == 36, "shm_hdr.gates_off");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_head) == 64, "shm_hdr.sq_head");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_flags) == 68, "shm_hdr.sq_flags");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_dropped) == 72, "shm_hdr.sq_dropped");
@@ -106,7 +112,7 @@ struct collc_sqe {
 	uint8_t opcode;   /* COLLC_OP_* */
 	uint8_t dtype;    /* collc_dtype */
 	uint8_t redop;    /* collc_redop */
-	uint8_t flags;    /* none defined: must be 0 */
+	uint8_t flags;    /* COLLC_SQE_* */
 	uint32_t comm;    /* handle from the comm_init reply */
 	uint64_t seq;     /* per-communicator sequence number, from 0 */
 	uint64_t count;   /* elements, as the public call names them */
@@ -116,7 +122,7 @@ struct collc_sqe {
 	uint64_t recv_off;
 	uint64_t user_data; /* echoed in the CQE */
 	int32_t root;
-	uint32_t reserved;
+	uint32_t gate; /* COLLC_SQE_STREAM, COLLC_SQE_GRAPH: the gate's index; else 0 */
 };
 _Static_assert(sizeof(struct collc_sqe) == 64, "sqe size");
 _Static_assert(offsetof(struct collc_sqe, comm) == 4, "sqe.comm");
@@ -128,6 +134,42 @@ _Static_assert(offsetof(struct collc_sqe, send_off) == 32, "sqe.send_off");
 _Static_assert(offsetof(struct collc_sqe, recv_off) == 40, "sqe.recv_off");
 _Static_assert(offsetof(struct collc_sqe, user_data) == 48, "sqe.user_data");
 _Static_assert(offsetof(struct collc_sqe, root) == 56, "sqe.root");
+
+/*
+ * SQE flags. A stream-ordered collective names a gate (struct collc_gate) and
+ * posts no CQE: its result goes to the gate.
+ *
+ * COLLC_SQE_STREAM  user_data is the gate's ticket (nonzero): collcd starts
+ *                   the collective once gate.go == ticket, and at its end
+ *                   stores gate.res, then gate.done = ticket (G2).
+ * COLLC_SQE_GRAPH   the SQE is a template, armed on the gate (seq is 0): each
+ *                   time gate.go turns 1 (a graph replay), collcd clears go
+ *                   and runs one collective with the template's arguments;
+ *                   at its end it stores gate.res, then gate.done = 1, and
+ *                   the replay clears done. Collectives fired so are matched
+ *                   across ranks by the order of their firings, apart from
+ *                   the sequence numbers of the others. seq 0 with
+ *                   opcode NOP disarms the gate.
+ */
+#define COLLC_SQE_STREAM 0x1u
+#define COLLC_SQE_GRAPH  0x2u
+
+/*
+ * One stream gate on its own cache line. go is written by the client's GPU
+ * stream (a stream memory operation), done and res by collcd. collcd trusts
+ * no value in it: a wrong go starts only that client's own collective early
+ * or never (the op timeout covers it), and done and res are collcd's.
+ */
+struct collc_gate {
+	uint32_t go;   /* written by the client (its stream) */
+	uint32_t done; /* written by collcd: the ticket of the last finished collective */
+	int32_t res;   /* written by collcd before done: 0 or -errno */
+	uint32_t fired; /* written by collcd: graph firings taken */
+	uint32_t reserved[12];
+};
+_Static_assert(sizeof(struct collc_gate) == 64, "gate size");
+_Static_assert(offsetof(struct collc_gate, done) == 4, "gate.done");
+_Static_assert(offsetof(struct collc_gate, res) == 8, "gate.res");
 
 /* One completion, written by collcd. */
 struct collc_cqe {
@@ -157,7 +199,10 @@ _Static_assert(sizeof(struct collc_sqe_args) == 2048, "sqe_args size");
 #define COLLC_SHM_ARGS_OFF                                                                         \
 	(COLLC_SHM_HDR_BYTES + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe) +                       \
 	 COLLC_CQ_ENTRIES * sizeof(struct collc_cqe))
-#define COLLC_SHM_SIZE (COLLC_SHM_ARGS_OFF + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe_args))
+#define COLLC_GATES         1024u
+#define COLLC_SHM_GATES_OFF (COLLC_SHM_ARGS_OFF + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe_args))
+#define COLLC_SHM_SIZE      (COLLC_SHM_GATES_OFF + COLLC_GATES * sizeof(struct collc_gate))
+_Static_assert(COLLC_SHM_GATES_OFF % 4096 == 0, "gates page aligned");
 
 /* Shared by every client; written by clients and collcd alike. */
 struct collc_doorbell {
