@@ -259,11 +259,11 @@ static const char *edit(int k, struct collc_sqe *e)
 		e->redop = COLLC_NUM_REDOPS;
 		return "op 5";
 	case 5:
-		e->flags = 1;
-		return "flags 1";
+		e->flags = 0x80;
+		return "flags 0x80";
 	case 6:
-		e->reserved = 7;
-		return "reserved 7";
+		e->gate = 7;
+		return "gate 7 without a stream flag";
 	case 7:
 		e->opcode = COLLC_OP_BROADCAST;
 		e->root = 1;
