@@ -185,6 +185,12 @@ COLLC_EXPORT int collc_broadcast_stream(struct collc_comm *comm, const void *sen
 COLLC_EXPORT int collc_reduce_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
 				     size_t count, collc_dtype dtype, collc_redop op, int root,
 				     struct CUstream_st *stream);
+COLLC_EXPORT int collc_alltoall_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+				       size_t count, collc_dtype dtype, struct CUstream_st *stream);
+COLLC_EXPORT int collc_send_stream(struct collc_comm *comm, const void *buf, size_t count,
+				   collc_dtype dtype, int peer, struct CUstream_st *stream);
+COLLC_EXPORT int collc_recv_stream(struct collc_comm *comm, void *buf, size_t count,
+				   collc_dtype dtype, int peer, struct CUstream_st *stream);
 /*
  * 0, or the first error of a stream-ordered collective of this communicator
  * (sticky, like ncclCommGetAsyncError); -EINVAL for a NULL comm.
