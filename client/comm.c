@@ -92,6 +92,7 @@ int collc_comm_destroy(struct collc_comm *comm)
 	if (!comm)
 		return -EINVAL;
 	r = comm_ref(comm, COLLC_MSG_COMM_DESTROY);
+	collc__stream_comm_gone(comm);
 	/* The handle is gone either way: a lost collcd has dropped it already. */
 	free(comm);
 	return r == -ECONNRESET ? 0 : r;

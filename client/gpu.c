@@ -34,6 +34,14 @@ static struct {
 	CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr);
 	CUresult (*ipc_handle)(CUipcMemHandle *, CUdeviceptr);
 	CUresult (*ptr_attr)(void *, CUpointer_attribute, CUdeviceptr);
+	CUresult (*host_register)(void *, size_t, unsigned int);
+	CUresult (*host_unregister)(void *);
+	CUresult (*host_dev_ptr)(CUdeviceptr *, void *, unsigned int);
+	CUresult (*write_value)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*wait_value)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+	CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus *);
+	CUresult (*stream_ctx)(CUstream, CUcontext *);
+	CUresult (*ctx_device)(CUdevice *);
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -62,6 +70,14 @@ static void cu_load(void)
 		{ "cuMemGetAddressRange_v2", (void **)&cu.range },
 		{ "cuIpcGetMemHandle", (void **)&cu.ipc_handle },
 		{ "cuPointerGetAttribute", (void **)&cu.ptr_attr },
+		{ "cuMemHostRegister_v2", (void **)&cu.host_register },
+		{ "cuMemHostUnregister", (void **)&cu.host_unregister },
+		{ "cuMemHostGetDevicePointer_v2", (void **)&cu.host_dev_ptr },
+		{ "cuStreamWriteValue32_v2", (void **)&cu.write_value },
+		{ "cuStreamWaitValue32_v2", (void **)&cu.wait_value },
+		{ "cuStreamIsCapturing", (void **)&cu.is_capturing },
+		{ "cuStreamGetCtx", (void **)&cu.stream_ctx },
+		{ "cuCtxGetDevice", (void **)&cu.ctx_device },
 	};
 
 	if (!h)
@@ -185,7 +201,115 @@ int collc__gpu_buffer_id(uintptr_t ptr, uint64_t *ret_id)
 	return 0;
 }
 
+int collc__gpu_host_map(int device, void *p, size_t size, uint64_t *ret_dev)
+{
+	CUdeviceptr d = 0;
+	CUdevice dev;
+	int r = cu_ready(device, &dev);
+
+	if (r < 0)
+		return r;
+	if (cu.host_register(p, size, CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_PORTABLE) !=
+	    CUDA_SUCCESS)
+		return -ENOMEM;
+	if (cu.host_dev_ptr(&d, p, 0) != CUDA_SUCCESS) {
+		cu.host_unregister(p);
+		return -ENOMEM;
+	}
+	*ret_dev = (uint64_t)d;
+	return 0;
+}
+
+void collc__gpu_host_unmap(void *p)
+{
+	if (cu_state == 0)
+		cu.host_unregister(p);
+}
+
+int collc__gpu_stream_device(void *stream, int *ret_device)
+{
+	CUcontext c = NULL, old = NULL;
+	CUdevice dev;
+	int r = 0;
+
+	pthread_once(&cu_once, cu_load);
+	if (cu_state < 0)
+		return cu_state;
+	if (!stream)
+		/* The legacy default stream belongs to the current context. */
+		return cu.ctx_device(&dev) == CUDA_SUCCESS ? (*ret_device = (int)dev, 0) : -EINVAL;
+	if (cu.stream_ctx((CUstream)stream, &c) != CUDA_SUCCESS || !c)
+		return -EINVAL;
+	cu.ctx_get(&old);
+	if (c != old && cu.ctx_set(c) != CUDA_SUCCESS)
+		return -EINVAL;
+	if (cu.ctx_device(&dev) != CUDA_SUCCESS)
+		r = -EINVAL;
+	if (c != old)
+		cu.ctx_set(old);
+	if (r == 0)
+		*ret_device = (int)dev;
+	return r;
+}
+
+int collc__gpu_capturing(void *stream)
+{
+	CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+
+	if (cu_state < 0)
+		return cu_state;
+	if (cu.is_capturing((CUstream)stream, &st) != CUDA_SUCCESS)
+		return -EINVAL;
+	if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+		return -EINVAL;
+	return st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
+}
+
+int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t done,
+			   uint32_t done_val, int rearm)
+{
+	CUstream s = (CUstream)stream;
+
+	if (cu_state < 0)
+		return cu_state;
+	/* The default write fences first: the stream's earlier work is visible before go. */
+	if (cu.write_value(s, (CUdeviceptr)go, go_val, CU_STREAM_WRITE_VALUE_DEFAULT) !=
+		    CUDA_SUCCESS ||
+	    cu.wait_value(s, (CUdeviceptr)done, done_val, CU_STREAM_WAIT_VALUE_EQ) != CUDA_SUCCESS)
+		return -EIO;
+	/* Graphs wait for done == 1 and clear it for the next replay (wait-then-reset). */
+	if (rearm && cu.write_value(s, (CUdeviceptr)done, 0, CU_STREAM_WRITE_VALUE_DEFAULT) !=
+			     CUDA_SUCCESS)
+		return -EIO;
+	return 0;
+}
+
 #else /* !COLLC_HAVE_CUDA */
+
+int collc__gpu_host_map(int device, void *p, size_t size, uint64_t *ret_dev)
+{
+	return -ENODEV;
+}
+
+void collc__gpu_host_unmap(void *p)
+{
+}
+
+int collc__gpu_stream_device(void *stream, int *ret_device)
+{
+	return -ENODEV;
+}
+
+int collc__gpu_capturing(void *stream)
+{
+	return -ENODEV;
+}
+
+int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t done,
+			   uint32_t done_val, int rearm)
+{
+	return -ENODEV;
+}
 
 int collc__gpu_uuid(int device, uint8_t uuid[16])
 {

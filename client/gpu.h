@@ -17,4 +17,18 @@ int collc__gpu_ipc(int device, uintptr_t ptr, uint8_t handle[64], uint64_t *ret_
 /* The driver's id of the allocation holding ptr: never reused within this process. */
 int collc__gpu_buffer_id(uintptr_t ptr, uint64_t *ret_id);
 
+/* Maps host memory p (page aligned) into the GPUs' address space: its device address. */
+int collc__gpu_host_map(int device, void *p, size_t size, uint64_t *ret_dev);
+void collc__gpu_host_unmap(void *p);
+/* The device ordinal of a stream's context (NULL: the current context's). */
+int collc__gpu_stream_device(void *stream, int *ret_device);
+/* 1 when stream is being captured into a graph, 0 when not, <0 on error. */
+int collc__gpu_capturing(void *stream);
+/*
+ * Enqueues on stream: write go_val to go, wait until done == done_val, and
+ * with rearm clear done again (device addresses of mapped host memory).
+ */
+int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t done,
+			   uint32_t done_val, int rearm);
+
 #endif

@@ -104,7 +104,40 @@ struct collc_comm {
 	uint64_t comm_id;
 	int nranks, rank, device;
 	uint64_t next_seq;
+	int async_err; /* the first error of a stream-ordered collective (stream.c) */
 };
+
+/* What a collective reads and writes: the buffers resolve to registered regions. */
+struct sub {
+	uint8_t opcode;
+	const void *sendbuf;
+	void *recvbuf;
+	uint64_t send_bytes, recv_bytes;
+	const struct collc_sqe_args *args; /* alltoallv: counts and displacements */
+	uint32_t nargs;                    /* entries of each of args' arrays */
+	/* Stream forms (stream.c): COLLC_SQE_STREAM (a ticket, no request) or _GRAPH; else 0. */
+	uint8_t flags;
+	uint32_t gate, ticket;
+};
+
+/* submit.c */
+
+/*
+ * Resolves s's buffers and posts its SQE. ret_req gets the request; a
+ * COLLC_SQE_STREAM submission has none (ret_req may be NULL).
+ */
+int collc__submit(struct collc_comm *comm, const struct sub *s, size_t count, collc_dtype dtype,
+		  collc_redop op, int root, collc_req *ret_req);
+/* The byte counts of each collective's buffers, as its host form checks them. */
+int collc__coll_sub(struct collc_comm *comm, uint8_t opcode, const void *sendbuf, void *recvbuf,
+		    size_t count, collc_dtype dtype, int root, struct sub *s);
+
+/* stream.c */
+
+/* Stops the gate watcher and unmaps the gates, at disconnect. */
+void collc__stream_fini(struct collc_ctx *ctx);
+/* Forgets comm's gates (their results are folded into nothing), at comm_destroy. */
+void collc__stream_comm_gone(struct collc_comm *comm);
 
 /* libcollc.c: control requests */
 

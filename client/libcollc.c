@@ -250,6 +250,7 @@ void collc_disconnect(struct collc_ctx *ctx)
 {
 	if (!ctx)
 		return;
+	collc__stream_fini(ctx);
 	close(ctx->fd);
 	collc__reg_fini(ctx);
 	if (ctx->event_fd >= 0)

@@ -20,15 +20,6 @@ size_t collc_dtype_size(collc_dtype dtype)
 	return collc_dtype_bytes(dtype);
 }
 
-/* What a collective reads and writes: the buffers resolve to registered regions. */
-struct sub {
-	uint8_t opcode;
-	const void *sendbuf;
-	void *recvbuf;
-	uint64_t send_bytes, recv_bytes;
-	const struct collc_sqe_args *args; /* alltoallv: counts and displacements */
-	uint32_t nargs;                    /* entries of each of args' arrays */
-};
 
 static int resolve(struct collc_ctx *ctx, const void *p, uint64_t bytes, uint32_t *mr,
 		   uint64_t *off)
@@ -49,7 +40,7 @@ static int resolve(struct collc_ctx *ctx, const void *p, uint64_t bytes, uint32_
 	return 0;
 }
 
-static int submit(struct collc_comm *comm, const struct sub *s, size_t count, collc_dtype dtype,
+int collc__submit(struct collc_comm *comm, const struct sub *s, size_t count, collc_dtype dtype,
 		  collc_redop op, int root, collc_req *ret_req)
 {
 	struct collc_ctx *ctx;
@@ -57,8 +48,8 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 	uint64_t req;
 	int r;
 
-	if (!comm || !ret_req || (unsigned)dtype >= COLLC_NUM_DTYPES ||
-	    (unsigned)op >= COLLC_NUM_REDOPS)
+	if (!comm || (!ret_req && s->flags != COLLC_SQE_STREAM) ||
+	    (unsigned)dtype >= COLLC_NUM_DTYPES || (unsigned)op >= COLLC_NUM_REDOPS)
 		return -EINVAL;
 	ctx = comm->ctx;
 	/* A dead collcd never consumes: notice it (cheaply) before queueing more. */
@@ -73,6 +64,8 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 	e.comm = comm->handle;
 	e.count = count;
 	e.root = root;
+	e.flags = s->flags;
+	e.gate = s->gate;
 	pthread_mutex_lock(&ctx->ring_lock);
 	r = resolve(ctx, s->sendbuf, s->send_bytes, &e.send_mr, &e.send_off);
 	if (r == 0)
@@ -99,7 +92,9 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 			sched_yield();
 		pthread_mutex_lock(&ctx->ring_lock);
 	}
-	if (r == 0) {
+	if (r == 0 && s->flags == COLLC_SQE_STREAM) {
+		req = s->ticket; /* no request: the result goes to the gate */
+	} else if (r == 0) {
 		req = ++ctx->next_req;
 		r = collc__req_insert(ctx, req);
 	}
@@ -107,8 +102,8 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 		pthread_mutex_unlock(&ctx->ring_lock);
 		return r;
 	}
-	/* Sends and receives match per pair of ranks, outside the collectives' sequence. */
-	e.seq = COLLC_OP_IS_P2P(s->opcode) ? 0 : comm->next_seq++;
+	/* Sends, receives and graph templates stand outside the collectives' sequence. */
+	e.seq = COLLC_OP_IS_P2P(s->opcode) || s->flags == COLLC_SQE_GRAPH ? 0 : comm->next_seq++;
 	e.user_data = req;
 	memcpy(&ctx->sqes[ctx->sq_tail & (ctx->sq_entries - 1)], &e, sizeof(e));
 	if (s->args) {
@@ -127,7 +122,8 @@ static int submit(struct collc_comm *comm, const struct sub *s, size_t count, co
 	if (load_relaxed(&ctx->hdr->sq_flags) & COLLC_SQ_NEED_WAKEUP)
 		collc__ring_doorbell(ctx);
 	pthread_mutex_unlock(&ctx->ring_lock);
-	*ret_req = req;
+	if (ret_req)
+		*ret_req = req;
 	return 0;
 }
 
@@ -141,65 +137,6 @@ static int bytes_of(size_t count, collc_dtype dtype, uint64_t mult, uint64_t *re
 	return 0;
 }
 
-int collc_allreduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-		    collc_dtype dtype, collc_redop op, collc_req *ret_req)
-{
-	struct sub s = { COLLC_OP_ALLREDUCE, sendbuf, recvbuf, 0, 0, NULL, 0 };
-
-	if (bytes_of(count, dtype, 1, &s.send_bytes) < 0)
-		return -EINVAL;
-	s.recv_bytes = s.send_bytes;
-	return submit(comm, &s, count, dtype, op, 0, ret_req);
-}
-
-int collc_allgather(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
-		    collc_dtype dtype, collc_req *ret_req)
-{
-	struct sub s = { COLLC_OP_ALLGATHER, sendbuf, recvbuf, 0, 0, NULL, 0 };
-
-	if (!comm || bytes_of(sendcount, dtype, 1, &s.send_bytes) < 0 ||
-	    bytes_of(sendcount, dtype, (uint64_t)comm->nranks, &s.recv_bytes) < 0)
-		return -EINVAL;
-	return submit(comm, &s, sendcount, dtype, COLLC_SUM, 0, ret_req);
-}
-
-int collc_reduce_scatter(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
-			 size_t recvcount, collc_dtype dtype, collc_redop op, collc_req *ret_req)
-{
-	struct sub s = { COLLC_OP_REDUCE_SCATTER, sendbuf, recvbuf, 0, 0, NULL, 0 };
-
-	if (!comm || bytes_of(recvcount, dtype, (uint64_t)comm->nranks, &s.send_bytes) < 0 ||
-	    bytes_of(recvcount, dtype, 1, &s.recv_bytes) < 0)
-		return -EINVAL;
-	return submit(comm, &s, recvcount, dtype, op, 0, ret_req);
-}
-
-int collc_broadcast(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-		    collc_dtype dtype, int root, collc_req *ret_req)
-{
-	struct sub s = { COLLC_OP_BROADCAST, sendbuf, recvbuf, 0, 0, NULL, 0 };
-
-	if (!comm || root < 0 || root >= comm->nranks ||
-	    bytes_of(count, dtype, 1, &s.recv_bytes) < 0)
-		return -EINVAL;
-	/* Only the root's send buffer is read. */
-	s.send_bytes = root == comm->rank ? s.recv_bytes : 0;
-	return submit(comm, &s, count, dtype, COLLC_SUM, root, ret_req);
-}
-
-int collc_reduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
-		 collc_dtype dtype, collc_redop op, int root, collc_req *ret_req)
-{
-	struct sub s = { COLLC_OP_REDUCE, sendbuf, recvbuf, 0, 0, NULL, 0 };
-
-	if (!comm || root < 0 || root >= comm->nranks ||
-	    bytes_of(count, dtype, 1, &s.send_bytes) < 0)
-		return -EINVAL;
-	/* Only the root's receive buffer is written. */
-	s.recv_bytes = root == comm->rank ? s.send_bytes : 0;
-	return submit(comm, &s, count, dtype, op, root, ret_req);
-}
-
 /* Do [a, a + an) and [b, b + bn) share a byte? */
 static int ranges_meet(const void *a, uint64_t an, const void *b, uint64_t bn)
 {
@@ -208,18 +145,102 @@ static int ranges_meet(const void *a, uint64_t an, const void *b, uint64_t bn)
 	return an && bn && x < y + bn && y < x + an;
 }
 
+int collc__coll_sub(struct collc_comm *comm, uint8_t opcode, const void *sendbuf, void *recvbuf,
+		    size_t count, collc_dtype dtype, int root, struct sub *s)
+{
+	uint64_t n, one;
+
+	memset(s, 0, sizeof(*s));
+	s->opcode = opcode;
+	s->sendbuf = sendbuf;
+	s->recvbuf = recvbuf;
+	if (!comm || bytes_of(count, dtype, 1, &one) < 0)
+		return -EINVAL;
+	n = (uint64_t)comm->nranks;
+	switch (opcode) {
+	case COLLC_OP_ALLREDUCE:
+		s->send_bytes = s->recv_bytes = one;
+		return 0;
+	case COLLC_OP_ALLGATHER:
+		s->send_bytes = one;
+		return bytes_of(count, dtype, n, &s->recv_bytes);
+	case COLLC_OP_REDUCE_SCATTER:
+		s->recv_bytes = one;
+		return bytes_of(count, dtype, n, &s->send_bytes);
+	case COLLC_OP_BROADCAST:
+	case COLLC_OP_REDUCE:
+		if (root < 0 || root >= comm->nranks)
+			return -EINVAL;
+		/* Only the root's send buffer (broadcast) or receive buffer (reduce) is used. */
+		s->send_bytes = opcode == COLLC_OP_REDUCE || root == comm->rank ? one : 0;
+		s->recv_bytes = opcode == COLLC_OP_BROADCAST || root == comm->rank ? one : 0;
+		return 0;
+	case COLLC_OP_ALLTOALL:
+		if (bytes_of(count, dtype, n, &s->send_bytes) < 0)
+			return -EINVAL;
+		s->recv_bytes = s->send_bytes;
+		/* Peers read our send buffer while we write our receive buffer: no in-place form. */
+		return ranges_meet(sendbuf, s->send_bytes, recvbuf, s->recv_bytes) ? -EINVAL : 0;
+	case COLLC_OP_SEND:
+	case COLLC_OP_RECV:
+		if (root < 0 || root >= comm->nranks)
+			return -EINVAL;
+		if (opcode == COLLC_OP_SEND)
+			s->send_bytes = one;
+		else
+			s->recv_bytes = one;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+static int coll(struct collc_comm *comm, uint8_t opcode, const void *sendbuf, void *recvbuf,
+		size_t count, collc_dtype dtype, collc_redop op, int root, collc_req *ret_req)
+{
+	struct sub s;
+	int r = collc__coll_sub(comm, opcode, sendbuf, recvbuf, count, dtype, root, &s);
+
+	return r < 0 ? r : collc__submit(comm, &s, count, dtype, op, root, ret_req);
+}
+
+int collc_allreduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		    collc_dtype dtype, collc_redop op, collc_req *ret_req)
+{
+	return coll(comm, COLLC_OP_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, ret_req);
+}
+
+int collc_allgather(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t sendcount,
+		    collc_dtype dtype, collc_req *ret_req)
+{
+	return coll(comm, COLLC_OP_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, COLLC_SUM, 0,
+		    ret_req);
+}
+
+int collc_reduce_scatter(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+			 size_t recvcount, collc_dtype dtype, collc_redop op, collc_req *ret_req)
+{
+	return coll(comm, COLLC_OP_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0,
+		    ret_req);
+}
+
+int collc_broadcast(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		    collc_dtype dtype, int root, collc_req *ret_req)
+{
+	return coll(comm, COLLC_OP_BROADCAST, sendbuf, recvbuf, count, dtype, COLLC_SUM, root,
+		    ret_req);
+}
+
+int collc_reduce(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+		 collc_dtype dtype, collc_redop op, int root, collc_req *ret_req)
+{
+	return coll(comm, COLLC_OP_REDUCE, sendbuf, recvbuf, count, dtype, op, root, ret_req);
+}
+
 int collc_alltoall(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
 		   collc_dtype dtype, collc_req *ret_req)
 {
-	struct sub s = { COLLC_OP_ALLTOALL, sendbuf, recvbuf, 0, 0, NULL, 0 };
-
-	if (!comm || bytes_of(count, dtype, (uint64_t)comm->nranks, &s.send_bytes) < 0)
-		return -EINVAL;
-	s.recv_bytes = s.send_bytes;
-	/* Peers read our send buffer while we write our receive buffer: no in-place form. */
-	if (ranges_meet(sendbuf, s.send_bytes, recvbuf, s.recv_bytes))
-		return -EINVAL;
-	return submit(comm, &s, count, dtype, COLLC_SUM, 0, ret_req);
+	return coll(comm, COLLC_OP_ALLTOALL, sendbuf, recvbuf, count, dtype, COLLC_SUM, 0, ret_req);
 }
 
 /*
@@ -249,7 +270,7 @@ int collc_alltoallv(struct collc_comm *comm, const void *sendbuf, const size_t *
 		    const size_t *rdispls, collc_dtype dtype, collc_req *ret_req)
 {
 	struct collc_sqe_args args;
-	struct sub s = { COLLC_OP_ALLTOALLV, sendbuf, recvbuf, 0, 0, &args, 0 };
+	struct sub s = { COLLC_OP_ALLTOALLV, sendbuf, recvbuf, 0, 0, &args, 0, 0, 0, 0 };
 	uint64_t es = collc_dtype_bytes(dtype);
 	uint32_t n;
 
@@ -270,27 +291,17 @@ int collc_alltoallv(struct collc_comm *comm, const void *sendbuf, const size_t *
 		args.rdispls[p] = recvcounts[p] ? rdispls[p] : 0;
 	}
 	s.nargs = n;
-	return submit(comm, &s, 0, dtype, COLLC_SUM, 0, ret_req);
+	return collc__submit(comm, &s, 0, dtype, COLLC_SUM, 0, ret_req);
 }
 
 int collc_send(struct collc_comm *comm, const void *buf, size_t count, collc_dtype dtype, int peer,
 	       collc_req *ret_req)
 {
-	struct sub s = { COLLC_OP_SEND, buf, NULL, 0, 0, NULL, 0 };
-
-	if (!comm || peer < 0 || peer >= comm->nranks ||
-	    bytes_of(count, dtype, 1, &s.send_bytes) < 0)
-		return -EINVAL;
-	return submit(comm, &s, count, dtype, COLLC_SUM, peer, ret_req);
+	return coll(comm, COLLC_OP_SEND, buf, NULL, count, dtype, COLLC_SUM, peer, ret_req);
 }
 
 int collc_recv(struct collc_comm *comm, void *buf, size_t count, collc_dtype dtype, int peer,
 	       collc_req *ret_req)
 {
-	struct sub s = { COLLC_OP_RECV, NULL, buf, 0, 0, NULL, 0 };
-
-	if (!comm || peer < 0 || peer >= comm->nranks ||
-	    bytes_of(count, dtype, 1, &s.recv_bytes) < 0)
-		return -EINVAL;
-	return submit(comm, &s, count, dtype, COLLC_SUM, peer, ret_req);
+	return coll(comm, COLLC_OP_RECV, NULL, buf, count, dtype, COLLC_SUM, peer, ret_req);
 }

@@ -43,7 +43,7 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 
 		if (!sr->client)
 			continue;
-		sched_post_cqe(sr->client, sr->user_data, res);
+		sched_complete(sr->client, &sr->sqe, res);
 		if (res == 0)
 			sched.completed++;
 		else
@@ -92,11 +92,12 @@ void sched_comm_revoke(struct comm *cm, int err)
 	if (cm->live)
 		log_info("communicator %llu revoked: %s", (unsigned long long)cm->id,
 			 strerror(-err));
-	if ((cm->inflight || cm->p2p_inflight) && cm->exec_priv) {
-		cm->revoked_inflight = cm->inflight + cm->p2p_inflight;
+	if ((cm->inflight || cm->p2p_inflight || cm->fires_inflight) && cm->exec_priv) {
+		cm->revoked_inflight = cm->inflight + cm->p2p_inflight + cm->fires_inflight;
 		sched.execs[cm->exec_idx].ex->comm_abort(cm->exec_priv);
 	}
 	sched_p2p_revoke(cm, err);
+	sched_fires_revoke(cm, err);
 	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {
 		struct slot *sl = sched_slot_of(cm, s);
 
@@ -118,6 +119,7 @@ void sched_client_free(struct sched_client *c)
 		if (c->mrs[i])
 			sched_mr_release(c, i + 1);
 	free(c->mrs);
+	free(c->arms);
 	for (uint32_t i = 0; i < c->nmembers; i++)
 		free(c->members[i]);
 	free(c->members);
@@ -153,6 +155,7 @@ void sched_comm_free(struct comm *cm)
 		}
 	}
 	sched_p2p_free(cm);
+	sched_fires_free(cm);
 	if (cm->slots) {
 		free(cm->slots[0].ranks);
 		free(cm->slots);
@@ -175,7 +178,7 @@ void sched_collect(void)
 		struct comm *cm = *pc;
 
 		if ((cm->ready || cm->failed) && cm->live == 0 && cm->inflight == 0 &&
-		    cm->p2p_inflight == 0) {
+		    cm->p2p_inflight == 0 && cm->fires_inflight == 0) {
 			for (uint32_t r = 0; r < cm->nranks; r++)
 				if (cm->members[r])
 					cm->members[r]->comm = NULL;

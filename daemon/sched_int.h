@@ -38,7 +38,14 @@ struct member {
 	uint32_t rank;
 	uint32_t handle;   /* index + 1 in the client's member table */
 	uint64_t next_seq; /* sequence number the next SQE must carry */
+	uint64_t fired;    /* graph firings taken from this rank (sched_gate.c) */
 	uint8_t left;      /* comm_destroy was called */
+};
+
+/* A graph gate armed with its template collective (COLLC_SQE_GRAPH). */
+struct graph_arm {
+	struct member *mb; /* NULL: not armed */
+	struct collc_sqe sqe;
 };
 
 enum { STALL_NONE, STALL_CQ_FULL, STALL_WINDOW };
@@ -56,6 +63,9 @@ struct sched_client {
 	struct collc_sqe *sqes;
 	struct collc_cqe *cqes;
 	struct collc_sqe_args *args; /* per SQ slot, COLLC_SHM_ARGS_OFF */
+	struct collc_gate *gates;    /* COLLC_GATES, COLLC_SHM_GATES_OFF */
+	struct graph_arm *arms;      /* COLLC_GATES once the first graph gate is armed */
+	uint32_t narmed;
 	uint32_t sq_entries;
 	uint32_t cq_entries;
 	uint32_t sq_head;     /* private; published to hdr->sq_head */
@@ -92,6 +102,8 @@ struct slot_rank {
 struct slot {
 	uint8_t state;
 	uint64_t t_first_ns; /* first rank's arrival: the timeout runs from here */
+	uint64_t t_gate_ns;  /* stream collectives: the first gate seen open (0: none yet) */
+	uint8_t gated;       /* some rank submitted it stream-ordered */
 	uint8_t net;         /* spanning daemons: NET_* below */
 	uint8_t nchannels;
 	uint8_t chan_base;
@@ -102,6 +114,13 @@ struct slot {
 	uint64_t t_start_ns;
 	uint64_t bytes;
 	struct slot_rank *ranks; /* nranks entries */
+};
+
+/* A collective fired by graph replays: the n-th firing of every rank (sched_gate.c). */
+struct fire {
+	struct fire *next;
+	uint64_t n;
+	struct slot sl;
 };
 
 /* Where a collective of a communicator spanning daemons stands with the others. */
@@ -193,6 +212,9 @@ struct comm {
 	uint32_t p2p_waiting;     /* ops on p2p_wait */
 	uint32_t p2p_queued;      /* xfers on p2p_ready */
 	uint64_t p2p_inflight;    /* xfers on p2p_run */
+	/* Graph firings (sched_gate.c), matched by firing order apart from the window. */
+	struct fire *fires; /* oldest first */
+	uint64_t fires_inflight;
 };
 
 static inline int comm_rank_local(const struct comm *cm, uint32_t r)
@@ -244,10 +266,35 @@ struct sched_state {
 
 extern struct sched_state sched;
 
+/* sched_gate.c: stream gates and graph firings */
+
+/* Ends one rank's part of a collective: a CQE, or for a stream collective its gate. */
+void sched_complete(struct sched_client *c, const struct collc_sqe *e, int res);
+/* Are the gates of every stream-ordered rank of sl open? Notes when the first opened. */
+int sched_gates_open(const struct comm *cm, struct slot *sl);
+/* Arms a graph gate with the template e (COLLC_SQE_GRAPH); answers with a CQE. */
+void sched_graph_arm(struct sched_client *c, struct member *mb, const struct collc_sqe *e,
+		     uint32_t idx);
+/* Takes the graph replays that fired since the last pass. */
+int sched_graph_poll(void);
+int sched_fires_launch(struct comm *cm);
+int sched_fires_reap(struct comm *cm);
+int sched_fires_done_visible(const struct comm *cm);
+int sched_fires_expire(struct comm *cm, uint32_t ms, uint64_t now);
+void sched_fires_revoke(struct comm *cm, int err);
+void sched_fires_free(struct comm *cm);
+/* Does some stream collective, or a graph gate that fired lately, want us polling? */
+int sched_gates_waiting(void);
+/* Is some graph gate armed? Then sleep briefly: a replay says nothing to us. */
+int sched_graphs_armed(void);
+
 /* scheduler.c: commands */
 void sched_cmd_finish(struct sched_cmd *cmd, int result);
 
 /* sched_ring.c: submission and completion rings */
+/* The checks of an SQE against the client's registrations; fills sr's buffers. */
+int sched_sqe_check(struct sched_client *c, const struct collc_sqe *e, const struct member *mb,
+		    uint32_t idx, struct slot_rank *sr);
 void sched_post_cqe(struct sched_client *c, uint64_t user_data, int res);
 void sched_flush_cqs(void);
 int sched_cq_room(const struct sched_client *c);
@@ -308,6 +355,11 @@ int sched_fifo_has_room(uint32_t dev);
  */
 void sched_fifo_append(struct fifo_host *fh);
 int sched_slot_executed(const struct comm *cm, const struct slot *sl);
+/*
+ * Plans sl and writes its items; counts it in *inflight. Returns 0 when a
+ * FIFO has no room (try again later), 1 when launched or finished (an error).
+ */
+int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight);
 int sched_launch_ready(void);
 int sched_expire(const struct collc_config *cfg, uint64_t now);
 int sched_timers_armed(const struct collc_config *cfg);

@@ -353,7 +353,7 @@ static void a2a_copies(const struct comm *cm, const struct slot *sl, uint32_t r,
 }
 
 /* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
-static int launch(struct comm *cm, struct slot *sl)
+int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 {
 	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
 	struct sched_exec *se = &sched.execs[cm->exec_idx];
@@ -438,7 +438,7 @@ static int launch(struct comm *cm, struct slot *sl)
 		sched_fifo_append(fh);
 	}
 	sl->state = SLOT_INFLIGHT;
-	cm->inflight++;
+	(*inflight)++;
 	if (cm->local)
 		node_inflight(cm->id, 1);
 	cm->by_algo[p.algo]++;
@@ -465,15 +465,18 @@ int sched_launch_ready(void)
 				cm->next_launch++;
 				continue;
 			}
-			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal)
+			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal ||
+			    !sched_gates_open(cm, sl))
 				break;
-			if (!launch(cm, sl))
+			if (!sched_launch(cm, sl, &cm->inflight))
 				break;
 			cm->next_launch++;
 			progress = 1;
 		}
 		if (cm->ready && cm->p2p_ready)
 			progress |= sched_p2p_launch(cm, &sched.execs[cm->exec_idx].cfg);
+		if (cm->ready && cm->fires)
+			progress |= sched_fires_launch(cm);
 		sched_comm_advance_done(cm);
 	}
 	batch_publish_all();
@@ -500,9 +503,18 @@ int sched_expire(const struct collc_config *cfg, uint64_t now)
 		if (!cm->ready || !cm->slots || !ms || cm->revoked)
 			continue;
 		progress |= sched_p2p_expire(cm, ms, now);
+		progress |= sched_fires_expire(cm, ms, now);
 		sl = sched_slot_of(cm, cm->next_launch);
-		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
-		    now - sl->t_first_ns < (uint64_t)ms * 1000000)
+		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING)
+			continue;
+		/*
+		 * Every rank is in and some wait for their streams: the timeout runs
+		 * from the first stream that reached the collective (none: no limit).
+		 */
+		if (sl->gated && sl->arrived == cm->nlocal &&
+		    (!sl->t_gate_ns || now - sl->t_gate_ns < (uint64_t)ms * 1000000))
+			continue;
+		if (now - sl->t_first_ns < (uint64_t)ms * 1000000)
 			continue;
 		cm->timed_out_mask = 0;
 		for (uint32_t r = 0; r < cm->nranks; r++)
@@ -535,7 +547,7 @@ int sched_timers_armed(const struct collc_config *cfg)
 
 		if (!cm->ready || !cm->slots || !comm_timeout_ms(cfg, cm))
 			continue;
-		if (cm->p2p_wait)
+		if (cm->p2p_wait || cm->fires)
 			return 1;
 		sl = sched_slot_of(cm, cm->next_launch);
 		if (sl->seq == cm->next_launch && sl->state == SLOT_ARRIVING)
@@ -567,6 +579,8 @@ int sched_reap(void)
 			net_report_ahead(cm);
 		if (cm->p2p_run)
 			progress |= sched_p2p_reap(cm);
+		if (cm->fires)
+			progress |= sched_fires_reap(cm);
 		while (cm->inflight) {
 			struct slot *sl = sched_slot_of(cm, cm->next_done);
 

@@ -103,8 +103,8 @@ static int bufs_meet(const struct collc_sqe *e, uint64_t send, uint64_t recv)
 }
 
 /* Validates a copied SQE against the client's own registrations. */
-static int sqe_check(struct sched_client *c, const struct collc_sqe *e, const struct member *mb,
-		     uint32_t idx, struct slot_rank *sr)
+int sched_sqe_check(struct sched_client *c, const struct collc_sqe *e, const struct member *mb,
+		    uint32_t idx, struct slot_rank *sr)
 {
 	uint32_t n = mb->comm->nranks;
 	uint64_t send = 0, recv = 0;
@@ -156,13 +156,17 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e, uint32_t 
 		sched_p2p_take(c, mb, e);
 		return 0;
 	}
+	if (mb && !mb->left && mb->comm && e->flags == COLLC_SQE_GRAPH) {
+		sched_graph_arm(c, mb, e, idx);
+		return 0;
+	}
 	if (!mb || mb->left || e->seq != mb->next_seq || COLLC_OP_IS_P2P(e->opcode)) {
 		/* Not a collective of any communicator: only this client hears of it. */
 		c->bad++;
 		c->outstanding++;
 		sched.bad++;
 		sched.errors++;
-		sched_post_cqe(c, e->user_data, mb && mb->left ? -EBADF : -EINVAL);
+		sched_complete(c, e, mb && mb->left ? -EBADF : -EINVAL);
 		return 0;
 	}
 	cm = mb->comm;
@@ -180,7 +184,7 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e, uint32_t 
 		 */
 		sched.errors++;
 		cm->errors++;
-		sched_post_cqe(c, e->user_data, cm->revoked ? cm->revoked : -ETIMEDOUT);
+		sched_complete(c, e, cm->revoked ? cm->revoked : -ETIMEDOUT);
 		return 0;
 	}
 	sl = sched_slot_of(cm, e->seq);
@@ -190,13 +194,16 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e, uint32_t 
 		sl->arrived = 0;
 		sl->net = NET_NONE;
 		sl->t_first_ns = now_ns();
+		sl->t_gate_ns = 0;
+		sl->gated = 0;
 	}
 	sr = &sl->ranks[mb->rank];
 	memset(sr, 0, sizeof(*sr));
 	sr->client = c;
 	sr->user_data = e->user_data;
 	sr->sqe = *e;
-	sr->err = sqe_check(c, e, mb, idx, sr);
+	sl->gated |= e->flags == COLLC_SQE_STREAM;
+	sr->err = sched_sqe_check(c, e, mb, idx, sr);
 	if (sr->err) {
 		c->bad++;
 		sched.bad++;

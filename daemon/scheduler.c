@@ -328,6 +328,7 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		c->cqes = (struct collc_cqe *)((char *)c->shm + c->hdr->cqes_off);
 		/* Our own constant, not the header's copy: the client can scribble that. */
 		c->args = (struct collc_sqe_args *)((char *)c->shm + COLLC_SHM_ARGS_OFF);
+		c->gates = (struct collc_gate *)((char *)c->shm + COLLC_SHM_GATES_OFF);
 		c->event_fd = -1;
 		c->next = sched.clients;
 		sched.clients = c;
@@ -485,6 +486,11 @@ static int completion_visible(int *ret_inflight)
 			if (sched_p2p_done_visible(cm))
 				return 1;
 		}
+		if (cm->fires_inflight) {
+			*ret_inflight = 1;
+			if (sched_fires_done_visible(cm))
+				return 1;
+		}
 		if (!cm->inflight)
 			continue;
 		*ret_inflight = 1;
@@ -542,8 +548,9 @@ static void sleep_until_work(int timers)
 	    !load_relaxed(&stop_requested)) {
 		cfg_reader_quiescent();
 		rcu_thread_offline();
-		/* Executors ring us when they finish; the timeout only bounds timers. */
-		futex_wait(&doorbell->seq, seq, inflight || timers ? 10000000 : 500000000);
+		/* Executors ring us when they finish; the timeout only bounds timers and graphs. */
+		futex_wait(&doorbell->seq, seq,
+			   sched_graphs_armed() ? 200000 : inflight || timers ? 10000000 : 500000000);
 		rcu_thread_online();
 	}
 	store_relaxed(&sleeping, 0u);
@@ -599,6 +606,7 @@ static void *sched_main(void *arg)
 		cfg = cfg_get(); /* one snapshot plans every collective of this pass */
 		exec_configs(cfg, gen);
 		progress = run_cmds(cfg);
+		progress |= sched_graph_poll();
 		for (struct sched_client *c = sched.clients; c; c = c->next)
 			if (!c->gone)
 				progress |= sched_drain_sq(c);
@@ -612,7 +620,12 @@ static void *sched_main(void *arg)
 			idle_since = now_ns();
 			continue;
 		}
-		if (now_ns() - idle_since < (uint64_t)cfg->sched_spin_us * 1000) {
+		/*
+		 * Streams and graph replays open gates without a word to us: while
+		 * some wait, poll them.
+		 */
+		if (now_ns() - idle_since < (uint64_t)cfg->sched_spin_us * 1000 ||
+		    sched_gates_waiting()) {
 			cpu_relax();
 			continue;
 		}

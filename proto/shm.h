@@ -148,8 +148,10 @@ _Static_assert(offsetof(struct collc_sqe, root) == 56, "sqe.root");
  *                   at its end it stores gate.res, then gate.done = 1, and
  *                   the replay clears done. Collectives fired so are matched
  *                   across ranks by the order of their firings, apart from
- *                   the sequence numbers of the others. seq 0 with
- *                   opcode NOP disarms the gate.
+ *                   the sequence numbers of the others. The arming is
+ *                   answered by a CQE (user_data: the request); a
+ *                   communicator's graph gates are disarmed when it is
+ *                   destroyed.
  */
 #define COLLC_SQE_STREAM 0x1u
 #define COLLC_SQE_GRAPH  0x2u

@@ -1,0 +1,392 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stream-ordered collectives. Each one goes through a gate of the client
+ * region (proto/shm.h): libcollc enqueues on the caller's stream a write of
+ * the gate's go word and a wait for its done word (stream memory operations:
+ * no kernel), and posts the collective's SQE naming the gate. collcd starts
+ * the collective once go holds the ticket and ends it by storing the result
+ * and then done.
+ *
+ * A stream being captured into a graph gets a gate of its own instead, armed
+ * in collcd with the collective as a template: every replay writes go = 1,
+ * collcd fires one collective and sets done = 1, and the replay clears done
+ * (wait-then-reset, so nothing captured holds a value of one replay).
+ *
+ * If collcd goes away, a watcher thread releases every gate (result
+ * -ECONNRESET), so no stream waits forever.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/gpu.h"
+#include "client/internal.h"
+#include "common/atomics.h"
+
+enum { GATE_FREE, GATE_STREAM, GATE_GRAPH };
+
+struct stream_state {
+	pthread_mutex_t lock;   /* the gate table below */
+	uint64_t dev;           /* device address of ctx->gates[0] */
+	uint32_t next;          /* where the search for a free stream gate starts */
+	uint32_t ticket[COLLC_GATES];
+	uint8_t kind[COLLC_GATES];
+	struct collc_comm *owner[COLLC_GATES];
+	pthread_t watcher;
+	int stop;   /* disconnect: the watcher ends */
+	int orphan; /* collcd is gone: the watcher releases every gate */
+};
+
+static struct collc_gate *gate_of(struct collc_ctx *ctx, uint32_t g)
+{
+	return &ctx->gates[g];
+}
+
+/* Releases the gates collcd can no longer answer: results -ECONNRESET. Under st->lock. */
+static void release_orphans(struct collc_ctx *ctx, struct stream_state *st)
+{
+	for (uint32_t g = 0; g < ctx->ngates; g++) {
+		struct collc_gate *gt = gate_of(ctx, g);
+
+		if (st->kind[g] == GATE_STREAM &&
+		    load_acquire(&gt->done) != st->ticket[g]) {
+			store_relaxed(&gt->res, -ECONNRESET);
+			store_release(&gt->done, st->ticket[g]);
+		} else if (st->kind[g] == GATE_GRAPH && load_acquire(&gt->go) == 1) {
+			/* A replay fired: answer it as collcd would, with the error. */
+			store_relaxed(&gt->go, 0u);
+			store_relaxed(&gt->res, -ECONNRESET);
+			store_release(&gt->done, 1u);
+		}
+	}
+}
+
+static void *watch(void *arg)
+{
+	struct collc_ctx *ctx = arg;
+	struct stream_state *st = ctx->stream;
+
+	for (;;) {
+		struct pollfd p = { .fd = ctx->fd, .events = POLLRDHUP };
+		int stop;
+
+		pthread_mutex_lock(&st->lock);
+		stop = st->stop;
+		if (!stop && st->orphan)
+			release_orphans(ctx, st);
+		pthread_mutex_unlock(&st->lock);
+		if (stop)
+			return NULL;
+		if (st->orphan) {
+			usleep(1000); /* graph replays keep firing: answer them */
+			continue;
+		}
+		if (poll(&p, 1, 100) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR))) {
+			store_relaxed(&ctx->broken, 1);
+			pthread_mutex_lock(&st->lock);
+			st->orphan = 1;
+			pthread_mutex_unlock(&st->lock);
+		}
+	}
+}
+
+/* Maps the gates into the GPUs' address space and starts the watcher, once per ctx. */
+static int stream_ready(struct collc_ctx *ctx, int device, struct stream_state **ret)
+{
+	struct stream_state *st;
+	int r = 0;
+
+	if (!ctx->gates)
+		return -EOPNOTSUPP; /* a collcd without gates */
+	pthread_mutex_lock(&ctx->mem_lock);
+	st = ctx->stream;
+	if (st)
+		goto out;
+	st = calloc(1, sizeof(*st));
+	if (!st) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = collc__gpu_host_map(device, ctx->gates, ctx->ngates * sizeof(struct collc_gate),
+				&st->dev);
+	if (r < 0)
+		goto err_free;
+	pthread_mutex_init(&st->lock, NULL);
+	ctx->stream = st;
+	r = -pthread_create(&st->watcher, NULL, watch, ctx);
+	if (r < 0) {
+		ctx->stream = NULL;
+		pthread_mutex_destroy(&st->lock);
+		collc__gpu_host_unmap(ctx->gates);
+		goto err_free;
+	}
+	goto out;
+
+err_free:
+	free(st);
+	st = NULL;
+out:
+	pthread_mutex_unlock(&ctx->mem_lock);
+	*ret = st;
+	return r;
+}
+
+/* Folds a finished gate's result into its communicator's async error. Under st->lock. */
+static void fold(struct collc_ctx *ctx, struct stream_state *st, uint32_t g)
+{
+	struct collc_gate *gt = gate_of(ctx, g);
+	struct collc_comm *c = st->owner[g];
+	int res;
+
+	if (!c || st->kind[g] != GATE_STREAM || load_acquire(&gt->done) != st->ticket[g])
+		return;
+	/* G2: pairs with collcd's release of done: res was stored before it. */
+	res = load_relaxed(&gt->res);
+	if (res < 0 && !c->async_err)
+		c->async_err = res;
+}
+
+/* A stream gate whose last collective is done (or never used). Under st->lock. */
+static int gate_take(struct collc_ctx *ctx, struct stream_state *st, struct collc_comm *comm,
+		     uint32_t *ret_gate, uint32_t *ret_ticket)
+{
+	for (uint32_t i = 0; i < ctx->ngates; i++) {
+		uint32_t g = (st->next + i) % ctx->ngates;
+
+		if (st->kind[g] == GATE_GRAPH)
+			continue;
+		if (st->kind[g] == GATE_STREAM &&
+		    load_acquire(&gate_of(ctx, g)->done) != st->ticket[g])
+			continue;
+		fold(ctx, st, g);
+		st->kind[g] = GATE_STREAM;
+		st->owner[g] = comm;
+		st->ticket[g] = st->ticket[g] + 1 ? st->ticket[g] + 1 : 1;
+		st->next = (g + 1) % ctx->ngates;
+		*ret_gate = g;
+		*ret_ticket = st->ticket[g];
+		return 0;
+	}
+	return -EBUSY; /* COLLC_GATES stream collectives not yet run */
+}
+
+/* A graph gate, cleared, for one captured collective. Under st->lock. */
+static int gate_take_graph(struct collc_ctx *ctx, struct stream_state *st, struct collc_comm *comm,
+			   uint32_t *ret_gate)
+{
+	for (uint32_t i = ctx->ngates; i-- > 0;) {
+		struct collc_gate *gt = gate_of(ctx, i);
+
+		if (st->kind[i] == GATE_GRAPH ||
+		    (st->kind[i] == GATE_STREAM && load_acquire(&gt->done) != st->ticket[i]))
+			continue;
+		fold(ctx, st, i);
+		st->kind[i] = GATE_GRAPH;
+		st->owner[i] = comm;
+		store_relaxed(&gt->go, 0u);
+		store_relaxed(&gt->done, 0u);
+		*ret_gate = i;
+		return 0;
+	}
+	return -EBUSY;
+}
+
+static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *sendbuf,
+		       void *recvbuf, size_t count, collc_dtype dtype, collc_redop op, int root,
+		       struct CUstream_st *stream)
+{
+	struct collc_ctx *ctx;
+	struct stream_state *st;
+	struct collc_gate *gt;
+	struct sub s;
+	collc_req req;
+	uint32_t g, ticket;
+	int r, dev, capturing;
+
+	if (!comm || comm->device < 0)
+		return -EINVAL; /* host communicators have no stream forms */
+	ctx = comm->ctx;
+	r = collc__coll_sub(comm, opcode, sendbuf, recvbuf, count, dtype, root, &s);
+	if (r < 0)
+		return r;
+	if ((unsigned)op >= COLLC_NUM_REDOPS)
+		return -EINVAL;
+	r = collc__gpu_stream_device(stream, &dev);
+	if (r < 0)
+		return r == -ENODEV ? r : -EINVAL;
+	r = stream_ready(ctx, comm->device, &st);
+	if (r < 0)
+		return r;
+	capturing = collc__gpu_capturing(stream);
+	if (capturing < 0)
+		return -EINVAL; /* an invalidated capture */
+	pthread_mutex_lock(&st->lock);
+	if (st->orphan) {
+		pthread_mutex_unlock(&st->lock);
+		return -ECONNRESET;
+	}
+	r = capturing ? gate_take_graph(ctx, st, comm, &g) : gate_take(ctx, st, comm, &g, &ticket);
+	pthread_mutex_unlock(&st->lock);
+	if (r < 0)
+		return r;
+	gt = gate_of(ctx, g);
+	if (capturing) {
+		/* Armed in collcd first: its answer says whether the template is good. */
+		s.flags = COLLC_SQE_GRAPH;
+		s.gate = g;
+		r = collc__submit(comm, &s, count, dtype, op, root, &req);
+		if (r == 0)
+			r = collc_wait(ctx, req, -1);
+		if (r == 0)
+			r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), 1,
+						   st->dev + g * sizeof(*gt) +
+							   offsetof(struct collc_gate, done),
+						   1, 1);
+		if (r < 0) {
+			pthread_mutex_lock(&st->lock);
+			st->kind[g] = GATE_FREE;
+			st->owner[g] = NULL;
+			pthread_mutex_unlock(&st->lock);
+		}
+		return r;
+	}
+	/* The stream's operations first: a failed SQE then releases them itself. */
+	r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), ticket,
+				   st->dev + g * sizeof(*gt) + offsetof(struct collc_gate, done),
+				   ticket, 0);
+	if (r == 0) {
+		s.flags = COLLC_SQE_STREAM;
+		s.gate = g;
+		s.ticket = ticket;
+		r = collc__submit(comm, &s, count, dtype, op, root, NULL);
+		if (r < 0) {
+			store_relaxed(&gt->res, r);
+			store_release(&gt->done, ticket);
+		}
+		return r;
+	}
+	/* Nothing reached the stream: the gate is free again. */
+	store_release(&gt->done, ticket);
+	return r;
+}
+
+int collc_allreduce_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+			   size_t count, collc_dtype dtype, collc_redop op,
+			   struct CUstream_st *stream)
+{
+	return stream_coll(comm, COLLC_OP_ALLREDUCE, sendbuf, recvbuf, count, dtype, op, 0, stream);
+}
+
+int collc_allgather_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+			   size_t sendcount, collc_dtype dtype, struct CUstream_st *stream)
+{
+	return stream_coll(comm, COLLC_OP_ALLGATHER, sendbuf, recvbuf, sendcount, dtype, COLLC_SUM,
+			   0, stream);
+}
+
+int collc_reduce_scatter_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+				size_t recvcount, collc_dtype dtype, collc_redop op,
+				struct CUstream_st *stream)
+{
+	return stream_coll(comm, COLLC_OP_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
+			   0, stream);
+}
+
+int collc_broadcast_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+			   size_t count, collc_dtype dtype, int root, struct CUstream_st *stream)
+{
+	return stream_coll(comm, COLLC_OP_BROADCAST, sendbuf, recvbuf, count, dtype, COLLC_SUM,
+			   root, stream);
+}
+
+int collc_reduce_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+			collc_dtype dtype, collc_redop op, int root, struct CUstream_st *stream)
+{
+	return stream_coll(comm, COLLC_OP_REDUCE, sendbuf, recvbuf, count, dtype, op, root, stream);
+}
+
+int collc_alltoall_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
+			  size_t count, collc_dtype dtype, struct CUstream_st *stream)
+{
+	return stream_coll(comm, COLLC_OP_ALLTOALL, sendbuf, recvbuf, count, dtype, COLLC_SUM, 0,
+			   stream);
+}
+
+int collc_send_stream(struct collc_comm *comm, const void *buf, size_t count, collc_dtype dtype,
+		      int peer, struct CUstream_st *stream)
+{
+	return stream_coll(comm, COLLC_OP_SEND, buf, NULL, count, dtype, COLLC_SUM, peer, stream);
+}
+
+int collc_recv_stream(struct collc_comm *comm, void *buf, size_t count, collc_dtype dtype,
+		      int peer, struct CUstream_st *stream)
+{
+	return stream_coll(comm, COLLC_OP_RECV, NULL, buf, count, dtype, COLLC_SUM, peer, stream);
+}
+
+int collc_comm_get_async_error(struct collc_comm *comm)
+{
+	struct stream_state *st;
+
+	if (!comm)
+		return -EINVAL;
+	st = comm->ctx->stream;
+	if (!st)
+		return comm->async_err;
+	pthread_mutex_lock(&st->lock);
+	for (uint32_t g = 0; g < comm->ctx->ngates; g++) {
+		struct collc_gate *gt = gate_of(comm->ctx, g);
+		int res;
+
+		if (st->owner[g] != comm)
+			continue;
+		if (st->kind[g] == GATE_STREAM) {
+			fold(comm->ctx, st, g);
+		} else if (st->kind[g] == GATE_GRAPH && load_acquire(&gt->done) == 1) {
+			/* G2: as in fold(); a replay's result stays until the next replay. */
+			res = load_relaxed(&gt->res);
+			if (res < 0 && !comm->async_err)
+				comm->async_err = res;
+		}
+	}
+	if (st->orphan && !comm->async_err)
+		comm->async_err = -ECONNRESET;
+	pthread_mutex_unlock(&st->lock);
+	return comm->async_err;
+}
+
+void collc__stream_comm_gone(struct collc_comm *comm)
+{
+	struct stream_state *st = comm->ctx->stream;
+
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	for (uint32_t g = 0; g < comm->ctx->ngates; g++)
+		if (st->owner[g] == comm) {
+			st->owner[g] = NULL;
+			/* collcd disarms a destroyed communicator's graph gates. */
+			if (st->kind[g] == GATE_GRAPH)
+				st->kind[g] = GATE_FREE;
+		}
+	pthread_mutex_unlock(&st->lock);
+}
+
+void collc__stream_fini(struct collc_ctx *ctx)
+{
+	struct stream_state *st = ctx->stream;
+
+	if (!st)
+		return;
+	pthread_mutex_lock(&st->lock);
+	st->stop = 1;
+	pthread_mutex_unlock(&st->lock);
+	pthread_join(st->watcher, NULL);
+	collc__gpu_host_unmap(ctx->gates);
+	pthread_mutex_destroy(&st->lock);
+	free(st);
+	ctx->stream = NULL;
+}

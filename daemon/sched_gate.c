@@ -1,0 +1,330 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stream gates (proto/shm.h): stream-ordered collectives wait in their slot
+ * until every such rank's stream has written its ticket to the gate's go
+ * word, and end by storing the result and then done. Graph gates carry a
+ * template: each replay that sets go fires one collective, matched across
+ * ranks by firing order in a lane of its own (struct fire), apart from the
+ * communicator's window.
+ *
+ * The gates are the client's memory: every value read from them is only
+ * compared, never used as an index or a size.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/atomics.h"
+#include "common/futex.h"
+#include "daemon/log.h"
+#include "daemon/sched_int.h"
+#include "daemon/sqe_check.h"
+
+/* Graph gates keep the scheduler polling for this long after a replay fired. */
+#define GRAPH_HOT_NS 1000000000ull
+
+static uint64_t last_fire_ns;
+
+void sched_complete(struct sched_client *c, const struct collc_sqe *e, int res)
+{
+	struct collc_gate *gt;
+
+	/* A graph firing carries user_data 0; an arming (user_data: its request) wants a CQE. */
+	if (!sqe_flags_valid(e) || e->flags == 0 ||
+	    (e->flags == COLLC_SQE_GRAPH && e->user_data != 0)) {
+		sched_post_cqe(c, e->user_data, res);
+		return;
+	}
+	c->outstanding--;
+	if (res == 0)
+		c->completed++;
+	else
+		c->errors++;
+	if (c->gone)
+		return;
+	gt = &c->gates[e->gate];
+	store_relaxed(&gt->res, res);
+	/*
+	 * G2: pairs with the client's reads of done (its stream's wait, and
+	 * libcollc's acquire before it reads res): the result is visible first.
+	 */
+	store_release(&gt->done, e->flags == COLLC_SQE_STREAM ? (uint32_t)e->user_data : 1u);
+}
+
+int sched_gates_open(const struct comm *cm, struct slot *sl)
+{
+	int open = 1;
+
+	if (!sl->gated)
+		return 1;
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		if (!comm_rank_local(cm, r) || sr->sqe.flags != COLLC_SQE_STREAM || sr->err)
+			continue;
+		/* G1: pairs with the stream's write of go, fenced after its earlier work. */
+		if (load_acquire(&sr->client->gates[sr->sqe.gate].go) == (uint32_t)sr->sqe.user_data) {
+			if (!sl->t_gate_ns)
+				sl->t_gate_ns = now_ns();
+		} else {
+			open = 0;
+		}
+	}
+	return open;
+}
+
+void sched_graph_arm(struct sched_client *c, struct member *mb, const struct collc_sqe *e,
+		     uint32_t idx)
+{
+	struct comm *cm = mb->comm;
+	struct slot_rank sr;
+	int r;
+
+	c->outstanding++; /* its CQE's */
+	memset(&sr, 0, sizeof(sr));
+	/* Checked now so that the capture fails at once; each firing checks again. */
+	r = sched_sqe_check(c, e, mb, idx, &sr);
+	sched_mr_put(sr.send_mr);
+	sched_mr_put(sr.recv_mr);
+	free(sr.v);
+	if (r == 0 && (cm->local || cm->revoked || !cm->ready))
+		r = cm->revoked ? cm->revoked : -EOPNOTSUPP; /* graphs stay on one node */
+	if (r == 0 && !c->arms) {
+		c->arms = calloc(COLLC_GATES, sizeof(*c->arms));
+		if (!c->arms)
+			r = -ENOMEM;
+	}
+	if (r == 0) {
+		struct graph_arm *a = &c->arms[e->gate];
+
+		if (!a->mb)
+			c->narmed++;
+		a->mb = mb;
+		a->sqe = *e;
+		/* A replay captured earlier with this gate must not fire the new template. */
+		store_relaxed(&c->gates[e->gate].go, 0u);
+	} else {
+		c->bad++;
+		sched.bad++;
+	}
+	/* The arming itself is answered with a CQE: the capturing call waits for it. */
+	sched_post_cqe(c, e->user_data, r);
+}
+
+static struct fire *fire_find(struct comm *cm, uint64_t n)
+{
+	struct fire **pf = &cm->fires, *f;
+
+	for (; *pf; pf = &(*pf)->next)
+		if ((*pf)->n == n)
+			return *pf;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	f->sl.ranks = calloc(cm->nranks, sizeof(*f->sl.ranks));
+	if (!f->sl.ranks) {
+		free(f);
+		return NULL;
+	}
+	f->n = n;
+	f->sl.state = SLOT_ARRIVING;
+	f->sl.seq = n;
+	f->sl.t_first_ns = now_ns();
+	*pf = f; /* every rank fires in order: the list stays sorted */
+	return f;
+}
+
+/* One replay of rank mb's graph gate a fired: its collective joins firing mb->fired. */
+static void fire(struct sched_client *c, struct graph_arm *a)
+{
+	struct member *mb = a->mb;
+	struct comm *cm = mb->comm;
+	struct collc_sqe e = a->sqe;
+	struct slot_rank *sr;
+	struct fire *f;
+
+	e.user_data = 0; /* a firing: its result goes to the gate (sched_complete) */
+	c->outstanding++;
+	c->submitted++;
+	sched.submitted++;
+	if (cm->revoked) {
+		sched_complete(c, &e, cm->revoked);
+		return;
+	}
+	f = fire_find(cm, mb->fired);
+	if (!f) {
+		/* Out of memory: the communicator cannot stay in step. */
+		sched_complete(c, &e, -ENOMEM);
+		sched_comm_revoke(cm, -ENOMEM);
+		return;
+	}
+	mb->fired++;
+	sr = &f->sl.ranks[mb->rank];
+	memset(sr, 0, sizeof(*sr));
+	sr->client = c;
+	sr->sqe = e;
+	/* The registrations may have gone since the capture. */
+	sr->err = sched_sqe_check(c, &e, mb, 0, sr);
+	f->sl.arrived++;
+}
+
+int sched_graph_poll(void)
+{
+	int progress = 0;
+
+	for (struct sched_client *c = sched.clients; c; c = c->next) {
+		if (!c->narmed || c->gone)
+			continue;
+		for (uint32_t g = 0; g < COLLC_GATES; g++) {
+			struct graph_arm *a = &c->arms[g];
+
+			if (!a->mb)
+				continue;
+			if (a->mb->left || !a->mb->comm) {
+				a->mb = NULL; /* its communicator is gone: disarmed */
+				c->narmed--;
+				continue;
+			}
+			/* G1 as in sched_gates_open(): the replay's earlier work is visible. */
+			if (load_acquire(&c->gates[g].go) != 1u)
+				continue;
+			/*
+			 * Cleared before the collective can end: the replay clears done
+			 * only after it saw done, so the next replay's go comes later.
+			 */
+			store_relaxed(&c->gates[g].go, 0u);
+			store_relaxed(&c->gates[g].fired, c->gates[g].fired + 1);
+			fire(c, a);
+			last_fire_ns = now_ns();
+			progress = 1;
+		}
+	}
+	return progress;
+}
+
+int sched_fires_launch(struct comm *cm)
+{
+	int progress = 0;
+
+	/* In firing order, like the window: every device gets them in the same order. */
+	for (struct fire *f = cm->fires; f; f = f->next) {
+		if (f->sl.state == SLOT_INFLIGHT || f->sl.state == SLOT_DONE)
+			continue;
+		if (f->sl.arrived < cm->nlocal || !sched_launch(cm, &f->sl, &cm->fires_inflight))
+			break;
+		progress = 1;
+	}
+	return progress;
+}
+
+static void fire_unlink_done(struct comm *cm)
+{
+	struct fire **pf = &cm->fires;
+
+	while (*pf) {
+		struct fire *f = *pf;
+
+		if (f->sl.state != SLOT_DONE) {
+			pf = &f->next;
+			continue;
+		}
+		*pf = f->next;
+		free(f->sl.ranks);
+		free(f);
+	}
+}
+
+int sched_fires_reap(struct comm *cm)
+{
+	int progress = 0;
+
+	for (struct fire *f = cm->fires; f; f = f->next) {
+		if (f->sl.state != SLOT_INFLIGHT || !sched_slot_executed(cm, &f->sl))
+			continue;
+		cm->fires_inflight--;
+		if (cm->revoked) {
+			sched_slot_finish(cm, &f->sl, cm->revoked);
+		} else {
+			sched_record_latency(f->sl.t_start_ns, f->sl.bytes);
+			sched_slot_finish(cm, &f->sl, 0);
+		}
+		progress = 1;
+	}
+	/* Launched ones that ended at once (an error) are done too. */
+	for (struct fire *f = cm->fires; f; f = f->next)
+		progress |= f->sl.state == SLOT_DONE;
+	fire_unlink_done(cm);
+	return progress;
+}
+
+int sched_fires_done_visible(const struct comm *cm)
+{
+	for (const struct fire *f = cm->fires; f; f = f->next)
+		if (f->sl.state == SLOT_INFLIGHT && sched_slot_executed(cm, &f->sl))
+			return 1;
+	return 0;
+}
+
+/*
+ * A firing some rank never matched: the ranks no longer replay in step, so
+ * the communicator ends (a later firing could only pair with the wrong one).
+ */
+int sched_fires_expire(struct comm *cm, uint32_t ms, uint64_t now)
+{
+	struct fire *f = cm->fires;
+
+	if (!f || f->sl.state != SLOT_ARRIVING || now - f->sl.t_first_ns < (uint64_t)ms * 1000000)
+		return 0;
+	cm->timeouts++;
+	log_info("communicator %llu: graph replay %llu timed out after %u ms",
+		 (unsigned long long)cm->id, (unsigned long long)f->n, ms);
+	sched_comm_revoke(cm, -ETIMEDOUT);
+	return 1;
+}
+
+void sched_fires_revoke(struct comm *cm, int err)
+{
+	for (struct fire *f = cm->fires; f; f = f->next)
+		if (f->sl.state == SLOT_ARRIVING)
+			sched_slot_finish(cm, &f->sl, err);
+	fire_unlink_done(cm);
+}
+
+void sched_fires_free(struct comm *cm)
+{
+	while (cm->fires) {
+		struct fire *f = cm->fires;
+
+		cm->fires = f->next;
+		for (uint32_t r = 0; r < cm->nranks; r++) {
+			sched_mr_put(f->sl.ranks[r].send_mr);
+			sched_mr_put(f->sl.ranks[r].recv_mr);
+		}
+		free(f->sl.ranks);
+		free(f);
+	}
+}
+
+int sched_graphs_armed(void)
+{
+	for (struct sched_client *c = sched.clients; c; c = c->next)
+		if (c->narmed && !c->gone)
+			return 1;
+	return 0;
+}
+
+int sched_gates_waiting(void)
+{
+	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
+		struct slot *sl;
+
+		if (!cm->ready || !cm->slots || cm->revoked)
+			continue;
+		sl = sched_slot_of(cm, cm->next_launch);
+		if (sl->seq == cm->next_launch && sl->state == SLOT_ARRIVING && sl->gated &&
+		    sl->arrived == cm->nlocal)
+			return 1;
+	}
+	return now_ns() - last_fire_ns < GRAPH_HOT_NS && sched_graphs_armed();
+}
