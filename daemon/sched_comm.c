@@ -59,6 +59,11 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 		cm->completed++;
 	else
 		cm->errors++;
+	if (sl->gated) {
+		sched.stream_colls++;
+		if (sl->t_gate_ns)
+			sched.gate_ns += now_ns() - sl->t_gate_ns;
+	}
 	sl->state = SLOT_DONE;
 }
 

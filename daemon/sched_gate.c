@@ -131,6 +131,8 @@ static struct fire *fire_find(struct comm *cm, uint64_t n)
 	f->sl.state = SLOT_ARRIVING;
 	f->sl.seq = n;
 	f->sl.t_first_ns = now_ns();
+	f->sl.gated = 1; /* open from its first firing on */
+	f->sl.t_gate_ns = f->sl.t_first_ns;
 	*pf = f; /* every rank fires in order: the list stays sorted */
 	return f;
 }
@@ -196,6 +198,7 @@ int sched_graph_poll(void)
 			store_relaxed(&c->gates[g].go, 0u);
 			store_relaxed(&c->gates[g].fired, c->gates[g].fired + 1);
 			fire(c, a);
+			sched.graph_fires++;
 			last_fire_ns = now_ns();
 			progress = 1;
 		}

@@ -256,6 +256,8 @@ struct sched_state {
 	uint64_t next_coll_id;
 	uint64_t submitted, completed, errors, bad;
 	uint64_t batches, batch_items; /* work batches published, and the items they held */
+	/* Stream-ordered collectives finished, graph firings taken, ns from gates open to end. */
+	uint64_t stream_colls, graph_fires, gate_ns;
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	uint64_t by_op[COLLC_OP_MAX];

@@ -261,6 +261,9 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 	s->bad = sched.bad;
 	s->batches = sched.batches;
 	s->batch_items = sched.batch_items;
+	s->stream_colls = sched.stream_colls;
+	s->graph_fires = sched.graph_fires;
+	s->gate_ns = sched.gate_ns;
 	memcpy(s->by_algo, sched.by_algo, sizeof(s->by_algo));
 	memcpy(s->by_proto, sched.by_proto, sizeof(s->by_proto));
 	memcpy(s->by_op, sched.by_op, sizeof(s->by_op));

@@ -10,7 +10,8 @@
  *
  *   collc-gpu-test SCENARIO --socket PATH --gpus 0,1[,..] [--seed N] [--big]
  *                  [--iters N] [--label TEXT]
- *   SCENARIO: sweep | copies | latency | interleave | regtraffic | kill
+ *   SCENARIO: sweep | copies | latency | stream | interleave | regtraffic | kill
+ *   (stream: stream-ordered and graph-captured all-reduces, and their latency)
  *   (copies: all-to-all, all-to-allv and send/recv, checked byte for byte)
  *
  * Prints "RESULT <label> PASS|FAIL <detail>" lines; exit status 0 when all pass.
@@ -689,6 +690,161 @@ static int child_latency(const struct collc_unique_id *id, int n, int me)
 	return fails ? 1 : 0;
 }
 
+/* The value rank p contributes at element i of round rnd: small integers, exact in float. */
+static float stream_val(int rnd, int p, size_t i)
+{
+	return (float)((rnd * 7 + p * 13 + (int)(i % 251)) % 97);
+}
+
+/*
+ * Checks hout against the sum over ranks of stream_val(rnd, ...); counts the
+ * case under collective 0 (stream-ordered) or 1 (graph replays).
+ */
+static int stream_check(const char *what, int k, int rnd, const float *hout, size_t count, int n,
+			int me)
+{
+	const struct check ck = { what, rnd, BUF_ALLOC, BUF_ALLOC };
+
+	for (size_t i = 0; i < count; i++) {
+		float w = 0;
+
+		for (int p = 0; p < n; p++)
+			w += stream_val(rnd, p, i);
+		if (hout[i] != w) {
+			report(&ck, me, 0, COLLC_FLOAT32, COLLC_SUM, count, n,
+			       "element %zu: got %.9g, want %.9g", i, hout[i], w);
+			sh->fails[me][k]++;
+			sh->cases[me][k]++;
+			return 1;
+		}
+	}
+	sh->cases[me][k]++;
+	return 0;
+}
+
+/*
+ * Stream-ordered all-reduces: a slow memset and the input's copy before it on
+ * the stream, the output's copy after it, then the same captured in a CUDA
+ * graph and replayed with new inputs; then the latencies (value[me][0..2]).
+ */
+static int child_stream(const struct collc_unique_id *id, int n, int me)
+{
+	const size_t maxc = 1 << 16, scratch_bytes = 256u << 20;
+	struct rank_ctx rc;
+	cudaStream_t s;
+	cudaGraph_t graph;
+	cudaGraphExec_t exec;
+	cudaEvent_t e0, e1;
+	float *hin, *hout, ms = 0;
+	void *scratch;
+	double *lat;
+	int fails = 0, r, rounds = iters < 20 ? 20 : iters / 50;
+	size_t count = 0;
+
+	if (rank_open(&rc, id, n, me, gpus[me], maxc * 4) < 0)
+		return 1;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	CK(cudaMallocHost((void **)&hin, maxc * 4));
+	CK(cudaMallocHost((void **)&hout, maxc * 4));
+	CK(cudaMalloc(&scratch, scratch_bytes));
+	CK(cudaEventCreate(&e0));
+	CK(cudaEventCreate(&e1));
+	lat = malloc(sizeof(double) * 1000);
+	if (!lat)
+		return 1;
+	/* 1. Enqueued directly: each round's input lands after a slow memset. */
+	for (int rnd = 0; rnd < rounds; rnd++) {
+		count = 1 + (size_t)((rnd * 7919u + 13u) % maxc);
+		for (size_t i = 0; i < count; i++)
+			hin[i] = stream_val(rnd, me, i);
+		memset(hout, 0xff, count * 4);
+		CK(cudaMemsetAsync(scratch, rnd & 0xff, scratch_bytes, s));
+		CK(cudaMemcpyAsync(rc.dsend, hin, count * 4, cudaMemcpyHostToDevice, s));
+		r = collc_allreduce_stream(rc.comm, rc.dsend, rc.drecv, count, COLLC_FLOAT32,
+					   COLLC_SUM, (struct CUstream_st *)s);
+		if (r < 0) {
+			fprintf(stderr, "stream rank %d: %s\n", me, collc_strerror(r));
+			return 1;
+		}
+		CK(cudaMemcpyAsync(hout, rc.drecv, count * 4, cudaMemcpyDeviceToHost, s));
+		CK(cudaStreamSynchronize(s));
+		fails += stream_check("stream-ordered", 0, rnd, hout, count, n, me);
+	}
+	/* 2. Captured: one graph, replayed with a new input each time. */
+	count = 4099;
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+	CK(cudaMemcpyAsync(rc.dsend, hin, count * 4, cudaMemcpyHostToDevice, s));
+	r = collc_allreduce_stream(rc.comm, rc.dsend, rc.drecv, count, COLLC_FLOAT32, COLLC_SUM,
+				   (struct CUstream_st *)s);
+	CK(cudaMemcpyAsync(hout, rc.drecv, count * 4, cudaMemcpyDeviceToHost, s));
+	CK(cudaStreamEndCapture(s, &graph));
+	if (r < 0) {
+		fprintf(stderr, "capture rank %d: %s\n", me, collc_strerror(r));
+		return 1;
+	}
+	CK(cudaGraphInstantiate(&exec, graph, 0));
+	for (int rep = 0; rep < rounds; rep++) {
+		for (size_t i = 0; i < count; i++)
+			hin[i] = stream_val(1000 + rep, me, i);
+		memset(hout, 0xff, count * 4);
+		CK(cudaGraphLaunch(exec, s));
+		CK(cudaStreamSynchronize(s));
+		fails += stream_check("graph replay", 1, 1000 + rep, hout, count, n, me);
+	}
+	r = collc_comm_get_async_error(rc.comm);
+	if (r != 0) {
+		fprintf(stderr, "stream rank %d: async error %s\n", me, collc_strerror(r));
+		fails++;
+	}
+	/* 3. Latency: 8-byte all-reduces back to back on the stream, timed by events. */
+	for (int i = 0; i < 1000 + 100; i++) {
+		if (i == 100)
+			CK(cudaEventRecord(e0, s));
+		if (collc_allreduce_stream(rc.comm, rc.dsend, rc.drecv, 2, COLLC_FLOAT32, COLLC_SUM,
+					   (struct CUstream_st *)s) < 0)
+			return 1;
+	}
+	CK(cudaEventRecord(e1, s));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	sh->value[me][0] = ms * 1000.0 / 1000;
+	/* One 8-byte all-reduce in a graph: replay to completion, median of 1000. */
+	CK(cudaGraphExecDestroy(exec));
+	CK(cudaGraphDestroy(graph));
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+	r = collc_allreduce_stream(rc.comm, rc.dsend, rc.drecv, 2, COLLC_FLOAT32, COLLC_SUM,
+				   (struct CUstream_st *)s);
+	CK(cudaStreamEndCapture(s, &graph));
+	if (r < 0)
+		return 1;
+	CK(cudaGraphInstantiate(&exec, graph, 0));
+	for (int i = 0; i < 1100; i++) {
+		double t0 = now_us();
+
+		CK(cudaGraphLaunch(exec, s));
+		CK(cudaStreamSynchronize(s));
+		if (i >= 100)
+			lat[i - 100] = now_us() - t0;
+	}
+	qsort(lat, 1000, sizeof(double), cmp_double);
+	sh->value[me][1] = lat[500];
+	/* Back to back replays, one sync at the end. */
+	CK(cudaEventRecord(e0, s));
+	for (int i = 0; i < 1000; i++)
+		CK(cudaGraphLaunch(exec, s));
+	CK(cudaEventRecord(e1, s));
+	CK(cudaEventSynchronize(e1));
+	CK(cudaEventElapsedTime(&ms, e0, e1));
+	sh->value[me][2] = ms * 1000.0 / 1000;
+	r = collc_comm_get_async_error(rc.comm);
+	if (r != 0) {
+		fprintf(stderr, "stream rank %d: async error after latency %s\n", me,
+			collc_strerror(r));
+		fails++;
+	}
+	return fails ? 1 : 0;
+}
+
 /* Two communicators over the same GPUs, submitted in opposite orders by the two sides. */
 static int child_interleave(const struct collc_unique_id *ids, int n, int me)
 {
@@ -1182,7 +1338,7 @@ int main(int argc, char **argv)
 	}
 	if (optind >= argc || ngpus < 1) {
 		fprintf(stderr,
-			"usage: collc-gpu-test sweep|copies|latency|interleave|regtraffic|kill --socket P --gpus 0,1\n");
+			"usage: collc-gpu-test sweep|copies|latency|stream|interleave|regtraffic|kill --socket P --gpus 0,1\n");
 		return 2;
 	}
 	scen = argv[optind];
@@ -1228,6 +1384,24 @@ int main(int argc, char **argv)
 			printf("RESULT %s/pipelined-%d %s %.2f us per all-reduce, %llu checks, %llu failed\n",
 			       label, iters, f || bad ? "FAIL" : "PASS", sh->value[0][0],
 			       (unsigned long long)cs, (unsigned long long)f);
+		}
+	} else if (strcmp(scen, "stream") == 0) {
+		for (int i = 0; i < ngpus; i++)
+			pids[i] = spawn(child_stream, &ids[0], ngpus, i);
+		bad = wait_all(pids, ngpus, 120);
+		{
+			uint64_t f0, c0 = sum_cases(0, &f0), f1, c1 = sum_cases(1, &f1);
+
+			printf("RESULT %s/stream-ordered %s %llu all-reduces after a slow memset, %llu failed\n",
+			       label, f0 || bad ? "FAIL" : "PASS", (unsigned long long)c0,
+			       (unsigned long long)f0);
+			printf("RESULT %s/graph-replay %s %llu replays with new inputs, %llu failed\n",
+			       label, f1 || bad ? "FAIL" : "PASS", (unsigned long long)c1,
+			       (unsigned long long)f1);
+			printf("RESULT %s/stream-8B-latency %s back to back %.2f us each; graph replay to "
+			       "completion median %.2f us; replays back to back %.2f us each (rank 0)\n",
+			       label, bad ? "FAIL" : "PASS", sh->value[0][0], sh->value[0][1],
+			       sh->value[0][2]);
 		}
 	} else if (strcmp(scen, "interleave") == 0) {
 		for (int i = 0; i < ngpus; i++)

@@ -148,6 +148,7 @@ t "${NGPU}gpu-copies-pull" copies --gpus "$G2"
 ctl set copy_push=auto >/dev/null
 [ "$QUICK" = 1 ] || t "${NGPU}gpu-big" sweep --gpus "$G2" --big
 t "${NGPU}gpu" latency --gpus "$G2" --iters 10000
+t "${NGPU}gpu" stream --gpus "$G2" --iters 2000
 ctl set algo=ring proto=ll >/dev/null
 t "${NGPU}gpu-ring-ll" latency --gpus "$G2" --iters 10000
 ctl set algo=auto proto=auto >/dev/null
