@@ -42,6 +42,9 @@ static struct {
 	CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus *);
 	CUresult (*stream_ctx)(CUstream, CUcontext *);
 	CUresult (*ctx_device)(CUdevice *);
+	CUresult (*stream_create)(CUstream *, unsigned int);
+	CUresult (*memset32)(CUdeviceptr, unsigned int, size_t, CUstream);
+	CUresult (*stream_sync)(CUstream);
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -78,6 +81,9 @@ static void cu_load(void)
 		{ "cuStreamIsCapturing", (void **)&cu.is_capturing },
 		{ "cuStreamGetCtx", (void **)&cu.stream_ctx },
 		{ "cuCtxGetDevice", (void **)&cu.ctx_device },
+		{ "cuStreamCreate", (void **)&cu.stream_create },
+		{ "cuMemsetD32Async", (void **)&cu.memset32 },
+		{ "cuStreamSynchronize", (void **)&cu.stream_sync },
 	};
 
 	if (!h)
@@ -284,7 +290,28 @@ int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t 
 	return 0;
 }
 
+int collc__gpu_poke(int device, uint64_t addr, uint32_t val, size_t n)
+{
+	static CUstream s; /* private and non-blocking: never behind a user's stream */
+	CUdevice dev;
+	int r = cu_ready(device, &dev);
+
+	if (r < 0)
+		return r;
+	if (!s && cu.stream_create(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+		return -EIO;
+	if (cu.memset32((CUdeviceptr)addr, val, n, s) != CUDA_SUCCESS ||
+	    cu.stream_sync(s) != CUDA_SUCCESS)
+		return -EIO;
+	return 0;
+}
+
 #else /* !COLLC_HAVE_CUDA */
+
+int collc__gpu_poke(int device, uint64_t addr, uint32_t val, size_t n)
+{
+	return -ENODEV;
+}
 
 int collc__gpu_host_map(int device, void *p, size_t size, uint64_t *ret_dev)
 {

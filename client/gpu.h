@@ -24,9 +24,11 @@ void collc__gpu_host_unmap(void *p);
 int collc__gpu_stream_device(void *stream, int *ret_device);
 /* 1 when stream is being captured into a graph, 0 when not, <0 on error. */
 int collc__gpu_capturing(void *stream);
+/* Stores val in the n 32-bit words at device address addr, from a private stream; waits. */
+int collc__gpu_poke(int device, uint64_t addr, uint32_t val, size_t n);
 /*
  * Enqueues on stream: write go_val to go, wait until done == done_val, and
- * with rearm clear done again (device addresses of mapped host memory).
+ * with rearm clear done again (device addresses).
  */
 int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t done,
 			   uint32_t done_val, int rearm);

@@ -5,7 +5,11 @@
  * the gate's go word and a wait for its done word (stream memory operations:
  * no kernel), and posts the collective's SQE naming the gate. collcd starts
  * the collective once go holds the ticket and ends it by storing the result
- * and then done.
+ * and then done. The stream itself waits on the gate's word in device memory
+ * (struct collc_signal, in collc_mem_alloc memory of the communicator's GPU),
+ * which collcd's grid stores when the collective's item ends: a stream
+ * polling host memory would slow the grid's own reads of host memory, and
+ * the host stays off the path back to the stream.
  *
  * A stream being captured into a graph gets a gate of its own instead, armed
  * in collcd with the collective as a template: every replay writes go = 1,
@@ -25,12 +29,20 @@
 #include "client/gpu.h"
 #include "client/internal.h"
 #include "common/atomics.h"
+#include "proto/work.h"
 
 enum { GATE_FREE, GATE_STREAM, GATE_GRAPH };
+
+#define SIG_DEVICES 64 /* GPUs of one process with signal words */
 
 struct stream_state {
 	pthread_mutex_t lock;   /* the gate table below */
 	uint64_t dev;           /* device address of ctx->gates[0] */
+	/* Per GPU ordinal: the gates' device words (collc_mem_alloc), their registration. */
+	struct collc_signal *sig[SIG_DEVICES];
+	uint32_t sig_mr[SIG_DEVICES];
+	uint64_t sig_off[SIG_DEVICES];
+	int gate_device[COLLC_GATES]; /* the GPU whose word gate g used last */
 	uint32_t next;          /* where the search for a free stream gate starts */
 	uint32_t ticket[COLLC_GATES];
 	uint8_t kind[COLLC_GATES];
@@ -45,21 +57,29 @@ static struct collc_gate *gate_of(struct collc_ctx *ctx, uint32_t g)
 	return &ctx->gates[g];
 }
 
+static uint64_t sig_addr(const struct stream_state *st, int device, uint32_t g)
+{
+	return (uint64_t)(uintptr_t)&st->sig[device][g];
+}
+
 /* Releases the gates collcd can no longer answer: results -ECONNRESET. Under st->lock. */
 static void release_orphans(struct collc_ctx *ctx, struct stream_state *st)
 {
 	for (uint32_t g = 0; g < ctx->ngates; g++) {
 		struct collc_gate *gt = gate_of(ctx, g);
+		int d = st->gate_device[g];
 
 		if (st->kind[g] == GATE_STREAM &&
 		    load_acquire(&gt->done) != st->ticket[g]) {
 			store_relaxed(&gt->res, -ECONNRESET);
 			store_release(&gt->done, st->ticket[g]);
+			collc__gpu_poke(d, sig_addr(st, d, g), st->ticket[g], 1);
 		} else if (st->kind[g] == GATE_GRAPH && load_acquire(&gt->go) == 1) {
 			/* A replay fired: answer it as collcd would, with the error. */
 			store_relaxed(&gt->go, 0u);
 			store_relaxed(&gt->res, -ECONNRESET);
 			store_release(&gt->done, 1u);
+			collc__gpu_poke(d, sig_addr(st, d, g), 1u, 1);
 		}
 	}
 }
@@ -134,6 +154,48 @@ out:
 	return r;
 }
 
+/*
+ * The gates' device words on GPU device, allocated by collcd once per ctx and
+ * zeroed (a word holds the ticket of the last collective of its gate).
+ */
+static int sig_ready(struct collc_ctx *ctx, struct stream_state *st, int device)
+{
+	const struct reg *g;
+	void *p = NULL;
+	int r = 0;
+
+	if (device < 0 || device >= SIG_DEVICES)
+		return -EINVAL;
+	pthread_mutex_lock(&st->lock);
+	p = st->sig[device];
+	pthread_mutex_unlock(&st->lock);
+	if (p)
+		return 0;
+	r = collc_mem_alloc(ctx, ctx->ngates * sizeof(struct collc_signal), device, &p);
+	if (r < 0)
+		return r;
+	r = collc__gpu_poke(device, (uint64_t)(uintptr_t)p, 0u,
+			    ctx->ngates * sizeof(struct collc_signal) / sizeof(uint32_t));
+	pthread_mutex_lock(&ctx->ring_lock);
+	g = collc__reg_find(ctx, (uintptr_t)p, ctx->ngates * sizeof(struct collc_signal));
+	pthread_mutex_unlock(&ctx->ring_lock);
+	if (r < 0 || !g) {
+		collc_mem_free(ctx, p);
+		return r < 0 ? r : -EIO;
+	}
+	pthread_mutex_lock(&st->lock);
+	if (st->sig[device]) {
+		pthread_mutex_unlock(&st->lock);
+		collc_mem_free(ctx, p); /* another thread was first */
+		return 0;
+	}
+	st->sig_mr[device] = g->mr;
+	st->sig_off[device] = (uintptr_t)p - g->map;
+	st->sig[device] = p;
+	pthread_mutex_unlock(&st->lock);
+	return 0;
+}
+
 /* Folds a finished gate's result into its communicator's async error. Under st->lock. */
 static void fold(struct collc_ctx *ctx, struct stream_state *st, uint32_t g)
 {
@@ -203,7 +265,8 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 	struct collc_gate *gt;
 	struct sub s;
 	collc_req req;
-	uint32_t g, ticket;
+	uint64_t wait;
+	uint32_t g, ticket = 0;
 	int r, dev, capturing;
 
 	if (!comm || comm->device < 0)
@@ -217,7 +280,11 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 	r = collc__gpu_stream_device(stream, &dev);
 	if (r < 0)
 		return r == -ENODEV ? r : -EINVAL;
+	if (dev != comm->device)
+		return -EINVAL; /* the stream belongs to another GPU */
 	r = stream_ready(ctx, comm->device, &st);
+	if (r == 0)
+		r = sig_ready(ctx, st, comm->device);
 	if (r < 0)
 		return r;
 	capturing = collc__gpu_capturing(stream);
@@ -229,10 +296,16 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		return -ECONNRESET;
 	}
 	r = capturing ? gate_take_graph(ctx, st, comm, &g) : gate_take(ctx, st, comm, &g, &ticket);
+	if (r == 0)
+		st->gate_device[g] = comm->device;
 	pthread_mutex_unlock(&st->lock);
 	if (r < 0)
 		return r;
 	gt = gate_of(ctx, g);
+	/* Read by collcd with the SQE (A1 orders them before the tail). */
+	store_relaxed(&gt->sig_mr, st->sig_mr[comm->device]);
+	store_relaxed(&gt->sig_off, st->sig_off[comm->device] + g * sizeof(struct collc_signal));
+	wait = sig_addr(st, comm->device, g);
 	if (capturing) {
 		/* Armed in collcd first: its answer says whether the template is good. */
 		s.flags = COLLC_SQE_GRAPH;
@@ -241,10 +314,7 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		if (r == 0)
 			r = collc_wait(ctx, req, -1);
 		if (r == 0)
-			r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), 1,
-						   st->dev + g * sizeof(*gt) +
-							   offsetof(struct collc_gate, done),
-						   1, 1);
+			r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), 1, wait, 1, 1);
 		if (r < 0) {
 			pthread_mutex_lock(&st->lock);
 			st->kind[g] = GATE_FREE;
@@ -254,15 +324,15 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		return r;
 	}
 	/* The stream's operations first: a failed SQE then releases them itself. */
-	r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), ticket,
-				   st->dev + g * sizeof(*gt) + offsetof(struct collc_gate, done),
-				   ticket, 0);
+	r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), ticket, wait, ticket, 0);
 	if (r == 0) {
 		s.flags = COLLC_SQE_STREAM;
 		s.gate = g;
 		s.ticket = ticket;
 		r = collc__submit(comm, &s, count, dtype, op, root, NULL);
 		if (r < 0) {
+			/* The stream waits already: release it (its word, then the gate). */
+			collc__gpu_poke(comm->device, wait, ticket, 1);
 			store_relaxed(&gt->res, r);
 			store_release(&gt->done, ticket);
 		}

@@ -20,6 +20,10 @@
  *      that sees stop re-reads dseq before it exits).
  *   E1 (block): results stored, system fence, then work_consumed (at a
  *      unit's last item); pairs with F1/F2 in the scheduler.
+ *   E2 (block): results stored, system fence, then the item's signal word
+ *      (a stream gate's, in device memory); with several channels each
+ *      fences before it counts itself finished, and the last fences again
+ *      before the store. Pairs with the client stream's wait on the word.
  *   O1 (one-shot): buffers / pointers, system fence, then the slot flag;
  *      pairs with O1' (acquire of the flag before peer data is read).
  *   One-shot LL pushes W-LL lines into peers' inboxes and reuses an inbox
@@ -293,6 +297,21 @@ __device__ void poller(const struct cuda_grid_args &a)
  * was 1.7% idle and 2.5% with 256 MiB all-reduces running, for 2.4% less
  * all-reduce busbw at 512 MiB and 0.9 us more at 8 bytes (bench/RESULTS.md).
  */
+/* E2: the item's results, then its signal word (proto/work.h). Thread 0 of a channel block. */
+static __device__ void signal_item(const struct collc_work_item *it)
+{
+	struct collc_signal *s = (struct collc_signal *)it->signal;
+
+	__threadfence_system();
+	if (it->nchannels > 1) {
+		if (atomicAdd(&s->finished, 1u) != it->nchannels - 1u)
+			return;
+		atomicExch(&s->finished, 0u); /* the gate's next use counts from 0 */
+		__threadfence_system();
+	}
+	atomicExch(&s->value, it->signal_val);
+}
+
 #ifndef COLLC_GRID_BLOCKS_PER_SM
 #define COLLC_GRID_BLOCKS_PER_SM 2
 #endif
@@ -395,6 +414,11 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		__syncthreads();
 		if (threadIdx.x == 0) {
 			struct collc_consumed *wc = &a.fifo[lane]->ctrl.work_consumed[chan];
+
+			/* Abandoned ones too: the stream goes on, collcd reports the error. */
+			if (b.it->signal && b.share < b.it->nchannels &&
+			    (b.it->kind == COLLC_WORK_COLL || b.it->kind == COLLC_WORK_SIGNAL))
+				signal_item(b.it);
 
 			if (state == 3)
 				st_vol64(&wc->aborted, ++a.ds->chan_aborted[lane][chan]);

@@ -44,6 +44,11 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 		if (!sr->client)
 			continue;
 		sched_complete(sr->client, &sr->sqe, res);
+		/* A stream that never got its item still needs its device word. */
+		if (sl->state != SLOT_INFLIGHT)
+			sched_signal_unrun(cm->devs[r], sr);
+		sched_mr_put(sr->sig_mr);
+		sr->sig_mr = NULL;
 		if (res == 0)
 			sched.completed++;
 		else
@@ -154,8 +159,9 @@ void sched_comm_free(struct comm *cm)
 		for (uint32_t r = 0; r < cm->nranks; r++) {
 			sched_mr_put(sl->ranks[r].send_mr);
 			sched_mr_put(sl->ranks[r].recv_mr);
+			sched_mr_put(sl->ranks[r].sig_mr);
 			free(sl->ranks[r].v);
-			sl->ranks[r].send_mr = sl->ranks[r].recv_mr = NULL;
+			sl->ranks[r].send_mr = sl->ranks[r].recv_mr = sl->ranks[r].sig_mr = NULL;
 			sl->ranks[r].v = NULL;
 		}
 	}

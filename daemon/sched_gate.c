@@ -26,6 +26,113 @@
 
 static uint64_t last_fire_ns;
 
+/* A signal item (COLLC_WORK_SIGNAL) waiting for FIFO room, or in the FIFO until consumed. */
+struct sig_item {
+	struct sig_item *next;
+	uint32_t dev;
+	uint32_t val;
+	uint64_t addr;
+	struct mr *mr; /* keeps the word's memory mapped until the grid wrote it */
+	uint64_t pos;
+	uint8_t queued; /* not yet in the FIFO */
+};
+
+static struct sig_item *sigs;
+
+void sched_sig_take(struct sched_client *c, uint32_t id, uint64_t off, struct slot_rank *sr)
+{
+	struct mr *m = NULL;
+
+	if (!id || sched_resolve_buf(c, id, off, sizeof(struct collc_signal), &m) < 0 || !m)
+		return;
+	/*
+	 * Only collcd's own device memory, which every GPU maps: the grid of any
+	 * device may store there. Anything else: the stream waits on the host word.
+	 */
+	if (!m->exec || (m->flags & EXEC_MEM_NO_PEER_READ) ||
+	    ((uintptr_t)m->addr + off) % sizeof(uint64_t)) {
+		sched_mr_put(m);
+		return;
+	}
+	sr->sig_mr = m;
+	sr->sig_off = off;
+}
+
+uint32_t sched_signal_value(const struct collc_sqe *e)
+{
+	return e->flags == COLLC_SQE_STREAM ? (uint32_t)e->user_data : 1u;
+}
+
+void sched_signal_unrun(uint32_t dev, struct slot_rank *sr)
+{
+	struct sig_item *s;
+
+	if (!sr->sig_mr)
+		return;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		log_err("out of memory: a stream waiting on device %u is not released", dev);
+		sched_mr_put(sr->sig_mr);
+		sr->sig_mr = NULL;
+		return;
+	}
+	s->dev = dev;
+	s->val = sched_signal_value(&sr->sqe);
+	s->addr = (uint64_t)(uintptr_t)sr->sig_mr->addr + sr->sig_off;
+	s->mr = sr->sig_mr;
+	s->queued = 1;
+	sr->sig_mr = NULL;
+	s->next = sigs;
+	sigs = s;
+}
+
+int sched_signals_flush(void)
+{
+	struct sig_item **ps = &sigs;
+	int progress = 0;
+
+	while (*ps) {
+		struct sig_item *s = *ps;
+
+		if (s->queued && sched_fifo_has_room(s->dev)) {
+			struct fifo_host *fh = &sched.fifos[s->dev];
+			struct collc_work_item *it = &fh->f->items[fh->tail & (COLLC_FIFO_DEPTH - 1)];
+
+			memset(it, 0, offsetof(struct collc_work_item, seq));
+			it->kind = COLLC_WORK_SIGNAL;
+			it->nchannels = 1;
+			it->signal = s->addr;
+			it->signal_val = s->val;
+			s->pos = fh->tail;
+			sched_fifo_append(fh);
+			s->queued = 0;
+			progress = 1;
+		} else if (!s->queued && sched_coll_done_on(s->dev, s->pos, 0, 1)) {
+			*ps = s->next;
+			sched_mr_put(s->mr);
+			free(s);
+			progress = 1;
+			continue;
+		}
+		ps = &s->next;
+	}
+	return progress;
+}
+
+void sched_gate_fail(struct sched_client *c, struct member *mb, const struct collc_sqe *e,
+		     uint32_t sig_id, uint64_t sig_off, int res)
+{
+	struct slot_rank sr;
+
+	sched_complete(c, e, res);
+	if (!mb || !mb->comm || !mb->comm->devs || !sqe_flags_valid(e) || e->flags == 0)
+		return;
+	memset(&sr, 0, sizeof(sr));
+	sr.sqe = *e;
+	sched_sig_take(c, sig_id, sig_off, &sr);
+	sched_signal_unrun(mb->comm->devs[mb->rank], &sr);
+}
+
 void sched_complete(struct sched_client *c, const struct collc_sqe *e, int res)
 {
 	struct collc_gate *gt;
@@ -102,6 +209,8 @@ void sched_graph_arm(struct sched_client *c, struct member *mb, const struct col
 			c->narmed++;
 		a->mb = mb;
 		a->sqe = *e;
+		a->sig_mr = load_relaxed(&c->gates[e->gate].sig_mr);
+		a->sig_off = load_relaxed(&c->gates[e->gate].sig_off);
 		/* A replay captured earlier with this gate must not fire the new template. */
 		store_relaxed(&c->gates[e->gate].go, 0u);
 	} else {
@@ -151,13 +260,13 @@ static void fire(struct sched_client *c, struct graph_arm *a)
 	c->submitted++;
 	sched.submitted++;
 	if (cm->revoked) {
-		sched_complete(c, &e, cm->revoked);
+		sched_gate_fail(c, mb, &e, a->sig_mr, a->sig_off, cm->revoked);
 		return;
 	}
 	f = fire_find(cm, mb->fired);
 	if (!f) {
 		/* Out of memory: the communicator cannot stay in step. */
-		sched_complete(c, &e, -ENOMEM);
+		sched_gate_fail(c, mb, &e, a->sig_mr, a->sig_off, -ENOMEM);
 		sched_comm_revoke(cm, -ENOMEM);
 		return;
 	}
@@ -168,6 +277,7 @@ static void fire(struct sched_client *c, struct graph_arm *a)
 	sr->sqe = e;
 	/* The registrations may have gone since the capture. */
 	sr->err = sched_sqe_check(c, &e, mb, 0, sr);
+	sched_sig_take(c, a->sig_mr, a->sig_off, sr);
 	f->sl.arrived++;
 }
 
@@ -303,6 +413,7 @@ void sched_fires_free(struct comm *cm)
 		for (uint32_t r = 0; r < cm->nranks; r++) {
 			sched_mr_put(f->sl.ranks[r].send_mr);
 			sched_mr_put(f->sl.ranks[r].recv_mr);
+			sched_mr_put(f->sl.ranks[r].sig_mr);
 		}
 		free(f->sl.ranks);
 		free(f);
@@ -329,5 +440,7 @@ int sched_gates_waiting(void)
 		    sl->arrived == cm->nlocal)
 			return 1;
 	}
+	if (sigs)
+		return 1;
 	return now_ns() - last_fire_ns < GRAPH_HOT_NS && sched_graphs_armed();
 }

@@ -46,6 +46,8 @@ struct member {
 struct graph_arm {
 	struct member *mb; /* NULL: not armed */
 	struct collc_sqe sqe;
+	uint32_t sig_mr; /* the gate's device word at arming (struct collc_gate) */
+	uint64_t sig_off;
 };
 
 enum { STALL_NONE, STALL_CQ_FULL, STALL_WINDOW };
@@ -97,6 +99,8 @@ struct slot_rank {
 	struct mr *send_mr, *recv_mr;
 	uint64_t fifo_pos;
 	uint64_t *v; /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (nranks each) */
+	struct mr *sig_mr; /* stream collectives: the gate's device word (sched_gate.c) */
+	uint64_t sig_off;
 };
 
 struct slot {
@@ -285,6 +289,25 @@ int sched_fires_done_visible(const struct comm *cm);
 int sched_fires_expire(struct comm *cm, uint32_t ms, uint64_t now);
 void sched_fires_revoke(struct comm *cm, int err);
 void sched_fires_free(struct comm *cm);
+/*
+ * The gate's device word of a stream collective's rank (struct collc_gate
+ * sig_mr, sig_off, as the client left them): a reference on collc_mem_alloc
+ * memory in sr, or none (the stream then waits on the host word).
+ */
+void sched_sig_take(struct sched_client *c, uint32_t id, uint64_t off, struct slot_rank *sr);
+/* What a stream collective's signal word receives: its ticket, or 1 for a graph firing. */
+uint32_t sched_signal_value(const struct collc_sqe *e);
+/*
+ * A rank of a stream collective that ends without its item having run: the
+ * grid of device dev still stores its signal word (a COLLC_WORK_SIGNAL item),
+ * so the stream goes on. Takes over sr's reference.
+ */
+void sched_signal_unrun(uint32_t dev, struct slot_rank *sr);
+/* sched_complete(), and for a stream collective the signal of its device word too. */
+void sched_gate_fail(struct sched_client *c, struct member *mb, const struct collc_sqe *e,
+		     uint32_t sig_id, uint64_t sig_off, int res);
+/* Writes the signal items that wait for FIFO room; lets go of consumed ones. */
+int sched_signals_flush(void);
 /* Does some stream collective, or a graph gate that fired lately, want us polling? */
 int sched_gates_waiting(void);
 /* Is some graph gate armed? Then sleep briefly: a replay says nothing to us. */

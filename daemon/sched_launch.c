@@ -431,6 +431,8 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		it->coll_id = sl->coll_id;
 		it->t_forward = 0;
 		it->batch_last = 0;
+		it->signal = sr->sig_mr ? buf_addr(sr->sig_mr, sr->sig_off) : 0;
+		it->signal_val = sched_signal_value(&sr->sqe);
 		if (collc_copy_coll(it->coll))
 			a2a_copies(cm, sl, r, push,
 				   fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
@@ -479,6 +481,7 @@ int sched_launch_ready(void)
 			progress |= sched_fires_launch(cm);
 		sched_comm_advance_done(cm);
 	}
+	progress |= sched_signals_flush();
 	batch_publish_all();
 	return progress;
 }

@@ -167,11 +167,24 @@ struct collc_gate {
 	uint32_t done; /* written by collcd: the ticket of the last finished collective */
 	int32_t res;   /* written by collcd before done: 0 or -errno */
 	uint32_t fired; /* written by collcd: graph firings taken */
-	uint32_t reserved[12];
+	/*
+	 * Written by the client before the SQE (A1 covers them): the gate's word
+	 * in device memory (struct collc_signal, proto/work.h), a registration
+	 * of collc_mem_alloc memory and an offset; sig_mr 0: none. The grid
+	 * stores the ticket there too, and the stream waits on that word: a
+	 * stream polling device memory instead of host memory does not slow the
+	 * grid's own reads of host memory.
+	 */
+	uint32_t sig_mr;
+	uint32_t reserved0;
+	uint64_t sig_off;
+	uint32_t reserved[8];
 };
 _Static_assert(sizeof(struct collc_gate) == 64, "gate size");
 _Static_assert(offsetof(struct collc_gate, done) == 4, "gate.done");
 _Static_assert(offsetof(struct collc_gate, res) == 8, "gate.res");
+_Static_assert(offsetof(struct collc_gate, sig_mr) == 16, "gate.sig_mr");
+_Static_assert(offsetof(struct collc_gate, sig_off) == 24, "gate.sig_off");
 
 /* One completion, written by collcd. */
 struct collc_cqe {

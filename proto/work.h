@@ -45,6 +45,7 @@ enum {
 	COLLC_WORK_NONE = 0,
 	COLLC_WORK_COLL, /* one rank's share of a collective */
 	COLLC_WORK_QUIT, /* the executor ends after this item */
+	COLLC_WORK_SIGNAL, /* only the signal below: a stream collective that never ran */
 };
 
 enum {
@@ -85,8 +86,16 @@ struct collc_work_item {
 	uint64_t comm_id;   /* the scheduler's id of the communicator: never reused, never 0 */
 	uint64_t t_forward; /* the grid's device copy: when the poller forwarded it (cuda_trace) */
 	uint32_t batch_last; /* the grid's device copy: nonzero on the last item of a forwarded unit */
-	uint32_t reserved0;
-	uint64_t reserved[4];
+	uint32_t signal_val; /* what goes to signal */
+	uint64_t reserved[1]; /* the grid's device copy: trace stamps */
+	/*
+	 * Executor-space address of a stream gate's device word (struct
+	 * collc_signal), 0: none. The grid stores signal_val there once every
+	 * channel of the item finished (E2), so the client's stream, waiting on
+	 * device memory, goes on without the host.
+	 */
+	uint64_t signal;
+	uint64_t reserved1[2];
 	uint64_t seq; /* position + 1; written last */
 };
 _Static_assert(sizeof(struct collc_work_item) == 128, "work_item size");
@@ -100,7 +109,16 @@ _Static_assert(offsetof(struct collc_work_item, coll_id) == 56, "work_item.coll_
 _Static_assert(offsetof(struct collc_work_item, comm_id) == 64, "work_item.comm_id");
 _Static_assert(offsetof(struct collc_work_item, t_forward) == 72, "work_item.t_forward");
 _Static_assert(offsetof(struct collc_work_item, batch_last) == 80, "work_item.batch_last");
+_Static_assert(offsetof(struct collc_work_item, signal_val) == 84, "work_item.signal_val");
+_Static_assert(offsetof(struct collc_work_item, signal) == 96, "work_item.signal");
 _Static_assert(offsetof(struct collc_work_item, seq) == 120, "work_item.seq");
+
+/* A stream gate's word in device memory (proto/shm.h struct collc_gate: sig_mr, sig_off). */
+struct collc_signal {
+	uint32_t value;    /* the ticket of the last collective finished on this device */
+	uint32_t finished; /* channels of the running item that finished; the last resets it */
+};
+_Static_assert(sizeof(struct collc_signal) == 8, "signal size");
 
 /* One channel's counters on their own cache line, written by that channel of the executor. */
 struct collc_consumed {
