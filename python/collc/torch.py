@@ -1,0 +1,375 @@
+# SPDX-License-Identifier: MIT
+"""The torch.distributed backend "collc".
+
+    import collc.torch                     # registers the backend
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("cuda:collc,cpu:gloo", rank=rank, world_size=n)
+
+CUDA tensors run on collcd through the stream-ordered forms, on the current
+stream, like the nccl backend: a call returns once enqueued and Work.wait()
+makes the current stream wait (not the host). torch.cuda.graph capture of
+all_reduce and the other collectives records them into the graph (run each
+collective once on its tensors before capturing: memory is registered with
+collcd then, never during a capture). CPU tensors go to a gloo process group
+made on first use. The connection uses $COLLC_SOCKET (collcd's default
+otherwise); the communicator's id travels through the store torch passes.
+
+torch 2.x takes a ProcessGroup made in Python as the whole group, so this
+one serves every device: collc for CUDA tensors, gloo for CPU tensors.
+"""
+
+import collections
+import inspect
+import threading
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError as e:
+    raise ImportError(f"collc.torch needs PyTorch with torch.distributed: {e}") from e
+if not dist.is_available():
+    raise ImportError("collc.torch: this PyTorch was built without torch.distributed")
+
+import collc
+
+from . import _tensor
+
+collc._tensors()  # binds _tensor to libcollc
+
+_c10d = torch._C._distributed_c10d
+_WorkBase = getattr(dist, "_Work", None) or _c10d.Work
+
+BACKEND = "collc"
+
+
+def _op_table():
+    R = dist.ReduceOp
+    t = [(R.SUM, "sum"), (R.PRODUCT, "prod"), (R.MIN, "min"), (R.MAX, "max")]
+    if hasattr(R, "AVG"):
+        t.append((R.AVG, "avg"))
+    return t
+
+
+_OPS = _op_table()
+
+
+def _op_name(op):
+    for ref, name in _OPS:
+        try:
+            if op == ref:
+                return name
+        except TypeError:
+            continue
+    raise ValueError(f"collc: reduce op {op} is not supported (SUM, PRODUCT, MIN, MAX, AVG)")
+
+
+class CollcWork(_WorkBase):
+    """A collective on CUDA tensors, ordered on the stream it was enqueued on.
+
+    wait(): the current stream waits for the collective (the host does not;
+    barrier's work waits on the host); is_completed(): its stream work ran;
+    get_future(): a CUDA-aware future holding the result tensors. Each checks
+    collc_comm_get_async_error and raises collc.Error after a failure.
+    """
+
+    def __init__(self, pg, comm, result, stream, host_wait=False):
+        super().__init__()
+        self._pg = pg
+        self._comm = comm
+        self._result = result
+        self._device = comm.device
+        self._stream = stream  # raw cudaStream_t
+        self._host_wait = host_wait
+        self._event = None
+        self._fut = None
+
+    def _record(self):
+        # Recorded on first need: it then covers the collective and possibly
+        # later work on that stream, never less.
+        if self._event is None:
+            ev = torch.cuda.Event()
+            ev.record(_tensor.stream_object(self._stream, self._device))
+            self._event = ev
+        return self._event
+
+    def wait(self, timeout=None):
+        self._comm.check_async_error()
+        if self._host_wait:
+            self._record().synchronize()
+            self._comm.check_async_error()
+        elif _tensor._raw_stream(self._device) != self._stream:
+            torch.cuda.current_stream(self._device).wait_event(self._record())
+        return True
+
+    def is_completed(self):
+        if not self._record().query():
+            return False
+        self._comm.check_async_error()
+        return True
+
+    def is_success(self):
+        return self.is_completed()
+
+    def exception(self):
+        return None
+
+    def synchronize(self):
+        self._record().synchronize()
+        self._comm.check_async_error()
+
+    def result(self):
+        return self._result
+
+    def get_future(self):
+        if self._fut is None:
+            fut = torch.futures.Future(devices=[torch.device("cuda", self._device)])
+            # A CUDA future records its completion on the current stream: make
+            # that the collective's stream.
+            with torch.cuda.device(self._device), \
+                    torch.cuda.stream(_tensor.stream_object(self._stream, self._device)):
+                fut.set_result(self._result)
+            self._fut = fut
+        return self._fut
+
+
+class ProcessGroupCollc(dist.ProcessGroup):
+    """One rank's process group on collcd (made by init_process_group / new_group)."""
+
+    # Work objects handed to C++ (DDP's reducer) must outlive the call that
+    # made them until C++ asked for their future: the last ones stay referenced.
+    _KEEP = 1024
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._store = store
+        self._timeout = timeout
+        self._rank_ = rank
+        self._size_ = size
+        self._lock = threading.Lock()
+        self._ctx = collc.connect()
+        self._comms = {}  # CUDA device index -> collc.Comm
+        self._ncomms = 0
+        self._gloo = None
+        self._one = {}  # device -> the one-element tensor barrier reduces
+        self._works = collections.deque(maxlen=self._KEEP)
+
+    def getBackendName(self):
+        return BACKEND
+
+    def __repr__(self):
+        return f"<collc.torch.ProcessGroupCollc rank {self._rank_} of {self._size_}>"
+
+    # Communicators and the CPU side.
+    def _comm(self, device):
+        c = self._comms.get(device)
+        if c is not None:
+            return c
+        with self._lock:
+            c = self._comms.get(device)
+            if c is None:
+                # Every rank makes its n-th communicator at the same collective.
+                key = f"collc/uid/{self._ncomms}"
+                self._ncomms += 1
+                if self._rank_ == 0:
+                    uid = self._ctx.unique_id()
+                    self._store.set(key, uid.hex())
+                else:
+                    uid = bytes.fromhex(bytes(self._store.get(key)).decode())
+                c = self._ctx.comm(uid, self._size_, self._rank_, device)
+                self._comms[device] = c
+        return c
+
+    def _cpu(self, what):
+        if self._gloo is None:
+            with self._lock:
+                if self._gloo is None:
+                    if not dist.is_gloo_available():
+                        raise RuntimeError(f"collc.torch: {what} on CPU tensors needs gloo, "
+                                           "which this PyTorch lacks")
+                    store = dist.PrefixStore("collc-cpu/", self._store)
+                    self._gloo = dist.ProcessGroupGloo(store, self._rank_, self._size_,
+                                                       self._timeout)
+        return self._gloo
+
+    def _work(self, comm, result, host_wait=False):
+        w = CollcWork(self, comm, result, _tensor._raw_stream(comm.device), host_wait)
+        self._works.append(w)
+        return w
+
+    @staticmethod
+    def _one_tensor(tensors, what):
+        if len(tensors) != 1:
+            raise ValueError(f"collc.torch: {what} takes one tensor per rank, not {len(tensors)}")
+        return tensors[0]
+
+    # The collectives torch.distributed calls.
+    def allreduce(self, tensors, opts=None):
+        t = self._one_tensor(tensors, "allreduce")
+        if not t.is_cuda:
+            return self._cpu("allreduce").allreduce(tensors, opts or dist.AllreduceOptions())
+        op = "sum" if opts is None else _op_name(opts.reduceOp)
+        c = self._comm(t.device.index)
+        c.all_reduce(t, op=op)
+        return self._work(c, tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        if tensors and not tensors[0].is_cuda:
+            return self._cpu("allreduce_coalesced").allreduce_coalesced(tensors, opts)
+        op = "sum" if opts is None else _op_name(opts.reduceOp)
+        c = None
+        for t in tensors:
+            c = self._comm(t.device.index)
+            c.all_reduce(t, op=op)
+        if c is None:
+            raise ValueError("collc.torch: allreduce_coalesced of no tensors")
+        return self._work(c, tensors)
+
+    def broadcast(self, tensors, opts=None):
+        t = self._one_tensor(tensors, "broadcast")
+        if not t.is_cuda:
+            return self._cpu("broadcast").broadcast(tensors, opts or dist.BroadcastOptions())
+        root = 0 if opts is None else opts.rootRank
+        c = self._comm(t.device.index)
+        c.broadcast(t, root=root)
+        return self._work(c, tensors)
+
+    def reduce(self, tensors, opts=None):
+        t = self._one_tensor(tensors, "reduce")
+        if not t.is_cuda:
+            return self._cpu("reduce").reduce(tensors, opts or dist.ReduceOptions())
+        op = "sum" if opts is None else _op_name(opts.reduceOp)
+        root = 0 if opts is None else opts.rootRank
+        c = self._comm(t.device.index)
+        c.reduce(t, op=op, root=root)
+        return self._work(c, tensors)
+
+    def _allgather_base(self, output, input, opts=None):
+        if not input.is_cuda:
+            return self._cpu("all_gather_into_tensor")._allgather_base(
+                output, input, opts or dist.AllgatherOptions())
+        c = self._comm(input.device.index)
+        c.all_gather(input, output)
+        return self._work(c, [output])
+
+    def allgather(self, output_lists, inputs, opts=None):
+        x = self._one_tensor(inputs, "allgather")
+        if not x.is_cuda:
+            return self._cpu("all_gather").allgather(output_lists, inputs,
+                                                     opts or dist.AllgatherOptions())
+        outs = self._one_tensor(output_lists, "allgather")
+        if len(outs) != self._size_:
+            raise ValueError(f"collc.torch: all_gather needs {self._size_} output tensors, "
+                             f"not {len(outs)}")
+        c = self._comm(x.device.index)
+        flat = torch.empty(self._size_ * x.numel(), dtype=x.dtype, device=x.device)
+        c.all_gather(x.contiguous(), flat)
+        for o, part in zip(outs, flat.chunk(self._size_)):
+            o.copy_(part.view_as(o))
+        return self._work(c, output_lists)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        if not input.is_cuda:
+            return self._cpu("reduce_scatter_tensor")._reduce_scatter_base(
+                output, input, opts or dist.ReduceScatterOptions())
+        op = "sum" if opts is None else _op_name(opts.reduceOp)
+        c = self._comm(input.device.index)
+        c.reduce_scatter(input, output, op=op)
+        return self._work(c, [output])
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        out = self._one_tensor(outputs, "reduce_scatter")
+        if not out.is_cuda:
+            return self._cpu("reduce_scatter").reduce_scatter(
+                outputs, input_lists, opts or dist.ReduceScatterOptions())
+        ins = self._one_tensor(input_lists, "reduce_scatter")
+        op = "sum" if opts is None else _op_name(opts.reduceOp)
+        c = self._comm(out.device.index)
+        flat = torch.cat([i.reshape(-1) for i in ins])
+        res = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
+        c.reduce_scatter(flat, res, op=op)
+        if res is not out:
+            out.copy_(res)
+        return self._work(c, outputs)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        if not input.is_cuda:
+            return self._cpu("all_to_all_single").alltoall_base(
+                output, input, output_split_sizes, input_split_sizes,
+                opts or dist.AllToAllOptions())
+        n = self._size_
+        for name, splits, t in (("output", output_split_sizes, output),
+                                ("input", input_split_sizes, input)):
+            if splits and (len(splits) != n or len(set(splits)) != 1
+                           or splits[0] * n != t.shape[0]):
+                raise ValueError(f"collc.torch: all_to_all_single with uneven {name} split "
+                                 f"sizes {list(splits)} is not supported (collc has no "
+                                 "stream-ordered all-to-allv): use equal splits")
+        c = self._comm(input.device.index)
+        c.all_to_all(input, output)
+        return self._work(c, [output])
+
+    def send(self, tensors, dst, tag=0):
+        t = self._one_tensor(tensors, "send")
+        if not t.is_cuda:
+            return self._cpu("send").send(tensors, dst, tag)
+        c = self._comm(t.device.index)
+        c.send(t, dst)  # tags are not matched (as with nccl): posting order is
+        return self._work(c, tensors)
+
+    def recv(self, tensors, src, tag=0):
+        t = self._one_tensor(tensors, "recv")
+        if not t.is_cuda:
+            return self._cpu("recv").recv(tensors, src, tag)
+        c = self._comm(t.device.index)
+        c.recv(t, src)
+        return self._work(c, tensors)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise ValueError("collc.torch: recv needs src (collc matches a receive to one sender)")
+
+    def barrier(self, opts=None):
+        ids = list(getattr(opts, "device_ids", None) or [])
+        dev = ids[0] if ids else (next(iter(self._comms)) if self._comms
+                                  else torch.cuda.current_device())
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("collc.torch: barrier waits on the host and cannot be captured")
+        one = self._one.get(dev)
+        if one is None:
+            one = self._one[dev] = torch.zeros(1, dtype=torch.float32, device=f"cuda:{dev}")
+        c = self._comm(dev)
+        c.all_reduce(one)
+        return self._work(c, [one], host_wait=True)
+
+    def shutdown(self):
+        """Leaves the communicators and disconnects (destroy_process_group)."""
+        with self._lock:
+            for c in self._comms.values():
+                try:
+                    c.check_async_error()
+                except collc.Error:
+                    pass
+            self._comms.clear()
+            self._ctx.close()
+
+    def _shutdown(self):
+        self.shutdown()
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupCollc(store, rank, size, timeout)
+
+
+def _register():
+    B = dist.Backend
+    if BACKEND.upper() in getattr(B, "_plugins", {}):
+        return
+    kw = {}
+    try:
+        if "devices" in inspect.signature(B.register_backend).parameters:
+            kw["devices"] = ["cuda"]
+    except (TypeError, ValueError):
+        pass
+    B.register_backend(BACKEND, _create, **kw)
+
+
+_register()
