@@ -117,11 +117,14 @@ class CudaRequest:
     is_completed() is True once its stream work finished.
     """
 
-    def __init__(self, comm, handle, sobj, keep, what):
+    def __init__(self, comm, stream, handle, sobj, keep, what):
         self._comm = comm
         self._what = what
         self._device = comm.device
-        self._stream = sobj if sobj is not None else stream_object(handle, comm.device)
+        if sobj is None:
+            sobj = torch.cuda.current_stream(comm.device) if stream is None \
+                else stream_object(handle, comm.device)
+        self._stream = sobj
         self._event = torch.cuda.Event()
         self._event.record(self._stream)
         self._keep = keep
@@ -148,15 +151,15 @@ class CudaRequest:
 
 def _run_cuda(comm, what, fn_name, bufs, args, stream, async_op):
     """bufs: (tensor, name) in the order the C function takes pointers."""
+    h = comm._handle(what)
+    if comm.device < 0:
+        raise ValueError(f"{what}: CUDA tensors need a communicator of their device "
+                         "(ctx.comm(uid, nranks, rank, device=N)), not a host communicator")
     if not _streams:
         raise NotImplementedError(
             f"{what}: this libcollc has no stream-ordered collectives ({fn_name} is missing): "
             "CUDA tensors need a libcollc built with them")
     fn = getattr(_C, fn_name)
-    h = comm._handle(what)
-    if comm.device < 0:
-        raise ValueError(f"{what}: CUDA tensors need a communicator of their device "
-                         "(ctx.comm(uid, nranks, rank, device=N)), not a host communicator")
     handle, sobj = _stream_arg(comm, stream, what)
     ptrs, keep, seen = [], [], set()
     regs = comm._ctx._devregs()
@@ -167,14 +170,15 @@ def _run_cuda(comm, what, fn_name, bufs, args, stream, async_op):
                         lambda: regs.driver.is_capturing(handle))
             seen.add(p)
         ptrs.append(p)
-        keep.append(t)
+        if not any(k is t for k in keep):
+            keep.append(t)
     comm.check_async_error()
     _check(fn(h, *ptrs, *args, ctypes.c_void_p(handle)), what)
     if sobj is not None:
         for t in keep:
             t.record_stream(sobj)  # the allocator must not reuse it before sobj's work ran
     if async_op:
-        return CudaRequest(comm, handle, sobj, keep, what)
+        return CudaRequest(comm, stream, handle, sobj, keep, what)
     return None
 
 

@@ -150,8 +150,18 @@ class ProcessGroupCollc(dist.ProcessGroup):
         self._comms = {}  # CUDA device index -> collc.Comm
         self._ncomms = 0
         self._gloo = None
+        self._gloo_error = None
         self._one = {}  # device -> the one-element tensor barrier reduces
         self._works = collections.deque(maxlen=self._KEEP)
+        # gloo serves CPU tensors. Registered as this group's CPU backend, it
+        # also gives torch.distributed a device for object collectives and
+        # barrier (they look at the group's registered device types).
+        try:
+            self._cpu("the CPU backend")
+            self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO,
+                                   self._gloo)
+        except Exception as e:  # noqa: BLE001: CUDA tensors do not need it
+            self._gloo_error = e
 
     def getBackendName(self):
         return BACKEND
@@ -187,8 +197,8 @@ class ProcessGroupCollc(dist.ProcessGroup):
                         raise RuntimeError(f"collc.torch: {what} on CPU tensors needs gloo, "
                                            "which this PyTorch lacks")
                     store = dist.PrefixStore("collc-cpu/", self._store)
-                    self._gloo = dist.ProcessGroupGloo(store, self._rank_, self._size_,
-                                                       self._timeout)
+                    self._gloo = _c10d.ProcessGroupGloo(store, self._rank_, self._size_,
+                                                        self._timeout)
         return self._gloo
 
     def _work(self, comm, result, host_wait=False):
@@ -206,7 +216,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         t = self._one_tensor(tensors, "allreduce")
         if not t.is_cuda:
-            return self._cpu("allreduce").allreduce(tensors, opts or dist.AllreduceOptions())
+            return self._cpu("allreduce").allreduce(tensors, opts or _c10d.AllreduceOptions())
         op = "sum" if opts is None else _op_name(opts.reduceOp)
         c = self._comm(t.device.index)
         c.all_reduce(t, op=op)
@@ -227,7 +237,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
     def broadcast(self, tensors, opts=None):
         t = self._one_tensor(tensors, "broadcast")
         if not t.is_cuda:
-            return self._cpu("broadcast").broadcast(tensors, opts or dist.BroadcastOptions())
+            return self._cpu("broadcast").broadcast(tensors, opts or _c10d.BroadcastOptions())
         root = 0 if opts is None else opts.rootRank
         c = self._comm(t.device.index)
         c.broadcast(t, root=root)
@@ -236,7 +246,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
     def reduce(self, tensors, opts=None):
         t = self._one_tensor(tensors, "reduce")
         if not t.is_cuda:
-            return self._cpu("reduce").reduce(tensors, opts or dist.ReduceOptions())
+            return self._cpu("reduce").reduce(tensors, opts or _c10d.ReduceOptions())
         op = "sum" if opts is None else _op_name(opts.reduceOp)
         root = 0 if opts is None else opts.rootRank
         c = self._comm(t.device.index)
@@ -246,7 +256,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
     def _allgather_base(self, output, input, opts=None):
         if not input.is_cuda:
             return self._cpu("all_gather_into_tensor")._allgather_base(
-                output, input, opts or dist.AllgatherOptions())
+                output, input, opts or _c10d.AllgatherOptions())
         c = self._comm(input.device.index)
         c.all_gather(input, output)
         return self._work(c, [output])
@@ -255,7 +265,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         x = self._one_tensor(inputs, "allgather")
         if not x.is_cuda:
             return self._cpu("all_gather").allgather(output_lists, inputs,
-                                                     opts or dist.AllgatherOptions())
+                                                     opts or _c10d.AllgatherOptions())
         outs = self._one_tensor(output_lists, "allgather")
         if len(outs) != self._size_:
             raise ValueError(f"collc.torch: all_gather needs {self._size_} output tensors, "
@@ -270,7 +280,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
     def _reduce_scatter_base(self, output, input, opts=None):
         if not input.is_cuda:
             return self._cpu("reduce_scatter_tensor")._reduce_scatter_base(
-                output, input, opts or dist.ReduceScatterOptions())
+                output, input, opts or _c10d.ReduceScatterOptions())
         op = "sum" if opts is None else _op_name(opts.reduceOp)
         c = self._comm(input.device.index)
         c.reduce_scatter(input, output, op=op)
@@ -280,12 +290,13 @@ class ProcessGroupCollc(dist.ProcessGroup):
         out = self._one_tensor(outputs, "reduce_scatter")
         if not out.is_cuda:
             return self._cpu("reduce_scatter").reduce_scatter(
-                outputs, input_lists, opts or dist.ReduceScatterOptions())
+                outputs, input_lists, opts or _c10d.ReduceScatterOptions())
         ins = self._one_tensor(input_lists, "reduce_scatter")
         op = "sum" if opts is None else _op_name(opts.reduceOp)
         c = self._comm(out.device.index)
         flat = torch.cat([i.reshape(-1) for i in ins])
-        res = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
+        res = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype,
+                                                          device=out.device)
         c.reduce_scatter(flat, res, op=op)
         if res is not out:
             out.copy_(res)
@@ -295,7 +306,7 @@ class ProcessGroupCollc(dist.ProcessGroup):
         if not input.is_cuda:
             return self._cpu("all_to_all_single").alltoall_base(
                 output, input, output_split_sizes, input_split_sizes,
-                opts or dist.AllToAllOptions())
+                opts or _c10d.AllToAllOptions())
         n = self._size_
         for name, splits, t in (("output", output_split_sizes, output),
                                 ("input", input_split_sizes, input)):
