@@ -74,37 +74,37 @@ class CollcWork(_WorkBase):
 
     def __init__(self, pg, comm, result, stream, host_wait=False):
         super().__init__()
-        self._pg = pg
-        self._comm = comm
-        self._result = result
-        self._device = comm.device
-        self._stream = stream  # raw cudaStream_t
-        self._host_wait = host_wait
-        self._event = None
-        self._fut = None
+        self._collc_pg = pg
+        self._collc_comm = comm
+        self._collc_result = result
+        self._collc_device = comm.device
+        self._collc_stream = stream  # raw cudaStream_t
+        self._collc_host_wait = host_wait
+        self._collc_event = None
+        self._collc_fut = None
 
-    def _record(self):
+    def _collc_record(self):
         # Recorded on first need: it then covers the collective and possibly
         # later work on that stream, never less.
-        if self._event is None:
+        if self._collc_event is None:
             ev = torch.cuda.Event()
-            ev.record(_tensor.stream_object(self._stream, self._device))
-            self._event = ev
-        return self._event
+            ev.record(_tensor.stream_object(self._collc_stream, self._collc_device))
+            self._collc_event = ev
+        return self._collc_event
 
     def wait(self, timeout=None):
-        self._comm.check_async_error()
-        if self._host_wait:
-            self._record().synchronize()
-            self._comm.check_async_error()
-        elif _tensor._raw_stream(self._device) != self._stream:
-            torch.cuda.current_stream(self._device).wait_event(self._record())
+        self._collc_comm.check_async_error()
+        if self._collc_host_wait:
+            self._collc_record().synchronize()
+            self._collc_comm.check_async_error()
+        elif _tensor._raw_stream(self._collc_device) != self._collc_stream:
+            torch.cuda.current_stream(self._collc_device).wait_event(self._collc_record())
         return True
 
     def is_completed(self):
-        if not self._record().query():
+        if not self._collc_record().query():
             return False
-        self._comm.check_async_error()
+        self._collc_comm.check_async_error()
         return True
 
     def is_success(self):
@@ -114,22 +114,22 @@ class CollcWork(_WorkBase):
         return None
 
     def synchronize(self):
-        self._record().synchronize()
-        self._comm.check_async_error()
+        self._collc_record().synchronize()
+        self._collc_comm.check_async_error()
 
     def result(self):
-        return self._result
+        return self._collc_result
 
     def get_future(self):
-        if self._fut is None:
-            fut = torch.futures.Future(devices=[torch.device("cuda", self._device)])
+        if self._collc_fut is None:
+            fut = torch.futures.Future(devices=[torch.device("cuda", self._collc_device)])
             # A CUDA future records its completion on the current stream: make
             # that the collective's stream.
-            with torch.cuda.device(self._device), \
-                    torch.cuda.stream(_tensor.stream_object(self._stream, self._device)):
-                fut.set_result(self._result)
-            self._fut = fut
-        return self._fut
+            s = _tensor.stream_object(self._collc_stream, self._collc_device)
+            with torch.cuda.device(self._collc_device), torch.cuda.stream(s):
+                fut.set_result(self._collc_result)
+            self._collc_fut = fut
+        return self._collc_fut
 
 
 class ProcessGroupCollc(dist.ProcessGroup):
@@ -137,177 +137,180 @@ class ProcessGroupCollc(dist.ProcessGroup):
 
     # Work objects handed to C++ (DDP's reducer) must outlive the call that
     # made them until C++ asked for their future: the last ones stay referenced.
-    _KEEP = 1024
+    _collc_KEEP = 1024
 
     def __init__(self, store, rank, size, timeout):
         super().__init__(rank, size)
-        self._store = store
-        self._timeout = timeout
-        self._rank_ = rank
-        self._size_ = size
-        self._lock = threading.Lock()
-        self._ctx = collc.connect()
-        self._comms = {}  # CUDA device index -> collc.Comm
-        self._ncomms = 0
-        self._gloo = None
-        self._gloo_error = None
-        self._one = {}  # device -> the one-element tensor barrier reduces
-        self._works = collections.deque(maxlen=self._KEEP)
+        self._collc_store = store
+        self._collc_timeout = timeout
+        self._collc_rank = rank
+        self._collc_size = size
+        self._collc_lock = threading.Lock()
+        self._collc_ctx = collc.connect()
+        self._collc_comms = {}  # CUDA device index -> collc.Comm
+        self._collc_ncomms = 0
+        self._collc_gloo = None
+        self._collc_gloo_error = None
+        self._collc_one = {}  # device -> the one-element tensor barrier reduces
+        self._collc_works = collections.deque(maxlen=self._collc_KEEP)
         # gloo serves CPU tensors. Registered as this group's CPU backend, it
         # also gives torch.distributed a device for object collectives and
         # barrier (they look at the group's registered device types).
         try:
-            self._cpu("the CPU backend")
+            self._collc_cpu("the CPU backend")
             self._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO,
-                                   self._gloo)
+                                   self._collc_gloo)
         except Exception as e:  # noqa: BLE001: CUDA tensors do not need it
-            self._gloo_error = e
+            self._collc_gloo_error = e
 
     def getBackendName(self):
         return BACKEND
 
     def __repr__(self):
-        return f"<collc.torch.ProcessGroupCollc rank {self._rank_} of {self._size_}>"
+        return f"<collc.torch.ProcessGroupCollc rank {self._collc_rank} of {self._collc_size}>"
 
     # Communicators and the CPU side.
-    def _comm(self, device):
-        c = self._comms.get(device)
+    def _collc_comm(self, device):
+        c = self._collc_comms.get(device)
         if c is not None:
             return c
-        with self._lock:
-            c = self._comms.get(device)
+        with self._collc_lock:
+            c = self._collc_comms.get(device)
             if c is None:
                 # Every rank makes its n-th communicator at the same collective.
-                key = f"collc/uid/{self._ncomms}"
-                self._ncomms += 1
-                if self._rank_ == 0:
-                    uid = self._ctx.unique_id()
-                    self._store.set(key, uid.hex())
+                key = f"collc/uid/{self._collc_ncomms}"
+                self._collc_ncomms += 1
+                if self._collc_rank == 0:
+                    uid = self._collc_ctx.unique_id()
+                    self._collc_store.set(key, uid.hex())
                 else:
-                    uid = bytes.fromhex(bytes(self._store.get(key)).decode())
-                c = self._ctx.comm(uid, self._size_, self._rank_, device)
-                self._comms[device] = c
+                    uid = bytes.fromhex(bytes(self._collc_store.get(key)).decode())
+                c = self._collc_ctx.comm(uid, self._collc_size, self._collc_rank, device)
+                self._collc_comms[device] = c
         return c
 
-    def _cpu(self, what):
-        if self._gloo is None:
-            with self._lock:
-                if self._gloo is None:
+    def _collc_cpu(self, what):
+        if self._collc_gloo is None:
+            with self._collc_lock:
+                if self._collc_gloo is None:
                     if not dist.is_gloo_available():
                         raise RuntimeError(f"collc.torch: {what} on CPU tensors needs gloo, "
                                            "which this PyTorch lacks")
-                    store = dist.PrefixStore("collc-cpu/", self._store)
-                    self._gloo = _c10d.ProcessGroupGloo(store, self._rank_, self._size_,
-                                                        self._timeout)
-        return self._gloo
+                    store = dist.PrefixStore("collc-cpu/", self._collc_store)
+                    self._collc_gloo = _c10d.ProcessGroupGloo(
+                        store, self._collc_rank, self._collc_size, self._collc_timeout)
+        return self._collc_gloo
 
-    def _work(self, comm, result, host_wait=False):
+    def _collc_work(self, comm, result, host_wait=False):
         w = CollcWork(self, comm, result, _tensor._raw_stream(comm.device), host_wait)
-        self._works.append(w)
+        self._collc_works.append(w)
         return w
 
     @staticmethod
-    def _one_tensor(tensors, what):
+    def _collc_one_tensor(tensors, what):
         if len(tensors) != 1:
-            raise ValueError(f"collc.torch: {what} takes one tensor per rank, not {len(tensors)}")
+            raise ValueError(f"collc.torch: {what} takes one tensor per rank, "
+                             f"not {len(tensors)}")
         return tensors[0]
 
     # The collectives torch.distributed calls.
     def allreduce(self, tensors, opts=None):
-        t = self._one_tensor(tensors, "allreduce")
+        t = self._collc_one_tensor(tensors, "allreduce")
         if not t.is_cuda:
-            return self._cpu("allreduce").allreduce(tensors, opts or _c10d.AllreduceOptions())
+            return self._collc_cpu("allreduce").allreduce(tensors,
+                                                          opts or _c10d.AllreduceOptions())
         op = "sum" if opts is None else _op_name(opts.reduceOp)
-        c = self._comm(t.device.index)
+        c = self._collc_comm(t.device.index)
         c.all_reduce(t, op=op)
-        return self._work(c, tensors)
+        return self._collc_work(c, tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         if tensors and not tensors[0].is_cuda:
-            return self._cpu("allreduce_coalesced").allreduce_coalesced(tensors, opts)
+            return self._collc_cpu("allreduce_coalesced").allreduce_coalesced(tensors, opts)
         op = "sum" if opts is None else _op_name(opts.reduceOp)
         c = None
         for t in tensors:
-            c = self._comm(t.device.index)
+            c = self._collc_comm(t.device.index)
             c.all_reduce(t, op=op)
         if c is None:
             raise ValueError("collc.torch: allreduce_coalesced of no tensors")
-        return self._work(c, tensors)
+        return self._collc_work(c, tensors)
 
     def broadcast(self, tensors, opts=None):
-        t = self._one_tensor(tensors, "broadcast")
+        t = self._collc_one_tensor(tensors, "broadcast")
         if not t.is_cuda:
-            return self._cpu("broadcast").broadcast(tensors, opts or _c10d.BroadcastOptions())
+            return self._collc_cpu("broadcast").broadcast(tensors,
+                                                          opts or _c10d.BroadcastOptions())
         root = 0 if opts is None else opts.rootRank
-        c = self._comm(t.device.index)
+        c = self._collc_comm(t.device.index)
         c.broadcast(t, root=root)
-        return self._work(c, tensors)
+        return self._collc_work(c, tensors)
 
     def reduce(self, tensors, opts=None):
-        t = self._one_tensor(tensors, "reduce")
+        t = self._collc_one_tensor(tensors, "reduce")
         if not t.is_cuda:
-            return self._cpu("reduce").reduce(tensors, opts or _c10d.ReduceOptions())
+            return self._collc_cpu("reduce").reduce(tensors, opts or _c10d.ReduceOptions())
         op = "sum" if opts is None else _op_name(opts.reduceOp)
         root = 0 if opts is None else opts.rootRank
-        c = self._comm(t.device.index)
+        c = self._collc_comm(t.device.index)
         c.reduce(t, op=op, root=root)
-        return self._work(c, tensors)
+        return self._collc_work(c, tensors)
 
     def _allgather_base(self, output, input, opts=None):
         if not input.is_cuda:
-            return self._cpu("all_gather_into_tensor")._allgather_base(
+            return self._collc_cpu("all_gather_into_tensor")._allgather_base(
                 output, input, opts or _c10d.AllgatherOptions())
-        c = self._comm(input.device.index)
+        c = self._collc_comm(input.device.index)
         c.all_gather(input, output)
-        return self._work(c, [output])
+        return self._collc_work(c, [output])
 
     def allgather(self, output_lists, inputs, opts=None):
-        x = self._one_tensor(inputs, "allgather")
+        x = self._collc_one_tensor(inputs, "allgather")
         if not x.is_cuda:
-            return self._cpu("all_gather").allgather(output_lists, inputs,
-                                                     opts or _c10d.AllgatherOptions())
-        outs = self._one_tensor(output_lists, "allgather")
-        if len(outs) != self._size_:
-            raise ValueError(f"collc.torch: all_gather needs {self._size_} output tensors, "
+            return self._collc_cpu("all_gather").allgather(output_lists, inputs,
+                                                           opts or _c10d.AllgatherOptions())
+        outs = self._collc_one_tensor(output_lists, "allgather")
+        if len(outs) != self._collc_size:
+            raise ValueError(f"collc.torch: all_gather needs {self._collc_size} output tensors, "
                              f"not {len(outs)}")
-        c = self._comm(x.device.index)
-        flat = torch.empty(self._size_ * x.numel(), dtype=x.dtype, device=x.device)
+        c = self._collc_comm(x.device.index)
+        flat = torch.empty(self._collc_size * x.numel(), dtype=x.dtype, device=x.device)
         c.all_gather(x.contiguous(), flat)
-        for o, part in zip(outs, flat.chunk(self._size_)):
+        for o, part in zip(outs, flat.chunk(self._collc_size)):
             o.copy_(part.view_as(o))
-        return self._work(c, output_lists)
+        return self._collc_work(c, output_lists)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         if not input.is_cuda:
-            return self._cpu("reduce_scatter_tensor")._reduce_scatter_base(
+            return self._collc_cpu("reduce_scatter_tensor")._reduce_scatter_base(
                 output, input, opts or _c10d.ReduceScatterOptions())
         op = "sum" if opts is None else _op_name(opts.reduceOp)
-        c = self._comm(input.device.index)
+        c = self._collc_comm(input.device.index)
         c.reduce_scatter(input, output, op=op)
-        return self._work(c, [output])
+        return self._collc_work(c, [output])
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
-        out = self._one_tensor(outputs, "reduce_scatter")
+        out = self._collc_one_tensor(outputs, "reduce_scatter")
         if not out.is_cuda:
-            return self._cpu("reduce_scatter").reduce_scatter(
+            return self._collc_cpu("reduce_scatter").reduce_scatter(
                 outputs, input_lists, opts or _c10d.ReduceScatterOptions())
-        ins = self._one_tensor(input_lists, "reduce_scatter")
+        ins = self._collc_one_tensor(input_lists, "reduce_scatter")
         op = "sum" if opts is None else _op_name(opts.reduceOp)
-        c = self._comm(out.device.index)
+        c = self._collc_comm(out.device.index)
         flat = torch.cat([i.reshape(-1) for i in ins])
         res = out if out.is_contiguous() else torch.empty(out.shape, dtype=out.dtype,
                                                           device=out.device)
         c.reduce_scatter(flat, res, op=op)
         if res is not out:
             out.copy_(res)
-        return self._work(c, outputs)
+        return self._collc_work(c, outputs)
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         if not input.is_cuda:
-            return self._cpu("all_to_all_single").alltoall_base(
+            return self._collc_cpu("all_to_all_single").alltoall_base(
                 output, input, output_split_sizes, input_split_sizes,
                 opts or _c10d.AllToAllOptions())
-        n = self._size_
+        n = self._collc_size
         for name, splits, t in (("output", output_split_sizes, output),
                                 ("input", input_split_sizes, input)):
             if splits and (len(splits) != n or len(set(splits)) != 1
@@ -315,52 +318,47 @@ class ProcessGroupCollc(dist.ProcessGroup):
                 raise ValueError(f"collc.torch: all_to_all_single with uneven {name} split "
                                  f"sizes {list(splits)} is not supported (collc has no "
                                  "stream-ordered all-to-allv): use equal splits")
-        c = self._comm(input.device.index)
+        c = self._collc_comm(input.device.index)
         c.all_to_all(input, output)
-        return self._work(c, [output])
+        return self._collc_work(c, [output])
 
     def send(self, tensors, dst, tag=0):
-        t = self._one_tensor(tensors, "send")
+        t = self._collc_one_tensor(tensors, "send")
         if not t.is_cuda:
-            return self._cpu("send").send(tensors, dst, tag)
-        c = self._comm(t.device.index)
+            return self._collc_cpu("send").send(tensors, dst, tag)
+        c = self._collc_comm(t.device.index)
         c.send(t, dst)  # tags are not matched (as with nccl): posting order is
-        return self._work(c, tensors)
+        return self._collc_work(c, tensors)
 
     def recv(self, tensors, src, tag=0):
-        t = self._one_tensor(tensors, "recv")
+        t = self._collc_one_tensor(tensors, "recv")
         if not t.is_cuda:
-            return self._cpu("recv").recv(tensors, src, tag)
-        c = self._comm(t.device.index)
+            return self._collc_cpu("recv").recv(tensors, src, tag)
+        c = self._collc_comm(t.device.index)
         c.recv(t, src)
-        return self._work(c, tensors)
+        return self._collc_work(c, tensors)
 
     def recv_anysource(self, tensors, tag=0):
         raise ValueError("collc.torch: recv needs src (collc matches a receive to one sender)")
 
     def barrier(self, opts=None):
         ids = list(getattr(opts, "device_ids", None) or [])
-        dev = ids[0] if ids else (next(iter(self._comms)) if self._comms
+        dev = ids[0] if ids else (next(iter(self._collc_comms)) if self._collc_comms
                                   else torch.cuda.current_device())
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError("collc.torch: barrier waits on the host and cannot be captured")
-        one = self._one.get(dev)
+        one = self._collc_one.get(dev)
         if one is None:
-            one = self._one[dev] = torch.zeros(1, dtype=torch.float32, device=f"cuda:{dev}")
-        c = self._comm(dev)
+            one = self._collc_one[dev] = torch.zeros(1, dtype=torch.float32, device=f"cuda:{dev}")
+        c = self._collc_comm(dev)
         c.all_reduce(one)
-        return self._work(c, [one], host_wait=True)
+        return self._collc_work(c, [one], host_wait=True)
 
     def shutdown(self):
         """Leaves the communicators and disconnects (destroy_process_group)."""
-        with self._lock:
-            for c in self._comms.values():
-                try:
-                    c.check_async_error()
-                except collc.Error:
-                    pass
-            self._comms.clear()
-            self._ctx.close()
+        with self._collc_lock:
+            self._collc_comms.clear()
+            self._collc_ctx.close()  # destroys the communicators; idempotent
 
     def _shutdown(self):
         self.shutdown()

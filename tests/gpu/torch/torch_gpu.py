@@ -357,9 +357,9 @@ def latency_rank(rank, world, a):
     out["graph replay+sync"] = timed(replay)
 
     pg = dist.distributed_c10d._get_default_group()
-    if "collc" in a["backend"] and hasattr(pg, "_comm"):
+    if "collc" in a["backend"] and hasattr(pg, "_collc_comm"):
         # The package's own call, without torch.distributed's layers.
-        comm = pg._comm(dev.index)
+        comm = pg._collc_comm(dev.index)
 
         def direct():
             comm.all_reduce(x)
