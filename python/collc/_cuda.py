@@ -101,6 +101,9 @@ class DevRegs:
                 "graph: run the collective on that tensor once before the capture (warm-up), "
                 "or allocate the graph's buffers outside the capture")
         with self._lock:
+            hit = self._by_id.get(bid)  # another thread may have registered it meanwhile
+            if hit is not None and hit[0] <= ptr and ptr + nbytes <= hit[1] and hit[2] == device:
+                return False
             base, size = self._drv.address_range(ptr)
             if not (base <= ptr and ptr + nbytes <= base + size):
                 raise ValueError(f"collc: the buffer at {ptr:#x} ({nbytes} bytes) spans more "
