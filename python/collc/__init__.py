@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""collc from Python: collectives on numpy arrays through libcollc (ctypes).
+"""collc from Python: collectives on numpy arrays and torch tensors through libcollc (ctypes).
 
     import collc, numpy as np
     with collc.connect() as ctx:                  # $COLLC_SOCKET or collcd's default
@@ -20,20 +20,36 @@ TypeError or ValueError before anything reaches libcollc.
 
 Registration re-backs the array's pages with shared memory: do not fork (or
 use multiprocessing's "fork" start method) after registering, or parent and
-child would share those pages. The torch.distributed backend is not part of
-this package yet.
+child would share those pages.
+
+torch tensors: CPU tensors go through a host communicator like numpy arrays
+(a view of the same memory). CUDA tensors need a communicator of their device
+(ctx.comm(uid, nranks, rank, device=N)) and use the stream-ordered forms:
+
+    comm.all_reduce(t)                            # enqueued on the current stream; returns
+    h = comm.all_reduce(t, async_op=True, stream=s)
+    h.wait()                                      # the current stream waits for it (not the host)
+
+The device allocation behind a tensor (the caching allocator's segment) is
+registered with collcd on first use and cached. Inside torch.cuda.graph
+capture the call records into the graph; a tensor not registered yet raises
+there (run the collective once before capturing). Errors of stream-ordered
+collectives surface as collc.Error at the next call, wait() or
+comm.check_async_error(). `import collc.torch` registers the torch.distributed
+backend "collc".
 """
 
 import ctypes
 import errno as _errno
 import math
+import sys
 import threading
 import time
 import weakref
 
 import numpy as np
 
-from . import _lib
+from . import _cuda, _lib
 
 __all__ = ["Error", "Context", "Comm", "Request", "connect", "dtype_size", "library_path",
            "SUM", "PROD", "MAX", "MIN", "AVG"]
@@ -132,6 +148,30 @@ def _array(x, what, writable):
     if writable and not x.flags.writeable:
         raise ValueError(f"{what} is read-only but collc writes the result into it")
     return x
+
+
+def _is_tensor(x):
+    t = sys.modules.get("torch")  # no tensor exists unless torch was imported
+    return t is not None and x is not None and isinstance(x, t.Tensor)
+
+
+_tensor_mod = None
+
+
+def _tensors():
+    """The torch half of the package (collc/_tensor.py), imported on the first tensor."""
+    global _tensor_mod
+    if _tensor_mod is None:
+        from . import _tensor
+
+        _tensor.bind(sys.modules[__name__])
+        _tensor_mod = _tensor
+    return _tensor_mod
+
+
+def _no_stream(stream, what):
+    if stream is not None:
+        raise TypeError(f"{what}: stream= is for CUDA tensors, not numpy arrays")
 
 
 def _op(op, what):
@@ -235,6 +275,7 @@ class Context:
         self._allocs = {}  # ptr -> size: live ctx.empty() blocks
         self._comms = weakref.WeakSet()
         self._pending = {}  # req -> Request: keeps async buffers alive
+        self._dev = None  # _cuda.DevRegs: device allocations registered for CUDA tensors
 
     def _live(self, what):
         if self._closed:
@@ -275,9 +316,30 @@ class Context:
                 fin.detach()
                 _C.collc_mem_deregister(self._h, start)
             self._regs.clear()
+            if self._dev is not None:
+                self._dev.clear()
             self._pending.clear()
             if not self._allocs:
                 self._disconnect()
+
+    def _devregs(self):
+        if self._dev is None:
+            with self._lock:
+                if self._dev is None:
+                    self._dev = _cuda.DevRegs(self._dev_register, self._dev_deregister)
+        return self._dev
+
+    def _dev_register(self, base, size, device):
+        r = _C.collc_mem_register(self._live("register"), base, size, device)
+        if r == -_errno.EEXIST:
+            raise Error(r, f"collc_mem_register of the device allocation {base:#x} ({size} "
+                           "bytes): it overlaps memory registered by other means")
+        _check(r, "collc_mem_register (device memory; CUDA IPC: not VMM memory such as "
+                  "PYTORCH_CUDA_ALLOC_CONF=expandable_segments)")
+
+    def _dev_deregister(self, base):
+        if self._h:
+            _C.collc_mem_deregister(self._h, base)
 
     def _disconnect(self):
         if self._h:
@@ -441,6 +503,25 @@ class Comm:
         _check(_C.collc_comm_set_timeout(self._handle("set_timeout"), _int(ms, "ms")),
                "collc_comm_set_timeout")
 
+    def check_async_error(self):
+        """Raises collc.Error if a stream-ordered collective of this communicator failed
+        (the error is sticky, like ncclCommGetAsyncError)."""
+        f = getattr(_C, "collc_comm_get_async_error", None)
+        if f is not None:
+            _check(f(self._handle("check_async_error")), "stream-ordered collective")
+
+    @staticmethod
+    def _op_code(op, what):
+        return _op(op, what)
+
+    @staticmethod
+    def _root(root, what):
+        return _int(root, f"{what}: root")
+
+    @staticmethod
+    def _peer(peer, what):
+        return _int(peer, f"{what}: peer")
+
     def __del__(self):
         ctx = getattr(self, "_ctx", None)
         try:
@@ -477,9 +558,12 @@ class Comm:
         r.wait()
         return None
 
-    def all_reduce(self, x, op="sum", out=None, *, dtype=None, async_op=False):
+    def all_reduce(self, x, op="sum", out=None, *, dtype=None, async_op=False, stream=None):
         """Reduces x over all ranks into out (in place into x when out is None)."""
         what = "all_reduce"
+        if _is_tensor(x) or _is_tensor(out):
+            return _tensors().all_reduce(self, x, op, out, dtype, async_op, stream)
+        _no_stream(stream, what)
         x = _array(x, "all_reduce: x", out is None)
         dt = _collc_dtype(x, dtype, what)
         o = _op(op, what)
@@ -491,9 +575,12 @@ class Comm:
         return self._run(what, _C.collc_allreduce, (x.size, dt, o), [(x, False), (out, True)],
                          async_op)
 
-    def all_gather(self, x, out, *, dtype=None, async_op=False):
+    def all_gather(self, x, out, *, dtype=None, async_op=False, stream=None):
         """out (nranks * x.size elements) receives every rank's x in rank order."""
         what = "all_gather"
+        if _is_tensor(x) or _is_tensor(out):
+            return _tensors().all_gather(self, x, out, dtype, async_op, stream)
+        _no_stream(stream, what)
         x = _array(x, "all_gather: x", False)
         _array(out, "all_gather: out", True)
         dt = _collc_dtype(x, dtype, what)
@@ -501,9 +588,12 @@ class Comm:
         return self._run(what, _C.collc_allgather, (x.size, dt), [(x, False), (out, True)],
                          async_op)
 
-    def reduce_scatter(self, x, out, op="sum", *, dtype=None, async_op=False):
+    def reduce_scatter(self, x, out, op="sum", *, dtype=None, async_op=False, stream=None):
         """Reduces x (nranks * out.size elements); this rank's block lands in out."""
         what = "reduce_scatter"
+        if _is_tensor(x) or _is_tensor(out):
+            return _tensors().reduce_scatter(self, x, out, op, dtype, async_op, stream)
+        _no_stream(stream, what)
         x = _array(x, "reduce_scatter: x", False)
         _array(out, "reduce_scatter: out", True)
         dt = _collc_dtype(x, dtype, what)
@@ -512,18 +602,24 @@ class Comm:
         return self._run(what, _C.collc_reduce_scatter, (out.size, dt, o),
                          [(x, False), (out, True)], async_op)
 
-    def broadcast(self, x, root=0, *, dtype=None, async_op=False):
+    def broadcast(self, x, root=0, *, dtype=None, async_op=False, stream=None):
         """Copies root's x into every rank's x."""
         what = "broadcast"
+        if _is_tensor(x):
+            return _tensors().broadcast(self, x, root, dtype, async_op, stream)
+        _no_stream(stream, what)
         root = _int(root, "broadcast: root")
         x = _array(x, "broadcast: x", True)
         dt = _collc_dtype(x, dtype, what)
         return self._run(what, _C.collc_broadcast, (x.size, dt, root), [(x, False), (x, True)],
                          async_op)
 
-    def reduce(self, x, out=None, op="sum", root=0, *, dtype=None, async_op=False):
+    def reduce(self, x, out=None, op="sum", root=0, *, dtype=None, async_op=False, stream=None):
         """Reduces x over all ranks into root's out (in place into root's x when out is None)."""
         what = "reduce"
+        if _is_tensor(x) or _is_tensor(out):
+            return _tensors().reduce(self, x, out, op, root, dtype, async_op, stream)
+        _no_stream(stream, what)
         root = _int(root, "reduce: root")
         x = _array(x, "reduce: x", out is None and root == self.rank)
         dt = _collc_dtype(x, dtype, what)
@@ -537,9 +633,12 @@ class Comm:
         return self._run(what, _C.collc_reduce, (x.size, dt, o, root),
                          [(x, False), (out, root == self.rank)], async_op)
 
-    def all_to_all(self, x, out, *, dtype=None, async_op=False):
+    def all_to_all(self, x, out, *, dtype=None, async_op=False, stream=None):
         """Block p of x (x.size / nranks elements) goes to rank p; out's block r comes from r."""
         what = "all_to_all"
+        if _is_tensor(x) or _is_tensor(out):
+            return _tensors().all_to_all(self, x, out, dtype, async_op, stream)
+        _no_stream(stream, what)
         x = _array(x, "all_to_all: x", False)
         _array(out, "all_to_all: out", True)
         dt = _collc_dtype(x, dtype, what)
@@ -552,17 +651,23 @@ class Comm:
         return self._run(what, _C.collc_alltoall, (x.size // self.nranks, dt),
                          [(x, False), (out, True)], async_op)
 
-    def send(self, x, peer, *, dtype=None, async_op=False):
+    def send(self, x, peer, *, dtype=None, async_op=False, stream=None):
         """Sends x to rank peer (matched with its recv in posting order)."""
         what = "send"
+        if _is_tensor(x):
+            return _tensors().send(self, x, peer, dtype, async_op, stream)
+        _no_stream(stream, what)
         peer = _int(peer, "send: peer")
         x = _array(x, "send: x", False)
         dt = _collc_dtype(x, dtype, what)
         return self._run(what, _C.collc_send, (x.size, dt, peer), [(x, False)], async_op)
 
-    def recv(self, x, peer, *, dtype=None, async_op=False):
+    def recv(self, x, peer, *, dtype=None, async_op=False, stream=None):
         """Receives into x from rank peer."""
         what = "recv"
+        if _is_tensor(x):
+            return _tensors().recv(self, x, peer, dtype, async_op, stream)
+        _no_stream(stream, what)
         peer = _int(peer, "recv: peer")
         x = _array(x, "recv: x", True)
         dt = _collc_dtype(x, dtype, what)

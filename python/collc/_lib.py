@@ -94,9 +94,33 @@ _PROTOS = {
     "collc_dtype_size": (_sz, [_i]),
 }
 
+# Stream-ordered forms (CUDA tensors): declared where the library has them, so
+# a libcollc without them still serves host communicators.
+_STREAM_PROTOS = {
+    "collc_allreduce_stream": (_i, [_p, _p, _p, _sz, _i, _i, _p]),
+    "collc_allgather_stream": (_i, [_p, _p, _p, _sz, _i, _p]),
+    "collc_reduce_scatter_stream": (_i, [_p, _p, _p, _sz, _i, _i, _p]),
+    "collc_broadcast_stream": (_i, [_p, _p, _p, _sz, _i, _i, _p]),
+    "collc_reduce_stream": (_i, [_p, _p, _p, _sz, _i, _i, _i, _p]),
+    "collc_alltoall_stream": (_i, [_p, _p, _p, _sz, _i, _p]),
+    "collc_send_stream": (_i, [_p, _p, _sz, _i, _i, _p]),
+    "collc_recv_stream": (_i, [_p, _p, _sz, _i, _i, _p]),
+    "collc_comm_get_async_error": (_i, [_p]),
+}
+
 
 def _declare(lib):
     for name, (res, args) in _PROTOS.items():
         f = getattr(lib, name)
         f.restype = res
         f.argtypes = args
+    for name, (res, args) in _STREAM_PROTOS.items():
+        f = getattr(lib, name, None)
+        if f is not None:
+            f.restype = res
+            f.argtypes = args
+
+
+def has_stream_forms(lib):
+    """True when lib has every stream-ordered form the package calls."""
+    return all(hasattr(lib, name) for name in _STREAM_PROTOS)

@@ -328,6 +328,9 @@ class Rank:
             ("alltoall size", ValueError,
              lambda: c.all_to_all(np.zeros(n * 4 + 1, np.float32),
                                   np.zeros(n * 4 + 1, np.float32))),
+            ("stream= on numpy", TypeError, lambda: c.all_reduce(f32, stream=0)),
+            ("stream= on numpy broadcast", TypeError, lambda: c.broadcast(f32, stream=0)),
+            ("stream= on numpy recv", TypeError, lambda: c.recv(f32, 0, stream=0)),
         ]
         collc._C = Spy()
         try:
@@ -383,6 +386,53 @@ class Rank:
             self.expect(e.name == "ECANCELED", f"all_reduce on an aborted communicator: {e!r}")
 
 
+    def torch_cpu(self):
+        """CPU torch tensors take the host path: views of the tensors' memory."""
+        try:
+            import torch
+        except ImportError:
+            if self.r == 0:
+                print("torch is not installed: the CPU tensor cases are skipped", flush=True)
+            return
+        c, n, r = self.comm, self.n, self.r
+        for name, tdt in (("float32", torch.float32), ("int64", torch.int64),
+                          ("bfloat16", torch.bfloat16), ("float64", torch.float64)):
+            for op in ("sum", "max"):
+                self.tag += 1
+                ins = [gen(name, op, 37, self.seed, q, self.tag) for q in range(n)]
+                x = torch.from_numpy(ins[r].view(np.int16).copy()).view(tdt) \
+                    if name == "bfloat16" else torch.from_numpy(ins[r].copy())
+                c.all_reduce(x, op=op)
+                got = x.view(torch.int16).numpy().view(np.uint16) if name == "bfloat16" \
+                    else x.numpy()
+                ref, tol = reference(ins, name, op)
+                self.check_close(got, name, ref, tol, f"torch CPU all_reduce {name} {op}")
+        self.tag += 1
+        ins = [gen("float32", "sum", 5, self.seed, q, self.tag) for q in range(n)]
+        out = torch.empty(5 * n)
+        h = c.all_gather(torch.from_numpy(ins[r]), out, async_op=True)
+        self.wait(h, "wait")
+        self.check_bits(out.numpy(), np.concatenate(ins), "torch CPU all_gather")
+        for what, exc, call in [
+            ("dtype= on a tensor", TypeError,
+             lambda: c.all_reduce(torch.zeros(4), dtype="float32")),
+            ("tensor and numpy", TypeError,
+             lambda: c.all_reduce(torch.zeros(4), out=np.zeros(4, np.float32))),
+            ("stream= on a CPU tensor", TypeError,
+             lambda: c.all_reduce(torch.zeros(4), stream=0)),
+            ("strided tensor", ValueError, lambda: c.all_reduce(torch.zeros(8)[::2])),
+            ("complex tensor", TypeError,
+             lambda: c.all_reduce(torch.zeros(4, dtype=torch.complex64))),
+        ]:
+            try:
+                call()
+                self.fail(f"{what}: no error")
+            except exc:
+                self.checks += 1
+            except Exception as e:  # noqa: BLE001: report whatever it was
+                self.fail(f"{what}: {type(e).__name__}: {e}, expected {exc.__name__}")
+
+
 def rank_main(a):
     sys.path.insert(0, PKG)
     import collc
@@ -393,6 +443,9 @@ def rank_main(a):
         assert comm.rank == a.rank and comm.nranks == a.nranks, repr(comm)
         t.run_all()
         t.errors()
+        # A host communicator has no stream-ordered collectives, so no async error.
+        t.expect(comm.check_async_error() is None, "check_async_error on a host communicator")
+        t.torch_cpu()
         # A second communicator on the same context.
         comm2 = ctx.comm(bytes.fromhex(a.uid2), a.nranks, a.rank)
         v = np.full(3, a.rank + 1, np.int32)
