@@ -297,12 +297,14 @@ __device__ void poller(const struct cuda_grid_args &a)
  * was 1.7% idle and 2.5% with 256 MiB all-reduces running, for 2.4% less
  * all-reduce busbw at 512 MiB and 0.9 us more at 8 bytes (bench/RESULTS.md).
  */
-/* E2: the item's results, then its signal word (proto/work.h). Thread 0 of a channel block. */
+/*
+ * E2: the item's results, then its signal word (proto/work.h). Thread 0 of a
+ * channel block, after the block's system fence.
+ */
 static __device__ void signal_item(const struct collc_work_item *it)
 {
 	struct collc_signal *s = (struct collc_signal *)it->signal;
 
-	__threadfence_system();
 	if (it->nchannels > 1) {
 		if (atomicAdd(&s->finished, 1u) != it->nchannels - 1u)
 			return;
@@ -416,8 +418,14 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			struct collc_consumed *wc = &a.fifo[lane]->ctrl.work_consumed[chan];
 
 			/* Abandoned ones too: the stream goes on, collcd reports the error. */
-			if (b.it->signal && b.share < b.it->nchannels &&
-			    (b.it->kind == COLLC_WORK_COLL || b.it->kind == COLLC_WORK_SIGNAL))
+			int signal = b.it->signal && b.share < b.it->nchannels &&
+				     (b.it->kind == COLLC_WORK_COLL ||
+				      b.it->kind == COLLC_WORK_SIGNAL);
+
+			/* One system fence serves E1 and E2. */
+			if (b.it->batch_last || signal)
+				__threadfence_system();
+			if (signal)
 				signal_item(b.it);
 
 			if (state == 3)
@@ -426,10 +434,8 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			 * E1: results, system fence, then work_consumed (mapped
 			 * host memory); once per forwarded unit, at its last item.
 			 */
-			if (b.it->batch_last) {
-				__threadfence_system();
+			if (b.it->batch_last)
 				st_vol64(&wc->value, pos + 1);
-			}
 			a.ds->chan_pos[lane][chan] = pos + 1;
 			if (a.trace && b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels) {
 				uint64_t *tr = a.ds->chan_trace[lane][chan];

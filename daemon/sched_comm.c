@@ -130,6 +130,7 @@ void sched_client_free(struct sched_client *c)
 			sched_mr_release(c, i + 1);
 	free(c->mrs);
 	free(c->arms);
+	free(c->armed);
 	for (uint32_t i = 0; i < c->nmembers; i++)
 		free(c->members[i]);
 	free(c->members);

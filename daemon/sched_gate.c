@@ -199,14 +199,20 @@ void sched_graph_arm(struct sched_client *c, struct member *mb, const struct col
 		r = cm->revoked ? cm->revoked : -EOPNOTSUPP; /* graphs stay on one node */
 	if (r == 0 && !c->arms) {
 		c->arms = calloc(COLLC_GATES, sizeof(*c->arms));
-		if (!c->arms)
+		c->armed = calloc(COLLC_GATES, sizeof(*c->armed));
+		if (!c->arms || !c->armed) {
+			free(c->arms);
+			free(c->armed);
+			c->arms = NULL;
+			c->armed = NULL;
 			r = -ENOMEM;
+		}
 	}
 	if (r == 0) {
 		struct graph_arm *a = &c->arms[e->gate];
 
 		if (!a->mb)
-			c->narmed++;
+			c->armed[c->narmed++] = (uint16_t)e->gate;
 		a->mb = mb;
 		a->sqe = *e;
 		a->sig_mr = load_relaxed(&c->gates[e->gate].sig_mr);
@@ -288,14 +294,13 @@ int sched_graph_poll(void)
 	for (struct sched_client *c = sched.clients; c; c = c->next) {
 		if (!c->narmed || c->gone)
 			continue;
-		for (uint32_t g = 0; g < COLLC_GATES; g++) {
+		for (uint32_t i = 0; i < c->narmed; i++) {
+			uint32_t g = c->armed[i];
 			struct graph_arm *a = &c->arms[g];
 
-			if (!a->mb)
-				continue;
 			if (a->mb->left || !a->mb->comm) {
 				a->mb = NULL; /* its communicator is gone: disarmed */
-				c->narmed--;
+				c->armed[i--] = c->armed[--c->narmed];
 				continue;
 			}
 			/* G1 as in sched_gates_open(): the replay's earlier work is visible. */

@@ -67,6 +67,7 @@ struct sched_client {
 	struct collc_sqe_args *args; /* per SQ slot, COLLC_SHM_ARGS_OFF */
 	struct collc_gate *gates;    /* COLLC_GATES, COLLC_SHM_GATES_OFF */
 	struct graph_arm *arms;      /* COLLC_GATES once the first graph gate is armed */
+	uint16_t *armed;             /* the armed gates' indexes: the poll visits only these */
 	uint32_t narmed;
 	uint32_t sq_entries;
 	uint32_t cq_entries;
