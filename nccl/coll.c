@@ -36,14 +36,10 @@ enum op_kind {
 };
 
 static const char *const op_call[] = {
-	[OP_INIT] = "ncclGroupEnd",
-	[OP_ALLREDUCE] = "ncclAllReduce",
-	[OP_ALLGATHER] = "ncclAllGather",
-	[OP_REDUCE_SCATTER] = "ncclReduceScatter",
-	[OP_BROADCAST] = "ncclBroadcast",
-	[OP_REDUCE] = "ncclReduce",
-	[OP_ALLTOALL] = "ncclAlltoAll",
-	[OP_SEND] = "ncclSend",
+	[OP_INIT] = "ncclGroupEnd",       [OP_ALLREDUCE] = "ncclAllReduce",
+	[OP_ALLGATHER] = "ncclAllGather", [OP_REDUCE_SCATTER] = "ncclReduceScatter",
+	[OP_BROADCAST] = "ncclBroadcast", [OP_REDUCE] = "ncclReduce",
+	[OP_ALLTOALL] = "ncclAlltoAll",   [OP_SEND] = "ncclSend",
 	[OP_RECV] = "ncclRecv",
 };
 
@@ -66,7 +62,7 @@ struct op {
 /* The calling thread's group (NCCL's groups are per thread). */
 static __thread struct {
 	int depth;
-	ncclResult_t err; /* the first failed call inside the group */
+	ncclResult_t err;   /* the first failed call inside the group */
 	char err_text[512]; /* its last error */
 	struct op *ops;
 	size_t n, cap;
@@ -187,7 +183,8 @@ static ncclResult_t issue(const struct op *o, cudaStream_t stream)
 	if (o->send_bytes)
 		res = collc__nccl_reg(comm, o->send, o->send_bytes, call);
 	/* In place: the send buffer's registration covers the receive buffer. */
-	if (res == ncclSuccess && o->recv_bytes && !(o->recv == o->send && o->recv_bytes <= o->send_bytes))
+	if (res == ncclSuccess && o->recv_bytes &&
+	    !(o->recv == o->send && o->recv_bytes <= o->send_bytes))
 		res = collc__nccl_reg(comm, o->recv, o->recv_bytes, call);
 	if (res != ncclSuccess)
 		return res;
@@ -199,7 +196,8 @@ static ncclResult_t issue(const struct op *o, cudaStream_t stream)
 		break;
 	case OP_ALLGATHER:
 		if (collc_allgather_stream)
-			r = collc_allgather_stream(comm->cc, o->send, o->recv, o->count, o->dtype, s);
+			r = collc_allgather_stream(comm->cc, o->send, o->recv, o->count, o->dtype,
+						   s);
 		break;
 	case OP_REDUCE_SCATTER:
 		if (collc_reduce_scatter_stream)
@@ -218,7 +216,8 @@ static ncclResult_t issue(const struct op *o, cudaStream_t stream)
 		break;
 	case OP_ALLTOALL:
 		if (collc_alltoall_stream)
-			r = collc_alltoall_stream(comm->cc, o->send, o->recv, o->count, o->dtype, s);
+			r = collc_alltoall_stream(comm->cc, o->send, o->recv, o->count, o->dtype,
+						  s);
 		break;
 	case OP_SEND:
 		if (collc_send_stream)
@@ -331,8 +330,8 @@ static int fork_p2p(struct op *ops, size_t n)
 		if (!is_p2p(&ops[i]) || ops[i].side >= 0 || comm->init_result != ncclSuccess)
 			continue;
 		for (size_t j = i; j < n; j++)
-			k += is_p2p(&ops[j]) && ops[j].comm == comm && ops[j].stream == ops[i].stream &&
-			     ops[j].side < 0;
+			k += is_p2p(&ops[j]) && ops[j].comm == comm &&
+			     ops[j].stream == ops[i].stream && ops[j].side < 0;
 		if (k < 2)
 			continue;
 		/* Side streams already given out in this group come first. */
@@ -348,8 +347,8 @@ static int fork_p2p(struct op *ops, size_t n)
 		if (r < 0)
 			return r;
 		for (size_t j = i, s = next; j < n; j++)
-			if (is_p2p(&ops[j]) && ops[j].comm == comm && ops[j].stream == ops[i].stream &&
-			    ops[j].side < 0)
+			if (is_p2p(&ops[j]) && ops[j].comm == comm &&
+			    ops[j].stream == ops[i].stream && ops[j].side < 0)
 				ops[j].side = (int)s++;
 	}
 	return 0;
@@ -367,7 +366,8 @@ static int join_p2p(struct op *ops, size_t n)
 			continue;
 		r = collc__cu_event_record(comm->side_done[ops[i].side], comm->side[ops[i].side]);
 		if (r == 0)
-			r = collc__cu_stream_wait_event(ops[i].stream, comm->side_done[ops[i].side]);
+			r = collc__cu_stream_wait_event(ops[i].stream,
+							comm->side_done[ops[i].side]);
 	}
 	return r;
 }
@@ -391,8 +391,9 @@ static ncclResult_t group_run(struct op *ops, size_t n)
 			res = r1;
 	}
 	if (join_p2p(ops, n) < 0 && res == ncclSuccess)
-		res = collc__nccl_fail(ncclUnhandledCudaError, "ncclGroupEnd",
-				       "cannot join the side streams of grouped sends and receives");
+		res = collc__nccl_fail(
+			ncclUnhandledCudaError, "ncclGroupEnd",
+			"cannot join the side streams of grouped sends and receives");
 	return res;
 }
 
@@ -469,11 +470,11 @@ static ncclResult_t submit(struct op *o, ncclComm_t comm, ncclDataType_t datatyp
 						  "datatype %d is not an ncclDataType_t",
 						  (int)datatype));
 	if (use_redop && (redop < 0 || redop >= ncclNumOps))
-		return group_err(collc__nccl_fail(
-			ncclInvalidArgument, call,
-			"op %d is no built-in reduction (custom operators from "
-			"ncclRedOpCreatePreMulSum are not supported by collc)",
-			redop));
+		return group_err(
+			collc__nccl_fail(ncclInvalidArgument, call,
+					 "op %d is no built-in reduction (custom operators from "
+					 "ncclRedOpCreatePreMulSum are not supported by collc)",
+					 redop));
 	res = check_comm(comm, call);
 	if (res != ncclSuccess)
 		return group_err(res);
@@ -488,14 +489,14 @@ static ncclResult_t submit(struct op *o, ncclComm_t comm, ncclDataType_t datatyp
 	es = collc_dtype_size(o->dtype);
 	if (bytes_of(o->count, es, send_mult, &o->send_bytes) < 0 ||
 	    bytes_of(o->count, es, recv_mult, &o->recv_bytes) < 0)
-		return group_err(collc__nccl_fail(ncclInvalidArgument, call,
-						  "count %zu overflows", o->count));
+		return group_err(collc__nccl_fail(ncclInvalidArgument, call, "count %zu overflows",
+						  o->count));
 	if (o->count == 0)
 		return ncclSuccess; /* NCCL: nothing to do, on any rank */
 	if ((o->send_bytes && !o->send) || (o->recv_bytes && !o->recv))
-		return group_err(collc__nccl_fail(ncclInvalidArgument, call, "%s is NULL",
-						  o->send_bytes && !o->send ? "sendbuff"
-									    : "recvbuff"));
+		return group_err(
+			collc__nccl_fail(ncclInvalidArgument, call, "%s is NULL",
+					 o->send_bytes && !o->send ? "sendbuff" : "recvbuff"));
 	if (grp.depth > 0)
 		return group_err(group_push(o, call));
 	return issue_on_device(o);
@@ -505,7 +506,10 @@ SHIM_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, siz
 				       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
 				       cudaStream_t stream)
 {
-	struct op o = { .kind = OP_ALLREDUCE, .send = sendbuff, .recv = recvbuff, .count = count,
+	struct op o = { .kind = OP_ALLREDUCE,
+			.send = sendbuff,
+			.recv = recvbuff,
+			.count = count,
 			.stream = stream };
 
 	return submit(&o, comm, datatype, op, 1, 0, 0, 1, 1);
@@ -516,19 +520,25 @@ SHIM_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, siz
 				       ncclDataType_t datatype, ncclComm_t comm,
 				       cudaStream_t stream)
 {
-	struct op o = { .kind = OP_ALLGATHER, .send = sendbuff, .recv = recvbuff,
-			.count = sendcount, .stream = stream };
+	struct op o = { .kind = OP_ALLGATHER,
+			.send = sendbuff,
+			.recv = recvbuff,
+			.count = sendcount,
+			.stream = stream };
 
 	return submit(&o, comm, datatype, 0, 0, 0, 0, 1, comm ? (size_t)comm->nranks : 1);
 }
 SHIM_ALIAS(ncclAllGather);
 
 SHIM_EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-					   ncclDataType_t datatype, ncclRedOp_t op,
-					   ncclComm_t comm, cudaStream_t stream)
+					   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+					   cudaStream_t stream)
 {
-	struct op o = { .kind = OP_REDUCE_SCATTER, .send = sendbuff, .recv = recvbuff,
-			.count = recvcount, .stream = stream };
+	struct op o = { .kind = OP_REDUCE_SCATTER,
+			.send = sendbuff,
+			.recv = recvbuff,
+			.count = recvcount,
+			.stream = stream };
 
 	return submit(&o, comm, datatype, op, 1, 0, 0, comm ? (size_t)comm->nranks : 1, 1);
 }
@@ -538,7 +548,10 @@ SHIM_EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, siz
 				       ncclDataType_t datatype, int root, ncclComm_t comm,
 				       cudaStream_t stream)
 {
-	struct op o = { .kind = OP_BROADCAST, .send = sendbuff, .recv = recvbuff, .count = count,
+	struct op o = { .kind = OP_BROADCAST,
+			.send = sendbuff,
+			.recv = recvbuff,
+			.count = count,
 			.stream = stream };
 	/* Only the root's send buffer is read. */
 	int at_root = comm && comm->magic == SHIM_COMM_MAGIC && comm->rank == root;
@@ -558,7 +571,10 @@ SHIM_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t
 				    ncclDataType_t datatype, ncclRedOp_t op, int root,
 				    ncclComm_t comm, cudaStream_t stream)
 {
-	struct op o = { .kind = OP_REDUCE, .send = sendbuff, .recv = recvbuff, .count = count,
+	struct op o = { .kind = OP_REDUCE,
+			.send = sendbuff,
+			.recv = recvbuff,
+			.count = count,
 			.stream = stream };
 	/* Only the root's receive buffer is written. */
 	int at_root = comm && comm->magic == SHIM_COMM_MAGIC && comm->rank == root;
@@ -568,10 +584,12 @@ SHIM_EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t
 SHIM_ALIAS(ncclReduce);
 
 SHIM_EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
-				      ncclDataType_t datatype, ncclComm_t comm,
-				      cudaStream_t stream)
+				      ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream)
 {
-	struct op o = { .kind = OP_ALLTOALL, .send = sendbuff, .recv = recvbuff, .count = count,
+	struct op o = { .kind = OP_ALLTOALL,
+			.send = sendbuff,
+			.recv = recvbuff,
+			.count = count,
 			.stream = stream };
 	size_t n = comm ? (size_t)comm->nranks : 1;
 
@@ -601,9 +619,9 @@ SHIM_ALIAS(ncclRecv);
  * Gather and scatter are grouped sends and receives, as NCCL runs them: the
  * root's own block is a send to itself (collc's point to point allows it).
  */
-static ncclResult_t gather_scatter(int scatter, const void *sendbuff, void *recvbuff,
-				   size_t count, ncclDataType_t datatype, int root,
-				   ncclComm_t comm, cudaStream_t stream)
+static ncclResult_t gather_scatter(int scatter, const void *sendbuff, void *recvbuff, size_t count,
+				   ncclDataType_t datatype, int root, ncclComm_t comm,
+				   cudaStream_t stream)
 {
 	const char *call = scatter ? "ncclScatter" : "ncclGather";
 	ncclResult_t res = check_comm(comm, call), r2;
@@ -614,8 +632,8 @@ static ncclResult_t gather_scatter(int scatter, const void *sendbuff, void *recv
 		res = collc__nccl_fail(ncclInvalidArgument, call,
 				       "datatype %d is not an ncclDataType_t", (int)datatype);
 	if (res == ncclSuccess && (root < 0 || root >= comm->nranks))
-		res = collc__nccl_fail(ncclInvalidArgument, call, "root %d is not in [0, %d)",
-				       root, comm->nranks);
+		res = collc__nccl_fail(ncclInvalidArgument, call, "root %d is not in [0, %d)", root,
+				       comm->nranks);
 	if (res == ncclSuccess &&
 	    bytes_of(count, collc_dtype_size(dt), (size_t)comm->nranks, &bytes) < 0)
 		res = collc__nccl_fail(ncclInvalidArgument, call, "count %zu overflows", count);
@@ -636,8 +654,8 @@ static ncclResult_t gather_scatter(int scatter, const void *sendbuff, void *recv
 		res = ncclSend(sendbuff, count, datatype, root, comm, stream);
 		if (comm->rank == root)
 			for (int p = 0; res == ncclSuccess && p < comm->nranks; p++)
-				res = ncclRecv((char *)recvbuff + (size_t)p * bytes, count, datatype,
-					       p, comm, stream);
+				res = ncclRecv((char *)recvbuff + (size_t)p * bytes, count,
+					       datatype, p, comm, stream);
 	}
 	r2 = ncclGroupEnd();
 	return res != ncclSuccess ? res : r2;

@@ -92,8 +92,8 @@ static ncclResult_t comm_init(ncclComm_t *ret_comm, int nranks, const ncclUnique
 		return collc__nccl_fail(ncclInvalidArgument, call, "nranks %d is not positive",
 					nranks);
 	if (rank < 0 || rank >= nranks)
-		return collc__nccl_fail(ncclInvalidArgument, call, "rank %d is not in [0, %d)", rank,
-					nranks);
+		return collc__nccl_fail(ncclInvalidArgument, call, "rank %d is not in [0, %d)",
+					rank, nranks);
 	res = check_config(config, call);
 	if (res != ncclSuccess)
 		return res;

@@ -32,7 +32,7 @@
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
 /* The pncclX profiling name of every ncclX, as NCCL exports both. */
-#define SHIM_ALIAS(name) \
+#define SHIM_ALIAS(name)                                                                           \
 	extern __typeof__(name) p##name __attribute__((alias(#name), visibility("default")))
 
 #define SHIM_COMM_MAGIC 0x636f6c6c6e63636cULL /* "collnccl" */
@@ -50,14 +50,14 @@ struct ncclComm {
 	struct collc_comm *cc; /* NULL until init ran (deferred to ncclGroupEnd in a group) */
 	int nranks, rank, device;
 	ncclUniqueId id;
-	int init_result; /* ncclResult_t of a deferred init; ncclInProgress while pending */
+	int init_result;      /* ncclResult_t of a deferred init; ncclInProgress while pending */
 	pthread_mutex_t lock; /* regs and side streams */
 	struct shim_reg *regs;
 	size_t nregs, cap_regs;
 	/* Side streams of grouped point-to-point calls, and the events that fork and join them. */
-	void **side; /* CUstream */
+	void **side;      /* CUstream */
 	void **side_done; /* CUevent, one per side stream */
-	void *fork_ev; /* CUevent */
+	void *fork_ev;    /* CUevent */
 	size_t nside;
 	int side_ctx_device;
 };

@@ -33,8 +33,7 @@ static struct shim_reg *reg_find(struct ncclComm *comm, uintptr_t p, size_t byte
 	return NULL;
 }
 
-ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t bytes,
-			     const char *call)
+ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t bytes, const char *call)
 {
 	uintptr_t p = (uintptr_t)ptr, base;
 	struct shim_reg *g;
@@ -58,20 +57,22 @@ ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t byte
 	}
 	if (p - base > size || bytes > size - (p - base)) {
 		pthread_mutex_unlock(&comm->lock);
-		return collc__nccl_fail(ncclInvalidArgument, call,
-					"buffer %p + %zu bytes runs past its allocation (%zu bytes)",
-					ptr, bytes, size);
+		return collc__nccl_fail(
+			ncclInvalidArgument, call,
+			"buffer %p + %zu bytes runs past its allocation (%zu bytes)", ptr, bytes,
+			size);
 	}
 	/* collc_mem_register re-imports an allocation whose buffer id changed. */
 	r = collc_mem_register(comm->ctx, (void *)base, size, comm->device);
 	if (r < 0) {
 		pthread_mutex_unlock(&comm->lock);
 		if (r == -EINVAL)
-			return collc__nccl_fail(ncclInvalidArgument, call,
-						"buffer %p cannot be registered with collcd: it must "
-						"be cudaMalloc or ncclMemAlloc memory of device %d "
-						"(not a cudaMallocAsync pool or VMM memory)",
-						ptr, comm->device);
+			return collc__nccl_fail(
+				ncclInvalidArgument, call,
+				"buffer %p cannot be registered with collcd: it must "
+				"be cudaMalloc or ncclMemAlloc memory of device %d "
+				"(not a cudaMallocAsync pool or VMM memory)",
+				ptr, comm->device);
 		return collc__nccl_errno(r, call, "registering a buffer with collcd");
 	}
 	if (g) {

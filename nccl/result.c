@@ -97,12 +97,18 @@ ncclResult_t collc__nccl_check_comm(const struct ncclComm *comm, const char *cal
 int collc__nccl_dtype(ncclDataType_t t, collc_dtype *ret)
 {
 	static const collc_dtype map[ncclNumTypes] = {
-		[ncclInt8] = COLLC_INT8,	   [ncclUint8] = COLLC_UINT8,
-		[ncclInt32] = COLLC_INT32,	   [ncclUint32] = COLLC_UINT32,
-		[ncclInt64] = COLLC_INT64,	   [ncclUint64] = COLLC_UINT64,
-		[ncclFloat16] = COLLC_FLOAT16,	   [ncclFloat32] = COLLC_FLOAT32,
-		[ncclFloat64] = COLLC_FLOAT64,	   [ncclBfloat16] = COLLC_BFLOAT16,
-		[ncclFloat8e4m3] = COLLC_FLOAT8_E4M3, [ncclFloat8e5m2] = COLLC_FLOAT8_E5M2,
+		[ncclInt8] = COLLC_INT8,
+		[ncclUint8] = COLLC_UINT8,
+		[ncclInt32] = COLLC_INT32,
+		[ncclUint32] = COLLC_UINT32,
+		[ncclInt64] = COLLC_INT64,
+		[ncclUint64] = COLLC_UINT64,
+		[ncclFloat16] = COLLC_FLOAT16,
+		[ncclFloat32] = COLLC_FLOAT32,
+		[ncclFloat64] = COLLC_FLOAT64,
+		[ncclBfloat16] = COLLC_BFLOAT16,
+		[ncclFloat8e4m3] = COLLC_FLOAT8_E4M3,
+		[ncclFloat8e5m2] = COLLC_FLOAT8_E5M2,
 	};
 
 	if ((unsigned)t >= ncclNumTypes)

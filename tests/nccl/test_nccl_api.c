@@ -21,13 +21,13 @@
 
 static int failed;
 
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			h_fail("%s:%d: %s", __FILE__, __LINE__, #cond);        \
-			h_log(__VA_ARGS__);                                    \
-			failed = 1;                                            \
-		}                                                              \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			h_fail("%s:%d: %s", __FILE__, __LINE__, #cond);                            \
+			h_log(__VA_ARGS__);                                                        \
+			failed = 1;                                                                \
+		}                                                                                  \
 	} while (0)
 
 /* res is want and the last error names call (and, when not NULL, says what). */
@@ -56,7 +56,8 @@ static void test_version_and_strings(void)
 		seen[r] = ncclGetErrorString((ncclResult_t)r);
 		CHECK(seen[r] && seen[r][0], "result %d has no string", r);
 		for (int q = 0; seen[r] && q < r; q++)
-			CHECK(strcmp(seen[q], seen[r]) != 0, "results %d and %d read the same", q, r);
+			CHECK(strcmp(seen[q], seen[r]) != 0, "results %d and %d read the same", q,
+			      r);
 	}
 	CHECK(strstr(ncclGetErrorString((ncclResult_t)99), "unknown") != NULL, "result 99");
 }
@@ -181,8 +182,7 @@ static void test_init_without_gpu(void)
 	bad.magic = 0;
 	EXPECT(ncclCommInitRankConfig(&c, 2, id, 0, &bad), ncclInvalidArgument,
 	       "ncclCommInitRankConfig", "NCCL_CONFIG_INITIALIZER");
-	EXPECT(ncclCommInitRank(&c, 2, id, 0), ncclUnhandledCudaError, "ncclCommInitRank",
-	       "CUDA");
+	EXPECT(ncclCommInitRank(&c, 2, id, 0), ncclUnhandledCudaError, "ncclCommInitRank", "CUDA");
 	CHECK(c == (ncclComm_t)0x1, "a failed init leaves *comm alone");
 	EXPECT(ncclCommInitAll(&c, 2, NULL), ncclUnhandledCudaError, "ncclCommInitAll", "CUDA");
 
@@ -199,8 +199,8 @@ static void test_init_without_gpu(void)
 	       ncclInvalidArgument, "ncclAllReduce", "ncclRedOpCreatePreMulSum");
 	EXPECT(ncclAllReduce(&x, &x, SIZE_MAX, ncclInt, ncclSum, g, NULL), ncclInvalidArgument,
 	       "ncclAllReduce", "overflows");
-	EXPECT(ncclBroadcast(&x, &x, 1, ncclInt, 2, g, NULL), ncclInvalidArgument,
-	       "ncclBroadcast", "root 2");
+	EXPECT(ncclBroadcast(&x, &x, 1, ncclInt, 2, g, NULL), ncclInvalidArgument, "ncclBroadcast",
+	       "root 2");
 	EXPECT(ncclReduce(&x, &x, 1, ncclInt, ncclSum, -1, g, NULL), ncclInvalidArgument,
 	       "ncclReduce", "root -1");
 	EXPECT(ncclSend(&x, 1, ncclInt, 5, g, NULL), ncclInvalidArgument, "ncclSend", "peer 5");
