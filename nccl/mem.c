@@ -33,6 +33,24 @@ static struct shim_reg *reg_find(struct ncclComm *comm, uintptr_t p, size_t byte
 	return NULL;
 }
 
+/*
+ * Forgets (and deregisters) the cached allocations that meet [base, base +
+ * size): freed ones, since live CUDA allocations never overlap.
+ */
+static void regs_drop_stale(struct ncclComm *comm, uintptr_t base, size_t size)
+{
+	for (size_t i = 0; i < comm->nregs;) {
+		struct shim_reg *g = &comm->regs[i];
+
+		if (g->base < base + size && base < g->base + g->size) {
+			collc_mem_deregister(comm->ctx, (void *)g->base);
+			*g = comm->regs[--comm->nregs];
+		} else {
+			i++;
+		}
+	}
+}
+
 ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t bytes, const char *call)
 {
 	uintptr_t p = (uintptr_t)ptr, base;
@@ -62,7 +80,18 @@ ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t byte
 			"buffer %p + %zu bytes runs past its allocation (%zu bytes)", ptr, bytes,
 			size);
 	}
-	/* collc_mem_register re-imports an allocation whose buffer id changed. */
+	regs_drop_stale(comm, base, size);
+	if (comm->nregs == comm->cap_regs) {
+		size_t cap = comm->cap_regs ? 2 * comm->cap_regs : 8;
+		struct shim_reg *n = realloc(comm->regs, cap * sizeof(*n));
+
+		if (!n) {
+			pthread_mutex_unlock(&comm->lock);
+			return collc__nccl_fail(ncclSystemError, call, "out of memory");
+		}
+		comm->regs = n;
+		comm->cap_regs = cap;
+	}
 	r = collc_mem_register(comm->ctx, (void *)base, size, comm->device);
 	if (r < 0) {
 		pthread_mutex_unlock(&comm->lock);
@@ -75,24 +104,7 @@ ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t byte
 				ptr, comm->device);
 		return collc__nccl_errno(r, call, "registering a buffer with collcd");
 	}
-	if (g) {
-		g->base = base;
-		g->size = size;
-		g->buf_id = id;
-	} else {
-		if (comm->nregs == comm->cap_regs) {
-			size_t cap = comm->cap_regs ? 2 * comm->cap_regs : 8;
-			struct shim_reg *n = realloc(comm->regs, cap * sizeof(*n));
-
-			if (!n) {
-				pthread_mutex_unlock(&comm->lock);
-				return collc__nccl_fail(ncclSystemError, call, "out of memory");
-			}
-			comm->regs = n;
-			comm->cap_regs = cap;
-		}
-		comm->regs[comm->nregs++] = (struct shim_reg){ base, size, id };
-	}
+	comm->regs[comm->nregs++] = (struct shim_reg){ base, size, id };
 	pthread_mutex_unlock(&comm->lock);
 	return ncclSuccess;
 }
