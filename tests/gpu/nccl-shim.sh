@@ -25,7 +25,14 @@
 # collcd, collcctl, libcollc.so.1 and libnccl-collc.so: skips the build),
 # NCCL_TESTS (default .gpubuild/nccl-tests-bin), OUT (logs), MAXBYTES (1G),
 # ITERS (20), PER_TEST_S (150: each run is killed after), BUDGET_S (540: runs
-# not started by then are skipped), TESTS (default below).
+# not started by then are skipped; the real NCCL's runs get 40% of what is left
+# after the build), TESTS (default below).
+#
+# Then PyTorch's nccl backend (tests/gpu/nccl_shim_torch.py, skipped without
+# torch): DDP losses against a one-process reference, a captured all_reduce
+# replayed, the 8-byte eager latency; on the real NCCL (a GPU per rank) and
+# on the shim (LD_PRELOAD, 2 ranks). collcd's count of completed collectives
+# must grow in every collc run, which proves the shim answered.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
@@ -43,7 +50,9 @@ RES=$LOGDIR/results.txt
 export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER
 
 result() { echo "RESULT $*" | tee -a "$RES"; }
-left() { echo $(( BUDGET_S - ($(date +%s) - T_START) )); }
+# Seconds left in the current phase (the real NCCL gets 40% of the budget, collc the rest).
+PHASE_END=$(( T_START + BUDGET_S ))
+left() { echo $(( PHASE_END - $(date +%s) )); }
 
 # collc: collcd, collcctl, libcollc and libnccl-collc (with its libnccl.so.2 name).
 if [ -n "${PREBUILT:-}" ]; then
@@ -89,8 +98,12 @@ perf() {
 	local lim=$PER_TEST_S
 	[ "$(left)" -lt "$lim" ] && lim=$(left)
 	echo "=== $* ===" >"$log"
+	local before after reached=
+	before=$(completed)
 	timeout "$lim" "$@" >>"$log" 2>&1
 	local rc=$?
+	after=$(completed)
+	[ -n "$before" ] && [ -n "$after" ] && reached=" | collcd completed +$(( after - before ))"
 	# Data rows: size count type redop root | time algbw busbw #wrong (out of place) | the same in place.
 	local rows small big wrong
 	rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13' "$log")
@@ -100,27 +113,58 @@ perf() {
 	local oob avg
 	oob=$(grep -o 'Out of bounds values : [0-9]* [A-Z]*' "$log" | awk '{ print $6, $7 }')
 	avg=$(grep -o 'Avg bus bandwidth *: [0-9.]*' "$log" | awk '{ print $NF }')
-	if [ "$rc" = 0 ] && [ -n "$rows" ] && [ "$wrong" = 0 ] && [ "${oob% *}" = 0 ]; then
-		result "$label PASS $small | $big | avg busbw ${avg:-?} GB/s | wrong 0"
+	if [ -n "$reached" ] && [ "$before" = "$after" ]; then
+		result "$label FAIL no collective reached collcd (was libnccl-collc loaded?) rc=$rc"
+	elif [ "$rc" = 0 ] && [ -n "$rows" ] && [ "$wrong" = 0 ] && [ "${oob% *}" = 0 ]; then
+		result "$label PASS $small | $big | avg busbw ${avg:-?} GB/s | wrong 0$reached"
 	else
 		[ "$rc" = 124 ] && rc="timeout ${lim}s"
 		result "$label FAIL rc=$rc wrong=$wrong oob=${oob:-none} $(grep -m2 -i 'error\|fail\|invalid' "$log" | tr '\n' ' ' | cut -c1-200)"
 	fi
 }
 ARGS=(-b 8 -e "$MAXBYTES" -f 4 -c 1 -n "$ITERS" -w 5)
+# collcd's count of completed collectives (empty while no collcd runs).
+SOCK=/tmp/collc-nccl-shim.sock
+DPID=
+completed() {
+	[ -n "$DPID" ] || return 0
+	"$BIN/collcctl" --socket "$SOCK" status --json 2>/dev/null |
+		grep -o '"totals": *{"submitted": *[0-9]*, *"completed": *[0-9]*' | grep -o '[0-9]*$'
+}
+# PyTorch's nccl backend (skipped without torch): label, world, then the environment to run with.
+torchrun_() {
+	local label=$1 world=$2; shift 2
+	local log=$LOGDIR/torch-$label.log before after
+	if [ "$(left)" -le 30 ]; then
+		result "torch-$label SKIP out of time (BUDGET_S=$BUDGET_S)"
+		return
+	fi
+	before=$(completed)
+	timeout 300 env "$@" python3 "$ROOT/tests/gpu/nccl_shim_torch.py" --label "$label" --world "$world" \
+		--timeout 240 >"$log" 2>&1
+	after=$(completed)
+	grep '^RESULT' "$log" | sed 's/^RESULT //' | while read -r l; do result "$l"; done
+	grep -q '^RESULT' "$log" || result "torch-$label FAIL no result: $(tail -2 "$log" | tr '\n' ' ' | cut -c1-200)"
+	if [ -n "$before" ] && [ -n "$after" ] && ! grep -q '^RESULT .* SKIP' "$log"; then
+		[ "$before" != "$after" ] && result "torch-$label-reached-collcd PASS collcd completed +$(( after - before ))" ||
+			result "torch-$label-reached-collcd FAIL no collective reached collcd (torch's NCCL not interposed?)"
+	fi
+}
 
 # 1. The real NCCL (before MPS starts: it runs without).
+PHASE_END=$(( $(date +%s) + (T_START + BUDGET_S - $(date +%s)) * 2 / 5 ))
 for t in $TESTS; do
 	perf "nccl-$t" "$NCCL_TESTS/${t}_perf" "${ARGS[@]}" -g "$REAL_G"
 done
 perf "nccl-all_reduce-graph" "$NCCL_TESTS/all_reduce_perf" -b 8 -e 8M -f 8 -c 1 -n "$ITERS" -w 5 -G 5 -g "$REAL_G"
+torchrun_ nccl "$REAL_G" NCCL_DEBUG=
 
 # 2. The same binaries on libnccl-collc, collcd under MPS.
+PHASE_END=$(( T_START + BUDGET_S ))
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/collc-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/collc-mps-log
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
 nvidia-cuda-mps-control -d
-SOCK=/tmp/collc-nccl-shim.sock
 rm -f "$SOCK" "$SOCK.admin"
 "$BIN/collcd" --backend cuda --socket "$SOCK" --foreground --log-level info >"$LOGDIR/collcd.log" 2>&1 &
 DPID=$!
@@ -133,6 +177,9 @@ if [ -S "$SOCK" ]; then
 		perf "collc-$t" "${SHIM[@]}" "$NCCL_TESTS/${t}_perf" "${ARGS[@]}" -g 2
 	done
 	perf "collc-all_reduce-graph" "${SHIM[@]}" "$NCCL_TESTS/all_reduce_perf" -b 8 -e 8M -f 8 -c 1 -n "$ITERS" -w 5 -G 5 -g 2
+	# torch: the shim preloaded (torch loads its own libnccl.so.2 by path); no device folding.
+	torchrun_ collc 2 COLLC_SOCKET="$SOCK" LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+		LD_PRELOAD="$BIN/libnccl-collc.so" NCCL_DEBUG=WARN
 	# Which library answered: nccl-tests prints the version it runs on; ldd of the shim's name.
 	"${SHIM[@]}" ldd "$NCCL_TESTS/all_reduce_perf" | grep -i nccl >"$LOGDIR/ldd-collc.txt"
 	"$BIN/collcctl" --socket "$SOCK" status >"$LOGDIR/status.txt" 2>&1
@@ -141,6 +188,7 @@ if [ -S "$SOCK" ]; then
 	kill -0 "$DPID" 2>/dev/null && kill -KILL "$DPID"
 	wait "$DPID"
 	rc=$?
+	DPID=
 	[ "$rc" = 0 ] && result "collcd-clean-exit PASS exit 0" || result "collcd-clean-exit FAIL exit status $rc"
 else
 	result "collcd FAIL did not start: $(tail -3 "$LOGDIR/collcd.log" | tr '\n' ' ')"
