@@ -310,3 +310,105 @@ SHIM_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 	return res;
 }
 SHIM_ALIAS(ncclCommUserRank);
+
+/* What each rank of a split tells the others (gathered in device memory: a GPU communicator). */
+struct split_rec {
+	int32_t color, key, rank, reserved;
+	struct collc_unique_id id; /* the new communicator's, should this rank lead its color */
+};
+
+/* One allgather of every rank's split_rec over comm, through memory collcd exported. */
+static ncclResult_t split_gather(struct ncclComm *comm, const struct split_rec *mine,
+				 struct split_rec *all, const char *call)
+{
+	size_t bytes = sizeof(*mine) * (size_t)(comm->nranks + 1);
+	collc_req req;
+	char *p = NULL;
+	int r;
+
+	if (collc__cu_push_device(comm->device) < 0)
+		return collc__nccl_fail(ncclUnhandledCudaError, call, "no context on device %d",
+					comm->device);
+	r = collc_mem_alloc(comm->ctx, bytes, comm->device, (void **)&p);
+	if (r < 0)
+		goto out;
+	r = collc__cu_copy(p, mine, sizeof(*mine), 1);
+	if (r == 0)
+		r = collc_allgather(comm->cc, p, p + sizeof(*mine), sizeof(*mine), COLLC_UINT8,
+				    &req);
+	if (r == 0)
+		r = collc_wait(comm->ctx, req, -1);
+	if (r == 0)
+		r = collc__cu_copy(all, p + sizeof(*mine), sizeof(*mine) * (size_t)comm->nranks, 0);
+	collc_mem_free(comm->ctx, p);
+out:
+	collc__cu_pop();
+	return r < 0 ? collc__nccl_errno(r, call, "gathering the ranks' colors") : ncclSuccess;
+}
+
+/*
+ * Collective over comm: ranks of one color form a new communicator, ordered by
+ * (key, rank in comm), named by a unique id its first rank made; every rank
+ * makes one before the gather, so the split is a single collective.
+ */
+SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+				       ncclConfig_t *config)
+{
+	static const char call[] = "ncclCommSplit";
+	struct split_rec mine = { 0 }, *all;
+	ncclResult_t res = collc__nccl_check_comm(comm, call);
+	int lead = -1, n = 0, rank = 0, r, prev = -1;
+
+	if (res != ncclSuccess)
+		return res;
+	if (!newcomm)
+		return collc__nccl_fail(ncclInvalidArgument, call, "newcomm is NULL");
+	if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+		return collc__nccl_fail(ncclInvalidArgument, call, "color %d is negative", color);
+	res = check_config(config, call);
+	if (res != ncclSuccess)
+		return res;
+	if (collc__nccl_group_depth() > 0)
+		return collc__nccl_fail(ncclInvalidUsage, call, "not supported inside a group");
+	mine.color = color;
+	mine.key = key;
+	mine.rank = comm->rank;
+	if (color != NCCL_SPLIT_NOCOLOR) {
+		r = collc_get_unique_id(comm->ctx, &mine.id);
+		if (r < 0)
+			return collc__nccl_errno(r, call, "collcd gave no unique id");
+	}
+	all = calloc((size_t)comm->nranks, sizeof(*all));
+	if (!all)
+		return collc__nccl_fail(ncclSystemError, call, "out of memory");
+	res = split_gather(comm, &mine, all, call);
+	for (int q = 0; res == ncclSuccess && q < comm->nranks; q++) {
+		if (all[q].rank != q)
+			res = collc__nccl_fail(ncclInternalError, call, "rank %d sent rank %d", q,
+					       all[q].rank);
+		if (color == NCCL_SPLIT_NOCOLOR || all[q].color != color)
+			continue;
+		if (lead < 0)
+			lead = q;
+		n++;
+		if (all[q].key < key || (all[q].key == key && q < comm->rank))
+			rank++;
+	}
+	if (res == ncclSuccess && color == NCCL_SPLIT_NOCOLOR) {
+		*newcomm = NULL;
+	} else if (res == ncclSuccess) {
+		/* The new communicator lives on the parent's device. */
+		r = collc__cu_push_device(comm->device);
+		if (r == 0 && collc__cu_current_device(&prev) == 0 && prev == comm->device)
+			res = comm_init(newcomm, n, (const ncclUniqueId *)&all[lead].id, rank,
+					config, call);
+		else
+			res = collc__nccl_fail(ncclUnhandledCudaError, call,
+					       "no context on device %d", comm->device);
+		if (r == 0)
+			collc__cu_pop();
+	}
+	free(all);
+	return res;
+}
+SHIM_ALIAS(ncclCommSplit);

@@ -33,6 +33,8 @@ static struct {
 	CUresult (*primary_retain)(CUcontext *, CUdevice);
 	CUresult (*ctx_push)(CUcontext);
 	CUresult (*ctx_pop)(CUcontext *);
+	CUresult (*htod)(CUdeviceptr, const void *, size_t);
+	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -63,6 +65,8 @@ static void cu_load(void)
 		{ "cuDevicePrimaryCtxRetain", (void **)&cu.primary_retain },
 		{ "cuCtxPushCurrent_v2", (void **)&cu.ctx_push },
 		{ "cuCtxPopCurrent_v2", (void **)&cu.ctx_pop },
+		{ "cuMemcpyHtoD_v2", (void **)&cu.htod },
+		{ "cuMemcpyDtoH_v2", (void **)&cu.dtoh },
 	};
 	const char *s = NULL;
 	CUresult r;
@@ -238,4 +242,15 @@ void collc__cu_pop(void)
 	CUcontext c;
 
 	cu.ctx_pop(&c);
+}
+
+int collc__cu_copy(void *dst, const void *src, size_t bytes, int to_device)
+{
+	CUresult r;
+
+	if (cu_state < 0)
+		return -ENODEV;
+	r = to_device ? cu.htod((CUdeviceptr)(uintptr_t)dst, src, bytes)
+		      : cu.dtoh(dst, (CUdeviceptr)(uintptr_t)src, bytes);
+	return r == CUDA_SUCCESS ? 0 : -EIO;
 }

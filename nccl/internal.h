@@ -91,6 +91,8 @@ int collc__cu_stream_wait_event(void *stream, void *event);
 /* Makes device's primary context current (pushed) for what follows; collc__cu_pop undoes it. */
 int collc__cu_push_device(int device);
 void collc__cu_pop(void);
+/* A synchronous copy between host and device memory (to_device: host to device). */
+int collc__cu_copy(void *dst, const void *src, size_t bytes, int to_device);
 
 /* mem.c */
 /* Registers the allocation holding [ptr, ptr + bytes) with comm's connection (cached). */

@@ -15,14 +15,6 @@ static ncclResult_t refuse(const char *call, const char *why)
 	return collc__nccl_fail(ncclInvalidUsage, call, "not supported by collc: %s", why);
 }
 
-SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
-				       ncclConfig_t *config)
-{
-	return refuse("ncclCommSplit", "make the new communicator with ncclGetUniqueId and "
-				       "ncclCommInitRank");
-}
-SHIM_ALIAS(ncclCommSplit);
-
 SHIM_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList,
 					int excludeRanksCount, ncclComm_t *newcomm,
 					ncclConfig_t *config, int shrinkFlags)

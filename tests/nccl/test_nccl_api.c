@@ -116,6 +116,8 @@ static void test_null_comm(void)
 	EXPECT(ncclCommFinalize(NULL), ncclInvalidArgument, "ncclCommFinalize", "comm");
 	EXPECT(ncclCommRegister(NULL, &x, 4, (void **)&fake), ncclInvalidArgument,
 	       "ncclCommRegister", "comm");
+	EXPECT(ncclCommSplit(NULL, 0, 0, (ncclComm_t *)&fake, NULL), ncclInvalidArgument,
+	       "ncclCommSplit", "comm is NULL");
 	CHECK(ncclCommDestroy(NULL) == ncclSuccess, "destroying NULL is a no-op");
 	CHECK(ncclCommAbort(NULL) == ncclSuccess, "aborting NULL is a no-op");
 	EXPECT(ncclCommDestroy((ncclComm_t)fake), ncclInvalidArgument, "ncclCommDestroy",
@@ -128,17 +130,15 @@ static void test_refused(void)
 	ncclRedOp_t op = ncclSum;
 	float s = 1;
 
-	EXPECT(ncclCommSplit(NULL, 0, 0, &c, NULL), ncclInvalidUsage, "ncclCommSplit",
+	EXPECT(ncclCommShrink(NULL, NULL, 0, &c, NULL, 0), ncclInvalidUsage, "ncclCommShrink",
 	       "not supported");
 	CHECK(c == (ncclComm_t)0x1, "a refused call leaves its output alone");
-	EXPECT(ncclCommShrink(NULL, NULL, 0, &c, NULL, 0), ncclInvalidUsage, "ncclCommShrink",
-	       NULL);
 	EXPECT(ncclCommRevoke(NULL, 0), ncclInvalidUsage, "ncclCommRevoke", NULL);
 	EXPECT(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, ncclScalarHostImmediate, NULL),
 	       ncclInvalidUsage, "ncclRedOpCreatePreMulSum", NULL);
 	CHECK(op == ncclSum, "a refused call leaves its output alone");
 	EXPECT(ncclRedOpDestroy(op, NULL), ncclInvalidUsage, "ncclRedOpDestroy", NULL);
-	EXPECT(pncclCommSplit(NULL, 0, 0, &c, NULL), ncclInvalidUsage, "ncclCommSplit", NULL);
+	EXPECT(pncclCommRevoke(NULL, 0), ncclInvalidUsage, "ncclCommRevoke", NULL);
 }
 
 static void test_memory(void)
@@ -210,6 +210,8 @@ static void test_init_without_gpu(void)
 	EXPECT(ncclCommDestroy(g), ncclInvalidUsage, "ncclCommDestroy", "group");
 	EXPECT(ncclGroupEnd(), ncclInvalidArgument, "ncclGroupEnd", "ncclAllReduce: datatype");
 	CHECK(ncclCommCount(g, &x) == ncclInvalidUsage, "a comm whose group failed is unusable");
+	EXPECT(ncclCommSplit(g, 0, 0, &c, NULL), ncclInvalidUsage, "ncclCommSplit",
+	       "failed to initialize");
 	CHECK(ncclCommGetAsyncError(g, &e) == ncclSuccess && e != ncclSuccess,
 	      "its async error is %d", e);
 	CHECK(ncclCommDestroy(g) == ncclSuccess, "destroying it: %s", ncclGetLastError(NULL));
