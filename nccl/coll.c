@@ -104,6 +104,13 @@ int collc__nccl_group_uses(const struct ncclComm *comm)
 }
 
 /* A failed call inside a group fails the whole group at ncclGroupEnd, as in NCCL. */
+static ncclResult_t group_err(ncclResult_t res);
+
+ncclResult_t collc__nccl_group_fail(ncclResult_t res)
+{
+	return group_err(res);
+}
+
 static ncclResult_t group_err(ncclResult_t res)
 {
 	if (res != ncclSuccess && grp.depth > 0 && grp.err == ncclSuccess) {

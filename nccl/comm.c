@@ -192,7 +192,8 @@ SHIM_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comms, int ndev, const int 
 			comms[i]->device = devlist ? devlist[i] : i;
 	}
 	if (res != ncclSuccess) {
-		/* Unwinds the queued inits; the group's own result is res already. */
+		/* The group runs none of the queued inits (they would wait for the missing rank). */
+		collc__nccl_group_fail(res);
 		ncclGroupEnd();
 		for (int i = 0; i < ndev; i++)
 			if (comms[i])

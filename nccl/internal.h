@@ -104,6 +104,8 @@ void collc__nccl_regs_free(struct ncclComm *comm);
 int collc__nccl_group_depth(void);
 /* Queues a deferred comm init of the calling thread's group. */
 ncclResult_t collc__nccl_group_add_init(struct ncclComm *comm);
+/* Fails the calling thread's open group with res (its ncclGroupEnd then runs nothing). */
+ncclResult_t collc__nccl_group_fail(ncclResult_t res);
 /* 1 when the calling thread's open group has calls on comm queued. */
 int collc__nccl_group_uses(const struct ncclComm *comm);
 void collc__nccl_side_free(struct ncclComm *comm);
