@@ -104,14 +104,7 @@ int collc__nccl_group_uses(const struct ncclComm *comm)
 }
 
 /* A failed call inside a group fails the whole group at ncclGroupEnd, as in NCCL. */
-static ncclResult_t group_err(ncclResult_t res);
-
 ncclResult_t collc__nccl_group_fail(ncclResult_t res)
-{
-	return group_err(res);
-}
-
-static ncclResult_t group_err(ncclResult_t res)
 {
 	if (res != ncclSuccess && grp.depth > 0 && grp.err == ncclSuccess) {
 		grp.err = res;
@@ -251,7 +244,7 @@ static ncclResult_t issue_on_device(const struct op *o)
 	int cur = -1, pushed = 0;
 	ncclResult_t res;
 
-	if (collc__cu_current_device(&cur) == 0 && cur != o->comm->device)
+	if (collc__cu_ctx_device(&cur) < 0 || cur != o->comm->device)
 		pushed = collc__cu_push_device(o->comm->device) == 0;
 	res = issue(o, s);
 	if (pushed)
@@ -473,22 +466,22 @@ static ncclResult_t submit(struct op *o, ncclComm_t comm, ncclDataType_t datatyp
 	size_t es;
 
 	if (collc__nccl_dtype(datatype, &o->dtype) < 0)
-		return group_err(collc__nccl_fail(ncclInvalidArgument, call,
-						  "datatype %d is not an ncclDataType_t",
-						  (int)datatype));
+		return collc__nccl_group_fail(
+			collc__nccl_fail(ncclInvalidArgument, call,
+					 "datatype %d is not an ncclDataType_t", (int)datatype));
 	if (use_redop && (redop < 0 || redop >= ncclNumOps))
-		return group_err(
+		return collc__nccl_group_fail(
 			collc__nccl_fail(ncclInvalidArgument, call,
 					 "op %d is no built-in reduction (custom operators from "
 					 "ncclRedOpCreatePreMulSum are not supported by collc)",
 					 redop));
 	res = check_comm(comm, call);
 	if (res != ncclSuccess)
-		return group_err(res);
+		return collc__nccl_group_fail(res);
 	if (use_root && (root < 0 || root >= comm->nranks))
-		return group_err(collc__nccl_fail(ncclInvalidArgument, call,
-						  "%s %d is not in [0, %d)",
-						  is_p2p(o) ? "peer" : "root", root, comm->nranks));
+		return collc__nccl_group_fail(
+			collc__nccl_fail(ncclInvalidArgument, call, "%s %d is not in [0, %d)",
+					 is_p2p(o) ? "peer" : "root", root, comm->nranks));
 	o->comm = comm;
 	o->redop = (collc_redop)redop;
 	o->root = root;
@@ -496,16 +489,16 @@ static ncclResult_t submit(struct op *o, ncclComm_t comm, ncclDataType_t datatyp
 	es = collc_dtype_size(o->dtype);
 	if (bytes_of(o->count, es, send_mult, &o->send_bytes) < 0 ||
 	    bytes_of(o->count, es, recv_mult, &o->recv_bytes) < 0)
-		return group_err(collc__nccl_fail(ncclInvalidArgument, call, "count %zu overflows",
-						  o->count));
+		return collc__nccl_group_fail(collc__nccl_fail(ncclInvalidArgument, call,
+							       "count %zu overflows", o->count));
 	if (o->count == 0)
 		return ncclSuccess; /* NCCL: nothing to do, on any rank */
 	if ((o->send_bytes && !o->send) || (o->recv_bytes && !o->recv))
-		return group_err(
+		return collc__nccl_group_fail(
 			collc__nccl_fail(ncclInvalidArgument, call, "%s is NULL",
 					 o->send_bytes && !o->send ? "sendbuff" : "recvbuff"));
 	if (grp.depth > 0)
-		return group_err(group_push(o, call));
+		return collc__nccl_group_fail(group_push(o, call));
 	return issue_on_device(o);
 }
 
@@ -645,11 +638,11 @@ static ncclResult_t gather_scatter(int scatter, const void *sendbuff, void *recv
 	    bytes_of(count, collc_dtype_size(dt), (size_t)comm->nranks, &bytes) < 0)
 		res = collc__nccl_fail(ncclInvalidArgument, call, "count %zu overflows", count);
 	if (res != ncclSuccess)
-		return group_err(res);
+		return collc__nccl_group_fail(res);
 	bytes /= (size_t)comm->nranks;
 	res = ncclGroupStart();
 	if (res != ncclSuccess)
-		return group_err(res);
+		return collc__nccl_group_fail(res);
 	if (scatter) {
 		if (comm->rank == root)
 			for (int p = 0; res == ncclSuccess && p < comm->nranks; p++)

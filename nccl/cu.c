@@ -102,18 +102,29 @@ const char *collc__cu_why(void)
 	return cu_why;
 }
 
-int collc__cu_current_device(int *ret_device)
+int collc__cu_ctx_device(int *ret_device)
 {
 	CUdevice d;
 	int r = collc__cu_load();
 
 	if (r < 0)
 		return r;
-	/* No current context: the device the runtime would use (cudaSetDevice not called). */
 	if (cu.ctx_get_device(&d) != CUDA_SUCCESS)
-		d = 0;
+		return -ENOENT;
 	*ret_device = (int)d;
 	return 0;
+}
+
+int collc__cu_current_device(int *ret_device)
+{
+	int r = collc__cu_ctx_device(ret_device);
+
+	/* No current context: the device the runtime would use (cudaSetDevice not called). */
+	if (r == -ENOENT) {
+		*ret_device = 0;
+		r = 0;
+	}
+	return r;
 }
 
 int collc__cu_buffer_id(const void *ptr, uint64_t *ret_id)

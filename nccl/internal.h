@@ -59,7 +59,6 @@ struct ncclComm {
 	void **side_done; /* CUevent, one per side stream */
 	void *fork_ev;    /* CUevent */
 	size_t nside;
-	int side_ctx_device;
 };
 
 /* result.c */
@@ -76,7 +75,8 @@ int collc__nccl_dtype(ncclDataType_t t, collc_dtype *ret);
 /* cu.c: the driver, loaded on first use. */
 int collc__cu_load(void); /* 0, or -ENODEV with collc__cu_why() saying why */
 const char *collc__cu_why(void);
-int collc__cu_current_device(int *ret_device);
+int collc__cu_current_device(int *ret_device); /* device 0 when no context is current */
+int collc__cu_ctx_device(int *ret_device);     /* -ENOENT when no context is current */
 /* The allocation holding ptr: base, size and buffer id; -EINVAL when ptr is no device memory. */
 int collc__cu_range(const void *ptr, uintptr_t *ret_base, size_t *ret_size, uint64_t *ret_id);
 int collc__cu_buffer_id(const void *ptr, uint64_t *ret_id);
