@@ -169,71 +169,144 @@ static ncclResult_t no_stream_forms(const char *call)
 				"libcollc built with libnccl-collc");
 }
 
-/* Registers what o touches and enqueues it on stream. */
+/* o's stream-ordered form with these buffers on s; -ENOSYS when libcollc lacks it. */
+static int stream_form(const struct op *o, const void *send, void *recv, struct CUstream_st *s)
+{
+	struct collc_comm *cc = o->comm->cc;
+
+	switch (o->kind) {
+	case OP_ALLREDUCE:
+		if (collc_allreduce_stream)
+			return collc_allreduce_stream(cc, send, recv, o->count, o->dtype, o->redop,
+						      s);
+		break;
+	case OP_ALLGATHER:
+		if (collc_allgather_stream)
+			return collc_allgather_stream(cc, send, recv, o->count, o->dtype, s);
+		break;
+	case OP_REDUCE_SCATTER:
+		if (collc_reduce_scatter_stream)
+			return collc_reduce_scatter_stream(cc, send, recv, o->count, o->dtype,
+							   o->redop, s);
+		break;
+	case OP_BROADCAST:
+		if (collc_broadcast_stream)
+			return collc_broadcast_stream(cc, send, recv, o->count, o->dtype, o->root,
+						      s);
+		break;
+	case OP_REDUCE:
+		if (collc_reduce_stream)
+			return collc_reduce_stream(cc, send, recv, o->count, o->dtype, o->redop,
+						   o->root, s);
+		break;
+	case OP_ALLTOALL:
+		if (collc_alltoall_stream)
+			return collc_alltoall_stream(cc, send, recv, o->count, o->dtype, s);
+		break;
+	case OP_SEND:
+		if (collc_send_stream)
+			return collc_send_stream(cc, send, o->count, o->dtype, o->root, s);
+		break;
+	case OP_RECV:
+		if (collc_recv_stream)
+			return collc_recv_stream(cc, recv, o->count, o->dtype, o->root, s);
+		break;
+	case OP_INIT:
+		return 0;
+	}
+	return -ENOSYS;
+}
+
+#define STAGE_ALIGN 256
+
+/*
+ * o with its staged buffers copied through a staging buffer: in, the call,
+ * out, all on the lane's stream. Lane 0 (calls on the caller's stream) is the
+ * communicator's staging stream, forked from the caller's stream and joined
+ * back; a send or receive on side stream j is lane j + 1 and stays there.
+ */
+static int issue_staged(const struct op *o, struct CUstream_st *s, int send_staged, int recv_staged,
+			int in_place)
+{
+	struct ncclComm *comm = o->comm;
+	size_t lane = (size_t)(o->side + 1), off = 0, need;
+	struct CUstream_st *ls = s;
+	const void *send = o->send;
+	void *recv = o->recv;
+	char *buf;
+	int r;
+
+	if (send_staged)
+		off = (o->send_bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+	need = off + (recv_staged && !in_place ? o->recv_bytes : 0);
+	r = collc__nccl_stage(comm, lane, need, (void **)&buf);
+	if (r == 0 && lane == 0 && !comm->stage_stream) {
+		if (collc__cu_push_device(comm->device) < 0)
+			return -ENODEV;
+		r = collc__cu_stream_create(&comm->stage_stream);
+		if (r == 0)
+			r = collc__cu_event_create(&comm->stage_fork);
+		if (r == 0)
+			r = collc__cu_event_create(&comm->stage_done);
+		collc__cu_pop();
+	}
+	if (r == 0 && lane == 0) {
+		ls = comm->stage_stream;
+		r = collc__cu_event_record(comm->stage_fork, s);
+		if (r == 0)
+			r = collc__cu_stream_wait_event(ls, comm->stage_fork);
+	}
+	if (r < 0)
+		return r;
+	if (send_staged) {
+		r = collc__cu_copy_async(buf, o->send, o->send_bytes, ls);
+		send = buf;
+	}
+	if (recv_staged)
+		recv = in_place ? buf : buf + off;
+	if (r == 0)
+		r = stream_form(o, send, recv, ls);
+	if (r == 0 && recv_staged)
+		r = collc__cu_copy_async(o->recv, recv, o->recv_bytes, ls);
+	/* The caller's stream goes on after the copy out, whatever failed before it. */
+	if (lane == 0 && collc__cu_event_record(comm->stage_done, ls) == 0)
+		collc__cu_stream_wait_event(s, comm->stage_done);
+	return r;
+}
+
+/* Registers (or stages) what o touches and enqueues it on stream. */
 static ncclResult_t issue(const struct op *o, cudaStream_t stream)
 {
 	struct ncclComm *comm = o->comm;
 	const char *call = op_call[o->kind];
 	struct CUstream_st *s = (struct CUstream_st *)stream;
+	int ss = 0, rs = 0, r;
+	/* In place: the send buffer's registration covers the receive buffer. */
+	int in_place = o->recv == o->send && o->recv_bytes <= o->send_bytes;
 	ncclResult_t res = ncclSuccess;
-	int r = -ENOSYS;
 
 	if (comm->init_result != ncclSuccess)
 		return collc__nccl_fail(ncclInvalidUsage, call, "comm failed to initialize");
+	if (o->kind == OP_INIT)
+		return ncclSuccess;
 	if (o->send_bytes)
-		res = collc__nccl_reg(comm, o->send, o->send_bytes, call);
-	/* In place: the send buffer's registration covers the receive buffer. */
-	if (res == ncclSuccess && o->recv_bytes &&
-	    !(o->recv == o->send && o->recv_bytes <= o->send_bytes))
-		res = collc__nccl_reg(comm, o->recv, o->recv_bytes, call);
+		res = collc__nccl_reg(comm, o->send, o->send_bytes, call, &ss);
+	if (res == ncclSuccess && o->recv_bytes && in_place)
+		rs = ss;
+	else if (res == ncclSuccess && o->recv_bytes)
+		res = collc__nccl_reg(comm, o->recv, o->recv_bytes, call, &rs);
 	if (res != ncclSuccess)
 		return res;
-	switch (o->kind) {
-	case OP_ALLREDUCE:
-		if (collc_allreduce_stream)
-			r = collc_allreduce_stream(comm->cc, o->send, o->recv, o->count, o->dtype,
-						   o->redop, s);
-		break;
-	case OP_ALLGATHER:
-		if (collc_allgather_stream)
-			r = collc_allgather_stream(comm->cc, o->send, o->recv, o->count, o->dtype,
-						   s);
-		break;
-	case OP_REDUCE_SCATTER:
-		if (collc_reduce_scatter_stream)
-			r = collc_reduce_scatter_stream(comm->cc, o->send, o->recv, o->count,
-							o->dtype, o->redop, s);
-		break;
-	case OP_BROADCAST:
-		if (collc_broadcast_stream)
-			r = collc_broadcast_stream(comm->cc, o->send, o->recv, o->count, o->dtype,
-						   o->root, s);
-		break;
-	case OP_REDUCE:
-		if (collc_reduce_stream)
-			r = collc_reduce_stream(comm->cc, o->send, o->recv, o->count, o->dtype,
-						o->redop, o->root, s);
-		break;
-	case OP_ALLTOALL:
-		if (collc_alltoall_stream)
-			r = collc_alltoall_stream(comm->cc, o->send, o->recv, o->count, o->dtype,
-						  s);
-		break;
-	case OP_SEND:
-		if (collc_send_stream)
-			r = collc_send_stream(comm->cc, o->send, o->count, o->dtype, o->root, s);
-		break;
-	case OP_RECV:
-		if (collc_recv_stream)
-			r = collc_recv_stream(comm->cc, o->recv, o->count, o->dtype, o->root, s);
-		break;
-	case OP_INIT:
-		return ncclSuccess;
-	}
+	if (ss || rs)
+		r = issue_staged(o, s, ss, rs, in_place);
+	else
+		r = stream_form(o, o->send, o->recv, s);
 	if (r == -ENOSYS)
 		return no_stream_forms(call);
 	if (r < 0)
-		return collc__nccl_errno(r, call, "collc refused the call");
+		return collc__nccl_errno(r, call,
+					 ss || rs ? "staging a buffer or calling collc"
+						  : "collc refused the call");
 	return ncclSuccess;
 }
 

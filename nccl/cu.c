@@ -35,6 +35,7 @@ static struct {
 	CUresult (*ctx_pop)(CUcontext *);
 	CUresult (*htod)(CUdeviceptr, const void *, size_t);
 	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
+	CUresult (*dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -67,6 +68,7 @@ static void cu_load(void)
 		{ "cuCtxPopCurrent_v2", (void **)&cu.ctx_pop },
 		{ "cuMemcpyHtoD_v2", (void **)&cu.htod },
 		{ "cuMemcpyDtoH_v2", (void **)&cu.dtoh },
+		{ "cuMemcpyDtoDAsync_v2", (void **)&cu.dtod_async },
 	};
 	const char *s = NULL;
 	CUresult r;
@@ -264,4 +266,14 @@ int collc__cu_copy(void *dst, const void *src, size_t bytes, int to_device)
 	r = to_device ? cu.htod((CUdeviceptr)(uintptr_t)dst, src, bytes)
 		      : cu.dtoh(dst, (CUdeviceptr)(uintptr_t)src, bytes);
 	return r == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+int collc__cu_copy_async(void *dst, const void *src, size_t bytes, void *stream)
+{
+	if (cu_state < 0)
+		return -ENODEV;
+	return cu.dtod_async((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes,
+			     stream) == CUDA_SUCCESS
+		       ? 0
+		       : -EIO;
 }

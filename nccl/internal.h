@@ -42,6 +42,13 @@ struct shim_reg {
 	uintptr_t base;
 	size_t size;
 	uint64_t buf_id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: a new allocation at the same address differs */
+	int staged; /* collcd cannot import it: calls copy through a staging buffer */
+};
+
+/* A staging buffer (collc memory of the comm's connection) and the ones it outgrew. */
+struct shim_stage {
+	void *buf;
+	size_t cap;
 };
 
 struct ncclComm {
@@ -59,6 +66,16 @@ struct ncclComm {
 	void **side_done; /* CUevent, one per side stream */
 	void *fork_ev;    /* CUevent */
 	size_t nside;
+	/*
+	 * Staging lanes: lane 0 runs on stage_stream (forked from the caller's
+	 * stream), lane j + 1 on side stream j. A lane's buffer is reused only by
+	 * its own stream, in order.
+	 */
+	struct shim_stage *stages;
+	size_t nstages;
+	void **outgrown; /* buffers replaced while calls may still use them: freed with comm */
+	size_t noutgrown;
+	void *stage_stream, *stage_fork, *stage_done;
 };
 
 /* result.c */
@@ -93,11 +110,20 @@ int collc__cu_push_device(int device);
 void collc__cu_pop(void);
 /* A synchronous copy between host and device memory (to_device: host to device). */
 int collc__cu_copy(void *dst, const void *src, size_t bytes, int to_device);
+/* A device to device copy enqueued on stream. */
+int collc__cu_copy_async(void *dst, const void *src, size_t bytes, void *stream);
 
 /* mem.c */
-/* Registers the allocation holding [ptr, ptr + bytes) with comm's connection (cached). */
-ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t bytes,
-			     const char *call);
+/*
+ * Registers the allocation holding [ptr, ptr + bytes) with comm's connection
+ * (cached); *ret_staged is 1 when collcd cannot import it (a pool, VMM) and
+ * the call must copy through a staging buffer.
+ */
+ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t bytes, const char *call,
+			     int *ret_staged);
+/* Lane's staging buffer of at least bytes (grown in comm's device's context). */
+int collc__nccl_stage(struct ncclComm *comm, size_t lane, size_t bytes, void **ret_buf);
+void collc__nccl_stages_free(struct ncclComm *comm);
 void collc__nccl_regs_free(struct ncclComm *comm);
 
 /* coll.c */

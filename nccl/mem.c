@@ -5,9 +5,11 @@
  * pointer is registered with the communicator's connection and cached, so a
  * later call anywhere in that allocation costs one driver query (its buffer
  * id, which tells a new allocation at the same address from the old one).
- * There is no staging copy: memory that cannot be registered (cudaMallocAsync
- * pools, cuMemCreate/VMM memory, host memory) fails the call with
- * ncclInvalidArgument and a last error that names the buffer.
+ * Device memory that collcd cannot import (CUDA IPC exports neither
+ * cudaMallocAsync pools nor cuMemCreate/VMM memory) is staged: the call
+ * copies it into collc memory of the communicator's connection and back out
+ * on the stream (coll.c), which costs a device-to-device copy each way. Host
+ * memory fails the call with ncclInvalidArgument and a last error naming it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,7 +45,8 @@ static void regs_drop_stale(struct ncclComm *comm, uintptr_t base, size_t size)
 		struct shim_reg *g = &comm->regs[i];
 
 		if (g->base < base + size && base < g->base + g->size) {
-			collc_mem_deregister(comm->ctx, (void *)g->base);
+			if (!g->staged)
+				collc_mem_deregister(comm->ctx, (void *)g->base);
 			*g = comm->regs[--comm->nregs];
 		} else {
 			i++;
@@ -51,7 +54,8 @@ static void regs_drop_stale(struct ncclComm *comm, uintptr_t base, size_t size)
 	}
 }
 
-ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t bytes, const char *call)
+ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t bytes, const char *call,
+			     int *ret_staged)
 {
 	uintptr_t p = (uintptr_t)ptr, base;
 	struct shim_reg *g;
@@ -64,6 +68,7 @@ ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t byte
 	pthread_mutex_lock(&comm->lock);
 	g = reg_find(comm, p, bytes);
 	if (g && collc__cu_buffer_id(ptr, &id) == 0 && id == g->buf_id) {
+		*ret_staged = g->staged;
 		pthread_mutex_unlock(&comm->lock);
 		return ncclSuccess;
 	}
@@ -92,21 +97,76 @@ ncclResult_t collc__nccl_reg(struct ncclComm *comm, const void *ptr, size_t byte
 		comm->regs = n;
 		comm->cap_regs = cap;
 	}
+	/* -EINVAL: CUDA IPC cannot export the allocation; staged from now on. */
 	r = collc_mem_register(comm->ctx, (void *)base, size, comm->device);
-	if (r < 0) {
+	if (r < 0 && r != -EINVAL) {
 		pthread_mutex_unlock(&comm->lock);
-		if (r == -EINVAL)
-			return collc__nccl_fail(
-				ncclInvalidArgument, call,
-				"buffer %p cannot be registered with collcd: it must "
-				"be cudaMalloc or ncclMemAlloc memory of device %d "
-				"(not a cudaMallocAsync pool or VMM memory)",
-				ptr, comm->device);
 		return collc__nccl_errno(r, call, "registering a buffer with collcd");
 	}
-	comm->regs[comm->nregs++] = (struct shim_reg){ base, size, id };
+	comm->regs[comm->nregs++] = (struct shim_reg){ base, size, id, r < 0 };
+	*ret_staged = r < 0;
 	pthread_mutex_unlock(&comm->lock);
 	return ncclSuccess;
+}
+
+int collc__nccl_stage(struct ncclComm *comm, size_t lane, size_t bytes, void **ret_buf)
+{
+	struct shim_stage *st;
+	void **old, *buf = NULL;
+	size_t cap;
+	int r;
+
+	if (lane >= comm->nstages) {
+		st = realloc(comm->stages, (lane + 1) * sizeof(*st));
+		if (!st)
+			return -ENOMEM;
+		memset(st + comm->nstages, 0, (lane + 1 - comm->nstages) * sizeof(*st));
+		comm->stages = st;
+		comm->nstages = lane + 1;
+	}
+	st = &comm->stages[lane];
+	if (st->cap >= bytes) {
+		*ret_buf = st->buf;
+		return 0;
+	}
+	old = realloc(comm->outgrown, (comm->noutgrown + 1) * sizeof(*old));
+	if (!old)
+		return -ENOMEM;
+	comm->outgrown = old;
+	/* Grows by doubling, from 1 MiB, so a sweep of sizes allocates a few times only. */
+	for (cap = st->cap ? 2 * st->cap : 1 << 20; cap < bytes; cap *= 2)
+		;
+	if (collc__cu_push_device(comm->device) < 0)
+		return -ENODEV;
+	r = collc_mem_alloc(comm->ctx, cap, comm->device, &buf);
+	collc__cu_pop();
+	if (r < 0)
+		return r;
+	/* Calls enqueued on the lane may still read the old buffer: it goes with the comm. */
+	if (st->buf)
+		comm->outgrown[comm->noutgrown++] = st->buf;
+	st->buf = buf;
+	st->cap = cap;
+	*ret_buf = buf;
+	return 0;
+}
+
+void collc__nccl_stages_free(struct ncclComm *comm)
+{
+	for (size_t i = 0; i < comm->nstages; i++)
+		if (comm->stages[i].buf)
+			collc_mem_free(comm->ctx, comm->stages[i].buf);
+	for (size_t i = 0; i < comm->noutgrown; i++)
+		collc_mem_free(comm->ctx, comm->outgrown[i]);
+	free(comm->stages);
+	free(comm->outgrown);
+	comm->stages = NULL;
+	comm->outgrown = NULL;
+	comm->nstages = comm->noutgrown = 0;
+	collc__cu_stream_destroy(comm->stage_stream);
+	collc__cu_event_destroy(comm->stage_fork);
+	collc__cu_event_destroy(comm->stage_done);
+	comm->stage_stream = comm->stage_fork = comm->stage_done = NULL;
 }
 
 void collc__nccl_regs_free(struct ncclComm *comm)
@@ -159,6 +219,7 @@ static ncclResult_t handle_new(struct ncclComm *comm, void *buff, size_t size, v
 {
 	struct shim_handle *h;
 	ncclResult_t res = collc__nccl_check_comm(comm, call);
+	int staged;
 
 	if (res != ncclSuccess)
 		return res;
@@ -166,7 +227,7 @@ static ncclResult_t handle_new(struct ncclComm *comm, void *buff, size_t size, v
 		return collc__nccl_fail(ncclInvalidArgument, call, "handle is NULL");
 	if (size == 0)
 		return collc__nccl_fail(ncclInvalidArgument, call, "size is 0");
-	res = collc__nccl_reg(comm, buff, size, call);
+	res = collc__nccl_reg(comm, buff, size, call, &staged);
 	if (res != ncclSuccess)
 		return res;
 	h = malloc(sizeof(*h));

@@ -273,3 +273,13 @@ EXPORT CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
 	memcpy(d, (const void *)(uintptr_t)s, n);
 	return CUDA_SUCCESS;
 }
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st)
+{
+	char a[32];
+
+	memcpy((void *)(uintptr_t)d, (const void *)(uintptr_t)s, n);
+	mock_log("copy %p <- %p %zu on %s\n", (void *)(uintptr_t)d, (void *)(uintptr_t)s, n,
+		 mock_name(st, a));
+	return CUDA_SUCCESS;
+}

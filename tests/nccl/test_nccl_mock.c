@@ -401,11 +401,39 @@ static void test_buffers(void)
 			      ncclInvalidArgument &&
 		      strstr(ncclGetLastError(NULL), "past its allocation"),
 	      "%s", ncclGetLastError(NULL));
+	/* Memory collcd cannot import (a pool): staged on the comm's staging stream. */
 	refused_base = a;
 	mock_renew(a);
-	CHECK(ncclBroadcast(a, a, 4, ncclFloat, 0, comms[0], U0) == ncclInvalidArgument &&
-		      strstr(ncclGetLastError(NULL), "cudaMallocAsync"),
-	      "%s", ncclGetLastError(NULL));
+	mock_trace(1);
+	CHECK(ncclBroadcast(a, a + 1024, 4, ncclFloat, 0, comms[0], U0) == ncclSuccess,
+	      "staged: %s", ncclGetLastError(NULL));
+	t = mock_trace(1);
+	{
+		char stage[32] = "", copy_in[96], copy_out[96];
+		const char *b = strstr(t, "broadcast rank 0 dev 0 on S");
+		void *sb = NULL, *rb = NULL;
+
+		if (b) {
+			sscanf(b, "broadcast rank 0 dev 0 on %31s send %p recv %p", stage, &sb,
+			       &rb);
+			snprintf(copy_in, sizeof(copy_in), "copy %p <- %p 16 on %s", sb, (void *)a,
+				 stage);
+			snprintf(copy_out, sizeof(copy_out), "copy %p <- %p 16 on %s",
+				 (void *)(a + 1024), rb, stage);
+		}
+		CHECK(b && sb && rb && sb != (void *)a && strstr(t, copy_in) &&
+			      strstr(t, copy_out) && strstr(t, copy_in) < b &&
+			      b < strstr(t, copy_out),
+		      "copy in, broadcast, copy out on the staging stream: %s", t);
+		CHECK(strstr(t, "on u7000\n") && strstr(t, "wait u7000 for") &&
+			      count_of(t, "wait u7000 for") == 1,
+		      "forked from and joined to u7000: %s", t);
+	}
+	/* Cached: no second registration attempt, staged again. */
+	CHECK(ncclAllReduce(a, a, 8, ncclFloat, ncclSum, comms[0], U0) == ncclSuccess, "%s",
+	      ncclGetLastError(NULL));
+	t = mock_trace(1);
+	CHECK(count_of(t, "register") == 0 && count_of(t, "copy ") == 2, "in place, staged: %s", t);
 	refused_base = NULL;
 	/* Non-root broadcast reads no send buffer: a NULL one is fine. */
 	CHECK(ncclBroadcast(NULL, a, 4, ncclFloat, 0, comms[1], U1) == ncclSuccess, "%s",
@@ -493,6 +521,33 @@ static void test_p2p_fork(void)
 	CHECK(count_of(t, "send rank 0") == 1 && count_of(t, "recv rank 0") == 2 &&
 		      strstr(t, line) && count_of(t, "wait u7000 for") == 3,
 	      "gather: %s", t);
+	/* Staged sends and receives stay on their side streams (lane j + 1). */
+	refused_base = a;
+	mock_renew(a);
+	ncclGroupStart();
+	mock_set_device(0);
+	ncclSend(a, 16, ncclFloat, 1, comms[0], U0);
+	ncclRecv(a + 512, 16, ncclFloat, 1, comms[0], U0);
+	mock_set_device(1);
+	ncclSend(b, 16, ncclFloat, 0, comms[1], U1);
+	ncclRecv(b + 512, 16, ncclFloat, 0, comms[1], U1);
+	CHECK(ncclGroupEnd() == ncclSuccess, "%s", ncclGetLastError(NULL));
+	refused_base = NULL;
+	t = mock_trace(1);
+	s0[0] = s1[0] = 0;
+	if (line_of(t, "send rank 0", line, sizeof(line)))
+		sscanf(strstr(line, " on ") + 4, "%15s", s0);
+	if (line_of(t, "recv rank 0", line, sizeof(line)))
+		sscanf(strstr(line, " on ") + 4, "%15s", s1);
+	{
+		char in[64], out[64];
+
+		snprintf(in, sizeof(in), "<- %p 64 on %s\n", (void *)a, s0);
+		snprintf(out, sizeof(out), "copy %p <- ", (void *)(a + 512));
+		CHECK(s0[0] == 'S' && s1[0] == 'S' && strcmp(s0, s1) && strstr(t, in) &&
+			      line_of(t, out, line, sizeof(line)) && strstr(line, s1),
+		      "staged send on %s, receive on %s: %s", s0, s1, t);
+	}
 	ncclMemFree(a);
 	ncclMemFree(b);
 }
