@@ -31,7 +31,8 @@
 # Then PyTorch's nccl backend (tests/gpu/nccl_shim_torch.py, skipped without
 # torch): DDP losses against a one-process reference, a captured all_reduce
 # replayed, the 8-byte eager latency; on the real NCCL (a GPU per rank) and
-# on the shim (LD_PRELOAD, 2 ranks). collcd's count of completed collectives
+# on the shim (LD_PRELOAD, 2 ranks), once more with torch's cudaMallocAsync
+# allocator (pool memory: the shim's staged path). collcd's count of completed collectives
 # must grow in every collc run, which proves the shim answered.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -180,6 +181,9 @@ if [ -S "$SOCK" ]; then
 	# torch: the shim preloaded (torch loads its own libnccl.so.2 by path); no device folding.
 	torchrun_ collc 2 COLLC_SOCKET="$SOCK" LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 		LD_PRELOAD="$BIN/libnccl-collc.so" NCCL_DEBUG=WARN
+	# The same with torch's cudaMallocAsync allocator: pool memory, which the shim stages.
+	torchrun_ collc-pool 2 COLLC_SOCKET="$SOCK" LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+		LD_PRELOAD="$BIN/libnccl-collc.so" NCCL_DEBUG=WARN PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync
 	# Which library answered: nccl-tests prints the version it runs on; ldd of the shim's name.
 	"${SHIM[@]}" ldd "$NCCL_TESTS/all_reduce_perf" | grep -i nccl >"$LOGDIR/ldd-collc.txt"
 	"$BIN/collcctl" --socket "$SOCK" status >"$LOGDIR/status.txt" 2>&1
