@@ -59,9 +59,9 @@ ncclResult_t collc__nccl_comm_join(struct ncclComm *comm, const char *call)
 
 static void comm_free(struct ncclComm *comm)
 {
-	collc__nccl_side_free(comm);
 	if (comm->ctx)
 		collc__nccl_stages_free(comm);
+	collc__nccl_side_free(comm);
 	collc__nccl_regs_free(comm);
 	if (comm->ctx)
 		collc_disconnect(comm->ctx);

@@ -36,6 +36,7 @@ static struct {
 	CUresult (*htod)(CUdeviceptr, const void *, size_t);
 	CUresult (*dtoh)(void *, CUdeviceptr, size_t);
 	CUresult (*dtod_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+	CUresult (*stream_sync)(CUstream);
 } cu;
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
@@ -69,6 +70,7 @@ static void cu_load(void)
 		{ "cuMemcpyHtoD_v2", (void **)&cu.htod },
 		{ "cuMemcpyDtoH_v2", (void **)&cu.dtoh },
 		{ "cuMemcpyDtoDAsync_v2", (void **)&cu.dtod_async },
+		{ "cuStreamSynchronize", (void **)&cu.stream_sync },
 	};
 	const char *s = NULL;
 	CUresult r;
@@ -276,4 +278,10 @@ int collc__cu_copy_async(void *dst, const void *src, size_t bytes, void *stream)
 			     stream) == CUDA_SUCCESS
 		       ? 0
 		       : -EIO;
+}
+
+void collc__cu_stream_sync(void *stream)
+{
+	if (cu_state == 0 && stream)
+		cu.stream_sync(stream);
 }

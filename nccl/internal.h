@@ -101,6 +101,7 @@ int collc__cu_mem_alloc(void **ret_ptr, size_t size);
 int collc__cu_mem_free(void *ptr);
 int collc__cu_stream_create(void **ret_stream);
 void collc__cu_stream_destroy(void *stream);
+void collc__cu_stream_sync(void *stream); /* best effort (a captured stream cannot) */
 int collc__cu_event_create(void **ret_event);
 void collc__cu_event_destroy(void *event);
 int collc__cu_event_record(void *event, void *stream);

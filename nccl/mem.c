@@ -153,6 +153,10 @@ int collc__nccl_stage(struct ncclComm *comm, size_t lane, size_t bytes, void **r
 
 void collc__nccl_stages_free(struct ncclComm *comm)
 {
+	/* Copies still enqueued read or write these buffers: let the lanes drain first. */
+	collc__cu_stream_sync(comm->stage_stream);
+	for (size_t i = 0; i < comm->nside && comm->nstages > 1; i++)
+		collc__cu_stream_sync(comm->side[i]);
 	for (size_t i = 0; i < comm->nstages; i++)
 		if (comm->stages[i].buf)
 			collc_mem_free(comm->ctx, comm->stages[i].buf);
