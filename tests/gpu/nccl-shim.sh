@@ -32,8 +32,8 @@
 # torch): DDP losses against a one-process reference, a captured all_reduce
 # replayed, the 8-byte eager latency; on the real NCCL (a GPU per rank) and
 # on the shim (LD_PRELOAD, 2 ranks), once more with torch's cudaMallocAsync
-# allocator (pool memory: the shim's staged path). collcd's count of completed collectives
-# must grow in every collc run, which proves the shim answered.
+# allocator (pool memory: the shim's staged path). collcd's count of submitted
+# collectives must grow in every collc run, which proves the shim answered.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
@@ -100,11 +100,11 @@ perf() {
 	[ "$(left)" -lt "$lim" ] && lim=$(left)
 	echo "=== $* ===" >"$log"
 	local before after reached=
-	before=$(completed)
+	before=$(submitted)
 	timeout "$lim" "$@" >>"$log" 2>&1
 	local rc=$?
-	after=$(completed)
-	[ -n "$before" ] && [ -n "$after" ] && reached=" | collcd completed +$(( after - before ))"
+	after=$(submitted)
+	[ -n "$before" ] && [ -n "$after" ] && reached=" | collcd submitted +$(( after - before ))"
 	# Data rows: size count type redop root | time algbw busbw #wrong (out of place) | the same in place.
 	local rows small big wrong
 	rows=$(awk '$1 ~ /^[0-9]+$/ && NF >= 13' "$log")
@@ -120,17 +120,17 @@ perf() {
 		result "$label PASS $small | $big | avg busbw ${avg:-?} GB/s | wrong 0$reached"
 	else
 		[ "$rc" = 124 ] && rc="timeout ${lim}s"
-		result "$label FAIL rc=$rc wrong=$wrong oob=${oob:-none} $(grep -m2 -i 'error\|fail\|invalid' "$log" | tr '\n' ' ' | cut -c1-200)"
+		result "$label FAIL rc=$rc wrong=$wrong oob=${oob:-none} $(grep -m2 -i 'collc-nccl WARN\|error\|fail\|invalid' "$log" | tr '\n' ' ' | cut -c1-200)"
 	fi
 }
 ARGS=(-b 8 -e "$MAXBYTES" -f 4 -c 1 -n "$ITERS" -w 5)
-# collcd's count of completed collectives (empty while no collcd runs).
+# collcd's count of submitted collectives (empty while no collcd runs).
 SOCK=/tmp/collc-nccl-shim.sock
 DPID=
-completed() {
+submitted() {
 	[ -n "$DPID" ] || return 0
 	"$BIN/collcctl" --socket "$SOCK" status --json 2>/dev/null |
-		grep -o '"totals": *{"submitted": *[0-9]*, *"completed": *[0-9]*' | grep -o '[0-9]*$'
+		grep -o '"totals": *{"submitted": *[0-9]*' | grep -o '[0-9]*$'
 }
 # PyTorch's nccl backend (skipped without torch): label, world, then the environment to run with.
 torchrun_() {
@@ -140,14 +140,14 @@ torchrun_() {
 		result "torch-$label SKIP out of time (BUDGET_S=$BUDGET_S)"
 		return
 	fi
-	before=$(completed)
+	before=$(submitted)
 	timeout 300 env "$@" python3 "$ROOT/tests/gpu/nccl_shim_torch.py" --label "$label" --world "$world" \
 		--timeout 240 >"$log" 2>&1
-	after=$(completed)
+	after=$(submitted)
 	grep '^RESULT' "$log" | sed 's/^RESULT //' | while read -r l; do result "$l"; done
 	grep -q '^RESULT' "$log" || result "torch-$label FAIL no result: $(tail -2 "$log" | tr '\n' ' ' | cut -c1-200)"
 	if [ -n "$before" ] && [ -n "$after" ] && ! grep -q '^RESULT .* SKIP' "$log"; then
-		[ "$before" != "$after" ] && result "torch-$label-reached-collcd PASS collcd completed +$(( after - before ))" ||
+		[ "$before" != "$after" ] && result "torch-$label-reached-collcd PASS collcd submitted +$(( after - before ))" ||
 			result "torch-$label-reached-collcd FAIL no collective reached collcd (torch's NCCL not interposed?)"
 	fi
 }
