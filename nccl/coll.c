@@ -280,9 +280,12 @@ static ncclResult_t issue(const struct op *o, cudaStream_t stream)
 	struct ncclComm *comm = o->comm;
 	const char *call = op_call[o->kind];
 	struct CUstream_st *s = (struct CUstream_st *)stream;
-	int ss = 0, rs = 0, r;
+	uintptr_t sp = (uintptr_t)o->send, rp = (uintptr_t)o->recv;
+	/* collc has no in-place all-to-all: overlapping input goes through a staging buffer. */
+	int overlap = o->kind == OP_ALLTOALL && sp < rp + o->recv_bytes && rp < sp + o->send_bytes;
 	/* In place: the send buffer's registration covers the receive buffer. */
-	int in_place = o->recv == o->send && o->recv_bytes <= o->send_bytes;
+	int in_place = !overlap && o->recv == o->send && o->recv_bytes <= o->send_bytes;
+	int ss = 0, rs = 0, r;
 	ncclResult_t res = ncclSuccess;
 
 	if (comm->init_result != ncclSuccess)
@@ -297,6 +300,8 @@ static ncclResult_t issue(const struct op *o, cudaStream_t stream)
 		res = collc__nccl_reg(comm, o->recv, o->recv_bytes, call, &rs);
 	if (res != ncclSuccess)
 		return res;
+	if (overlap)
+		ss = 1;
 	if (ss || rs)
 		r = issue_staged(o, s, ss, rs, in_place);
 	else

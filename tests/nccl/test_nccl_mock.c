@@ -389,6 +389,18 @@ static void test_buffers(void)
 	snprintf(want, sizeof(want), "deregister %p", (void *)a);
 	CHECK(strstr(t, want) && count_of(t, "register ") == 2, "re-registered: %s", t);
 	CHECK(line_of(t, "allgather", line, sizeof(line)) && strstr(line, "count 256"), "%s", t);
+	/* In-place all-to-all (NCCL has it, collc does not): the input is staged. */
+	CHECK(ncclAlltoAll(a, a, 64, ncclFloat, comms[0], U0) == ncclSuccess, "%s",
+	      ncclGetLastError(NULL));
+	t = mock_trace(1);
+	snprintf(want, sizeof(want), "<- %p 512 on S", (void *)a);
+	CHECK(strstr(t, want) && strstr(t, "alltoall rank 0 dev 0 on S") &&
+		      count_of(t, "copy ") == 1,
+	      "one copy in, no copy out: %s", t);
+	if (line_of(t, "alltoall", line, sizeof(line))) {
+		snprintf(want, sizeof(want), "recv %p count 64", (void *)a);
+		CHECK(strstr(line, want) && !strstr(line, "send (nil)"), "%s", line);
+	}
 	/* Count 0: nothing to do. */
 	CHECK(ncclAllReduce(a, a, 0, ncclFloat, ncclSum, comms[0], U0) == ncclSuccess, "count 0");
 	CHECK(count_of(mock_trace(1), "allreduce") == 0, "count 0 reached collc");
