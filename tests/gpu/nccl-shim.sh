@@ -16,6 +16,8 @@
 #   mkdir -p .gpubuild/nccl-tests-bin && for t in all_reduce all_gather reduce_scatter \
 #     broadcast sendrecv alltoall; do strip -o .gpubuild/nccl-tests-bin/${t}_perf \
 #     .gpubuild/nccl-tests/${t}_perf; done
+# The six stripped binaries are 25 MB: carry .gpubuild/nccl-tests-bin to the
+# device machine (they need CUDA 13's libcudart.so.13 and libnccl.so.2 there).
 #
 # Ranks: 2 on 2 GPUs for both (nccl-tests -g 2, one process). With one GPU the
 # real NCCL runs 1 rank (it cannot put two on one GPU) and collc 2 ranks on
