@@ -9,8 +9,8 @@
  *
  * Sends and receives of one group progress together: on one stream they
  * would run one after the other, and a send whose receiver first sends to us
- * would wait forever. So when a group holds more than one of them for the
- * same communicator and stream, the stream forks: each runs on a side stream
+ * would wait forever. So when a group holds more than one of them (or one
+ * and a collective) for the same communicator and stream, the stream forks: each runs on a side stream
  * of the communicator that waits for the caller's stream (an event), and the
  * caller's stream waits for all of them. Events fork and join captured
  * streams as well, so a captured group replays the same way.
@@ -402,7 +402,7 @@ static int fork_p2p(struct op *ops, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct ncclComm *comm = ops[i].comm;
-		size_t k = 0, next;
+		size_t k = 0, others = 0, next;
 		int r;
 
 		if (!is_p2p(&ops[i]) || ops[i].side >= 0 || comm->init_result != ncclSuccess)
@@ -410,7 +410,11 @@ static int fork_p2p(struct op *ops, size_t n)
 		for (size_t j = i; j < n; j++)
 			k += is_p2p(&ops[j]) && ops[j].comm == comm &&
 			     ops[j].stream == ops[i].stream && ops[j].side < 0;
-		if (k < 2)
+		/* A collective on the same stream would also run before or after it, not beside. */
+		for (size_t j = 0; j < n; j++)
+			others += !is_p2p(&ops[j]) && ops[j].kind != OP_INIT &&
+				  ops[j].comm == comm && ops[j].stream == ops[i].stream;
+		if (k < 2 && others == 0)
 			continue;
 		/* Side streams already given out in this group come first. */
 		next = 0;

@@ -533,6 +533,16 @@ static void test_p2p_fork(void)
 	CHECK(count_of(t, "send rank 0") == 1 && count_of(t, "recv rank 0") == 2 &&
 		      strstr(t, line) && count_of(t, "wait u7000 for") == 3,
 	      "gather: %s", t);
+	/* One send beside a collective on the same stream: the send forks off too. */
+	mock_set_device(0);
+	ncclGroupStart();
+	ncclSend(a, 16, ncclFloat, 1, comms[0], U0);
+	ncclAllReduce(a + 256, a + 256, 16, ncclFloat, ncclSum, comms[0], U0);
+	CHECK(ncclGroupEnd() == ncclSuccess, "%s", ncclGetLastError(NULL));
+	t = mock_trace(1);
+	CHECK(strstr(t, "send rank 0 dev 0 on S") && strstr(t, "allreduce rank 0 dev 0 on u7000") &&
+		      count_of(t, "wait u7000 for") == 1,
+	      "send beside the all-reduce: %s", t);
 	/* Staged sends and receives stay on their side streams (lane j + 1). */
 	refused_base = a;
 	mock_renew(a);
