@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,9 @@
 #include "nccl/internal.h"
 
 static __thread char last_error[512];
+/* The process's latest, for a thread that asks about another's failure (a watchdog). */
+static char last_error_any[512];
+static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int debug_warn(void)
 {
@@ -40,6 +44,9 @@ ncclResult_t collc__nccl_fail(ncclResult_t res, const char *call, const char *fm
 	va_start(ap, fmt);
 	vsnprintf(last_error + n, sizeof(last_error) - n, fmt, ap);
 	va_end(ap);
+	pthread_mutex_lock(&last_lock);
+	memcpy(last_error_any, last_error, sizeof(last_error_any));
+	pthread_mutex_unlock(&last_lock);
 	if (debug_warn())
 		fprintf(stderr, "collc-nccl WARN %s (%s)\n", last_error, ncclGetErrorString(res));
 	return res;
@@ -151,9 +158,17 @@ SHIM_EXPORT const char *ncclGetErrorString(ncclResult_t result)
 }
 SHIM_ALIAS(ncclGetErrorString);
 
-/* The calling thread's last error, whichever communicator (comm may be NULL, as in NCCL). */
+/*
+ * The calling thread's last error, else the process's, whichever communicator
+ * (comm may be NULL, as in NCCL).
+ */
 SHIM_EXPORT const char *ncclGetLastError(ncclComm_t comm)
 {
+	if (last_error[0])
+		return last_error;
+	pthread_mutex_lock(&last_lock);
+	memcpy(last_error, last_error_any, sizeof(last_error));
+	pthread_mutex_unlock(&last_lock);
 	return last_error;
 }
 SHIM_ALIAS(ncclGetLastError);
