@@ -142,9 +142,11 @@ torchrun_() {
 		result "torch-$label SKIP out of time (BUDGET_S=$BUDGET_S)"
 		return
 	fi
+	local lim=300
+	[ "$(left)" -lt "$lim" ] && lim=$(left)
 	before=$(submitted)
-	timeout 300 env "$@" python3 "$ROOT/tests/gpu/nccl_shim_torch.py" --label "$label" --world "$world" \
-		--timeout 240 >"$log" 2>&1
+	timeout "$lim" env "$@" python3 "$ROOT/tests/gpu/nccl_shim_torch.py" --label "$label" --world "$world" \
+		--timeout $(( lim - 20 )) >"$log" 2>&1
 	after=$(submitted)
 	grep '^RESULT' "$log" | sed 's/^RESULT //' | while read -r l; do result "$l"; done
 	grep -q '^RESULT' "$log" || result "torch-$label FAIL no result: $(tail -2 "$log" | tr '\n' ' ' | cut -c1-200)"
