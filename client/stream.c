@@ -290,6 +290,8 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 	capturing = collc__gpu_capturing(stream);
 	if (capturing < 0)
 		return -EINVAL; /* an invalidated capture */
+	if (capturing && COLLC_OP_IS_P2P(opcode))
+		return -EOPNOTSUPP; /* graph replays fire collectives only */
 	pthread_mutex_lock(&st->lock);
 	if (st->orphan) {
 		pthread_mutex_unlock(&st->lock);

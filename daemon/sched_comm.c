@@ -46,7 +46,7 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 		sched_complete(sr->client, &sr->sqe, res);
 		/* A stream that never got its item still needs its device word. */
 		if (sl->state != SLOT_INFLIGHT)
-			sched_signal_unrun(cm->devs[r], sr);
+			sched_signal_unrun(cm->devs[r], &sr->sig_mr, sr->sig_off, &sr->sqe);
 		sched_mr_put(sr->sig_mr);
 		sr->sig_mr = NULL;
 		if (res == 0)

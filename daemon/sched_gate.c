@@ -39,7 +39,8 @@ struct sig_item {
 
 static struct sig_item *sigs;
 
-void sched_sig_take(struct sched_client *c, uint32_t id, uint64_t off, struct slot_rank *sr)
+void sched_sig_take(struct sched_client *c, uint32_t id, uint64_t off, struct mr **ret_mr,
+		    uint64_t *ret_off)
 {
 	struct mr *m = NULL;
 
@@ -54,8 +55,8 @@ void sched_sig_take(struct sched_client *c, uint32_t id, uint64_t off, struct sl
 		sched_mr_put(m);
 		return;
 	}
-	sr->sig_mr = m;
-	sr->sig_off = off;
+	*ret_mr = m;
+	*ret_off = off;
 }
 
 uint32_t sched_signal_value(const struct collc_sqe *e)
@@ -63,25 +64,26 @@ uint32_t sched_signal_value(const struct collc_sqe *e)
 	return e->flags == COLLC_SQE_STREAM ? (uint32_t)e->user_data : 1u;
 }
 
-void sched_signal_unrun(uint32_t dev, struct slot_rank *sr)
+void sched_signal_unrun(uint32_t dev, struct mr **sig_mr, uint64_t sig_off,
+			const struct collc_sqe *e)
 {
 	struct sig_item *s;
 
-	if (!sr->sig_mr)
+	if (!*sig_mr)
 		return;
 	s = calloc(1, sizeof(*s));
 	if (!s) {
 		log_err("out of memory: a stream waiting on device %u is not released", dev);
-		sched_mr_put(sr->sig_mr);
-		sr->sig_mr = NULL;
+		sched_mr_put(*sig_mr);
+		*sig_mr = NULL;
 		return;
 	}
 	s->dev = dev;
-	s->val = sched_signal_value(&sr->sqe);
-	s->addr = (uint64_t)(uintptr_t)sr->sig_mr->addr + sr->sig_off;
-	s->mr = sr->sig_mr;
+	s->val = sched_signal_value(e);
+	s->addr = (uint64_t)(uintptr_t)(*sig_mr)->addr + sig_off;
+	s->mr = *sig_mr;
 	s->queued = 1;
-	sr->sig_mr = NULL;
+	*sig_mr = NULL;
 	s->next = sigs;
 	sigs = s;
 }
@@ -122,15 +124,42 @@ int sched_signals_flush(void)
 void sched_gate_fail(struct sched_client *c, struct member *mb, const struct collc_sqe *e,
 		     uint32_t sig_id, uint64_t sig_off, int res)
 {
-	struct slot_rank sr;
+	struct mr *m = NULL;
+	uint64_t off = 0;
 
 	sched_complete(c, e, res);
 	if (!mb || !mb->comm || !mb->comm->devs || !sqe_flags_valid(e) || e->flags == 0)
 		return;
-	memset(&sr, 0, sizeof(sr));
-	sr.sqe = *e;
-	sched_sig_take(c, sig_id, sig_off, &sr);
-	sched_signal_unrun(mb->comm->devs[mb->rank], &sr);
+	sched_sig_take(c, sig_id, sig_off, &m, &off);
+	sched_signal_unrun(mb->comm->devs[mb->rank], &m, off, e);
+}
+
+void sched_sqe_fail(struct sched_client *c, struct member *mb, const struct collc_sqe *e, int res)
+{
+	uint32_t id = 0;
+	uint64_t off = 0;
+
+	if (e->flags == COLLC_SQE_STREAM && sqe_flags_valid(e)) {
+		/* A1 covers the gate's fields: the client wrote them before the tail. */
+		id = load_relaxed(&c->gates[e->gate].sig_mr);
+		off = load_relaxed(&c->gates[e->gate].sig_off);
+	}
+	sched_gate_fail(c, mb, e, id, off, res);
+}
+
+void sched_sqe_sig_take(struct sched_client *c, const struct collc_sqe *e, struct mr **ret_mr,
+			uint64_t *ret_off)
+{
+	if (e->flags == COLLC_SQE_STREAM && sqe_flags_valid(e))
+		sched_sig_take(c, load_relaxed(&c->gates[e->gate].sig_mr),
+			       load_relaxed(&c->gates[e->gate].sig_off), ret_mr, ret_off);
+}
+
+int sched_gate_open(const struct sched_client *c, const struct collc_sqe *e)
+{
+	/* G1: pairs with the stream's write of go, fenced after its earlier work. */
+	return e->flags != COLLC_SQE_STREAM ||
+	       load_acquire(&c->gates[e->gate].go) == (uint32_t)e->user_data;
 }
 
 void sched_complete(struct sched_client *c, const struct collc_sqe *e, int res)
@@ -170,8 +199,7 @@ int sched_gates_open(const struct comm *cm, struct slot *sl)
 
 		if (!comm_rank_local(cm, r) || sr->sqe.flags != COLLC_SQE_STREAM || sr->err)
 			continue;
-		/* G1: pairs with the stream's write of go, fenced after its earlier work. */
-		if (load_acquire(&sr->client->gates[sr->sqe.gate].go) == (uint32_t)sr->sqe.user_data) {
+		if (sched_gate_open(sr->client, &sr->sqe)) {
 			if (!sl->t_gate_ns)
 				sl->t_gate_ns = now_ns();
 		} else {
@@ -283,7 +311,7 @@ static void fire(struct sched_client *c, struct graph_arm *a)
 	sr->sqe = e;
 	/* The registrations may have gone since the capture. */
 	sr->err = sched_sqe_check(c, &e, mb, 0, sr);
-	sched_sig_take(c, a->sig_mr, a->sig_off, sr);
+	sched_sig_take(c, a->sig_mr, a->sig_off, &sr->sig_mr, &sr->sig_off);
 	f->sl.arrived++;
 }
 
@@ -447,5 +475,8 @@ int sched_gates_waiting(void)
 	}
 	if (sigs)
 		return 1;
+	for (struct comm *cm = sched.comms; cm; cm = cm->next)
+		if (cm->p2p_ready && sched_p2p_gated(cm))
+			return 1;
 	return now_ns() - last_fire_ns < GRAPH_HOT_NS && sched_graphs_armed();
 }

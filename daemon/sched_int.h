@@ -145,6 +145,8 @@ struct p2p_op {
 	uint64_t pseq;
 	struct collc_sqe sqe;
 	struct mr *mr; /* the buffer; NULL for count 0 */
+	struct mr *sig_mr; /* stream-ordered: the gate's device word (sched_gate.c) */
+	uint64_t sig_off;
 	uint32_t rank; /* who posted it */
 	int err;       /* failed validation: it and its partner end with it */
 };
@@ -295,18 +297,27 @@ void sched_fires_free(struct comm *cm);
  * sig_mr, sig_off, as the client left them): a reference on collc_mem_alloc
  * memory in sr, or none (the stream then waits on the host word).
  */
-void sched_sig_take(struct sched_client *c, uint32_t id, uint64_t off, struct slot_rank *sr);
+void sched_sig_take(struct sched_client *c, uint32_t id, uint64_t off, struct mr **ret_mr,
+		    uint64_t *ret_off);
+/* sched_sig_take() of a stream SQE's gate; nothing for others. */
+void sched_sqe_sig_take(struct sched_client *c, const struct collc_sqe *e, struct mr **ret_mr,
+			uint64_t *ret_off);
+/* Is e's gate open (go holds its ticket)? Always, for an SQE without COLLC_SQE_STREAM. */
+int sched_gate_open(const struct sched_client *c, const struct collc_sqe *e);
 /* What a stream collective's signal word receives: its ticket, or 1 for a graph firing. */
 uint32_t sched_signal_value(const struct collc_sqe *e);
 /*
  * A rank of a stream collective that ends without its item having run: the
  * grid of device dev still stores its signal word (a COLLC_WORK_SIGNAL item),
- * so the stream goes on. Takes over sr's reference.
+ * so the stream goes on. Takes over the reference *sig_mr (NULL: nothing to do).
  */
-void sched_signal_unrun(uint32_t dev, struct slot_rank *sr);
+void sched_signal_unrun(uint32_t dev, struct mr **sig_mr, uint64_t sig_off,
+			const struct collc_sqe *e);
 /* sched_complete(), and for a stream collective the signal of its device word too. */
 void sched_gate_fail(struct sched_client *c, struct member *mb, const struct collc_sqe *e,
 		     uint32_t sig_id, uint64_t sig_off, int res);
+/* An SQE that ends at once: sched_gate_fail() with its gate's device word. */
+void sched_sqe_fail(struct sched_client *c, struct member *mb, const struct collc_sqe *e, int res);
 /* Writes the signal items that wait for FIFO room; lets go of consumed ones. */
 int sched_signals_flush(void);
 /* Does some stream collective, or a graph gate that fired lately, want us polling? */
@@ -355,6 +366,8 @@ struct member *sched_member_of(struct sched_client *c, uint32_t handle);
 void sched_p2p_take(struct sched_client *c, struct member *mb, const struct collc_sqe *e);
 int sched_p2p_launch(struct comm *cm, const struct collc_config *cfg);
 int sched_p2p_launch_unblocked(const struct comm *cm);
+/* Does a matched send/recv wait for a stream's gate? */
+int sched_p2p_gated(const struct comm *cm);
 int sched_p2p_reap(struct comm *cm);
 int sched_p2p_done_visible(const struct comm *cm);
 int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now);

@@ -25,10 +25,15 @@
 #include "proto/algo_copy.h"
 #include "proto/dtype.h"
 
-/* Ends one send or receive with res and lets go of what it holds. */
+/*
+ * Ends one send or receive with res and lets go of what it holds. A
+ * stream-ordered one gets its device word through a signal item on its own
+ * device: the copy ran on one of the two.
+ */
 static void op_finish(struct comm *cm, struct p2p_op *op, int res)
 {
-	sched_post_cqe(op->client, op->user_data, res);
+	sched_complete(op->client, &op->sqe, res);
+	sched_signal_unrun(cm->devs[op->rank], &op->sig_mr, op->sig_off, &op->sqe);
 	if (res == 0) {
 		sched.completed++;
 		cm->completed++;
@@ -116,14 +121,14 @@ void sched_p2p_take(struct sched_client *c, struct member *mb, const struct coll
 	if (cm->revoked) {
 		sched.errors++;
 		cm->errors++;
-		sched_post_cqe(c, e->user_data, cm->revoked);
+		sched_sqe_fail(c, mb, e, cm->revoked);
 		return;
 	}
 	if (cm->local) {
 		/* Send/recv between daemons is not built yet; each side hears of it at once. */
 		sched.errors++;
 		cm->errors++;
-		sched_post_cqe(c, e->user_data, -EOPNOTSUPP);
+		sched_sqe_fail(c, mb, e, -EOPNOTSUPP);
 		return;
 	}
 	if (e->root < 0 || (uint32_t)e->root >= n) {
@@ -132,7 +137,7 @@ void sched_p2p_take(struct sched_client *c, struct member *mb, const struct coll
 		sched.bad++;
 		sched.errors++;
 		cm->errors++;
-		sched_post_cqe(c, e->user_data, -EINVAL);
+		sched_sqe_fail(c, mb, e, -EINVAL);
 		return;
 	}
 	if (!cm->pairs)
@@ -142,7 +147,7 @@ void sched_p2p_take(struct sched_client *c, struct member *mb, const struct coll
 		free(op);
 		sched.errors++;
 		cm->errors++;
-		sched_post_cqe(c, e->user_data, -ENOMEM);
+		sched_sqe_fail(c, mb, e, -ENOMEM);
 		return;
 	}
 	op->client = c;
@@ -152,6 +157,7 @@ void sched_p2p_take(struct sched_client *c, struct member *mb, const struct coll
 	op->rank = mb->rank;
 	/* An invalid one still takes its place in the pair's order: its partner fails with it. */
 	op->err = op_check(c, cm, op);
+	sched_sqe_sig_take(c, e, &op->sig_mr, &op->sig_off);
 	if (op->err) {
 		c->bad++;
 		sched.bad++;
@@ -302,20 +308,42 @@ static int xfer_launch(struct comm *cm, struct p2p_xfer *x, const struct collc_c
 	return 1;
 }
 
+static int xfer_gates_open(const struct p2p_xfer *x)
+{
+	return sched_gate_open(x->send->client, &x->send->sqe) &&
+	       sched_gate_open(x->recv->client, &x->recv->sqe);
+}
+
+int sched_p2p_gated(const struct comm *cm)
+{
+	for (const struct p2p_xfer *x = cm->p2p_ready; x; x = x->next)
+		if (!xfer_gates_open(x))
+			return 1;
+	return 0;
+}
+
 int sched_p2p_launch(struct comm *cm, const struct collc_config *cfg)
 {
+	struct p2p_xfer **px = &cm->p2p_ready;
 	int progress = 0;
 
-	while (cm->p2p_ready) {
-		struct p2p_xfer *x = cm->p2p_ready;
+	while (*px) {
+		struct p2p_xfer *x = *px;
 		struct p2p_xfer *next = x->next;
 
+		/* A pair whose streams have not reached it lets the others go by. */
+		if (!xfer_error(x) && !xfer_gates_open(x)) {
+			px = &x->next;
+			continue;
+		}
 		x->next = NULL;
 		if (!xfer_launch(cm, x, cfg)) {
 			x->next = next;
 			break;
 		}
-		cm->p2p_ready = next;
+		*px = next;
+		if (cm->p2p_ready_tail == &x->next)
+			cm->p2p_ready_tail = px;
 		cm->p2p_queued--;
 		progress = 1;
 	}
@@ -433,6 +461,7 @@ void sched_p2p_free(struct comm *cm)
 		struct p2p_op *op = wait_unlink(cm, &cm->p2p_wait);
 
 		sched_mr_put(op->mr);
+		sched_mr_put(op->sig_mr);
 		free(op);
 	}
 	for (int i = 0; i < 2; i++)
@@ -442,6 +471,8 @@ void sched_p2p_free(struct comm *cm)
 			lists[i] = x->next;
 			sched_mr_put(x->send->mr);
 			sched_mr_put(x->recv->mr);
+			sched_mr_put(x->send->sig_mr);
+			sched_mr_put(x->recv->sig_mr);
 			free(x->send);
 			free(x->recv);
 			free(x);

@@ -139,20 +139,6 @@ int sched_sqe_check(struct sched_client *c, const struct collc_sqe *e, const str
 	return r;
 }
 
-/* An SQE that ends at once: its CQE, or for a stream one its gate and device word. */
-static void gate_fail(struct sched_client *c, struct member *mb, const struct collc_sqe *e,
-		      int res)
-{
-	uint32_t id = 0;
-	uint64_t off = 0;
-
-	if (e->flags == COLLC_SQE_STREAM && sqe_flags_valid(e)) {
-		id = load_relaxed(&c->gates[e->gate].sig_mr);
-		off = load_relaxed(&c->gates[e->gate].sig_off);
-	}
-	sched_gate_fail(c, mb, e, id, off, res);
-}
-
 /*
  * Takes one SQE. Returns 0 when consumed, -EAGAIN when it must stay in the
  * ring for now (its communicator's window is full).
@@ -180,7 +166,7 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e, uint32_t 
 		c->outstanding++;
 		sched.bad++;
 		sched.errors++;
-		gate_fail(c, mb, e, mb && mb->left ? -EBADF : -EINVAL);
+		sched_sqe_fail(c, mb, e, mb && mb->left ? -EBADF : -EINVAL);
 		return 0;
 	}
 	cm = mb->comm;
@@ -198,7 +184,7 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e, uint32_t 
 		 */
 		sched.errors++;
 		cm->errors++;
-		gate_fail(c, mb, e, cm->revoked ? cm->revoked : -ETIMEDOUT);
+		sched_sqe_fail(c, mb, e, cm->revoked ? cm->revoked : -ETIMEDOUT);
 		return 0;
 	}
 	sl = sched_slot_of(cm, e->seq);
@@ -218,10 +204,7 @@ static int take_sqe(struct sched_client *c, const struct collc_sqe *e, uint32_t 
 	sr->sqe = *e;
 	sl->gated |= e->flags == COLLC_SQE_STREAM;
 	sr->err = sched_sqe_check(c, e, mb, idx, sr);
-	if (e->flags == COLLC_SQE_STREAM && sqe_flags_valid(e))
-		/* A1 covers the gate's fields too: the client wrote them before the tail. */
-		sched_sig_take(c, load_relaxed(&c->gates[e->gate].sig_mr),
-			       load_relaxed(&c->gates[e->gate].sig_off), sr);
+	sched_sqe_sig_take(c, e, &sr->sig_mr, &sr->sig_off);
 	if (sr->err) {
 		c->bad++;
 		sched.bad++;

@@ -8,14 +8,18 @@ int sqe_flags_valid(const struct collc_sqe *e)
 {
 	if (e->flags == 0)
 		return e->gate == 0;
-	/* Stream forms exist for the five reductions and gathers. */
-	if (e->opcode < COLLC_OP_ALLREDUCE || e->opcode > COLLC_OP_REDUCE)
-		return 0;
+	/*
+	 * Stream forms: the five collectives, all-to-all, send and receive;
+	 * graphs capture the first six (their firings run in a slot).
+	 */
 	if (e->flags == COLLC_SQE_STREAM)
-		return e->gate < COLLC_GATES && (uint32_t)e->user_data != 0 &&
+		return ((e->opcode >= COLLC_OP_ALLREDUCE && e->opcode <= COLLC_OP_ALLTOALL) ||
+			COLLC_OP_IS_P2P(e->opcode)) &&
+		       e->gate < COLLC_GATES && (uint32_t)e->user_data != 0 &&
 		       (e->user_data >> 32) == 0;
 	if (e->flags == COLLC_SQE_GRAPH)
-		return e->gate < COLLC_GATES && e->seq == 0;
+		return e->opcode >= COLLC_OP_ALLREDUCE && e->opcode <= COLLC_OP_ALLTOALL &&
+		       e->gate < COLLC_GATES && e->seq == 0;
 	return 0;
 }
 

@@ -9,8 +9,9 @@
 
 /*
  * flags and gate: none and gate 0, or COLLC_SQE_STREAM (a ticket in the low
- * 32 bits of user_data, nonzero, the high ones 0) or COLLC_SQE_GRAPH (seq 0)
- * on one of the five collectives and a gate below COLLC_GATES.
+ * 32 bits of user_data, nonzero, the high ones 0; the five collectives,
+ * all-to-all, send, receive) or COLLC_SQE_GRAPH (seq 0; the five and
+ * all-to-all), with a gate below COLLC_GATES.
  */
 int sqe_flags_valid(const struct collc_sqe *e);
 /*

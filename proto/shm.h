@@ -137,7 +137,8 @@ _Static_assert(offsetof(struct collc_sqe, root) == 56, "sqe.root");
 
 /*
  * SQE flags. A stream-ordered collective names a gate (struct collc_gate) and
- * posts no CQE: its result goes to the gate.
+ * posts no CQE: its result goes to the gate. STREAM applies to the five
+ * collectives, all-to-all, send and receive; GRAPH to the first six.
  *
  * COLLC_SQE_STREAM  user_data is the gate's ticket (nonzero): collcd starts
  *                   the collective once gate.go == ticket, and at its end

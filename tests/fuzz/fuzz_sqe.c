@@ -39,16 +39,17 @@ static uint32_t fold(uint32_t raw)
 /* The gate contract of proto/shm.h, written out independently of sqe_flags_valid(). */
 static int gate_ok(const struct collc_sqe *e)
 {
-	int coll = e->opcode >= COLLC_OP_ALLREDUCE && e->opcode <= COLLC_OP_REDUCE;
+	int graphable = e->opcode >= COLLC_OP_ALLREDUCE && e->opcode <= COLLC_OP_ALLTOALL;
+	int p2p = e->opcode == COLLC_OP_SEND || e->opcode == COLLC_OP_RECV;
 
 	switch (e->flags) {
 	case 0:
 		return e->gate == 0;
 	case COLLC_SQE_STREAM:
-		return coll && e->gate < COLLC_GATES && e->user_data >= 1 &&
+		return (graphable || p2p) && e->gate < COLLC_GATES && e->user_data >= 1 &&
 		       e->user_data <= UINT32_MAX;
 	case COLLC_SQE_GRAPH:
-		return coll && e->gate < COLLC_GATES && e->seq == 0;
+		return graphable && e->gate < COLLC_GATES && e->seq == 0;
 	default:
 		return 0;
 	}
