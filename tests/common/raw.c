@@ -100,8 +100,8 @@ void raw_close(struct raw *c)
 	c->fd = -1;
 }
 
-int raw_comm_init(struct raw *c, const struct collc_unique_id *uid, uint32_t nranks,
-		  uint32_t rank, uint32_t *ret_comm)
+int raw_comm_init(struct raw *c, const struct collc_unique_id *uid, uint32_t nranks, uint32_t rank,
+		  uint32_t *ret_comm)
 {
 	struct collc_msg_comm_init ci = { .nranks = nranks, .rank = rank, .device = -1 };
 	struct collc_msg_comm_reply cr;

@@ -59,8 +59,8 @@ int raw_open(struct raw *c);
 void raw_close(struct raw *c);
 
 /* Joins communicator uid as rank of nranks with host memory: its handle into *ret_comm. */
-int raw_comm_init(struct raw *c, const struct collc_unique_id *uid, uint32_t nranks,
-		  uint32_t rank, uint32_t *ret_comm);
+int raw_comm_init(struct raw *c, const struct collc_unique_id *uid, uint32_t nranks, uint32_t rank,
+		  uint32_t *ret_comm);
 /* COLLC_MSG_COMM_DESTROY or COLLC_MSG_COMM_ABORT of handle comm: the status. */
 int raw_comm_ref(struct raw *c, uint16_t type, uint32_t comm);
 /* COLLC_MSG_COMM_TIMEOUT (0: none, UINT32_MAX: op_timeout_ms): the status. */

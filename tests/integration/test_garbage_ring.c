@@ -267,7 +267,8 @@ static int phase_crafted(struct raw *c)
 			if (r == 1)
 				return h_fail("crafted %s: no completion within 5 s", what[k]);
 			if (r != -EINVAL)
-				bad += h_fail("crafted %s: completed with %d, want -EINVAL", what[k], r);
+				bad += h_fail("crafted %s: completed with %d, want -EINVAL",
+					      what[k], r);
 			ncases++;
 		}
 		for (int k = 0; k < 2; k++) {
@@ -283,8 +284,9 @@ static int phase_crafted(struct raw *c)
 			if (r == 1)
 				return h_fail("crafted send %d: no completion within 5 s", k);
 			if (r >= 0)
-				bad += h_fail("crafted send with %s: completed with %d, want an error",
-					      k == 0 ? "peer 5 of 1" : "sequence number 3", r);
+				bad += h_fail(
+					"crafted send with %s: completed with %d, want an error",
+					k == 0 ? "peer 5 of 1" : "sequence number 3", r);
 			ncases++;
 		}
 	}
@@ -319,7 +321,8 @@ static int phase_crafted(struct raw *c)
 		s.opcode = COLLC_OP_RECV;
 		s.user_data = ++ud;
 		raw_publish(c, &s);
-		if ((r = raw_completion(c, ud - 1, 5000)) != 0 || (r = raw_completion(c, ud, 5000)) != 0)
+		if ((r = raw_completion(c, ud - 1, 5000)) != 0 ||
+		    (r = raw_completion(c, ud, 5000)) != 0)
 			return h_fail("a send to itself and its receive: %d", r);
 		for (int i = 0; i < 10; i++)
 			if (buf[1024 + i] != (float)i)
