@@ -524,10 +524,10 @@ static uint32_t fired(struct rk *k, uint32_t gate)
 	return __atomic_load_n(&k->c.gates[gate].fired, __ATOMIC_ACQUIRE);
 }
 
-/* One replay's end as a graph has it: done == 1, then the replay clears done. */
-static int replay_end(struct rk *k, uint32_t gate, const char *what)
+/* One replay's end as a graph has it: done == 1 (res want), then the replay clears done. */
+static int replay_end(struct rk *k, uint32_t gate, int32_t want, const char *what)
 {
-	if (gate_expect(k, gate, 1, 0, what))
+	if (gate_expect(k, gate, 1, want, what))
 		return 1;
 	if (__atomic_load_n(&k->c.gates[gate].go, __ATOMIC_ACQUIRE) != 0)
 		return h_fail("rank %d, %s: go not cleared by collcd", k->rank, what);
@@ -557,6 +557,20 @@ static struct rc_case tmpl_c(void)
 	return rc_make(COLLC_INT64, 1500, 721);
 }
 
+/*
+ * Rank 1 armed the templates the other way round (libcollc's ranks pick gates
+ * each for themselves): firings match by order, not by gate.
+ */
+static uint32_t gate_b(const struct rk *k)
+{
+	return k->rank == 0 ? GB : GC;
+}
+
+static uint32_t gate_c(const struct rk *k)
+{
+	return k->rank == 0 ? GC : GB;
+}
+
 static int graph_order(struct rk *k)
 {
 	struct rc_case b = tmpl_b(), c = tmpl_c();
@@ -566,12 +580,12 @@ static int graph_order(struct rk *k)
 		return h_fail("rank 1: rank 0 never fired both");
 	prepare(k, &b, 1);
 	prepare(k, &c, 2);
-	/* GB (the higher gate) first: matching goes by firing order, not by gate. */
-	raw_gate_go(&k->c, GB, 1);
-	if (wait_fired(k, GB, 1))
+	/* Rank 0 fires the higher gate first: matching goes by order, not by gate index. */
+	raw_gate_go(&k->c, gate_b(k), 1);
+	if (wait_fired(k, gate_b(k), 1))
 		return 1;
-	raw_gate_go(&k->c, GC, 1);
-	if (wait_fired(k, GC, 1))
+	raw_gate_go(&k->c, gate_c(k), 1);
+	if (wait_fired(k, gate_c(k), 1))
 		return 1;
 	if (k->rank == 0) {
 		t0 = h_now_ns();
@@ -585,7 +599,8 @@ static int graph_order(struct rk *k)
 		}
 		h_store(&sh->flag, 1);
 	}
-	if (replay_end(k, GB, "first firing") || replay_end(k, GC, "second firing"))
+	if (replay_end(k, gate_b(k), 0, "first firing") ||
+	    replay_end(k, gate_c(k), 0, "second firing"))
 		return 1;
 	return result_ok(k, &b, 1, "first firing") || result_ok(k, &c, 2, "second firing");
 }
@@ -612,10 +627,33 @@ static int graph_interleaved(struct rk *k)
 		if (r != 0)
 			return h_fail("rank %d: ordinary all-reduce %u among firings: %d (%s)",
 				      k->rank, j, r, r == 1 ? "no CQE" : collc_strerror(r));
-		if (replay_end(k, GA, "firing among ordinary SQEs") ||
+		if (replay_end(k, GA, 0, "firing among ordinary SQEs") ||
 		    result_ok(k, &g, 0, "firing among ordinary SQEs") ||
 		    result_ok(k, &o, 3, "ordinary SQE among firings"))
 			return 1;
+	}
+	return 0;
+}
+
+/* comm_destroy, then a replay's go on GA (fired n times so far) and on GBAD stay unanswered. */
+static int destroy_disarms(struct rk *k, uint32_t n)
+{
+	uint64_t t0;
+	int r = raw_comm_ref(&k->c, COLLC_MSG_COMM_DESTROY, k->comm);
+
+	if (r < 0)
+		return h_fail("rank %d: comm_destroy: %s", k->rank, collc_strerror(r));
+	raw_gate_go(&k->c, GA, 1);
+	raw_gate_go(&k->c, GBAD, 1);
+	t0 = h_now_ns();
+	while (h_now_ns() - t0 < 300000000ull) {
+		if (raw_gate_done(&k->c, GA) || raw_gate_done(&k->c, GBAD) || fired(k, GA) != n ||
+		    fired(k, GBAD))
+			return h_fail("rank %d: a go after comm_destroy (or on a gate whose arming "
+				      "failed) was answered: done %u/%u, fired %u/%u",
+				      k->rank, raw_gate_done(&k->c, GA), raw_gate_done(&k->c, GBAD),
+				      fired(k, GA), fired(k, GBAD));
+		usleep(5000);
 	}
 	return 0;
 }
@@ -624,7 +662,6 @@ static int phase_graph(int rank, int nranks, void *arg)
 {
 	struct rc_case a = rc_make(COLLC_FLOAT32, 4000, 700), b = tmpl_b(), c = tmpl_c();
 	struct rk k;
-	uint64_t t0;
 	int r;
 
 	(void)arg;
@@ -632,14 +669,15 @@ static int phase_graph(int rank, int nranks, void *arg)
 		return 1;
 	if (arm(&k, &a, 0, GA, 0x9001, 0, "gate 1000") ||
 	    arm(&k, &a, 0, GBAD, 0x9002, 1, "gate 1001 with send handle 999") ||
-	    arm(&k, &b, 1, GB, 0x9003, 0, "gate 900") || arm(&k, &c, 2, GC, 0x9004, 0, "gate 800"))
+	    arm(&k, &b, 1, gate_b(&k), 0x9003, 0, "the first of two") ||
+	    arm(&k, &c, 2, gate_c(&k), 0x9004, 0, "the second of two"))
 		return 1;
 	for (uint32_t i = 0; i < 6; i++) {
 		struct rc_case rc = rc_make(COLLC_FLOAT32, 4000, 710 + i);
 
 		prepare(&k, &rc, 0);
 		raw_gate_go(&k.c, GA, 1);
-		if (replay_end(&k, GA, "replay") || result_ok(&k, &rc, 0, "replay"))
+		if (replay_end(&k, GA, 0, "replay") || result_ok(&k, &rc, 0, "replay"))
 			return 1;
 		if (fired(&k, GA) != i + 1)
 			return h_fail("rank %d: gate %u fired %u times after %u replays", rank, GA,
@@ -647,23 +685,21 @@ static int phase_graph(int rank, int nranks, void *arg)
 	}
 	if (barrier() || graph_order(&k) || barrier() || graph_interleaved(&k) || barrier())
 		return 1;
-	/* Destroyed: the gates are disarmed; a later replay's go stays unanswered. */
-	r = raw_comm_ref(&k.c, COLLC_MSG_COMM_DESTROY, k.comm);
-	if (r < 0)
-		return h_fail("rank %d: comm_destroy: %s", rank, collc_strerror(r));
+	/*
+	 * Rank 0 destroys its communicator first: its gates are disarmed while
+	 * rank 1's still are armed, on a communicator revoked by rank 0's leaving,
+	 * so a replay there ends at once with -EPIPE. Then rank 1 destroys too.
+	 */
+	if (rank == 0 && destroy_disarms(&k, 10))
+		return 1;
 	if (barrier())
 		return 1;
-	raw_gate_go(&k.c, GA, 1);
-	raw_gate_go(&k.c, GBAD, 1);
-	t0 = h_now_ns();
-	while (h_now_ns() - t0 < 300000000ull) {
-		if (raw_gate_done(&k.c, GA) || raw_gate_done(&k.c, GBAD) || fired(&k, GA) != 10 ||
-		    fired(&k, GBAD))
-			return h_fail("rank %d: a go after comm_destroy (or on a gate whose arming "
-				      "failed) was answered: done %u/%u, fired %u/%u",
-				      rank, raw_gate_done(&k.c, GA), raw_gate_done(&k.c, GBAD),
-				      fired(&k, GA), fired(&k, GBAD));
-		usleep(5000);
+	if (rank == 1) {
+		raw_gate_go(&k.c, GA, 1);
+		if (replay_end(&k, GA, -EPIPE, "a replay after rank 0 destroyed the communicator"))
+			return 1;
+		if (destroy_disarms(&k, 11))
+			return 1;
 	}
 	/* collcd serves a new communicator, ordinary and stream-ordered. */
 	r = raw_comm_init(&k.c, &uid2, (uint32_t)nranks, (uint32_t)rank, &k.comm);
