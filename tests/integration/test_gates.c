@@ -415,6 +415,17 @@ static int phase_killed(int rank, int nranks, void *arg)
 
 #define TIMEOUT_MS 400u
 
+/* A stream all-reduce that must succeed, on gate with ticket. */
+static int good_stream(struct rk *k, uint32_t gate, uint32_t ticket, const char *what)
+{
+	struct rc_case rc = rc_make(COLLC_FLOAT32, 2500, 1000 + k->seq);
+
+	prepare(k, &rc, 1);
+	submit_stream(k, &rc, 1, gate, ticket);
+	raw_gate_go(&k->c, gate, ticket);
+	return gate_expect(k, gate, ticket, 0, what) || result_ok(k, &rc, 1, what);
+}
+
 static int phase_timeout(int rank, int nranks, void *arg)
 {
 	struct rc_case rc = rc_make(COLLC_FLOAT32, 1000, 500);
@@ -443,6 +454,25 @@ static int phase_timeout(int rank, int nranks, void *arg)
 			      "timeout of %u ms",
 			      ms, TIMEOUT_MS);
 	if (untouched(&k, &rc, 0, "one go never written"))
+		return 1;
+	if (barrier() || good_stream(&k, 51, 1, "after a timeout"))
+		return 1;
+	/* Rank 1 submits only after rank 0's gate timed out: its own is released at once. */
+	prepare(&k, &rc, 0);
+	if (rank == 0) {
+		submit_stream(&k, &rc, 0, 52, 1);
+		raw_gate_go(&k.c, 52, 1);
+		if (gate_expect(&k, 52, 1, -ETIMEDOUT, "rank 1 never submitted"))
+			return 1;
+		h_store(&sh->flag, 1);
+	} else {
+		if (h_wait_at_least(&sh->flag, 1, WAIT_MS) < 0)
+			return h_fail("rank 1: rank 0's gate never timed out");
+		submit_stream(&k, &rc, 0, 52, 1);
+		if (gate_expect(&k, 52, 1, -ETIMEDOUT, "submitted after the others timed out"))
+			return 1;
+	}
+	if (barrier() || good_stream(&k, 51, 2, "after a late submission"))
 		return 1;
 	if (barrier())
 		return 1;
@@ -729,6 +759,94 @@ static int phase_graph(int rank, int nranks, void *arg)
 	return 0;
 }
 
+/* Errors of graph firings: each releases the fired gates. */
+enum { GE_TIMEOUT, GE_MISMATCH, GE_ABORT, GE_KILLED };
+
+static int phase_graph_errors(int rank, int nranks, void *arg)
+{
+	int mode = *(int *)arg;
+	struct rc_case a =
+		rc_make(COLLC_FLOAT32, 1000 + (mode == GE_MISMATCH ? (size_t)rank : 0), 760);
+	struct rk k;
+	uint64_t t0, ms;
+	int r;
+
+	if (rk_join(&k, &uid, rank, nranks))
+		return 1;
+	if (mode == GE_TIMEOUT && (r = raw_comm_timeout(&k.c, k.comm, TIMEOUT_MS)) < 0)
+		return h_fail("rank %d: comm timeout: %s", rank, collc_strerror(r));
+	if (arm(&k, &a, 0, GA, 0x9101, 0, "gate 1000"))
+		return 1;
+	prepare(&k, &a, 0);
+	if (barrier())
+		return 1;
+	t0 = h_now_ns();
+	if (rank == 0 || mode == GE_MISMATCH)
+		raw_gate_go(&k.c, GA, 1);
+	switch (mode) {
+	case GE_TIMEOUT:
+		if (rank == 0) {
+			/* Rank 1 never replays: the firing expires, the communicator ends. */
+			if (replay_end(&k, GA, -ETIMEDOUT, "a firing rank 1 never matched"))
+				return 1;
+			ms = (h_now_ns() - t0) / 1000000;
+			if (ms < TIMEOUT_MS * 9 / 10)
+				return h_fail("a graph firing timed out after %" PRIu64
+					      " ms, before the timeout of %u ms",
+					      ms, TIMEOUT_MS);
+		}
+		if (barrier())
+			return 1;
+		if (rank == 1) {
+			raw_gate_go(&k.c, GA, 1);
+			if (replay_end(&k, GA, -ETIMEDOUT, "a late replay after the timeout"))
+				return 1;
+		}
+		break;
+	case GE_MISMATCH:
+		if (replay_end(&k, GA, -EINVAL, "templates of counts 1000 and 1001"))
+			return 1;
+		/* The communicator goes on: an ordinary all-reduce is right. */
+		{
+			struct rc_case o = rc_make(COLLC_FLOAT32, 3000, 761);
+
+			prepare(&k, &o, 1);
+			submit_host(&k, &o, 1, 0xc000);
+			r = raw_completion(&k.c, 0xc000, WAIT_MS);
+			if (r != 0)
+				return h_fail("rank %d: all-reduce after a mismatched firing: %d",
+					      rank, r);
+			if (result_ok(&k, &o, 1, "all-reduce after a mismatched firing"))
+				return 1;
+		}
+		break;
+	case GE_ABORT:
+		if (rank == 1) {
+			usleep(50000);
+			r = raw_comm_ref(&k.c, COLLC_MSG_COMM_ABORT, k.comm);
+			if (r < 0)
+				return h_fail("comm_abort: %s", collc_strerror(r));
+			raw_gate_go(&k.c, GA, 1);
+		}
+		if (replay_end(&k, GA, -ECANCELED, "comm_abort during a replay"))
+			return 1;
+		break;
+	case GE_KILLED:
+		if (rank == 1) {
+			usleep(50000);
+			raw_close(&k.c);
+			return 0;
+		}
+		if (replay_end(&k, GA, -EPIPE, "the other rank's client gone during a replay"))
+			return 1;
+		break;
+	}
+	if (mode != GE_KILLED && barrier())
+		return 1;
+	rk_leave(&k);
+	return 0;
+}
+
 /* --- garbage ----------------------------------------------------------------------------- */
 
 enum path { WINDOW, GRAPH, P2P };
@@ -903,10 +1021,18 @@ static const struct phase phases[] = {
 	{ "mismatch", 2, phase_mismatch, 0, "mismatched counts: -EINVAL on both gates" },
 	{ "abort", 2, phase_abort, 0, "comm_abort: -ECANCELED on both gates" },
 	{ "killed", 3, phase_killed, 0, "a rank's client gone: -EPIPE on the others' gates" },
-	{ "timeout", 2, phase_timeout, 0, "one go never written: -ETIMEDOUT after the timeout" },
+	{ "timeout", 2, phase_timeout, 0,
+	  "one go never written, one rank late: -ETIMEDOUT after the timeout, the next right" },
 	{ "nogo", 2, phase_nogo, 0, "no go written: no timeout in twice its time, then right" },
 	{ "graph", 2, phase_graph, 0,
 	  "graph gates: armed, replays right, matched by order, interleaved, disarmed" },
+	{ "graph_timeout", 2, phase_graph_errors, GE_TIMEOUT,
+	  "a firing the other rank never matched: -ETIMEDOUT after the timeout" },
+	{ "graph_mismatch", 2, phase_graph_errors, GE_MISMATCH,
+	  "firings of templates that disagree: -EINVAL on both gates" },
+	{ "graph_abort", 2, phase_graph_errors, GE_ABORT, "comm_abort: -ECANCELED on fired gates" },
+	{ "graph_killed", 2, phase_graph_errors, GE_KILLED,
+	  "a rank's client gone: -EPIPE on the other's fired gate" },
 	{ "garbage", 1, phase_garbage, 0, "bad stream and graph SQEs refused, collcd serves on" },
 };
 
