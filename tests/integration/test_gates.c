@@ -12,22 +12,29 @@
  *             (ticket - 1): receive buffers untouched, done not set, no CQE;
  *             then done == ticket, res 0, results right, no CQE for a stream
  *             SQE.
- *  b2b        4 stream collectives on 4 gates, twice (the gates reused with
- *             the next ticket): once go by go, once with the gos written in
- *             reverse order; each done in order, each result right.
+ *  b2b        4 stream collectives on 4 gates, twice (the gates reused, the
+ *             ticket wrapping from 2^32-1 to 1): once go by go, once with the
+ *             gos written in reverse order; each in order, each result right.
  *  mismatch   counts that disagree: -EINVAL on both gates; the next is right.
  *  abort      comm_abort with one go missing: -ECANCELED on both gates, and
  *             on a stream SQE after it.
  *  killed     3 ranks, one exits before its go: -EPIPE on the others' gates.
  *  timeout    a comm timeout of 400 ms, one go written, the other never:
- *             -ETIMEDOUT on both gates, not before the timeout.
+ *             -ETIMEDOUT on both gates, not before the timeout; a rank that
+ *             submits after the others timed out is released at once; the
+ *             communicator goes on.
  *  nogo       every rank in, no go written: no timeout within twice the
  *             timeout; the gos then run it correctly.
  *  graph      arming answered by a CQE (0; a bad buffer: an error); replays
- *             with new data each time; firings matched by order (rank 0
- *             fires two gates before rank 1 fires any); firings interleaved
- *             with ordinary SQEs; destroying the communicator disarms (a
- *             later go stays unanswered) and collcd serves a new one.
+ *             with new data each time (go = 2 is none); firings matched by
+ *             order, not gate (rank 0 fires two gates before rank 1 fires
+ *             any); firings interleaved with ordinary SQEs; destroying the
+ *             communicator disarms (a later go stays unanswered; the other
+ *             rank's replay ends -EPIPE) and collcd serves a new one.
+ *  graph_*    a firing never matched (-ETIMEDOUT), templates that disagree
+ *             (-EINVAL), comm_abort (-ECANCELED), a rank's client gone
+ *             (-EPIPE), a template's buffer released (-EINVAL): the fired
+ *             gates are released.
  *  garbage    stream SQEs with a gate out of range, ticket 0, a ticket past
  *             32 bits, both flags, an unknown flag, stream flags on
  *             all-to-all(v) and send/recv, graph SQEs with seq != 0 or a gate
@@ -277,7 +284,8 @@ static int phase_b2b(int rank, int nranks, void *arg)
 	if (rk_join(&k, &uid, rank, nranks))
 		return 1;
 	for (uint32_t round = 0; round < 2; round++) {
-		uint32_t ticket = round + 1;
+		/* The last ticket, then the first again (libcollc's tickets wrap past 0). */
+		uint32_t ticket = round == 0 ? UINT32_MAX : 1;
 
 		for (uint32_t i = 0; i < 4; i++) {
 			rc[i] = rc_make(dt[i], counts[i], 100 + 10 * round + i);
@@ -702,6 +710,11 @@ static int phase_graph(int rank, int nranks, void *arg)
 	    arm(&k, &b, 1, gate_b(&k), 0x9003, 0, "the first of two") ||
 	    arm(&k, &c, 2, gate_c(&k), 0x9004, 0, "the second of two"))
 		return 1;
+	/* Only go == 1 is a replay. */
+	raw_gate_go(&k.c, GA, 2);
+	usleep(100000);
+	if (fired(&k, GA) || raw_gate_done(&k.c, GA))
+		return h_fail("rank %d: go = 2 fired gate %u", rank, GA);
 	for (uint32_t i = 0; i < 6; i++) {
 		struct rc_case rc = rc_make(COLLC_FLOAT32, 4000, 710 + i);
 
@@ -760,7 +773,7 @@ static int phase_graph(int rank, int nranks, void *arg)
 }
 
 /* Errors of graph firings: each releases the fired gates. */
-enum { GE_TIMEOUT, GE_MISMATCH, GE_ABORT, GE_KILLED };
+enum { GE_TIMEOUT, GE_MISMATCH, GE_ABORT, GE_KILLED, GE_RELEASED };
 
 static int phase_graph_errors(int rank, int nranks, void *arg)
 {
@@ -778,10 +791,19 @@ static int phase_graph_errors(int rank, int nranks, void *arg)
 	if (arm(&k, &a, 0, GA, 0x9101, 0, "gate 1000"))
 		return 1;
 	prepare(&k, &a, 0);
+	if (mode == GE_RELEASED && rank == 1) {
+		struct collc_msg_mem_release rel = { .mr = k.mr };
+
+		/* The template's buffer goes after the capture: each replay checks again. */
+		r = raw_request(k.c.fd, COLLC_MSG_MEM_RELEASE, &rel, sizeof(rel), NULL, 0, NULL,
+				NULL);
+		if (r < 0)
+			return h_fail("mem_release: %s", collc_strerror(r));
+	}
 	if (barrier())
 		return 1;
 	t0 = h_now_ns();
-	if (rank == 0 || mode == GE_MISMATCH)
+	if (rank == 0 || mode == GE_MISMATCH || mode == GE_RELEASED)
 		raw_gate_go(&k.c, GA, 1);
 	switch (mode) {
 	case GE_TIMEOUT:
@@ -819,6 +841,10 @@ static int phase_graph_errors(int rank, int nranks, void *arg)
 			if (result_ok(&k, &o, 1, "all-reduce after a mismatched firing"))
 				return 1;
 		}
+		break;
+	case GE_RELEASED:
+		if (replay_end(&k, GA, -EINVAL, "a replay after rank 1 released its buffer"))
+			return 1;
 		break;
 	case GE_ABORT:
 		if (rank == 1) {
@@ -1033,6 +1059,8 @@ static const struct phase phases[] = {
 	{ "graph_abort", 2, phase_graph_errors, GE_ABORT, "comm_abort: -ECANCELED on fired gates" },
 	{ "graph_killed", 2, phase_graph_errors, GE_KILLED,
 	  "a rank's client gone: -EPIPE on the other's fired gate" },
+	{ "graph_released", 2, phase_graph_errors, GE_RELEASED,
+	  "a template's buffer released after arming: -EINVAL on both fired gates" },
 	{ "garbage", 1, phase_garbage, 0, "bad stream and graph SQEs refused, collcd serves on" },
 };
 
