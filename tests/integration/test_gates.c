@@ -12,9 +12,10 @@
  *             (ticket - 1): receive buffers untouched, done not set, no CQE;
  *             then done == ticket, res 0, results right, no CQE for a stream
  *             SQE.
- *  b2b        4 stream collectives on 4 gates, twice (the gates reused, the
- *             ticket wrapping from 2^32-1 to 1): once go by go, once with the
- *             gos written in reverse order; each in order, each result right.
+ *  b2b        4 stream collectives on 4 gates, 3 times (the gates reused, the
+ *             ticket wrapping from 2^32-1 to 1): go by go, the gos written in
+ *             reverse order, the gos written before the SQEs; each in order,
+ *             each result right.
  *  mismatch   counts that disagree: -EINVAL on both gates; the next is right.
  *  abort      comm_abort with one go missing: -ECANCELED on both gates, and
  *             on a stream SQE after it.
@@ -284,16 +285,24 @@ static int phase_b2b(int rank, int nranks, void *arg)
 	(void)arg;
 	if (rk_join(&k, &uid, rank, nranks))
 		return 1;
-	for (uint32_t round = 0; round < 2; round++) {
+	for (uint32_t round = 0; round < 3; round++) {
 		/* The last ticket, then the first again (libcollc's tickets wrap past 0). */
-		uint32_t ticket = round == 0 ? UINT32_MAX : 1;
+		uint32_t ticket = round == 0 ? UINT32_MAX : round;
 
 		for (uint32_t i = 0; i < 4; i++) {
 			rc[i] = rc_make(dt[i], counts[i], 100 + 10 * round + i);
 			prepare(&k, &rc[i], i);
+			/* Round 2: the stream ran ahead, its go is there before the SQE. */
+			if (round == 2)
+				raw_gate_go(&k.c, gates[i], ticket);
 			submit_stream(&k, &rc[i], i, gates[i], ticket);
 		}
-		if (round == 0) {
+		if (round == 2) {
+			for (uint32_t i = 0; i < 4; i++)
+				if (gate_expect(&k, gates[i], ticket, 0, "go before the SQE") ||
+				    result_ok(&k, &rc[i], i, "go before the SQE"))
+					return 1;
+		} else if (round == 0) {
 			/* Go by go: each waits for its own, the later ones stay shut. */
 			for (uint32_t i = 0; i < 4; i++) {
 				raw_gate_go(&k.c, gates[i], ticket);
@@ -1046,7 +1055,7 @@ static const struct phase phases[] = {
 	  "2 stream ranks: held while one go was missing or wrong, then right, no CQE" },
 	{ "order_3", 3, phase_order, 1,
 	  "3 ranks, rank 1 host-ordered: held while rank 2's go was missing, then right" },
-	{ "b2b", 2, phase_b2b, 0, "4 stream collectives on 4 gates, twice: in order, right" },
+	{ "b2b", 2, phase_b2b, 0, "4 stream collectives on 4 gates, 3 times: in order, right" },
 	{ "mismatch", 2, phase_mismatch, 0, "mismatched counts: -EINVAL on both gates" },
 	{ "abort", 2, phase_abort, 0, "comm_abort: -ECANCELED on both gates" },
 	{ "killed", 3, phase_killed, 0, "a rank's client gone: -EPIPE on the others' gates" },
