@@ -29,9 +29,10 @@
  *  graph      arming answered by a CQE (0; a bad buffer: an error); replays
  *             with new data each time (go = 2 is none); firings matched by
  *             order, not gate (rank 0 fires two gates before rank 1 fires
- *             any); firings interleaved with ordinary SQEs; destroying the
- *             communicator disarms (a later go stays unanswered; the other
- *             rank's replay ends -EPIPE) and collcd serves a new one.
+ *             any); firings interleaved with ordinary and stream SQEs;
+ *             destroying the communicator disarms (a later go stays
+ *             unanswered; the other rank's replay ends -EPIPE) and collcd
+ *             serves a new one.
  *  graph_*    a firing never matched (-ETIMEDOUT), templates that disagree
  *             (-EINVAL), comm_abort (-ECANCELED), a rank's client gone
  *             (-EPIPE), a template's buffer released (-EINVAL): the fired
@@ -655,31 +656,41 @@ static int graph_order(struct rk *k)
 	return result_ok(k, &b, 1, "first firing") || result_ok(k, &c, 2, "second firing");
 }
 
+/* Firings, ordinary and stream SQEs of the same communicator, in different orders on the ranks. */
 static int graph_interleaved(struct rk *k)
 {
 	for (uint32_t j = 0; j < 4; j++) {
 		struct rc_case g = rc_make(COLLC_FLOAT32, 4000, 730 + j);
 		struct rc_case o = rc_make(COLLC_INT32, 3000 + j, 740 + j);
+		struct rc_case t = rc_make(COLLC_FLOAT64, 1000 + j, 745 + j);
 		uint64_t ud = 0xa000 + j;
 		int r;
 
 		prepare(k, &g, 0);
 		prepare(k, &o, 3);
-		/* Rank 0 submits first, rank 1 fires first. */
+		prepare(k, &t, 4);
+		/* Rank 0 submits first, rank 1 fires first and its stream comes last. */
 		if (k->rank == 0) {
 			submit_host(k, &o, 3, ud);
+			submit_stream(k, &t, 4, 12, j + 1);
+			raw_gate_go(&k->c, 12, j + 1);
 			raw_gate_go(&k->c, GA, 1);
 		} else {
 			raw_gate_go(&k->c, GA, 1);
 			submit_host(k, &o, 3, ud);
+			submit_stream(k, &t, 4, 12, j + 1);
 		}
 		r = raw_completion(&k->c, ud, WAIT_MS);
 		if (r != 0)
 			return h_fail("rank %d: ordinary all-reduce %u among firings: %d (%s)",
 				      k->rank, j, r, r == 1 ? "no CQE" : collc_strerror(r));
+		if (k->rank == 1)
+			raw_gate_go(&k->c, 12, j + 1);
 		if (replay_end(k, GA, 0, "firing among ordinary SQEs") ||
 		    result_ok(k, &g, 0, "firing among ordinary SQEs") ||
-		    result_ok(k, &o, 3, "ordinary SQE among firings"))
+		    result_ok(k, &o, 3, "ordinary SQE among firings") ||
+		    gate_expect(k, 12, j + 1, 0, "stream SQE among firings") ||
+		    result_ok(k, &t, 4, "stream SQE among firings"))
 			return 1;
 	}
 	return 0;
