@@ -37,6 +37,9 @@
  *             (-EINVAL), comm_abort (-ECANCELED), a rank's client gone
  *             (-EPIPE), a template's buffer released (-EINVAL): the fired
  *             gates are released.
+ *  graph_flood (alone: `test_gates graph_flood`) a client that rewrites go = 1
+ *             whenever collcd clears it, not waiting for done, while its peer
+ *             never replays: the firings collcd holds open stay bounded.
  *  garbage    stream SQEs with a gate out of range, ticket 0, a ticket past
  *             32 bits, both flags, an unknown flag, stream flags on
  *             all-to-all(v) and send/recv, graph SQEs with seq != 0 or a gate
@@ -53,6 +56,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "json.h"
 #include "raw.h"
 #include "refcheck.h"
 
@@ -896,6 +900,81 @@ static int phase_graph_errors(int rank, int nranks, void *arg)
 	return 0;
 }
 
+/* clients[].inflight of this process in `collcctl status --json`: its SQEs and firings not ended. */
+static int my_inflight(long *ret)
+{
+	static char out[1 << 16];
+	char cmd[512], err[128];
+	const struct json *clients;
+	struct json *root;
+	int found = 0;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+	if (h_run_capture(cmd, out, sizeof(out)) != 0)
+		return h_fail("collcctl status --json failed:\n%s", out);
+	root = json_parse(out, strlen(out), err, sizeof(err));
+	if (!root)
+		return h_fail("status --json: %s", err);
+	clients = json_get(root, "clients");
+	for (size_t i = 0; clients && i < clients->n; i++) {
+		const struct json *c = json_at(clients, i);
+
+		if (json_num(json_get(c, "pid"), -1) == (double)getpid()) {
+			*ret = (long)json_num(json_get(c, "inflight"), -1);
+			found = 1;
+		}
+	}
+	json_free(root);
+	return found ? 0 : h_fail("status --json names no client of pid %d", (int)getpid());
+}
+
+/*
+ * A client that writes go = 1 again each time collcd cleared it, without
+ * waiting for done (no graph replays so): the firings it makes collcd take
+ * while its peer never replays must stay bounded (each takes collcd memory
+ * and a walk of the communicator's firing list, and by default there is no
+ * timeout to end them), and collcd must keep serving.
+ */
+static int phase_flood(int rank, int nranks, void *arg)
+{
+	struct rc_case a = rc_make(COLLC_FLOAT32, 1000, 770);
+	uint32_t gos = 0;
+	struct rk k;
+	long inflight = 0;
+	uint64_t t0;
+
+	(void)arg;
+	if (rk_join(&k, &uid, rank, nranks))
+		return 1;
+	if (arm(&k, &a, 0, GA, 0x9201, 0, "gate 1000") || barrier())
+		return 1;
+	if (rank == 0) {
+		t0 = h_now_ns();
+		while (h_now_ns() - t0 < 500000000ull) {
+			if (__atomic_load_n(&k.c.gates[GA].go, __ATOMIC_ACQUIRE) == 0) {
+				raw_gate_go(&k.c, GA, 1);
+				gos++;
+			}
+			usleep(20);
+		}
+		if (my_inflight(&inflight))
+			return 1;
+		h_log("500 ms of go = 1 without waiting for done: collcd took %u, fired %u, "
+		      "%ld still open",
+		      gos, fired(&k, GA), inflight);
+		if (inflight > 64)
+			return h_fail(
+				"one armed gate of a client that does not wait for done holds "
+				"%ld firings open in collcd (its peer never replayed): "
+				"unbounded",
+				inflight);
+	}
+	if (barrier())
+		return 1;
+	rk_leave(&k);
+	return 0;
+}
+
 /* --- garbage ----------------------------------------------------------------------------- */
 
 enum path { WINDOW, GRAPH, P2P };
@@ -1059,6 +1138,7 @@ struct phase {
 	h_rank_fn fn;
 	int arg;
 	const char *done;
+	int alone; /* runs only when named on the command line */
 };
 
 static const struct phase phases[] = {
@@ -1085,11 +1165,16 @@ static const struct phase phases[] = {
 	{ "graph_released", 2, phase_graph_errors, GE_RELEASED,
 	  "a template's buffer released after arming: -EINVAL on both fired gates" },
 	{ "garbage", 1, phase_garbage, 0, "bad stream and graph SQEs refused, collcd serves on" },
+	{ "graph_flood", 2, phase_flood, 0, "a client refiring one gate: its open firings bounded",
+	  1 },
 };
 
 int main(int argc, char **argv)
 {
 	int failed = 0;
+
+	const char *only = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
+	int ran = 0;
 
 	h_init("gates", argc, argv, 90);
 	sh = h_shared(sizeof(*sh));
@@ -1097,6 +1182,10 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		const struct phase *p = &phases[i];
 		int arg = p->arg, f;
+
+		if (only ? strcmp(only, p->name) != 0 : p->alone)
+			continue;
+		ran++;
 
 		memset(sh, 0, sizeof(*sh));
 		h_barrier_init(&sh->bar, (uint32_t)p->nranks);
@@ -1111,5 +1200,7 @@ int main(int argc, char **argv)
 		if (!h_daemon_alive())
 			return h_finish(h_fail("collcd died in phase %s", p->name));
 	}
+	if (!ran)
+		failed |= h_fail("no phase named %s", only);
 	return h_finish(failed);
 }
