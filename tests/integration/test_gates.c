@@ -33,6 +33,7 @@
  *             destroying the communicator disarms (a later go stays
  *             unanswered; the other rank's replay ends -EPIPE) and collcd
  *             serves a new one.
+ *  graph_3    graph on 3 ranks.
  *  graph_*    a firing never matched (-ETIMEDOUT), templates that disagree
  *             (-EINVAL), comm_abort (-ECANCELED), a rank's client gone
  *             (-EPIPE), a template's buffer released (-EINVAL): the fired
@@ -673,7 +674,7 @@ static int graph_interleaved(struct rk *k)
 		prepare(k, &g, 0);
 		prepare(k, &o, 3);
 		prepare(k, &t, 4);
-		/* Rank 0 submits first, rank 1 fires first and its stream comes last. */
+		/* Rank 0 submits first, the others fire first and their streams come last. */
 		if (k->rank == 0) {
 			submit_host(k, &o, 3, ud);
 			submit_stream(k, &t, 4, 12, j + 1);
@@ -688,7 +689,7 @@ static int graph_interleaved(struct rk *k)
 		if (r != 0)
 			return h_fail("rank %d: ordinary all-reduce %u among firings: %d (%s)",
 				      k->rank, j, r, r == 1 ? "no CQE" : collc_strerror(r));
-		if (k->rank == 1)
+		if (k->rank != 0)
 			raw_gate_go(&k->c, 12, j + 1);
 		if (replay_end(k, GA, 0, "firing among ordinary SQEs") ||
 		    result_ok(k, &g, 0, "firing among ordinary SQEs") ||
@@ -1155,6 +1156,7 @@ static const struct phase phases[] = {
 	{ "nogo", 2, phase_nogo, 0, "no go written: no timeout in twice its time, then right" },
 	{ "graph", 2, phase_graph, 0,
 	  "graph gates: armed, replays right, matched by order, interleaved, disarmed" },
+	{ "graph_3", 3, phase_graph, 0, "the same on 3 ranks" },
 	{ "graph_timeout", 2, phase_graph_errors, GE_TIMEOUT,
 	  "a firing the other rank never matched: -ETIMEDOUT after the timeout" },
 	{ "graph_mismatch", 2, phase_graph_errors, GE_MISMATCH,
