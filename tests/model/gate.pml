@@ -9,7 +9,8 @@
  *
  * Rank `me`, stream: for each collective k, its earlier work (input[me] =
  * k + 1: the kernels that write the send buffer), then go = ticket (G1: after
- * that work), then the wait on done. The host thread submits collective k
+ * that work), then the wait on done (standing for whichever word collcd
+ * stores the ticket in and the stream waits on). The host thread submits collective k
  * (sub[me] = k + 1) once the gate's last collective is done, after it read
  * that one's res (libcollc's gate_take and fold), possibly far ahead of the
  * stream.
