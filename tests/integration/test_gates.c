@@ -33,7 +33,7 @@
  *             destroying the communicator disarms (a later go stays
  *             unanswered; the other rank's replay ends -EPIPE) and collcd
  *             serves a new one.
- *  graph_3    graph on 3 ranks.
+ *  graph_3    the graph phase on 3 ranks.
  *  graph_*    a firing never matched (-ETIMEDOUT), templates that disagree
  *             (-EINVAL), comm_abort (-ECANCELED), a rank's client gone
  *             (-EPIPE), a template's buffer released (-EINVAL): the fired
