@@ -21,157 +21,18 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "harness.h"
-#include "proto/shm.h"
-#include "proto/wire.h"
+#include "raw.h"
 #include "refcheck.h"
 
 static struct collc_unique_id uid;
 static uint64_t rng;
-static uint32_t next_id = 1;
-
-struct raw {
-	int fd;
-	void *shm;
-	size_t shm_size;
-	struct collc_shm_hdr *hdr;
-	struct collc_sqe *sqes;
-	struct collc_cqe *cqes;
-	uint32_t sq_entries, cq_entries;
-	struct collc_doorbell *bell;
-	uint8_t node_id[16];
-	uint32_t sq_tail, cq_head;
-};
-
-/* One request, one reply (fds in the reply go to fds[]). Returns the reply's status or -errno. */
-static int request(int fd, uint16_t type, const void *payload, size_t len, void *body, size_t blen,
-		   int *fds, int *nfds)
-{
-	char buf[COLLC_MSG_MAX];
-	uint32_t id = next_id++;
-	struct collc_msg_status st;
-	ssize_t n;
-
-	if (send(fd, buf, h_raw_msg(buf, type, id, payload, len), MSG_NOSIGNAL) < 0)
-		return -errno;
-	for (;;) {
-		struct collc_msg_hdr rh;
-
-		n = h_recv_fds(fd, buf, sizeof(buf), fds, 4, nfds, 10000);
-		if (n == -ETIMEDOUT)
-			return -ETIMEDOUT;
-		if (n <= 0)
-			return -ECONNRESET;
-		memcpy(&rh, buf, sizeof(rh));
-		if (rh.id == id)
-			break;
-	}
-	if ((size_t)n < sizeof(struct collc_msg_hdr) + sizeof(st))
-		return -EPROTO;
-	memcpy(&st, buf + sizeof(struct collc_msg_hdr), sizeof(st));
-	if (body) {
-		size_t have = (size_t)n - sizeof(struct collc_msg_hdr);
-
-		memset(body, 0, blen);
-		memcpy(body, buf + sizeof(struct collc_msg_hdr), have < blen ? have : blen);
-	}
-	return st.status;
-}
-
-static int raw_open(struct raw *c)
-{
-	struct collc_msg_hello hello = { .api_version = COLLC_API_VERSION };
-	struct collc_msg_hello_reply hr;
-	int fds[4], nfds = 0, r;
-
-	memset(c, 0, sizeof(*c));
-	c->fd = h_raw_connect();
-	if (c->fd < 0)
-		return h_fail("raw connect: %s", strerror(-c->fd));
-	r = request(c->fd, COLLC_MSG_HELLO, &hello, sizeof(hello), &hr, sizeof(hr), fds, &nfds);
-	if (r < 0 || nfds != 2)
-		return h_fail("raw hello: %d (%s), %d fds", r, collc_strerror(r), nfds);
-	c->shm_size = hr.shm_size;
-	c->shm = mmap(NULL, hr.shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-	c->bell = mmap(NULL, sizeof(*c->bell), PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
-	close(fds[0]);
-	close(fds[1]);
-	if (c->shm == MAP_FAILED || c->bell == MAP_FAILED)
-		return h_fail("mmap of the shared region: %s", strerror(errno));
-	c->hdr = c->shm;
-	c->sqes = (struct collc_sqe *)((char *)c->shm + hr.sq.entries);
-	c->cqes = (struct collc_cqe *)((char *)c->shm + hr.cq.entries);
-	c->sq_entries = hr.sq.ring_entries;
-	c->cq_entries = hr.cq.ring_entries;
-	c->sq_tail = __atomic_load_n(&c->hdr->sq_tail, __ATOMIC_ACQUIRE);
-	c->cq_head = __atomic_load_n(&c->hdr->cq_head, __ATOMIC_ACQUIRE);
-	memcpy(c->node_id, hr.node_id, sizeof(c->node_id));
-	return 0;
-}
-
-static void ring(struct raw *c)
-{
-	__atomic_add_fetch(&c->bell->seq, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &c->bell->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-static void publish(struct raw *c, const struct collc_sqe *e)
-{
-	memcpy(&c->sqes[c->sq_tail & (c->sq_entries - 1)], e, sizeof(*e));
-	__atomic_store_n(&c->hdr->sq_tail, ++c->sq_tail, __ATOMIC_RELEASE);
-	ring(c);
-}
-
-/* publish() with all-to-allv's arguments in the SQE's slot of the argument area. */
-static void publish_args(struct raw *c, const struct collc_sqe *e, const struct collc_sqe_args *a)
-{
-	struct collc_sqe_args *area =
-		(struct collc_sqe_args *)((char *)c->shm + c->hdr->args_off);
-
-	memcpy(&area[c->sq_tail & (c->sq_entries - 1)], a, sizeof(*a));
-	publish(c, e);
-}
-
-/* Waits for the CQE carrying user_data; reaps everything before it. Returns its res, or 1 on timeout. */
-static int completion(struct raw *c, uint64_t user_data, int timeout_ms)
-{
-	uint64_t t0 = h_now_ns();
-
-	for (;;) {
-		uint32_t tail = __atomic_load_n(&c->hdr->cq_tail, __ATOMIC_ACQUIRE);
-
-		while (c->cq_head != tail) {
-			struct collc_cqe e = c->cqes[c->cq_head & (c->cq_entries - 1)];
-
-			__atomic_store_n(&c->hdr->cq_head, ++c->cq_head, __ATOMIC_RELEASE);
-			if (e.user_data == user_data)
-				return e.res;
-		}
-		if (h_now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
-			return 1;
-		usleep(100);
-	}
-}
-
-/* Reaps whatever completions wait. */
-static void reap_all(struct raw *c)
-{
-	uint32_t tail = __atomic_load_n(&c->hdr->cq_tail, __ATOMIC_ACQUIRE);
-
-	c->cq_head = tail;
-	__atomic_store_n(&c->hdr->cq_head, tail, __ATOMIC_RELEASE);
-}
-
 static int phase_random(struct raw *c)
 {
 	int errors = 0;
@@ -187,11 +48,11 @@ static int phase_random(struct raw *c)
 			for (size_t b = 0; b < sizeof(e); b++)
 				p[b] = (unsigned char)h_rand(&rng);
 			e.user_data = last = 0x1000000ull * (uint64_t)(round + 1) + (uint64_t)i;
-			publish(c, &e);
+			raw_publish(c, &e);
 		}
 		/* The last of the batch must come back with an error. */
 		{
-			int r = completion(c, last, 5000);
+			int r = raw_completion(c, last, 5000);
 
 			if (r == 1)
 				return h_fail("random SQEs: no completion for user_data %#" PRIx64
@@ -217,9 +78,9 @@ static int phase_tail(struct raw *c)
 
 		head = __atomic_load_n(&c->hdr->sq_head, __ATOMIC_ACQUIRE);
 		__atomic_store_n(&c->hdr->sq_tail, head + ahead[i], __ATOMIC_RELEASE);
-		ring(c);
+		raw_ring(c);
 		while (h_now_ns() - t0 < 100000000ull) {
-			reap_all(c);
+			raw_reap_all(c);
 			usleep(1000);
 		}
 		if (!h_daemon_alive())
@@ -234,7 +95,7 @@ static int phase_tail(struct raw *c)
 	head = __atomic_load_n(&c->hdr->sq_head, __ATOMIC_ACQUIRE);
 	c->sq_tail = head;
 	__atomic_store_n(&c->hdr->sq_tail, head, __ATOMIC_RELEASE);
-	reap_all(c);
+	raw_reap_all(c);
 	h_log("SQ tail 5000, 2^31, 2^32-1 and 1025 entries ahead of the head, 100 ms each: collcd survives");
 	return 0;
 }
@@ -315,10 +176,10 @@ static int phase_crafted(struct raw *c)
 
 	memcpy(&ci.uid, uid.bytes, sizeof(ci.uid));
 	ci.uid.nonce[1] ^= 0xa5; /* a 1-rank communicator of our own */
-	r = request(c->fd, COLLC_MSG_COMM_INIT, &ci, sizeof(ci), &cr, sizeof(cr), NULL, NULL);
+	r = raw_request(c->fd, COLLC_MSG_COMM_INIT, &ci, sizeof(ci), &cr, sizeof(cr), NULL, NULL);
 	if (r < 0)
 		return h_fail("raw comm_init (1 rank): %s", collc_strerror(r));
-	r = request(c->fd, COLLC_MSG_MEM_ALLOC, &mem, sizeof(mem), &mr, sizeof(mr), fds, &nfds);
+	r = raw_request(c->fd, COLLC_MSG_MEM_ALLOC, &mem, sizeof(mem), &mr, sizeof(mr), fds, &nfds);
 	if (r < 0 || nfds != 1)
 		return h_fail("raw mem_alloc: %s", collc_strerror(r));
 	buf = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
@@ -343,8 +204,8 @@ static int phase_crafted(struct raw *c)
 		ncases++;
 		e.seq = seq++;
 		e.user_data = ++ud;
-		publish(c, &e);
-		r = completion(c, ud, 5000);
+		raw_publish(c, &e);
+		r = raw_completion(c, ud, 5000);
 		if (r == 1)
 			return h_fail("crafted SQE with %s: no completion within 5 s", what);
 		if (r >= 0) {
@@ -358,8 +219,8 @@ static int phase_crafted(struct raw *c)
 
 		e.seq = seq + 5;
 		e.user_data = ++ud;
-		publish(c, &e);
-		r = completion(c, ud, 5000);
+		raw_publish(c, &e);
+		r = raw_completion(c, ud, 5000);
 		if (r >= 0 && r != 1)
 			bad += h_fail(
 				"crafted SQE with a sequence number from the future: %d, want an error",
@@ -368,8 +229,8 @@ static int phase_crafted(struct raw *c)
 		e.comm = 999;
 		e.seq = 0;
 		e.user_data = ++ud;
-		publish(c, &e);
-		r = completion(c, ud, 5000);
+		raw_publish(c, &e);
+		r = raw_completion(c, ud, 5000);
 		if (r >= 0 && r != 1)
 			bad += h_fail("crafted SQE on communicator handle 999: %d, want an error",
 				      r);
@@ -401,12 +262,13 @@ static int phase_crafted(struct raw *c)
 			}
 			e.seq = seq++;
 			e.user_data = ++ud;
-			publish_args(c, &e, &a);
-			r = completion(c, ud, 5000);
+			raw_publish_args(c, &e, &a);
+			r = raw_completion(c, ud, 5000);
 			if (r == 1)
 				return h_fail("crafted %s: no completion within 5 s", what[k]);
 			if (r != -EINVAL)
-				bad += h_fail("crafted %s: completed with %d, want -EINVAL", what[k], r);
+				bad += h_fail("crafted %s: completed with %d, want -EINVAL",
+					      what[k], r);
 			ncases++;
 		}
 		for (int k = 0; k < 2; k++) {
@@ -417,13 +279,14 @@ static int phase_crafted(struct raw *c)
 			e.root = k == 0 ? 5 : 0;
 			e.seq = k == 0 ? 0 : 3;
 			e.user_data = ++ud;
-			publish(c, &e);
-			r = completion(c, ud, 5000);
+			raw_publish(c, &e);
+			r = raw_completion(c, ud, 5000);
 			if (r == 1)
 				return h_fail("crafted send %d: no completion within 5 s", k);
 			if (r >= 0)
-				bad += h_fail("crafted send with %s: completed with %d, want an error",
-					      k == 0 ? "peer 5 of 1" : "sequence number 3", r);
+				bad += h_fail(
+					"crafted send with %s: completed with %d, want an error",
+					k == 0 ? "peer 5 of 1" : "sequence number 3", r);
 			ncases++;
 		}
 	}
@@ -441,8 +304,8 @@ static int phase_crafted(struct raw *c)
 		a.rdispls[0] = 50; /* floats 1074 .. 1173 */
 		e.seq = seq++;
 		e.user_data = ++ud;
-		publish_args(c, &e, &a);
-		r = completion(c, ud, 5000);
+		raw_publish_args(c, &e, &a);
+		r = raw_completion(c, ud, 5000);
 		if (r != 0)
 			return h_fail("a correct all-to-allv after the crafted ones: %d", r);
 		for (int i = 0; i < 2048 - 1024; i++)
@@ -454,11 +317,12 @@ static int phase_crafted(struct raw *c)
 		s.root = 0;
 		s.seq = 0;
 		s.user_data = ++ud;
-		publish(c, &s);
+		raw_publish(c, &s);
 		s.opcode = COLLC_OP_RECV;
 		s.user_data = ++ud;
-		publish(c, &s);
-		if ((r = completion(c, ud - 1, 5000)) != 0 || (r = completion(c, ud, 5000)) != 0)
+		raw_publish(c, &s);
+		if ((r = raw_completion(c, ud - 1, 5000)) != 0 ||
+		    (r = raw_completion(c, ud, 5000)) != 0)
 			return h_fail("a send to itself and its receive: %d", r);
 		for (int i = 0; i < 10; i++)
 			if (buf[1024 + i] != (float)i)
@@ -475,8 +339,8 @@ static int phase_crafted(struct raw *c)
 
 		e.seq = seq++;
 		e.user_data = ++ud;
-		publish(c, &e);
-		r = completion(c, ud, 5000);
+		raw_publish(c, &e);
+		r = raw_completion(c, ud, 5000);
 		if (r != 0)
 			return h_fail(
 				"a correct SQE after the crafted ones: %d (%s), want 0 (sequence number "
@@ -514,12 +378,12 @@ static int phase_scribble(struct raw *c)
 		struct collc_sqe e;
 
 		memset(&e, 0xff, sizeof(e));
-		publish(c, &e);
+		raw_publish(c, &e);
 	}
 	for (int i = 0; i < 1024; i++)
 		c->bell->reserved[i % 1023] = (uint32_t)h_rand(&rng);
 	for (int i = 0; i < 1000; i++)
-		ring(c);
+		raw_ring(c);
 	c->bell->seq = 0;
 	usleep(200000);
 	if (!h_daemon_alive())
