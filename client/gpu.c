@@ -278,10 +278,16 @@ int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t 
 
 	if (cu_state < 0)
 		return cu_state;
-	/* The default write fences first: the stream's earlier work is visible before go. */
+	/*
+	 * The default write fences first: the stream's earlier work is visible
+	 * before go. The wait is cyclic (done - done_val >= 0 as int32): a gate
+	 * reused after an early error may move past done_val before this stream
+	 * gets here. A graph's gate (rearm) holds only 0 and 1: equality.
+	 */
 	if (cu.write_value(s, (CUdeviceptr)go, go_val, CU_STREAM_WRITE_VALUE_DEFAULT) !=
 		    CUDA_SUCCESS ||
-	    cu.wait_value(s, (CUdeviceptr)done, done_val, CU_STREAM_WAIT_VALUE_EQ) != CUDA_SUCCESS)
+	    cu.wait_value(s, (CUdeviceptr)done, done_val,
+			  rearm ? CU_STREAM_WAIT_VALUE_EQ : CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
 		return -EIO;
 	/* Graphs wait for done == 1 and clear it for the next replay (wait-then-reset). */
 	if (rearm && cu.write_value(s, (CUdeviceptr)done, 0, CU_STREAM_WRITE_VALUE_DEFAULT) !=

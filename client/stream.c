@@ -211,15 +211,24 @@ static void fold(struct collc_ctx *ctx, struct stream_state *st, uint32_t g)
 		c->async_err = res;
 }
 
+/*
+ * Stream gates are the lower half of the gates, graph gates the upper half:
+ * a gate never changes kind, so a lagging stream's wait never meets a graph.
+ */
+static uint32_t stream_gates(const struct collc_ctx *ctx)
+{
+	return ctx->ngates / 2;
+}
+
 /* A stream gate whose last collective is done (or never used). Under st->lock. */
 static int gate_take(struct collc_ctx *ctx, struct stream_state *st, struct collc_comm *comm,
 		     uint32_t *ret_gate, uint32_t *ret_ticket)
 {
-	for (uint32_t i = 0; i < ctx->ngates; i++) {
-		uint32_t g = (st->next + i) % ctx->ngates;
+	uint32_t n = stream_gates(ctx);
 
-		if (st->kind[g] == GATE_GRAPH)
-			continue;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t g = (st->next + i) % n;
+
 		if (st->kind[g] == GATE_STREAM &&
 		    load_acquire(&gate_of(ctx, g)->done) != st->ticket[g])
 			continue;
@@ -227,7 +236,7 @@ static int gate_take(struct collc_ctx *ctx, struct stream_state *st, struct coll
 		st->kind[g] = GATE_STREAM;
 		st->owner[g] = comm;
 		st->ticket[g] = st->ticket[g] + 1 ? st->ticket[g] + 1 : 1;
-		st->next = (g + 1) % ctx->ngates;
+		st->next = (g + 1) % n;
 		*ret_gate = g;
 		*ret_ticket = st->ticket[g];
 		return 0;
@@ -235,17 +244,18 @@ static int gate_take(struct collc_ctx *ctx, struct stream_state *st, struct coll
 	return -EBUSY; /* COLLC_GATES stream collectives not yet run */
 }
 
-/* A graph gate, cleared, for one captured collective. Under st->lock. */
+/*
+ * A free graph gate for one captured collective, cleared (its device word
+ * too: the caller pokes it). Under st->lock.
+ */
 static int gate_take_graph(struct collc_ctx *ctx, struct stream_state *st, struct collc_comm *comm,
 			   uint32_t *ret_gate)
 {
-	for (uint32_t i = ctx->ngates; i-- > 0;) {
+	for (uint32_t i = stream_gates(ctx); i < ctx->ngates; i++) {
 		struct collc_gate *gt = gate_of(ctx, i);
 
-		if (st->kind[i] == GATE_GRAPH ||
-		    (st->kind[i] == GATE_STREAM && load_acquire(&gt->done) != st->ticket[i]))
+		if (st->kind[i] == GATE_GRAPH)
 			continue;
-		fold(ctx, st, i);
 		st->kind[i] = GATE_GRAPH;
 		st->owner[i] = comm;
 		store_relaxed(&gt->go, 0u);
@@ -309,7 +319,11 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 	store_relaxed(&gt->sig_off, st->sig_off[comm->device] + g * sizeof(struct collc_signal));
 	wait = sig_addr(st, comm->device, g);
 	if (capturing) {
-		/* Armed in collcd first: its answer says whether the template is good. */
+		/*
+		 * Nothing here may touch CUDA (capture forbids it): the word is 0,
+		 * as every replay leaves it and collc__stream_comm_gone() frees it.
+		 * Armed in collcd first: its answer says whether the template is good.
+		 */
 		s.flags = COLLC_SQE_GRAPH;
 		s.gate = g;
 		r = collc__submit(comm, &s, count, dtype, op, root, &req);
@@ -440,9 +454,12 @@ void collc__stream_comm_gone(struct collc_comm *comm)
 	for (uint32_t g = 0; g < comm->ctx->ngates; g++)
 		if (st->owner[g] == comm) {
 			st->owner[g] = NULL;
-			/* collcd disarms a destroyed communicator's graph gates. */
-			if (st->kind[g] == GATE_GRAPH)
+			/* collcd disarms a destroyed communicator's graph gates; the word restarts at 0. */
+			if (st->kind[g] == GATE_GRAPH) {
 				st->kind[g] = GATE_FREE;
+				collc__gpu_poke(st->gate_device[g],
+						sig_addr(st, st->gate_device[g], g), 0u, 1);
+			}
 		}
 	pthread_mutex_unlock(&st->lock);
 }

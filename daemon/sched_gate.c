@@ -177,6 +177,8 @@ void sched_complete(struct sched_client *c, const struct collc_sqe *e, int res)
 		c->completed++;
 	else
 		c->errors++;
+	if (e->flags == COLLC_SQE_GRAPH && c->arms)
+		c->arms[e->gate].firing = 0; /* the gate may fire again */
 	if (c->gone)
 		return;
 	gt = &c->gates[e->gate];
@@ -331,8 +333,12 @@ int sched_graph_poll(void)
 				c->armed[i--] = c->armed[--c->narmed];
 				continue;
 			}
-			/* G1 as in sched_gates_open(): the replay's earlier work is visible. */
-			if (load_acquire(&c->gates[g].go) != 1u)
+			/*
+			 * One firing at a time per gate: a replay waits for done before
+			 * it clears it, so only a client that skips the wait (its own
+			 * loss) finds its next go taken late. G1 as in sched_gates_open().
+			 */
+			if (a->firing || load_acquire(&c->gates[g].go) != 1u)
 				continue;
 			/*
 			 * Cleared before the collective can end: the replay clears done
@@ -340,6 +346,7 @@ int sched_graph_poll(void)
 			 */
 			store_relaxed(&c->gates[g].go, 0u);
 			store_relaxed(&c->gates[g].fired, c->gates[g].fired + 1);
+			a->firing = 1;
 			fire(c, a);
 			sched.graph_fires++;
 			last_fire_ns = now_ns();

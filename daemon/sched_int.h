@@ -48,6 +48,7 @@ struct graph_arm {
 	struct collc_sqe sqe;
 	uint32_t sig_mr; /* the gate's device word at arming (struct collc_gate) */
 	uint64_t sig_off;
+	uint8_t firing; /* its last firing has not ended: a new go waits (bounds the firings) */
 };
 
 enum { STALL_NONE, STALL_CQ_FULL, STALL_WINDOW };

@@ -28,9 +28,9 @@
  * thread and collcd finish, errors included: no stream waits forever).
  *
  * The stream's wait: -DWAIT_EQ=0 (default) waits until done >= ticket, as
- * CU_STREAM_WAIT_VALUE_GEQ does (a cyclic comparison: tickets wrap);
- * -DWAIT_EQ=1 until done == ticket, as libcollc's collc__gpu_stream_gate
- * enqueues it (CU_STREAM_WAIT_VALUE_EQ). With EQ, a collective that ended
+ * CU_STREAM_WAIT_VALUE_GEQ does (a cyclic comparison: tickets wrap), which is
+ * what libcollc's collc__gpu_stream_gate enqueues; -DWAIT_EQ=1 (a broken
+ * variant) until done == ticket (CU_STREAM_WAIT_VALUE_EQ). With EQ, a collective that ended
  * with an error before its go releases the gate, the host reuses the gate,
  * collcd ends the next one at once too (done = ticket + 1), and a stream
  * that had not yet reached its wait for ticket waits forever.
