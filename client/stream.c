@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -302,15 +303,28 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		return -EINVAL; /* an invalidated capture */
 	if (capturing && COLLC_OP_IS_P2P(opcode))
 		return -EOPNOTSUPP; /* graph replays fire collectives only */
-	pthread_mutex_lock(&st->lock);
-	if (st->orphan) {
+	for (;;) {
+		pthread_mutex_lock(&st->lock);
+		if (st->orphan) {
+			pthread_mutex_unlock(&st->lock);
+			return -ECONNRESET;
+		}
+		r = capturing ? gate_take_graph(ctx, st, comm, &g)
+			      : gate_take(ctx, st, comm, &g, &ticket);
+		if (r == 0)
+			st->gate_device[g] = comm->device;
 		pthread_mutex_unlock(&st->lock);
-		return -ECONNRESET;
+		/*
+		 * Every stream gate holds a collective its stream has not reached:
+		 * the GPU frees one as it goes on (as NCCL's enqueue waits for its
+		 * FIFO). Graph gates are freed only by destroying the communicator.
+		 */
+		if (r != -EBUSY || capturing)
+			break;
+		if (!collc__daemon_alive(ctx))
+			return -ECONNRESET;
+		sched_yield();
 	}
-	r = capturing ? gate_take_graph(ctx, st, comm, &g) : gate_take(ctx, st, comm, &g, &ticket);
-	if (r == 0)
-		st->gate_device[g] = comm->device;
-	pthread_mutex_unlock(&st->lock);
 	if (r < 0)
 		return r;
 	gt = gate_of(ctx, g);

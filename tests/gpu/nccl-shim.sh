@@ -173,7 +173,8 @@ mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
 nvidia-cuda-mps-control -d
 rm -f "$SOCK" "$SOCK.admin"
-"$BIN/collcd" --backend cuda --socket "$SOCK" --foreground --log-level info >"$LOGDIR/collcd.log" 2>&1 &
+LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$BIN/collcd" --backend cuda \
+	--socket "$SOCK" --foreground --log-level info >"$LOGDIR/collcd.log" 2>&1 &
 DPID=$!
 for _ in $(seq 1 200); do [ -S "$SOCK" ] && break; kill -0 "$DPID" 2>/dev/null || break; sleep 0.05; done
 if [ -S "$SOCK" ]; then
