@@ -1170,6 +1170,47 @@ struct phase {
 	int alone; /* runs only when named on the command line */
 };
 
+/* --- send/recv ------------------------------------------------------------------------ */
+
+/*
+ * Two ranks exchange at once, every send and receive stream-ordered on its
+ * own gate (as NCCL's grouped send/recv): each pair waits for both gates;
+ * all four end right.
+ */
+static int phase_p2p(int rank, int nranks, void *arg)
+{
+	struct rc_case rc = rc_make(COLLC_FLOAT32, 777, 40);
+	uint32_t peer = (uint32_t)(1 - rank);
+	struct collc_sqe s, v;
+	struct rk k;
+
+	(void)arg;
+	if (nranks != 2 || rk_join(&k, &uid, rank, nranks))
+		return 1;
+	prepare(&k, &rc, 0);
+	memset(recv_of(&k, 0), 0, rc.count * sizeof(float));
+	s = coll_sqe(&k, &rc, 0);
+	s.opcode = COLLC_OP_SEND;
+	s.root = (int32_t)peer;
+	s.seq = 0;
+	s.flags = COLLC_SQE_STREAM;
+	s.gate = 20;
+	s.user_data = 3;
+	v = s;
+	v.opcode = COLLC_OP_RECV;
+	v.gate = 21;
+	raw_publish(&k.c, &s);
+	raw_publish(&k.c, &v);
+	if (barrier())
+		return 1;
+	raw_gate_go(&k.c, 20, 3);
+	raw_gate_go(&k.c, 21, 3);
+	if (gate_expect(&k, 20, 3, 0, "stream send to the peer") ||
+	    gate_expect(&k, 21, 3, 0, "stream receive from the peer"))
+		return 1;
+	return rc_check_input(&rc, (int)peer, recv_of(&k, 0), "a stream exchange");
+}
+
 static const struct phase phases[] = {
 	{ "order_2", 2, phase_order, -1,
 	  "2 stream ranks: held while one go was missing or wrong, then right, no CQE" },
@@ -1194,6 +1235,7 @@ static const struct phase phases[] = {
 	  "a rank's client gone: -EPIPE on the other's fired gate" },
 	{ "graph_released", 2, phase_graph_errors, GE_RELEASED,
 	  "a template's buffer released after arming: -EINVAL on both fired gates" },
+	{ "p2p", 2, phase_p2p, 0, "stream send/recv between two ranks at once: both pairs right" },
 	{ "garbage", 1, phase_garbage, 0, "bad stream and graph SQEs refused, collcd serves on" },
 	{ "graph_flood", 2, phase_flood, 0, "a client refiring one gate: its open firings bounded",
 	  1 },
