@@ -414,6 +414,16 @@ static void link_post_head(void *p, uint64_t v)
 	cpu_post(&l->head, v, &l->head_seq, &l->send_waiting);
 }
 
+static void link_watch(void *p, int fd)
+{
+	struct cpu_link *l = p;
+
+	/* Written before the arm; the poster reads it after winning the disarm (K2). */
+	store_relaxed(&l->proxy_fd, fd);
+	/* K1 (proxy): the caller fences after this and looks at tail and head again. */
+	store_relaxed(&l->proxy_armed, 1u);
+}
+
 static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret)
 {
 	struct cpu_comm *cc = priv;
@@ -432,6 +442,7 @@ static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_l
 		.len = link_len,
 		.post_tail = link_post_tail,
 		.post_head = link_post_head,
+		.watch = link_watch,
 	};
 	return 0;
 }
