@@ -46,6 +46,7 @@
 #include "daemon/net/sock.h"
 #include "daemon/node.h"
 #include "daemon/sched.h"
+#include "proto/shm.h"
 #include "proto/work.h"
 
 #define MSG_MAGIC       0x4e4c4c43u /* "CLLN" */
@@ -109,7 +110,7 @@ struct m_seq {
 	int32_t err;
 	uint32_t reserved;
 };
-_Static_assert(sizeof(struct node_coll) == 40, "node_coll wire size");
+_Static_assert(sizeof(struct node_coll) == 56, "node_coll wire size");
 
 /* Root: where collective seq stands across the daemons. */
 struct agree {
@@ -117,6 +118,7 @@ struct agree {
 	struct node_coll d;
 	uint32_t ndesc, ndone;
 	uint8_t bad, used; /* bad: 0, or the positive errno every rank gets */
+	uint64_t vsend, vrecv; /* all-to-allv: the daemons' digests added up */
 };
 
 enum { C_CONNECTING, C_AUTH, C_UP, C_CLOSED };
@@ -589,8 +591,13 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d)
 	/* A daemon's own verdict (sched_launch.c net_verdict()); anything else is EINVAL. */
 	if (d->bad && !a->bad)
 		a->bad = d->bad == EOPNOTSUPP ? EOPNOTSUPP : EINVAL;
+	a->vsend += d->vsend;
+	a->vrecv += d->vrecv;
 	if (++a->ndesc < nc->ndaemons)
 		return 0;
+	/* Every count of an all-to-allv agrees when what is sent adds up to what is expected. */
+	if (!a->bad && a->d.opcode == COLLC_OP_ALLTOALLV && a->vsend != a->vrecv)
+		a->bad = EINVAL;
 	go.err = a->bad ? -(int)a->bad : 0;
 	if (a->bad)
 		log_warn("communicator %llu: collective %llu %s", (unsigned long long)nc->id,

@@ -106,6 +106,8 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 	/* A revoked communicator's items still queued are abandoned without a start. */
 	if (load_acquire(x.revoked))
 		return -ECANCELED;
+	if (collc_copy_coll(it->coll) && it->algo == COLLC_ALGO_RING && it->nranks > 1)
+		return cpu_copy_relay(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
 	if (collc_copy_coll(it->coll))
 		return cpu_copy(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
 	if (it->nranks == 1) {

@@ -8,6 +8,8 @@
 #   mn_test.sh harness               the scaffolding alone (one collcd, no --listen):
 #                                    namespaces, links, clients, kill timing
 #   mn_test.sh correct NODES PER [rr]  every collective x dtype x op, random sizes
+#   mn_test.sh a2a NODES PER [rr]    all-to-all and all-to-allv x dtype, random counts
+#                                    (zeros too), and counts that disagree: -EINVAL everywhere
 #   mn_test.sh two_comms             two communicators over the same daemons at once
 #   mn_test.sh two_comms_late        communicators made while another one runs there
 #   mn_test.sh mismatch              -EINVAL on every rank across nodes
@@ -126,19 +128,21 @@ harness)
 	wait "$victim" 2>/dev/null
 	mn_pass
 	;;
-correct)
+correct | a2a)
 	nnodes=${1:?nodes}
 	per=${2:?ranks per node}
 	place=${3:-block}
-	mn_init "c${nnodes}x$per" "$nnodes"
+	mode=check
+	[ "$case_name" = a2a ] && mode=a2a
+	mn_init "${mode:0:1}${nnodes}x$per" "$nnodes"
 	for ((i = 0; i < nnodes; i++)); do mn_daemon_start "$i"; done
 	n=$((nnodes * per))
 	placement=()
 	for ((r = 0; r < n; r++)); do
 		if [ "$place" = rr ]; then placement+=($((r % nnodes))); else placement+=($((r / per))); fi
 	done
-	comm_start A "$n" "${placement[@]}" -- --mode check
-	mn_wait_ranks 120 || mn_fail "correctness on $nnodes nodes x $per ranks ($place)"
+	comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd $((n - 1))
+	mn_wait_ranks 120 || mn_fail "$mode on $nnodes nodes x $per ranks ($place)"
 	daemons_alive $(seq 0 $((nnodes - 1)))
 	mn_pass
 	;;
@@ -359,7 +363,7 @@ plugin)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr]|a2a NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
 	exit 2
 	;;
 esac
