@@ -231,6 +231,9 @@ static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl, ui
 	return flags;
 }
 
+/* Collectives across daemons below this many bytes a rank run on one channel. */
+#define NET_ONE_CHANNEL_BYTES (256u << 10)
+
 /*
  * Rank i's and rank j's blocks of an all-to-all(v) (elements): what i sends
  * j, and what j expects from i, as far as this daemon knows them (its own
@@ -487,10 +490,19 @@ static int launch(struct comm *cm, struct slot *sl)
 	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(sl, cm->nranks), cm->nranks,
 		  slot_plan_flags(cm, sl, se->ex->caps), &p);
 	if (cm->local) {
-		/* Every daemon runs the same ring: Simple, the agreed channels, the default chunk. */
+		/*
+		 * Every daemon runs the same ring: Simple, the default chunk, and
+		 * the agreed channels, but one for a small collective (its steps
+		 * are all latency: a second channel only doubles the messages and
+		 * wake-ups) and for the all-to-all relay (share 0 runs it). The
+		 * daemons agreed on opcode, dtype and count, so they choose alike.
+		 */
 		p.algo = COLLC_ALGO_RING;
 		p.proto = COLLC_PROTO_SIMPLE;
 		p.nchannels = cm->net_nchan;
+		if (collc_copy_coll(a->opcode) ||
+		    (uint64_t)rank_bytes(sl, cm->nranks) < NET_ONE_CHANNEL_BYTES)
+			p.nchannels = 1;
 		p.chunk_bytes = 0;
 	}
 	sl->coll_id = ++sched.next_coll_id;
