@@ -79,7 +79,7 @@ int cpu_copy_relay(struct cpu_run *x, const struct collc_work_copies *list)
 	const struct collc_work_item *it = x->it;
 	const uint32_t n = it->nranks, me = it->rank;
 	struct collc_work_copy c[COLLC_MAX_RANKS];
-	uint64_t *hdr = (uint64_t *)(void *)x->scratch;
+	uint64_t *hdr = (uint64_t *)(void *)x->scratch, len[COLLC_MAX_RANKS];
 	int r, bad = 0;
 
 	if (n < 2 || n > COLLC_MAX_RANKS || x->share != 0)
@@ -119,25 +119,29 @@ int cpu_copy_relay(struct cpu_run *x, const struct collc_work_copies *list)
 			     (char *)hdr, hbytes);
 		if (r < 0)
 			break;
+		/* Our own copy: relay_discard() reuses the scratch. */
+		memcpy(len, hdr, (size_t)hbytes);
 		for (uint32_t k = 1; k < n; k++)
-			if (hdr[k] > COLLC_RELAY_BLOCK_MAX) {
+			if (len[k] > COLLC_RELAY_BLOCK_MAX) {
 				/* Nothing to stay in step with: the stream itself is broken. */
 				log_err("all-to-all relay: rank %u sent a block of %llu bytes", o,
-					(unsigned long long)hdr[k]);
+					(unsigned long long)len[k]);
 				return -EPROTO;
 			}
-		if (hdr[d] == collc_relay_recv_bytes(c[o].bytes)) {
+		if (len[d] == collc_relay_recv_bytes(c[o].bytes)) {
 			r = cpu_prim(x, COLLC_PRIM_RECV, NULL, (char *)(uintptr_t)c[o].dst,
-				     (int64_t)hdr[d]);
+				     (int64_t)len[d]);
 		} else {
 			/* The daemons agreed on the counts (node.c): only a broken peer gets here. */
 			bad = 1;
-			r = relay_discard(x, hdr[d]);
+			r = relay_discard(x, len[d]);
 		}
 		for (uint32_t k = d + 1; k < n && r == 0; k++)
-			r = cpu_prim(x, COLLC_P_RECV | COLLC_P_SEND, NULL, NULL, (int64_t)hdr[k]);
+			r = cpu_prim(x, COLLC_P_RECV | COLLC_P_SEND, NULL, NULL, (int64_t)len[k]);
 	}
-	if (r == 0 && bad)
+	if (r == 0 && bad) {
+		log_err("all-to-all relay: a block's length differs from the one agreed");
 		r = -EPROTO;
+	}
 	return r;
 }
