@@ -1446,8 +1446,11 @@ static void sleep_poll(int nap)
 			want += (size_t)nc->nlinks * (1 + NET_TCP_MAX_STREAMS);
 	pf = pollset(want);
 	if (!pf) {
+		static struct pollfd two[2];
+
+		/* No memory for the whole set: the eventfd and the listener, polled often. */
 		timeout = 1;
-		pf = pollset(2);
+		pf = two;
 		want = 2;
 	}
 	pf[n++] = (struct pollfd){ .fd = node.efd, .events = POLLIN };
