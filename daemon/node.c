@@ -117,7 +117,7 @@ struct agree {
 	uint64_t seq;
 	struct node_coll d;
 	uint32_t ndesc, ndone;
-	uint8_t bad, used; /* bad: 0, or the positive errno every rank gets */
+	uint8_t bad, used;     /* bad: 0, or the positive errno every rank gets */
 	uint64_t vsend, vrecv; /* all-to-allv: the daemons' digests added up */
 };
 

@@ -428,10 +428,12 @@ static void a2a_relay_copies(const struct comm *cm, const struct slot *sl, uint3
 			roff = sr->v[3 * n + p];
 		}
 		/* Checked against both registrations at submission: sqe_check(). */
-		c[p].src = sn ? (uint64_t)(uintptr_t)sr->send_mr->addr + sr->sqe.send_off + soff * es
-			      : 0;
-		c[p].dst = rn ? (uint64_t)(uintptr_t)sr->recv_mr->addr + sr->sqe.recv_off + roff * es
-			      : 0;
+		c[p].src =
+			sn ? (uint64_t)(uintptr_t)sr->send_mr->addr + sr->sqe.send_off + soff * es
+			   : 0;
+		c[p].dst =
+			rn ? (uint64_t)(uintptr_t)sr->recv_mr->addr + sr->sqe.recv_off + roff * es
+			   : 0;
 		/* Below 4 GiB each: net_verdict(). */
 		c[p].bytes = collc_relay_pack(sn * es, rn * es);
 	}

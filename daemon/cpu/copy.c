@@ -109,8 +109,8 @@ int cpu_copy_relay(struct cpu_run *x, const struct collc_work_copies *list)
 			for (uint32_t k = 1; k < n && r == 0; k++) {
 				const struct collc_work_copy *b = &c[(me + k) % n];
 
-				r = cpu_prim(x, COLLC_PRIM_SEND, (const char *)(uintptr_t)b->src, NULL,
-					     (int64_t)collc_relay_send_bytes(b->bytes));
+				r = cpu_prim(x, COLLC_PRIM_SEND, (const char *)(uintptr_t)b->src,
+					     NULL, (int64_t)collc_relay_send_bytes(b->bytes));
 			}
 			continue;
 		}

@@ -501,7 +501,8 @@ static int a2a_run(struct collc_ctx *ctx, struct collc_comm *comm, const struct 
 	rc_canary_fill(recv, rspan, 3);
 	for (int j = 0; j < n; j++)
 		for (size_t b = 0; b < sendcounts[j] * es; b++)
-			send[c->sdispls[me][j] * es + b] = a2a_byte(c->k, (uint32_t)me, (uint32_t)j, b);
+			send[c->sdispls[me][j] * es + b] =
+				a2a_byte(c->k, (uint32_t)me, (uint32_t)j, b);
 	if (c->v)
 		r = collc_alltoallv(comm, send, sendcounts, c->sdispls[me], recv, recvcounts,
 				    c->rdispls[me], c->dt, &req);
@@ -829,8 +830,8 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	static const char *const modes[] = { "check", "mismatch", "loop", "init-fail", "make-id",
-					     "a2a" };
+	static const char *const modes[] = { "check",     "mismatch", "loop",
+					     "init-fail", "make-id",  "a2a" };
 	struct collc_unique_id id;
 	struct collc_ctx *ctx = NULL;
 	struct collc_comm *comm = NULL;

@@ -436,8 +436,7 @@ static int unsupported(int rank, int nranks, struct collc_ctx *ctx, struct collc
 	if (r == 0)
 		r = collc_wait(ctx, req, 10000);
 	if (r < 0)
-		return h_fail("rank %d: an all-to-all across daemons: %s", rank,
-			      collc_strerror(r));
+		return h_fail("rank %d: an all-to-all across daemons: %s", rank, collc_strerror(r));
 	for (int j = 0; j < nranks && !failed; j++)
 		for (int e = 0; e < 64; e++)
 			if (d[j * 64 + e] != (uint32_t)(j * 1000000 + rank * 1000 + e)) {

@@ -348,11 +348,16 @@ static void t_impostor(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_share),           cmocka_unit_test(t_options),
-		cmocka_unit_test(t_streams),         cmocka_unit_test(t_bad_handle),
-		cmocka_unit_test(t_partial_io),      cmocka_unit_test(t_soak),
-		cmocka_unit_test(t_connect_refused), cmocka_unit_test(t_receiver_closed),
-		cmocka_unit_test(t_impostor),        cmocka_unit_test(t_inline_pollfds),
+		cmocka_unit_test(t_share),
+		cmocka_unit_test(t_options),
+		cmocka_unit_test(t_streams),
+		cmocka_unit_test(t_bad_handle),
+		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_soak),
+		cmocka_unit_test(t_connect_refused),
+		cmocka_unit_test(t_receiver_closed),
+		cmocka_unit_test(t_impostor),
+		cmocka_unit_test(t_inline_pollfds),
 		TCP_CASES,
 	};
 
