@@ -28,6 +28,7 @@
  *              pending behind it must fail the same way (or be right), and a
  *              later one must fail too, as promptly. Gives up (fails) after
  *              --max-s without an error;
+ *              --loop-alltoall runs all-to-alls instead (each byte checked);
  *   init-fail  collc_comm_init must fail (an id the daemons must refuse,
  *              e.g. with --flip-byte); success fails the test;
  *   make-id    only writes a fresh id to --id-file (with --make-id implied);
@@ -67,7 +68,7 @@ enum mode { M_CHECK, M_MISMATCH, M_LOOP, M_INIT_FAIL, M_MAKE_ID, M_A2A };
 
 static struct {
 	const char *id_file, *socket, *marker, *ready_file;
-	int make_id, rank, nranks, mode, rounds, odd, flip_byte;
+	int make_id, rank, nranks, mode, rounds, odd, flip_byte, loop_a2a;
 	int bound_ms, max_s, min_s, id_wait_ms, wait_ms;
 	size_t max_count, big_count;
 	uint64_t seed;
@@ -652,10 +653,51 @@ struct slot {
 	void *send, *recv;
 	collc_req req;
 	int submitted; /* 0, or the submission's error (< 0), or 1 */
+	uint64_t k;    /* --loop-alltoall: the case (a2a_byte()) and its count a rank */
+	size_t count;
 };
+
+/* --loop-alltoall: count float32 elements to and from every rank, patterned by case k. */
+static void slot_submit_a2a(struct collc_comm *comm, struct slot *s, uint64_t *rs)
+{
+	uint8_t *send = s->send;
+
+	s->k = draw(rs, 1ull << 20);
+	s->count = (o.max_count / 2 + (size_t)draw(rs, o.max_count / 2)) / (size_t)o.nranks;
+	if (!s->count)
+		s->count = 1;
+	for (int j = 0; j < o.nranks; j++)
+		for (size_t b = 0; b < s->count * 4; b++)
+			send[(size_t)j * s->count * 4 + b] =
+				a2a_byte(s->k, (uint32_t)o.rank, (uint32_t)j, b);
+	s->submitted = collc_alltoall(comm, s->send, s->recv, s->count, COLLC_FLOAT32, &s->req);
+	if (s->submitted == 0)
+		s->submitted = 1;
+}
+
+/* 0 when the slot's collective delivered the right result, else 1 (said). */
+static int slot_check(const struct slot *s, const char *what)
+{
+	const uint8_t *recv = s->recv;
+
+	if (!o.loop_a2a)
+		return check_op(&s->op, s->send, s->recv, what);
+	for (int j = 0; j < o.nranks; j++)
+		for (size_t b = 0; b < s->count * 4; b++)
+			if (recv[(size_t)j * s->count * 4 + b] !=
+			    a2a_byte(s->k, (uint32_t)j, (uint32_t)o.rank, b)) {
+				say("WRONG: %s: byte %zu from rank %d", what, b, j);
+				return 1;
+			}
+	return 0;
+}
 
 static void slot_submit(struct collc_comm *comm, struct slot *s, uint64_t *rs)
 {
+	if (o.loop_a2a) {
+		slot_submit_a2a(comm, s, rs);
+		return;
+	}
 	s->op.coll = RC_ALLREDUCE;
 	s->op.c = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, 0, 0 };
 	s->op.c.count = o.max_count / 2 + (size_t)draw(rs, o.max_count / 2);
@@ -694,7 +736,7 @@ static int mode_loop(struct collc_ctx *ctx, struct collc_comm *comm, void *send,
 		r = slot_wait(ctx, s);
 		if (r < 0)
 			break;
-		if (check_op(&s->op, s->send, s->recv, "all-reduce in the loop")) {
+		if (slot_check(s, "collective in the loop")) {
 			say("FAIL: collective %llu delivered a wrong result",
 			    (unsigned long long)n);
 			return 1;
@@ -733,7 +775,7 @@ static int mode_loop(struct collc_ctx *ctx, struct collc_comm *comm, void *send,
 	 */
 	s = &sl[(n + 1) % 2];
 	r = slot_wait(ctx, s);
-	if (r == 0 && check_op(&s->op, s->send, s->recv, "the pending all-reduce")) {
+	if (r == 0 && slot_check(s, "the pending collective")) {
 		say("FAIL: the collective pending at the fault delivered a wrong result");
 		return 1;
 	}
@@ -801,7 +843,7 @@ static void usage(FILE *f)
 		"         [--mode check|mismatch|loop|init-fail|make-id|a2a] [--seed S] [--rounds K]\n"
 		"         [--max-count N] [--big-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
 		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|...] [--flip-byte OFF]\n"
-		"         [--id-wait-ms MS] [--wait-ms MS]\n");
+		"         [--id-wait-ms MS] [--wait-ms MS] [--loop-alltoall]\n");
 }
 
 int main(int argc, char **argv)
@@ -827,6 +869,7 @@ int main(int argc, char **argv)
 		{ "flip-byte", required_argument, NULL, 'f' },
 		{ "id-wait-ms", required_argument, NULL, 'I' },
 		{ "wait-ms", required_argument, NULL, 'w' },
+		{ "loop-alltoall", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -872,6 +915,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			o.seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'L':
+			o.loop_a2a = 1;
 			break;
 		case 'h':
 			usage(stdout);
