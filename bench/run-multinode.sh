@@ -8,10 +8,11 @@
 # namespaces measured in the same run. Needs root and iproute2. Not part of CI.
 #
 #   bench/run-multinode.sh [--build DIR] [--nodes N] [--ranks-per-node P] [--mpi]
-#                          [--daemon-arg ARG]... [-- collc-bench arguments...]
+#                          [--collcd PATH] [--daemon-arg ARG]... [-- collc-bench arguments...]
 #
 # --mpi adds --vs-mpi --mpi-btl tcp: Open MPI's ob1 over TCP, its ranks in the
-# first node's namespace. Defaults: build/, 2 nodes, 1 rank per node, sizes
+# first node's namespace. --collcd runs another collcd binary (an A/B of two
+# builds with the same clients). Defaults: build/, 2 nodes, 1 rank per node, sizes
 # 8 B to 64 MiB, 20 iterations.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +20,7 @@ build=$here/../build
 nodes=2
 per=1
 mpi=()
+collcd=
 daemon_args=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -26,14 +28,15 @@ while [ $# -gt 0 ]; do
 	--nodes) nodes=$2; shift 2 ;;
 	--ranks-per-node) per=$2; shift 2 ;;
 	--mpi) mpi=(--vs-mpi --mpi-btl tcp); shift ;;
+	--collcd) collcd=$2; shift 2 ;;
 	--daemon-arg) daemon_args+=("$2"); shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,16p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,18p' "$0"; exit 0 ;;
 	*) echo "run-multinode.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
 build=$(cd "$build" && pwd) || exit 2
-export COLLCD=$build/daemon/collcd COLLCCTL=$build/client/collcctl
+export COLLCD=${collcd:-$build/daemon/collcd} COLLCCTL=$build/client/collcctl
 bench=$build/bench/collc-bench
 [ -x "$bench" ] || { echo "run-multinode.sh: no $bench: build collc-bench first" >&2; exit 2; }
 

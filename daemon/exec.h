@@ -70,6 +70,13 @@ struct exec_link {
 	/* Release stores that wake the rank sleeping on them. */
 	void (*post_tail)(void *l, uint64_t v, uint32_t len_of_last);
 	void (*post_head)(void *l, uint64_t v);
+	/*
+	 * The proxy goes to sleep: the rank's next post of tail or head on this
+	 * ring writes 8 bytes to the eventfd fd (once; watch again to rearm).
+	 * K1: the proxy fences (seq_cst) after watching and then looks at tail
+	 * and head again; pairs with K2 in the executor's post.
+	 */
+	void (*watch)(void *l, int fd);
 };
 
 /* What every executor is handed at start. */

@@ -46,6 +46,7 @@
 #include "daemon/net/sock.h"
 #include "daemon/node.h"
 #include "daemon/sched.h"
+#include "proto/shm.h"
 #include "proto/work.h"
 
 #define MSG_MAGIC       0x4e4c4c43u /* "CLLN" */
@@ -109,14 +110,15 @@ struct m_seq {
 	int32_t err;
 	uint32_t reserved;
 };
-_Static_assert(sizeof(struct node_coll) == 40, "node_coll wire size");
+_Static_assert(sizeof(struct node_coll) == 56, "node_coll wire size");
 
 /* Root: where collective seq stands across the daemons. */
 struct agree {
 	uint64_t seq;
 	struct node_coll d;
 	uint32_t ndesc, ndone;
-	uint8_t bad, used; /* bad: 0, or the positive errno every rank gets */
+	uint8_t bad, used;     /* bad: 0, or the positive errno every rank gets */
+	uint64_t vsend, vrecv; /* all-to-allv: the daemons' digests added up */
 };
 
 enum { C_CONNECTING, C_AUTH, C_UP, C_CLOSED };
@@ -382,6 +384,8 @@ static int conn_queue(struct conn *c, const void *p, size_t len)
 	return 0;
 }
 
+static int conn_flush(struct conn *c);
+
 static int conn_send(struct conn *c, uint16_t type, const void *body, uint32_t len)
 {
 	struct msg_hdr h = { .magic = MSG_MAGIC, .type = type, .len = len };
@@ -393,6 +397,13 @@ static int conn_send(struct conn *c, uint16_t type, const void *body, uint32_t l
 	if (r == 0 && len)
 		r = conn_queue(c, body, len);
 	c->last_tx_ns = mono_ns();
+	/*
+	 * Out at once, from whichever thread holds mu: a GO or DONE waiting for
+	 * the node thread's next pass costs a wake-up on the critical path. A
+	 * broken socket is found again by conns_step().
+	 */
+	if (r == 0)
+		conn_flush(c);
 	return r;
 }
 
@@ -580,8 +591,13 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d)
 	/* A daemon's own verdict (sched_launch.c net_verdict()); anything else is EINVAL. */
 	if (d->bad && !a->bad)
 		a->bad = d->bad == EOPNOTSUPP ? EOPNOTSUPP : EINVAL;
+	a->vsend += d->vsend;
+	a->vrecv += d->vrecv;
 	if (++a->ndesc < nc->ndaemons)
 		return 0;
+	/* Every count of an all-to-allv agrees when what is sent adds up to what is expected. */
+	if (!a->bad && a->d.opcode == COLLC_OP_ALLTOALLV && a->vsend != a->vrecv)
+		a->bad = EINVAL;
 	go.err = a->bad ? -(int)a->bad : 0;
 	if (a->bad)
 		log_warn("communicator %llu: collective %llu %s", (unsigned long long)nc->id,
@@ -1271,8 +1287,22 @@ static int link_step(struct link *l)
 	return moved;
 }
 
-/* 1 when something moved; *busy when a link has steps in flight. */
-static int comms_step(uint64_t now, int *busy)
+/*
+ * Can the thread sleep in poll() on the data links' sockets? Only the
+ * built-in tcp transport names them (net_tcp_pollfds()); other transports
+ * are polled on a short timer while steps are in flight.
+ */
+static int links_pollable(void)
+{
+	return node.t.net == &net_tcp;
+}
+
+/*
+ * 1 when something moved; *busy when a link has steps in flight (worth a
+ * spin), *nap when progress needs polling on a timer (links coming up, or
+ * steps in flight on a transport without pollable sockets).
+ */
+static int comms_step(uint64_t now, int *busy, int *nap)
 {
 	int moved = 0;
 
@@ -1293,6 +1323,7 @@ static int comms_step(uint64_t now, int *busy)
 			break;
 		case NC_LINKING:
 			*busy = 1;
+			*nap = 1;
 			if (now > nc->deadline_ns) {
 				log_warn(
 					"communicator %llu: links to the other daemons did not come up",
@@ -1324,6 +1355,8 @@ static int comms_step(uint64_t now, int *busy)
 			}
 			if (nc->inflight)
 				*busy = 1;
+			if (*busy && !links_pollable())
+				*nap = 1;
 			break;
 		}
 	}
@@ -1332,16 +1365,98 @@ static int comms_step(uint64_t now, int *busy)
 
 /* The thread */
 
-static void sleep_poll(int busy)
+/*
+ * Before sleeping: every attached link's rank will write the eventfd at its
+ * next post of tail or head (exec_link.watch). Returns 1 when a link can
+ * move already (then the thread does not sleep).
+ */
+static int sleep_prepare(void)
 {
-	struct pollfd pf[2 + MAX_CONNS];
-	nfds_t n = 0;
-	int timeout = busy ? 0 : (int)(node.timeout_ms / 8 > 50 ? 50 : node.timeout_ms / 8);
+	int ready = 0;
 
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
+		if (nc->stage != NC_ATTACHED)
+			continue;
+		for (uint32_t i = 0; i < nc->nlinks; i++)
+			if (nc->links[i].attached && nc->links[i].el.watch)
+				nc->links[i].el.watch(nc->links[i].el.l, node.efd);
+	}
+	/* K1: pairs with K2 in the executor (cpu/prims.c proxy_kick()): armed, then look again. */
+	fence_seq_cst();
+	for (struct ncomm *nc = node.comms; nc && !ready; nc = nc->next) {
+		if (nc->stage != NC_ATTACHED)
+			continue;
+		for (uint32_t i = 0; i < nc->nlinks && !ready; i++) {
+			const struct link *l = &nc->links[i];
+			const struct exec_link *e = &l->el;
+
+			if (!l->attached || l->posted - l->done >= e->nslots)
+				continue;
+			if (l->dir == L_SEND)
+				ready = e->tail(e->l) > l->posted;
+			else
+				ready = l->posted < e->head(e->l) + e->nslots;
+		}
+	}
+	return ready;
+}
+
+/* Room for the poll set: the eventfd, the listen socket, connections, data sockets. */
+static struct pollfd *pollset(size_t want)
+{
+	static struct pollfd *pf;
+	static size_t cap;
+
+	if (want > cap) {
+		struct pollfd *p = realloc(pf, want * sizeof(*pf));
+
+		if (!p)
+			return NULL;
+		pf = p;
+		cap = want;
+	}
+	return pf;
+}
+
+/*
+ * Sleeps until something can move: the eventfd (the scheduler called in,
+ * or a rank posted on a watched link), a connection, or a data socket that
+ * became readable or writable. The timeout only paces heartbeats and
+ * retries; nap: links come up, or a transport without pollable sockets has
+ * steps in flight (polled every 20 us).
+ */
+static void sleep_poll(int nap)
+{
+	size_t want = 2 + node.nconns, n = 0;
+	int timeout = (int)(node.timeout_ms / 8 > 50 ? 50 : node.timeout_ms / 8);
+	struct pollfd *pf;
+
+	if (nap && !links_pollable()) {
+		struct timespec ts = { 0, 20000 };
+
+		pthread_mutex_unlock(&node.mu);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&node.mu);
+		return;
+	}
+	if (nap)
+		timeout = 1; /* links coming up: connect and accept have no sockets to show */
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
+		if (nc->stage == NC_ATTACHED)
+			want += (size_t)nc->nlinks * (1 + NET_TCP_MAX_STREAMS);
+	pf = pollset(want);
+	if (!pf) {
+		static struct pollfd two[2];
+
+		/* No memory for the whole set: the eventfd and the listener, polled often. */
+		timeout = 1;
+		pf = two;
+		want = 2;
+	}
 	pf[n++] = (struct pollfd){ .fd = node.efd, .events = POLLIN };
 	if (node.lfd >= 0)
 		pf[n++] = (struct pollfd){ .fd = node.lfd, .events = POLLIN };
-	for (struct conn *c = node.conns; c && n < 2 + MAX_CONNS; c = c->next)
+	for (struct conn *c = node.conns; c && n < want; c = c->next)
 		if (c->fd >= 0)
 			pf[n++] = (struct pollfd){
 				.fd = c->fd,
@@ -1350,13 +1465,16 @@ static void sleep_poll(int busy)
 								    ? POLLOUT
 								    : 0))
 			};
+	for (struct ncomm *nc = node.comms; nc && n < want; nc = nc->next) {
+		if (nc->stage != NC_ATTACHED)
+			continue;
+		for (uint32_t i = 0; i < nc->nlinks && n < want; i++)
+			if (nc->links[i].comm)
+				n += (size_t)net_tcp_pollfds(nc->links[i].comm, pf + n,
+							     (int)(want - n));
+	}
 	pthread_mutex_unlock(&node.mu);
-	if (busy) {
-		/* Steps in flight on the network: poll the transport soon. */
-		struct timespec ts = { 0, 20000 };
-
-		nanosleep(&ts, NULL);
-	} else if (poll(pf, n, timeout) > 0 && (pf[0].revents & POLLIN)) {
+	if (poll(pf, n, timeout) > 0 && (pf[0].revents & POLLIN)) {
 		uint64_t v;
 
 		if (read(node.efd, &v, sizeof(v)) < 0) {
@@ -1375,11 +1493,11 @@ static void *node_main(void *arg)
 	pthread_mutex_lock(&node.mu);
 	while (!node.stopping) {
 		uint64_t now = mono_ns();
-		int busy = load_relaxed(&node.inflight) != 0, moved;
+		int busy = load_relaxed(&node.inflight) != 0, nap = 0, moved;
 
 		accept_conns();
 		conns_step(now);
-		moved = comms_step(now, &busy);
+		moved = comms_step(now, &busy, &nap);
 		if (moved) {
 			idle_since = 0;
 			continue;
@@ -1388,7 +1506,8 @@ static void *node_main(void *arg)
 		 * While data flows, spin for exec_spin_us like the executor's
 		 * threads (0 on small hosts, where a spinner takes the core from
 		 * the threads it waits for; yielding there cost whole time slices
-		 * under load), then poll the transport every 20 us.
+		 * under load), then sleep until an event: the ranks' posts
+		 * (exec_link.watch), the sockets, or the scheduler's calls.
 		 */
 		if (!idle_since)
 			idle_since = now;
@@ -1398,7 +1517,9 @@ static void *node_main(void *arg)
 			pthread_mutex_lock(&node.mu);
 			continue;
 		}
-		sleep_poll(busy);
+		if (!nap && sleep_prepare())
+			continue;
+		sleep_poll(nap);
 	}
 	pthread_mutex_unlock(&node.mu);
 	return NULL;
@@ -1541,8 +1662,11 @@ void node_fini(void)
 	node.nconns = 0;
 	node.running = 0;
 	close(node.lfd);
-	close(node.efd);
-	node.lfd = node.efd = -1;
+	node.lfd = -1;
+	/*
+	 * The eventfd stays open: a rank of a communicator the executor has not
+	 * torn down yet may still write it (exec_link.watch); collcd exits next.
+	 */
 	pthread_mutex_unlock(&node.mu);
 	/* A plugin's code may still be named by freed comms' logs: unload last. */
 	net_unload(&node.t);

@@ -65,6 +65,8 @@ struct node_coll {
 	uint32_t opcode, dtype, redop, root;
 	uint32_t bad;
 	uint32_t reserved;
+	/* All-to-allv: sums over this daemon's ranks of what they send and expect (sched_launch.c). */
+	uint64_t vsend, vrecv;
 };
 void node_coll_ready(uint64_t comm_id, const struct node_coll *d);
 /* Collective seq ran here; CMD_NET_DONE follows once it ran on every daemon. */

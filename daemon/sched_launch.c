@@ -112,12 +112,15 @@ int sched_slot_executed(const struct comm *cm, const struct slot *sl)
 /* All-to-allv: the most bytes one rank receives. */
 static uint64_t alltoallv_bytes(const struct slot *sl, uint32_t nranks)
 {
-	uint64_t es = collc_dtype_bytes(sl->ranks[0].sqe.dtype), most = 0;
+	uint64_t most = 0;
 
 	for (uint32_t r = 0; r < nranks; r++) {
 		const uint64_t *recvcounts = sl->ranks[r].v + 2 * nranks;
-		uint64_t sum = 0;
+		uint64_t sum = 0, es = collc_dtype_bytes(sl->ranks[r].sqe.dtype);
 
+		/* Ranks of other daemons (a communicator spanning daemons): not known here. */
+		if (!sl->ranks[r].v)
+			continue;
 		/* Each count fits its registration in bytes; their sum may still wrap: saturate. */
 		for (uint32_t p = 0; p < nranks; p++)
 			if (__builtin_add_overflow(sum, recvcounts[p] * es, &sum))
@@ -130,8 +133,15 @@ static uint64_t alltoallv_bytes(const struct slot *sl, uint32_t nranks)
 
 static int64_t rank_bytes(const struct slot *sl, uint32_t nranks)
 {
-	const struct collc_sqe *e = &sl->ranks[0].sqe;
-	uint64_t b = e->count * collc_dtype_bytes(e->dtype);
+	uint32_t first = 0;
+	const struct collc_sqe *e;
+	uint64_t b;
+
+	/* Across daemons rank 0 may live elsewhere: the first rank that submitted here. */
+	while (first + 1 < nranks && !sl->ranks[first].client)
+		first++;
+	e = &sl->ranks[first].sqe;
+	b = e->count * collc_dtype_bytes(e->dtype);
 
 	if (e->opcode == COLLC_OP_ALLTOALLV)
 		return (int64_t)alltoallv_bytes(sl, nranks);
@@ -148,7 +158,9 @@ static int alltoallv_agree(const struct comm *cm, const struct slot *sl)
 
 	for (uint32_t i = 0; i < n; i++)
 		for (uint32_t j = 0; j < n; j++)
-			if (sl->ranks[i].v[j] != sl->ranks[j].v[2 * n + i])
+			/* Pairs across daemons: the root compares digests (net_ask()). */
+			if (comm_rank_local(cm, i) && comm_rank_local(cm, j) &&
+			    sl->ranks[i].v[j] != sl->ranks[j].v[2 * n + i])
 				return 0;
 	return 1;
 }
@@ -219,18 +231,79 @@ static uint32_t slot_plan_flags(const struct comm *cm, const struct slot *sl, ui
 	return flags;
 }
 
+/* Collectives across daemons below this many bytes a rank run on one channel. */
+#define NET_ONE_CHANNEL_BYTES (256u << 10)
+
+/*
+ * Rank i's and rank j's blocks of an all-to-all(v) (elements): what i sends
+ * j, and what j expects from i, as far as this daemon knows them (its own
+ * ranks' counts).
+ */
+static uint64_t a2a_send_count(const struct slot *sl, uint32_t n, uint32_t i, uint32_t j)
+{
+	const struct slot_rank *sr = &sl->ranks[i];
+
+	return sr->sqe.opcode == COLLC_OP_ALLTOALL ? sr->sqe.count : sr->v[j];
+}
+
+static uint64_t a2a_recv_count(const struct slot *sl, uint32_t n, uint32_t j, uint32_t i)
+{
+	const struct slot_rank *sr = &sl->ranks[j];
+
+	return sr->sqe.opcode == COLLC_OP_ALLTOALL ? sr->sqe.count : sr->v[2 * n + i];
+}
+
+/* One term of the all-to-allv digests: a mix of (sender, receiver, count). */
+static uint64_t a2a_term(uint32_t i, uint32_t j, uint64_t count)
+{
+	uint64_t z = count + 0x9e3779b97f4a7c15ull * (((uint64_t)i << 8 | j) + 1);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
 /*
  * This daemon's verdict on a collective of a communicator spanning daemons:
- * 0, EINVAL (its ranks disagree), or EOPNOTSUPP (all-to-all across daemons
- * is not built yet). The root ends the collective on every rank with it.
+ * 0, EINVAL (its ranks disagree), or EOPNOTSUPP (an all-to-all block of 4
+ * GiB or more: the relay's lengths are 32-bit). The root ends the
+ * collective on every rank with it.
  */
 static uint32_t net_verdict(const struct comm *cm, const struct slot *sl)
 {
+	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
+	const uint64_t es = collc_dtype_bytes(a->dtype);
+
 	if (slot_consistent(cm, sl))
 		return EINVAL;
-	if (collc_copy_coll(sl->ranks[first_local(cm)].sqe.opcode))
-		return EOPNOTSUPP;
+	if (a->opcode != COLLC_OP_ALLTOALL && a->opcode != COLLC_OP_ALLTOALLV)
+		return collc_copy_coll(a->opcode) ? EOPNOTSUPP : 0;
+	for (uint32_t i = 0; i < cm->nranks; i++)
+		for (uint32_t j = 0; j < cm->nranks && comm_rank_local(cm, i); j++)
+			if (a2a_send_count(sl, cm->nranks, i, j) > COLLC_RELAY_BLOCK_MAX / es ||
+			    a2a_recv_count(sl, cm->nranks, i, j) > COLLC_RELAY_BLOCK_MAX / es)
+				return EOPNOTSUPP;
 	return 0;
+}
+
+/*
+ * All-to-allv across daemons: no daemon sees every count, so each sends the
+ * root two sums, over its own ranks, of a2a_term() of what they send and of
+ * what they expect; the counts agree everywhere when the daemons' send sums
+ * add up to their receive sums (node.c root_coll()).
+ */
+static void net_digests(const struct comm *cm, const struct slot *sl, struct node_coll *d)
+{
+	const uint32_t n = cm->nranks;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (!comm_rank_local(cm, i))
+			continue;
+		for (uint32_t j = 0; j < n; j++) {
+			d->vsend += a2a_term(i, j, a2a_send_count(sl, n, i, j));
+			d->vrecv += a2a_term(j, i, a2a_recv_count(sl, n, i, j));
+		}
+	}
 }
 
 /* Across daemons the root compares every daemon's view first (CMD_NET_GO). */
@@ -243,7 +316,10 @@ static void net_ask(struct comm *cm, struct slot *sl)
 			       .count = a->count,
 			       .bad = net_verdict(cm, sl) };
 
-	if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST)
+	if (a->opcode == COLLC_OP_ALLTOALLV && !d.bad)
+		net_digests(cm, sl, &d);
+	if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST &&
+	    !collc_copy_coll(a->opcode))
 		d.redop = a->redop;
 	if (a->opcode == COLLC_OP_BROADCAST || a->opcode == COLLC_OP_REDUCE)
 		d.root = a->root;
@@ -331,6 +407,38 @@ static void a2a_block(const struct comm *cm, const struct slot *sl, uint32_t i, 
 	*ret_n = sl->ranks[i].v[j]; /* == rank j's recvcounts[i] (alltoallv_agree()) */
 }
 
+/*
+ * Rank r's list of an all-to-all(v) across daemons: its own blocks for and
+ * from every rank, for the relay on the ring (proto/algo_copy.h).
+ */
+static void a2a_relay_copies(const struct comm *cm, const struct slot *sl, uint32_t r,
+			     struct collc_work_copy *c)
+{
+	const struct slot_rank *sr = &sl->ranks[r];
+	const uint64_t es = collc_dtype_bytes(sr->sqe.dtype), n = cm->nranks;
+
+	for (uint32_t p = 0; p < n; p++) {
+		uint64_t soff, roff, sn = a2a_send_count(sl, (uint32_t)n, r, p),
+				     rn = a2a_recv_count(sl, (uint32_t)n, r, p);
+
+		if (sr->sqe.opcode == COLLC_OP_ALLTOALL) {
+			soff = roff = p * sr->sqe.count;
+		} else {
+			soff = sr->v[n + p];
+			roff = sr->v[3 * n + p];
+		}
+		/* Checked against both registrations at submission: sqe_check(). */
+		c[p].src =
+			sn ? (uint64_t)(uintptr_t)sr->send_mr->addr + sr->sqe.send_off + soff * es
+			   : 0;
+		c[p].dst =
+			rn ? (uint64_t)(uintptr_t)sr->recv_mr->addr + sr->sqe.recv_off + roff * es
+			   : 0;
+		/* Below 4 GiB each: net_verdict(). */
+		c[p].bytes = collc_relay_pack(sn * es, rn * es);
+	}
+}
+
 /* Rank r's copy list of an all-to-all(v): pull from, or push to, every rank. */
 static void a2a_copies(const struct comm *cm, const struct slot *sl, uint32_t r, int push,
 		       struct collc_work_copy *c)
@@ -369,7 +477,7 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 	if (cm->local && sl->net != NET_GO)
 		return 0;
 	err = slot_consistent(cm, sl);
-	if (!err && collc_copy_coll(a->opcode) && cm->nranks > 1) {
+	if (!err && collc_copy_coll(a->opcode) && cm->nranks > 1 && !cm->local) {
 		push = alltoall_push(cm, sl, (int)cfg->copy_push);
 		if (push < 0)
 			err = push;
@@ -384,10 +492,19 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(sl, cm->nranks), cm->nranks,
 		  slot_plan_flags(cm, sl, se->ex->caps), &p);
 	if (cm->local) {
-		/* Every daemon runs the same ring: Simple, the agreed channels, the default chunk. */
+		/*
+		 * Every daemon runs the same ring: Simple, the default chunk, and
+		 * the agreed channels, but one for a small collective (its steps
+		 * are all latency: a second channel only doubles the messages and
+		 * wake-ups) and for the all-to-all relay (share 0 runs it). The
+		 * daemons agreed on opcode, dtype and count, so they choose alike.
+		 */
 		p.algo = COLLC_ALGO_RING;
 		p.proto = COLLC_PROTO_SIMPLE;
 		p.nchannels = cm->net_nchan;
+		if (collc_copy_coll(a->opcode) ||
+		    (uint64_t)rank_bytes(sl, cm->nranks) < NET_ONE_CHANNEL_BYTES)
+			p.nchannels = 1;
 		p.chunk_bytes = 0;
 	}
 	sl->coll_id = ++sched.next_coll_id;
@@ -433,7 +550,10 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		it->batch_last = 0;
 		it->signal = sr->sig_mr ? buf_addr(sr->sig_mr, sr->sig_off) : 0;
 		it->signal_val = sched_signal_value(&sr->sqe);
-		if (collc_copy_coll(it->coll))
+		if (collc_copy_coll(it->coll) && cm->local)
+			a2a_relay_copies(cm, sl, r,
+					 fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
+		else if (collc_copy_coll(it->coll))
 			a2a_copies(cm, sl, r, push,
 				   fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
 		sr->fifo_pos = fh->tail;

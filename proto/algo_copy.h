@@ -76,4 +76,28 @@ COLLC_HD void collc_copy_clip(uint64_t start, uint64_t bytes, uint64_t lo, uint6
 		*ret_off = 0;
 }
 
+/*
+ * Across daemons there is no peer memory: all-to-all(v) of a communicator
+ * that spans collcd daemons runs as a relay on its ring (algo ring, the
+ * daemons' Simple links; cpu/copy.c cpu_copy_relay()). Rank r's entry p then
+ * names r's own blocks: src its block for rank p, dst its block from rank p,
+ * and bytes packs both lengths (each below 4 GiB).
+ */
+#define COLLC_RELAY_BLOCK_MAX 0xffffffffull
+
+COLLC_HD uint64_t collc_relay_pack(uint64_t send_bytes, uint64_t recv_bytes)
+{
+	return send_bytes | recv_bytes << 32;
+}
+
+COLLC_HD uint64_t collc_relay_send_bytes(uint64_t packed)
+{
+	return packed & COLLC_RELAY_BLOCK_MAX;
+}
+
+COLLC_HD uint64_t collc_relay_recv_bytes(uint64_t packed)
+{
+	return packed >> 32;
+}
+
 #endif

@@ -61,6 +61,13 @@ struct cpu_link {
 	uint64_t head __attribute__((aligned(64))); /* steps consumed */
 	uint32_t head_seq;                          /* futex word for a sleeping sender */
 	uint32_t recv_waiting;                      /* the receiver sleeps on tail_seq */
+	/*
+	 * A network proxy plays the far end (exec_link.watch): it arms this
+	 * before it sleeps, and whoever posts tail or head next disarms it and
+	 * writes proxy_fd, an eventfd set by watch.
+	 */
+	uint32_t proxy_armed;
+	int32_t proxy_fd;
 	/* Private to the sender's thread. */
 	uint64_t send_step __attribute__((aligned(64)));
 	/* Private to the receiver's thread. */

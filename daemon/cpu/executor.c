@@ -106,6 +106,8 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 	/* A revoked communicator's items still queued are abandoned without a start. */
 	if (load_acquire(x.revoked))
 		return -ECANCELED;
+	if (collc_copy_coll(it->coll) && it->algo == COLLC_ALGO_RING && it->nranks > 1)
+		return cpu_copy_relay(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
 	if (collc_copy_coll(it->coll))
 		return cpu_copy(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
 	if (it->nranks == 1) {
@@ -414,6 +416,16 @@ static void link_post_head(void *p, uint64_t v)
 	cpu_post(&l->head, v, &l->head_seq, &l->send_waiting);
 }
 
+static void link_watch(void *p, int fd)
+{
+	struct cpu_link *l = p;
+
+	/* Written before the arm; the poster reads it after winning the disarm (K2). */
+	store_relaxed(&l->proxy_fd, fd);
+	/* K1 (proxy): the caller fences after this and looks at tail and head again. */
+	store_relaxed(&l->proxy_armed, 1u);
+}
+
 static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret)
 {
 	struct cpu_comm *cc = priv;
@@ -432,6 +444,7 @@ static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_l
 		.len = link_len,
 		.post_tail = link_post_tail,
 		.post_head = link_post_head,
+		.watch = link_watch,
 	};
 	return 0;
 }

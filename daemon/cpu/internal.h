@@ -114,5 +114,7 @@ int cpu_oneshot(struct cpu_run *x);
 int cpu_twoshot(struct cpu_run *x);
 /* A copy-list item's share (any rank count, proto/algo_copy.h). */
 int cpu_copy(struct cpu_run *x, const struct collc_work_copies *list);
+/* All-to-all(v) of a communicator spanning daemons: a relay on the ring (algo ring). */
+int cpu_copy_relay(struct cpu_run *x, const struct collc_work_copies *list);
 
 #endif

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/atomics.h"
 #include "common/futex.h"
@@ -281,11 +282,34 @@ static int recv_begin(struct cpu_run *x, uint64_t len, const char **ret_in)
 }
 
 /* R2: pairs with S2 in can_send(): the step was read before its slot is handed back. */
+/*
+ * After a post of tail or head: a network proxy sleeping on this link
+ * (exec_link.watch) wakes through its eventfd. One relaxed load on links
+ * without a proxy.
+ */
+static void proxy_kick(struct cpu_link *l)
+{
+	uint64_t one = 1;
+
+	/*
+	 * K2: pairs with K1 in the proxy (node.c sleep_prepare()): cpu_post()'s
+	 * fence orders the post before this load, so either the proxy saw the
+	 * post or we see it armed. The exchange makes one poster write.
+	 */
+	if (!load_relaxed(&l->proxy_armed) ||
+	    !__atomic_exchange_n(&l->proxy_armed, 0u, __ATOMIC_ACQUIRE))
+		return;
+	if (write(load_relaxed(&l->proxy_fd), &one, sizeof(one)) < 0) {
+		/* Counter full: the proxy is awake anyway. */
+	}
+}
+
 static void recv_end(struct cpu_run *x)
 {
 	struct cpu_link *l = x->recv;
 
 	cpu_post(&l->head, ++l->recv_step, &l->head_seq, &l->send_waiting);
+	proxy_kick(l);
 }
 
 /* Waits for credit for step send_step; returns where the step's payload goes. */
@@ -313,6 +337,7 @@ static void send_end(struct cpu_run *x, char *out, const char *res, uint64_t len
 		l->step_len[l->send_step % COLLC_STEPS] = (uint32_t)len;
 		/* S1: pairs with R1 in can_recv(): the payload, then tail (release). */
 		cpu_post(&l->tail, l->send_step + 1, &l->tail_seq, &l->recv_waiting);
+		proxy_kick(l);
 		break;
 	case COLLC_PROTO_LL:
 		ll_send(l, res, len);

@@ -168,6 +168,15 @@ struct net_tcp_opts {
 #define NET_TCP_MAX_STREAMS     8
 #define NET_TCP_DEFAULT_STREAMS 2
 int net_tcp_configure(const struct net_tcp_opts *opts);
+/*
+ * collc's own extension of the built-in tcp transport (not in the table):
+ * the sockets of a send or receive comm that have bytes to move, with the
+ * event that lets them (POLLOUT to send, POLLIN to receive), so that a
+ * proxy can sleep in poll() instead of calling test() on a timer. Returns
+ * how many of pf's max entries it filled (0: nothing to wait for).
+ */
+struct pollfd;
+int net_tcp_pollfds(void *comm, struct pollfd *pf, int max);
 
 /* Options of the ib transport; set before init. ifname: the interface of the
  * out-of-band socket that exchanges queue pair numbers (as for tcp);

@@ -7,6 +7,8 @@
  * control socket and its payload split over the data sockets: stream s
  * carries bytes [s * chunk, (s + 1) * chunk) with chunk = max(ceil(size /
  * nstreams), MIN_CHUNK), so both sides compute the split from the size alone.
+ * A payload of at most INLINE_MAX bytes follows its header on the control
+ * socket instead (small messages: one segment, and the receiver wakes once).
  * Each socket keeps its own cursor into the comm's queue of posted requests,
  * so a stream may run ahead of the others by whole messages and no socket
  * waits for another.
@@ -36,6 +38,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +51,8 @@
 #define MSG_MAGIC    0x434c544du           /* "CLTM" */
 #define MR_MAGIC     0x434c5452u
 #define MIN_CHUNK    (64u << 10) /* smaller payloads take one stream */
+/* Payloads up to this follow their header on socket 0: one segment, one wake-up. */
+#define INLINE_MAX   (16u << 10)
 #define MAX_RECVS    8
 #define MAX_SOCKS    (1 + NET_TCP_MAX_STREAMS)
 #define MAX_PENDING  16
@@ -652,26 +657,44 @@ static int sock_step(struct tcp_comm *c, int i)
 		size_t off0 = cu->off;
 
 		if (i == 0) {
-			if (c->kind == COMM_SEND && cu->off == 0)
-				cu->hdr = (struct tcp_msg_hdr){ .magic = MSG_MAGIC,
-								.tag = r->sub[0].tag,
-								.size = r->sub[0].size };
-			rc = xfer(c, 0, (char *)&cu->hdr, sizeof(cu->hdr), &cu->off);
-			if (rc < 0)
-				return rc;
-			moved |= cu->off != off0;
-			if (!rc)
-				break;
-			if (c->kind == COMM_RECV && (rc = header_arrived(r, &cu->hdr)) < 0)
-				return rc;
+			struct tcp_sub *s;
+			size_t po;
+
+			if (cu->off < sizeof(cu->hdr)) {
+				if (c->kind == COMM_SEND && cu->off == 0)
+					cu->hdr = (struct tcp_msg_hdr){ .magic = MSG_MAGIC,
+									.tag = r->sub[0].tag,
+									.size = r->sub[0].size };
+				rc = xfer(c, 0, (char *)&cu->hdr, sizeof(cu->hdr), &cu->off);
+				if (rc < 0)
+					return rc;
+				moved |= cu->off != off0;
+				if (!rc)
+					break;
+				if (c->kind == COMM_RECV && (rc = header_arrived(r, &cu->hdr)) < 0)
+					return rc;
+			}
+			/* Socket 0 parses headers in order: message k's is the last one matched. */
+			s = &r->sub[r->order[cu->k]];
+			if (s->size && s->size <= INLINE_MAX) {
+				po = cu->off - sizeof(cu->hdr);
+				rc = xfer(c, 0, s->data, s->size, &po);
+				cu->off = sizeof(cu->hdr) + po;
+				if (rc < 0)
+					return rc;
+				moved |= cu->off != off0;
+				if (!rc)
+					break;
+			}
 		} else {
 			struct tcp_sub *s;
-			size_t b, e;
+			size_t b = 0, e = 0;
 
 			if (cu->k >= r->nhdr)
 				break; /* its header has not arrived yet */
 			s = &r->sub[r->order[cu->k]];
-			share(s->size, c->nstreams, i - 1, &b, &e);
+			if (s->size > INLINE_MAX)
+				share(s->size, c->nstreams, i - 1, &b, &e);
 			rc = xfer(c, i, s->data + b, e - b, &cu->off);
 			if (rc < 0)
 				return rc;
@@ -708,6 +731,27 @@ static ncclResult_t progress(void *comm)
 		}
 	} while (moved);
 	return ncclSuccess;
+}
+
+int net_tcp_pollfds(void *comm, struct pollfd *pf, int max)
+{
+	struct tcp_comm *c = comm;
+	int i, n = 0;
+
+	if (!c || c->error || (c->kind != COMM_SEND && c->kind != COMM_RECV))
+		return 0;
+	for (i = 0; i < c->nsocks && n < max; i++) {
+		const struct tcp_cursor *cu = &c->cur[i];
+
+		/* Idle sockets stay out: unread bytes of an unposted message would wake us forever. */
+		if (c->fd[i] < 0 || cu->qi == c->qtail)
+			continue;
+		if (i > 0 && cu->k >= c->q[cu->qi & QMASK]->nhdr)
+			continue; /* waits for the header on socket 0 */
+		pf[n++] = (struct pollfd){ .fd = c->fd[i],
+					   .events = c->kind == COMM_SEND ? POLLOUT : POLLIN };
+	}
+	return n;
 }
 
 static ncclResult_t tcp_test(void *request, int *done, int *sizes)

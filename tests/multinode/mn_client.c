@@ -28,9 +28,18 @@
  *              pending behind it must fail the same way (or be right), and a
  *              later one must fail too, as promptly. Gives up (fails) after
  *              --max-s without an error;
+ *              --loop-alltoall runs all-to-alls instead (each byte checked);
  *   init-fail  collc_comm_init must fail (an id the daemons must refuse,
  *              e.g. with --flip-byte); success fails the test;
- *   make-id    only writes a fresh id to --id-file (with --make-id implied).
+ *   make-id    only writes a fresh id to --id-file (with --make-id implied);
+ *   a2a        all-to-all and all-to-allv across the daemons: every dtype
+ *              (fp8 too) at counts 0, 1, 7 and random ones, all-to-allv with
+ *              random per-pair counts (a quarter 0) at random displacements,
+ *              once a large all-to-all; every byte received checked against
+ *              its sender's pattern, every byte outside the blocks a canary
+ *              that must survive, the send buffer unchanged. Then rank --odd
+ *              expects one element more than is sent to it: -EINVAL on every
+ *              rank, nothing written, and a good all-to-all after it.
  * --flip-byte OFF flips every bit of byte OFF of the id after reading it.
  *
  * Exit status: 0 pass, 1 fail, 2 usage. Every line says which rank speaks.
@@ -55,11 +64,11 @@
 /* A mismatch fails every rank within this long of its own submission. */
 #define MISMATCH_MS 5000
 
-enum mode { M_CHECK, M_MISMATCH, M_LOOP, M_INIT_FAIL, M_MAKE_ID };
+enum mode { M_CHECK, M_MISMATCH, M_LOOP, M_INIT_FAIL, M_MAKE_ID, M_A2A };
 
 static struct {
 	const char *id_file, *socket, *marker, *ready_file;
-	int make_id, rank, nranks, mode, rounds, odd, flip_byte;
+	int make_id, rank, nranks, mode, rounds, odd, flip_byte, loop_a2a;
 	int bound_ms, max_s, min_s, id_wait_ms, wait_ms;
 	size_t max_count, big_count;
 	uint64_t seed;
@@ -385,6 +394,239 @@ static int mode_mismatch(struct collc_ctx *ctx, struct collc_comm *comm, void *s
 	return 0;
 }
 
+#define A2A_MAX_RANKS 16
+
+/* One all-to-all(v), the same on every rank: counts[i][j] elements from i to j. */
+struct a2a {
+	uint64_t k;
+	collc_dtype dt;
+	int v;
+	size_t count;
+	size_t counts[A2A_MAX_RANKS][A2A_MAX_RANKS];
+	size_t sdispls[A2A_MAX_RANKS][A2A_MAX_RANKS], rdispls[A2A_MAX_RANKS][A2A_MAX_RANKS];
+};
+
+/* Byte b of what rank `from` sends rank `to` in case k. */
+static uint8_t a2a_byte(uint64_t k, uint32_t from, uint32_t to, uint64_t b)
+{
+	uint64_t w = rc_mix(o.seed ^ (k << 40) ^ ((uint64_t)from << 32) ^ ((uint64_t)to << 24) ^
+			    (b / 8 * 0x9e3779b97f4a7c15ull));
+
+	return (uint8_t)(w >> (8 * (b % 8)));
+}
+
+/* Blocks of sizes sz[] in a random order with random gaps: their displacements. */
+static void a2a_place(uint64_t *rs, int n, const size_t *sz, size_t *displs)
+{
+	int order[A2A_MAX_RANKS];
+	size_t at = (size_t)draw(rs, 5);
+
+	for (int p = 0; p < n; p++)
+		order[p] = p;
+	for (int p = n - 1; p > 0; p--) {
+		int q = (int)draw(rs, (uint64_t)p + 1), t = order[p];
+
+		order[p] = order[q];
+		order[q] = t;
+	}
+	for (int i = 0; i < n; i++) {
+		displs[order[i]] = at;
+		at += sz[order[i]] + (size_t)draw(rs, 3);
+	}
+}
+
+static void a2a_make(struct a2a *c, uint64_t k, collc_dtype dt, int v, size_t count)
+{
+	uint64_t rs = rc_mix(o.seed * 31 + k);
+	const int n = o.nranks;
+
+	memset(c, 0, sizeof(*c));
+	c->k = k;
+	c->dt = dt;
+	c->v = v;
+	c->count = count;
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			c->counts[i][j] = !v ? count : draw(&rs, 4) == 0 ? 0 : 1 + draw(&rs, count);
+	for (int i = 0; i < n; i++) {
+		size_t ssz[A2A_MAX_RANKS], rsz[A2A_MAX_RANKS];
+
+		for (int j = 0; j < n; j++) {
+			ssz[j] = c->counts[i][j];
+			rsz[j] = c->counts[j][i];
+			c->sdispls[i][j] = c->rdispls[i][j] = (size_t)j * count;
+		}
+		if (v) {
+			a2a_place(&rs, n, ssz, c->sdispls[i]);
+			a2a_place(&rs, n, rsz, c->rdispls[i]);
+		}
+	}
+}
+
+/* Bytes from the buffer's start past its furthest block, plus a guard of canaries. */
+static size_t a2a_span(const size_t *displs, const size_t *counts, size_t es)
+{
+	size_t end = 0;
+
+	for (int j = 0; j < o.nranks; j++)
+		if ((displs[j] + counts[j]) * es > end)
+			end = (displs[j] + counts[j]) * es;
+	return end + 256;
+}
+
+/*
+ * Runs c on this rank (with recvcounts[extra_from] one more when extra_from
+ * >= 0); 0, or 1 after saying what is wrong, or, when refused is set, the
+ * collective's error (< 0) once nothing was written.
+ */
+static int a2a_run(struct collc_ctx *ctx, struct collc_comm *comm, const struct a2a *c,
+		   uint8_t *send, uint8_t *recv, int extra_from, int refused)
+{
+	const size_t es = collc_dtype_size(c->dt);
+	const int me = o.rank, n = o.nranks;
+	size_t sendcounts[A2A_MAX_RANKS], recvcounts[A2A_MAX_RANKS], sspan, rspan;
+	char what[160];
+	collc_req req;
+	long bad;
+	int r;
+
+	snprintf(what, sizeof(what), "case %llu %s %s count %zu", (unsigned long long)c->k,
+		 c->v ? "alltoallv" : "alltoall", rc_dtype_name(c->dt), c->count);
+	for (int j = 0; j < n; j++) {
+		sendcounts[j] = c->counts[me][j];
+		recvcounts[j] = c->counts[j][me] + (j == extra_from);
+	}
+	sspan = a2a_span(c->sdispls[me], sendcounts, es);
+	rspan = a2a_span(c->rdispls[me], recvcounts, es);
+	rc_canary_fill(send, sspan, 1);
+	rc_canary_fill(recv, rspan, 3);
+	for (int j = 0; j < n; j++)
+		for (size_t b = 0; b < sendcounts[j] * es; b++)
+			send[c->sdispls[me][j] * es + b] =
+				a2a_byte(c->k, (uint32_t)me, (uint32_t)j, b);
+	if (c->v)
+		r = collc_alltoallv(comm, send, sendcounts, c->sdispls[me], recv, recvcounts,
+				    c->rdispls[me], c->dt, &req);
+	else
+		r = collc_alltoall(comm, send, recv, c->count, c->dt, &req);
+	if (r == 0)
+		r = collc_wait(ctx, req, o.wait_ms);
+	if (r < 0) {
+		if (!refused) {
+			say("FAIL: %s: %s", what, err_str(r));
+			return 1;
+		}
+		/* Refused: nothing of the receive buffer may have changed. */
+		bad = rc_canary_check(recv, 0, rspan, 3);
+		if (bad >= 0) {
+			say("FAIL: %s: refused with %s but byte %ld was written", what,
+			    collc_strerror(r), bad);
+			return 1;
+		}
+		return r;
+	}
+	for (int j = 0; j < n; j++)
+		for (size_t b = 0; b < recvcounts[j] * es; b++) {
+			uint8_t want = a2a_byte(c->k, (uint32_t)j, (uint32_t)me, b);
+			uint8_t got = recv[c->rdispls[me][j] * es + b];
+
+			if (got != want) {
+				say("FAIL: %s: byte %zu from rank %d is %#x, not %#x", what, b, j,
+				    got, want);
+				return 1;
+			}
+		}
+	/* Outside the blocks: still canary (walk the gaps between sorted block ends). */
+	for (size_t at = 0; at < rspan;) {
+		size_t next = rspan;
+		int inside = 0;
+
+		for (int j = 0; j < n; j++) {
+			size_t b0 = c->rdispls[me][j] * es, b1 = b0 + recvcounts[j] * es;
+
+			if (b1 > b0 && at >= b0 && at < b1) {
+				at = b1;
+				inside = 1;
+				break;
+			}
+			if (b1 > b0 && b0 > at && b0 < next)
+				next = b0;
+		}
+		if (inside)
+			continue;
+		bad = rc_canary_check(recv, at, next, 3);
+		if (bad >= 0) {
+			say("FAIL: %s: receive byte %ld outside every block was written", what,
+			    bad);
+			return 1;
+		}
+		at = next;
+	}
+	for (int j = 0; j < n; j++)
+		for (size_t b = 0; b < sendcounts[j] * es; b++)
+			if (send[c->sdispls[me][j] * es + b] !=
+			    a2a_byte(c->k, (uint32_t)me, (uint32_t)j, b)) {
+				say("FAIL: %s: the send block for rank %d changed", what, j);
+				return 1;
+			}
+	return 0;
+}
+
+static int mode_a2a(struct collc_ctx *ctx, struct collc_comm *comm, void *send, void *recv)
+{
+	uint64_t rs = rc_mix(o.seed ^ 0xa2a), k = 0;
+	double t0 = now_mono();
+	struct a2a *c = malloc(sizeof(*c));
+	size_t big;
+	int r;
+
+	if (!c || o.nranks > A2A_MAX_RANKS) {
+		say("FAIL: %s", c ? "too many ranks for the all-to-all cases" : "no memory");
+		free(c);
+		return 1;
+	}
+	for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++) {
+		static const size_t fixed[] = { 0, 1, 7 };
+
+		for (int i = 0; i < 6; i++) {
+			int v = i >= 4;
+			size_t count = i < 3 ? fixed[i] : 1 + (size_t)draw(&rs, 2048);
+
+			a2a_make(c, k++, (collc_dtype)dt, v, count);
+			if (a2a_run(ctx, comm, c, send, recv, -1, 0)) {
+				free(c);
+				return 1;
+			}
+		}
+	}
+	/* Blocks of many ring steps each. */
+	big = (o.big_count * 8 / 4) / (size_t)o.nranks / 8;
+	a2a_make(c, k++, COLLC_FLOAT64, 0, big ? big : 1);
+	if (a2a_run(ctx, comm, c, send, recv, -1, 0)) {
+		free(c);
+		return 1;
+	}
+	/* Counts that disagree across the daemons: every rank refuses it. */
+	a2a_make(c, k++, COLLC_INT32, 1, 100);
+	r = a2a_run(ctx, comm, c, send, recv, o.rank == o.odd ? (o.rank + 1) % o.nranks : -1, 1);
+	if (r != -EINVAL) {
+		if (r <= 0)
+			say("FAIL: rank %d expects one element more from rank %d: got %s, want "
+			    "-EINVAL",
+			    o.odd, (o.odd + 1) % o.nranks, r ? err_str(r) : "success");
+		free(c);
+		return 1;
+	}
+	a2a_make(c, k++, COLLC_FLOAT8_E4M3, 1, 333);
+	r = a2a_run(ctx, comm, c, send, recv, -1, 0);
+	free(c);
+	if (r)
+		return 1;
+	say("%llu all-to-alls right, the mismatched one refused, in %.2f s",
+	    (unsigned long long)k - 1, now_mono() - t0);
+	return 0;
+}
+
 static int accepted(int err)
 {
 	if (err == -EPIPE || err == -ETIMEDOUT)
@@ -411,10 +653,51 @@ struct slot {
 	void *send, *recv;
 	collc_req req;
 	int submitted; /* 0, or the submission's error (< 0), or 1 */
+	uint64_t k;    /* --loop-alltoall: the case (a2a_byte()) and its count a rank */
+	size_t count;
 };
+
+/* --loop-alltoall: count float32 elements to and from every rank, patterned by case k. */
+static void slot_submit_a2a(struct collc_comm *comm, struct slot *s, uint64_t *rs)
+{
+	uint8_t *send = s->send;
+
+	s->k = draw(rs, 1ull << 20);
+	s->count = (o.max_count / 2 + (size_t)draw(rs, o.max_count / 2)) / (size_t)o.nranks;
+	if (!s->count)
+		s->count = 1;
+	for (int j = 0; j < o.nranks; j++)
+		for (size_t b = 0; b < s->count * 4; b++)
+			send[(size_t)j * s->count * 4 + b] =
+				a2a_byte(s->k, (uint32_t)o.rank, (uint32_t)j, b);
+	s->submitted = collc_alltoall(comm, s->send, s->recv, s->count, COLLC_FLOAT32, &s->req);
+	if (s->submitted == 0)
+		s->submitted = 1;
+}
+
+/* 0 when the slot's collective delivered the right result, else 1 (said). */
+static int slot_check(const struct slot *s, const char *what)
+{
+	const uint8_t *recv = s->recv;
+
+	if (!o.loop_a2a)
+		return check_op(&s->op, s->send, s->recv, what);
+	for (int j = 0; j < o.nranks; j++)
+		for (size_t b = 0; b < s->count * 4; b++)
+			if (recv[(size_t)j * s->count * 4 + b] !=
+			    a2a_byte(s->k, (uint32_t)j, (uint32_t)o.rank, b)) {
+				say("WRONG: %s: byte %zu from rank %d", what, b, j);
+				return 1;
+			}
+	return 0;
+}
 
 static void slot_submit(struct collc_comm *comm, struct slot *s, uint64_t *rs)
 {
+	if (o.loop_a2a) {
+		slot_submit_a2a(comm, s, rs);
+		return;
+	}
 	s->op.coll = RC_ALLREDUCE;
 	s->op.c = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, 0, 0 };
 	s->op.c.count = o.max_count / 2 + (size_t)draw(rs, o.max_count / 2);
@@ -453,7 +736,7 @@ static int mode_loop(struct collc_ctx *ctx, struct collc_comm *comm, void *send,
 		r = slot_wait(ctx, s);
 		if (r < 0)
 			break;
-		if (check_op(&s->op, s->send, s->recv, "all-reduce in the loop")) {
+		if (slot_check(s, "collective in the loop")) {
 			say("FAIL: collective %llu delivered a wrong result",
 			    (unsigned long long)n);
 			return 1;
@@ -492,7 +775,7 @@ static int mode_loop(struct collc_ctx *ctx, struct collc_comm *comm, void *send,
 	 */
 	s = &sl[(n + 1) % 2];
 	r = slot_wait(ctx, s);
-	if (r == 0 && check_op(&s->op, s->send, s->recv, "the pending all-reduce")) {
+	if (r == 0 && slot_check(s, "the pending collective")) {
 		say("FAIL: the collective pending at the fault delivered a wrong result");
 		return 1;
 	}
@@ -557,10 +840,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: mn_client --id-file F --rank R --nranks N [--make-id] [--socket S]\n"
-		"         [--mode check|mismatch|loop|init-fail|make-id] [--seed S] [--rounds K]\n"
+		"         [--mode check|mismatch|loop|init-fail|make-id|a2a] [--seed S] [--rounds K]\n"
 		"         [--max-count N] [--big-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
 		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|...] [--flip-byte OFF]\n"
-		"         [--id-wait-ms MS] [--wait-ms MS]\n");
+		"         [--id-wait-ms MS] [--wait-ms MS] [--loop-alltoall]\n");
 }
 
 int main(int argc, char **argv)
@@ -586,10 +869,12 @@ int main(int argc, char **argv)
 		{ "flip-byte", required_argument, NULL, 'f' },
 		{ "id-wait-ms", required_argument, NULL, 'I' },
 		{ "wait-ms", required_argument, NULL, 'w' },
+		{ "loop-alltoall", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	static const char *const modes[] = { "check", "mismatch", "loop", "init-fail", "make-id" };
+	static const char *const modes[] = { "check",     "mismatch", "loop",
+					     "init-fail", "make-id",  "a2a" };
 	struct collc_unique_id id;
 	struct collc_ctx *ctx = NULL;
 	struct collc_comm *comm = NULL;
@@ -616,7 +901,7 @@ int main(int argc, char **argv)
 			o.ready_file = optarg;
 			break;
 		case 'M':
-			o.mode = rc_name_index(modes, 5, optarg);
+			o.mode = rc_name_index(modes, 6, optarg);
 			if (o.mode < 0) {
 				usage(stderr);
 				return 2;
@@ -630,6 +915,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			o.seed = strtoull(optarg, NULL, 0);
+			break;
+		case 'L':
+			o.loop_a2a = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -735,6 +1023,9 @@ int main(int argc, char **argv)
 		break;
 	case M_MISMATCH:
 		failed = mode_mismatch(ctx, comm, send, recv);
+		break;
+	case M_A2A:
+		failed = mode_a2a(ctx, comm, send, recv);
 		break;
 	default:
 		failed = mode_loop(ctx, comm, send, recv, send2, recv2);

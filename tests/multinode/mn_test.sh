@@ -8,10 +8,13 @@
 #   mn_test.sh harness               the scaffolding alone (one collcd, no --listen):
 #                                    namespaces, links, clients, kill timing
 #   mn_test.sh correct NODES PER [rr]  every collective x dtype x op, random sizes
+#   mn_test.sh a2a NODES PER [rr]    all-to-all and all-to-allv x dtype, random counts
+#                                    (zeros too), and counts that disagree: -EINVAL everywhere
 #   mn_test.sh two_comms             two communicators over the same daemons at once
 #   mn_test.sh two_comms_late        communicators made while another one runs there
 #   mn_test.sh mismatch              -EINVAL on every rank across nodes
 #   mn_test.sh kill [V]              kill -9 of node V's daemon mid-collective (2; 0: the root)
+#   mn_test.sh kill_a2a [V]          the same in the middle of all-to-alls
 #   mn_test.sh linkdown [V]          `ip link set down` on node V's link
 #   mn_test.sh restart               a daemon killed, restarted, serving new communicators
 #   mn_test.sh secret                an id with a flipped secret byte is refused
@@ -126,19 +129,21 @@ harness)
 	wait "$victim" 2>/dev/null
 	mn_pass
 	;;
-correct)
+correct | a2a)
 	nnodes=${1:?nodes}
 	per=${2:?ranks per node}
 	place=${3:-block}
-	mn_init "c${nnodes}x$per" "$nnodes"
+	mode=check
+	[ "$case_name" = a2a ] && mode=a2a
+	mn_init "${mode:0:1}${nnodes}x$per" "$nnodes"
 	for ((i = 0; i < nnodes; i++)); do mn_daemon_start "$i"; done
 	n=$((nnodes * per))
 	placement=()
 	for ((r = 0; r < n; r++)); do
 		if [ "$place" = rr ]; then placement+=($((r % nnodes))); else placement+=($((r / per))); fi
 	done
-	comm_start A "$n" "${placement[@]}" -- --mode check
-	mn_wait_ranks 120 || mn_fail "correctness on $nnodes nodes x $per ranks ($place)"
+	comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd $((n - 1))
+	mn_wait_ranks 120 || mn_fail "$mode on $nnodes nodes x $per ranks ($place)"
 	daemons_alive $(seq 0 $((nnodes - 1)))
 	mn_pass
 	;;
@@ -200,10 +205,16 @@ mismatch)
 	mn_wait_ranks 60 || mn_fail "mismatch across nodes, odd rank on the root's node"
 	mn_pass
 	;;
-kill | linkdown)
+kill | linkdown | kill_a2a)
 	# X spans nodes 0 (its root), 1 and 2; Y only the two nodes the fault
 	# spares. The fault hits node V (mn_test.sh kill|linkdown [V], default 2).
+	# kill_a2a: X runs all-to-alls (the relay on the ring) instead of all-reduces.
 	v=${1:-2}
+	a2a=()
+	if [ "$case_name" = kill_a2a ]; then
+		a2a=(--loop-alltoall)
+		case_name=kill
+	fi
 	case "$v" in 0 | 1 | 2) ;; *) mn_fail "node $v: 0, 1 or 2" ;; esac
 	spared=()
 	for i in 0 1 2; do [ "$i" != "$v" ] && spared+=("$i"); done
@@ -217,7 +228,7 @@ kill | linkdown)
 			extra=(--also-accept ECONNRESET --also-accept ENOTCONN --also-accept ESHUTDOWN)
 		# shellcheck disable=SC2046
 		rank_start X "$MN_DIR/id-X" "$r" "$r" 3 $( [ $r = 0 ] && echo --make-id) \
-			$(loop_args X "$r") "${extra[@]}"
+			$(loop_args X "$r") "${extra[@]}" "${a2a[@]}"
 	done
 	fault_when_ready X 3
 	if [ "$case_name" = kill ]; then
@@ -359,7 +370,7 @@ plugin)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr]|a2a NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
 	exit 2
 	;;
 esac

@@ -135,6 +135,61 @@ static void t_partial_io(void **state)
 	pair_close(&p);
 }
 
+/*
+ * Payloads up to INLINE_MAX follow their header on socket 0; larger ones take
+ * the data sockets. net_tcp_pollfds() names the sockets a comm waits on: a
+ * posted receive waits on socket 0 until its header arrives, and socket 0
+ * turns readable when a message is sent.
+ */
+static void t_inline_pollfds(void **state)
+{
+	static const size_t sizes[] = { 1, INLINE_MAX - 1, INLINE_MAX, INLINE_MAX + 1, 0 };
+	struct pollfd pf[MAX_SOCKS];
+	struct pair p;
+	uint8_t src[64] = { 0 }, dst[64];
+	void *dptr = dst, *sreq = NULL, *rreq = NULL;
+	int rsize = sizeof(dst), rtag = 7, done = 0, got = -1, n;
+	struct tcp_comm *rc;
+	size_t i;
+
+	pair_open(&p);
+	rc = p.rcomm;
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		send_one(&p, sizes[i], (int)i + 1);
+	/* Nothing posted: nothing to wait for. */
+	assert_int_equal(net_tcp_pollfds(p.rcomm, pf, MAX_SOCKS), 0);
+	assert_int_equal(net_tcp_pollfds(p.scomm, pf, MAX_SOCKS), 0);
+	assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &rtag, NULL, &rreq), ncclSuccess);
+	assert_non_null(rreq);
+	n = net_tcp_pollfds(p.rcomm, pf, MAX_SOCKS);
+	assert_int_equal(n, 1);
+	assert_int_equal(pf[0].fd, rc->fd[0]);
+	assert_int_equal(pf[0].events, POLLIN);
+	assert_int_equal(poll(pf, 1, 0), 0);
+	fill(src, sizeof(src), &seed);
+	assert_int_equal(net->isend(p.scomm, src, sizeof(src), 7, NULL, &sreq), ncclSuccess);
+	assert_non_null(sreq);
+	assert_int_equal(poll(pf, 1, WAIT_MS), 1);
+	assert_true(pf[0].revents & POLLIN);
+	{
+		int64_t end = ms_now() + WAIT_MS;
+
+		while (!done) {
+			assert_int_equal(net->test(rreq, &done, &got), ncclSuccess);
+			assert_true(ms_now() < end);
+		}
+		done = 0;
+		while (!done) {
+			assert_int_equal(net->test(sreq, &done, NULL), ncclSuccess);
+			assert_true(ms_now() < end);
+		}
+	}
+	assert_int_equal(got, (int)sizeof(src));
+	check_bytes(src, dst, sizeof(src), "inline payload");
+	assert_int_equal(net_tcp_pollfds(p.rcomm, pf, MAX_SOCKS), 0);
+	pair_close(&p);
+}
+
 /* One test() of a send in flight; *sreq becomes NULL once it is done. */
 static void send_poll(void **sreq)
 {
@@ -293,11 +348,17 @@ static void t_impostor(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_share),           cmocka_unit_test(t_options),
-		cmocka_unit_test(t_streams),         cmocka_unit_test(t_bad_handle),
-		cmocka_unit_test(t_partial_io),      cmocka_unit_test(t_soak),
-		cmocka_unit_test(t_connect_refused), cmocka_unit_test(t_receiver_closed),
-		cmocka_unit_test(t_impostor),        TCP_CASES,
+		cmocka_unit_test(t_share),
+		cmocka_unit_test(t_options),
+		cmocka_unit_test(t_streams),
+		cmocka_unit_test(t_bad_handle),
+		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_soak),
+		cmocka_unit_test(t_connect_refused),
+		cmocka_unit_test(t_receiver_closed),
+		cmocka_unit_test(t_impostor),
+		cmocka_unit_test(t_inline_pollfds),
+		TCP_CASES,
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);

@@ -39,6 +39,21 @@ static void test_counts(void **state)
 	assert_int_equal(collc_copy_count(COLLC_OP_RECV, 7), 1);
 }
 
+/* The relay's packed lengths (across daemons): both come back, up to 4 GiB - 1 each. */
+static void test_relay_pack(void **state)
+{
+	static const uint64_t v[] = { 0, 1, 7, 4096, 0x80000000ull, COLLC_RELAY_BLOCK_MAX };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		for (size_t j = 0; j < sizeof(v) / sizeof(v[0]); j++) {
+			uint64_t p = collc_relay_pack(v[i], v[j]);
+
+			assert_int_equal(collc_relay_send_bytes(p), v[i]);
+			assert_int_equal(collc_relay_recv_bytes(p), v[j]);
+		}
+}
+
 static void test_cover(void **state)
 {
 	static uint8_t seen[1 << 20];
@@ -93,6 +108,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_counts),
+		cmocka_unit_test(test_relay_pack),
 		cmocka_unit_test(test_cover),
 	};
 
