@@ -229,11 +229,25 @@ static int stream_form(const struct op *o, const void *send, void *recv, struct 
 
 #define STAGE_ALIGN 256
 
+/* Does this kind copy between ranks' buffers in collcd (send/recv, all-to-all)? */
+static int is_copy(const struct op *o)
+{
+	return o->kind == OP_ALLTOALL || o->kind == OP_SEND || o->kind == OP_RECV;
+}
+
 /*
  * Everything o needs before it can be enqueued, all of which may wait on the
  * host for collcd (registration, a staging buffer, the staging stream): the
  * buffers registered, which of them go through a staging buffer, and that
  * buffer. Nothing is enqueued yet.
+ *
+ * Every buffer the shim registers is a CUDA IPC import in collcd, which maps
+ * it for its own GPU only, and collcd's copy collectives need one side that
+ * peers can read (it pulls from a readable input or pushes into a readable
+ * output). So a send to another rank and an all-to-all take their input from
+ * the staging buffer (collc memory, readable by every GPU): one
+ * device-to-device copy of the input; the receiving side writes the user's
+ * buffer directly, with no copy out.
  */
 static ncclResult_t prepare(struct op *o)
 {
@@ -263,7 +277,8 @@ static ncclResult_t prepare(struct op *o)
 		res = collc__nccl_reg(comm, o->recv, o->recv_bytes, call, &o->rs);
 	if (res != ncclSuccess)
 		return res;
-	if (overlap)
+	if (overlap ||
+	    (is_copy(o) && o->send_bytes && !(o->kind == OP_SEND && o->root == comm->rank)))
 		o->ss = 1;
 	if (!o->ss && !o->rs)
 		return ncclSuccess;

@@ -696,12 +696,15 @@ static void test_sendrecv_one_thread(void)
 		CHECK(p2p_pending() == 0 && count_of(t, "send rank") == 2 &&
 			      count_of(t, "recv rank") == 2,
 		      "iteration %d: %d sends or receives unpaired: %s", iter, p2p_pending(), t);
+		CHECK(count_of(t, "copy ") == 2, "iteration %d: a copy in per send, none out: %s",
+		      iter, t);
 		if (iter == 1)
 			CHECK(count_of(t, "register") == 0 && count_of(t, "memalloc") == 0,
 			      "cached: %s", t);
 		for (int i = 0; i < 2; i++) {
 			char st[16] = "";
 			void *sp = NULL;
+			const char *cp;
 
 			snprintf(want, sizeof(want), "send rank %d dev %d on ", i, i);
 			if (!line_of(t, want, line, sizeof(line))) {
@@ -709,13 +712,48 @@ static void test_sendrecv_one_thread(void)
 				continue;
 			}
 			sscanf(strstr(line, " on ") + 4, "%15s send %p", st, &sp);
-			CHECK(st[0] == 'S' && sp == sb[i], "rank %d sends on its side stream: %s",
-			      i, t);
+			snprintf(want, sizeof(want), "copy %p <- %p 8 on %s\n", sp, (void *)sb[i],
+				 st);
+			cp = strstr(t, want);
+			CHECK(st[0] == 'S' && sp && sp != sb[i] && cp && cp < strstr(t, line),
+			      "rank %d sends from a staging buffer copied on its side stream %s: %s",
+			      i, st, t);
 			snprintf(want, sizeof(want), "recv rank %d dev %d on S", i, i);
 			CHECK(line_of(t, want, line, sizeof(line)), "rank %d's receive: %s", i, t);
 			snprintf(want, sizeof(want), "recv %p count 2", (void *)rb[i]);
 			CHECK(strstr(line, want), "rank %d receives into its buffer: %s", i, line);
 		}
+	}
+	/* All-to-all of both ranks in one group: the input staged, the output written directly. */
+	mock_trace(1);
+	p2p_watch = 1;
+	ncclGroupStart();
+	for (int i = 0; i < 2; i++) {
+		mock_set_device(i);
+		CHECK(ncclAlltoAll(sb[i], rb[i], 4, ncclFloat, c[i], us[i]) == ncclSuccess, "%s",
+		      ncclGetLastError(NULL));
+	}
+	CHECK(ncclGroupEnd() == ncclSuccess, "%s", ncclGetLastError(NULL));
+	p2p_watch = 0;
+	t = mock_trace(1);
+	CHECK(count_of(t, "copy ") == 2 && count_of(t, "wait u7000 for") == 1 &&
+		      count_of(t, "wait u7100 for") == 1,
+	      "a copy in per rank, on a staging stream joined back: %s", t);
+	for (int i = 0; i < 2; i++) {
+		char st[16] = "";
+		void *sp = NULL, *rp = NULL;
+		const char *cp;
+
+		snprintf(want, sizeof(want), "alltoall rank %d dev %d on ", i, i);
+		if (!line_of(t, want, line, sizeof(line))) {
+			CHECK(0, "no all-to-all of rank %d: %s", i, t);
+			continue;
+		}
+		sscanf(strstr(line, " on ") + 4, "%15s send %p recv %p", st, &sp, &rp);
+		snprintf(want, sizeof(want), "copy %p <- %p 32 on %s\n", sp, (void *)sb[i], st);
+		cp = strstr(t, want);
+		CHECK(st[0] == 'S' && sp != sb[i] && rp == rb[i] && cp && cp < strstr(t, line),
+		      "rank %d: staged input, direct output: %s", i, t);
 	}
 	for (int i = 0; i < 2; i++) {
 		ncclCommDestroy(c[i]);
