@@ -63,8 +63,7 @@ struct op {
 	/* Set by prepare(): send or receive side staged, in place, the staging buffer. */
 	int ss, rs, in_place;
 	char *stage;
-	size_t stage_off;  /* where the staged output starts in stage */
-	ncclResult_t prep; /* prepare()'s result in a group */
+	size_t stage_off; /* where the staged output starts in stage */
 };
 
 #define GROUP_MAX_DEPTH 1024
@@ -511,9 +510,18 @@ static int join_p2p(struct op *ops, size_t n)
 
 static ncclResult_t group_run(struct op *ops, size_t n)
 {
-	ncclResult_t res = run_inits(ops, n), r1;
+	ncclResult_t res = run_inits(ops, n), r1, failed = res;
+	char failed_text[512] = "";
+	size_t calls = 0;
 	int r;
 
+	for (size_t i = 0; i < n; i++)
+		calls += ops[i].kind != OP_INIT;
+	if (calls == 0)
+		return res;
+	/* A communicator that failed to join fails the calls on it: its error comes first. */
+	if (res != ncclSuccess)
+		snprintf(failed_text, sizeof(failed_text), "%s", ncclGetLastError(NULL));
 	r = fork_p2p(ops, n);
 	if (r < 0)
 		return collc__nccl_fail(ncclUnhandledCudaError, "ncclGroupEnd",
@@ -526,14 +534,29 @@ static ncclResult_t group_run(struct op *ops, size_t n)
 	 * stream waits for the peer's submission, so the host must not wait on
 	 * collcd before that peer's calls are in.
 	 */
-	for (size_t i = 0; i < n; i++)
-		if (ops[i].kind != OP_INIT)
-			ops[i].prep = on_device(&ops[i], 0);
-	/* Issue everything the group holds even after a failure, so peers are not left waiting. */
 	for (size_t i = 0; i < n; i++) {
 		if (ops[i].kind == OP_INIT)
 			continue;
-		r1 = ops[i].prep == ncclSuccess ? on_device(&ops[i], 1) : ops[i].prep;
+		r1 = on_device(&ops[i], 0);
+		if (r1 != ncclSuccess && failed == ncclSuccess) {
+			failed = r1;
+			snprintf(failed_text, sizeof(failed_text), "%s", ncclGetLastError(NULL));
+		}
+	}
+	/*
+	 * A call that cannot be prepared (a buffer that is no device memory, no
+	 * staging buffer, a communicator that did not join) fails the group as a
+	 * failed check does: nothing of it is enqueued, so no rank this thread
+	 * drives waits for a partner that will never come.
+	 */
+	if (failed != ncclSuccess)
+		return collc__nccl_fail(failed, "ncclGroupEnd", "nothing of the group ran: %s",
+					failed_text);
+	/* Enqueue everything even after one enqueue failed, so peers are not left waiting. */
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i].kind == OP_INIT)
+			continue;
+		r1 = on_device(&ops[i], 1);
 		if (res == ncclSuccess)
 			res = r1;
 	}

@@ -724,6 +724,32 @@ static void test_sendrecv_one_thread(void)
 			CHECK(strstr(line, want), "rank %d receives into its buffer: %s", i, line);
 		}
 	}
+	/*
+	 * Rank 1 sends from host memory: found only when the group ends, and
+	 * then nothing of the group runs (rank 0's calls would wait for ever).
+	 */
+	{
+		char host_buf[64];
+		ncclResult_t res;
+
+		mock_trace(1);
+		p2p_reset();
+		ncclGroupStart();
+		for (int i = 0; i < 2; i++) {
+			mock_set_device(i);
+			ncclSend(i ? host_buf : sb[i], 2, ncclFloat, (i + 1) % 2, c[i], us[i]);
+			ncclRecv(rb[i], 2, ncclFloat, (i + 1) % 2, c[i], us[i]);
+		}
+		res = ncclGroupEnd();
+		t = mock_trace(1);
+		CHECK(res == ncclInvalidArgument &&
+			      strstr(ncclGetLastError(NULL), "nothing of the group ran") &&
+			      strstr(ncclGetLastError(NULL), "not CUDA device memory"),
+		      "%d: %s", res, ncclGetLastError(NULL));
+		CHECK(count_of(t, "send rank") == 0 && count_of(t, "recv rank") == 0 &&
+			      count_of(t, "copy ") == 0,
+		      "nothing enqueued: %s", t);
+	}
 	/* All-to-all of both ranks in one group: the input staged, the output written directly. */
 	mock_trace(1);
 	p2p_watch = 1;
