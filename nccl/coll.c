@@ -14,6 +14,11 @@
  * of the communicator that waits for the caller's stream (an event), and the
  * caller's stream waits for all of them. Events fork and join captured
  * streams as well, so a captured group replays the same way.
+ *
+ * A group's end registers and stages every call before it enqueues any:
+ * an enqueued send makes its stream wait for the peer's receive, and one
+ * thread may be submitting for every rank (nccl-tests' -g), so nothing may
+ * wait on the host for collcd between two ranks' calls.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -55,6 +60,10 @@ struct op {
 	int root; /* root, or peer of a send or receive */
 	cudaStream_t stream;
 	int side; /* side stream of comm it runs on, -1: the caller's stream */
+	/* Set by prepare(): send or receive side staged, in place, the staging buffer. */
+	int ss, rs, in_place;
+	char *stage;
+	size_t stage_off; /* where the staged output starts in stage */
 };
 
 #define GROUP_MAX_DEPTH 1024
@@ -219,30 +228,66 @@ static int stream_form(const struct op *o, const void *send, void *recv, struct 
 
 #define STAGE_ALIGN 256
 
+/* Does this kind copy between ranks' buffers in collcd (send/recv, all-to-all)? */
+static int is_copy(const struct op *o)
+{
+	return o->kind == OP_ALLTOALL || o->kind == OP_SEND || o->kind == OP_RECV;
+}
+
 /*
- * o with its staged buffers copied through a staging buffer: in, the call,
- * out, all on the lane's stream. Lane 0 (calls on the caller's stream) is the
- * communicator's staging stream, forked from the caller's stream and joined
- * back; a send or receive on side stream j is lane j + 1 and stays there.
+ * Everything o needs before it can be enqueued, all of which may wait on the
+ * host for collcd (registration, a staging buffer, the staging stream): the
+ * buffers registered, which of them go through a staging buffer, and that
+ * buffer. Nothing is enqueued yet.
+ *
+ * Every buffer the shim registers is a CUDA IPC import in collcd, which maps
+ * it for its own GPU only, and collcd's copy collectives need one side that
+ * peers can read (it pulls from a readable input or pushes into a readable
+ * output). So a send to another rank and an all-to-all take their input from
+ * the staging buffer (collc memory, readable by every GPU): one
+ * device-to-device copy of the input; the receiving side writes the user's
+ * buffer directly, with no copy out.
  */
-static int issue_staged(const struct op *o, struct CUstream_st *s, int send_staged, int recv_staged,
-			int in_place)
+static ncclResult_t prepare(struct op *o)
 {
 	struct ncclComm *comm = o->comm;
-	size_t lane = (size_t)(o->side + 1), off = 0, need;
-	struct CUstream_st *ls = s;
-	const void *send = o->send;
-	void *recv = o->recv;
-	char *buf;
+	const char *call = op_call[o->kind];
+	uintptr_t sp = (uintptr_t)o->send, rp = (uintptr_t)o->recv;
+	/* collc has no in-place all-to-all: overlapping input goes through a staging buffer. */
+	int overlap = o->kind == OP_ALLTOALL && sp < rp + o->recv_bytes && rp < sp + o->send_bytes;
+	size_t lane = (size_t)(o->side + 1), need;
+	ncclResult_t res = ncclSuccess;
 	int r;
 
-	if (send_staged)
-		off = (o->send_bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
-	need = off + (recv_staged && !in_place ? o->recv_bytes : 0);
-	r = collc__nccl_stage(comm, lane, need, (void **)&buf);
+	o->ss = o->rs = 0;
+	o->stage = NULL;
+	o->stage_off = 0;
+	/* In place: the send buffer's registration covers the receive buffer. */
+	o->in_place = !overlap && o->recv == o->send && o->recv_bytes <= o->send_bytes;
+	if (comm->init_result != ncclSuccess)
+		return collc__nccl_fail(ncclInvalidUsage, call, "comm failed to initialize");
+	if (o->kind == OP_INIT)
+		return ncclSuccess;
+	if (o->send_bytes)
+		res = collc__nccl_reg(comm, o->send, o->send_bytes, call, &o->ss);
+	if (res == ncclSuccess && o->recv_bytes && o->in_place)
+		o->rs = o->ss;
+	else if (res == ncclSuccess && o->recv_bytes)
+		res = collc__nccl_reg(comm, o->recv, o->recv_bytes, call, &o->rs);
+	if (res != ncclSuccess)
+		return res;
+	if (overlap ||
+	    (is_copy(o) && o->send_bytes && !(o->kind == OP_SEND && o->root == comm->rank)))
+		o->ss = 1;
+	if (!o->ss && !o->rs)
+		return ncclSuccess;
+	if (o->ss)
+		o->stage_off = (o->send_bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+	need = o->stage_off + (o->rs && !o->in_place ? o->recv_bytes : 0);
+	r = collc__nccl_stage(comm, lane, need, (void **)&o->stage);
 	if (r == 0 && lane == 0 && !comm->stage_stream) {
 		if (collc__cu_push_device(comm->device) < 0)
-			return -ENODEV;
+			return collc__nccl_errno(-ENODEV, call, "staging a buffer");
 		r = collc__cu_stream_create(&comm->stage_stream);
 		if (r == 0)
 			r = collc__cu_event_create(&comm->stage_fork);
@@ -250,73 +295,74 @@ static int issue_staged(const struct op *o, struct CUstream_st *s, int send_stag
 			r = collc__cu_event_create(&comm->stage_done);
 		collc__cu_pop();
 	}
-	if (r == 0 && lane == 0) {
+	if (r < 0)
+		return collc__nccl_errno(r, call, "staging a buffer");
+	return ncclSuccess;
+}
+
+/*
+ * o (prepared) with its staged buffers copied through its staging buffer:
+ * in, the call, out, all on the lane's stream. Lane 0 (calls on the caller's
+ * stream) is the communicator's staging stream, forked from the caller's
+ * stream and joined back; a send or receive on side stream j is lane j + 1
+ * and stays there. Enqueues only: nothing here waits on the host.
+ */
+static int enqueue_staged(const struct op *o, struct CUstream_st *s)
+{
+	struct ncclComm *comm = o->comm;
+	struct CUstream_st *ls = s;
+	const void *send = o->send;
+	void *recv = o->recv;
+	int r = 0;
+
+	if (o->side < 0) {
 		ls = comm->stage_stream;
 		r = collc__cu_event_record(comm->stage_fork, s);
 		if (r == 0)
 			r = collc__cu_stream_wait_event(ls, comm->stage_fork);
+		if (r < 0)
+			return r;
 	}
-	if (r < 0)
-		return r;
-	if (send_staged) {
-		r = collc__cu_copy_async(buf, o->send, o->send_bytes, ls);
-		send = buf;
+	if (o->ss) {
+		r = collc__cu_copy_async(o->stage, o->send, o->send_bytes, ls);
+		send = o->stage;
 	}
-	if (recv_staged)
-		recv = in_place ? buf : buf + off;
+	if (o->rs)
+		recv = o->in_place ? o->stage : o->stage + o->stage_off;
 	if (r == 0)
 		r = stream_form(o, send, recv, ls);
-	if (r == 0 && recv_staged)
+	if (r == 0 && o->rs)
 		r = collc__cu_copy_async(o->recv, recv, o->recv_bytes, ls);
 	/* The caller's stream goes on after the copy out, whatever failed before it. */
-	if (lane == 0 && collc__cu_event_record(comm->stage_done, ls) == 0)
+	if (o->side < 0 && collc__cu_event_record(comm->stage_done, ls) == 0)
 		collc__cu_stream_wait_event(s, comm->stage_done);
 	return r;
 }
 
-/* Registers (or stages) what o touches and enqueues it on stream. */
-static ncclResult_t issue(const struct op *o, cudaStream_t stream)
+/* Enqueues o (prepared) on stream. */
+static ncclResult_t enqueue(const struct op *o, cudaStream_t stream)
 {
-	struct ncclComm *comm = o->comm;
 	const char *call = op_call[o->kind];
 	struct CUstream_st *s = (struct CUstream_st *)stream;
-	uintptr_t sp = (uintptr_t)o->send, rp = (uintptr_t)o->recv;
-	/* collc has no in-place all-to-all: overlapping input goes through a staging buffer. */
-	int overlap = o->kind == OP_ALLTOALL && sp < rp + o->recv_bytes && rp < sp + o->send_bytes;
-	/* In place: the send buffer's registration covers the receive buffer. */
-	int in_place = !overlap && o->recv == o->send && o->recv_bytes <= o->send_bytes;
-	int ss = 0, rs = 0, r;
-	ncclResult_t res = ncclSuccess;
+	int r;
 
-	if (comm->init_result != ncclSuccess)
-		return collc__nccl_fail(ncclInvalidUsage, call, "comm failed to initialize");
 	if (o->kind == OP_INIT)
 		return ncclSuccess;
-	if (o->send_bytes)
-		res = collc__nccl_reg(comm, o->send, o->send_bytes, call, &ss);
-	if (res == ncclSuccess && o->recv_bytes && in_place)
-		rs = ss;
-	else if (res == ncclSuccess && o->recv_bytes)
-		res = collc__nccl_reg(comm, o->recv, o->recv_bytes, call, &rs);
-	if (res != ncclSuccess)
-		return res;
-	if (overlap)
-		ss = 1;
-	if (ss || rs)
-		r = issue_staged(o, s, ss, rs, in_place);
+	if (o->ss || o->rs)
+		r = enqueue_staged(o, s);
 	else
 		r = stream_form(o, o->send, o->recv, s);
 	if (r == -ENOSYS)
 		return no_stream_forms(call);
 	if (r < 0)
 		return collc__nccl_errno(r, call,
-					 ss || rs ? "staging a buffer or calling collc"
-						  : "collc refused the call");
+					 o->ss || o->rs ? "staging a buffer or calling collc"
+							: "collc refused the call");
 	return ncclSuccess;
 }
 
-/* Issues o on its stream (or side stream) with its communicator's device current. */
-static ncclResult_t issue_on_device(const struct op *o)
+/* Runs one phase of o (prepare or enqueue) with its communicator's device current. */
+static ncclResult_t on_device(struct op *o, int phase_enqueue)
 {
 	cudaStream_t s = o->side >= 0 ? (cudaStream_t)o->comm->side[o->side] : o->stream;
 	int cur = -1, pushed = 0;
@@ -324,10 +370,18 @@ static ncclResult_t issue_on_device(const struct op *o)
 
 	if (collc__cu_ctx_device(&cur) < 0 || cur != o->comm->device)
 		pushed = collc__cu_push_device(o->comm->device) == 0;
-	res = issue(o, s);
+	res = phase_enqueue ? enqueue(o, s) : prepare(o);
 	if (pushed)
 		collc__cu_pop();
 	return res;
+}
+
+/* A call outside a group: prepared, then enqueued on its stream. */
+static ncclResult_t issue_on_device(struct op *o)
+{
+	ncclResult_t res = on_device(o, 0);
+
+	return res == ncclSuccess ? on_device(o, 1) : res;
 }
 
 struct init_job {
@@ -456,19 +510,53 @@ static int join_p2p(struct op *ops, size_t n)
 
 static ncclResult_t group_run(struct op *ops, size_t n)
 {
-	ncclResult_t res = run_inits(ops, n), r1;
+	ncclResult_t res = run_inits(ops, n), r1, failed = res;
+	char failed_text[512] = "";
+	size_t calls = 0;
 	int r;
 
+	for (size_t i = 0; i < n; i++)
+		calls += ops[i].kind != OP_INIT;
+	if (calls == 0)
+		return res;
+	/* A communicator that failed to join fails the calls on it: its error comes first. */
+	if (res != ncclSuccess)
+		snprintf(failed_text, sizeof(failed_text), "%s", ncclGetLastError(NULL));
 	r = fork_p2p(ops, n);
 	if (r < 0)
 		return collc__nccl_fail(ncclUnhandledCudaError, "ncclGroupEnd",
 					"cannot fork the stream of grouped sends and receives "
 					"(side streams and events)");
-	/* Issue everything the group holds even after a failure, so peers are not left waiting. */
+	/*
+	 * Two passes. Everything that may wait on the host (registrations,
+	 * staging buffers: round trips to collcd) runs for every call first, and
+	 * only then is anything enqueued: once one rank's send is enqueued its
+	 * stream waits for the peer's submission, so the host must not wait on
+	 * collcd before that peer's calls are in.
+	 */
 	for (size_t i = 0; i < n; i++) {
 		if (ops[i].kind == OP_INIT)
 			continue;
-		r1 = issue_on_device(&ops[i]);
+		r1 = on_device(&ops[i], 0);
+		if (r1 != ncclSuccess && failed == ncclSuccess) {
+			failed = r1;
+			snprintf(failed_text, sizeof(failed_text), "%s", ncclGetLastError(NULL));
+		}
+	}
+	/*
+	 * A call that cannot be prepared (a buffer that is no device memory, no
+	 * staging buffer, a communicator that did not join) fails the group as a
+	 * failed check does: nothing of it is enqueued, so no rank this thread
+	 * drives waits for a partner that will never come.
+	 */
+	if (failed != ncclSuccess)
+		return collc__nccl_fail(failed, "ncclGroupEnd", "nothing of the group ran: %s",
+					failed_text);
+	/* Enqueue everything even after one enqueue failed, so peers are not left waiting. */
+	for (size_t i = 0; i < n; i++) {
+		if (ops[i].kind == OP_INIT)
+			continue;
+		r1 = on_device(&ops[i], 1);
 		if (res == ncclSuccess)
 			res = r1;
 	}

@@ -8,7 +8,10 @@
  * Device memory that collcd cannot import (CUDA IPC exports neither
  * cudaMallocAsync pools nor cuMemCreate/VMM memory) is staged: the call
  * copies it into collc memory of the communicator's connection and back out
- * on the stream (coll.c), which costs a device-to-device copy each way. Host
+ * on the stream (coll.c), which costs a device-to-device copy each way. An
+ * import is mapped for collcd's own GPU only, so a send to another rank and
+ * an all-to-all stage their input even when it registered (coll.c
+ * prepare()): collcd's copies need one side every GPU can read. Host
  * memory fails the call with ncclInvalidArgument and a last error naming it.
  */
 #define _GNU_SOURCE

@@ -8,7 +8,9 @@
  * whole allocations once, stale ones dropped, calls of a group issued at its
  * end in call order with the communicator's device current, grouped sends
  * and receives forked onto side streams and joined back, gather as grouped
- * point to point, ncclCommSplit's ranks, async errors, refused buffers.
+ * point to point, ncclCommSplit's ranks, async errors, refused buffers,
+ * nccl-tests' one-thread send/recv of two ranks (no host wait between the
+ * ranks' calls) and the staged input of sends and all-to-all.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -69,6 +71,65 @@ static unsigned id_counter;
 static void *refused_base; /* collc_mem_register fails with -EINVAL for this allocation */
 static int async_err;
 
+/*
+ * collcd's pairing of stream-ordered sends and receives: once one is
+ * enqueued its stream waits until the peer's partner is submitted. A host
+ * round trip to collcd meanwhile (a registration, an allocation, a join)
+ * is what hangs a one-thread program on a GPU: the round trip can wait for
+ * the GPU, whose streams wait for the partner this thread has not
+ * submitted yet. Counted in host_waits while p2p_watch is set.
+ */
+#define P2P_RANKS 4
+static int p2p_sends[P2P_RANKS][P2P_RANKS]; /* [from][to]: sends waiting for their receive */
+static int p2p_recvs[P2P_RANKS][P2P_RANKS]; /* [at][from]: receives waiting for their send */
+static int p2p_watch, host_waits;
+
+static int p2p_pending(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < P2P_RANKS; i++)
+		for (int j = 0; j < P2P_RANKS; j++)
+			n += p2p_sends[i][j] + p2p_recvs[i][j];
+	return n;
+}
+
+static void p2p_reset(void)
+{
+	memset(p2p_sends, 0, sizeof(p2p_sends));
+	memset(p2p_recvs, 0, sizeof(p2p_recvs));
+	host_waits = 0;
+}
+
+/* A send from -> to (send) or a receive at `to` from `from`, paired with its partner if waiting. */
+static void p2p_post(int send, int from, int to)
+{
+	if (from < 0 || to < 0 || from >= P2P_RANKS || to >= P2P_RANKS)
+		return;
+	pthread_mutex_lock(&mlock);
+	if (send && p2p_recvs[to][from] > 0)
+		p2p_recvs[to][from]--;
+	else if (send)
+		p2p_sends[from][to]++;
+	else if (p2p_sends[from][to] > 0)
+		p2p_sends[from][to]--;
+	else
+		p2p_recvs[to][from]++;
+	pthread_mutex_unlock(&mlock);
+}
+
+static void host_wait(const char *what)
+{
+	pthread_mutex_lock(&mlock);
+	if (p2p_watch && p2p_pending() > 0) {
+		host_waits++;
+		pthread_mutex_unlock(&mlock);
+		mock_log("BLOCKED: %s while a send or receive waits for its peer\n", what);
+		return;
+	}
+	pthread_mutex_unlock(&mlock);
+}
+
 static int wait_until(int (*pred)(void *), void *arg)
 {
 	struct timespec t;
@@ -114,6 +175,7 @@ int collc_comm_init(struct collc_ctx *ctx, const struct collc_unique_id *id, int
 	struct collc_comm *c;
 	int r;
 
+	host_wait("a join");
 	pthread_mutex_lock(&mlock);
 	for (g = groups; g && memcmp(&g->id, id, sizeof(*id)); g = g->next)
 		;
@@ -153,18 +215,22 @@ int collc_comm_abort(struct collc_comm *c)
 
 int collc_mem_register(struct collc_ctx *ctx, void *p, size_t size, int device)
 {
+	host_wait("a registration");
 	mock_log("register %p %zu on device %d\n", p, size, device);
 	return p == refused_base ? -EINVAL : 0;
 }
 
 int collc_mem_deregister(struct collc_ctx *ctx, void *p)
 {
+	host_wait("a deregistration");
 	mock_log("deregister %p\n", p);
 	return 0;
 }
 
 int collc_mem_alloc(struct collc_ctx *ctx, size_t size, int device, void **ret)
 {
+	host_wait("an allocation");
+	mock_log("memalloc %zu on device %d\n", size, device);
 	*ret = malloc(size);
 	return *ret ? 0 : -ENOMEM;
 }
@@ -290,6 +356,7 @@ int collc_send_stream(struct collc_comm *c, const void *b, size_t n, collc_dtype
 		      struct CUstream_st *st)
 {
 	log_call("send", c, b, NULL, n, d, -1, peer, st);
+	p2p_post(1, c->rank, peer);
 	return 0;
 }
 
@@ -297,6 +364,7 @@ int collc_recv_stream(struct collc_comm *c, void *b, size_t n, collc_dtype d, in
 		      struct CUstream_st *st)
 {
 	log_call("recv", c, NULL, b, n, d, -1, peer, st);
+	p2p_post(0, peer, c->rank);
 	return 0;
 }
 
@@ -574,6 +642,153 @@ static void test_p2p_fork(void)
 	ncclMemFree(b);
 }
 
+/*
+ * nccl-tests' sendrecv_perf -g 2: one thread drives both ranks, each rank's
+ * send and receive in a group of its own inside one outer group, on buffers
+ * the group registers. Everything that waits on the host must come before
+ * the first send or receive is enqueued (host_waits), every send must find
+ * its receive, and a send goes out of a staging buffer (collcd can read a
+ * registered cudaMalloc buffer from its own GPU only) while the receive
+ * writes the user's buffer. Then all-to-all, staged the same way.
+ */
+static void test_sendrecv_one_thread(void)
+{
+	ncclComm_t c[2] = { NULL, NULL };
+	char *sb[2] = { NULL, NULL }, *rb[2] = { NULL, NULL };
+	cudaStream_t us[2] = { U0, U1 };
+	char want[160], line[256];
+	const char *t;
+
+	mock_set_device(0);
+	CHECK(ncclCommInitAll(c, 2, NULL) == ncclSuccess, "%s", ncclGetLastError(NULL));
+	if (!c[0] || !c[1])
+		return;
+	for (int i = 0; i < 2; i++) {
+		mock_set_device(i);
+		CHECK(ncclMemAlloc((void **)&sb[i], 4096) == ncclSuccess &&
+			      ncclMemAlloc((void **)&rb[i], 4096) == ncclSuccess,
+		      "%s", ncclGetLastError(NULL));
+	}
+	/* Twice: the second time everything is cached (nothing to wait for at all). */
+	for (int iter = 0; iter < 2 && sb[1] && rb[1]; iter++) {
+		mock_trace(1);
+		p2p_reset();
+		p2p_watch = 1;
+		CHECK(ncclGroupStart() == ncclSuccess, "start");
+		for (int i = 0; i < 2; i++) {
+			int peer = (i + 1) % 2;
+
+			mock_set_device(i);
+			CHECK(ncclGroupStart() == ncclSuccess, "inner start");
+			CHECK(ncclSend(sb[i], 2, ncclFloat, peer, c[i], us[i]) == ncclSuccess, "%s",
+			      ncclGetLastError(NULL));
+			CHECK(ncclRecv(rb[i], 2, ncclFloat, peer, c[i], us[i]) == ncclSuccess, "%s",
+			      ncclGetLastError(NULL));
+			CHECK(ncclGroupEnd() == ncclSuccess, "inner end");
+		}
+		CHECK(ncclGroupEnd() == ncclSuccess, "%s", ncclGetLastError(NULL));
+		p2p_watch = 0;
+		t = mock_trace(1);
+		CHECK(host_waits == 0,
+		      "iteration %d: the host waited on collcd while a rank's send or receive "
+		      "waited for the other's: %s",
+		      iter, t);
+		CHECK(p2p_pending() == 0 && count_of(t, "send rank") == 2 &&
+			      count_of(t, "recv rank") == 2,
+		      "iteration %d: %d sends or receives unpaired: %s", iter, p2p_pending(), t);
+		CHECK(count_of(t, "copy ") == 2, "iteration %d: a copy in per send, none out: %s",
+		      iter, t);
+		if (iter == 1)
+			CHECK(count_of(t, "register") == 0 && count_of(t, "memalloc") == 0,
+			      "cached: %s", t);
+		for (int i = 0; i < 2; i++) {
+			char st[16] = "";
+			void *sp = NULL;
+			const char *cp;
+
+			snprintf(want, sizeof(want), "send rank %d dev %d on ", i, i);
+			if (!line_of(t, want, line, sizeof(line))) {
+				CHECK(0, "no send of rank %d on its device: %s", i, t);
+				continue;
+			}
+			sscanf(strstr(line, " on ") + 4, "%15s send %p", st, &sp);
+			snprintf(want, sizeof(want), "copy %p <- %p 8 on %s\n", sp, (void *)sb[i],
+				 st);
+			cp = strstr(t, want);
+			CHECK(st[0] == 'S' && sp && sp != sb[i] && cp && cp < strstr(t, line),
+			      "rank %d sends from a staging buffer copied on its side stream %s: %s",
+			      i, st, t);
+			snprintf(want, sizeof(want), "recv rank %d dev %d on S", i, i);
+			CHECK(line_of(t, want, line, sizeof(line)), "rank %d's receive: %s", i, t);
+			snprintf(want, sizeof(want), "recv %p count 2", (void *)rb[i]);
+			CHECK(strstr(line, want), "rank %d receives into its buffer: %s", i, line);
+		}
+	}
+	/*
+	 * Rank 1 sends from host memory: found only when the group ends, and
+	 * then nothing of the group runs (rank 0's calls would wait for ever).
+	 */
+	{
+		char host_buf[64];
+		ncclResult_t res;
+
+		mock_trace(1);
+		p2p_reset();
+		ncclGroupStart();
+		for (int i = 0; i < 2; i++) {
+			mock_set_device(i);
+			ncclSend(i ? host_buf : sb[i], 2, ncclFloat, (i + 1) % 2, c[i], us[i]);
+			ncclRecv(rb[i], 2, ncclFloat, (i + 1) % 2, c[i], us[i]);
+		}
+		res = ncclGroupEnd();
+		t = mock_trace(1);
+		CHECK(res == ncclInvalidArgument &&
+			      strstr(ncclGetLastError(NULL), "nothing of the group ran") &&
+			      strstr(ncclGetLastError(NULL), "not CUDA device memory"),
+		      "%d: %s", res, ncclGetLastError(NULL));
+		CHECK(count_of(t, "send rank") == 0 && count_of(t, "recv rank") == 0 &&
+			      count_of(t, "copy ") == 0,
+		      "nothing enqueued: %s", t);
+	}
+	/* All-to-all of both ranks in one group: the input staged, the output written directly. */
+	mock_trace(1);
+	p2p_watch = 1;
+	ncclGroupStart();
+	for (int i = 0; i < 2; i++) {
+		mock_set_device(i);
+		CHECK(ncclAlltoAll(sb[i], rb[i], 4, ncclFloat, c[i], us[i]) == ncclSuccess, "%s",
+		      ncclGetLastError(NULL));
+	}
+	CHECK(ncclGroupEnd() == ncclSuccess, "%s", ncclGetLastError(NULL));
+	p2p_watch = 0;
+	t = mock_trace(1);
+	CHECK(count_of(t, "copy ") == 2 && count_of(t, "wait u7000 for") == 1 &&
+		      count_of(t, "wait u7100 for") == 1,
+	      "a copy in per rank, on a staging stream joined back: %s", t);
+	for (int i = 0; i < 2; i++) {
+		char st[16] = "";
+		void *sp = NULL, *rp = NULL;
+		const char *cp;
+
+		snprintf(want, sizeof(want), "alltoall rank %d dev %d on ", i, i);
+		if (!line_of(t, want, line, sizeof(line))) {
+			CHECK(0, "no all-to-all of rank %d: %s", i, t);
+			continue;
+		}
+		sscanf(strstr(line, " on ") + 4, "%15s send %p recv %p", st, &sp, &rp);
+		snprintf(want, sizeof(want), "copy %p <- %p 32 on %s\n", sp, (void *)sb[i], st);
+		cp = strstr(t, want);
+		CHECK(st[0] == 'S' && sp != sb[i] && rp == rb[i] && cp && cp < strstr(t, line),
+		      "rank %d: staged input, direct output: %s", i, t);
+	}
+	for (int i = 0; i < 2; i++) {
+		ncclCommDestroy(c[i]);
+		ncclMemFree(sb[i]);
+		ncclMemFree(rb[i]);
+	}
+	mock_trace(1);
+}
+
 struct split_arg {
 	int rank, color, key;
 	ncclComm_t out;
@@ -653,6 +868,7 @@ int main(void)
 		test_buffers();
 		test_group_order();
 		test_p2p_fork();
+		test_sendrecv_one_thread();
 		test_split();
 	}
 	for (int i = 0; i < 2; i++)
