@@ -215,10 +215,12 @@ static void print_header(FILE *f, const struct report *rp)
 	const char *pn = rp->peer_name;
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	int tcp_ok = rp->tcp && rp->tcp->ok;
-	char root[24] = "";
+	char root[24] = "", pipe_how[48] = "back to back on one stream";
 
 	if (cfg->coll == BENCH_BROADCAST || cfg->coll == BENCH_REDUCE)
 		snprintf(root, sizeof(root), ", root %d", cfg->root);
+	if (cfg->collc_mode == CMODE_HOST)
+		snprintf(pipe_how, sizeof(pipe_how), "with %d outstanding", cfg->depth);
 	fprintf(f,
 		"#\n# collc-bench: %s, %d ranks, %s, %s%s, %s backend, %d iterations (+%d warmup), "
 		"depth %d\n",
@@ -231,11 +233,11 @@ static void print_header(FILE *f, const struct report *rp)
 		"count buffer); count: size / dtype size\n"
 		"# p50/p99: end-to-end latency, call to completion seen by the rank, max over ranks "
 		"per iteration\n"
-		"# pipe: time per collective with %d outstanding (total / iterations, max over "
+		"# pipe: time per collective %s (total / iterations, max over "
 		"ranks); algbw = size / pipe,\n"
 		"#       busbw = algbw * %s; ops/s = 1 / pipe\n"
 		"# busbw1: one collective on its own, busbw from p50 = size / p50 * the same factor\n",
-		cfg->depth,
+		pipe_how,
 		cfg->coll == BENCH_ALLREDUCE                                        ? "2(n-1)/n"
 		: cfg->coll == BENCH_ALLGATHER || cfg->coll == BENCH_REDUCE_SCATTER ||
 				cfg->coll == BENCH_ALLTOALL

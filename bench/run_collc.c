@@ -233,10 +233,14 @@ static int op_poison(struct runner *rn, int slot, size_t bytes)
 
 static int stream_fail(struct runner *rn, int r, const char *call)
 {
+	struct collc_rank *cr = rn->st;
+
 	snprintf(rn->err, sizeof(rn->err), "%s: %s%s", call, collc_strerror(r),
 		 r == -EOPNOTSUPP ? " (no stream memory operations on this GPU, or a collcd "
 				    "without gates)"
-				  : "");
+		 : r == -EBUSY && cr->cfg->collc_mode == CMODE_GRAPH
+			 ? " (every graph gate of the connection holds a captured collective)"
+			 : "");
 	return r < 0 ? r : -EIO;
 }
 
@@ -511,13 +515,13 @@ static int stream_setup(struct collc_rank *cr, char *msg, size_t len)
 	return 0;
 }
 
+/*
+ * No wait for the streams: after a run nothing is left on them, and after an
+ * error one may wait for a peer that is gone (destroying it does not wait).
+ */
 static void stream_teardown(struct collc_rank *cr)
 {
 	graphs_drop(cr);
-	if (cr->stream)
-		cr->rt.StreamSynchronize(cr->stream);
-	if (cr->stream2)
-		cr->rt.StreamSynchronize(cr->stream2);
 	if (cr->ev0)
 		cr->rt.EventDestroy(cr->ev0);
 	if (cr->ev1)
