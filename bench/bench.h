@@ -49,6 +49,17 @@ static inline int nccl_mode_graph(int mode)
 	return mode == NCCL_MODE_GRAPH || mode == NCCL_MODE_WIN_GRAPH;
 }
 
+/*
+ * How collc's ranks submit (--stream, --graph; one per run). host: the
+ * request API, collc_<coll>() then collc_wait(); stream: the stream-ordered
+ * forms on a non-blocking CUDA stream of the rank; graph: those forms
+ * captured into CUDA graphs and replayed. NCCL's ranks measure the same way
+ * in every mode of theirs: launch on a stream, cudaStreamSynchronize, events.
+ */
+enum collc_bench_mode { CMODE_HOST, CMODE_STREAM, CMODE_GRAPH, CMODE_NUM };
+
+static const char *const collc_mode_names[CMODE_NUM] = { "host", "stream", "graph" };
+
 struct bench_cfg {
 	int coll;  /* enum bench_coll */
 	int dtype; /* collc_dtype */
@@ -64,6 +75,7 @@ struct bench_cfg {
 	int peer;                 /* enum bench_peer */
 	unsigned nccl_modes;      /* --vs-nccl: 1 << enum nccl_mode for each mode to run */
 	int nccl_mode;            /* in an NCCL rank: the mode it runs */
+	int collc_mode;           /* enum collc_bench_mode */
 	const char *socket;       /* collcd's socket (spawned or given); sockets[0] when several */
 	/* --socket A,B,...: rank r joins through sockets[r % nsockets]; the id comes from sockets[0]. */
 	const char *sockets[BENCH_MAX_SOCKETS];

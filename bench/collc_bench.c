@@ -30,6 +30,7 @@
 #include "bench/runner.h"
 #include "bench/tcp_limit.h"
 #include "bench/vs_mpi.h"
+#include "proto/shm.h"
 
 #ifndef COLLC_BENCH_COLLCD
 #define COLLC_BENCH_COLLCD "collcd"
@@ -49,7 +50,8 @@ static void usage(FILE *f)
 		"usage: collc-bench [--coll allreduce|allgather|reduce_scatter|broadcast|reduce|\n"
 		"                   alltoall|sendrecv] --nranks N\n"
 		"                   [--min-bytes A] [--max-bytes B] [--dtype float32] [--iters K] [--warmup W]\n"
-		"                   [--depth Q] [--gpus LIST] [--root R] [--vs-nccl [--nccl-modes LIST] | --vs-mpi]\n"
+		"                   [--depth Q] [--gpus LIST] [--root R] [--stream | --graph]\n"
+		"                   [--vs-nccl [--nccl-modes LIST] | --vs-mpi]\n"
 		"                   [--csv FILE] [--plot FILE.png]\n"
 		"                   [--socket PATH[,PATH...] | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
 		"                   [--daemon-arg ARG]... [--timeout-ms MS] [--tcp-limit-s S] [--mpirun PATH]\n"
@@ -97,6 +99,21 @@ static void usage(FILE *f)
 		"  --gpus G0,G1,...  with --backend cuda: the GPU of each rank (default rank r on GPU r);\n"
 		"                    ranks may share a GPU (collc only: NCCL needs one GPU per rank)\n"
 		"  --root R          root of broadcast and reduce (default 0)\n"
+		"  --stream          collc's ranks use the stream-ordered forms (collc_<coll>_stream;\n"
+		"                    sendrecv: the receive on the rank's stream, the send on a second\n"
+		"                    one forked from it and joined back) on a non-blocking CUDA stream\n"
+		"                    each, measured as NCCL is: latency (p50, p99) = enqueue +\n"
+		"                    cudaStreamSynchronize; pipelined = K back to back on the stream\n"
+		"                    timed with CUDA events (Q only sets the receive slots rotated).\n"
+		"                    Needs --backend cuda. With --vs-nccl, --nccl-modes defaults to plain\n"
+		"  --graph           collc's stream-ordered calls captured into CUDA graphs once per size\n"
+		"                    and replayed: latency = a graph of one collective replayed to\n"
+		"                    completion (cudaGraphLaunch + cudaStreamSynchronize); pipelined = a\n"
+		"                    graph of Q collectives replayed K / Q times back to back, CUDA\n"
+		"                    events. Every captured collective holds one of collc's graph gates\n"
+		"                    until the run ends: sizes x (1 + Q) <= %u. Not with --coll sendrecv\n"
+		"                    (collc captures no send or receive). Needs --backend cuda. With\n"
+		"                    --vs-nccl, --nccl-modes defaults to graph\n"
 		"  --vs-nccl         also run NCCL (libnccl.so.2, loaded at run time) on the same GPUs,\n"
 		"                    one process per GPU, same sizes, measured the same way: latency to\n"
 		"                    cudaStreamSynchronize; pipelined = K back-to-back launches timed with\n"
@@ -140,7 +157,7 @@ static void usage(FILE *f)
 		"  --mpirun-arg ARG  one more argument for mpirun (e.g. --mpirun-arg=--bind-to=none)\n"
 		"\n"
 		"Exit status: 0 every number reported; 1 a wrong result, an error or a failed peer; 2 usage.\n",
-		COLLC_BENCH_COLLCD, COLLC_BENCH_MPIRUN,
+		COLLC_GATES / 2, COLLC_BENCH_COLLCD, COLLC_BENCH_MPIRUN,
 		COLLC_BENCH_MPI_PEER ? COLLC_BENCH_MPI_PEER
 				     : "not built: no MPI at configure time");
 }
@@ -477,7 +494,8 @@ static int run_collc(struct bench_cfg *cfg, int spawn, const char *collcd, const
 		daemon_stop(&daemon);
 		return -1;
 	}
-	fprintf(stderr, "collc-bench: collc ranks running\n");
+	fprintf(stderr, "collc-bench: collc ranks running (mode %s)\n",
+		collc_mode_names[cfg->collc_mode]);
 	if (run_ranks("collc", cfg, sr, &uid, st) < 0)
 		status = -1;
 	for (int s = 0; s < cfg->nsizes; s++)
@@ -517,6 +535,8 @@ enum {
 	OPT_NCCL_MODES,
 	OPT_TCP_LIMIT,
 	OPT_MPI_BTL,
+	OPT_STREAM,
+	OPT_GRAPH,
 	OPT_HELP,
 };
 
@@ -551,6 +571,8 @@ int main(int argc, char **argv)
 		{ "mpirun-arg", required_argument, NULL, OPT_MPIRUN_ARG },
 		{ "tcp-limit-s", required_argument, NULL, OPT_TCP_LIMIT },
 		{ "mpi-btl", required_argument, NULL, OPT_MPI_BTL },
+		{ "stream", no_argument, NULL, OPT_STREAM },
+		{ "graph", no_argument, NULL, OPT_GRAPH },
 		{ "help", no_argument, NULL, OPT_HELP },
 		{ 0 },
 	};
@@ -704,6 +726,15 @@ int main(int argc, char **argv)
 			}
 			mo.btl = strcmp(optarg, "tcp") == 0 ? "tcp,self" : "self,vader";
 			break;
+		case OPT_STREAM:
+		case OPT_GRAPH:
+			if (cfg.collc_mode != CMODE_HOST) {
+				fprintf(stderr,
+					"collc-bench: one of --stream and --graph per run\n");
+				return 2;
+			}
+			cfg.collc_mode = c == OPT_STREAM ? CMODE_STREAM : CMODE_GRAPH;
+			break;
 		case OPT_SPAWN:
 			spawn = 1;
 			break;
@@ -793,6 +824,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "collc-bench: --vs-nccl compares on GPUs: add --backend cuda\n");
 		return 2;
 	}
+	if (cfg.collc_mode != CMODE_HOST && !cfg.cuda) {
+		fprintf(stderr,
+			"collc-bench: --%s runs collc's stream-ordered forms, which host "
+			"communicators lack: add --backend cuda\n",
+			collc_mode_names[cfg.collc_mode]);
+		return 2;
+	}
+	if (cfg.collc_mode == CMODE_GRAPH && cfg.coll == BENCH_SENDRECV) {
+		fprintf(stderr, "collc-bench: --graph: collc captures no send or receive; "
+				"--coll sendrecv runs with --stream\n");
+		return 2;
+	}
+	/* NCCL in the modes that measure as collc's does, unless told. */
+	if (cfg.peer == PEER_NCCL && !nccl_modes_set && cfg.collc_mode != CMODE_HOST)
+		cfg.nccl_modes =
+			1u << (cfg.collc_mode == CMODE_STREAM ? NCCL_MODE_PLAIN : NCCL_MODE_GRAPH);
 	if (cfg.peer == PEER_MPI && cfg.cuda) {
 		fprintf(stderr,
 			"collc-bench: --vs-mpi compares on host memory: use --backend cpu\n");
@@ -807,6 +854,20 @@ int main(int argc, char **argv)
 	}
 	if (build_sizes(&cfg, min_bytes, max_bytes) < 0)
 		return 2;
+	if (cfg.collc_mode == CMODE_GRAPH) {
+		/* Graph gates go back only with the communicator: a size's graphs keep theirs. */
+		long depth = cfg.depth < cfg.iters ? cfg.depth : cfg.iters,
+		     need = (long)cfg.nsizes * (1 + depth);
+
+		if (need > (long)(COLLC_GATES / 2)) {
+			fprintf(stderr,
+				"collc-bench: --graph captures 1 + %ld collectives for each of %d "
+				"sizes (%ld); collc holds at most %u captured collectives per "
+				"connection: fewer sizes or a lower --depth\n",
+				depth, cfg.nsizes, need, COLLC_GATES / 2);
+			return 2;
+		}
+	}
 	/* Across daemons MPI goes over TCP as well, unless told otherwise. */
 	if (!mo.btl)
 		mo.btl = cfg.nsockets > 1 ? "tcp,self" : "self,vader";
@@ -893,10 +954,13 @@ int main(int argc, char **argv)
 	if (plot) {
 		if (!title) {
 			snprintf(title_buf, sizeof(title_buf),
-				 "collc %s, %d ranks, %s, %s backend%s%s",
+				 "collc %s, %d ranks, %s, %s backend%s%s%s",
 				 bench_coll_names[cfg.coll], cfg.nranks,
-				 bench_dtype_names[cfg.dtype], backend, rp.peer_name ? " vs " : "",
-				 rp.peer_name ? rp.peer_name : "");
+				 bench_dtype_names[cfg.dtype], backend,
+				 cfg.collc_mode == CMODE_STREAM  ? ", stream-ordered"
+				 : cfg.collc_mode == CMODE_GRAPH ? ", CUDA graphs"
+								 : "",
+				 rp.peer_name ? " vs " : "", rp.peer_name ? rp.peer_name : "");
 			title = title_buf;
 		}
 		/* A missing plotter costs the picture, not the numbers: no change of status. */

@@ -67,6 +67,7 @@ int cudart_load(struct cudart *rt, char *msg, size_t len)
 		RT(StreamCreateWithFlags),
 		RT(StreamDestroy),
 		RT(StreamSynchronize),
+		RT(StreamWaitEvent),
 		RT(EventCreate),
 		RT(EventDestroy),
 		RT(EventRecord),

@@ -18,7 +18,7 @@ typedef void *cuda_graph_t;          /* cudaGraph_t */
 typedef void *cuda_graph_exec_t;     /* cudaGraphExec_t */
 enum { CUDA_H2D = 1, CUDA_D2H = 2 }; /* cudaMemcpyKind */
 #define CUDA_STREAM_NON_BLOCKING 0x01
-enum { CUDA_CAPTURE_GLOBAL = 0 }; /* cudaStreamCaptureModeGlobal */
+enum { CUDA_CAPTURE_GLOBAL = 0, CUDA_CAPTURE_THREAD_LOCAL = 1 }; /* cudaStreamCaptureMode */
 
 struct cudart {
 	void *lib;
@@ -33,6 +33,7 @@ struct cudart {
 	cuda_err_t (*StreamCreateWithFlags)(cuda_stream_t *s, unsigned flags);
 	cuda_err_t (*StreamDestroy)(cuda_stream_t s);
 	cuda_err_t (*StreamSynchronize)(cuda_stream_t s);
+	cuda_err_t (*StreamWaitEvent)(cuda_stream_t s, cuda_event_t e, unsigned flags);
 	cuda_err_t (*EventCreate)(cuda_event_t *e);
 	cuda_err_t (*EventDestroy)(cuda_event_t e);
 	cuda_err_t (*EventRecord)(cuda_event_t e, cuda_stream_t s);

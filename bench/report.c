@@ -175,32 +175,69 @@ static double tcp_limit(const struct report *rp)
 	return rp->tcp->gbps[0] < rp->tcp->gbps[1] ? rp->tcp->gbps[0] : rp->tcp->gbps[1];
 }
 
+/* How collc's ranks submitted and what p50 and pipe time in that mode. */
+static void print_collc_mode(FILE *f, const struct bench_cfg *cfg, int depth)
+{
+	const char *coll = bench_coll_names[cfg->coll];
+	int sr = cfg->coll == BENCH_SENDRECV;
+
+	switch (cfg->collc_mode) {
+	case CMODE_STREAM:
+		fprintf(f,
+			"# collc mode stream: %s%s%s on a non-blocking CUDA stream per rank%s;\n"
+			"#   p50/p99 = enqueue + cudaStreamSynchronize; pipe = back to back on the "
+			"stream, timed with CUDA events\n"
+			"#   (%d receive slots)\n",
+			sr ? "collc_recv_stream() and collc_send_stream()" : "collc_",
+			sr ? "" : coll, sr ? "" : "_stream()",
+			sr ? " (the sends on a second one, forked and joined)" : "", depth);
+		break;
+	case CMODE_GRAPH:
+		fprintf(f,
+			"# collc mode graph: collc_%s_stream() captured into CUDA graphs once per "
+			"size; p50/p99 = a graph of one\n"
+			"#   collective replayed to completion (cudaGraphLaunch + "
+			"cudaStreamSynchronize); pipe = a graph of %d replayed\n"
+			"#   back to back, timed with CUDA events\n",
+			coll, depth);
+		break;
+	default:
+		fprintf(f, "# collc mode host: %s%s%s then collc_wait() (requests)\n",
+			sr ? "collc_recv() and collc_send()" : "collc_", sr ? "" : coll,
+			sr ? "" : "()");
+		break;
+	}
+}
+
 static void print_header(FILE *f, const struct report *rp)
 {
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	int tcp_ok = rp->tcp && rp->tcp->ok;
-	char root[24] = "";
+	char root[24] = "", pipe_how[48] = "back to back on one stream";
 
 	if (cfg->coll == BENCH_BROADCAST || cfg->coll == BENCH_REDUCE)
 		snprintf(root, sizeof(root), ", root %d", cfg->root);
+	if (cfg->collc_mode == CMODE_HOST)
+		snprintf(pipe_how, sizeof(pipe_how), "with %d outstanding", cfg->depth);
 	fprintf(f,
 		"#\n# collc-bench: %s, %d ranks, %s, %s%s, %s backend, %d iterations (+%d warmup), "
 		"depth %d\n",
 		bench_coll_names[cfg->coll], cfg->nranks, bench_dtype_names[cfg->dtype],
 		bench_coll_reduces(cfg->coll) ? "sum" : "copy", root, rp->backend, cfg->iters,
 		cfg->warmup, depth);
+	print_collc_mode(f, cfg, depth);
 	fprintf(f,
 		"# size: nccl-tests' size (allgather, reduce_scatter, alltoall: the whole nranks x "
 		"count buffer); count: size / dtype size\n"
 		"# p50/p99: end-to-end latency, call to completion seen by the rank, max over ranks "
 		"per iteration\n"
-		"# pipe: time per collective with %d outstanding (total / iterations, max over "
+		"# pipe: time per collective %s (total / iterations, max over "
 		"ranks); algbw = size / pipe,\n"
 		"#       busbw = algbw * %s; ops/s = 1 / pipe\n"
 		"# busbw1: one collective on its own, busbw from p50 = size / p50 * the same factor\n",
-		cfg->depth,
+		pipe_how,
 		cfg->coll == BENCH_ALLREDUCE                                        ? "2(n-1)/n"
 		: cfg->coll == BENCH_ALLGATHER || cfg->coll == BENCH_REDUCE_SCATTER ||
 				cfg->coll == BENCH_ALLTOALL
@@ -239,7 +276,7 @@ static void print_header(FILE *f, const struct report *rp)
 			"pipe: a graph of %d)\n",
 			depth);
 	}
-	if (cfg->peer == PEER_NCCL)
+	if (cfg->peer == PEER_NCCL && cfg->collc_mode == CMODE_HOST)
 		fprintf(f,
 			"# NOTE x pipe: collc's %d outstanding collectives may overlap (run side by "
 			"side), while %s's serialize on one stream\n",
@@ -386,7 +423,7 @@ int report_csv(const char *path, const struct report *rp)
 	for (int m = 0; m < NCCL_NUM_MODES; m++)
 		fprintf(f, ",nccl_%s_status,nccl_%s_p50_us,nccl_%s_p99_us,nccl_%s_pipe_us",
 			csv_mode_names[m], csv_mode_names[m], csv_mode_names[m], csv_mode_names[m]);
-	fprintf(f, "\n");
+	fprintf(f, ",collc_mode\n");
 	for (int s = 0; s < cfg->nsizes; s++) {
 		const struct report_row *row = &rp->rows[s];
 		int cok = row->c.status == RES_OK, pok = rp->peer_name && row->p.status == RES_OK;
@@ -428,7 +465,7 @@ int report_csv(const char *path, const struct report *rp)
 			else
 				fprintf(f, ",%s,,,", status_word(st->status));
 		}
-		fprintf(f, "\n");
+		fprintf(f, ",%s\n", collc_mode_names[cfg->collc_mode]);
 	}
 	if (fclose(f) != 0) {
 		fprintf(stderr, "collc-bench: writing %s: %s\n", path, strerror(errno));

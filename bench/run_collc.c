@@ -3,7 +3,20 @@
  * One collc rank: connect, join the communicator, allocate buffers with
  * collc_mem_alloc (host memory on the CPU backend, device memory of GPU
  * `rank` on the CUDA backend, filled and read back with cudaMemcpy), then run
- * the measurement loop.
+ * the measurement loop in the run's mode (cfg->collc_mode):
+ *   host:   collc_<coll>() and collc_wait(), `depth` requests outstanding;
+ *   stream: collc_<coll>_stream() on the rank's non-blocking CUDA stream;
+ *           latency = enqueue + cudaStreamSynchronize, pipelined = `iters`
+ *           back to back on the stream between two CUDA events (the stream
+ *           is the queue: `depth` only sets the receive slots rotated), as
+ *           NCCL's ranks measure;
+ *   graph:  those calls captured into CUDA graphs once per size (after one
+ *           direct call: the first stream-ordered call of a ctx maps memory
+ *           and must not be captured), one of a single collective replayed
+ *           for latency, one of `depth` (the j-th into slot j) replayed
+ *           iters / depth times back to back for pipelined time.
+ * The stream modes read collc_comm_get_async_error() after every wait: an
+ * error released the stream and left the result undefined.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +48,15 @@ struct collc_rank {
 	int nrecv;
 	void *bar_send, *bar_recv;
 	collc_req *reqs; /* the pipelined phase's window */
+	/* The stream modes */
+	int depth;                    /* receive slots */
+	cuda_stream_t stream;         /* non-blocking, the rank's */
+	cuda_stream_t stream2;        /* sendrecv: the sends, forked from and joined to `stream` */
+	cuda_event_t ev0, ev1;        /* the pipelined phase's timing */
+	cuda_event_t fork, join;      /* sendrecv */
+	const struct bench_size *gsz; /* graph: the size the graphs below are of */
+	cuda_graph_exec_t g_one;      /* one collective into slot 0 */
+	cuda_graph_exec_t g_pipe;     /* depth collectives, the j-th into slot j */
 };
 
 static int fail(struct runner *rn, int r, const char *what)
@@ -207,6 +229,244 @@ static int op_poison(struct runner *rn, int slot, size_t bytes)
 	return e ? cuda_fail(rn, cr, e, "cudaDeviceSynchronize after the poison") : 0;
 }
 
+/* The stream modes. */
+
+static int stream_fail(struct runner *rn, int r, const char *call)
+{
+	struct collc_rank *cr = rn->st;
+
+	snprintf(rn->err, sizeof(rn->err), "%s: %s%s", call, collc_strerror(r),
+		 r == -EOPNOTSUPP ? " (no stream memory operations on this GPU, or a collcd "
+				    "without gates)"
+		 : r == -EBUSY && cr->cfg->collc_mode == CMODE_GRAPH
+			 ? " (every graph gate of the connection holds a captured collective)"
+			 : "");
+	return r < 0 ? r : -EIO;
+}
+
+/*
+ * Enqueues one iteration on the rank's stream (records it while the stream
+ * captures). Send and receive go on two streams forked from the rank's and
+ * joined back: on one stream each rank's receive would hold back its send,
+ * which the neighbour's receive waits for.
+ */
+static int enqueue(struct runner *rn, const struct bench_size *sz, int slot)
+{
+	struct collc_rank *cr = rn->st;
+	const struct bench_cfg *cfg = cr->cfg;
+	struct CUstream_st *s = cr->stream;
+	void *recv = cr->recv[slot];
+	int n = cfg->nranks, me = collc_comm_rank(cr->comm), r;
+	cuda_err_t e;
+
+	switch (cfg->coll) {
+	case BENCH_ALLTOALL:
+		r = collc_alltoall_stream(cr->comm, cr->send, recv, sz->count, cfg->dtype, s);
+		return r < 0 ? stream_fail(rn, r, "collc_alltoall_stream") : 0;
+	case BENCH_SENDRECV:
+		e = cr->rt.EventRecord(cr->fork, cr->stream);
+		if (e == 0)
+			e = cr->rt.StreamWaitEvent(cr->stream2, cr->fork, 0);
+		if (e)
+			return cuda_fail(rn, cr, e, "forking the send stream");
+		r = collc_recv_stream(cr->comm, recv, sz->count, cfg->dtype, (me + n - 1) % n, s);
+		if (r < 0)
+			return stream_fail(rn, r, "collc_recv_stream");
+		r = collc_send_stream(cr->comm, cr->send, sz->count, cfg->dtype, (me + 1) % n,
+				      cr->stream2);
+		if (r < 0)
+			return stream_fail(rn, r, "collc_send_stream");
+		e = cr->rt.EventRecord(cr->join, cr->stream2);
+		if (e == 0)
+			e = cr->rt.StreamWaitEvent(cr->stream, cr->join, 0);
+		return e ? cuda_fail(rn, cr, e, "joining the send stream") : 0;
+	case BENCH_ALLREDUCE:
+		r = collc_allreduce_stream(cr->comm, cr->send, recv, sz->count, cfg->dtype,
+					   COLLC_SUM, s);
+		return r < 0 ? stream_fail(rn, r, "collc_allreduce_stream") : 0;
+	case BENCH_ALLGATHER:
+		r = collc_allgather_stream(cr->comm, cr->send, recv, sz->count, cfg->dtype, s);
+		return r < 0 ? stream_fail(rn, r, "collc_allgather_stream") : 0;
+	case BENCH_REDUCE_SCATTER:
+		r = collc_reduce_scatter_stream(cr->comm, cr->send, recv, sz->count, cfg->dtype,
+						COLLC_SUM, s);
+		return r < 0 ? stream_fail(rn, r, "collc_reduce_scatter_stream") : 0;
+	case BENCH_BROADCAST:
+		r = collc_broadcast_stream(cr->comm, cr->send, recv, sz->count, cfg->dtype,
+					   cfg->root, s);
+		return r < 0 ? stream_fail(rn, r, "collc_broadcast_stream") : 0;
+	default:
+		r = collc_reduce_stream(cr->comm, cr->send, recv, sz->count, cfg->dtype, COLLC_SUM,
+					cfg->root, s);
+		return r < 0 ? stream_fail(rn, r, "collc_reduce_stream") : 0;
+	}
+}
+
+/* An error of a stream-ordered collective released the stream; it shows here. */
+static int async_check(struct runner *rn)
+{
+	struct collc_rank *cr = rn->st;
+	int r = collc_comm_get_async_error(cr->comm);
+
+	return r ? stream_fail(rn, r, "stream-ordered collective (collc_comm_get_async_error)") : 0;
+}
+
+static int stream_sync(struct runner *rn)
+{
+	struct collc_rank *cr = rn->st;
+	cuda_err_t e = cr->rt.StreamSynchronize(cr->stream);
+
+	if (e)
+		return cuda_fail(rn, cr, e, "cudaStreamSynchronize");
+	return async_check(rn);
+}
+
+/* Captures n iterations of size sz (the j-th into slot j) and instantiates them. */
+static int capture(struct runner *rn, const struct bench_size *sz, int n, cuda_graph_exec_t *ret)
+{
+	struct collc_rank *cr = rn->st;
+	cuda_graph_t g = NULL;
+	int r = 0;
+	/* Thread-local, as collc's GPU tests capture: libcollc's own threads stay out of it. */
+	cuda_err_t e = cr->rt.StreamBeginCapture(cr->stream, CUDA_CAPTURE_THREAD_LOCAL);
+
+	if (e)
+		return cuda_fail(rn, cr, e, "cudaStreamBeginCapture");
+	for (int j = 0; j < n && r == 0; j++)
+		r = enqueue(rn, sz, j);
+	/* Even after a failed call: the stream must leave capture mode (rn->err says why). */
+	e = cr->rt.StreamEndCapture(cr->stream, &g);
+	if (r < 0) {
+		if (e == 0 && g)
+			cr->rt.GraphDestroy(g);
+		return r;
+	}
+	if (e)
+		return cuda_fail(rn, cr, e, "cudaStreamEndCapture");
+	e = cr->rt.GraphInstantiateWithFlags(ret, g, 0);
+	cr->rt.GraphDestroy(g); /* the executable graph keeps what it needs */
+	return e ? cuda_fail(rn, cr, e, "cudaGraphInstantiateWithFlags") : 0;
+}
+
+static void graphs_drop(struct collc_rank *cr)
+{
+	if (cr->g_one)
+		cr->rt.GraphExecDestroy(cr->g_one);
+	if (cr->g_pipe)
+		cr->rt.GraphExecDestroy(cr->g_pipe);
+	cr->g_one = cr->g_pipe = NULL;
+	cr->gsz = NULL;
+}
+
+/*
+ * The graphs of size sz, captured at its first collective, after one direct
+ * stream-ordered call (it maps memory the first time, which capture forbids).
+ * That call writes slot 0, poisoned again so that the check that follows
+ * sees the graph's result. Each captured collective holds a graph gate of
+ * the ctx until the communicator goes (collc-bench checks the count first).
+ */
+static int graphs_for(struct runner *rn, const struct bench_size *sz)
+{
+	struct collc_rank *cr = rn->st;
+	size_t bytes = sz->recv_elems * collc_dtype_bytes(cr->cfg->dtype);
+	int r;
+
+	if (cr->gsz == sz)
+		return 0;
+	graphs_drop(cr);
+	r = enqueue(rn, sz, 0);
+	if (r == 0)
+		r = stream_sync(rn);
+	if (r == 0)
+		r = op_poison(rn, 0, bytes);
+	if (r == 0)
+		r = capture(rn, sz, 1, &cr->g_one);
+	if (r == 0)
+		r = capture(rn, sz, cr->depth, &cr->g_pipe);
+	if (r < 0) {
+		graphs_drop(cr);
+		return r;
+	}
+	cr->gsz = sz;
+	return 0;
+}
+
+static int stream_once(struct runner *rn, const struct bench_size *sz, int slot)
+{
+	struct collc_rank *cr = rn->st;
+	cuda_err_t e;
+	int r;
+
+	if (cr->cfg->collc_mode == CMODE_GRAPH) {
+		r = slot == 0 ? graphs_for(rn, sz) : -EINVAL;
+		if (r == -EINVAL)
+			snprintf(rn->err, sizeof(rn->err),
+				 "graph mode runs single collectives into slot 0 only");
+		if (r < 0)
+			return r;
+		e = cr->rt.GraphLaunch(cr->g_one, cr->stream);
+		if (e)
+			return cuda_fail(rn, cr, e, "cudaGraphLaunch");
+	} else {
+		r = enqueue(rn, sz, slot);
+		if (r < 0)
+			return r;
+	}
+	return stream_sync(rn);
+}
+
+/*
+ * Back to back on the stream between two events. Graph mode replays the graph
+ * of `depth` collectives n / depth times; the time returned is scaled to n
+ * collectives (n is a multiple of depth unless --iters is not).
+ */
+static int stream_batch(struct runner *rn, const struct bench_size *sz, int n, int depth,
+			double *ret_s)
+{
+	struct collc_rank *cr = rn->st;
+	int graph = cr->cfg->collc_mode == CMODE_GRAPH, reps = n / depth, done = n, r;
+	float ms = 0;
+	cuda_err_t e;
+
+	if (graph) {
+		r = depth == cr->depth && reps > 0 ? graphs_for(rn, sz) : -EINVAL;
+		if (r == -EINVAL)
+			snprintf(rn->err, sizeof(rn->err),
+				 "graph mode: %d collectives with %d outstanding do not fill "
+				 "graphs of %d",
+				 n, depth, cr->depth);
+		if (r < 0)
+			return r;
+		done = reps * depth;
+	}
+	e = cr->rt.EventRecord(cr->ev0, cr->stream);
+	if (e)
+		return cuda_fail(rn, cr, e, "cudaEventRecord");
+	for (int j = 0; j < (graph ? reps : n); j++) {
+		if (graph) {
+			e = cr->rt.GraphLaunch(cr->g_pipe, cr->stream);
+			if (e)
+				return cuda_fail(rn, cr, e, "cudaGraphLaunch");
+		} else {
+			r = enqueue(rn, sz, j % depth);
+			if (r < 0)
+				return r;
+		}
+	}
+	e = cr->rt.EventRecord(cr->ev1, cr->stream);
+	if (e == 0)
+		e = cr->rt.EventSynchronize(cr->ev1);
+	if (e == 0)
+		e = cr->rt.EventElapsedTime(&ms, cr->ev0, cr->ev1);
+	if (e)
+		return cuda_fail(rn, cr, e, "timing events");
+	r = async_check(rn);
+	if (r < 0)
+		return r;
+	*ret_s = ms * 1e-3 * n / done;
+	return 0;
+}
+
 static const struct runner_ops collc_ops = {
 	.once = op_once,
 	.batch = op_batch,
@@ -216,6 +476,66 @@ static const struct runner_ops collc_ops = {
 	.poison = op_poison,
 };
 
+static const struct runner_ops collc_stream_ops = {
+	.once = stream_once,
+	.batch = stream_batch,
+	.barrier = op_barrier,
+	.upload = op_upload,
+	.download = op_download,
+	.poison = op_poison,
+};
+
+/* The stream modes' stream and events (and the send stream of sendrecv). */
+static int stream_setup(struct collc_rank *cr, char *msg, size_t len)
+{
+	const struct bench_cfg *cfg = cr->cfg;
+	cuda_err_t e;
+
+	if (cfg->collc_mode == CMODE_GRAPH && cr->rt.graph_missing) {
+		snprintf(msg, len, "%s lacks %s: no CUDA graphs (--graph)", cr->rt.libname,
+			 cr->rt.graph_missing);
+		return -1;
+	}
+	e = cr->rt.StreamCreateWithFlags(&cr->stream, CUDA_STREAM_NON_BLOCKING);
+	if (e == 0)
+		e = cr->rt.EventCreate(&cr->ev0);
+	if (e == 0)
+		e = cr->rt.EventCreate(&cr->ev1);
+	if (e == 0 && cfg->coll == BENCH_SENDRECV)
+		e = cr->rt.StreamCreateWithFlags(&cr->stream2, CUDA_STREAM_NON_BLOCKING);
+	if (e == 0 && cfg->coll == BENCH_SENDRECV)
+		e = cr->rt.EventCreate(&cr->fork);
+	if (e == 0 && cfg->coll == BENCH_SENDRECV)
+		e = cr->rt.EventCreate(&cr->join);
+	if (e) {
+		snprintf(msg, len, "stream and events (--%s): %s",
+			 collc_mode_names[cfg->collc_mode], cudart_strerror(&cr->rt, e));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * No wait for the streams: after a run nothing is left on them, and after an
+ * error one may wait for a peer that is gone (destroying it does not wait).
+ */
+static void stream_teardown(struct collc_rank *cr)
+{
+	graphs_drop(cr);
+	if (cr->ev0)
+		cr->rt.EventDestroy(cr->ev0);
+	if (cr->ev1)
+		cr->rt.EventDestroy(cr->ev1);
+	if (cr->fork)
+		cr->rt.EventDestroy(cr->fork);
+	if (cr->join)
+		cr->rt.EventDestroy(cr->join);
+	if (cr->stream)
+		cr->rt.StreamDestroy(cr->stream);
+	if (cr->stream2)
+		cr->rt.StreamDestroy(cr->stream2);
+}
+
 int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 		    struct shared_results *sr)
 {
@@ -223,7 +543,8 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 				 .device = !cfg->cuda   ? -1
 					   : cfg->ngpus ? cfg->gpu[rank]
 							: rank };
-	struct runner rn = { .ops = &collc_ops, .st = &cr };
+	struct runner rn = { .ops = cfg->collc_mode == CMODE_HOST ? &collc_ops : &collc_stream_ops,
+			     .st = &cr };
 	size_t es = collc_dtype_bytes(cfg->dtype);
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	int r, status = 1;
@@ -287,7 +608,15 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 				  "cudaMemset on memory from collc_mem_alloc failed");
 		goto out_free;
 	}
+	cr.depth = depth;
+	if (cfg->collc_mode != CMODE_HOST && stream_setup(&cr, msg, sizeof(msg)) < 0) {
+		bench_setup_error(sr, rank, "rank", "%s", msg);
+		goto out_stream;
+	}
 	status = bench_rank_loop(cfg, rank, &rn, sr);
+out_stream:
+	if (cfg->collc_mode != CMODE_HOST)
+		stream_teardown(&cr);
 out_free:
 	for (int q = 0; q < cr.nrecv; q++)
 		if (cr.recv[q])

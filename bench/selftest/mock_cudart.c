@@ -83,6 +83,13 @@ int cudaStreamSynchronize(void *s)
 	return ((struct mock_stream *)s)->capturing ? 900 : 0;
 }
 
+int cudaStreamWaitEvent(void *s, void *e, unsigned flags)
+{
+	(void)s;
+	(void)e;
+	return flags ? 1 : 0;
+}
+
 struct mock_event {
 	double t;
 };
@@ -136,7 +143,8 @@ int cudaStreamBeginCapture(void *sp, int mode)
 {
 	struct mock_stream *s = sp;
 
-	if (s->capturing || mode != 0)
+	/* cudaStreamCaptureModeGlobal (NCCL's ranks), ThreadLocal (collc's) or Relaxed. */
+	if (s->capturing || mode < 0 || mode > 2)
 		return 1; /* cudaErrorInvalidValue */
 	s->capturing = 1;
 	s->nops = 0;

@@ -320,6 +320,8 @@ static void test_report(void)
 		fputs(table, stdout);
 	CHECK(strstr(table, "NCCL win at 16 bytes: skipped: NCCL 2.26.5 lacks ncclMemAlloc"),
 	      "the skipped mode:\n%s", table);
+	CHECK(strstr(table, "collc mode host: collc_allreduce() then collc_wait()"),
+	      "the collc mode:\n%s", table);
 	fd = mkstemp(path);
 	CHECK(fd >= 0, "mkstemp");
 	if (fd >= 0) {
@@ -339,7 +341,7 @@ static void test_report(void)
 			b = strdup(csvtext);
 			nh = csv_fields(a, 0, hdr, 64);
 			nr = csv_fields(b, 1, row, 64);
-			CHECK(nh == 44 && nr == nh, "%d header fields, %d in a row", nh, nr);
+			CHECK(nh == 45 && nr == nh, "%d header fields, %d in a row", nh, nr);
 			CHECK(nh >= 24 && strcmp(hdr[23], "ratio_pipe") == 0,
 			      "the first 24 columns stay");
 			i = field_index(hdr, nh, "peer_p50_mode");
@@ -355,6 +357,9 @@ static void test_report(void)
 			      i > 0 ? row[i] : "");
 			i = field_index(hdr, nh, "nccl_win_graph_status");
 			CHECK(i > 0 && i < nr && row[i][0] == 0, "a mode not run is empty");
+			i = field_index(hdr, nh, "collc_mode");
+			CHECK(i == nh - 1 && i < nr && strcmp(row[i], "host") == 0, "collc_mode %s",
+			      i > 0 && i < nr ? row[i] : "");
 			free(a);
 			free(b);
 		}
@@ -376,6 +381,50 @@ static void test_report(void)
 	report_pick_best(&rp);
 	CHECK(rp.rows[1].p.status == RES_SKIPPED && report_failed(&rp) == 1,
 	      "every mode skipped: no NCCL numbers is a failed run");
+
+	/* The stream modes name themselves in the table and the CSV; no overlap note. */
+	for (int mode = CMODE_STREAM; mode < CMODE_NUM; mode++) {
+		static const char *const want[CMODE_NUM] = {
+			NULL, "collc mode stream: collc_allreduce_stream() on a non-blocking CUDA",
+			"collc mode graph: collc_allreduce_stream() captured into CUDA graphs"
+		};
+		char *line = NULL, *hdr[64], *row[64];
+		size_t llen = 0;
+		int nh, nr;
+
+		cfg.collc_mode = mode;
+		table = NULL;
+		f = open_memstream(&table, &tlen);
+		report_table(f, &rp);
+		fclose(f);
+		CHECK(strstr(table, want[mode]) && !strstr(table, "NOTE x pipe"), "mode %s:\n%s",
+		      collc_mode_names[mode], table);
+		free(table);
+		strcpy(path, "/tmp/collc-bench-selftest-XXXXXX");
+		fd = mkstemp(path);
+		CHECK(fd >= 0, "mkstemp");
+		if (fd < 0)
+			continue;
+		close(fd);
+		CHECK(report_csv(path, &rp) == 0, "report_csv");
+		f = fopen(path, "re");
+		if (f) {
+			CHECK(getdelim(&line, &llen, 0, f) > 0, "reading the CSV");
+			fclose(f);
+		}
+		unlink(path);
+		if (!line)
+			continue;
+		csvtext = strdup(line);
+		nh = csv_fields(line, 0, hdr, 64);
+		nr = csv_fields(csvtext, 2, row, 64);
+		CHECK(nh == 45 && nr == nh && strcmp(hdr[nh - 1], "collc_mode") == 0 &&
+			      strcmp(row[nr - 1], collc_mode_names[mode]) == 0,
+		      "CSV mode column: %d/%d fields, %s", nh, nr, nr > 0 ? row[nr - 1] : "");
+		free(line);
+		free(csvtext);
+	}
+	cfg.collc_mode = CMODE_HOST;
 
 	/* A peer without modes (MPI): p as given, no mode columns. */
 	memset(&rp, 0, sizeof(rp));
