@@ -84,6 +84,17 @@ void selftest_expect_all(const struct bench_cfg *cfg, const struct shared_result
 	}
 }
 
+void selftest_expect_graphs(const struct bench_cfg *cfg, const long counts[MOCK_NUM_COUNTERS],
+			    const char *what)
+{
+	long n = cfg->nsizes, q = cfg->iters / cfg->depth;
+
+	CHECK(counts[MOCK_CAPTURED] == n * (1 + cfg->depth), "%s: %ld captured", what,
+	      counts[MOCK_CAPTURED]);
+	CHECK(counts[MOCK_GRAPH_RUNS] == n * (1 + cfg->warmup + cfg->iters + q),
+	      "%s: %ld graph launches", what, counts[MOCK_GRAPH_RUNS]);
+}
+
 /* The stand-ins, not a real runtime, must be what collc-bench's loader finds. */
 void selftest_need_mocks(void)
 {

@@ -39,6 +39,14 @@ int selftest_run_rank(struct bench_cfg *cfg,
 void selftest_expect_all(const struct bench_cfg *cfg, const struct shared_results *sr, int want,
 			 const char *msg, const char *what);
 
+/*
+ * A graph mode's counters: per size, a graph of one collective and one of
+ * depth captured; the first launched 1 + warmup + iters times, the second
+ * iters / depth times.
+ */
+void selftest_expect_graphs(const struct bench_cfg *cfg, const long counts[MOCK_NUM_COUNTERS],
+			    const char *what);
+
 /* Exits 2 unless the libcudart.so the loader finds is the stand-in. */
 void selftest_need_mocks(void);
 
