@@ -2,8 +2,8 @@
 #
 # What the GPU scripts of bench/ share (sourced by run-gpu.sh, run-stream.sh
 # and run-interfere.sh after they set ROOT, BUILD, RESULTS and MPS_DIR):
-# the rank count, the binaries (built for sm_90, or PREBUILT) and the MPS
-# control daemon. Messages name the script that sourced this.
+# the rank count, the binaries (built for sm_90, or PREBUILT), the MPS
+# control daemon, a collc-bench run and the tables at the end. Messages name the script that sourced this.
 
 # NRANKS, unless set: every GPU of this machine, at least 2.
 bench_nranks() {
@@ -41,6 +41,29 @@ bench_binaries() {
 		BENCH=$BUILD/bench/collc-bench
 		COLLCD_ARGS=()
 	fi
+}
+
+# Runs collc-bench with the options given, at most RUN_TIMEOUT seconds; its table,
+# log and exit status go to $RESULTS/NAME.txt, .log, .rc. Shows the last lines of the log.
+bench_run() { # name log-lines collc-bench-options...
+	local name=$1 lines=$2 rc
+	shift 2
+	timeout -k 10 "$RUN_TIMEOUT" "$BENCH" "$@" >"$RESULTS/$name.txt" 2>"$RESULTS/$name.log"
+	rc=$?
+	echo "   exit $rc$([ $rc -eq 124 ] && echo ' (timed out)'); stderr:"
+	sed 's/^/   | /' "$RESULTS/$name.log" | tail -"$lines"
+	echo "$rc" >"$RESULTS/$name.rc"
+}
+
+# The tables of the runs in $NAMES, last; the argument names the files they left.
+bench_tables() { # files
+	echo
+	echo "== tables (also in $RESULTS/$1)"
+	for name in $NAMES; do
+		echo
+		echo "---- $name (exit $(cat "$RESULTS/$name.rc"))"
+		cat "$RESULTS/$name.txt"
+	done
 }
 
 # Starts the MPS control daemon in $MPS_DIR (collcd's resident grid needs it);

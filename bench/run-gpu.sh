@@ -53,17 +53,12 @@ bench_start_mps
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
 run() { # name coll max-bytes
-	local name=$1 coll=$2 max=$3 rc
+	local name=$1 coll=$2 max=$3
 	echo "== $name: $coll, $NRANKS GPUs, 8 B .. $max"
-	timeout -k 10 "$RUN_TIMEOUT" "$BENCH" --coll "$coll" --nranks "$NRANKS" \
+	bench_run "$name" 25 --coll "$coll" --nranks "$NRANKS" \
 		--min-bytes 8 --max-bytes "$max" --iters "$ITERS" --warmup "$WARMUP" --depth "$DEPTH" \
 		--timeout-ms 20000 --vs-nccl --spawn-daemon --backend cuda "${COLLCD_ARGS[@]}" \
-		--csv "$RESULTS/$name.csv" --plot "$RESULTS/$name.png" \
-		>"$RESULTS/$name.txt" 2>"$RESULTS/$name.log"
-	rc=$?
-	echo "   exit $rc$([ $rc -eq 124 ] && echo ' (timed out)'); stderr:"
-	sed 's/^/   | /' "$RESULTS/$name.log" | tail -25
-	echo "$rc" >"$RESULTS/$name.rc"
+		--csv "$RESULTS/$name.csv" --plot "$RESULTS/$name.png"
 }
 
 run gpu-allreduce allreduce 1G
@@ -87,13 +82,7 @@ fi
 bench_stop_mps
 trap - EXIT
 
-echo
-echo "== tables (also in $RESULTS/*.txt, *.csv, *.png)"
-for name in $NAMES; do
-	echo
-	echo "---- $name (exit $(cat "$RESULTS/$name.rc"))"
-	cat "$RESULTS/$name.txt"
-done
+bench_tables "*.txt, *.csv, *.png"
 if [ -f "$RESULTS/interfere/table.txt" ]; then
 	echo
 	echo "---- interfere (a client's compute kernel next to the resident grid)"

@@ -59,17 +59,12 @@ export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
 NAMES=""
 run() { # name coll mode max-bytes iters warmup
-	local name=$1 coll=$2 mode=$3 max=$4 iters=$5 warmup=$6 rc
+	local name=$1 coll=$2 mode=$3 max=$4 iters=$5 warmup=$6
 	echo "== $name: $coll --$mode, $NRANKS GPUs, 8 B .. $max, $iters iterations"
-	timeout -k 10 "$RUN_TIMEOUT" "$BENCH" --coll "$coll" --nranks "$NRANKS" \
+	bench_run "$name" 15 --coll "$coll" --nranks "$NRANKS" \
 		--min-bytes 8 --max-bytes "$max" --iters "$iters" --warmup "$warmup" \
 		--depth "$DEPTH" --timeout-ms 20000 "--$mode" --vs-nccl --spawn-daemon \
-		--backend cuda "${COLLCD_ARGS[@]}" --csv "$RESULTS/$name.csv" \
-		>"$RESULTS/$name.txt" 2>"$RESULTS/$name.log"
-	rc=$?
-	echo "   exit $rc$([ $rc -eq 124 ] && echo ' (timed out)'); stderr:"
-	sed 's/^/   | /' "$RESULTS/$name.log" | tail -15
-	echo "$rc" >"$RESULTS/$name.rc"
+		--backend cuda "${COLLCD_ARGS[@]}" --csv "$RESULTS/$name.csv"
 	NAMES="$NAMES $name"
 }
 
@@ -84,10 +79,4 @@ done
 bench_stop_mps
 trap - EXIT
 
-echo
-echo "== tables (also in $RESULTS/*.txt, *.csv)"
-for name in $NAMES; do
-	echo
-	echo "---- $name (exit $(cat "$RESULTS/$name.rc"))"
-	cat "$RESULTS/$name.txt"
-done
+bench_tables "*.txt, *.csv"
