@@ -62,6 +62,33 @@ void bench_graphs_drop(struct bench_stream *bs)
 	bs->gsz = NULL;
 }
 
+int bench_graphs_once(struct runner *rn, struct bench_stream *bs, bench_graphs_for_fn *graphs_for,
+		      const struct bench_size *sz, int slot)
+{
+	int r = slot == 0 ? graphs_for(rn, sz) : -EINVAL;
+	cuda_err_t e;
+
+	if (r == -EINVAL)
+		snprintf(rn->err, sizeof(rn->err),
+			 "graph mode runs single collectives into slot 0 only");
+	if (r < 0)
+		return r;
+	e = bs->rt->GraphLaunch(bs->g_one, bs->stream);
+	return e ? bench_cuda_fail(rn, bs->rt, e, "cudaGraphLaunch") : 0;
+}
+
+int bench_graphs_fit(struct runner *rn, bench_graphs_for_fn *graphs_for,
+		     const struct bench_size *sz, int n, int depth, int slots)
+{
+	int r = depth == slots && n / depth > 0 ? graphs_for(rn, sz) : -EINVAL;
+
+	if (r == -EINVAL)
+		snprintf(rn->err, sizeof(rn->err),
+			 "graph mode: %d collectives with %d outstanding do not fill graphs of %d",
+			 n, depth, slots);
+	return r;
+}
+
 int bench_stream_time(struct runner *rn, struct bench_stream *bs, bench_enqueue_fn *enqueue,
 		      int graph, const struct bench_size *sz, int n, int depth, float *ret_ms)
 {

@@ -26,6 +26,9 @@ struct bench_stream {
 	cuda_graph_exec_t g_pipe;     /* depth collectives, the j-th into slot j */
 };
 
+/* Makes the graphs of sz, if they are not of sz already (each body's own warm-up, then capture). */
+typedef int bench_graphs_for_fn(struct runner *rn, const struct bench_size *sz);
+
 /* "what: the runtime's message" in rn->err; returns -EIO. */
 int bench_cuda_fail(struct runner *rn, const struct cudart *rt, cuda_err_t e, const char *what);
 
@@ -33,6 +36,13 @@ int bench_cuda_fail(struct runner *rn, const struct cudart *rt, cuda_err_t e, co
 int bench_graphs_capture(struct runner *rn, struct bench_stream *bs, bench_enqueue_fn *enqueue,
 			 const struct bench_size *sz, int depth);
 void bench_graphs_drop(struct bench_stream *bs);
+
+/* Graph mode's single collective: the graph of one into slot 0, the only slot it takes. */
+int bench_graphs_once(struct runner *rn, struct bench_stream *bs, bench_graphs_for_fn *graphs_for,
+		      const struct bench_size *sz, int slot);
+/* Graph mode's batch: n collectives, depth outstanding, must fill graphs of `slots`. */
+int bench_graphs_fit(struct runner *rn, bench_graphs_for_fn *graphs_for,
+		     const struct bench_size *sz, int n, int depth, int slots);
 
 /*
  * Times n collectives of sz back to back on the stream: direct (the j-th into

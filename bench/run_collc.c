@@ -344,25 +344,13 @@ static int graphs_for(struct runner *rn, const struct bench_size *sz)
 static int stream_once(struct runner *rn, const struct bench_size *sz, int slot)
 {
 	struct collc_rank *cr = rn->st;
-	cuda_err_t e;
 	int r;
 
-	if (cr->cfg->collc_mode == CMODE_GRAPH) {
-		r = slot == 0 ? graphs_for(rn, sz) : -EINVAL;
-		if (r == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err),
-				 "graph mode runs single collectives into slot 0 only");
-		if (r < 0)
-			return r;
-		e = cr->rt.GraphLaunch(cr->bs.g_one, cr->bs.stream);
-		if (e)
-			return cuda_fail(rn, cr, e, "cudaGraphLaunch");
-	} else {
+	if (cr->cfg->collc_mode == CMODE_GRAPH)
+		r = bench_graphs_once(rn, &cr->bs, graphs_for, sz, slot);
+	else
 		r = enqueue(rn, sz, slot);
-		if (r < 0)
-			return r;
-	}
-	return stream_sync(rn);
+	return r < 0 ? r : stream_sync(rn);
 }
 
 /*
@@ -378,12 +366,7 @@ static int stream_batch(struct runner *rn, const struct bench_size *sz, int n, i
 	float ms = 0;
 
 	if (graph) {
-		r = depth == cr->depth && reps > 0 ? graphs_for(rn, sz) : -EINVAL;
-		if (r == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err),
-				 "graph mode: %d collectives with %d outstanding do not fill "
-				 "graphs of %d",
-				 n, depth, cr->depth);
+		r = bench_graphs_fit(rn, graphs_for, sz, n, depth, cr->depth);
 		if (r < 0)
 			return r;
 		done = reps * depth;

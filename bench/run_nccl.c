@@ -171,21 +171,10 @@ static int op_once(struct runner *rn, const struct bench_size *sz, int slot)
 	cuda_err_t e;
 	int rc;
 
-	if (nr->graph) {
-		rc = slot == 0 ? graphs_for(rn, sz) : -EINVAL;
-		if (rc == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err),
-				 "graph mode runs single collectives into slot 0 only");
-		if (rc < 0)
-			return rc;
-		e = nr->rt.GraphLaunch(nr->bs.g_one, nr->bs.stream);
-		if (e)
-			return cuda_fail(rn, e, "cudaGraphLaunch");
-	} else {
-		rc = enqueue(rn, sz, slot);
-		if (rc < 0)
-			return rc;
-	}
+	rc = nr->graph ? bench_graphs_once(rn, &nr->bs, graphs_for, sz, slot)
+		       : enqueue(rn, sz, slot);
+	if (rc < 0)
+		return rc;
 	e = nr->rt.StreamSynchronize(nr->bs.stream);
 	return e ? cuda_fail(rn, e, "cudaStreamSynchronize") : 0;
 }
@@ -202,12 +191,7 @@ static int op_batch(struct runner *rn, const struct bench_size *sz, int n, int d
 	float ms = 0;
 
 	if (nr->graph) {
-		rc = depth == nr->depth && reps > 0 ? graphs_for(rn, sz) : -EINVAL;
-		if (rc == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err),
-				 "graph mode: %d collectives with %d outstanding do not fill "
-				 "graphs of %d",
-				 n, depth, nr->depth);
+		rc = bench_graphs_fit(rn, graphs_for, sz, n, depth, nr->depth);
 		if (rc < 0)
 			return rc;
 		done = reps * depth;
