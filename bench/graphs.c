@@ -10,6 +10,17 @@ int bench_cuda_fail(struct runner *rn, const struct cudart *rt, cuda_err_t e, co
 	return -EIO;
 }
 
+cuda_err_t bench_stream_create(struct bench_stream *bs)
+{
+	cuda_err_t e = bs->rt->StreamCreateWithFlags(&bs->stream, CUDA_STREAM_NON_BLOCKING);
+
+	if (e == 0)
+		e = bs->rt->EventCreate(&bs->ev0);
+	if (e == 0)
+		e = bs->rt->EventCreate(&bs->ev1);
+	return e;
+}
+
 /* Captures n collectives of size sz (the j-th into slot j) and instantiates them. */
 static int capture(struct runner *rn, struct bench_stream *bs, bench_enqueue_fn *enqueue,
 		   const struct bench_size *sz, int n, cuda_graph_exec_t *ret)

@@ -32,6 +32,9 @@ typedef int bench_graphs_for_fn(struct runner *rn, const struct bench_size *sz);
 /* "what: the runtime's message" in rn->err; returns -EIO. */
 int bench_cuda_fail(struct runner *rn, const struct cudart *rt, cuda_err_t e, const char *what);
 
+/* Creates the non-blocking stream and its two timing events; 0 or the runtime's error. */
+cuda_err_t bench_stream_create(struct bench_stream *bs);
+
 /* Captures the graphs of size sz (of 1 and of depth collectives); none on failure. */
 int bench_graphs_capture(struct runner *rn, struct bench_stream *bs, bench_enqueue_fn *enqueue,
 			 const struct bench_size *sz, int depth);

@@ -409,11 +409,7 @@ static int stream_setup(struct collc_rank *cr, char *msg, size_t len)
 			 cr->rt.graph_missing);
 		return -1;
 	}
-	e = cr->rt.StreamCreateWithFlags(&cr->bs.stream, CUDA_STREAM_NON_BLOCKING);
-	if (e == 0)
-		e = cr->rt.EventCreate(&cr->bs.ev0);
-	if (e == 0)
-		e = cr->rt.EventCreate(&cr->bs.ev1);
+	e = bench_stream_create(&cr->bs);
 	if (e == 0 && cfg->coll == BENCH_SENDRECV)
 		e = cr->rt.StreamCreateWithFlags(&cr->stream2, CUDA_STREAM_NON_BLOCKING);
 	if (e == 0 && cfg->coll == BENCH_SENDRECV)

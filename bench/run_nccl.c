@@ -354,11 +354,7 @@ static int setup_buffers(struct nccl_rank *nr, char *msg, size_t len)
 		snprintf(msg, len, "out of memory");
 		return -1;
 	}
-	e = nr->rt.StreamCreateWithFlags(&nr->bs.stream, CUDA_STREAM_NON_BLOCKING);
-	if (e == 0)
-		e = nr->rt.EventCreate(&nr->bs.ev0);
-	if (e == 0)
-		e = nr->rt.EventCreate(&nr->bs.ev1);
+	e = bench_stream_create(&nr->bs);
 	if (e == 0)
 		e = nr->rt.Malloc(&nr->bar, 64);
 	if (e == 0)
