@@ -32,11 +32,8 @@ DEPTH=${DEPTH:-8}
 RUN_TIMEOUT=${RUN_TIMEOUT:-240}
 MPS_DIR=${MPS_DIR:-/tmp/collc-mps}
 mkdir -p "$RESULTS"
-
-if [ -z "${NRANKS:-}" ]; then
-	NRANKS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-	[ "$NRANKS" -ge 2 ] || NRANKS=2
-fi
+. "$ROOT/bench/gpu-lib.sh"
+bench_nranks
 
 echo "== machine"
 {
@@ -49,51 +46,19 @@ echo "== machine"
 	nvcc --version 2>&1 | tail -2
 } | tee "$RESULTS/machine.txt"
 
-if [ -n "${PREBUILT:-}" ]; then
-	# Binaries built elsewhere (cmake, CUDA_ARCHITECTURES 90) with the libraries they need.
-	echo "== prebuilt ($PREBUILT)"
-	export LD_LIBRARY_PATH=$PREBUILT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-	BENCH=$PREBUILT/collc-bench
-	COLLCD_ARGS=(--collcd "$PREBUILT/collcd")
-else
-	echo "== build ($BUILD)"
-	if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-		cmake --build "$BUILD" -j"$(nproc)" --target collcd collc-bench; } >"$RESULTS/build.log" 2>&1; then
-		tail -40 "$RESULTS/build.log"
-		echo "run-gpu.sh: build failed (log: $RESULTS/build.log)"
-		exit 1
-	fi
-	grep -E "CUDA backend|collc-bench" "$RESULTS/build.log"
-	BENCH=$BUILD/bench/collc-bench
-	COLLCD_ARGS=()
-fi
+bench_binaries
+[ -n "${PREBUILT:-}" ] || grep -E "CUDA backend|collc-bench" "$RESULTS/build.log"
 
-echo "== MPS ($MPS_DIR)"
-export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe
-export CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-stop_mps() {
-	echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
-	cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$RESULTS/mps-control.log" 2>/dev/null
-}
-trap stop_mps EXIT
-if ! nvidia-cuda-mps-control -d; then
-	echo "run-gpu.sh: nvidia-cuda-mps-control -d failed; running without MPS"
-fi
+bench_start_mps
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
 run() { # name coll max-bytes
-	local name=$1 coll=$2 max=$3 rc
+	local name=$1 coll=$2 max=$3
 	echo "== $name: $coll, $NRANKS GPUs, 8 B .. $max"
-	timeout -k 10 "$RUN_TIMEOUT" "$BENCH" --coll "$coll" --nranks "$NRANKS" \
+	bench_run "$name" 25 --coll "$coll" --nranks "$NRANKS" \
 		--min-bytes 8 --max-bytes "$max" --iters "$ITERS" --warmup "$WARMUP" --depth "$DEPTH" \
 		--timeout-ms 20000 --vs-nccl --spawn-daemon --backend cuda "${COLLCD_ARGS[@]}" \
-		--csv "$RESULTS/$name.csv" --plot "$RESULTS/$name.png" \
-		>"$RESULTS/$name.txt" 2>"$RESULTS/$name.log"
-	rc=$?
-	echo "   exit $rc$([ $rc -eq 124 ] && echo ' (timed out)'); stderr:"
-	sed 's/^/   | /' "$RESULTS/$name.log" | tail -25
-	echo "$rc" >"$RESULTS/$name.rc"
+		--csv "$RESULTS/$name.csv" --plot "$RESULTS/$name.png"
 }
 
 run gpu-allreduce allreduce 1G
@@ -114,16 +79,10 @@ if [ "${INTERFERE:-1}" != 0 ]; then
 	echo "   exit $?"
 fi
 
-stop_mps
+bench_stop_mps
 trap - EXIT
 
-echo
-echo "== tables (also in $RESULTS/*.txt, *.csv, *.png)"
-for name in $NAMES; do
-	echo
-	echo "---- $name (exit $(cat "$RESULTS/$name.rc"))"
-	cat "$RESULTS/$name.txt"
-done
+bench_tables "*.txt, *.csv, *.png"
 if [ -f "$RESULTS/interfere/table.txt" ]; then
 	echo
 	echo "---- interfere (a client's compute kernel next to the resident grid)"

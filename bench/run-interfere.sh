@@ -46,20 +46,13 @@ COND=$RESULTS/conditions.tsv
 : >"$COND"
 : >"$RESULTS/clocks.txt"
 
+. "$ROOT/bench/gpu-lib.sh"
 if [ -n "${PREBUILT:-}" ]; then
-	echo "== prebuilt ($PREBUILT)"
-	export LD_LIBRARY_PATH=$PREBUILT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	bench_prebuilt
 	INTERFERE=$PREBUILT/collc-interfere
 	COLLCD=$PREBUILT/collcd
 else
-	echo "== build ($BUILD)"
-	if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-		cmake --build "$BUILD" -j"$(nproc)" --target collcd collc-interfere; } \
-		>"$RESULTS/build.log" 2>&1; then
-		tail -40 "$RESULTS/build.log"
-		echo "run-interfere.sh: build failed (log: $RESULTS/build.log)"
-		exit 1
-	fi
+	bench_build collcd collc-interfere
 	INTERFERE=$BUILD/bench/collc-interfere
 	COLLCD=$BUILD/daemon/collcd
 fi

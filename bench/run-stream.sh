@@ -42,11 +42,8 @@ MAX=${MAX:-16M}
 RUN_TIMEOUT=${RUN_TIMEOUT:-180}
 MPS_DIR=${MPS_DIR:-/tmp/collc-mps}
 mkdir -p "$RESULTS"
-
-if [ -z "${NRANKS:-}" ]; then
-	NRANKS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
-	[ "$NRANKS" -ge 2 ] || NRANKS=2
-fi
+. "$ROOT/bench/gpu-lib.sh"
+bench_nranks
 
 echo "== machine"
 {
@@ -55,50 +52,19 @@ echo "== machine"
 	nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv 2>&1
 } | tee "$RESULTS/machine.txt"
 
-if [ -n "${PREBUILT:-}" ]; then
-	echo "== prebuilt ($PREBUILT)"
-	export LD_LIBRARY_PATH=$PREBUILT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-	BENCH=$PREBUILT/collc-bench
-	COLLCD_ARGS=(--collcd "$PREBUILT/collcd")
-else
-	echo "== build ($BUILD)"
-	if ! { cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 &&
-		cmake --build "$BUILD" -j"$(nproc)" --target collcd collc-bench; } >"$RESULTS/build.log" 2>&1; then
-		tail -40 "$RESULTS/build.log"
-		echo "run-stream.sh: build failed (log: $RESULTS/build.log)"
-		exit 1
-	fi
-	BENCH=$BUILD/bench/collc-bench
-	COLLCD_ARGS=()
-fi
+bench_binaries
 
-echo "== MPS ($MPS_DIR)"
-export CUDA_MPS_PIPE_DIRECTORY=$MPS_DIR/pipe
-export CUDA_MPS_LOG_DIRECTORY=$MPS_DIR/log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-stop_mps() {
-	echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
-	cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$RESULTS/mps-control.log" 2>/dev/null
-}
-trap stop_mps EXIT
-if ! nvidia-cuda-mps-control -d; then
-	echo "run-stream.sh: nvidia-cuda-mps-control -d failed; running without MPS"
-fi
+bench_start_mps
 export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
 
 NAMES=""
 run() { # name coll mode max-bytes iters warmup
-	local name=$1 coll=$2 mode=$3 max=$4 iters=$5 warmup=$6 rc
+	local name=$1 coll=$2 mode=$3 max=$4 iters=$5 warmup=$6
 	echo "== $name: $coll --$mode, $NRANKS GPUs, 8 B .. $max, $iters iterations"
-	timeout -k 10 "$RUN_TIMEOUT" "$BENCH" --coll "$coll" --nranks "$NRANKS" \
+	bench_run "$name" 15 --coll "$coll" --nranks "$NRANKS" \
 		--min-bytes 8 --max-bytes "$max" --iters "$iters" --warmup "$warmup" \
 		--depth "$DEPTH" --timeout-ms 20000 "--$mode" --vs-nccl --spawn-daemon \
-		--backend cuda "${COLLCD_ARGS[@]}" --csv "$RESULTS/$name.csv" \
-		>"$RESULTS/$name.txt" 2>"$RESULTS/$name.log"
-	rc=$?
-	echo "   exit $rc$([ $rc -eq 124 ] && echo ' (timed out)'); stderr:"
-	sed 's/^/   | /' "$RESULTS/$name.log" | tail -15
-	echo "$rc" >"$RESULTS/$name.rc"
+		--backend cuda "${COLLCD_ARGS[@]}" --csv "$RESULTS/$name.csv"
 	NAMES="$NAMES $name"
 }
 
@@ -110,13 +76,7 @@ for coll in ${COLLS:-}; do
 	run "stream-$coll" "$coll" stream "$MAX" "$ITERS" "$WARMUP"
 done
 
-stop_mps
+bench_stop_mps
 trap - EXIT
 
-echo
-echo "== tables (also in $RESULTS/*.txt, *.csv)"
-for name in $NAMES; do
-	echo
-	echo "---- $name (exit $(cat "$RESULTS/$name.rc"))"
-	cat "$RESULTS/$name.txt"
-done
+bench_tables "*.txt, *.csv"

@@ -30,6 +30,7 @@
 #include "bench/proc.h"
 #include "bench/runner.h"
 #include "bench/cudart.h"
+#include "bench/graphs.h"
 
 _Static_assert((int)COLLC_FLOAT32 == (int)COLLC_FLOAT32 &&
 		       (int)COLLC_BFLOAT16 == (int)COLLC_BFLOAT16 &&
@@ -49,14 +50,10 @@ struct collc_rank {
 	void *bar_send, *bar_recv;
 	collc_req *reqs; /* the pipelined phase's window */
 	/* The stream modes */
-	int depth;                    /* receive slots */
-	cuda_stream_t stream;         /* non-blocking, the rank's */
-	cuda_stream_t stream2;        /* sendrecv: the sends, forked from and joined to `stream` */
-	cuda_event_t ev0, ev1;        /* the pipelined phase's timing */
-	cuda_event_t fork, join;      /* sendrecv */
-	const struct bench_size *gsz; /* graph: the size the graphs below are of */
-	cuda_graph_exec_t g_one;      /* one collective into slot 0 */
-	cuda_graph_exec_t g_pipe;     /* depth collectives, the j-th into slot j */
+	int depth;               /* receive slots */
+	struct bench_stream bs;  /* the rank's stream, its events and graphs */
+	cuda_stream_t stream2;   /* sendrecv: the sends, forked from and joined to bs.stream */
+	cuda_event_t fork, join; /* sendrecv */
 };
 
 static int fail(struct runner *rn, int r, const char *what)
@@ -175,8 +172,7 @@ static int op_barrier(struct runner *rn)
 
 static int cuda_fail(struct runner *rn, struct collc_rank *cr, cuda_err_t e, const char *what)
 {
-	snprintf(rn->err, sizeof(rn->err), "%s: %s", what, cudart_strerror(&cr->rt, e));
-	return -EIO;
+	return bench_cuda_fail(rn, &cr->rt, e, what);
 }
 
 static int op_upload(struct runner *rn, const void *host, size_t bytes)
@@ -254,7 +250,7 @@ static int enqueue(struct runner *rn, const struct bench_size *sz, int slot)
 {
 	struct collc_rank *cr = rn->st;
 	const struct bench_cfg *cfg = cr->cfg;
-	struct CUstream_st *s = cr->stream;
+	struct CUstream_st *s = cr->bs.stream;
 	void *recv = cr->recv[slot];
 	int n = cfg->nranks, me = collc_comm_rank(cr->comm), r;
 	cuda_err_t e;
@@ -264,7 +260,7 @@ static int enqueue(struct runner *rn, const struct bench_size *sz, int slot)
 		r = collc_alltoall_stream(cr->comm, cr->send, recv, sz->count, cfg->dtype, s);
 		return r < 0 ? stream_fail(rn, r, "collc_alltoall_stream") : 0;
 	case BENCH_SENDRECV:
-		e = cr->rt.EventRecord(cr->fork, cr->stream);
+		e = cr->rt.EventRecord(cr->fork, cr->bs.stream);
 		if (e == 0)
 			e = cr->rt.StreamWaitEvent(cr->stream2, cr->fork, 0);
 		if (e)
@@ -278,7 +274,7 @@ static int enqueue(struct runner *rn, const struct bench_size *sz, int slot)
 			return stream_fail(rn, r, "collc_send_stream");
 		e = cr->rt.EventRecord(cr->join, cr->stream2);
 		if (e == 0)
-			e = cr->rt.StreamWaitEvent(cr->stream, cr->join, 0);
+			e = cr->rt.StreamWaitEvent(cr->bs.stream, cr->join, 0);
 		return e ? cuda_fail(rn, cr, e, "joining the send stream") : 0;
 	case BENCH_ALLREDUCE:
 		r = collc_allreduce_stream(cr->comm, cr->send, recv, sz->count, cfg->dtype,
@@ -314,48 +310,11 @@ static int async_check(struct runner *rn)
 static int stream_sync(struct runner *rn)
 {
 	struct collc_rank *cr = rn->st;
-	cuda_err_t e = cr->rt.StreamSynchronize(cr->stream);
+	cuda_err_t e = cr->rt.StreamSynchronize(cr->bs.stream);
 
 	if (e)
 		return cuda_fail(rn, cr, e, "cudaStreamSynchronize");
 	return async_check(rn);
-}
-
-/* Captures n iterations of size sz (the j-th into slot j) and instantiates them. */
-static int capture(struct runner *rn, const struct bench_size *sz, int n, cuda_graph_exec_t *ret)
-{
-	struct collc_rank *cr = rn->st;
-	cuda_graph_t g = NULL;
-	int r = 0;
-	/* Thread-local, as collc's GPU tests capture: libcollc's own threads stay out of it. */
-	cuda_err_t e = cr->rt.StreamBeginCapture(cr->stream, CUDA_CAPTURE_THREAD_LOCAL);
-
-	if (e)
-		return cuda_fail(rn, cr, e, "cudaStreamBeginCapture");
-	for (int j = 0; j < n && r == 0; j++)
-		r = enqueue(rn, sz, j);
-	/* Even after a failed call: the stream must leave capture mode (rn->err says why). */
-	e = cr->rt.StreamEndCapture(cr->stream, &g);
-	if (r < 0) {
-		if (e == 0 && g)
-			cr->rt.GraphDestroy(g);
-		return r;
-	}
-	if (e)
-		return cuda_fail(rn, cr, e, "cudaStreamEndCapture");
-	e = cr->rt.GraphInstantiateWithFlags(ret, g, 0);
-	cr->rt.GraphDestroy(g); /* the executable graph keeps what it needs */
-	return e ? cuda_fail(rn, cr, e, "cudaGraphInstantiateWithFlags") : 0;
-}
-
-static void graphs_drop(struct collc_rank *cr)
-{
-	if (cr->g_one)
-		cr->rt.GraphExecDestroy(cr->g_one);
-	if (cr->g_pipe)
-		cr->rt.GraphExecDestroy(cr->g_pipe);
-	cr->g_one = cr->g_pipe = NULL;
-	cr->gsz = NULL;
 }
 
 /*
@@ -371,48 +330,27 @@ static int graphs_for(struct runner *rn, const struct bench_size *sz)
 	size_t bytes = sz->recv_elems * collc_dtype_bytes(cr->cfg->dtype);
 	int r;
 
-	if (cr->gsz == sz)
+	if (cr->bs.gsz == sz)
 		return 0;
-	graphs_drop(cr);
+	bench_graphs_drop(&cr->bs);
 	r = enqueue(rn, sz, 0);
 	if (r == 0)
 		r = stream_sync(rn);
 	if (r == 0)
 		r = op_poison(rn, 0, bytes);
-	if (r == 0)
-		r = capture(rn, sz, 1, &cr->g_one);
-	if (r == 0)
-		r = capture(rn, sz, cr->depth, &cr->g_pipe);
-	if (r < 0) {
-		graphs_drop(cr);
-		return r;
-	}
-	cr->gsz = sz;
-	return 0;
+	return r < 0 ? r : bench_graphs_capture(rn, &cr->bs, enqueue, sz, cr->depth);
 }
 
 static int stream_once(struct runner *rn, const struct bench_size *sz, int slot)
 {
 	struct collc_rank *cr = rn->st;
-	cuda_err_t e;
 	int r;
 
-	if (cr->cfg->collc_mode == CMODE_GRAPH) {
-		r = slot == 0 ? graphs_for(rn, sz) : -EINVAL;
-		if (r == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err),
-				 "graph mode runs single collectives into slot 0 only");
-		if (r < 0)
-			return r;
-		e = cr->rt.GraphLaunch(cr->g_one, cr->stream);
-		if (e)
-			return cuda_fail(rn, cr, e, "cudaGraphLaunch");
-	} else {
+	if (cr->cfg->collc_mode == CMODE_GRAPH)
+		r = bench_graphs_once(rn, &cr->bs, graphs_for, sz, slot);
+	else
 		r = enqueue(rn, sz, slot);
-		if (r < 0)
-			return r;
-	}
-	return stream_sync(rn);
+	return r < 0 ? r : stream_sync(rn);
 }
 
 /*
@@ -426,41 +364,16 @@ static int stream_batch(struct runner *rn, const struct bench_size *sz, int n, i
 	struct collc_rank *cr = rn->st;
 	int graph = cr->cfg->collc_mode == CMODE_GRAPH, reps = n / depth, done = n, r;
 	float ms = 0;
-	cuda_err_t e;
 
 	if (graph) {
-		r = depth == cr->depth && reps > 0 ? graphs_for(rn, sz) : -EINVAL;
-		if (r == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err),
-				 "graph mode: %d collectives with %d outstanding do not fill "
-				 "graphs of %d",
-				 n, depth, cr->depth);
+		r = bench_graphs_fit(rn, graphs_for, sz, n, depth, cr->depth);
 		if (r < 0)
 			return r;
 		done = reps * depth;
 	}
-	e = cr->rt.EventRecord(cr->ev0, cr->stream);
-	if (e)
-		return cuda_fail(rn, cr, e, "cudaEventRecord");
-	for (int j = 0; j < (graph ? reps : n); j++) {
-		if (graph) {
-			e = cr->rt.GraphLaunch(cr->g_pipe, cr->stream);
-			if (e)
-				return cuda_fail(rn, cr, e, "cudaGraphLaunch");
-		} else {
-			r = enqueue(rn, sz, j % depth);
-			if (r < 0)
-				return r;
-		}
-	}
-	e = cr->rt.EventRecord(cr->ev1, cr->stream);
-	if (e == 0)
-		e = cr->rt.EventSynchronize(cr->ev1);
-	if (e == 0)
-		e = cr->rt.EventElapsedTime(&ms, cr->ev0, cr->ev1);
-	if (e)
-		return cuda_fail(rn, cr, e, "timing events");
-	r = async_check(rn);
+	r = bench_stream_time(rn, &cr->bs, enqueue, graph, sz, n, depth, &ms);
+	if (r == 0)
+		r = async_check(rn);
 	if (r < 0)
 		return r;
 	*ret_s = ms * 1e-3 * n / done;
@@ -496,11 +409,7 @@ static int stream_setup(struct collc_rank *cr, char *msg, size_t len)
 			 cr->rt.graph_missing);
 		return -1;
 	}
-	e = cr->rt.StreamCreateWithFlags(&cr->stream, CUDA_STREAM_NON_BLOCKING);
-	if (e == 0)
-		e = cr->rt.EventCreate(&cr->ev0);
-	if (e == 0)
-		e = cr->rt.EventCreate(&cr->ev1);
+	e = bench_stream_create(&cr->bs);
 	if (e == 0 && cfg->coll == BENCH_SENDRECV)
 		e = cr->rt.StreamCreateWithFlags(&cr->stream2, CUDA_STREAM_NON_BLOCKING);
 	if (e == 0 && cfg->coll == BENCH_SENDRECV)
@@ -521,17 +430,17 @@ static int stream_setup(struct collc_rank *cr, char *msg, size_t len)
  */
 static void stream_teardown(struct collc_rank *cr)
 {
-	graphs_drop(cr);
-	if (cr->ev0)
-		cr->rt.EventDestroy(cr->ev0);
-	if (cr->ev1)
-		cr->rt.EventDestroy(cr->ev1);
+	bench_graphs_drop(&cr->bs);
+	if (cr->bs.ev0)
+		cr->rt.EventDestroy(cr->bs.ev0);
+	if (cr->bs.ev1)
+		cr->rt.EventDestroy(cr->bs.ev1);
 	if (cr->fork)
 		cr->rt.EventDestroy(cr->fork);
 	if (cr->join)
 		cr->rt.EventDestroy(cr->join);
-	if (cr->stream)
-		cr->rt.StreamDestroy(cr->stream);
+	if (cr->bs.stream)
+		cr->rt.StreamDestroy(cr->bs.stream);
 	if (cr->stream2)
 		cr->rt.StreamDestroy(cr->stream2);
 }
@@ -539,10 +448,13 @@ static void stream_teardown(struct collc_rank *cr)
 int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 		    struct shared_results *sr)
 {
+	/* Thread-local capture, as collc's GPU tests capture: libcollc's own threads stay out of it. */
 	struct collc_rank cr = { .cfg = cfg,
 				 .device = !cfg->cuda   ? -1
 					   : cfg->ngpus ? cfg->gpu[rank]
-							: rank };
+							: rank,
+				 .bs = { .rt = &cr.rt,
+					 .capture_mode = CUDA_CAPTURE_THREAD_LOCAL } };
 	struct runner rn = { .ops = cfg->collc_mode == CMODE_HOST ? &collc_ops : &collc_stream_ops,
 			     .st = &cr };
 	size_t es = collc_dtype_bytes(cfg->dtype);

@@ -22,14 +22,14 @@
 
 #include "bench/runner.h"
 #include "bench/cudart.h"
+#include "bench/graphs.h"
 
 struct nccl_rank {
 	const struct bench_cfg *cfg;
 	struct cudart rt;
 	struct nccl nc;
 	nccl_comm_t comm;
-	cuda_stream_t stream;
-	cuda_event_t ev0, ev1;
+	struct bench_stream bs; /* the stream, its events and graph mode's graphs */
 	int dtype;
 	int rank;
 	int win, graph; /* the mode: symmetric windows, CUDA graphs */
@@ -40,18 +40,13 @@ struct nccl_rank {
 	nccl_window_t *wins; /* win: the send buffer's, then each receive slot's */
 	int nwin;
 	void *bar;
-	/* graph: the graphs of size gsz, captured at its first collective */
-	const struct bench_size *gsz;
-	cuda_graph_exec_t g_one;  /* one collective into slot 0 */
-	cuda_graph_exec_t g_pipe; /* depth collectives, the j-th into slot j */
 };
 
 static int cuda_fail(struct runner *rn, cuda_err_t e, const char *what)
 {
 	struct nccl_rank *nr = rn->st;
 
-	snprintf(rn->err, sizeof(rn->err), "%s: %s", what, cudart_strerror(&nr->rt, e));
-	return -EIO;
+	return bench_cuda_fail(rn, &nr->rt, e, what);
 }
 
 static int nccl_fail(struct runner *rn, nccl_result_t r, const char *what)
@@ -74,10 +69,10 @@ static nccl_result_t p2p(struct nccl_rank *nr, const struct bench_size *sz, void
 		size_t soff = a2a ? (size_t)p * bytes : 0;
 
 		r = nr->nc.Send((const char *)nr->send + soff, sz->count, nr->dtype, to, nr->comm,
-				nr->stream);
+				nr->bs.stream);
 		if (r == 0)
 			r = nr->nc.Recv((char *)recv + soff, sz->count, nr->dtype, from, nr->comm,
-					nr->stream);
+					nr->bs.stream);
 	}
 	r2 = nr->nc.GroupEnd();
 	return r ? r : r2;
@@ -91,25 +86,26 @@ static nccl_result_t launch(struct nccl_rank *nr, const struct bench_size *sz, i
 	switch (cfg->coll) {
 	case BENCH_ALLREDUCE:
 		return nr->nc.AllReduce(nr->send, recv, sz->count, nr->dtype, NCCL_SUM, nr->comm,
-					nr->stream);
+					nr->bs.stream);
 	case BENCH_ALLGATHER:
-		return nr->nc.AllGather(nr->send, recv, sz->count, nr->dtype, nr->comm, nr->stream);
+		return nr->nc.AllGather(nr->send, recv, sz->count, nr->dtype, nr->comm,
+					nr->bs.stream);
 	case BENCH_REDUCE_SCATTER:
 		return nr->nc.ReduceScatter(nr->send, recv, sz->count, nr->dtype, NCCL_SUM,
-					    nr->comm, nr->stream);
+					    nr->comm, nr->bs.stream);
 	case BENCH_BROADCAST:
 		return nr->nc.Broadcast(nr->send, recv, sz->count, nr->dtype, cfg->root, nr->comm,
-					nr->stream);
+					nr->bs.stream);
 	case BENCH_ALLTOALL:
 		if (nr->nc.AlltoAll)
 			return nr->nc.AlltoAll(nr->send, recv, sz->count, nr->dtype, nr->comm,
-					       nr->stream);
+					       nr->bs.stream);
 		/* FALLTHROUGH */
 	case BENCH_SENDRECV:
 		return p2p(nr, sz, recv);
 	default:
 		return nr->nc.Reduce(nr->send, recv, sz->count, nr->dtype, NCCL_SUM, cfg->root,
-				     nr->comm, nr->stream);
+				     nr->comm, nr->bs.stream);
 	}
 }
 
@@ -127,40 +123,19 @@ static int poison(struct runner *rn, int slot, size_t bytes)
 	return e ? cuda_fail(rn, e, "cudaMemset") : 0;
 }
 
-/* Captures n collectives of size sz (the j-th into slot j) and instantiates them. */
-static int capture(struct runner *rn, const struct bench_size *sz, int n, cuda_graph_exec_t *ret)
+/* One launch, as graphs.h enqueues it: direct, or recorded while the stream captures. */
+static int enqueue(struct runner *rn, const struct bench_size *sz, int slot)
 {
-	struct nccl_rank *nr = rn->st;
-	cuda_graph_t g = NULL;
-	nccl_result_t r = 0;
-	cuda_err_t e = nr->rt.StreamBeginCapture(nr->stream, CUDA_CAPTURE_GLOBAL);
+	nccl_result_t r = launch(rn->st, sz, slot);
 
-	if (e)
-		return cuda_fail(rn, e, "cudaStreamBeginCapture");
-	for (int j = 0; j < n && r == 0; j++)
-		r = launch(nr, sz, j);
-	/* Even after a failed launch: the stream must leave capture mode. */
-	e = nr->rt.StreamEndCapture(nr->stream, &g);
-	if (r) {
-		if (e == 0 && g)
-			nr->rt.GraphDestroy(g);
-		return nccl_fail(rn, r, "launch while capturing a CUDA graph");
-	}
-	if (e)
-		return cuda_fail(rn, e, "cudaStreamEndCapture");
-	e = nr->rt.GraphInstantiateWithFlags(ret, g, 0);
-	nr->rt.GraphDestroy(g); /* the executable graph keeps what it needs */
-	return e ? cuda_fail(rn, e, "cudaGraphInstantiateWithFlags") : 0;
+	return r ? nccl_fail(rn, r, "launch") : 0;
 }
 
-static void graphs_drop(struct nccl_rank *nr)
+static int enqueue_captured(struct runner *rn, const struct bench_size *sz, int slot)
 {
-	if (nr->g_one)
-		nr->rt.GraphExecDestroy(nr->g_one);
-	if (nr->g_pipe)
-		nr->rt.GraphExecDestroy(nr->g_pipe);
-	nr->g_one = nr->g_pipe = NULL;
-	nr->gsz = NULL;
+	nccl_result_t r = launch(rn->st, sz, slot);
+
+	return r ? nccl_fail(rn, r, "launch while capturing a CUDA graph") : 0;
 }
 
 /*
@@ -177,51 +152,30 @@ static int graphs_for(struct runner *rn, const struct bench_size *sz)
 	cuda_err_t e;
 	int rc;
 
-	if (nr->gsz == sz)
+	if (nr->bs.gsz == sz)
 		return 0;
-	graphs_drop(nr);
+	bench_graphs_drop(&nr->bs);
 	r = launch(nr, sz, 0);
 	if (r)
 		return nccl_fail(rn, r, "launch before capturing");
-	e = nr->rt.StreamSynchronize(nr->stream);
+	e = nr->rt.StreamSynchronize(nr->bs.stream);
 	if (e)
 		return cuda_fail(rn, e, "cudaStreamSynchronize");
 	rc = poison(rn, 0, bytes);
-	if (rc == 0)
-		rc = capture(rn, sz, 1, &nr->g_one);
-	if (rc == 0)
-		rc = capture(rn, sz, nr->depth, &nr->g_pipe);
-	if (rc < 0) {
-		graphs_drop(nr);
-		return rc;
-	}
-	nr->gsz = sz;
-	return 0;
+	return rc < 0 ? rc : bench_graphs_capture(rn, &nr->bs, enqueue_captured, sz, nr->depth);
 }
 
 static int op_once(struct runner *rn, const struct bench_size *sz, int slot)
 {
 	struct nccl_rank *nr = rn->st;
-	nccl_result_t r;
 	cuda_err_t e;
+	int rc;
 
-	if (nr->graph) {
-		int rc = slot == 0 ? graphs_for(rn, sz) : -EINVAL;
-
-		if (rc == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err),
-				 "graph mode runs single collectives into slot 0 only");
-		if (rc < 0)
-			return rc;
-		e = nr->rt.GraphLaunch(nr->g_one, nr->stream);
-		if (e)
-			return cuda_fail(rn, e, "cudaGraphLaunch");
-	} else {
-		r = launch(nr, sz, slot);
-		if (r)
-			return nccl_fail(rn, r, "launch");
-	}
-	e = nr->rt.StreamSynchronize(nr->stream);
+	rc = nr->graph ? bench_graphs_once(rn, &nr->bs, graphs_for, sz, slot)
+		       : enqueue(rn, sz, slot);
+	if (rc < 0)
+		return rc;
+	e = nr->rt.StreamSynchronize(nr->bs.stream);
 	return e ? cuda_fail(rn, e, "cudaStreamSynchronize") : 0;
 }
 
@@ -233,44 +187,18 @@ static int op_once(struct runner *rn, const struct bench_size *sz, int slot)
 static int op_batch(struct runner *rn, const struct bench_size *sz, int n, int depth, double *ret_s)
 {
 	struct nccl_rank *nr = rn->st;
-	int reps = n / depth, done = n;
+	int reps = n / depth, done = n, rc;
 	float ms = 0;
-	cuda_err_t e;
 
 	if (nr->graph) {
-		int rc = depth == nr->depth && reps > 0 ? graphs_for(rn, sz) : -EINVAL;
-
-		if (rc == -EINVAL)
-			snprintf(rn->err, sizeof(rn->err),
-				 "graph mode: %d collectives with %d outstanding do not fill "
-				 "graphs of %d",
-				 n, depth, nr->depth);
+		rc = bench_graphs_fit(rn, graphs_for, sz, n, depth, nr->depth);
 		if (rc < 0)
 			return rc;
 		done = reps * depth;
 	}
-	e = nr->rt.EventRecord(nr->ev0, nr->stream);
-	if (e)
-		return cuda_fail(rn, e, "cudaEventRecord");
-	for (int j = 0; j < (nr->graph ? reps : n); j++) {
-		if (nr->graph) {
-			e = nr->rt.GraphLaunch(nr->g_pipe, nr->stream);
-			if (e)
-				return cuda_fail(rn, e, "cudaGraphLaunch");
-		} else {
-			nccl_result_t r = launch(nr, sz, j % depth);
-
-			if (r)
-				return nccl_fail(rn, r, "launch");
-		}
-	}
-	e = nr->rt.EventRecord(nr->ev1, nr->stream);
-	if (e == 0)
-		e = nr->rt.EventSynchronize(nr->ev1);
-	if (e == 0)
-		e = nr->rt.EventElapsedTime(&ms, nr->ev0, nr->ev1);
-	if (e)
-		return cuda_fail(rn, e, "timing events");
+	rc = bench_stream_time(rn, &nr->bs, enqueue, nr->graph, sz, n, depth, &ms);
+	if (rc < 0)
+		return rc;
 	*ret_s = ms * 1e-3 * n / done;
 	return 0;
 }
@@ -279,12 +207,12 @@ static int op_barrier(struct runner *rn)
 {
 	struct nccl_rank *nr = rn->st;
 	nccl_result_t r = nr->nc.AllReduce(nr->bar, (char *)nr->bar + 32, 1, 7 /* ncclFloat32 */,
-					   NCCL_SUM, nr->comm, nr->stream);
+					   NCCL_SUM, nr->comm, nr->bs.stream);
 	cuda_err_t e;
 
 	if (r)
 		return nccl_fail(rn, r, "barrier allreduce");
-	e = nr->rt.StreamSynchronize(nr->stream);
+	e = nr->rt.StreamSynchronize(nr->bs.stream);
 	return e ? cuda_fail(rn, e, "cudaStreamSynchronize") : 0;
 }
 
@@ -426,11 +354,7 @@ static int setup_buffers(struct nccl_rank *nr, char *msg, size_t len)
 		snprintf(msg, len, "out of memory");
 		return -1;
 	}
-	e = nr->rt.StreamCreateWithFlags(&nr->stream, CUDA_STREAM_NON_BLOCKING);
-	if (e == 0)
-		e = nr->rt.EventCreate(&nr->ev0);
-	if (e == 0)
-		e = nr->rt.EventCreate(&nr->ev1);
+	e = bench_stream_create(&nr->bs);
 	if (e == 0)
 		e = nr->rt.Malloc(&nr->bar, 64);
 	if (e == 0)
@@ -452,7 +376,8 @@ static int setup_buffers(struct nccl_rank *nr, char *msg, size_t len)
 
 int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results *sr)
 {
-	struct nccl_rank nr = { .cfg = cfg };
+	struct nccl_rank nr = { .cfg = cfg,
+				.bs = { .rt = &nr.rt, .capture_mode = CUDA_CAPTURE_GLOBAL } };
 	struct runner rn = { .ops = &nccl_ops, .st = &nr };
 	const char *mode = nccl_mode_names[cfg->nccl_mode];
 	struct nccl_unique_id id;
@@ -521,7 +446,7 @@ int nccl_rank_main(const struct bench_cfg *cfg, int rank, struct shared_results 
 out:
 	/* Frees are skipped on purpose: the process exits and the context goes with it. */
 	if (status == 0) {
-		graphs_drop(&nr);
+		bench_graphs_drop(&nr.bs);
 		/* Collective, like the registration. */
 		for (int w = nr.nwin - 1; w >= 0; w--)
 			if (nr.wins[w])

@@ -11,6 +11,7 @@
 #ifndef COLLC_BENCH_MOCK_H
 #define COLLC_BENCH_MOCK_H
 
+#include <dlfcn.h>
 #include <stddef.h>
 
 struct mock_op {
@@ -35,5 +36,24 @@ enum mock_counter {
 	MOCK_WIN_DEREG,
 	MOCK_NUM_COUNTERS,
 };
+
+/* The counters live in the CUDA runtime stand-in, loaded first: its mock_count, or NULL. */
+static inline long (*mock_counter(void))(int which, long add)
+{
+	void *rt = dlopen("libcudart.so", RTLD_NOW | RTLD_NOLOAD);
+
+	return rt ? (long (*)(int, long))dlsym(rt, "mock_count") : NULL;
+}
+
+/* Counts one event of `which` (the libcollc and NCCL stand-ins). */
+static inline void mock_bump(int which)
+{
+	static long (*f)(int, long);
+
+	if (!f)
+		f = mock_counter();
+	if (f)
+		f(which, 1);
+}
 
 #endif /* COLLC_BENCH_MOCK_H */

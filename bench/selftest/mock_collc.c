@@ -12,7 +12,6 @@
  * (collc_comm_get_async_error() then says -EPIPE).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,19 +35,6 @@ struct collc_comm {
 	void *recv_dst;
 	size_t recv_bytes;
 };
-
-static void bump(int which)
-{
-	static long (*f)(int, long);
-
-	if (!f) {
-		void *rt = dlopen("libcudart.so", RTLD_NOW | RTLD_NOLOAD);
-
-		f = rt ? (long (*)(int, long))dlsym(rt, "mock_count") : NULL;
-	}
-	if (f)
-		f(which, 1);
-}
 
 int collc_connect(const char *socket_path, struct collc_ctx **ret_ctx)
 {
@@ -221,7 +207,7 @@ static int stream_coll(struct collc_comm *comm, const void *s, void *r, size_t c
 	}
 	if (!st->capturing) {
 		comm->ctx->mapped = 1;
-		bump(MOCK_DIRECT);
+		mock_bump(MOCK_DIRECT);
 		op.run(&op);
 		return 0;
 	}
@@ -240,7 +226,7 @@ static int stream_coll(struct collc_comm *comm, const void *s, void *r, size_t c
 	}
 	st->ops[st->nops++] = op;
 	comm->ctx->graph_gates++;
-	bump(MOCK_CAPTURED);
+	mock_bump(MOCK_CAPTURED);
 	return 0;
 }
 

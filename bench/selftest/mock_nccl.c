@@ -5,7 +5,6 @@
  * them (NCCL 2.26: the window mode must skip).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +20,6 @@ struct mock_comm {
 		size_t bytes;
 	} win[64];
 };
-
-/* The counters live in the CUDA runtime stand-in, loaded first. */
-static void bump(int which)
-{
-	static long (*f)(int, long);
-
-	if (!f) {
-		void *rt = dlopen("libcudart.so", RTLD_NOW | RTLD_NOLOAD);
-
-		f = rt ? (long (*)(int, long))dlsym(rt, "mock_count") : NULL;
-	}
-	if (f)
-		f(which, 1);
-}
 
 int ncclGetVersion(int *v)
 {
@@ -102,9 +87,9 @@ static int coll(const void *s, void *r, size_t count, int dt, void *comm, void *
 	if (!comm || !st || !dtype_bytes(dt))
 		return NCCL_INVALID_ARGUMENT;
 	if (in_window(comm, s, op.bytes) && in_window(comm, r, op.bytes))
-		bump(MOCK_WINDOWED);
+		mock_bump(MOCK_WINDOWED);
 	if (!st->capturing) {
-		bump(MOCK_DIRECT);
+		mock_bump(MOCK_DIRECT);
 		run_copy(&op);
 		return 0;
 	}
@@ -118,7 +103,7 @@ static int coll(const void *s, void *r, size_t count, int dt, void *comm, void *
 		st->cap = cap;
 	}
 	st->ops[st->nops++] = op;
-	bump(MOCK_CAPTURED);
+	mock_bump(MOCK_CAPTURED);
 	return 0;
 }
 
@@ -210,7 +195,7 @@ int ncclCommWindowRegister(void *comm, void *buf, size_t bytes, void **win, int 
 	c->win[c->nwin].base = buf;
 	c->win[c->nwin].bytes = bytes;
 	*win = &c->win[c->nwin++];
-	bump(MOCK_WIN_REG);
+	mock_bump(MOCK_WIN_REG);
 	return 0;
 }
 
@@ -219,7 +204,7 @@ int ncclCommWindowDeregister(void *comm, void *win)
 	(void)comm;
 	if (!win)
 		return NCCL_INVALID_ARGUMENT;
-	bump(MOCK_WIN_DEREG);
+	mock_bump(MOCK_WIN_DEREG);
 	return 0;
 }
 #endif /* MOCK_OLD */

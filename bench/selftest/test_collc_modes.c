@@ -13,107 +13,35 @@
  * Both need the CUDA stand-in first on LD_LIBRARY_PATH (ctest sets it).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <collc.h>
 
-#include "bench/runner.h"
-#include "bench/selftest/mock.h"
+#include "bench/selftest/selftest.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
+/* collc's configuration: one rank, a short timeout, the collc side in `mode`. */
 static void make_cfg(struct bench_cfg *cfg, int coll, int mode, int iters, int depth,
 		     uint64_t max_bytes)
 {
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->coll = coll;
-	cfg->dtype = COLLC_FLOAT32;
-	cfg->nranks = 1;
-	cfg->iters = iters;
-	cfg->warmup = 2;
-	cfg->depth = depth;
-	cfg->cuda = 1;
+	selftest_cfg(cfg, coll, 1, iters, depth, max_bytes);
 	cfg->timeout_ms = 1000;
 	cfg->collc_mode = mode;
-	for (uint64_t b = 8; b <= max_bytes; b *= 2) {
-		struct bench_size *sz = &cfg->sizes[cfg->nsizes];
+}
 
-		if (bench_size_of(coll, cfg->dtype, 1, b, sz) < 0)
-			continue;
-		cfg->nsizes++;
-		if (sz->send_elems > cfg->max_send_elems)
-			cfg->max_send_elems = sz->send_elems;
-		if (sz->recv_elems > cfg->max_recv_elems)
-			cfg->max_recv_elems = sz->recv_elems;
-	}
+static int collc_body(const struct bench_cfg *cfg, struct shared_results *sr)
+{
+	struct collc_unique_id uid = { { 0 } };
+
+	return collc_rank_main(cfg, &uid, 0, sr);
 }
 
 /* The only collc rank in a child, as collc-bench runs it; its exit status and counters. */
 static int run_rank(struct bench_cfg *cfg, struct shared_results **ret_sr,
 		    long counts[MOCK_NUM_COUNTERS])
 {
-	long *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct collc_unique_id uid = { { 0 } };
-	struct shared_results *sr = shared_results_new(cfg);
-	pid_t pid;
-	int st;
-
-	if (!sr || shared == MAP_FAILED) {
-		perror("mmap");
-		exit(2);
-	}
-	pid = fork();
-	if (pid == 0) {
-		int status = collc_rank_main(cfg, &uid, 0, sr);
-		void *rt = dlopen("libcudart.so", RTLD_NOW | RTLD_NOLOAD);
-		long (*count)(int, long) = rt ? (long (*)(int, long))dlsym(rt, "mock_count") : NULL;
-
-		for (int i = 0; i < MOCK_NUM_COUNTERS; i++)
-			shared[i] = count ? count(i, 0) : -1;
-		fflush(NULL);
-		_exit(status);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) != pid) {
-		perror("fork");
-		exit(2);
-	}
-	memcpy(counts, shared, sizeof(long) * MOCK_NUM_COUNTERS);
-	munmap(shared, 4096);
-	*ret_sr = sr;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* Every size has status `want`; a message containing `msg` if given. */
-static void expect_all(const struct bench_cfg *cfg, const struct shared_results *sr, int want,
-		       const char *msg, const char *what)
-{
-	for (int s = 0; s < cfg->nsizes; s++) {
-		const struct rank_result *res = &sr->res[s];
-
-		CHECK(res->status == want, "%s, %llu bytes: status %d, want %d (%s)", what,
-		      (unsigned long long)cfg->sizes[s].bytes, res->status, want, res->msg);
-		if (msg)
-			CHECK(strstr(res->msg, msg), "%s: message \"%s\" lacks \"%s\"", what,
-			      res->msg, msg);
-		if (want == RES_OK)
-			CHECK(res->pipe_s > 0, "%s: no pipelined time", what);
-	}
+	return selftest_run_rank(cfg, collc_body, ret_sr, counts);
 }
 
 static void test_full(void)
@@ -121,7 +49,7 @@ static void test_full(void)
 	for (int coll = 0; coll < BENCH_NUM_COLLS; coll++) {
 		for (int mode = 0; mode < CMODE_NUM; mode++) {
 			/* 10 iterations, depth 4: two replays of the pipelined graph, scaled. */
-			int iters = coll % 2 ? 10 : 8, depth = 4, n, q = iters / depth;
+			int iters = coll % 2 ? 10 : 8, depth = 4, n;
 			struct shared_results *sr;
 			struct bench_cfg cfg;
 			long c[MOCK_NUM_COUNTERS];
@@ -136,14 +64,11 @@ static void test_full(void)
 				 collc_mode_names[mode]);
 			status = run_rank(&cfg, &sr, c);
 			CHECK(status == 0, "%s: exit %d", what, status);
-			expect_all(&cfg, sr, RES_OK, NULL, what);
+			selftest_expect_all(&cfg, sr, RES_OK, NULL, what);
 			if (mode == CMODE_GRAPH) {
 				/* Per size: one direct call before capture; graphs of 1 and of depth. */
 				CHECK(c[MOCK_DIRECT] == n, "%s: %ld direct", what, c[MOCK_DIRECT]);
-				CHECK(c[MOCK_CAPTURED] == (long)n * (1 + depth), "%s: %ld captured",
-				      what, c[MOCK_CAPTURED]);
-				CHECK(c[MOCK_GRAPH_RUNS] == (long)n * (1 + cfg.warmup + iters + q),
-				      "%s: %ld graph launches", what, c[MOCK_GRAPH_RUNS]);
+				selftest_expect_graphs(&cfg, c, what);
 			} else if (mode == CMODE_STREAM) {
 				/* Every collective stream-ordered; the barrier is a host form. */
 				CHECK(c[MOCK_DIRECT] == (long)n * (1 + cfg.warmup + 2 * iters),
@@ -172,8 +97,8 @@ static void test_full(void)
 			 collc_mode_names[mode]);
 		run_rank(&cfg, &sr, c);
 		/* The first wrong result is the first iteration's: the call before capture hid nothing. */
-		expect_all(&cfg, sr, mode == CMODE_GRAPH ? RES_WRONG : RES_OK,
-			   mode == CMODE_GRAPH ? "first iteration" : NULL, what);
+		selftest_expect_all(&cfg, sr, mode == CMODE_GRAPH ? RES_WRONG : RES_OK,
+				    mode == CMODE_GRAPH ? "first iteration" : NULL, what);
 		shared_results_free(sr);
 	}
 	unsetenv("MOCK_GRAPH_BROKEN");
@@ -235,22 +160,15 @@ static void test_old(void)
 	make_cfg(&cfg, BENCH_ALLREDUCE, CMODE_STREAM, 8, 4, 64);
 	status = run_rank(&cfg, &sr, c);
 	CHECK(status == 0, "old runtime, --stream: exit %d", status);
-	expect_all(&cfg, sr, RES_OK, NULL, "old runtime, --stream");
+	selftest_expect_all(&cfg, sr, RES_OK, NULL, "old runtime, --stream");
 	shared_results_free(sr);
 }
 
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
-	void *rt = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
 
-	if (!rt || !dlsym(rt, "mock_count")) {
-		fprintf(stderr,
-			"the libcudart.so found is not the self-test's stand-in: put its "
-			"folder (build/bench/mock-full or mock-old) first on LD_LIBRARY_PATH\n");
-		return 2;
-	}
-	dlclose(rt);
+	selftest_need_mocks();
 	if (strcmp(what, "full") == 0)
 		test_full();
 	else if (strcmp(what, "old") == 0)
@@ -259,8 +177,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s full|old\n", argv[0]);
 		return 2;
 	}
-	if (failures) {
-		fprintf(stderr, "collc %s: %d checks failed\n", what, failures);
+	if (selftest_failures) {
+		fprintf(stderr, "collc %s: %d checks failed\n", what, selftest_failures);
 		return 1;
 	}
 	printf("collc %s: all checks passed\n", what);

@@ -12,106 +12,33 @@
  * "full" and "old" need the stand-ins first on LD_LIBRARY_PATH (ctest sets it).
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench/report.h"
-#include "bench/runner.h"
-#include "bench/selftest/mock.h"
+#include "bench/selftest/selftest.h"
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-	do {                                                                                       \
-		if (!(cond)) {                                                                     \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);            \
-			fprintf(stderr, __VA_ARGS__);                                              \
-			fprintf(stderr, "\n");                                                     \
-			failures++;                                                                \
-		}                                                                                  \
-	} while (0)
-
+/* NCCL's configuration: nranks ranks against the NCCL peer. */
 static void make_cfg(struct bench_cfg *cfg, int coll, int nranks, int iters, int depth,
 		     uint64_t max_bytes)
 {
-	memset(cfg, 0, sizeof(*cfg));
-	cfg->coll = coll;
-	cfg->dtype = COLLC_FLOAT32;
-	cfg->nranks = nranks;
-	cfg->iters = iters;
-	cfg->warmup = 2;
-	cfg->depth = depth;
-	cfg->cuda = 1;
+	selftest_cfg(cfg, coll, nranks, iters, depth, max_bytes);
 	cfg->peer = PEER_NCCL;
-	for (uint64_t b = 8; b <= max_bytes; b *= 2) {
-		struct bench_size *sz = &cfg->sizes[cfg->nsizes];
+}
 
-		if (bench_size_of(coll, cfg->dtype, nranks, b, sz) < 0)
-			continue;
-		cfg->nsizes++;
-		if (sz->send_elems > cfg->max_send_elems)
-			cfg->max_send_elems = sz->send_elems;
-		if (sz->recv_elems > cfg->max_recv_elems)
-			cfg->max_recv_elems = sz->recv_elems;
-	}
+static int nccl_body(const struct bench_cfg *cfg, struct shared_results *sr)
+{
+	return nccl_rank_main(cfg, 0, sr);
 }
 
 /* One NCCL rank of `mode` in a child, as collc-bench runs it; its exit status and counters. */
 static int run_mode(struct bench_cfg *cfg, int mode, struct shared_results **ret_sr,
 		    long counts[MOCK_NUM_COUNTERS])
 {
-	long *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	struct shared_results *sr;
-	pid_t pid;
-	int st;
-
 	cfg->nccl_mode = mode;
-	sr = shared_results_new(cfg);
-	if (!sr || shared == MAP_FAILED) {
-		perror("mmap");
-		exit(2);
-	}
-	pid = fork();
-	if (pid == 0) {
-		int status = nccl_rank_main(cfg, 0, sr);
-		void *rt = dlopen("libcudart.so", RTLD_NOW | RTLD_NOLOAD);
-		long (*count)(int, long) = rt ? (long (*)(int, long))dlsym(rt, "mock_count") : NULL;
-
-		for (int i = 0; i < MOCK_NUM_COUNTERS; i++)
-			shared[i] = count ? count(i, 0) : -1;
-		fflush(NULL);
-		_exit(status);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) != pid) {
-		perror("fork");
-		exit(2);
-	}
-	memcpy(counts, shared, sizeof(long) * MOCK_NUM_COUNTERS);
-	munmap(shared, 4096);
-	*ret_sr = sr;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-/* Every size of the only rank has status `want`; a message containing `msg` if given. */
-static void expect_all(const struct bench_cfg *cfg, const struct shared_results *sr, int want,
-		       const char *msg, const char *what)
-{
-	for (int s = 0; s < cfg->nsizes; s++) {
-		const struct rank_result *res = &sr->res[s * cfg->nranks];
-
-		CHECK(res->status == want, "%s, %llu bytes: status %d, want %d (%s)", what,
-		      (unsigned long long)cfg->sizes[s].bytes, res->status, want, res->msg);
-		if (msg)
-			CHECK(strstr(res->msg, msg), "%s: message \"%s\" lacks \"%s\"", what,
-			      res->msg, msg);
-		if (want == RES_OK)
-			CHECK(res->pipe_s > 0, "%s: no pipelined time", what);
-	}
+	return selftest_run_rank(cfg, nccl_body, ret_sr, counts);
 }
 
 static void test_full(void)
@@ -119,7 +46,7 @@ static void test_full(void)
 	for (int coll = 0; coll < BENCH_NUM_COLLS; coll++) {
 		for (int mode = 0; mode < NCCL_NUM_MODES; mode++) {
 			/* 10 iterations, depth 4: two replays of the pipelined graph, scaled. */
-			int iters = coll % 2 ? 10 : 8, depth = 4, n, q = iters / depth;
+			int iters = coll % 2 ? 10 : 8, depth = 4, n;
 			struct shared_results *sr;
 			struct bench_cfg cfg;
 			long c[MOCK_NUM_COUNTERS];
@@ -132,15 +59,12 @@ static void test_full(void)
 				 nccl_mode_names[mode]);
 			status = run_mode(&cfg, mode, &sr, c);
 			CHECK(status == 0, "%s: exit %d", what, status);
-			expect_all(&cfg, sr, RES_OK, NULL, what);
+			selftest_expect_all(&cfg, sr, RES_OK, NULL, what);
 			if (nccl_mode_graph(mode)) {
 				/* Per size: one direct warm-up and one barrier; graphs of 1 and of depth. */
 				CHECK(c[MOCK_DIRECT] == 2L * n, "%s: %ld direct", what,
 				      c[MOCK_DIRECT]);
-				CHECK(c[MOCK_CAPTURED] == (long)n * (1 + depth), "%s: %ld captured",
-				      what, c[MOCK_CAPTURED]);
-				CHECK(c[MOCK_GRAPH_RUNS] == (long)n * (1 + cfg.warmup + iters + q),
-				      "%s: %ld graph launches", what, c[MOCK_GRAPH_RUNS]);
+				selftest_expect_graphs(&cfg, c, what);
 			} else {
 				CHECK(c[MOCK_DIRECT] == (long)n * (1 + cfg.warmup + 2 * iters + 1),
 				      "%s: %ld direct", what, c[MOCK_DIRECT]);
@@ -177,8 +101,8 @@ static void test_full(void)
 		snprintf(what, sizeof(what), "broken graphs, mode %s", nccl_mode_names[mode]);
 		run_mode(&cfg, mode, &sr, c);
 		/* The first wrong result is the first iteration's: the warm-up before capture hid nothing. */
-		expect_all(&cfg, sr, nccl_mode_graph(mode) ? RES_WRONG : RES_OK,
-			   nccl_mode_graph(mode) ? "first iteration" : NULL, what);
+		selftest_expect_all(&cfg, sr, nccl_mode_graph(mode) ? RES_WRONG : RES_OK,
+				    nccl_mode_graph(mode) ? "first iteration" : NULL, what);
 		shared_results_free(sr);
 	}
 	unsetenv("MOCK_GRAPH_BROKEN");
@@ -201,10 +125,10 @@ static void test_old(void)
 		snprintf(what, sizeof(what), "old libraries, mode %s", nccl_mode_names[mode]);
 		status = run_mode(&cfg, mode, &sr, c);
 		CHECK(status == 0, "%s: exit %d", what, status);
-		expect_all(&cfg, sr, mode == NCCL_MODE_PLAIN ? RES_OK : RES_SKIPPED, why[mode],
-			   what);
+		selftest_expect_all(&cfg, sr, mode == NCCL_MODE_PLAIN ? RES_OK : RES_SKIPPED,
+				    why[mode], what);
 		if (mode == NCCL_MODE_WIN)
-			expect_all(&cfg, sr, RES_SKIPPED, "NCCL 2.26.5", what);
+			selftest_expect_all(&cfg, sr, RES_SKIPPED, "NCCL 2.26.5", what);
 		shared_results_free(sr);
 	}
 }
@@ -450,26 +374,12 @@ static void test_report(void)
 	free(table);
 }
 
-/* The stand-ins, not a real runtime, must be what collc-bench's loader finds. */
-static void need_mocks(void)
-{
-	void *rt = dlopen("libcudart.so", RTLD_NOW | RTLD_LOCAL);
-
-	if (!rt || !dlsym(rt, "mock_count")) {
-		fprintf(stderr,
-			"the libcudart.so found is not the self-test's stand-in: put its folder "
-			"(build/bench/mock-full or mock-old) first on LD_LIBRARY_PATH\n");
-		exit(2);
-	}
-	dlclose(rt);
-}
-
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
 
 	if (strcmp(what, "full") == 0 || strcmp(what, "old") == 0)
-		need_mocks();
+		selftest_need_mocks();
 	if (strcmp(what, "full") == 0)
 		test_full();
 	else if (strcmp(what, "old") == 0)
@@ -480,8 +390,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s full|old|report\n", argv[0]);
 		return 2;
 	}
-	if (failures) {
-		fprintf(stderr, "%s: %d checks failed\n", what, failures);
+	if (selftest_failures) {
+		fprintf(stderr, "%s: %d checks failed\n", what, selftest_failures);
 		return 1;
 	}
 	printf("%s: all checks passed\n", what);

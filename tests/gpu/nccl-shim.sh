@@ -52,7 +52,7 @@ RES=$LOGDIR/results.txt
 : >"$RES"
 export NCCL_NVLS_ENABLE=0 CUDA_MODULE_LOADING=EAGER
 
-result() { echo "RESULT $*" | tee -a "$RES"; }
+. "$ROOT/tests/gpu/lib.sh"
 # Seconds left in the current phase (the real NCCL gets 40% of the budget, collc the rest).
 PHASE_END=$(( T_START + BUDGET_S ))
 left() { echo $(( PHASE_END - $(date +%s) )); }
@@ -61,15 +61,7 @@ left() { echo $(( PHASE_END - $(date +%s) )); }
 if [ -n "${PREBUILT:-}" ]; then
 	BIN=$PREBUILT
 else
-	if cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-		>"$LOGDIR/build.log" 2>&1 &&
-		cmake --build "$BUILD" -j"$(nproc)" --target collcd collcctl nccl-collc >>"$LOGDIR/build.log" 2>&1; then
-		result "build PASS cmake, -arch=sm_90"
-	else
-		result "build FAIL see build.log"
-		tail -30 "$LOGDIR/build.log"
-		exit 1
-	fi
+	gpu_build collcd collcctl nccl-collc
 	BIN=$BUILD/bin
 	mkdir -p "$BIN"
 	cp "$BUILD/daemon/collcd" "$BUILD/client/collcctl" "$BIN/"

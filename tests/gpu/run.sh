@@ -27,8 +27,7 @@ FLOG=$LOGDIR/stderr-lines.txt # what the scenarios said on stderr (failed checks
 export NCCL_NVLS_ENABLE=0
 export CUDA_MODULE_LOADING=EAGER
 T_START=$(date +%s)
-
-result() { echo "RESULT $*" | tee -a "$RES"; }
+. "$ROOT/tests/gpu/lib.sh"
 
 # Build
 if [ -n "${PREBUILT:-}" ]; then
@@ -36,14 +35,7 @@ if [ -n "${PREBUILT:-}" ]; then
 	export LD_LIBRARY_PATH=$PREBUILT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 	result "build PASS prebuilt binaries from $PREBUILT (cmake, CUDA_ARCHITECTURES 90)"
 else
-	if cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-		>"$LOGDIR/build.log" 2>&1 && cmake --build "$BUILD" -j"$(nproc)" >>"$LOGDIR/build.log" 2>&1; then
-		result "build PASS cmake, -arch=sm_90"
-	else
-		result "build FAIL see build.log"
-		tail -30 "$LOGDIR/build.log"
-		exit 1
-	fi
+	gpu_build
 	BIN=$BUILD/bin
 	mkdir -p "$BIN"
 	cp "$BUILD/daemon/collcd" "$BUILD/client/collcctl" "$BUILD/tests/gpu/collc-gpu-test" \
