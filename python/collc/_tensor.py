@@ -311,29 +311,23 @@ def all_to_all(comm, x, out, dtype, async_op, stream):
                      (n // comm.nranks, dt), stream, async_op)
 
 
-def send(comm, x, peer, dtype, async_op, stream):
-    what = "send"
+def _p2p(comm, what, x, peer, dtype, async_op, stream):
+    """send and recv: one buffer and a peer; what names both the call and collc_<what>_stream."""
     _no_dtype(dtype, what)
     _tensor(x, what, "x")
     if not x.is_cuda:
         _cpu(comm, what, stream)
         xa, dn = _cpu_view(x, what, "x")
-        return comm.send(xa, peer, dtype=dn, async_op=async_op)
+        return getattr(comm, what)(xa, peer, dtype=dn, async_op=async_op)
     peer = comm._peer(peer, what)
     _, n, dt = _cuda_buf(comm, x, what, "x")
-    return _run_cuda(comm, what, "collc_send_stream", [(x, "x")], (n, dt, peer), stream,
+    return _run_cuda(comm, what, f"collc_{what}_stream", [(x, "x")], (n, dt, peer), stream,
                      async_op)
+
+
+def send(comm, x, peer, dtype, async_op, stream):
+    return _p2p(comm, "send", x, peer, dtype, async_op, stream)
 
 
 def recv(comm, x, peer, dtype, async_op, stream):
-    what = "recv"
-    _no_dtype(dtype, what)
-    _tensor(x, what, "x")
-    if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
-        return comm.recv(xa, peer, dtype=dn, async_op=async_op)
-    peer = comm._peer(peer, what)
-    _, n, dt = _cuda_buf(comm, x, what, "x")
-    return _run_cuda(comm, what, "collc_recv_stream", [(x, "x")], (n, dt, peer), stream,
-                     async_op)
+    return _p2p(comm, "recv", x, peer, dtype, async_op, stream)
