@@ -936,17 +936,12 @@ static int phase_graph_errors(int rank, int nranks, void *arg)
 static int my_inflight(long *ret)
 {
 	static char out[1 << 16];
-	char cmd[512], err[128];
 	const struct json *clients;
-	struct json *root;
+	struct json *root = h_status_json(out, sizeof(out));
 	int found = 0;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0)
-		return h_fail("collcctl status --json failed:\n%s", out);
-	root = json_parse(out, strlen(out), err, sizeof(err));
 	if (!root)
-		return h_fail("status --json: %s", err);
+		return 1;
 	clients = json_get(root, "clients");
 	for (size_t i = 0; clients && i < clients->n; i++) {
 		const struct json *c = json_at(clients, i);
