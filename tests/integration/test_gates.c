@@ -207,6 +207,15 @@ static int barrier(void)
 	return 0;
 }
 
+/* The end of a phase: every rank through the barrier, then leaves. */
+static int rk_done(struct rk *k)
+{
+	if (barrier())
+		return 1;
+	rk_leave(k);
+	return 0;
+}
+
 static struct rc_case rc_make(collc_dtype dtype, size_t count, uint64_t salt)
 {
 	struct rc_case rc = { dtype, COLLC_SUM, count, h_mix(h_seed + salt), 0 };
@@ -322,10 +331,7 @@ static int phase_order(int rank, int nranks, void *arg)
 		if (raw_cq_pending(&k.c) != cq0)
 			return h_fail("rank %d: a CQE was posted for a stream SQE", rank);
 	}
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* --- b2b --------------------------------------------------------------------------------- */
@@ -396,10 +402,7 @@ static int phase_b2b(int rank, int nranks, void *arg)
 	}
 	if (raw_cq_pending(&k.c))
 		return h_fail("rank %d: CQEs for stream SQEs", rank);
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* --- errors ------------------------------------------------------------------------------ */
@@ -420,10 +423,7 @@ static int phase_mismatch(int rank, int nranks, void *arg)
 		return 1;
 	if (stream_ok(&k, &good, 1, 20, 2, "after the mismatch"))
 		return 1;
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 static int phase_abort(int rank, int nranks, void *arg)
@@ -453,10 +453,7 @@ static int phase_abort(int rank, int nranks, void *arg)
 	submit_stream(&k, &rc, 0, 30, 6);
 	if (gate_expect(&k, 30, 6, -ECANCELED, "a stream SQE after comm_abort"))
 		return 1;
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 static int phase_killed(int rank, int nranks, void *arg)
@@ -548,10 +545,7 @@ static int phase_timeout(int rank, int nranks, void *arg)
 	}
 	if (barrier() || good_stream(&k, 51, 2, "after a late submission"))
 		return 1;
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 static int phase_nogo(int rank, int nranks, void *arg)
@@ -584,10 +578,7 @@ static int phase_nogo(int rank, int nranks, void *arg)
 	if (gate_expect(&k, 60, 1, 0, "gos after twice the timeout") ||
 	    result_ok(&k, &rc, 0, "gos after twice the timeout"))
 		return 1;
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* --- graph ------------------------------------------------------------------------------- */
@@ -831,10 +822,7 @@ static int phase_graph(int rank, int nranks, void *arg)
 		    stream_ok(&k, &s, 5, 11, 1, "stream on a new communicator"))
 			return 1;
 	}
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* Errors of graph firings: each releases the fired gates. */
@@ -996,10 +984,7 @@ static int phase_flood(int rank, int nranks, void *arg)
 				"unbounded",
 				inflight);
 	}
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* --- garbage ----------------------------------------------------------------------------- */
