@@ -422,6 +422,16 @@ static void test_init_group(void)
 	CHECK(ncclCommCount(comms[1], &n) == ncclSuccess && n == 2, "count %d", n);
 	CHECK(ncclCommCuDevice(comms[1], &d) == ncclSuccess && d == 1, "device %d", d);
 	CHECK(ncclCommUserRank(comms[1], &r) == ncclSuccess && r == 1, "rank %d", r);
+	/* A live communicator, no place for the answer. */
+	CHECK(ncclCommCount(comms[1], NULL) == ncclInvalidArgument &&
+		      strstr(ncclGetLastError(NULL), "count is NULL"),
+	      "%s", ncclGetLastError(NULL));
+	CHECK(ncclCommCuDevice(comms[1], NULL) == ncclInvalidArgument &&
+		      strstr(ncclGetLastError(NULL), "device is NULL"),
+	      "%s", ncclGetLastError(NULL));
+	CHECK(ncclCommUserRank(comms[1], NULL) == ncclInvalidArgument &&
+		      strstr(ncclGetLastError(NULL), "rank is NULL"),
+	      "%s", ncclGetLastError(NULL));
 }
 
 static void test_buffers(void)
