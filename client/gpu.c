@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "client/gpu.h"
+#include "common/dlsyms.h"
 
 #ifdef COLLC_HAVE_CUDA
 #include <cuda.h>
@@ -53,10 +54,7 @@ static int cu_state = -ENODEV;
 static void cu_load(void)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	struct {
-		const char *name;
-		void **fn;
-	} syms[] = {
+	const struct dl_sym syms[] = {
 		{ "cuInit", (void **)&cu.init },
 		{ "cuDeviceGet", (void **)&cu.device_get },
 		{ "cuDeviceGetUuid_v2", (void **)&cu.device_uuid },
@@ -86,13 +84,8 @@ static void cu_load(void)
 		{ "cuStreamSynchronize", (void **)&cu.stream_sync },
 	};
 
-	if (!h)
+	if (!h || dl_syms(h, syms, sizeof(syms) / sizeof(syms[0])))
 		return;
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		*syms[i].fn = dlsym(h, syms[i].name);
-		if (!*syms[i].fn)
-			return;
-	}
 	if (cu.init(0) != CUDA_SUCCESS)
 		return;
 	cu_state = 0;

@@ -278,12 +278,21 @@ SHIM_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *as
 }
 SHIM_ALIAS(ncclCommGetAsyncError);
 
+/* The getters' checks: comm live, out (named name) not NULL. */
+static ncclResult_t query_check(const ncclComm_t comm, const int *out, const char *call,
+				const char *name)
+{
+	ncclResult_t res = collc__nccl_check_comm(comm, call);
+
+	if (res == ncclSuccess && !out)
+		res = collc__nccl_fail(ncclInvalidArgument, call, "%s is NULL", name);
+	return res;
+}
+
 SHIM_EXPORT ncclResult_t ncclCommCount(const ncclComm_t comm, int *count)
 {
-	ncclResult_t res = collc__nccl_check_comm(comm, "ncclCommCount");
+	ncclResult_t res = query_check(comm, count, "ncclCommCount", "count");
 
-	if (res == ncclSuccess && !count)
-		res = collc__nccl_fail(ncclInvalidArgument, "ncclCommCount", "count is NULL");
 	if (res == ncclSuccess)
 		*count = comm->nranks;
 	return res;
@@ -292,10 +301,8 @@ SHIM_ALIAS(ncclCommCount);
 
 SHIM_EXPORT ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int *device)
 {
-	ncclResult_t res = collc__nccl_check_comm(comm, "ncclCommCuDevice");
+	ncclResult_t res = query_check(comm, device, "ncclCommCuDevice", "device");
 
-	if (res == ncclSuccess && !device)
-		res = collc__nccl_fail(ncclInvalidArgument, "ncclCommCuDevice", "device is NULL");
 	if (res == ncclSuccess)
 		*device = comm->device;
 	return res;
@@ -304,10 +311,8 @@ SHIM_ALIAS(ncclCommCuDevice);
 
 SHIM_EXPORT ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank)
 {
-	ncclResult_t res = collc__nccl_check_comm(comm, "ncclCommUserRank");
+	ncclResult_t res = query_check(comm, rank, "ncclCommUserRank", "rank");
 
-	if (res == ncclSuccess && !rank)
-		res = collc__nccl_fail(ncclInvalidArgument, "ncclCommUserRank", "rank is NULL");
 	if (res == ncclSuccess)
 		*rank = comm->rank;
 	return res;

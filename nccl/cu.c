@@ -13,6 +13,7 @@
 
 #include <cuda.h>
 
+#include "common/dlsyms.h"
 #include "nccl/internal.h"
 
 static struct {
@@ -46,10 +47,7 @@ static char cu_why[160] = "the CUDA driver was not loaded";
 static void cu_load(void)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	struct {
-		const char *name;
-		void **fn;
-	} syms[] = {
+	const struct dl_sym syms[] = {
 		{ "cuInit", (void **)&cu.init },
 		{ "cuGetErrorString", (void **)&cu.error_string },
 		{ "cuCtxGetDevice", (void **)&cu.ctx_get_device },
@@ -72,19 +70,17 @@ static void cu_load(void)
 		{ "cuMemcpyDtoDAsync_v2", (void **)&cu.dtod_async },
 		{ "cuStreamSynchronize", (void **)&cu.stream_sync },
 	};
-	const char *s = NULL;
+	const char *s = NULL, *missing;
 	CUresult r;
 
 	if (!h) {
 		snprintf(cu_why, sizeof(cu_why), "no CUDA driver (libcuda.so.1: %s)", dlerror());
 		return;
 	}
-	for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-		*syms[i].fn = dlsym(h, syms[i].name);
-		if (!*syms[i].fn) {
-			snprintf(cu_why, sizeof(cu_why), "the CUDA driver lacks %s", syms[i].name);
-			return;
-		}
+	missing = dl_syms(h, syms, sizeof(syms) / sizeof(syms[0]));
+	if (missing) {
+		snprintf(cu_why, sizeof(cu_why), "the CUDA driver lacks %s", missing);
+		return;
 	}
 	r = cu.init(0);
 	if (r != CUDA_SUCCESS) {

@@ -94,19 +94,13 @@ _PROTOS = {
     "collc_dtype_size": (_sz, [_i]),
 }
 
-# Stream-ordered forms (CUDA tensors): declared where the library has them, so
-# a libcollc without them still serves host communicators.
-_STREAM_PROTOS = {
-    "collc_allreduce_stream": (_i, [_p, _p, _p, _sz, _i, _i, _p]),
-    "collc_allgather_stream": (_i, [_p, _p, _p, _sz, _i, _p]),
-    "collc_reduce_scatter_stream": (_i, [_p, _p, _p, _sz, _i, _i, _p]),
-    "collc_broadcast_stream": (_i, [_p, _p, _p, _sz, _i, _i, _p]),
-    "collc_reduce_stream": (_i, [_p, _p, _p, _sz, _i, _i, _i, _p]),
-    "collc_alltoall_stream": (_i, [_p, _p, _p, _sz, _i, _p]),
-    "collc_send_stream": (_i, [_p, _p, _sz, _i, _i, _p]),
-    "collc_recv_stream": (_i, [_p, _p, _sz, _i, _i, _p]),
-    "collc_comm_get_async_error": (_i, [_p]),
-}
+# Stream-ordered forms (CUDA tensors): collc_<op>_stream takes the stream
+# (a cudaStream_t) where collc_<op> takes the request; declared where the
+# library has them, so a libcollc without them still serves host communicators.
+_STREAM_OPS = ("collc_allreduce", "collc_allgather", "collc_reduce_scatter", "collc_broadcast",
+               "collc_reduce", "collc_alltoall", "collc_send", "collc_recv")
+_STREAM_PROTOS = {f"{n}_stream": (_PROTOS[n][0], _PROTOS[n][1][:-1] + [_p]) for n in _STREAM_OPS}
+_STREAM_PROTOS["collc_comm_get_async_error"] = (_i, [_p])
 
 
 def _declare(lib):

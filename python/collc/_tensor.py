@@ -210,16 +210,27 @@ def _count(t, n, what, name):
         raise ValueError(f"{what}: {name} has {t.numel()} elements, needs {n}")
 
 
-def all_reduce(comm, x, op, out, dtype, async_op, stream):
-    what = "all_reduce"
-    _no_dtype(dtype, what)
+def _optional_out(x, out, what):
+    """all_reduce and reduce: out, when given, is like x (else the result goes to x)."""
     _both(x, out, what)
     if out is not None:
         _count(out, x.numel(), what, "out")
+
+
+def _host(comm, x, out, what, stream):
+    """The CPU path: (numpy view of x, of out or None, dtype= for collc) on a host communicator."""
+    _cpu(comm, what, stream)
+    xa, dn = _cpu_view(x, what, "x")
+    oa = None if out is None else _cpu_view(out, what, "out")[0]
+    return xa, oa, dn
+
+
+def all_reduce(comm, x, op, out, dtype, async_op, stream):
+    what = "all_reduce"
+    _no_dtype(dtype, what)
+    _optional_out(x, out, what)
     if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
-        oa = None if out is None else _cpu_view(out, what, "out")[0]
+        xa, oa, dn = _host(comm, x, out, what, stream)
         return comm.all_reduce(xa, op, oa, dtype=dn, async_op=async_op)
     o = comm._op_code(op, what)
     out = x if out is None else out
@@ -234,9 +245,8 @@ def all_gather(comm, x, out, dtype, async_op, stream):
     _both(x, _tensor(out, what, "out"), what)
     _count(out, x.numel() * comm.nranks, what, "out")
     if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
-        return comm.all_gather(xa, _cpu_view(out, what, "out")[0], dtype=dn, async_op=async_op)
+        xa, oa, dn = _host(comm, x, out, what, stream)
+        return comm.all_gather(xa, oa, dtype=dn, async_op=async_op)
     _, n, dt = _cuda_buf(comm, x, what, "x")
     return _run_cuda(comm, what, "collc_allgather_stream", [(x, "x"), (out, "out")], (n, dt),
                      stream, async_op)
@@ -248,10 +258,8 @@ def reduce_scatter(comm, x, out, op, dtype, async_op, stream):
     _both(x, _tensor(out, what, "out"), what)
     _count(x, out.numel() * comm.nranks, what, "x")
     if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
-        return comm.reduce_scatter(xa, _cpu_view(out, what, "out")[0], op, dtype=dn,
-                                   async_op=async_op)
+        xa, oa, dn = _host(comm, x, out, what, stream)
+        return comm.reduce_scatter(xa, oa, op, dtype=dn, async_op=async_op)
     o = comm._op_code(op, what)
     _, n, dt = _cuda_buf(comm, out, what, "out")
     return _run_cuda(comm, what, "collc_reduce_scatter_stream", [(x, "x"), (out, "out")],
@@ -263,8 +271,7 @@ def broadcast(comm, x, root, dtype, async_op, stream):
     _no_dtype(dtype, what)
     _tensor(x, what, "x")
     if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
+        xa, _, dn = _host(comm, x, None, what, stream)
         return comm.broadcast(xa, root, dtype=dn, async_op=async_op)
     root = comm._root(root, what)
     _, n, dt = _cuda_buf(comm, x, what, "x")
@@ -275,13 +282,9 @@ def broadcast(comm, x, root, dtype, async_op, stream):
 def reduce(comm, x, out, op, root, dtype, async_op, stream):
     what = "reduce"
     _no_dtype(dtype, what)
-    _both(x, out, what)
-    if out is not None:
-        _count(out, x.numel(), what, "out")
+    _optional_out(x, out, what)
     if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
-        oa = None if out is None else _cpu_view(out, what, "out")[0]
+        xa, oa, dn = _host(comm, x, out, what, stream)
         return comm.reduce(xa, oa, op, root, dtype=dn, async_op=async_op)
     o = comm._op_code(op, what)
     root = comm._root(root, what)
@@ -300,9 +303,8 @@ def all_to_all(comm, x, out, dtype, async_op, stream):
         raise ValueError(f"all_to_all: x has {x.numel()} elements, not a multiple of nranks "
                          f"{comm.nranks}")
     if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
-        return comm.all_to_all(xa, _cpu_view(out, what, "out")[0], dtype=dn, async_op=async_op)
+        xa, oa, dn = _host(comm, x, out, what, stream)
+        return comm.all_to_all(xa, oa, dtype=dn, async_op=async_op)
     nb = x.numel() * x.element_size()
     if nb and x.data_ptr() < out.data_ptr() + nb and out.data_ptr() < x.data_ptr() + nb:
         raise ValueError("all_to_all: x and out overlap (there is no in-place form)")
@@ -311,29 +313,22 @@ def all_to_all(comm, x, out, dtype, async_op, stream):
                      (n // comm.nranks, dt), stream, async_op)
 
 
-def send(comm, x, peer, dtype, async_op, stream):
-    what = "send"
+def _p2p(comm, what, x, peer, dtype, async_op, stream):
+    """send and recv: one buffer and a peer; what names both the call and collc_<what>_stream."""
     _no_dtype(dtype, what)
     _tensor(x, what, "x")
     if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
-        return comm.send(xa, peer, dtype=dn, async_op=async_op)
+        xa, _, dn = _host(comm, x, None, what, stream)
+        return getattr(comm, what)(xa, peer, dtype=dn, async_op=async_op)
     peer = comm._peer(peer, what)
     _, n, dt = _cuda_buf(comm, x, what, "x")
-    return _run_cuda(comm, what, "collc_send_stream", [(x, "x")], (n, dt, peer), stream,
+    return _run_cuda(comm, what, f"collc_{what}_stream", [(x, "x")], (n, dt, peer), stream,
                      async_op)
+
+
+def send(comm, x, peer, dtype, async_op, stream):
+    return _p2p(comm, "send", x, peer, dtype, async_op, stream)
 
 
 def recv(comm, x, peer, dtype, async_op, stream):
-    what = "recv"
-    _no_dtype(dtype, what)
-    _tensor(x, what, "x")
-    if not x.is_cuda:
-        _cpu(comm, what, stream)
-        xa, dn = _cpu_view(x, what, "x")
-        return comm.recv(xa, peer, dtype=dn, async_op=async_op)
-    peer = comm._peer(peer, what)
-    _, n, dt = _cuda_buf(comm, x, what, "x")
-    return _run_cuda(comm, what, "collc_recv_stream", [(x, "x")], (n, dt, peer), stream,
-                     async_op)
+    return _p2p(comm, "recv", x, peer, dtype, async_op, stream)

@@ -1195,20 +1195,31 @@ char *h_daemon_sets(const char *base, int nranks, int argc, char **argv, const c
 	return strdup(name);
 }
 
+struct json *h_status_json(char *out, size_t outlen)
+{
+	char cmd[512], err[128];
+	struct json *root;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
+	if (h_run_capture(cmd, out, outlen) != 0) {
+		h_fail("collcctl status --json failed:\n%s", out);
+		return NULL;
+	}
+	root = json_parse(out, strlen(out), err, sizeof(err));
+	if (!root)
+		h_fail("collcctl status --json: %s", err);
+	return root;
+}
+
 int h_check_by_op(const char *const *ops, int nops)
 {
 	static char out[1 << 20];
 	const struct json *by;
-	struct json *root;
-	char cmd[512], err[128];
+	struct json *root = h_status_json(out, sizeof(out));
 	int r = 0;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0)
-		return h_fail("collcctl status --json failed:\n%s", out);
-	root = json_parse(out, strlen(out), err, sizeof(err));
 	if (!root)
-		return h_fail("collcctl status --json: %s", err);
+		return 1;
 	by = json_get(json_get(root, "totals"), "by_op");
 	for (int i = 0; i < nops && r == 0; i++) {
 		const struct json *n = json_get(by, ops[i]);

@@ -75,6 +75,12 @@ void h_daemon_start(const char *const *extra_args);
 char *h_daemon_sets(const char *base, int nranks, int argc, char **argv, const char **dargs);
 /* `collcctl status --json` counts each of ops under totals.by_op: 0, else a failure. */
 int h_check_by_op(const char *const *ops, int nops);
+struct json;
+/*
+ * `collcctl status --json` of the collcd on h_sock, its text in out and
+ * parsed (json_free() it); NULL after an h_fail().
+ */
+struct json *h_status_json(char *out, size_t outlen);
 /* 1 while the collcd started by h_daemon_start still runs. */
 int h_daemon_alive(void);
 /*

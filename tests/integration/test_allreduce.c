@@ -150,7 +150,7 @@ static int check_forced(const char *kv)
 	const char *eq = strchr(kv, '='), *section;
 	const struct json *totals, *by, *n;
 	struct json *root;
-	char cmd[512], err[128], key[32];
+	char key[32];
 	int r = 0;
 
 	if (strncmp(kv, "algo=", 5) == 0)
@@ -162,12 +162,9 @@ static int check_forced(const char *kv)
 	snprintf(key, sizeof(key), "%s", eq + 1);
 	if (strcmp(key, "auto") == 0)
 		return 0;
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0)
-		return h_fail("collcctl status --json failed:\n%s", out);
-	root = json_parse(out, strlen(out), err, sizeof(err));
+	root = h_status_json(out, sizeof(out));
 	if (!root)
-		return h_fail("collcctl status --json: %s", err);
+		return 1;
 	totals = json_get(root, "totals");
 	by = json_get(totals, section);
 	n = json_get(by, key);

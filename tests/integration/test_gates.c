@@ -207,11 +207,69 @@ static int barrier(void)
 	return 0;
 }
 
+/* The end of a phase: every rank through the barrier, then leaves. */
+static int rk_done(struct rk *k)
+{
+	if (barrier())
+		return 1;
+	rk_leave(k);
+	return 0;
+}
+
 static struct rc_case rc_make(collc_dtype dtype, size_t count, uint64_t salt)
 {
 	struct rc_case rc = { dtype, COLLC_SUM, count, h_mix(h_seed + salt), 0 };
 
 	return rc;
+}
+
+/* A stream all-reduce of rc in region reg that must succeed, on gate with ticket. */
+static int stream_ok(struct rk *k, const struct rc_case *rc, uint32_t reg, uint32_t gate,
+		     uint32_t ticket, const char *what)
+{
+	prepare(k, rc, reg);
+	submit_stream(k, rc, reg, gate, ticket);
+	raw_gate_go(&k->c, gate, ticket);
+	return gate_expect(k, gate, ticket, 0, what) || result_ok(k, rc, reg, what);
+}
+
+/* An ordinary all-reduce of rc in region reg that must succeed. */
+static int host_ok(struct rk *k, const struct rc_case *rc, uint32_t reg, uint64_t ud,
+		   const char *what)
+{
+	int r;
+
+	prepare(k, rc, reg);
+	submit_host(k, rc, reg, ud);
+	r = raw_completion(&k->c, ud, WAIT_MS);
+	if (r != 0)
+		return h_fail("rank %d, %s: CQE %d (%s), want 0", k->rank, what, r,
+			      r == 1 ? "none came" : collc_strerror(r));
+	return result_ok(k, rc, reg, what);
+}
+
+/*
+ * A send of rc in region reg to peer and its receive from peer (seq 0, as
+ * p2p SQEs have it): flags, then the send's gate gs and user_data us, the
+ * receive's gr and ur.
+ */
+static void publish_pair(struct rk *k, const struct rc_case *rc, uint32_t reg, uint32_t peer,
+			 uint8_t flags, uint32_t gs, uint64_t us, uint32_t gr, uint64_t ur)
+{
+	struct collc_sqe s = coll_sqe(k, rc, reg), v;
+
+	s.opcode = COLLC_OP_SEND;
+	s.root = (int32_t)peer;
+	s.seq = 0;
+	s.flags = flags;
+	s.gate = gs;
+	s.user_data = us;
+	v = s;
+	v.opcode = COLLC_OP_RECV;
+	v.gate = gr;
+	v.user_data = ur;
+	raw_publish(&k->c, &s);
+	raw_publish(&k->c, &v);
 }
 
 /* --- order ------------------------------------------------------------------------------- */
@@ -273,10 +331,7 @@ static int phase_order(int rank, int nranks, void *arg)
 		if (raw_cq_pending(&k.c) != cq0)
 			return h_fail("rank %d: a CQE was posted for a stream SQE", rank);
 	}
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* --- b2b --------------------------------------------------------------------------------- */
@@ -347,10 +402,7 @@ static int phase_b2b(int rank, int nranks, void *arg)
 	}
 	if (raw_cq_pending(&k.c))
 		return h_fail("rank %d: CQEs for stream SQEs", rank);
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* --- errors ------------------------------------------------------------------------------ */
@@ -369,16 +421,9 @@ static int phase_mismatch(int rank, int nranks, void *arg)
 	raw_gate_go(&k.c, 20, 1);
 	if (gate_expect(&k, 20, 1, -EINVAL, "counts 1000 and 1001"))
 		return 1;
-	prepare(&k, &good, 1);
-	submit_stream(&k, &good, 1, 20, 2);
-	raw_gate_go(&k.c, 20, 2);
-	if (gate_expect(&k, 20, 2, 0, "after the mismatch") ||
-	    result_ok(&k, &good, 1, "after the mismatch"))
+	if (stream_ok(&k, &good, 1, 20, 2, "after the mismatch"))
 		return 1;
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 static int phase_abort(int rank, int nranks, void *arg)
@@ -408,10 +453,7 @@ static int phase_abort(int rank, int nranks, void *arg)
 	submit_stream(&k, &rc, 0, 30, 6);
 	if (gate_expect(&k, 30, 6, -ECANCELED, "a stream SQE after comm_abort"))
 		return 1;
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 static int phase_killed(int rank, int nranks, void *arg)
@@ -441,15 +483,22 @@ static int phase_killed(int rank, int nranks, void *arg)
 
 #define TIMEOUT_MS 400u
 
+/* The communicator's timeout set to TIMEOUT_MS. */
+static int comm_timeout(struct rk *k)
+{
+	int r = raw_comm_timeout(&k->c, k->comm, TIMEOUT_MS);
+
+	if (r < 0)
+		return h_fail("rank %d: comm timeout: %s", k->rank, collc_strerror(r));
+	return 0;
+}
+
 /* A stream all-reduce that must succeed, on gate with ticket. */
 static int good_stream(struct rk *k, uint32_t gate, uint32_t ticket, const char *what)
 {
 	struct rc_case rc = rc_make(COLLC_FLOAT32, 2500, 1000 + k->seq);
 
-	prepare(k, &rc, 1);
-	submit_stream(k, &rc, 1, gate, ticket);
-	raw_gate_go(&k->c, gate, ticket);
-	return gate_expect(k, gate, ticket, 0, what) || result_ok(k, &rc, 1, what);
+	return stream_ok(k, &rc, 1, gate, ticket, what);
 }
 
 static int phase_timeout(int rank, int nranks, void *arg)
@@ -457,14 +506,10 @@ static int phase_timeout(int rank, int nranks, void *arg)
 	struct rc_case rc = rc_make(COLLC_FLOAT32, 1000, 500);
 	struct rk k;
 	uint64_t t0, ms;
-	int r;
 
 	(void)arg;
-	if (rk_join(&k, &uid, rank, nranks))
+	if (rk_join(&k, &uid, rank, nranks) || comm_timeout(&k))
 		return 1;
-	r = raw_comm_timeout(&k.c, k.comm, TIMEOUT_MS);
-	if (r < 0)
-		return h_fail("rank %d: comm timeout: %s", rank, collc_strerror(r));
 	prepare(&k, &rc, 0);
 	submit_stream(&k, &rc, 0, 50, 9);
 	if (barrier())
@@ -500,10 +545,7 @@ static int phase_timeout(int rank, int nranks, void *arg)
 	}
 	if (barrier() || good_stream(&k, 51, 2, "after a late submission"))
 		return 1;
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 static int phase_nogo(int rank, int nranks, void *arg)
@@ -511,14 +553,10 @@ static int phase_nogo(int rank, int nranks, void *arg)
 	struct rc_case rc = rc_make(COLLC_FLOAT64, 5000, 600);
 	struct rk k;
 	uint64_t t0;
-	int r;
 
 	(void)arg;
-	if (rk_join(&k, &uid, rank, nranks))
+	if (rk_join(&k, &uid, rank, nranks) || comm_timeout(&k))
 		return 1;
-	r = raw_comm_timeout(&k.c, k.comm, TIMEOUT_MS);
-	if (r < 0)
-		return h_fail("rank %d: comm timeout: %s", rank, collc_strerror(r));
 	prepare(&k, &rc, 0);
 	submit_stream(&k, &rc, 0, 60, 1);
 	if (barrier())
@@ -540,10 +578,7 @@ static int phase_nogo(int rank, int nranks, void *arg)
 	if (gate_expect(&k, 60, 1, 0, "gos after twice the timeout") ||
 	    result_ok(&k, &rc, 0, "gos after twice the timeout"))
 		return 1;
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* --- graph ------------------------------------------------------------------------------- */
@@ -783,23 +818,11 @@ static int phase_graph(int rank, int nranks, void *arg)
 		struct rc_case o = rc_make(COLLC_FLOAT32, 5000, 750);
 		struct rc_case s = rc_make(COLLC_FLOAT32, 5000, 751);
 
-		prepare(&k, &o, 4);
-		submit_host(&k, &o, 4, 0xb000);
-		r = raw_completion(&k.c, 0xb000, WAIT_MS);
-		if (r != 0)
-			return h_fail("rank %d: all-reduce on a new communicator: %d", rank, r);
-		prepare(&k, &s, 5);
-		submit_stream(&k, &s, 5, 11, 1);
-		raw_gate_go(&k.c, 11, 1);
-		if (result_ok(&k, &o, 4, "new communicator") ||
-		    gate_expect(&k, 11, 1, 0, "stream on a new communicator") ||
-		    result_ok(&k, &s, 5, "stream on a new communicator"))
+		if (host_ok(&k, &o, 4, 0xb000, "all-reduce on a new communicator") ||
+		    stream_ok(&k, &s, 5, 11, 1, "stream on a new communicator"))
 			return 1;
 	}
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* Errors of graph firings: each releases the fired gates. */
@@ -816,8 +839,8 @@ static int phase_graph_errors(int rank, int nranks, void *arg)
 
 	if (rk_join(&k, &uid, rank, nranks))
 		return 1;
-	if (mode == GE_TIMEOUT && (r = raw_comm_timeout(&k.c, k.comm, TIMEOUT_MS)) < 0)
-		return h_fail("rank %d: comm timeout: %s", rank, collc_strerror(r));
+	if (mode == GE_TIMEOUT && comm_timeout(&k))
+		return 1;
 	if (arm(&k, &a, 0, GA, 0x9101, 0, "gate 1000"))
 		return 1;
 	prepare(&k, &a, 0);
@@ -862,13 +885,7 @@ static int phase_graph_errors(int rank, int nranks, void *arg)
 		{
 			struct rc_case o = rc_make(COLLC_FLOAT32, 3000, 761);
 
-			prepare(&k, &o, 1);
-			submit_host(&k, &o, 1, 0xc000);
-			r = raw_completion(&k.c, 0xc000, WAIT_MS);
-			if (r != 0)
-				return h_fail("rank %d: all-reduce after a mismatched firing: %d",
-					      rank, r);
-			if (result_ok(&k, &o, 1, "all-reduce after a mismatched firing"))
+			if (host_ok(&k, &o, 1, 0xc000, "all-reduce after a mismatched firing"))
 				return 1;
 		}
 		break;
@@ -907,17 +924,12 @@ static int phase_graph_errors(int rank, int nranks, void *arg)
 static int my_inflight(long *ret)
 {
 	static char out[1 << 16];
-	char cmd[512], err[128];
 	const struct json *clients;
-	struct json *root;
+	struct json *root = h_status_json(out, sizeof(out));
 	int found = 0;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0)
-		return h_fail("collcctl status --json failed:\n%s", out);
-	root = json_parse(out, strlen(out), err, sizeof(err));
 	if (!root)
-		return h_fail("status --json: %s", err);
+		return 1;
 	clients = json_get(root, "clients");
 	for (size_t i = 0; clients && i < clients->n; i++) {
 		const struct json *c = json_at(clients, i);
@@ -972,10 +984,7 @@ static int phase_flood(int rank, int nranks, void *arg)
 				"unbounded",
 				inflight);
 	}
-	if (barrier())
-		return 1;
-	rk_leave(&k);
-	return 0;
+	return rk_done(&k);
 }
 
 /* --- garbage ----------------------------------------------------------------------------- */
@@ -1015,20 +1024,9 @@ static const struct bad bads[] = {
 static int bad_pair(struct rk *k, uint8_t flags, uint64_t ud)
 {
 	struct rc_case rc = rc_make(COLLC_FLOAT32, 100, 800);
-	struct collc_sqe s = coll_sqe(k, &rc, 0), v;
 	int r;
 
-	s.opcode = COLLC_OP_SEND;
-	s.root = 0;
-	s.seq = 0;
-	s.flags = flags;
-	s.gate = 4;
-	s.user_data = ud;
-	v = s;
-	v.opcode = COLLC_OP_RECV;
-	v.user_data = ud + 1;
-	raw_publish(&k->c, &s);
-	raw_publish(&k->c, &v);
+	publish_pair(k, &rc, 0, 0, flags, 4, ud, 4, ud + 1);
 	for (int i = 0; i < 2; i++) {
 		r = raw_completion(&k->c, ud + (uint64_t)i, WAIT_MS);
 		if (r == 1 || r >= 0)
@@ -1096,64 +1094,28 @@ static int phase_garbage(int rank, int nranks, void *arg)
 	      "untouched; a bad buffer's stream SQE: -EINVAL on its gate",
 	      n);
 	/* A stream send to itself and its receive: the pair waits for both gates. */
-	{
-		struct collc_sqe s = coll_sqe(&k, &rc, 1), v;
-
-		prepare(&k, &rc, 1);
-		memset(recv_of(&k, 1), 0, rc.count * sizeof(float));
-		s.opcode = COLLC_OP_SEND;
-		s.root = 0;
-		s.seq = 0;
-		s.flags = COLLC_SQE_STREAM;
-		s.gate = 6;
-		s.user_data = 1;
-		v = s;
-		v.opcode = COLLC_OP_RECV;
-		v.gate = 7;
-		raw_publish(&k.c, &s);
-		raw_publish(&k.c, &v);
-		raw_gate_go(&k.c, 6, 1);
-		usleep(50000);
-		if (raw_gate_done(&k.c, 6) || raw_gate_done(&k.c, 7))
-			return h_fail("stream send/recv ran with the receive's gate closed");
-		raw_gate_go(&k.c, 7, 1);
-		if (gate_expect(&k, 6, 1, 0, "stream send to itself") ||
-		    gate_expect(&k, 7, 1, 0, "stream receive from itself") ||
-		    rc_check_input(&rc, 0, recv_of(&k, 1), "a stream send to itself"))
-			return 1;
-	}
-	/* Still served: a send to itself, a stream and an ordinary all-reduce. */
-	{
-		struct collc_sqe s = coll_sqe(&k, &rc, 1), v;
-
-		prepare(&k, &rc, 1);
-		s.opcode = COLLC_OP_SEND;
-		s.root = 0;
-		s.seq = 0;
-		s.user_data = 0x80;
-		v = s;
-		v.opcode = COLLC_OP_RECV;
-		v.user_data = 0x81;
-		raw_publish(&k.c, &s);
-		raw_publish(&k.c, &v);
-		if ((r = raw_completion(&k.c, 0x80, WAIT_MS)) != 0 ||
-		    (r = raw_completion(&k.c, 0x81, WAIT_MS)) != 0)
-			return h_fail("a send to itself after the bad ones: %d", r);
-		if (rc_check_input(&rc, 0, recv_of(&k, 1), "a send to itself"))
-			return 1;
-	}
-	prepare(&k, &rc, 2);
-	submit_stream(&k, &rc, 2, 4, 1);
-	raw_gate_go(&k.c, 4, 1);
-	if (gate_expect(&k, 4, 1, 0, "a stream all-reduce after the bad ones") ||
-	    result_ok(&k, &rc, 2, "a stream all-reduce after the bad ones"))
+	prepare(&k, &rc, 1);
+	memset(recv_of(&k, 1), 0, rc.count * sizeof(float));
+	publish_pair(&k, &rc, 1, 0, COLLC_SQE_STREAM, 6, 1, 7, 1);
+	raw_gate_go(&k.c, 6, 1);
+	usleep(50000);
+	if (raw_gate_done(&k.c, 6) || raw_gate_done(&k.c, 7))
+		return h_fail("stream send/recv ran with the receive's gate closed");
+	raw_gate_go(&k.c, 7, 1);
+	if (gate_expect(&k, 6, 1, 0, "stream send to itself") ||
+	    gate_expect(&k, 7, 1, 0, "stream receive from itself") ||
+	    rc_check_input(&rc, 0, recv_of(&k, 1), "a stream send to itself"))
 		return 1;
-	prepare(&k, &rc, 3);
-	submit_host(&k, &rc, 3, 0x90);
-	r = raw_completion(&k.c, 0x90, WAIT_MS);
-	if (r != 0)
-		return h_fail("an all-reduce after the bad ones: %d", r);
-	if (result_ok(&k, &rc, 3, "an all-reduce after the bad ones"))
+	/* Still served: a send to itself, a stream and an ordinary all-reduce. */
+	prepare(&k, &rc, 1);
+	publish_pair(&k, &rc, 1, 0, 0, 0, 0x80, 0, 0x81);
+	if ((r = raw_completion(&k.c, 0x80, WAIT_MS)) != 0 ||
+	    (r = raw_completion(&k.c, 0x81, WAIT_MS)) != 0)
+		return h_fail("a send to itself after the bad ones: %d", r);
+	if (rc_check_input(&rc, 0, recv_of(&k, 1), "a send to itself"))
+		return 1;
+	if (stream_ok(&k, &rc, 2, 4, 1, "a stream all-reduce after the bad ones") ||
+	    host_ok(&k, &rc, 3, 0x90, "an all-reduce after the bad ones"))
 		return 1;
 	rk_leave(&k);
 	return 0;
@@ -1181,7 +1143,6 @@ static int phase_p2p(int rank, int nranks, void *arg)
 {
 	struct rc_case rc = rc_make(COLLC_FLOAT32, 777, 40);
 	uint32_t peer = (uint32_t)(1 - rank);
-	struct collc_sqe s, v;
 	struct rk k;
 
 	(void)arg;
@@ -1189,18 +1150,7 @@ static int phase_p2p(int rank, int nranks, void *arg)
 		return 1;
 	prepare(&k, &rc, 0);
 	memset(recv_of(&k, 0), 0, rc.count * sizeof(float));
-	s = coll_sqe(&k, &rc, 0);
-	s.opcode = COLLC_OP_SEND;
-	s.root = (int32_t)peer;
-	s.seq = 0;
-	s.flags = COLLC_SQE_STREAM;
-	s.gate = 20;
-	s.user_data = 3;
-	v = s;
-	v.opcode = COLLC_OP_RECV;
-	v.gate = 21;
-	raw_publish(&k.c, &s);
-	raw_publish(&k.c, &v);
+	publish_pair(&k, &rc, 0, peer, COLLC_SQE_STREAM, 20, 3, 21, 3);
 	if (barrier())
 		return 1;
 	raw_gate_go(&k.c, 20, 3);

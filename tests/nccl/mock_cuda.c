@@ -18,6 +18,8 @@
 #define EXPORT      __attribute__((visibility("default")))
 #define MAX_ALLOCS  64
 #define MAX_HANDLES 256
+#define STREAM_BASE 0x5000u /* handles made here: a base and MAX_HANDLES after it */
+#define EVENT_BASE  0x6000u
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -77,10 +79,10 @@ EXPORT const char *mock_name(const void *h, char buf[32])
 {
 	uintptr_t v = (uintptr_t)h;
 
-	if (v >= 0x5000 && v < 0x5000 + MAX_HANDLES)
-		snprintf(buf, 32, "S%u", (unsigned)(v - 0x5000));
-	else if (v >= 0x6000 && v < 0x6000 + MAX_HANDLES)
-		snprintf(buf, 32, "E%u", (unsigned)(v - 0x6000));
+	if (v >= STREAM_BASE && v < STREAM_BASE + MAX_HANDLES)
+		snprintf(buf, 32, "S%u", (unsigned)(v - STREAM_BASE));
+	else if (v >= EVENT_BASE && v < EVENT_BASE + MAX_HANDLES)
+		snprintf(buf, 32, "E%u", (unsigned)(v - EVENT_BASE));
 	else
 		snprintf(buf, 32, "u%lx", (unsigned long)v);
 	return buf;
@@ -220,11 +222,20 @@ EXPORT CUresult cuPointerGetAttribute(void *v, CUpointer_attribute a, CUdevicept
 	return i >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
+/* The next of the MAX_HANDLES handles after base (they wrap), counted in *n. */
+static void *new_handle(uintptr_t base, int *n)
+{
+	uintptr_t h;
+
+	pthread_mutex_lock(&lock);
+	h = base + (uintptr_t)((*n)++ % MAX_HANDLES);
+	pthread_mutex_unlock(&lock);
+	return (void *)h;
+}
+
 EXPORT CUresult cuStreamCreate(CUstream *s, unsigned int flags)
 {
-	pthread_mutex_lock(&lock);
-	*s = (CUstream)(uintptr_t)(0x5000 + (nstreams++ % MAX_HANDLES));
-	pthread_mutex_unlock(&lock);
+	*s = new_handle(STREAM_BASE, &nstreams);
 	return CUDA_SUCCESS;
 }
 
@@ -235,9 +246,7 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream s)
 
 EXPORT CUresult cuEventCreate(CUevent *e, unsigned int flags)
 {
-	pthread_mutex_lock(&lock);
-	*e = (CUevent)(uintptr_t)(0x6000 + (nevents++ % MAX_HANDLES));
-	pthread_mutex_unlock(&lock);
+	*e = new_handle(EVENT_BASE, &nevents);
 	return CUDA_SUCCESS;
 }
 

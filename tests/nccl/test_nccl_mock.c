@@ -422,6 +422,16 @@ static void test_init_group(void)
 	CHECK(ncclCommCount(comms[1], &n) == ncclSuccess && n == 2, "count %d", n);
 	CHECK(ncclCommCuDevice(comms[1], &d) == ncclSuccess && d == 1, "device %d", d);
 	CHECK(ncclCommUserRank(comms[1], &r) == ncclSuccess && r == 1, "rank %d", r);
+	/* A live communicator, no place for the answer. */
+	CHECK(ncclCommCount(comms[1], NULL) == ncclInvalidArgument &&
+		      strstr(ncclGetLastError(NULL), "count is NULL"),
+	      "%s", ncclGetLastError(NULL));
+	CHECK(ncclCommCuDevice(comms[1], NULL) == ncclInvalidArgument &&
+		      strstr(ncclGetLastError(NULL), "device is NULL"),
+	      "%s", ncclGetLastError(NULL));
+	CHECK(ncclCommUserRank(comms[1], NULL) == ncclInvalidArgument &&
+		      strstr(ncclGetLastError(NULL), "rank is NULL"),
+	      "%s", ncclGetLastError(NULL));
 }
 
 static void test_buffers(void)
@@ -557,6 +567,29 @@ static void test_group_order(void)
 	ncclMemFree(b);
 }
 
+/* The stream of the trace line holding `what` into s (16 bytes); "" when none. */
+static void stream_of(const char *trace, const char *what, char *s)
+{
+	char line[256];
+
+	s[0] = 0;
+	if (line_of(trace, what, line, sizeof(line)))
+		sscanf(strstr(line, " on ") + 4, "%15s", s);
+}
+
+/* sendrecv_perf with -g 2: each rank sends 16 floats to the other and receives 16 on its stream. */
+static ncclResult_t exchange(char *a, char *b)
+{
+	ncclGroupStart();
+	mock_set_device(0);
+	ncclSend(a, 16, ncclFloat, 1, comms[0], U0);
+	ncclRecv(a + 512, 16, ncclFloat, 1, comms[0], U0);
+	mock_set_device(1);
+	ncclSend(b, 16, ncclFloat, 0, comms[1], U1);
+	ncclRecv(b + 512, 16, ncclFloat, 0, comms[1], U1);
+	return ncclGroupEnd();
+}
+
 static void test_p2p_fork(void)
 {
 	char *a = NULL, *b = NULL, line[256];
@@ -568,23 +601,13 @@ static void test_p2p_fork(void)
 	mock_set_device(1);
 	ncclMemAlloc((void **)&b, 1024);
 	mock_trace(1);
-	/* sendrecv_perf with -g 2: each rank sends to the other and receives on its stream. */
-	ncclGroupStart();
-	mock_set_device(0);
-	ncclSend(a, 16, ncclFloat, 1, comms[0], U0);
-	ncclRecv(a + 512, 16, ncclFloat, 1, comms[0], U0);
-	mock_set_device(1);
-	ncclSend(b, 16, ncclFloat, 0, comms[1], U1);
-	ncclRecv(b + 512, 16, ncclFloat, 0, comms[1], U1);
-	CHECK(ncclGroupEnd() == ncclSuccess, "%s", ncclGetLastError(NULL));
+	CHECK(exchange(a, b) == ncclSuccess, "%s", ncclGetLastError(NULL));
 	t = mock_trace(1);
 	/* Each on a side stream forked from the caller's, none on the caller's stream itself. */
 	CHECK(!strstr(t, "send rank 0 dev 0 on u7000") && !strstr(t, "recv rank 0 dev 0 on u7000"),
 	      "a send or receive on the caller's stream: %s", t);
-	if (line_of(t, "send rank 0", line, sizeof(line)))
-		sscanf(strstr(line, " on ") + 4, "%15s", s0);
-	if (line_of(t, "recv rank 0", line, sizeof(line)))
-		sscanf(strstr(line, " on ") + 4, "%15s", s1);
+	stream_of(t, "send rank 0", s0);
+	stream_of(t, "recv rank 0", s1);
 	CHECK(s0[0] == 'S' && s1[0] == 'S' && strcmp(s0, s1) != 0, "side streams %s %s: %s", s0, s1,
 	      t);
 	CHECK(count_of(t, "on u7000\n") == 1 && count_of(t, "wait u7000 for") == 2,
@@ -614,21 +637,11 @@ static void test_p2p_fork(void)
 	/* Staged sends and receives stay on their side streams (lane j + 1). */
 	refused_base = a;
 	mock_renew(a);
-	ncclGroupStart();
-	mock_set_device(0);
-	ncclSend(a, 16, ncclFloat, 1, comms[0], U0);
-	ncclRecv(a + 512, 16, ncclFloat, 1, comms[0], U0);
-	mock_set_device(1);
-	ncclSend(b, 16, ncclFloat, 0, comms[1], U1);
-	ncclRecv(b + 512, 16, ncclFloat, 0, comms[1], U1);
-	CHECK(ncclGroupEnd() == ncclSuccess, "%s", ncclGetLastError(NULL));
+	CHECK(exchange(a, b) == ncclSuccess, "%s", ncclGetLastError(NULL));
 	refused_base = NULL;
 	t = mock_trace(1);
-	s0[0] = s1[0] = 0;
-	if (line_of(t, "send rank 0", line, sizeof(line)))
-		sscanf(strstr(line, " on ") + 4, "%15s", s0);
-	if (line_of(t, "recv rank 0", line, sizeof(line)))
-		sscanf(strstr(line, " on ") + 4, "%15s", s1);
+	stream_of(t, "send rank 0", s0);
+	stream_of(t, "recv rank 0", s1);
 	{
 		char in[64], out[64];
 
