@@ -79,7 +79,7 @@ int cpu_copy_relay(struct cpu_run *x, const struct collc_work_copies *list)
 	const struct collc_work_item *it = x->it;
 	const uint32_t n = it->nranks, me = it->rank;
 	struct collc_work_copy c[COLLC_MAX_RANKS];
-	uint64_t *hdr = (uint64_t *)(void *)x->scratch, len[COLLC_MAX_RANKS];
+	uint64_t *hdr = (uint64_t *)(void *)x->scratch, len[COLLC_MAX_RANKS], own;
 	int r, bad = 0;
 
 	if (n < 2 || n > COLLC_MAX_RANKS || x->share != 0)
@@ -94,9 +94,9 @@ int cpu_copy_relay(struct cpu_run *x, const struct collc_work_copies *list)
 	memcpy(c, list->c, n * sizeof(c[0]));
 	/* The byte stream: elements of one byte through the primitives. */
 	x->es = 1;
-	memcpy((char *)(uintptr_t)c[me].dst, (const char *)(uintptr_t)c[me].src,
-	       collc_min_u64(collc_relay_send_bytes(c[me].bytes),
-			     collc_relay_recv_bytes(c[me].bytes)));
+	own = collc_min_u64(collc_relay_send_bytes(c[me].bytes), collc_relay_recv_bytes(c[me].bytes));
+	if (own) /* an empty block may have no buffer at all */
+		memcpy((char *)(uintptr_t)c[me].dst, (const char *)(uintptr_t)c[me].src, own);
 	for (uint32_t o = 0; o < n && r == 0; o++) {
 		const uint32_t d = (me + n - o) % n;
 		const int64_t hbytes = (int64_t)(n * sizeof(uint64_t));
