@@ -74,6 +74,13 @@ int collc_comm_init(struct collc_ctx *ctx, const struct collc_unique_id *id, int
 	comm->nranks = nranks;
 	comm->rank = rank;
 	comm->device = device;
+	/*
+	 * The stream forms' setup (the gates mapped, the device words), now
+	 * rather than at the first stream call, which may be inside a capture or
+	 * a group. A failure here shows again at that call.
+	 */
+	if (device >= 0)
+		collc__stream_prepare(ctx, device);
 	*ret_comm = comm;
 	return 0;
 }

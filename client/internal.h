@@ -134,6 +134,8 @@ int collc__coll_sub(struct collc_comm *comm, uint8_t opcode, const void *sendbuf
 
 /* stream.c */
 
+/* Maps the gates and makes device's words, once per ctx and GPU; 0 or -errno. */
+int collc__stream_prepare(struct collc_ctx *ctx, int device);
 /* Stops the gate watcher and unmaps the gates, at disconnect. */
 void collc__stream_fini(struct collc_ctx *ctx);
 /* Forgets comm's gates (their results are folded into nothing), at comm_destroy. */

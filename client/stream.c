@@ -267,6 +267,14 @@ static int gate_take_graph(struct collc_ctx *ctx, struct stream_state *st, struc
 	return -EBUSY;
 }
 
+int collc__stream_prepare(struct collc_ctx *ctx, int device)
+{
+	struct stream_state *st;
+	int r = stream_ready(ctx, device, &st);
+
+	return r < 0 ? r : sig_ready(ctx, st, device);
+}
+
 static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *sendbuf,
 		       void *recvbuf, size_t count, collc_dtype dtype, collc_redop op, int root,
 		       struct CUstream_st *stream)
@@ -293,6 +301,7 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		return r == -ENODEV ? r : -EINVAL;
 	if (dev != comm->device)
 		return -EINVAL; /* the stream belongs to another GPU */
+	/* Done at comm_init already, unless it failed there. */
 	r = stream_ready(ctx, comm->device, &st);
 	if (r == 0)
 		r = sig_ready(ctx, st, comm->device);

@@ -161,9 +161,10 @@ COLLC_EXPORT int collc_recv(struct collc_comm *comm, void *buf, size_t count, co
  * into the graph instead: every replay of the graph runs a new collective
  * with the captured arguments, and every rank must replay its graphs in the
  * same order. Captured collectives of one communicator are matched among
- * themselves by replay order, apart from the ones enqueued directly. The
- * first stream-ordered call of a ctx on a GPU maps memory and must not be
- * captured; send and receive cannot be captured (-EOPNOTSUPP).
+ * themselves by replay order, apart from the ones enqueued directly.
+ * collc_comm_init() on a GPU prepares what the stream forms need (memory
+ * mapped once per ctx and GPU), so none of it happens inside a capture;
+ * send and receive cannot be captured (-EOPNOTSUPP).
  *
  * An error (a peer died, a mismatch, a timeout, an abort) never leaves the
  * stream waiting: the stream goes on, the result is undefined, and
