@@ -267,12 +267,19 @@ static int gate_take_graph(struct collc_ctx *ctx, struct stream_state *st, struc
 	return -EBUSY;
 }
 
+/* The gates mapped and device's words made; st: the ctx's stream state. */
+static int stream_prepare(struct collc_ctx *ctx, int device, struct stream_state **ret_st)
+{
+	int r = stream_ready(ctx, device, ret_st);
+
+	return r < 0 ? r : sig_ready(ctx, *ret_st, device);
+}
+
 int collc__stream_prepare(struct collc_ctx *ctx, int device)
 {
 	struct stream_state *st;
-	int r = stream_ready(ctx, device, &st);
 
-	return r < 0 ? r : sig_ready(ctx, st, device);
+	return stream_prepare(ctx, device, &st);
 }
 
 static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *sendbuf,
@@ -302,9 +309,7 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 	if (dev != comm->device)
 		return -EINVAL; /* the stream belongs to another GPU */
 	/* Done at comm_init already, unless it failed there. */
-	r = stream_ready(ctx, comm->device, &st);
-	if (r == 0)
-		r = sig_ready(ctx, st, comm->device);
+	r = stream_prepare(ctx, comm->device, &st);
 	if (r < 0)
 		return r;
 	capturing = collc__gpu_capturing(stream);

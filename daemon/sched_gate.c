@@ -371,9 +371,11 @@ int sched_fires_launch(struct comm *cm)
 	return progress;
 }
 
-static void fire_unlink_done(struct comm *cm)
+/* Frees the firings that are done; returns whether there were any. */
+static int fire_unlink_done(struct comm *cm)
 {
 	struct fire **pf = &cm->fires;
+	int any = 0;
 
 	while (*pf) {
 		struct fire *f = *pf;
@@ -385,7 +387,9 @@ static void fire_unlink_done(struct comm *cm)
 		*pf = f->next;
 		free(f->sl.ranks);
 		free(f);
+		any = 1;
 	}
+	return any;
 }
 
 int sched_fires_reap(struct comm *cm)
@@ -405,10 +409,7 @@ int sched_fires_reap(struct comm *cm)
 		progress = 1;
 	}
 	/* Launched ones that ended at once (an error) are done too. */
-	for (struct fire *f = cm->fires; f; f = f->next)
-		progress |= f->sl.state == SLOT_DONE;
-	fire_unlink_done(cm);
-	return progress;
+	return fire_unlink_done(cm) | progress;
 }
 
 int sched_fires_done_visible(const struct comm *cm)
