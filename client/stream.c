@@ -37,14 +37,14 @@ enum { GATE_FREE, GATE_STREAM, GATE_GRAPH };
 #define SIG_DEVICES 64 /* GPUs of one process with signal words */
 
 struct stream_state {
-	pthread_mutex_t lock;   /* the gate table below */
-	uint64_t dev;           /* device address of ctx->gates[0] */
+	pthread_mutex_t lock; /* the gate table below */
+	uint64_t dev;         /* device address of ctx->gates[0] */
 	/* Per GPU ordinal: the gates' device words (collc_mem_alloc), their registration. */
 	struct collc_signal *sig[SIG_DEVICES];
 	uint32_t sig_mr[SIG_DEVICES];
 	uint64_t sig_off[SIG_DEVICES];
 	int gate_device[COLLC_GATES]; /* the GPU whose word gate g used last */
-	uint32_t next;          /* where the search for a free stream gate starts */
+	uint32_t next;                /* where the search for a free stream gate starts */
 	uint32_t ticket[COLLC_GATES];
 	uint8_t kind[COLLC_GATES];
 	struct collc_comm *owner[COLLC_GATES];
@@ -70,8 +70,7 @@ static void release_orphans(struct collc_ctx *ctx, struct stream_state *st)
 		struct collc_gate *gt = gate_of(ctx, g);
 		int d = st->gate_device[g];
 
-		if (st->kind[g] == GATE_STREAM &&
-		    load_acquire(&gt->done) != st->ticket[g]) {
+		if (st->kind[g] == GATE_STREAM && load_acquire(&gt->done) != st->ticket[g]) {
 			store_relaxed(&gt->res, -ECONNRESET);
 			store_release(&gt->done, st->ticket[g]);
 			collc__gpu_poke(d, sig_addr(st, d, g), st->ticket[g], 1);
@@ -282,8 +281,8 @@ int collc__stream_prepare(struct collc_ctx *ctx, int device)
 	return stream_prepare(ctx, device, &st);
 }
 
-static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *sendbuf,
-		       void *recvbuf, size_t count, collc_dtype dtype, collc_redop op, int root,
+static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *sendbuf, void *recvbuf,
+		       size_t count, collc_dtype dtype, collc_redop op, int root,
 		       struct CUstream_st *stream)
 {
 	struct collc_ctx *ctx;
@@ -358,7 +357,8 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		if (r == 0)
 			r = collc_wait(ctx, req, -1);
 		if (r == 0)
-			r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), 1, wait, 1, 1);
+			r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), 1, wait, 1,
+						   1);
 		if (r < 0) {
 			pthread_mutex_lock(&st->lock);
 			st->kind[g] = GATE_FREE;
@@ -405,8 +405,8 @@ int collc_reduce_scatter_stream(struct collc_comm *comm, const void *sendbuf, vo
 				size_t recvcount, collc_dtype dtype, collc_redop op,
 				struct CUstream_st *stream)
 {
-	return stream_coll(comm, COLLC_OP_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op,
-			   0, stream);
+	return stream_coll(comm, COLLC_OP_REDUCE_SCATTER, sendbuf, recvbuf, recvcount, dtype, op, 0,
+			   stream);
 }
 
 int collc_broadcast_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
@@ -422,8 +422,8 @@ int collc_reduce_stream(struct collc_comm *comm, const void *sendbuf, void *recv
 	return stream_coll(comm, COLLC_OP_REDUCE, sendbuf, recvbuf, count, dtype, op, root, stream);
 }
 
-int collc_alltoall_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
-			  size_t count, collc_dtype dtype, struct CUstream_st *stream)
+int collc_alltoall_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf, size_t count,
+			  collc_dtype dtype, struct CUstream_st *stream)
 {
 	return stream_coll(comm, COLLC_OP_ALLTOALL, sendbuf, recvbuf, count, dtype, COLLC_SUM, 0,
 			   stream);
@@ -435,8 +435,8 @@ int collc_send_stream(struct collc_comm *comm, const void *buf, size_t count, co
 	return stream_coll(comm, COLLC_OP_SEND, buf, NULL, count, dtype, COLLC_SUM, peer, stream);
 }
 
-int collc_recv_stream(struct collc_comm *comm, void *buf, size_t count, collc_dtype dtype,
-		      int peer, struct CUstream_st *stream)
+int collc_recv_stream(struct collc_comm *comm, void *buf, size_t count, collc_dtype dtype, int peer,
+		      struct CUstream_st *stream)
 {
 	return stream_coll(comm, COLLC_OP_RECV, NULL, buf, count, dtype, COLLC_SUM, peer, stream);
 }

@@ -98,7 +98,8 @@ int sched_signals_flush(void)
 
 		if (s->queued && sched_fifo_has_room(s->dev)) {
 			struct fifo_host *fh = &sched.fifos[s->dev];
-			struct collc_work_item *it = &fh->f->items[fh->tail & (COLLC_FIFO_DEPTH - 1)];
+			struct collc_work_item *it =
+				&fh->f->items[fh->tail & (COLLC_FIFO_DEPTH - 1)];
 
 			memset(it, 0, offsetof(struct collc_work_item, seq));
 			it->kind = COLLC_WORK_SIGNAL;
