@@ -73,6 +73,7 @@ struct collc_ctx {
 	struct collc_sqe *sqes;
 	struct collc_cqe *cqes;
 	struct collc_sqe_args *sqe_args; /* per SQ slot; NULL: collcd has none (no alltoallv) */
+	const uint32_t *dones;           /* done words (proto/shm.h); NULL: collcd has none */
 	struct collc_gate *gates;        /* NULL: collcd has none (no stream forms) */
 	uint32_t ngates;
 	struct stream_state *stream;     /* stream.c: the gates' GPU mapping and allocator */

@@ -222,6 +222,10 @@ int collc_connect(const char *socket_path, struct collc_ctx **ret_ctx)
 		ctx->gates = (struct collc_gate *)((char *)ctx->shm + ctx->hdr->gates_off);
 		ctx->ngates = ctx->hdr->gates;
 	}
+	if ((hr.features & COLLC_FEAT_DONES) && ctx->hdr->dones == COLLC_DONES &&
+	    ctx->hdr->dones_off % 4096 == 0 && ctx->hdr->dones_off >= COLLC_SHM_HDR_BYTES &&
+	    ctx->hdr->dones_off + (uint64_t)COLLC_DONES * sizeof(uint32_t) <= hr.shm_size)
+		ctx->dones = (const uint32_t *)((char *)ctx->shm + ctx->hdr->dones_off);
 	ctx->sq_entries = hr.sq.ring_entries;
 	ctx->cq_entries = hr.cq.ring_entries;
 	ctx->sq_tail = load_relaxed(&ctx->hdr->sq_tail);

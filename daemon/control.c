@@ -344,6 +344,8 @@ static void handle_hello(struct session *s, const struct collc_msg_hdr *h, const
 	sh->args_off = COLLC_SHM_ARGS_OFF;
 	sh->gates_off = COLLC_SHM_GATES_OFF;
 	sh->gates = COLLC_GATES;
+	sh->dones_off = COLLC_SHM_DONES_OFF;
+	sh->dones = COLLC_DONES;
 	sh->size = COLLC_SHM_SIZE;
 	c = ctl_cmd_new(s, CMD_CLIENT_ADD, h->type, h->id, done_hello);
 	if (!c) {

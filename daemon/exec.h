@@ -159,6 +159,17 @@ struct exec_backend {
 	/* Lets go of a registration mem_add made. Never blocks; any thread. */
 	void (*mem_release)(void *handle);
 	/*
+	 * Makes len bytes of collcd's memory at p (page aligned; a client's done
+	 * words, proto/shm.h) a place the executor's items may store to: 0 with
+	 * *ret_addr the executor-space address and *ret_handle for host_unmap,
+	 * or -errno. On success the executor owns the mapping at p and unmaps
+	 * it in host_unmap. NULL: items store through plain pointers. Scheduler
+	 * thread; never waits for a resident grid.
+	 */
+	int (*host_map)(void *p, size_t len, uint64_t *ret_addr, void **ret_handle);
+	/* Lets go of it; no item in any FIFO names it any more. Never blocks. */
+	void (*host_unmap)(void *handle);
+	/*
 	 * Hands the executor a newly published config (scheduler thread, which
 	 * holds it as an RCU reader for the call); NULL: nothing to take.
 	 */

@@ -24,6 +24,10 @@
  *      (a stream gate's, in device memory); with several channels each
  *      fences before it counts itself finished, and the last fences again
  *      before the store. Pairs with the client stream's wait on the word.
+ *   D1 (block): as E2, for the done word of a host-form collective in its
+ *      client's region (mapped host memory), on a unit's last item; stored
+ *      only if no channel block abandoned the item. Pairs with D1' in
+ *      libcollc (client/request.c).
  *   O1 (one-shot): buffers / pointers, system fence, then the slot flag;
  *      pairs with O1' (acquire of the flag before peer data is read).
  *   One-shot LL pushes W-LL lines into peers' inboxes and reuses an inbox
@@ -298,20 +302,31 @@ __device__ void poller(const struct cuda_grid_args &a)
  * all-reduce busbw at 512 MiB and 0.9 us more at 8 bytes (bench/RESULTS.md).
  */
 /*
- * E2: the item's results, then its signal word (proto/work.h). Thread 0 of a
- * channel block, after the block's system fence.
+ * E2, D1: the item's results, then its signal word and its done word
+ * (proto/work.h). Thread 0 of a channel block, after the block's system
+ * fence. The last channel block of the item to get here stores them; the
+ * done word only where no block abandoned the item. fin is the item's FIFO
+ * slot's count, back at 0 before the last block's work_consumed lets the
+ * host reuse the slot.
  */
-static __device__ void signal_item(const struct collc_work_item *it)
+static __device__ void item_end(const struct collc_work_item *it, uint32_t *fin, int signal,
+				int done, int abandoned)
 {
-	struct collc_signal *s = (struct collc_signal *)it->signal;
-
 	if (it->nchannels > 1) {
-		if (atomicAdd(&s->finished, 1u) != it->nchannels - 1u)
+		/* Abandoned shares count in the high half as well. */
+		const uint32_t add = abandoned ? 0x10001u : 1u;
+		const uint32_t v = atomicAdd(fin, add) + add;
+
+		if ((v & 0xffffu) != it->nchannels)
 			return;
-		atomicExch(&s->finished, 0u); /* the gate's next use counts from 0 */
+		atomicExch(fin, 0u);
+		abandoned = v >> 16 != 0;
 		__threadfence_system();
 	}
-	atomicExch(&s->value, it->signal_val);
+	if (signal)
+		atomicExch(&((struct collc_signal *)it->signal)->value, it->signal_val);
+	if (done && !abandoned)
+		*(volatile uint32_t *)it->done = it->done_val;
 }
 
 #ifndef COLLC_GRID_BLOCKS_PER_SM
@@ -421,12 +436,20 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			int signal = b.it->signal && b.share < b.it->nchannels &&
 				     (b.it->kind == COLLC_WORK_COLL ||
 				      b.it->kind == COLLC_WORK_SIGNAL);
+			/*
+			 * The done word on a unit's last item only: where a batch
+			 * runs back to back, a system fence per item would cost
+			 * more than the CQE its client then waits for.
+			 */
+			int done = b.it->done && b.it->batch_last && b.share < b.it->nchannels &&
+				   b.it->kind == COLLC_WORK_COLL;
 
-			/* One system fence serves E1 and E2. */
+			/* One system fence serves E1, E2 and D1. */
 			if (b.it->batch_last || signal)
 				__threadfence_system();
-			if (signal)
-				signal_item(b.it);
+			if (signal || done)
+				item_end(b.it, &a.ds->fin[lane][pos & (COLLC_FIFO_DEPTH - 1)], signal,
+					 done, state == 3);
 
 			if (state == 3)
 				st_vol64(&wc->aborted, ++a.ds->chan_aborted[lane][chan]);

@@ -44,8 +44,8 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 		if (!sr->client)
 			continue;
 		sched_complete(sr->client, &sr->sqe, res);
-		/* A stream that never got its item still needs its device word. */
-		if (sl->state != SLOT_INFLIGHT)
+		/* A stream whose item did not store its device word still needs it. */
+		if (sl->state != SLOT_INFLIGHT || !sr->sig_in_item)
 			sched_signal_unrun(cm->devs[r], &sr->sig_mr, sr->sig_off, &sr->sqe);
 		sched_mr_put(sr->sig_mr);
 		sr->sig_mr = NULL;
@@ -134,6 +134,7 @@ void sched_client_free(struct sched_client *c)
 	for (uint32_t i = 0; i < c->nmembers; i++)
 		free(c->members[i]);
 	free(c->members);
+	sched_dones_retire(c);
 	munmap(c->shm, c->shm_size);
 	close(c->shm_fd);
 	if (c->event_fd >= 0)

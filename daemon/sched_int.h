@@ -67,6 +67,7 @@ struct sched_client {
 	struct collc_cqe *cqes;
 	struct collc_sqe_args *args; /* per SQ slot, COLLC_SHM_ARGS_OFF */
 	struct collc_gate *gates;    /* COLLC_GATES, COLLC_SHM_GATES_OFF */
+	struct dones *dones;         /* its done words as each executor stores them; NULL: none */
 	struct graph_arm *arms;      /* COLLC_GATES once the first graph gate is armed */
 	uint16_t *armed;             /* the armed gates' indexes: the poll visits only these */
 	uint32_t narmed;
@@ -103,6 +104,7 @@ struct slot_rank {
 	uint64_t *v; /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (nranks each) */
 	struct mr *sig_mr; /* stream collectives: the gate's device word (sched_gate.c) */
 	uint64_t sig_off;
+	uint8_t sig_in_item; /* launched: its item stores the word (else a signal item at the end) */
 };
 
 struct slot {
@@ -321,6 +323,15 @@ void sched_gate_fail(struct sched_client *c, struct member *mb, const struct col
 void sched_sqe_fail(struct sched_client *c, struct member *mb, const struct collc_sqe *e, int res);
 /* Writes the signal items that wait for FIFO room; lets go of consumed ones. */
 int sched_signals_flush(void);
+
+/* sched_done.c: done words (proto/shm.h). Maps a new client's for every executor. */
+void sched_dones_open(struct sched_client *c);
+/* The client is freed: its words stay mapped until the FIFOs pass what was written. */
+void sched_dones_retire(struct sched_client *c);
+/* Frees retired words no item can name any more (all: every one, at release). */
+void sched_dones_reap(int all);
+/* Names rank sr's done word in its item where the rank's end completes it. */
+void sched_done_fill(const struct comm *cm, const struct slot_rank *sr, struct collc_work_item *it);
 /* Does some stream collective, or a graph gate that fired lately, want us polling? */
 int sched_gates_waiting(void);
 /* Is some graph gate armed? Then sleep briefly: a replay says nothing to us. */

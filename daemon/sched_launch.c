@@ -548,8 +548,15 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		it->coll_id = sl->coll_id;
 		it->t_forward = 0;
 		it->batch_last = 0;
-		it->signal = sr->sig_mr ? buf_addr(sr->sig_mr, sr->sig_off) : 0;
+		/*
+		 * A copy list has no closing barrier: one rank's end leaves peers
+		 * still reading or writing its buffers, so its stream goes on only
+		 * once the whole collective ended (a signal item then).
+		 */
+		sr->sig_in_item = sr->sig_mr && !collc_copy_coll(it->coll);
+		it->signal = sr->sig_in_item ? buf_addr(sr->sig_mr, sr->sig_off) : 0;
 		it->signal_val = sched_signal_value(&sr->sqe);
+		sched_done_fill(cm, sr, it);
 		if (collc_copy_coll(it->coll) && cm->local)
 			a2a_relay_copies(cm, sl, r,
 					 fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
@@ -602,6 +609,7 @@ int sched_launch_ready(void)
 		sched_comm_advance_done(cm);
 	}
 	progress |= sched_signals_flush();
+	sched_dones_reap(0);
 	batch_publish_all();
 	return progress;
 }

@@ -293,6 +293,8 @@ static int xfer_launch(struct comm *cm, struct p2p_xfer *x, const struct collc_c
 	it->batch_last = 0;
 	it->signal = 0;
 	it->signal_val = 0;
+	it->done = 0; /* the receiver's end says nothing of the sender's buffer */
+	it->done_val = 0;
 	x->fifo_pos = fh->tail;
 	/* Published with the pass's batch (B1), which covers the copy too. */
 	sched_fifo_append(fh);

@@ -333,6 +333,7 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 		c->args = (struct collc_sqe_args *)((char *)c->shm + COLLC_SHM_ARGS_OFF);
 		c->gates = (struct collc_gate *)((char *)c->shm + COLLC_SHM_GATES_OFF);
 		c->event_fd = -1;
+		sched_dones_open(c);
 		c->next = sched.clients;
 		sched.clients = c;
 		cmd->client = c;
@@ -725,6 +726,7 @@ void sched_release(void)
 		sched.clients = c->next;
 		sched_client_free(c);
 	}
+	sched_dones_reap(1);
 	while (sched.comms) {
 		struct comm *cm = sched.comms;
 

@@ -10,6 +10,8 @@
  *                    collc_sqe_args), written by the client with its SQE
  *   [gates, +64*G)   stream gates (struct collc_gate), page aligned so that
  *                    the client can map them into its GPU context
+ *   [dones, +4*D)    done words (below), page aligned so that collcd can
+ *                    map them into its GPUs
  *
  * Indexes are free running 32-bit counters; only (index & (entries - 1))
  * indexes an array. collcd trusts none of it: it reads the SQ tail once per
@@ -32,8 +34,9 @@
  *   1  header, SQ, CQ
  *   2  the SQE argument area (args_off): alltoallv's counts and displacements
  *   3  stream gates (gates_off): stream-ordered and graph-captured collectives
+ *   4  done words (dones_off): a rank's collective completes where it waits
  */
-#define COLLC_SHM_VERSION 3u
+#define COLLC_SHM_VERSION 4u
 #define COLLC_SQ_ENTRIES  1024u
 #define COLLC_CQ_ENTRIES  4096u /* >= SQ entries: collcd keeps inflight <= CQ entries */
 #define COLLC_CACHELINE   64
@@ -55,7 +58,9 @@ struct collc_shm_hdr {
 	uint32_t args_off;  /* struct collc_sqe_args of SQ slot i at args_off + i * sizeof */
 	uint32_t gates_off; /* struct collc_gate i at gates_off + i * sizeof (version 3) */
 	uint32_t gates;     /* how many */
-	uint32_t reserved0[5];
+	uint32_t dones_off; /* done word i at dones_off + i * 4 (version 4) */
+	uint32_t dones;     /* how many */
+	uint32_t reserved0[3];
 
 	/* Written by collcd, read by the client. */
 	uint32_t sq_head __attribute__((aligned(COLLC_CACHELINE)));
@@ -80,6 +85,7 @@ _Static_assert(sizeof(struct collc_shm_hdr) == 320, "shm_hdr size");
 _Static_assert(offsetof(struct collc_shm_hdr, size) == 24, "shm_hdr.size");
 _Static_assert(offsetof(struct collc_shm_hdr, args_off) == 32, "shm_hdr.args_off");
 _Static_assert(offsetof(struct collc_shm_hdr, gates_off) == 36, "shm_hdr.gates_off");
+_Static_assert(offsetof(struct collc_shm_hdr, dones_off) == 44, "shm_hdr.dones_off");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_head) == 64, "shm_hdr.sq_head");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_flags) == 68, "shm_hdr.sq_flags");
 _Static_assert(offsetof(struct collc_shm_hdr, sq_dropped) == 72, "shm_hdr.sq_dropped");
@@ -187,6 +193,22 @@ _Static_assert(offsetof(struct collc_gate, res) == 8, "gate.res");
 _Static_assert(offsetof(struct collc_gate, sig_mr) == 16, "gate.sig_mr");
 _Static_assert(offsetof(struct collc_gate, sig_off) == 24, "gate.sig_off");
 
+/*
+ * Done words: a second, faster way for a host-form collective (no
+ * COLLC_SQE_* flag) to complete. Once the rank's share of the collective
+ * ended without error on its executor, the executor itself (the grid, or a
+ * CPU executor thread) may store the ticket (uint32_t)user_data into done
+ * word user_data % COLLC_DONES, after the results (D1: a system fence on the
+ * grid, a release store on the CPU). A client that acquires its ticket there
+ * (D1') may treat the request as completed with result 0; the CQE follows
+ * anyway, and is the only way errors arrive. collcd sets no done word for a
+ * ticket of 0, and only where the rank's end means its buffers are free
+ * (not for all-to-all, send/recv or communicators spanning daemons). Two
+ * requests 4096 apart share a word: a client checks for its own ticket,
+ * and one overwritten by a later request completes through its CQE.
+ */
+#define COLLC_DONES 4096u
+
 /* One completion, written by collcd. */
 struct collc_cqe {
 	uint64_t user_data;
@@ -217,8 +239,10 @@ _Static_assert(sizeof(struct collc_sqe_args) == 2048, "sqe_args size");
 	 COLLC_CQ_ENTRIES * sizeof(struct collc_cqe))
 #define COLLC_GATES         1024u
 #define COLLC_SHM_GATES_OFF (COLLC_SHM_ARGS_OFF + COLLC_SQ_ENTRIES * sizeof(struct collc_sqe_args))
-#define COLLC_SHM_SIZE      (COLLC_SHM_GATES_OFF + COLLC_GATES * sizeof(struct collc_gate))
+#define COLLC_SHM_DONES_OFF (COLLC_SHM_GATES_OFF + COLLC_GATES * sizeof(struct collc_gate))
+#define COLLC_SHM_SIZE      (COLLC_SHM_DONES_OFF + COLLC_DONES * sizeof(uint32_t))
 _Static_assert(COLLC_SHM_GATES_OFF % 4096 == 0, "gates page aligned");
+_Static_assert(COLLC_SHM_DONES_OFF % 4096 == 0, "done words page aligned");
 
 /* Shared by every client; written by clients and collcd alike. */
 struct collc_doorbell {

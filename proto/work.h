@@ -95,7 +95,14 @@ struct collc_work_item {
 	 * device memory, goes on without the host.
 	 */
 	uint64_t signal;
-	uint64_t reserved1[2];
+	/*
+	 * Executor-space address of the rank's done word in its client's region
+	 * (proto/shm.h), 0: none. Once every channel of the item finished it
+	 * without error, the executor stores done_val there (D1).
+	 */
+	uint64_t done;
+	uint32_t done_val;
+	uint32_t reserved1;
 	uint64_t seq; /* position + 1; written last */
 };
 _Static_assert(sizeof(struct collc_work_item) == 128, "work_item size");
@@ -111,12 +118,14 @@ _Static_assert(offsetof(struct collc_work_item, t_forward) == 72, "work_item.t_f
 _Static_assert(offsetof(struct collc_work_item, batch_last) == 80, "work_item.batch_last");
 _Static_assert(offsetof(struct collc_work_item, signal_val) == 84, "work_item.signal_val");
 _Static_assert(offsetof(struct collc_work_item, signal) == 96, "work_item.signal");
+_Static_assert(offsetof(struct collc_work_item, done) == 104, "work_item.done");
+_Static_assert(offsetof(struct collc_work_item, done_val) == 112, "work_item.done_val");
 _Static_assert(offsetof(struct collc_work_item, seq) == 120, "work_item.seq");
 
 /* A stream gate's word in device memory (proto/shm.h struct collc_gate: sig_mr, sig_off). */
 struct collc_signal {
 	uint32_t value;    /* the ticket of the last collective finished on this device */
-	uint32_t finished; /* channels of the running item that finished; the last resets it */
+	uint32_t reserved; /* 0 (the grid counts an item's channels in its own memory) */
 };
 _Static_assert(sizeof(struct collc_signal) == 8, "signal size");
 

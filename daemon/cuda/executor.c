@@ -491,6 +491,8 @@ static struct exec_backend cuda_backend = {
 	.device_active = cuda_device_active,
 	.mem_add = cuda_mem_add,
 	.mem_release = cuda_mem_release,
+	.host_map = cuda_host_map,
+	.host_unmap = cuda_host_unmap,
 };
 
 /* Kernels load at start, never while a grid is resident: before the first CUDA call. */

@@ -93,6 +93,8 @@ struct cuda_dstate {
 	uint64_t chan_trace[CUDA_MAX_LANES][COLLC_MAX_CHANNELS][CUDA_TRACE_N]; /* CUDA_TRACE_* sums */
 	uint32_t abort; /* written by the poller when a host abort word is set */
 	uint32_t reserved[15];
+	/* Per FIFO slot: channel blocks that ended its item (item_end() in persist_kernel.cu). */
+	uint32_t fin[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
 	struct collc_work_item items[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
 };
 

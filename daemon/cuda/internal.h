@@ -80,6 +80,14 @@ struct creg {
 	struct ipc_imp *imp; /* a registration of imported memory */
 };
 
+/* Host memory of collcd the grids store into (a client's done words), after host_map. */
+struct hreg {
+	struct hreg *next;
+	void *p;
+	size_t len;
+	uint64_t since; /* host_unmap()'s time: unregistered in a window (cudaHostUnregister) */
+};
+
 struct imp_req {
 	struct imp_req *next;
 	uint8_t handle[64];
@@ -138,6 +146,7 @@ extern struct mem_req *mem_waiting; /* imports waiting for a window; service thr
 /* Handed to the service thread under memory.c's req_lock. */
 extern struct mem_req *mem_reqs; /* mem_add() requests not yet run */
 extern struct creg *rel_list;    /* mem_release() calls not yet run */
+extern struct hreg *hreg_rel;    /* host_unmap() calls: unregistered in the next window */
 
 /* driver.c */
 const char *cuda_err(int e);
@@ -161,6 +170,10 @@ void cuda_mem_finish_imports(void);
 void cuda_mem_service(void);
 int cuda_mem_add(uint16_t type, const void *req, size_t len, exec_mem_done_fn *done, void *arg);
 void cuda_mem_release(void *handle);
+int cuda_host_map(void *p, size_t len, uint64_t *ret_addr, void **ret_handle);
+void cuda_host_unmap(void *handle);
+/* The oldest time a host_unmap() waits for a window since; 0: none waits. */
+uint64_t cuda_hreg_due(void);
 
 /* mps.c */
 int cuda_mps_check(void);

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -34,6 +35,7 @@ struct mem_req *mem_waiting; /* imports waiting for a window; service thread onl
 static pthread_mutex_t req_lock = PTHREAD_MUTEX_INITIALIZER;
 struct mem_req *mem_reqs; /* mem_add() requests not yet run */
 struct creg *rel_list;    /* mem_release() calls not yet run */
+struct hreg *hreg_rel;
 
 /* Memory releases and imports (service thread) */
 
@@ -52,9 +54,31 @@ void cuda_creg_release(struct creg *cr)
 	free(cr);
 }
 
+/* Inside a window (or at fini, once the grids are gone): every host_unmap() so far. */
+static void hreg_unregister_all(void)
+{
+	struct hreg *h;
+
+	pthread_mutex_lock(&req_lock);
+	h = hreg_rel;
+	store_relaxed(&hreg_rel, NULL);
+	pthread_mutex_unlock(&req_lock);
+	while (h) {
+		struct hreg *next = h->next;
+
+		cudaHostUnregister(h->p);
+		cudaGetLastError();
+		if (h->len)
+			munmap(h->p, h->len);
+		free(h);
+		h = next;
+	}
+}
+
 /* Runs inside a window with mem_lock held. */
 void cuda_window_calls(void)
 {
+	hreg_unregister_all();
 	/* Closes first: a new allocation may come back with a handle just released. */
 	for (struct ipc_imp **pi = &imps; *pi;) {
 		struct ipc_imp *imp = *pi;
@@ -306,6 +330,65 @@ int cuda_mem_add(uint16_t type, const void *req, size_t len, exec_mem_done_fn *d
 	pthread_mutex_unlock(&req_lock);
 	cuda_svc_wake();
 	return 0;
+}
+
+/*
+ * host_map: registered at once (cudaHostRegister returns while a grid is
+ * resident); the end of the registration waits for a quiesce window.
+ */
+int cuda_host_map(void *p, size_t len, uint64_t *ret_addr, void **ret_handle)
+{
+	struct hreg *h = calloc(1, sizeof(*h));
+	void *dp = NULL;
+	cudaError_t e;
+
+	if (!h)
+		return -ENOMEM;
+	h->p = p;
+	h->len = len;
+	cudaSetDevice(gpus[0].ord);
+	e = cudaHostRegister(p, len, cudaHostRegisterMapped | cudaHostRegisterPortable);
+	if (e != cudaSuccess) {
+		log_warn("cudaHostRegister of %zu bytes: %s", len, cuda_err(e));
+		cudaGetLastError();
+		free(h);
+		return -EIO;
+	}
+	e = cudaHostGetDevicePointer(&dp, p, 0);
+	if (e != cudaSuccess) {
+		log_warn("cudaHostGetDevicePointer: %s", cuda_err(e));
+		cudaGetLastError();
+		h->len = 0; /* p stays the caller's: only the registration ends in a window */
+		cuda_host_unmap(h);
+		return -EIO;
+	}
+	*ret_addr = (uint64_t)(uintptr_t)dp;
+	*ret_handle = h;
+	return 0;
+}
+
+void cuda_host_unmap(void *handle)
+{
+	struct hreg *h = handle;
+
+	h->since = now_ns();
+	pthread_mutex_lock(&req_lock);
+	h->next = hreg_rel;
+	store_relaxed(&hreg_rel, h);
+	pthread_mutex_unlock(&req_lock);
+	cuda_svc_wake();
+}
+
+uint64_t cuda_hreg_due(void)
+{
+	uint64_t t = 0;
+
+	pthread_mutex_lock(&req_lock);
+	for (struct hreg *h = hreg_rel; h; h = h->next)
+		if (!t || h->since < t)
+			t = h->since;
+	pthread_mutex_unlock(&req_lock);
+	return t;
 }
 
 void cuda_mem_release(void *handle)

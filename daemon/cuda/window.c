@@ -206,6 +206,7 @@ static int notify_progress(uint64_t *ret_consumed)
 static int slow_poll_ms(uint64_t consumed)
 {
 	uint64_t now = now_ns(), ms = SVC_IDLE_MS;
+	uint64_t since = cuda_hreg_due();
 
 	if (consumed < load_relaxed(&kicked_items) * nchan)
 		return SVC_SLOW_MS;
@@ -217,6 +218,11 @@ static int slow_poll_ms(uint64_t consumed)
 			ms = collc_min_u64(ms, due > now ? (due - now) / 1000000 + 1 : 1);
 		}
 	pthread_mutex_unlock(&mem_lock);
+	if (since) {
+		uint64_t due = since + CLOSE_BATCH_NS;
+
+		ms = collc_min_u64(ms, due > now ? (due - now) / 1000000 + 1 : 1);
+	}
 	return (int)ms;
 }
 
@@ -315,6 +321,13 @@ void *cuda_svc_main(void *arg)
 		for (struct ipc_imp *imp = imps; imp && !need_window; imp = imp->next)
 			if (imp->closing && (imp->refs || now - imp->close_since > CLOSE_BATCH_NS))
 				need_window = 1;
+		/* Registrations of departed clients' done words end in batches too. */
+		{
+			uint64_t since = cuda_hreg_due();
+
+			if (since && now - since > CLOSE_BATCH_NS)
+				need_window = 1;
+		}
 		for (struct ipc_imp *imp = imps; imp; imp = imp->next)
 			if (imp->refs)
 				imp->closing = 0; /* registered again before it closed */

@@ -80,6 +80,9 @@ int raw_open(struct raw *c)
 		c->gates = (struct collc_gate *)((char *)c->shm + c->hdr->gates_off);
 		c->ngates = c->hdr->gates;
 	}
+	if ((hr.features & COLLC_FEAT_DONES) && c->hdr->dones == COLLC_DONES &&
+	    (uint64_t)c->hdr->dones_off + COLLC_DONES * sizeof(uint32_t) <= hr.shm_size)
+		c->dones = (uint32_t *)((char *)c->shm + c->hdr->dones_off);
 	c->sq_entries = hr.sq.ring_entries;
 	c->cq_entries = hr.cq.ring_entries;
 	c->sq_tail = __atomic_load_n(&c->hdr->sq_tail, __ATOMIC_ACQUIRE);
@@ -169,10 +172,13 @@ void raw_publish_args(struct raw *c, const struct collc_sqe *e, const struct col
 	raw_publish(c, e);
 }
 
-int raw_completion(struct raw *c, uint64_t user_data, int timeout_ms)
+int raw_completions(struct raw *c, const uint64_t *uds, int *res, uint32_t n, int timeout_ms)
 {
 	uint64_t t0 = h_now_ns();
+	uint32_t left = n;
 
+	for (uint32_t i = 0; i < n; i++)
+		res[i] = 1;
 	for (;;) {
 		uint32_t tail = __atomic_load_n(&c->hdr->cq_tail, __ATOMIC_ACQUIRE);
 
@@ -180,13 +186,27 @@ int raw_completion(struct raw *c, uint64_t user_data, int timeout_ms)
 			struct collc_cqe e = c->cqes[c->cq_head & (c->cq_entries - 1)];
 
 			__atomic_store_n(&c->hdr->cq_head, ++c->cq_head, __ATOMIC_RELEASE);
-			if (e.user_data == user_data)
-				return e.res;
+			for (uint32_t i = 0; i < n; i++)
+				if (e.user_data == uds[i] && res[i] == 1) {
+					res[i] = e.res;
+					left--;
+					break;
+				}
+			if (!left)
+				return 0;
 		}
 		if (h_now_ns() - t0 > (uint64_t)timeout_ms * 1000000ull)
 			return 1;
 		usleep(100);
 	}
+}
+
+int raw_completion(struct raw *c, uint64_t user_data, int timeout_ms)
+{
+	int res;
+
+	raw_completions(c, &user_data, &res, 1, timeout_ms);
+	return res;
 }
 
 uint32_t raw_cq_pending(struct raw *c)
@@ -212,6 +232,11 @@ uint32_t raw_gate_done(struct raw *c, uint32_t gate)
 {
 	/* G2's other side: res and the results are visible once done is. */
 	return __atomic_load_n(&c->gates[gate].done, __ATOMIC_ACQUIRE);
+}
+
+uint32_t raw_done_word(struct raw *c, uint64_t user_data)
+{
+	return __atomic_load_n(&c->dones[user_data % COLLC_DONES], __ATOMIC_ACQUIRE);
 }
 
 int32_t raw_gate_res(struct raw *c, uint32_t gate)

@@ -37,6 +37,7 @@ struct raw {
 	struct collc_sqe_args *args;
 	struct collc_gate *gates; /* NULL from a collcd without COLLC_FEAT_GATES */
 	uint32_t ngates;
+	uint32_t *dones; /* COLLC_DONES done words; NULL from a collcd without COLLC_FEAT_DONES */
 	uint32_t sq_entries, cq_entries;
 	struct collc_doorbell *bell;
 	uint8_t node_id[16];
@@ -79,6 +80,11 @@ void raw_publish_args(struct raw *c, const struct collc_sqe *e, const struct col
  * before it. Returns its res, or 1 when none came.
  */
 int raw_completion(struct raw *c, uint64_t user_data, int timeout_ms);
+/*
+ * The same for n CQEs in any order: res[i] gets uds[i]'s res (1: none
+ * came). Returns 0 when all came, 1 otherwise.
+ */
+int raw_completions(struct raw *c, const uint64_t *uds, int *res, uint32_t n, int timeout_ms);
 /* CQEs posted and not reaped yet. */
 uint32_t raw_cq_pending(struct raw *c);
 /* Reaps every CQE that waits. */
@@ -93,6 +99,8 @@ void raw_reap_all(struct raw *c);
 void raw_gate_go(struct raw *c, uint32_t gate, uint32_t value);
 int raw_gate_wait(struct raw *c, uint32_t gate, uint32_t value, int timeout_ms);
 uint32_t raw_gate_done(struct raw *c, uint32_t gate);
+/* Acquire load of the done word of user_data (proto/shm.h). */
+uint32_t raw_done_word(struct raw *c, uint64_t user_data);
 int32_t raw_gate_res(struct raw *c, uint32_t gate);
 
 #endif /* COLLC_TEST_RAW_H */

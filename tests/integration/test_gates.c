@@ -41,6 +41,10 @@
  *  graph_flood (alone: `test_gates graph_flood`) a client that rewrites go = 1
  *             whenever collcd clears it, not waiting for done, while its peer
  *             never replays: the firings collcd holds open stay bounded.
+ *  dones      done words (proto/shm.h), the other early completion: an
+ *             all-reduce's word holds its ticket with the results in place
+ *             before its CQE is reaped; none for ticket 0, a failed
+ *             collective, all-to-all, send/recv or a stream collective.
  *  garbage    stream SQEs with a gate out of range, ticket 0, a ticket past
  *             32 bits, both flags, an unknown flag, stream flags on
  *             all-to-allv, graph flags on all-to-allv and send/recv, graph
@@ -55,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -1161,6 +1166,130 @@ static int phase_p2p(int rank, int nranks, void *arg)
 	return rc_check_input(&rc, (int)peer, recv_of(&k, 0), "a stream exchange");
 }
 
+/* --- dones ------------------------------------------------------------------------------- */
+
+#define DONE_SENTINEL 0xd0d0d0d0u
+
+/* Waits up to WAIT_MS for the done word of ud to hold its ticket: 0, or 1 after reporting. */
+static int done_wait(struct rk *k, uint64_t ud, const char *what)
+{
+	uint64_t t0 = h_now_ns();
+
+	while (raw_done_word(&k->c, ud) != (uint32_t)ud) {
+		if (h_now_ns() - t0 > (uint64_t)WAIT_MS * 1000000ull)
+			return h_fail("rank %d, %s: done word %#x, not the ticket %#x, after %d ms",
+				      k->rank, what, raw_done_word(&k->c, ud), (uint32_t)ud,
+				      WAIT_MS);
+		sched_yield();
+	}
+	return 0;
+}
+
+/*
+ * The CQEs of uds[0..n) must carry want, and their done words must still
+ * hold the sentinel: an executor stores a word before the item's
+ * work_consumed, so before the CQE, and a word stored at all would show.
+ */
+static int done_untouched(struct rk *k, const uint64_t *uds, uint32_t n, int want, const char *what)
+{
+	int res[2];
+
+	raw_completions(&k->c, uds, res, n, WAIT_MS);
+	for (uint32_t i = 0; i < n; i++) {
+		if (res[i] != want)
+			return h_fail("rank %d, %s: CQE %d (%s), want %d (%s)", k->rank, what,
+				      res[i], res[i] == 1 ? "none came" : collc_strerror(res[i]),
+				      want, collc_strerror(want));
+		if (raw_done_word(&k->c, uds[i]) != DONE_SENTINEL)
+			return h_fail("rank %d, %s: done word written (%#x)", k->rank, what,
+				      raw_done_word(&k->c, uds[i]));
+	}
+	return 0;
+}
+
+/*
+ * Done words (proto/shm.h): an all-reduce's word turns to its ticket with
+ * its results already in place, before its CQE is reaped, at sizes from 1
+ * element to a whole region; no word is written for ticket 0, a collective
+ * that fails (mismatch), an all-to-all, a send and a receive, or a
+ * stream-ordered collective.
+ */
+static int phase_dones(int rank, int nranks, void *arg)
+{
+	static const size_t counts[] = { 1, 77, 3001, REGION / sizeof(float) };
+	uint32_t peer = (uint32_t)(1 - rank);
+	struct rc_case rc;
+	struct collc_sqe e;
+	uint64_t ud;
+	struct rk k;
+
+	(void)arg;
+	if (nranks != 2 || rk_join(&k, &uid, rank, nranks))
+		return 1;
+	if (!k.c.dones)
+		return h_fail("collcd offers no done words (features %#x)", k.c.features);
+	for (uint32_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+		char what[64];
+		int r;
+
+		snprintf(what, sizeof(what), "all-reduce of %zu floats", counts[i]);
+		rc = rc_make(COLLC_FLOAT32, counts[i], 50 + i);
+		ud = ((uint64_t)(i + 1) << 32) | (0x100u + i);
+		k.c.dones[ud % COLLC_DONES] = DONE_SENTINEL;
+		prepare(&k, &rc, i);
+		submit_host(&k, &rc, i, ud);
+		if (done_wait(&k, ud, what) || result_ok(&k, &rc, i, what))
+			return 1;
+		r = raw_completion(&k.c, ud, WAIT_MS);
+		if (r != 0)
+			return h_fail("rank %d, %s: CQE %d (%s) after the done word", rank, what, r,
+				      r == 1 ? "none came" : collc_strerror(r));
+	}
+
+	rc = rc_make(COLLC_FLOAT32, 500, 60);
+	ud = 7ull << 32; /* ticket 0 */
+	k.c.dones[0] = DONE_SENTINEL;
+	prepare(&k, &rc, 0);
+	submit_host(&k, &rc, 0, ud);
+	if (done_untouched(&k, &ud, 1, 0, "ticket 0") || result_ok(&k, &rc, 0, "ticket 0"))
+		return 1;
+
+	rc = rc_make(COLLC_FLOAT32, 500u + (uint32_t)rank, 61);
+	ud = 0x200;
+	k.c.dones[ud] = DONE_SENTINEL;
+	prepare(&k, &rc, 1);
+	submit_host(&k, &rc, 1, ud);
+	if (done_untouched(&k, &ud, 1, -EINVAL, "mismatched counts"))
+		return 1;
+
+	rc = rc_make(COLLC_FLOAT32, 100, 62);
+	ud = 0x201;
+	k.c.dones[ud] = DONE_SENTINEL;
+	prepare(&k, &rc, 2);
+	e = coll_sqe(&k, &rc, 2);
+	e.opcode = COLLC_OP_ALLTOALL;
+	e.redop = 0;
+	e.user_data = ud;
+	e.seq = k.seq++;
+	raw_publish(&k.c, &e);
+	if (done_untouched(&k, &ud, 1, 0, "all-to-all"))
+		return 1;
+
+	k.c.dones[0x202] = k.c.dones[0x203] = DONE_SENTINEL;
+	prepare(&k, &rc, 3);
+	publish_pair(&k, &rc, 3, peer, 0, 0, 0x202, 0, 0x203);
+	if (done_untouched(&k, (const uint64_t[]){ 0x202, 0x203 }, 2, 0, "send and receive") ||
+	    rc_check_input(&rc, (int)peer, recv_of(&k, 3), "send/recv"))
+		return 1;
+
+	k.c.dones[9] = DONE_SENTINEL;
+	if (stream_ok(&k, &rc, 4, 30, 9, "stream-ordered"))
+		return 1;
+	if (raw_done_word(&k.c, 9) != DONE_SENTINEL)
+		return h_fail("rank %d: a stream-ordered collective wrote a done word", rank);
+	return rk_done(&k);
+}
+
 static const struct phase phases[] = {
 	{ "order_2", 2, phase_order, -1,
 	  "2 stream ranks: held while one go was missing or wrong, then right, no CQE" },
@@ -1186,6 +1315,8 @@ static const struct phase phases[] = {
 	{ "graph_released", 2, phase_graph_errors, GE_RELEASED,
 	  "a template's buffer released after arming: -EINVAL on both fired gates" },
 	{ "p2p", 2, phase_p2p, 0, "stream send/recv between two ranks at once: both pairs right" },
+	{ "dones", 2, phase_dones, 0,
+	  "done words: the ticket with the results in place; none where the end frees nothing" },
 	{ "garbage", 1, phase_garbage, 0, "bad stream and graph SQEs refused, collcd serves on" },
 	{ "graph_flood", 2, phase_flood, 0, "a client refiring one gate: its open firings bounded",
 	  1 },
