@@ -268,6 +268,8 @@ struct sched_state {
 	uint64_t batches, batch_items; /* work batches published, and the items they held */
 	/* Stream-ordered collectives finished, graph firings taken, ns from gates open to end. */
 	uint64_t stream_colls, graph_fires, gate_ns;
+	/* Items that named a done word; clients whose words an executor could not map. */
+	uint64_t done_items, done_map_failures;
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	uint64_t by_op[COLLC_OP_MAX];

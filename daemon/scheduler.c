@@ -263,6 +263,8 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 	s->batch_items = sched.batch_items;
 	s->stream_colls = sched.stream_colls;
 	s->graph_fires = sched.graph_fires;
+	s->done_items = sched.done_items;
+	s->done_map_failures = sched.done_map_failures;
 	s->gate_ns = sched.gate_ns;
 	memcpy(s->by_algo, sched.by_algo, sizeof(s->by_algo));
 	memcpy(s->by_proto, sched.by_proto, sizeof(s->by_proto));

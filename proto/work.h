@@ -97,8 +97,8 @@ struct collc_work_item {
 	uint64_t signal;
 	/*
 	 * Executor-space address of the rank's done word in its client's region
-	 * (proto/shm.h), 0: none. Once every channel of the item finished it
-	 * without error, the executor stores done_val there (D1).
+	 * (proto/shm.h), 0: none (always on items of several channels). Once
+	 * the item ended without error, the executor stores done_val there (D1).
 	 */
 	uint64_t done;
 	uint32_t done_val;

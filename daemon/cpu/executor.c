@@ -50,7 +50,6 @@ struct cpu_dev {
 	pthread_mutex_t start_lock;
 	uint32_t active;
 	struct cpu_chan chans[COLLC_MAX_CHANNELS];
-	uint32_t fin[COLLC_FIFO_DEPTH]; /* per FIFO slot: channels that ended it (item_done) */
 };
 
 struct cpu_comm {
@@ -169,29 +168,6 @@ static int wait_item(struct cpu_dev *d, const struct collc_work_item *slot, uint
 	return item_ready(ctl, slot, want) ? 0 : -ECANCELED;
 }
 
-/*
- * D1: the item's results, then its done word (proto/shm.h), once every
- * channel with a share ended it, and only when none of them failed. The
- * count of a slot is back at 0 before the last channel's work_consumed
- * lets the scheduler reuse the slot.
- */
-static void item_done(struct cpu_dev *d, const struct collc_work_item *it, uint64_t pos, int ok)
-{
-	uint32_t *fin = &d->fin[pos & (COLLC_FIFO_DEPTH - 1)];
-
-	if (it->nchannels > 1) {
-		/* Failures count in the high half. Acq_rel: the others' results are ours. */
-		uint32_t add = ok ? 1u : 0x10001u, v = fetch_add(fin, add) + add;
-
-		if ((v & 0xffffu) != it->nchannels)
-			return;
-		store_relaxed(fin, 0u);
-		ok = v >> 16 == 0;
-	}
-	if (ok)
-		store_release((uint32_t *)(uintptr_t)it->done, it->done_val);
-}
-
 static void *chan_main(void *arg)
 {
 	struct cpu_chan *c = arg;
@@ -211,21 +187,22 @@ static void *chan_main(void *arg)
 			break;
 		it = *slot;
 		share = collc_item_share(it.chan_base, c->id, nchan);
-		if (it.kind == COLLC_WORK_COLL && share < it.nchannels) {
-			/* Counted in item_done() even when not run: every share ends once. */
-			int skip = load_relaxed(&d->fifo->ctrl.abort) != 0;
-			int r = skip ? -ECANCELED : run_item(d, c, &it, share, pos);
+		if (it.kind == COLLC_WORK_COLL && share < it.nchannels &&
+		    !load_relaxed(&d->fifo->ctrl.abort)) {
+			int r = run_item(d, c, &it, share, pos);
 
-			if (skip)
-				; /* the executor is being torn down: nothing to count */
-			else if (r == -ECANCELED && !load_relaxed(&stopping))
+			if (r == -ECANCELED && !load_relaxed(&stopping))
 				store_relaxed(&wc->aborted,
 					      wc->aborted + 1); /* this thread alone writes it */
 			else if (r < 0 && r != -ECANCELED && !warned++)
 				log_err("device %u channel %u: collective %llu: %s", d->id, c->id,
 					(unsigned long long)it.coll_id, strerror(-r));
-			if (it.done)
-				item_done(d, &it, pos, r == 0);
+			/*
+			 * D1: the results, then the done word (proto/shm.h);
+			 * items that name one have a single channel.
+			 */
+			if (it.done && r == 0)
+				store_release((uint32_t *)(uintptr_t)it.done, it.done_val);
 		}
 		/* E1: pairs with F1/F2 in the scheduler: results are written, the slot is free. */
 		store_release(&wc->value, pos + 1);
