@@ -1,19 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The persistent grid: one per GPU, resident for collcd's life (between
- * quiesce windows). Block 0's warp 0 is the only reader of host memory: lane
- * l of that warp polls work FIFO l's published word, and the warp copies each
- * new batch (proto/work.h) into device memory in one burst of reads; the
- * channel blocks wait on device memory only (and read their host abort word
- * every 2^16 spins). Each channel block runs every item of its lane in FIFO
+ * quiesce windows). Block 0's warp 0 is the only reader of host memory: each
+ * pass it loads the items ahead of every lane's position from the lanes' LL
+ * copies of their work FIFOs (cuda/grid.h) in one round of reads and copies
+ * the whole ones into device memory; the channel blocks wait on device
+ * memory only (and read their host abort word every 2^16 spins, and an
+ * all-to-all's copy list). Each channel block runs every item of its lane in FIFO
  * order, mirroring cpu/executor.c: ring algorithms over Simple, LL or LL128
  * connections in the receiver's memory, or one-shot / two-shot over peer
  * buffers, and publishes work_consumed for its channel once per forwarded
  * unit.
  *
  * Orderings, by name (see proto/prims.h for S1/R1/S2/R2, W-LL/R-LL, W128/R128):
- *   B1' (poller): acquire of published, then the batch's reads; pairs with
- *      B1 in the scheduler (sched_launch.c).
+ *   L1' (poller): an item is taken once each of its 8-byte words in the
+ *      lane's LL copy carries the item's flag; pairs with L1 in cuda_kick()
+ *      (cuda/executor.c). No acquire: each word is whole or absent.
  *   G1 (poller): a unit copied into device memory, then dseq with release
  *      (gpu scope); pairs with G1' in a channel block's acquire of dseq.
  *   G2 (poller): dseq, then stop_epoch with release; pairs with G2' (a block
@@ -124,104 +126,55 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 }
 
 /*
- * Copies every lane's new unit (lane l: [pos, pos + n) of FIFO l, n taken
- * from thread l) into the device copies, the whole warp at once and all lanes
- * in one pass: the 16-byte words of all units are numbered in lane order and
- * thread t moves words t, t + 32, ..., so the lanes' units cost one round of
- * PCIe reads together (a pass per lane made the second lane's ranks start one
- * round trip after the first's). Marks each unit's last item (batch_last)
- * and, with trace, stamps t_forward. Returns, on thread l, the kind and
- * coll_id of lane l's last item.
+ * Items one pass of the poller reads, every lane's together: a lane that
+ * found items reads up to POLL_ITEMS / nlanes ahead in the next pass, an
+ * idle lane one. Each is a 256-byte load of the whole warp.
  */
-__device__ void forward_units(const struct cuda_grid_args &a, uint64_t pos, uint32_t n,
-			      uint32_t *ret_kind, uint64_t *ret_coll)
+#define POLL_ITEMS 8u
+
+/* Read slot i of a pass: lane *ret_s, the k-th item ahead of its position. */
+static __device__ __forceinline__ void poll_slot(const uint32_t *off, uint32_t i, uint32_t *ret_s,
+						 uint32_t *ret_k)
 {
-	const uint32_t t = threadIdx.x & 31;
-	const uint64_t now = a.trace ? globaltimer() : 0;
-	uint32_t off[CUDA_MAX_LANES + 1], kind[CUDA_MAX_LANES] = { 0 };
-	uint64_t p[CUDA_MAX_LANES], coll[CUDA_MAX_LANES] = { 0 };
+	uint32_t s = 0;
 
-	off[0] = 0;
+	/* Without a branch per lane: each lane's loads would wait for the last (divergence). */
 #pragma unroll
-	for (uint32_t s = 0; s < CUDA_MAX_LANES; s++) {
-		p[s] = __shfl_sync(FULL_MASK, pos, s);
-		off[s + 1] = off[s] + 8 * __shfl_sync(FULL_MASK, n, s);
-	}
-	for (uint32_t g = t; g < off[CUDA_MAX_LANES]; g += 32) {
-		/*
-		 * The lane of word g, picked without a branch: a branch per lane
-		 * would run the lanes' loads one after the other (divergence),
-		 * one PCIe round trip each.
-		 */
-		uint32_t s = 0, base = 0, n8 = off[1];
-		uint64_t ps = p[0];
-		const struct collc_work_fifo *f = a.fifo[0];
-
-#pragma unroll
-		for (uint32_t k = 1; k < CUDA_MAX_LANES; k++)
-			if (g >= off[k]) {
-				s = k;
-				base = off[k];
-				n8 = off[k + 1] - off[k];
-				ps = p[k];
-				f = a.fifo[k];
-			}
-		const uint32_t q = g - base, w = q & 7, last0 = n8 - 8;
-		const uint32_t slot = (uint32_t)((ps + (q >> 3)) & (COLLC_FIFO_DEPTH - 1));
-		uint4 v = ld_vol128((const uint4 *)&f->items[slot] + w);
-
-		/* Word 4 holds t_forward (.z, .w), word 5 batch_last (.x): proto/work.h. */
-		if (w == 4 && a.trace) {
-			v.z = (uint32_t)now;
-			v.w = (uint32_t)(now >> 32);
-		}
-		if (w == 5)
-			v.x = q >> 3 == last0 >> 3;
-#pragma unroll
-		for (uint32_t k = 0; k < CUDA_MAX_LANES; k++) {
-			if (k == s && q == last0)
-				kind[k] = v.x & 0xff;
-			if (k == s && q == last0 + 3)
-				coll[k] = (uint64_t)v.z | (uint64_t)v.w << 32;
-		}
-		((uint4 *)&a.ds->items[s][slot])[w] = v;
-	}
-#pragma unroll
-	for (uint32_t s = 0; s < CUDA_MAX_LANES; s++) {
-		/* Words last0 and last0 + 3 of lane s's unit: threads (off + last0) mod 32 and + 3. */
-		const uint32_t g0 = off[s + 1] > off[s] ? off[s + 1] - 8 : 0;
-		const uint32_t k = __shfl_sync(FULL_MASK, kind[s], g0 & 31);
-		const uint64_t c = __shfl_sync(FULL_MASK, coll[s], (g0 + 3) & 31);
-
-		if (t == s) {
-			*ret_kind = k;
-			*ret_coll = c;
-		}
-	}
+	for (uint32_t l = 1; l < CUDA_MAX_LANES; l++)
+		s = i >= off[l] ? l : s;
+	*ret_s = s;
+	*ret_k = i - off[s];
 }
 
 /*
- * The poller: warp 0 of block 0, lane l of the warp serves FIFO l. Lane l
- * polls its FIFO's published word; the warp then moves each lane's new unit
- * (up to COLLC_BATCH_MAX items) into device memory together, and lane l
- * publishes it to the channel blocks with one store of dseq.
+ * The poller: warp 0 of block 0; thread l keeps FIFO l's position and gate.
+ * Each pass loads, in one round of PCIe reads, every lane's gate and the
+ * items ahead of the lanes' positions from their LL copies (grid.h): thread
+ * t loads word t of each item. A lane's run of whole items from its
+ * position, within its gate, is its unit: the warp copies every lane's unit
+ * into device memory together, marking each unit's last item (batch_last)
+ * and, with trace, stamping t_forward; thread l then publishes lane l's with
+ * one store of dseq (G1).
  */
 __device__ void poller(const struct cuda_grid_args &a)
 {
-	const uint32_t l = threadIdx.x;
+	const uint32_t t = threadIdx.x;
 	struct cuda_dstate *ds = a.ds;
-	int done = l >= a.nlanes;
+	const uint32_t ahead = max(1u, POLL_ITEMS / a.nlanes);
+	int done = t >= a.nlanes;
 	uint64_t pos = 0, gate = CUDA_GATE_OPEN, last_coll = 0;
+	uint32_t want = 1;
 	int acked = 0;
-	struct collc_work_fifo *f = done ? NULL : a.fifo[l];
-	struct cuda_hlane *hl = done ? NULL : &a.hctrl->lane[l];
+	struct collc_work_fifo *f = done ? NULL : a.fifo[t];
+	struct cuda_hlane *hl = done ? NULL : &a.hctrl->lane[t];
 
 	if (!done) {
-		pos = ds->lane[l].poll_pos;
-		last_coll = ds->lane[l].last_coll;
+		pos = ds->lane[t].poll_pos;
+		last_coll = ds->lane[t].last_coll;
 	}
 	for (uint32_t it = 0;; it++) {
-		uint32_t n = 0;
+		uint32_t off[CUDA_MAX_LANES + 1], run[CUDA_MAX_LANES], nl[CUDA_MAX_LANES], n = 0, mine = 0;
+		uint64_t p[CUDA_MAX_LANES], v[POLL_ITEMS];
 
 		if (__all_sync(FULL_MASK, done))
 			break;
@@ -230,12 +183,41 @@ __device__ void poller(const struct cuda_grid_args &a)
 			__threadfence();
 			done = 1;
 		}
-		if (!done) {
-			/* The gate and published are read together: one round trip per poll. */
-			gate = ld_vol64(&hl->gate);
-			/* B1': pairs with B1 in the scheduler: published, then the batch's loads. */
-			uint64_t pub = ld_acq_sys(&f->ctrl.published);
+		const uint64_t t_issue = a.trace ? globaltimer() : 0;
 
+		/* The gate and the items are loaded together: one round trip per pass. */
+		if (!done)
+			gate = ld_vol64(&hl->gate);
+		off[0] = 0;
+#pragma unroll
+		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++) {
+			p[l] = __shfl_sync(FULL_MASK, pos, l);
+			off[l + 1] = off[l] + __shfl_sync(FULL_MASK, done ? 0u : want, l);
+			run[l] = 0;
+		}
+#pragma unroll
+		for (uint32_t i = 0; i < POLL_ITEMS; i++) {
+			uint32_t s, k;
+
+			poll_slot(off, i, &s, &k);
+			if (i < off[CUDA_MAX_LANES])
+				v[i] = ld_vol64(&a.ll[s]->items[(p[s] + k) & (COLLC_FIFO_DEPTH - 1)].w[t]);
+		}
+		/* L1': a word whose flag is the item's position + 1 is whole (grid.h). */
+#pragma unroll
+		for (uint32_t i = 0; i < POLL_ITEMS; i++) {
+			uint32_t s, k;
+
+			poll_slot(off, i, &s, &k);
+			if (i < off[CUDA_MAX_LANES] &&
+			    __all_sync(FULL_MASK, (uint32_t)(v[i] >> 32) == (uint32_t)(p[s] + k + 1)) &&
+			    run[s] == k)
+				run[s] = k + 1;
+		}
+#pragma unroll
+		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++)
+			mine = l == t ? run[l] : mine;
+		if (!done) {
 			if (gate == CUDA_GATE_HOLD) {
 				if (!acked) {
 					/* Hold: tell the host where we stopped (cuda/window.c window()). */
@@ -247,47 +229,72 @@ __device__ void poller(const struct cuda_grid_args &a)
 				}
 			} else if (pos >= gate) {
 				/* G2: stop at the boundary the host chose. */
-				st_rel_gpu(&ds->lane[l].stop_epoch, a.epoch);
+				st_rel_gpu(&ds->lane[t].stop_epoch, a.epoch);
 				done = 1;
-			} else if (pub > pos) {
-				n = (uint32_t)min(min(pub - pos, gate - pos),
-						  (uint64_t)COLLC_BATCH_MAX);
+			} else {
+				n = (uint32_t)min((uint64_t)mine, gate - pos);
 			}
+			want = n ? ahead : 1;
 		}
-		/*
-		 * The units of every lane, moved by the whole warp; the barrier
-		 * carries lane l's acquire (B1') to the other threads' reads and
-		 * their device stores to lane l's release (G1).
-		 */
+#pragma unroll
+		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++)
+			nl[l] = __shfl_sync(FULL_MASK, n, l);
 		if (__any_sync(FULL_MASK, n > 0)) {
 			uint32_t kind = 0;
 			uint64_t coll = 0;
 
-			__syncwarp();
-			forward_units(a, pos, n, &kind, &coll);
+#pragma unroll
+			for (uint32_t i = 0; i < POLL_ITEMS; i++) {
+				uint32_t s, k, w;
+
+				poll_slot(off, i, &s, &k);
+				if (i >= off[CUDA_MAX_LANES] || k >= nl[s])
+					continue;
+				w = (uint32_t)v[i];
+				/* Words 18-19 hold t_forward, word 20 batch_last: proto/work.h. */
+				if (t == 18 && a.trace)
+					w = (uint32_t)t_issue;
+				if (t == 19 && a.trace)
+					w = (uint32_t)(t_issue >> 32);
+				if (t == 20)
+					w = k + 1 == nl[s];
+				((uint32_t *)&ds->items[s][(p[s] + k) & (COLLC_FIFO_DEPTH - 1)])[t] = w;
+				if (k + 1 == nl[s]) {
+					/* Kind (word 0) and coll_id (words 14-15) of lane s's last item. */
+					const uint32_t k0 = __shfl_sync(FULL_MASK, w, 0) & 0xff;
+					const uint32_t c0 = __shfl_sync(FULL_MASK, w, 14);
+					const uint32_t c1 = __shfl_sync(FULL_MASK, w, 15);
+
+					if (s == t) {
+						kind = k0;
+						coll = (uint64_t)c0 | (uint64_t)c1 << 32;
+					}
+				}
+			}
+			/* The warp's device stores before each lane's release (G1). */
 			__syncwarp();
 			if (n > 0) {
 				if (a.trace) {
 					/* reserved[0] of the device copies: the reads are back (grid.h). */
-					uint64_t t = globaltimer();
+					uint64_t tb = globaltimer();
 
 					for (uint32_t i = 0; i < n; i++)
-						ds->items[l][(pos + i) & (COLLC_FIFO_DEPTH - 1)]
-							.reserved[0] = t;
+						ds->items[t][(pos + i) & (COLLC_FIFO_DEPTH - 1)]
+							.reserved[0] = tb;
 				}
 				if (kind == COLLC_WORK_COLL)
 					last_coll = coll;
 				if (kind == COLLC_WORK_QUIT)
 					done = 1;
 				/* G1: the unit's copy, then dseq. */
-				st_rel_gpu(&ds->lane[l].dseq, pos + n);
+				st_rel_gpu(&ds->lane[t].dseq, pos + n);
 				pos += n;
 			}
 		}
 	}
-	if (l < a.nlanes) {
-		ds->lane[l].poll_pos = pos;
-		ds->lane[l].last_coll = last_coll;
+	if (t < a.nlanes) {
+		ds->lane[t].poll_pos = pos;
+		ds->lane[t].last_coll = last_coll;
 	}
 }
 
@@ -411,6 +418,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		if (a.trace)
 			t_item = globaltimer(); /* after the item's loads: share needs them */
 		b.copies = &a.fifo[lane]->copies[pos & (COLLC_FIFO_DEPTH - 1)];
+		b.host_seq = &a.fifo[lane]->items[pos & (COLLC_FIFO_DEPTH - 1)].seq;
 		b.t_alg = b.t_done = t_item;
 		b.t_ollwait = 0;
 		if (b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels &&

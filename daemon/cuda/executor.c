@@ -96,6 +96,22 @@ static struct collc_work_fifo *cuda_fifo(uint32_t dev)
 	return gpus[gpu_of(dev)].fifo[lane_of(dev)];
 }
 
+/*
+ * L1: item pos of dev's FIFO, whose seq is published, into the poller's copy
+ * (grid.h struct cuda_ll_fifo): 8-byte stores, each word carrying the flag;
+ * pairs with L1' in the poller. The host rewrites a slot only after every
+ * channel consumed its last item, as for the FIFO itself.
+ */
+static void ll_publish(uint32_t dev, uint64_t pos)
+{
+	const uint32_t *src = (const uint32_t *)&cuda_fifo(dev)->items[pos & (COLLC_FIFO_DEPTH - 1)];
+	struct cuda_ll_item *d = &gpus[gpu_of(dev)].ll[lane_of(dev)]->items[pos & (COLLC_FIFO_DEPTH - 1)];
+	const uint64_t flag = (uint64_t)(uint32_t)(pos + 1) << 32;
+
+	for (uint32_t j = 0; j < CUDA_LL_WORDS; j++)
+		store_relaxed(&d->w[j], flag | src[j]);
+}
+
 static void cuda_kick(uint32_t dev)
 {
 	struct collc_work_fifo *f = cuda_fifo(dev);
@@ -108,6 +124,7 @@ static void cuda_kick(uint32_t dev)
 
 		if (load_acquire(&it->seq) != t->tail + 1)
 			break;
+		ll_publish(dev, t->tail);
 		last = it->coll_id;
 		t->tail++;
 		items++;
@@ -369,8 +386,8 @@ static void post_quit(void)
 		memset(it, 0, offsetof(struct collc_work_item, seq));
 		it->kind = COLLC_WORK_QUIT;
 		store_release(&it->seq, tail + 1);
-		/* B1: pairs with the poller's acquire of published. */
-		store_release(&f->ctrl.published, tail + 1);
+		store_release(&f->ctrl.published, tail + 1); /* B1 */
+		ll_publish(d, tail);
 	}
 }
 
@@ -457,8 +474,10 @@ static void cuda_fini(void)
 	cuda_window_calls();
 	for (uint32_t g = 0; g < ngpus; g++) {
 		cudaSetDevice(gpus[g].ord);
-		for (uint32_t l = 0; l < nlanes; l++)
+		for (uint32_t l = 0; l < nlanes; l++) {
 			cudaFreeHost(gpus[g].fifo[l]);
+			cudaFreeHost(gpus[g].ll[l]);
+		}
 		cudaFreeHost(gpus[g].hctrl);
 		cudaFree(gpus[g].ds);
 		cudaStreamDestroy(gpus[g].grid_stream);
@@ -538,6 +557,10 @@ static int gpu_init(struct gpu *g, int ord)
 				  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
 			return -ENOMEM;
 		memset(g->fifo[l], 0, sizeof(struct collc_work_fifo));
+		if (cudaHostAlloc((void **)&g->ll[l], sizeof(struct cuda_ll_fifo),
+				  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
+			return -ENOMEM;
+		memset(g->ll[l], 0, sizeof(struct cuda_ll_fifo));
 	}
 	if (cudaHostAlloc((void **)&g->hctrl, sizeof(*g->hctrl),
 			  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)

@@ -38,6 +38,28 @@
 /* One-shot LL: lines a round of one sender lands in one inbox slot (16 KiB of payload). */
 #define CUDA_OLL_SLOT_LINES   2048u
 
+/*
+ * The poller's copy of a lane's FIFO, in mapped host memory, written by the
+ * host once an item's seq is published (cuda_kick()): item pos as 32 words
+ * of 8 bytes, word j holding 4-byte word j of the item below the flag
+ * (uint32_t)(pos + 1). An aligned 8-byte store on the host and an 8-byte
+ * load on the GPU are single-copy atomic (NCCL's LL protocol relies on the
+ * same over PCIe), so a word whose flag matches is whole, whatever the order
+ * in which the words were stored or are loaded: the poller reads items ahead
+ * of its position in one round of loads, with no acquire between them, and
+ * takes those whose words all match (L1: pairs with L1' in the poller).
+ */
+#define CUDA_LL_WORDS 32u
+
+struct cuda_ll_item {
+	uint64_t w[CUDA_LL_WORDS];
+};
+
+struct cuda_ll_fifo {
+	struct cuda_ll_item items[COLLC_FIFO_DEPTH];
+};
+_Static_assert(sizeof(struct collc_work_item) == CUDA_LL_WORDS * sizeof(uint32_t), "ll item");
+
 /* Per lane, in mapped host memory: the quiesce handshake (cuda/window.c window()). */
 struct cuda_hlane {
 	uint64_t gate;     /* written by the host: OPEN, HOLD, or forward positions < gate */
@@ -100,6 +122,7 @@ struct cuda_dstate {
 
 struct cuda_grid_args {
 	struct collc_work_fifo *fifo[CUDA_MAX_LANES]; /* device view of mapped host memory */
+	const struct cuda_ll_fifo *ll[CUDA_MAX_LANES]; /* device view of mapped host memory */
 	struct cuda_hctrl *hctrl;                     /* device view of mapped host memory */
 	struct cuda_dstate *ds;
 	uint32_t nlanes;

@@ -51,6 +51,9 @@ int cuda_gpu_launch(struct gpu *g)
 		if (cudaHostGetDevicePointer(&p, g->fifo[l], 0) != cudaSuccess)
 			return -EIO;
 		a.fifo[l] = p;
+		if (cudaHostGetDevicePointer(&p, g->ll[l], 0) != cudaSuccess)
+			return -EIO;
+		a.ll[l] = p;
 		g->hctrl->lane[l].gate = CUDA_GATE_OPEN;
 	}
 	{

@@ -148,6 +148,7 @@ __device__ __forceinline__ uint64_t globaltimer(void)
 struct blk {
 	const struct collc_work_item *it;       /* the running item, in shared memory */
 	const struct collc_work_copies *copies; /* the item's copy list (host memory) */
+	const uint64_t *host_seq;               /* the item's seq in the FIFO (host memory) */
 	struct cuda_chan *ch;
 	struct collc_fifo_ctrl *hctl; /* this lane's FIFO control (host memory) */
 	struct cuda_dstate *ds;

@@ -29,15 +29,19 @@ __device__ __noinline__ int copy_run(struct blk *b)
 	if (n > COLLC_MAX_RANKS)
 		return 0;
 	/*
-	 * The list was written before the item's seq (W1), which the poller
-	 * acquired before it published dseq (G1) and we acquired dseq (G1').
-	 * A send/recv's one copy is the item's own buffers: no PCIe round trip.
+	 * The list was written before the item's seq (W1). The poller took the
+	 * item from its LL copy without an acquire (L1'), so each thread that
+	 * reads the list first acquires the seq, which can only hold this
+	 * item's (the host rewrites the slot once every channel consumed it):
+	 * one more PCIe round trip, for copy lists only. A send/recv's one copy
+	 * is the item's own buffers: no PCIe round trip.
 	 */
 	if (p2p && t == 0) {
 		sh_copy[0].src = b->it->sendbuf;
 		sh_copy[0].dst = b->it->recvbuf;
 		sh_copy[0].bytes = b->it->count * b->es;
 	} else if (!p2p && t < 3 * n) {
+		(void)ld_acq_sys(b->host_seq); /* W1' */
 		((uint64_t *)sh_copy)[t] = ld_vol64(list + t);
 	}
 	__syncthreads();
