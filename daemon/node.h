@@ -74,6 +74,38 @@ void node_coll_done(uint64_t comm_id, uint64_t seq);
 /* Collectives of a spanning communicator in flight: delta +1 at launch, -1 at reap. */
 void node_inflight(uint64_t comm_id, int delta);
 
+/*
+ * Point to point across daemons (node_p2p.c): a send or a receive of a
+ * spanning communicator whose peer rank runs on another daemon. The
+ * receiver's daemon tells the sender's that the receive is posted (clear to
+ * send, with its count and dtype); the sender's daemon matches it with the
+ * sender's send of the same place in the pair's order and either streams
+ * the payload straight from the send buffer into the receive buffer or
+ * fails both with the error. CMD_NET_P2P {comm_id, seq: the cookie, err}
+ * ends each one here; after CMD_NET_FAIL nothing of the communicator's is
+ * touched any more.
+ */
+struct node_p2p {
+	uint64_t cookie; /* the scheduler's name for it */
+	uint64_t pseq;   /* its place in the (sender, receiver) pair's order */
+	uint64_t count;
+	uint64_t bytes;
+	void *buf; /* host memory mapped in collcd; NULL when bytes is 0 */
+	uint32_t sender, receiver;
+	uint32_t dtype;
+	int32_t err;   /* failed here: its partner ends with the same error */
+	uint32_t send; /* 1: the send (the sender runs here), 0: the receive */
+	uint32_t reserved;
+};
+/* -errno: the communicator failed (or is not known); nothing will follow. */
+int node_p2p_post(uint64_t comm_id, const struct node_p2p *p);
+/*
+ * It waited past the timeout: 1 when it ended here and now (the scheduler
+ * ends it with -ETIMEDOUT); 0 when the peer's daemon must agree first or
+ * its data already moves (CMD_NET_P2P follows).
+ */
+int node_p2p_expire(uint64_t comm_id, uint64_t cookie);
+
 /* Totals for metrics. */
 struct node_counters {
 	uint64_t accepted, refused;
