@@ -250,6 +250,8 @@ static struct {
 	uint64_t refused_full;
 	uint64_t gone_sent, gone_recv; /* bytes of connections and links already freed */
 	uint32_t inflight;             /* collectives in flight on spanning communicators */
+	/* Communicators failed here with -EPROTO: a peer's data broke what was agreed. */
+	uint64_t proto_errors;
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 static uint64_t mono_ns(void)
@@ -1508,6 +1510,7 @@ static int comms_step(uint64_t now, int *busy, int *nap)
 				int pending = 0;
 
 				r = np2p_step(nc->p2p, busy, &pending);
+				node.proto_errors += r == -EPROTO;
 				if (r < 0)
 					nc_fail(nc, r == -EPROTO ? r : -EPIPE, 1);
 				else
@@ -2012,6 +2015,20 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d)
 	pthread_mutex_unlock(&node.mu);
 }
 
+/*
+ * Did a rank here receive what the daemons did not agree to (a hostile or
+ * broken peer)? P1': pairs with P1 in the CPU executor: the scheduler
+ * acquired the item's work_consumed before it asks.
+ */
+static int nc_broken(const struct ncomm *nc)
+{
+	for (uint32_t i = 0; i < nc->nlinks; i++)
+		if (nc->links[i].attached && nc->links[i].el.broken &&
+		    load_acquire(nc->links[i].el.broken))
+			return 1;
+	return 0;
+}
+
 void node_coll_done(uint64_t comm_id, uint64_t seq)
 {
 	struct m_seq m = { .seq = seq };
@@ -2020,7 +2037,13 @@ void node_coll_done(uint64_t comm_id, uint64_t seq)
 
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
-	if (nc && nc->stage == NC_ATTACHED) {
+	if (nc && nc->stage == NC_ATTACHED && nc_broken(nc)) {
+		log_err("communicator %llu: collective %llu received data the daemons did not agree "
+			"to: failing it everywhere",
+			(unsigned long long)nc->id, (unsigned long long)seq);
+		node.proto_errors++;
+		nc_fail(nc, -EPROTO, 1);
+	} else if (nc && nc->stage == NC_ATTACHED) {
 		if (nc->root)
 			r = root_done(nc, seq);
 		else
@@ -2163,7 +2186,8 @@ size_t node_status(char *out, size_t len, int json)
 		PUT("%s\"%s\": %llu", i > 1 ? ", " : "", net_auth_reason_name(i),
 		    (unsigned long long)node.auth.refused[i]);
 	if (json)
-		PUT("}, \"peers\": [");
+		PUT("}, \"protocol_errors\": %llu, \"peers\": [",
+		    (unsigned long long)node.proto_errors);
 	/* One entry per (communicator, other daemon). */
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		for (uint32_t d = 0; d < (nc->ndaemons ? nc->ndaemons : 1); d++) {
