@@ -93,7 +93,8 @@ struct node_p2p {
 	void *buf; /* host memory mapped in collcd; NULL when bytes is 0 */
 	uint32_t sender, receiver;
 	uint32_t dtype;
-	int32_t err;   /* failed here: its partner ends with the same error */
+	/* Failed here: its partner ends with the same error (-EINVAL, -EOVERFLOW or -EOPNOTSUPP). */
+	int32_t err;
 	uint32_t send; /* 1: the send (the sender runs here), 0: the receive */
 	uint32_t reserved;
 };

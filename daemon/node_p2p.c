@@ -337,8 +337,7 @@ static struct pop *op_find(struct np2p *p, int send, uint32_t s, uint32_t r, uin
 /* Only errors a daemon reports for a pair reach the ranks; anything else is the peer's fault. */
 static int err_ok(int32_t err)
 {
-	return err == -EINVAL || err == -ETIMEDOUT || err == -EOPNOTSUPP || err == -ENOMEM ||
-	       err == -EFAULT;
+	return err == -EINVAL || err == -ETIMEDOUT || err == -EOPNOTSUPP || err == -EOVERFLOW;
 }
 
 /* The sender's daemon: send op meets its receive's clear-to-send. */

@@ -142,6 +142,9 @@ static void net_take(struct comm *cm, struct p2p_op *op)
 			 (unsigned long long)cm->id, send ? "send" : "receive");
 		op->err = -EOPNOTSUPP;
 	}
+	/* The errors the other daemon accepts for a pair (node_p2p.c err_ok()). */
+	if (op->err && op->err != -EINVAL && op->err != -EOVERFLOW && op->err != -EOPNOTSUPP)
+		op->err = -EINVAL;
 	op->net = 1;
 	op->cookie = ++cm->p2p_cookie;
 	d.cookie = op->cookie;
