@@ -12,7 +12,9 @@
  * (daemon/net/auth.c): REG (joiner -> root: a local rank, its daemon's
  * channel count and the handles of its incoming data links), TABLE (root ->
  * joiners: who owns each rank, the agreed channel count, every rank's
- * handles), PING (heartbeat, every net_timeout_ms / 4) and ABORT (the
+ * handles), P2PL and P2PT (the send/recv links' handles, gathered and
+ * handed out by the root), COLL, GO, DONE and ALLDONE (the agreement on each
+ * collective), PING (heartbeat, every net_timeout_ms / 4) and ABORT (the
  * communicator failed: every daemon ends it). Host byte order: the daemons
  * of one job run on one architecture.
  *
@@ -22,6 +24,8 @@
  * sender publishes and returns the slot once the transport took it, and
  * receives steps into the local receiver's slots as credit allows,
  * publishing tail. TCP's own flow control carries the credit between them.
+ * Sends and receives whose ranks run on two daemons take their own links
+ * (node_p2p.c) and never touch the executor.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -11,7 +11,8 @@
  * unique id): every other daemon joins it over one control connection
  * authenticated with the id's secret, registers its local ranks with the
  * handles of their incoming data links, and receives the rank table. Data
- * links then join ring neighbours directly. The scheduler names
+ * links then join ring neighbours directly, and every two daemons for sends
+ * and receives (node_p2p.c). The scheduler names
  * communicators by its own id; it hears back through CMD_NET_READY and
  * CMD_NET_FAIL (sched.h).
  */
