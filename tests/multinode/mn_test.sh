@@ -24,7 +24,8 @@
 #   mn_test.sh restart               a daemon killed, restarted, serving new communicators
 #   mn_test.sh secret                an id with a flipped secret byte is refused
 #   mn_test.sh garbage               hundreds of hostile connections on the listen port
-#   mn_test.sh plugin                the tcp transport through the plugin loader
+#   mn_test.sh plugin                the tcp transport through the plugin loader (collectives,
+#                                    send/recv)
 #   mn_test.sh bench                 collc-bench --socket A,B across two daemons
 #
 # Fault tests: a communicator X over the nodes runs all-reduces until the
@@ -374,6 +375,9 @@ plugin)
 	mn_daemon_start 1 --net plugin:collc
 	comm_start A 2 0 1 -- --mode check
 	mn_wait_ranks 120 || mn_fail "correctness over the plugin transport"
+	# Send/recv too: a transport without pollable sockets polls while they wait.
+	comm_start B 3 0 1 1 -- --mode p2p --odd 0
+	mn_wait_ranks 120 || mn_fail "send/recv over the plugin transport"
 	for i in 0 1; do
 		t=$(mn_status_json $i | $PY "$here/mn_status.py" transport) ||
 			mn_fail "status --json of node $i"
