@@ -77,6 +77,13 @@ struct exec_link {
 	 * and head again; pairs with K2 in the executor's post.
 	 */
 	void (*watch)(void *l, int fd);
+	/*
+	 * Nonzero once a rank of the communicator received a stream that breaks
+	 * what the daemons agreed (a relay block of another length): the proxy
+	 * fails the communicator instead of reporting the collective done.
+	 * NULL: the executor never says so.
+	 */
+	const uint32_t *broken;
 };
 
 /* What every executor is handed at start. */

@@ -12,7 +12,9 @@
  * (daemon/net/auth.c): REG (joiner -> root: a local rank, its daemon's
  * channel count and the handles of its incoming data links), TABLE (root ->
  * joiners: who owns each rank, the agreed channel count, every rank's
- * handles), PING (heartbeat, every net_timeout_ms / 4) and ABORT (the
+ * handles), P2PL and P2PT (the send/recv links' handles, gathered and
+ * handed out by the root), COLL, GO, DONE and ALLDONE (the agreement on each
+ * collective), PING (heartbeat, every net_timeout_ms / 4) and ABORT (the
  * communicator failed: every daemon ends it). Host byte order: the daemons
  * of one job run on one architecture.
  *
@@ -22,6 +24,8 @@
  * sender publishes and returns the slot once the transport took it, and
  * receives steps into the local receiver's slots as credit allows,
  * publishing tail. TCP's own flow control carries the credit between them.
+ * Sends and receives whose ranks run on two daemons take their own links
+ * (node_p2p.c) and never touch the executor.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -45,6 +49,7 @@
 #include "daemon/net/net.h"
 #include "daemon/net/sock.h"
 #include "daemon/node.h"
+#include "daemon/node_p2p.h"
 #include "daemon/sched.h"
 #include "proto/shm.h"
 #include "proto/work.h"
@@ -59,7 +64,19 @@
 #define JOIN_TIMEOUT_NS (60ull * 1000000000)
 #define LINK_TIMEOUT_NS (30ull * 1000000000)
 
-enum { M_REG = 1, M_TABLE, M_PING, M_ABORT, M_COLL, M_GO, M_DONE, M_ALLDONE, M_TYPE_MAX };
+enum {
+	M_REG = 1,
+	M_TABLE,
+	M_PING,
+	M_ABORT,
+	M_COLL,
+	M_GO,
+	M_DONE,
+	M_ALLDONE,
+	M_P2PL,
+	M_P2PT,
+	M_TYPE_MAX
+};
 #define AGREE_WINDOW 1024u /* the scheduler's COMM_WINDOW: collectives open at once */
 
 struct msg_hdr {
@@ -103,6 +120,19 @@ struct m_abort {
 	int32_t err;
 	uint32_t reserved;
 };
+
+/*
+ * The send/recv links (node_p2p.c), after the table: each daemon listens
+ * once for every other one. M_P2PL (joiner -> root): handles[e] is the
+ * sender's listen for daemon e. M_P2PT (root -> joiner): handles[d] is
+ * daemon d's listen for the receiver.
+ */
+struct m_p2ph {
+	uint32_t from;
+	uint32_t ndaemons;
+	uint8_t handles[COLLC_MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
+};
+_Static_assert(sizeof(struct m_p2ph) <= MSG_MAX, "p2p handles fit a message");
 
 /* M_GO, M_DONE and M_ALLDONE. */
 struct m_seq {
@@ -195,6 +225,13 @@ struct ncomm {
 	uint64_t inflight;
 	uint64_t errors;
 	struct agree *agree; /* root: AGREE_WINDOW, by seq */
+	struct np2p *p2p;    /* sends and receives between daemons; NULL once failed */
+	/* Root: every daemon's send/recv listens, [d][e]: d's for e (M_P2PL). */
+	uint8_t (*p2ph)[COLLC_MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
+	uint8_t p2pl_have[COLLC_MAX_RANKS];
+	uint32_t np2pl;
+	uint32_t p2p_ready; /* every daemon's handles are known here */
+	uint64_t p2p_gone_sent, p2p_gone_recv, p2p_errors; /* of p2p, once freed */
 };
 
 static struct {
@@ -217,6 +254,8 @@ static struct {
 	uint64_t refused_full;
 	uint64_t gone_sent, gone_recv; /* bytes of connections and links already freed */
 	uint32_t inflight;             /* collectives in flight on spanning communicators */
+	/* Communicators failed here with -EPROTO: a peer's data broke what was agreed. */
+	uint64_t proto_errors;
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 static uint64_t mono_ns(void)
@@ -455,6 +494,19 @@ static void links_close(struct ncomm *nc)
 				net->closeListen(nc->listen[r][c]);
 				nc->listen[r][c] = NULL;
 			}
+	/* Its sends and receives end through the scheduler's revocation: no completions. */
+	if (nc->p2p) {
+		for (uint32_t d = 0; d < nc->ndaemons; d++) {
+			uint64_t sent, recvd;
+
+			np2p_bytes(nc->p2p, d, &sent, &recvd);
+			nc->p2p_gone_sent += sent;
+			nc->p2p_gone_recv += recvd;
+		}
+		nc->p2p_errors += np2p_errors(nc->p2p);
+		np2p_free(nc->p2p);
+		nc->p2p = NULL;
+	}
 }
 
 /*
@@ -514,9 +566,12 @@ static void nc_free(struct ncomm *nc)
 			conn_close(c);
 			c->nc = NULL;
 		}
+	node.gone_sent += nc->p2p_gone_sent;
+	node.gone_recv += nc->p2p_gone_recv;
 	free(nc->links);
 	free(nc->handles);
 	free(nc->agree);
+	free(nc->p2ph);
 	free(nc);
 }
 
@@ -687,6 +742,92 @@ static int nc_plan_links(struct ncomm *nc)
 	return 0;
 }
 
+static void p2p_done(void *arg, uint64_t cookie, int err)
+{
+	post_seq(CMD_NET_P2P, arg, cookie, err);
+}
+
+/* Root: every daemon's send/recv listens are known: tell each whom to connect to. */
+static int root_p2p_table(struct ncomm *nc)
+{
+	struct m_p2ph *m = calloc(1, sizeof(*m));
+	int r = 0;
+
+	if (!m)
+		return -ENOMEM;
+	m->ndaemons = nc->ndaemons;
+	for (uint32_t e = 1; e < nc->ndaemons && r == 0; e++) {
+		for (uint32_t d = 0; d < nc->ndaemons; d++)
+			memcpy(m->handles[d], nc->p2ph[d][e], NCCL_NET_HANDLE_MAXSIZE);
+		if (!nc->peers[e] || conn_send(nc->peers[e], M_P2PT, m, sizeof(*m)) < 0)
+			r = -EPIPE;
+	}
+	for (uint32_t d = 1; d < nc->ndaemons && r == 0; d++)
+		r = np2p_peer_handle(nc->p2p, d, nc->p2ph[d][0]);
+	free(m);
+	free(nc->p2ph);
+	nc->p2ph = NULL;
+	return r;
+}
+
+/* The table is known: listen for every other daemon's send/recv link, and tell the root. */
+static int nc_p2p_start(struct ncomm *nc)
+{
+	struct m_p2ph *m;
+	int r;
+
+	nc->p2p = np2p_new(node.t.net, nc->nranks, nc->ndaemons, nc->me, nc->owner, p2p_done, nc);
+	if (!nc->p2p)
+		return -ENOMEM;
+	if (nc->root) {
+		nc->p2ph = calloc(nc->ndaemons, sizeof(*nc->p2ph));
+		if (!nc->p2ph)
+			return -ENOMEM;
+		r = np2p_listen(nc->p2p, nc->p2ph[0]);
+		if (r < 0)
+			return r;
+		nc->p2pl_have[0] = 1;
+		return ++nc->np2pl == nc->ndaemons ? root_p2p_table(nc) : 0;
+	}
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->from = nc->me;
+	m->ndaemons = nc->ndaemons;
+	r = np2p_listen(nc->p2p, m->handles);
+	if (r == 0 && (!nc->ctl || conn_send(nc->ctl, M_P2PL, m, sizeof(*m)) < 0))
+		r = -EPIPE;
+	free(m);
+	return r;
+}
+
+/* Root: daemon c->didx's send/recv listens. */
+static int root_p2pl(struct ncomm *nc, const struct conn *c, const struct m_p2ph *m)
+{
+	uint32_t d = c->didx;
+
+	if (!nc->p2ph || d == 0 || d >= nc->ndaemons || nc->p2pl_have[d] || m->from != d ||
+	    m->ndaemons != nc->ndaemons)
+		return -EPROTO;
+	memcpy(nc->p2ph[d], m->handles, (size_t)nc->ndaemons * NCCL_NET_HANDLE_MAXSIZE);
+	nc->p2pl_have[d] = 1;
+	return ++nc->np2pl == nc->ndaemons ? root_p2p_table(nc) : 0;
+}
+
+/* Joiner: every daemon's listen for this one. */
+static int on_p2pt(struct ncomm *nc, const struct m_p2ph *m)
+{
+	int r = 0;
+
+	if (m->ndaemons != nc->ndaemons || nc->p2p_ready)
+		return -EPROTO;
+	for (uint32_t d = 0; d < nc->ndaemons && r == 0; d++)
+		if (d != nc->me)
+			r = np2p_peer_handle(nc->p2p, d, m->handles[d]);
+	nc->p2p_ready = 1;
+	return r;
+}
+
 /* Root: every rank registered. */
 static void root_complete(struct ncomm *nc)
 {
@@ -730,6 +871,8 @@ static void root_complete(struct ncomm *nc)
 	}
 	free(t);
 	r = nc_plan_links(nc);
+	if (r == 0)
+		r = nc_p2p_start(nc);
 	if (r < 0)
 		nc_fail(nc, r, 1);
 }
@@ -762,6 +905,8 @@ static int on_reg(struct conn *c, struct ncomm *nc, const struct m_reg *m)
 
 static int on_table(struct ncomm *nc, const struct m_table *t)
 {
+	int err;
+
 	if (nc->root || nc->stage != NC_JOINING || t->nranks != nc->nranks || t->nchan < 1 ||
 	    t->nchan > NODE_MAX_CHANNELS || t->you == 0 || t->you >= t->ndaemons ||
 	    t->ndaemons > COLLC_MAX_RANKS)
@@ -778,7 +923,8 @@ static int on_table(struct ncomm *nc, const struct m_table *t)
 	for (uint32_t r = 0; r < nc->nranks; r++)
 		if (t->owner[r] != nc->me)
 			memcpy(nc->handles[r], t->handles[r], sizeof(nc->handles[r]));
-	return nc_plan_links(nc);
+	err = nc_plan_links(nc);
+	return err < 0 ? err : nc_p2p_start(nc);
 }
 
 /* One whole message from an authenticated peer; -errno fails its communicator. */
@@ -810,6 +956,15 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 		return 0;
 	case M_PING:
 		return h->len == 0 ? 0 : -EPROTO;
+	case M_P2PL:
+		if (h->len != sizeof(struct m_p2ph) || !nc->root || nc->stage != NC_LINKING)
+			return -EPROTO;
+		return root_p2pl(nc, c, (const struct m_p2ph *)body);
+	case M_P2PT:
+		if (h->len != sizeof(struct m_p2ph) || nc->root || c != nc->ctl ||
+		    nc->stage != NC_LINKING || !nc->p2p)
+			return -EPROTO;
+		return on_p2pt(nc, (const struct m_p2ph *)body);
 	case M_REG:
 		if (h->len != sizeof(struct m_reg))
 			return -EPROTO;
@@ -1332,6 +1487,8 @@ static int comms_step(uint64_t now, int *busy, int *nap)
 				break;
 			}
 			r = links_connect(nc);
+			if (r == 1)
+				r = nc->p2p ? np2p_connect(nc->p2p) : -EPIPE;
 			if (r < 0) {
 				nc_fail(nc, r, 1);
 			} else if (r == 1) {
@@ -1352,6 +1509,19 @@ static int comms_step(uint64_t now, int *busy, int *nap)
 				moved |= r;
 				if (l->posted != l->done && l->dir == L_SEND)
 					*busy = 1;
+			}
+			if (nc->stage == NC_ATTACHED && nc->p2p) {
+				int pending = 0;
+
+				r = np2p_step(nc->p2p, busy, &pending);
+				node.proto_errors += r == -EPROTO;
+				if (r < 0)
+					nc_fail(nc, r == -EPROTO ? r : -EPIPE, 1);
+				else
+					moved |= r;
+				/* Without pollable sockets, a waiting send or receive polls on the timer. */
+				if (pending && !links_pollable())
+					*nap = 1;
 			}
 			if (nc->inflight)
 				*busy = 1;
@@ -1443,7 +1613,7 @@ static void sleep_poll(int nap)
 		timeout = 1; /* links coming up: connect and accept have no sockets to show */
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
 		if (nc->stage == NC_ATTACHED)
-			want += (size_t)nc->nlinks * (1 + NET_TCP_MAX_STREAMS);
+			want += (size_t)(nc->nlinks + 2 * nc->ndaemons) * (1 + NET_TCP_MAX_STREAMS);
 	pf = pollset(want);
 	if (!pf) {
 		static struct pollfd two[2];
@@ -1472,6 +1642,8 @@ static void sleep_poll(int nap)
 			if (nc->links[i].comm)
 				n += (size_t)net_tcp_pollfds(nc->links[i].comm, pf + n,
 							     (int)(want - n));
+		if (nc->p2p && n < want && links_pollable())
+			n += (size_t)np2p_pollfds(nc->p2p, pf + n, (int)(want - n));
 	}
 	pthread_mutex_unlock(&node.mu);
 	if (poll(pf, n, timeout) > 0 && (pf[0].revents & POLLIN)) {
@@ -1847,6 +2019,20 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d)
 	pthread_mutex_unlock(&node.mu);
 }
 
+/*
+ * Did a rank here receive what the daemons did not agree to (a hostile or
+ * broken peer)? P1': pairs with P1 in the CPU executor: the scheduler
+ * acquired the item's work_consumed before it asks.
+ */
+static int nc_broken(const struct ncomm *nc)
+{
+	for (uint32_t i = 0; i < nc->nlinks; i++)
+		if (nc->links[i].attached && nc->links[i].el.broken &&
+		    load_acquire(nc->links[i].el.broken))
+			return 1;
+	return 0;
+}
+
 void node_coll_done(uint64_t comm_id, uint64_t seq)
 {
 	struct m_seq m = { .seq = seq };
@@ -1855,7 +2041,13 @@ void node_coll_done(uint64_t comm_id, uint64_t seq)
 
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
-	if (nc && nc->stage == NC_ATTACHED) {
+	if (nc && nc->stage == NC_ATTACHED && nc_broken(nc)) {
+		log_err("communicator %llu: collective %llu received data the daemons did not agree "
+			"to: failing it everywhere",
+			(unsigned long long)nc->id, (unsigned long long)seq);
+		node.proto_errors++;
+		nc_fail(nc, -EPROTO, 1);
+	} else if (nc && nc->stage == NC_ATTACHED) {
 		if (nc->root)
 			r = root_done(nc, seq);
 		else
@@ -1881,6 +2073,41 @@ void node_inflight(uint64_t comm_id, int delta)
 	pthread_mutex_unlock(&node.mu);
 }
 
+int node_p2p_post(uint64_t comm_id, const struct node_p2p *p)
+{
+	struct ncomm *nc;
+	int r;
+
+	pthread_mutex_lock(&node.mu);
+	nc = nc_by_id(comm_id);
+	if (!nc || !nc->p2p || (nc->stage != NC_READY && nc->stage != NC_ATTACHED)) {
+		r = nc && nc->stage == NC_DEAD ? nc->err : -EPIPE;
+	} else {
+		r = np2p_post(nc->p2p, p);
+		/* Past its start: the send or receive is the communicator's now. */
+		if (r < 0 && r != -EINVAL && r != -ENOMEM)
+			nc_fail(nc, r, 1);
+	}
+	wake();
+	pthread_mutex_unlock(&node.mu);
+	return r;
+}
+
+int node_p2p_expire(uint64_t comm_id, uint64_t cookie)
+{
+	struct ncomm *nc;
+	int r = 0;
+
+	pthread_mutex_lock(&node.mu);
+	nc = nc_by_id(comm_id);
+	/* Failed: the scheduler's revocation ends it. */
+	if (nc && nc->p2p)
+		r = np2p_expire(nc->p2p, cookie);
+	wake();
+	pthread_mutex_unlock(&node.mu);
+	return r;
+}
+
 void node_counters(struct node_counters *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -1897,13 +2124,23 @@ void node_counters(struct node_counters *out)
 		out->bytes_received += c->bytes_recv;
 		out->peers += c->state == C_UP;
 	}
-	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		for (uint32_t i = 0; i < nc->nlinks; i++) {
 			if (nc->links[i].dir == L_SEND)
 				out->bytes_sent += nc->links[i].bytes;
 			else
 				out->bytes_received += nc->links[i].bytes;
 		}
+		out->bytes_sent += nc->p2p_gone_sent;
+		out->bytes_received += nc->p2p_gone_recv;
+		for (uint32_t d = 0; nc->p2p && d < nc->ndaemons; d++) {
+			uint64_t sent, recvd;
+
+			np2p_bytes(nc->p2p, d, &sent, &recvd);
+			out->bytes_sent += sent;
+			out->bytes_received += recvd;
+		}
+	}
 	pthread_mutex_unlock(&node.mu);
 }
 
@@ -1953,7 +2190,8 @@ size_t node_status(char *out, size_t len, int json)
 		PUT("%s\"%s\": %llu", i > 1 ? ", " : "", net_auth_reason_name(i),
 		    (unsigned long long)node.auth.refused[i]);
 	if (json)
-		PUT("}, \"peers\": [");
+		PUT("}, \"protocol_errors\": %llu, \"peers\": [",
+		    (unsigned long long)node.proto_errors);
 	/* One entry per (communicator, other daemon). */
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		for (uint32_t d = 0; d < (nc->ndaemons ? nc->ndaemons : 1); d++) {
@@ -1973,6 +2211,13 @@ size_t node_status(char *out, size_t len, int json)
 				else
 					recvd += nc->links[i].bytes;
 			}
+			if (nc->p2p) {
+				uint64_t ps, pr;
+
+				np2p_bytes(nc->p2p, d, &ps, &pr);
+				sent += ps;
+				recvd += pr;
+			}
 			if (nc->root && nc->peers[d]) {
 				sent += nc->peers[d]->bytes_sent;
 				recvd += nc->peers[d]->bytes_recv;
@@ -1990,14 +2235,16 @@ size_t node_status(char *out, size_t len, int json)
 				    d == 0 ? "root" : "member", stage_name(nc->stage),
 				    (unsigned long long)sent, (unsigned long long)recvd,
 				    (unsigned long long)nc->inflight,
-				    (unsigned long long)nc->errors);
+				    (unsigned long long)(nc->errors + nc->p2p_errors +
+							 np2p_errors(nc->p2p)));
 			else
 				PUT("  peer %s (%s) comm %llu: %s, sent %llu B, received %llu B, "
 				    "%llu in flight, %llu errors\n",
 				    as, d == 0 ? "root" : "member", (unsigned long long)nc->id,
 				    stage_name(nc->stage), (unsigned long long)sent,
 				    (unsigned long long)recvd, (unsigned long long)nc->inflight,
-				    (unsigned long long)nc->errors);
+				    (unsigned long long)(nc->errors + nc->p2p_errors +
+							 np2p_errors(nc->p2p)));
 			first = 0;
 		}
 	}

@@ -11,7 +11,8 @@
  * unique id): every other daemon joins it over one control connection
  * authenticated with the id's secret, registers its local ranks with the
  * handles of their incoming data links, and receives the rank table. Data
- * links then join ring neighbours directly. The scheduler names
+ * links then join ring neighbours directly, and every two daemons for sends
+ * and receives (node_p2p.c). The scheduler names
  * communicators by its own id; it hears back through CMD_NET_READY and
  * CMD_NET_FAIL (sched.h).
  */
@@ -73,6 +74,39 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d);
 void node_coll_done(uint64_t comm_id, uint64_t seq);
 /* Collectives of a spanning communicator in flight: delta +1 at launch, -1 at reap. */
 void node_inflight(uint64_t comm_id, int delta);
+
+/*
+ * Point to point across daemons (node_p2p.c): a send or a receive of a
+ * spanning communicator whose peer rank runs on another daemon. The
+ * receiver's daemon tells the sender's that the receive is posted (clear to
+ * send, with its count and dtype); the sender's daemon matches it with the
+ * sender's send of the same place in the pair's order and either streams
+ * the payload straight from the send buffer into the receive buffer or
+ * fails both with the error. CMD_NET_P2P {comm_id, seq: the cookie, err}
+ * ends each one here; after CMD_NET_FAIL nothing of the communicator's is
+ * touched any more.
+ */
+struct node_p2p {
+	uint64_t cookie; /* the scheduler's name for it */
+	uint64_t pseq;   /* its place in the (sender, receiver) pair's order */
+	uint64_t count;
+	uint64_t bytes;
+	void *buf; /* host memory mapped in collcd; NULL when bytes is 0 */
+	uint32_t sender, receiver;
+	uint32_t dtype;
+	/* Failed here: its partner ends with the same error (-EINVAL, -EOVERFLOW or -EOPNOTSUPP). */
+	int32_t err;
+	uint32_t send; /* 1: the send (the sender runs here), 0: the receive */
+	uint32_t reserved;
+};
+/* -errno: the communicator failed (or is not known); nothing will follow. */
+int node_p2p_post(uint64_t comm_id, const struct node_p2p *p);
+/*
+ * It waited past the timeout: 1 when it ended here and now (the scheduler
+ * ends it with -ETIMEDOUT); 0 when the peer's daemon must agree first or
+ * its data already moves (CMD_NET_P2P follows).
+ */
+int node_p2p_expire(uint64_t comm_id, uint64_t cookie);
 
 /* Totals for metrics. */
 struct node_counters {

@@ -34,6 +34,7 @@ enum sched_cmd_type {
 	CMD_NET_FAIL,  /* it failed elsewhere or on the network: u.net.err */
 	CMD_NET_GO,    /* every daemon matched collective u.net.seq (err: -EINVAL, they differ) */
 	CMD_NET_DONE,  /* every daemon executed collective u.net.seq */
+	CMD_NET_P2P,   /* a send or receive across daemons ended: u.net.seq its cookie, err */
 };
 
 struct sched_cmd {

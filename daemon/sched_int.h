@@ -152,6 +152,10 @@ struct p2p_op {
 	uint64_t sig_off;
 	uint32_t rank; /* who posted it */
 	int err;       /* failed validation: it and its partner end with it */
+	/* Its peer runs on another daemon: the node layer moves it (node_p2p_post). */
+	uint8_t net;
+	uint8_t expiring; /* timed out; the node layer ends it (node_p2p_expire) */
+	uint64_t cookie;
 };
 
 /* A send and its receive, matched: one copy on one of the two ranks' devices. */
@@ -222,6 +226,7 @@ struct comm {
 	uint32_t p2p_waiting;     /* ops on p2p_wait */
 	uint32_t p2p_queued;      /* xfers on p2p_ready */
 	uint64_t p2p_inflight;    /* xfers on p2p_run */
+	uint64_t p2p_cookie;      /* names the last op handed to the node layer */
 	/* Graph firings (sched_gate.c), matched by firing order apart from the window. */
 	struct fire *fires; /* oldest first */
 	uint64_t fires_inflight;
@@ -387,6 +392,7 @@ int sched_p2p_done_visible(const struct comm *cm);
 int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now);
 void sched_p2p_revoke(struct comm *cm, int err);
 void sched_p2p_free(struct comm *cm);
+void sched_p2p_net_cmd(struct sched_cmd *cmd);
 uint64_t sched_p2p_lagging(const struct comm *cm);
 
 /* sched_launch.c: launch, reap, timeouts */

@@ -10,6 +10,11 @@
  * waits for the other in the executor, so any number of pairs in any
  * direction progress independently; both ranks complete once the copy's item
  * is consumed.
+ *
+ * Across daemons (a spanning communicator, the peer rank on another daemon)
+ * the node layer moves the pair (node_p2p.c): each side's op waits on the
+ * list like an unmatched one until CMD_NET_P2P ends it; the sender's daemon
+ * matches the pair, so both sides end alike.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +24,7 @@
 #include "common/atomics.h"
 #include "common/futex.h"
 #include "daemon/log.h"
+#include "daemon/node.h"
 #include "daemon/plan.h"
 #include "daemon/sched_int.h"
 #include "daemon/sqe_check.h"
@@ -94,6 +100,19 @@ static struct p2p_op *wait_unlink(struct comm *cm, struct p2p_op **pp)
 	return op;
 }
 
+/* Where the op the node layer knows as cookie sits on the wait list (NULL: gone). */
+static struct p2p_op **wait_find(struct comm *cm, uint64_t cookie)
+{
+	struct p2p_op **pp;
+
+	for (pp = &cm->p2p_wait; *pp; pp = &(*pp)->next)
+		if ((*pp)->net && (*pp)->cookie == cookie)
+			return pp;
+	return NULL;
+}
+
+static uint64_t op_addr(const struct p2p_op *op);
+
 /* Validates the op against the client's registrations: its error, or 0. */
 static int op_check(struct sched_client *c, const struct comm *cm, struct p2p_op *op)
 {
@@ -105,6 +124,45 @@ static int op_check(struct sched_client *c, const struct comm *cm, struct p2p_op
 	if (op->sqe.opcode == COLLC_OP_SEND)
 		return sched_resolve_buf(c, op->sqe.send_mr, op->sqe.send_off, send, &op->mr);
 	return sched_resolve_buf(c, op->sqe.recv_mr, op->sqe.recv_off, recv, &op->mr);
+}
+
+/*
+ * The peer runs on another daemon: the node layer matches and moves it. Only
+ * host memory crosses daemons (GPU ranks do not span them; a device
+ * registration on a host rank is refused), and only host-ordered requests.
+ */
+static void net_take(struct comm *cm, struct p2p_op *op)
+{
+	const int send = op->sqe.opcode == COLLC_OP_SEND;
+	struct node_p2p d = { 0 };
+	int r;
+
+	if (!op->err && (op->sqe.flags || (op->mr && op->mr->exec))) {
+		log_info("communicator %llu: a %s across daemons needs host memory and no stream",
+			 (unsigned long long)cm->id, send ? "send" : "receive");
+		op->err = -EOPNOTSUPP;
+	}
+	/* The errors the other daemon accepts for a pair (node_p2p.c err_ok()). */
+	if (op->err && op->err != -EINVAL && op->err != -EOVERFLOW && op->err != -EOPNOTSUPP)
+		op->err = -EINVAL;
+	op->net = 1;
+	op->cookie = ++cm->p2p_cookie;
+	d.cookie = op->cookie;
+	d.pseq = op->pseq;
+	d.sender = op_sender(op);
+	d.receiver = op_receiver(op);
+	d.send = (uint32_t)send;
+	d.err = op->err;
+	d.count = op->sqe.count;
+	d.dtype = op->sqe.dtype;
+	if (!op->err) {
+		d.bytes = op->sqe.count * collc_dtype_bytes(op->sqe.dtype);
+		d.buf = d.bytes ? (void *)(uintptr_t)op_addr(op) : NULL;
+	}
+	wait_append(cm, op);
+	r = node_p2p_post(cm->id, &d);
+	if (r < 0)
+		op_finish(cm, wait_unlink(cm, wait_find(cm, op->cookie)), r);
 }
 
 void sched_p2p_take(struct sched_client *c, struct member *mb, const struct collc_sqe *e)
@@ -122,13 +180,6 @@ void sched_p2p_take(struct sched_client *c, struct member *mb, const struct coll
 		sched.errors++;
 		cm->errors++;
 		sched_sqe_fail(c, mb, e, cm->revoked);
-		return;
-	}
-	if (cm->local) {
-		/* Send/recv between daemons is not built yet; each side hears of it at once. */
-		sched.errors++;
-		cm->errors++;
-		sched_sqe_fail(c, mb, e, -EOPNOTSUPP);
 		return;
 	}
 	if (e->root < 0 || (uint32_t)e->root >= n) {
@@ -164,6 +215,10 @@ void sched_p2p_take(struct sched_client *c, struct member *mb, const struct coll
 	}
 	pair = &cm->pairs[(size_t)op_sender(op) * n + op_receiver(op)];
 	op->pseq = send ? pair->sends++ : pair->recvs++;
+	if (!comm_rank_local(cm, (uint32_t)e->root)) {
+		net_take(cm, op);
+		return;
+	}
 	/* Its partner already timed out waiting for it: so does it. */
 	if (op->pseq < (send ? pair->recvs_expired : pair->sends_expired)) {
 		op_finish(cm, op, -ETIMEDOUT);
@@ -402,32 +457,76 @@ int sched_p2p_reap(struct comm *cm)
 	return progress;
 }
 
+static void expired(struct comm *cm, const struct p2p_op *op, uint32_t ms)
+{
+	uint32_t peer = (uint32_t)op->sqe.root;
+
+	cm->timeouts++;
+	cm->timed_out_mask = 1ull << peer;
+	log_info("communicator %llu: %s of rank %u %s rank %u timed out after %u ms",
+		 (unsigned long long)cm->id, op->sqe.opcode == COLLC_OP_SEND ? "send" : "receive",
+		 op->rank, op->sqe.opcode == COLLC_OP_SEND ? "to" : "from", peer, ms);
+}
+
 int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now)
 {
+	struct p2p_op **pp = &cm->p2p_wait;
 	int progress = 0;
 
 	/* Oldest first: arrival order is timeout order. */
-	while (cm->p2p_wait && now > cm->p2p_wait->t_ns &&
-	       now - cm->p2p_wait->t_ns >= (uint64_t)ms * 1000000) {
-		struct p2p_op *op = wait_unlink(cm, &cm->p2p_wait);
+	while (*pp && now > (*pp)->t_ns && now - (*pp)->t_ns >= (uint64_t)ms * 1000000) {
+		struct p2p_op *op = *pp;
 		struct p2p_pair *pair =
 			&cm->pairs[(size_t)op_sender(op) * cm->nranks + op_receiver(op)];
-		uint32_t peer = (uint32_t)op->sqe.root;
 
+		if (op->net) {
+			/* Across daemons the sender's daemon decides; asked once. */
+			if (!op->expiring && node_p2p_expire(cm->id, op->cookie) == 1) {
+				expired(cm, op, ms);
+				op_finish(cm, wait_unlink(cm, pp), -ETIMEDOUT);
+				progress = 1;
+				continue;
+			}
+			op->expiring = 1;
+			pp = &op->next;
+			continue;
+		}
+		wait_unlink(cm, pp);
 		if (op->sqe.opcode == COLLC_OP_SEND)
 			pair->sends_expired = op->pseq + 1;
 		else
 			pair->recvs_expired = op->pseq + 1;
-		cm->timeouts++;
-		cm->timed_out_mask = 1ull << peer;
-		log_info("communicator %llu: %s of rank %u %s rank %u timed out after %u ms",
-			 (unsigned long long)cm->id,
-			 op->sqe.opcode == COLLC_OP_SEND ? "send" : "receive", op->rank,
-			 op->sqe.opcode == COLLC_OP_SEND ? "to" : "from", peer, ms);
+		expired(cm, op, ms);
 		op_finish(cm, op, -ETIMEDOUT);
 		progress = 1;
 	}
 	return progress;
+}
+
+/* The node layer ended a send or receive across daemons. */
+void sched_p2p_net_cmd(struct sched_cmd *cmd)
+{
+	struct comm *cm;
+	struct p2p_op **pp = NULL;
+
+	for (cm = sched.comms; cm && cm->id != cmd->u.net.comm_id; cm = cm->next)
+		;
+	/* Gone, or ended already (revoked, failed at posting): nothing to do. */
+	if (cm && cm->net)
+		pp = wait_find(cm, cmd->u.net.seq);
+	if (pp) {
+		struct p2p_op *op = wait_unlink(cm, pp);
+		int err = cmd->u.net.err;
+
+		if (err == -ETIMEDOUT)
+			expired(cm, op,
+				cm->timeout_ms == UINT32_MAX
+					? sched.execs[cm->exec_idx].cfg.op_timeout_ms
+					: cm->timeout_ms);
+		sched.by_op[op->sqe.opcode]++;
+		op_finish(cm, op, err);
+	}
+	sched_cmd_finish(cmd, 0);
 }
 
 /* Ranks that some unmatched send or receive waits for. */

@@ -312,6 +312,9 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 	case CMD_NET_DONE:
 		sched_net_cmd(cmd);
 		return;
+	case CMD_NET_P2P:
+		sched_p2p_net_cmd(cmd);
+		return;
 	case CMD_CLIENT_ADD:
 		c = calloc(1, sizeof(*c));
 		if (!c) {

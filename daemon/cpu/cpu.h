@@ -114,6 +114,7 @@ struct cpu_rank {
 	struct cpu_conn *recv[COLLC_MAX_CHANNELS]; /* from rank - 1 */
 	struct cpu_mbox *mbox;                     /* every rank's: [rank * nchan + channel] */
 	const uint32_t *revoked;                   /* the communicator's abort word */
+	uint32_t *broken; /* a peer daemon's stream broke the relay's agreement (exec_link) */
 	uint32_t nchan;
 };
 

@@ -60,6 +60,7 @@ struct cpu_comm {
 	char *oll;              /* the mailboxes' one-shot LL inboxes, oll_bytes() each */
 	struct cpu_rank *ranks;
 	uint32_t revoked; /* the abort word: set once by cpu_comm_abort() */
+	uint32_t broken;  /* set once by a rank that received what no daemon agreed to */
 };
 
 static struct cpu_dev *devs;
@@ -106,8 +107,18 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 	/* A revoked communicator's items still queued are abandoned without a start. */
 	if (load_acquire(x.revoked))
 		return -ECANCELED;
-	if (collc_copy_coll(it->coll) && it->algo == COLLC_ALGO_RING && it->nranks > 1)
-		return cpu_copy_relay(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
+	if (collc_copy_coll(it->coll) && it->algo == COLLC_ALGO_RING && it->nranks > 1) {
+		int r = cpu_copy_relay(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
+
+		/*
+		 * P1: pairs with P1' in node.c (nc_broken()): stored before the
+		 * item's work_consumed (F2), so the proxy sees it before this
+		 * daemon reports the collective done, and fails it everywhere.
+		 */
+		if (r == -EPROTO)
+			store_release(x.rk->broken, 1u);
+		return r;
+	}
 	if (collc_copy_coll(it->coll))
 		return cpu_copy(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
 	if (it->nranks == 1) {
@@ -353,6 +364,7 @@ static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *lo
 	for (uint32_t rk = 0; rk < nranks; rk++) {
 		cc->ranks[rk].mbox = cc->mbox;
 		cc->ranks[rk].revoked = &cc->revoked;
+		cc->ranks[rk].broken = &cc->broken;
 		cc->ranks[rk].nchan = nchan;
 		for (uint32_t c = 0; c < nchan; c++) {
 			cc->ranks[rk].recv[c] = &cc->conns[(size_t)rk * nchan + c];
@@ -451,6 +463,7 @@ static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_l
 		.post_tail = link_post_tail,
 		.post_head = link_post_head,
 		.watch = link_watch,
+		.broken = &cc->broken,
 	};
 	return 0;
 }

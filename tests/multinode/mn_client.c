@@ -40,6 +40,16 @@
  *              that must survive, the send buffer unchanged. Then rank --odd
  *              expects one element more than is sent to it: -EINVAL on every
  *              rank, nothing written, and a good all-to-all after it.
+ *   p2p        send/recv across the daemons: every dtype (fp8 too), each
+ *              rank sending every rank (itself too) a random count (0, odd,
+ *              up to --max-count bytes), all posted at once in a random
+ *              order, every byte checked and the canaries around it; a ring
+ *              of 16 outstanding sends right and receives left; then rank
+ *              --odd sends its right neighbour one element fewer than it
+ *              expects: -EINVAL on both, nothing written, every other pair
+ *              right, and a good ring after it.
+ *              --loop-p2p (loop mode) sends right and receives left instead
+ *              of all-reducing.
  * --flip-byte OFF flips every bit of byte OFF of the id after reading it.
  *
  * Exit status: 0 pass, 1 fail, 2 usage. Every line says which rank speaks.
@@ -64,11 +74,11 @@
 /* A mismatch fails every rank within this long of its own submission. */
 #define MISMATCH_MS 5000
 
-enum mode { M_CHECK, M_MISMATCH, M_LOOP, M_INIT_FAIL, M_MAKE_ID, M_A2A };
+enum mode { M_CHECK, M_MISMATCH, M_LOOP, M_INIT_FAIL, M_MAKE_ID, M_A2A, M_P2P };
 
 static struct {
 	const char *id_file, *socket, *marker, *ready_file;
-	int make_id, rank, nranks, mode, rounds, odd, flip_byte, loop_a2a;
+	int make_id, rank, nranks, mode, rounds, odd, flip_byte, loop_a2a, loop_p2p;
 	int bound_ms, max_s, min_s, id_wait_ms, wait_ms;
 	size_t max_count, big_count;
 	uint64_t seed;
@@ -627,6 +637,212 @@ static int mode_a2a(struct collc_ctx *ctx, struct collc_comm *comm, void *send, 
 	return 0;
 }
 
+/* Bytes rank `from` sends rank `to` in p2p round k: 0, tiny and odd, or up to the block. */
+static size_t p2p_count(uint64_t k, int from, int to, size_t block, size_t es)
+{
+	uint64_t x =
+		rc_mix(o.seed ^ (k * 0x100000001b3ull) ^ ((uint64_t)from << 20) ^ (uint64_t)to);
+
+	switch (x % 5) {
+	case 0:
+		return 0;
+	case 1:
+		return 1 + (x >> 8) % 7;
+	default:
+		return 1 + (x >> 8) % (block / es);
+	}
+}
+
+static int p2p_wait(struct collc_ctx *ctx, const collc_req *reqs, const int *posted, int n,
+		    const char *what)
+{
+	int failed = 0;
+
+	for (int i = 0; i < n; i++) {
+		int r = posted[i] < 0 ? posted[i] : collc_wait(ctx, reqs[i], o.wait_ms);
+
+		if (r < 0 && !failed) {
+			say("FAIL: %s: request %d: %d (%s)", what, i, r, err_str(r));
+			failed = 1;
+		}
+	}
+	return failed;
+}
+
+/* Block i of recv (canaries filled over the whole buffer) holds got bytes from rank from. */
+static int p2p_check(const uint8_t *recv, size_t i, size_t block, size_t got, uint64_t k, int from,
+		     const char *what)
+{
+	for (size_t b = 0; b < got; b++)
+		if (recv[i * block + b] != a2a_byte(k, (uint32_t)from, (uint32_t)o.rank, b)) {
+			say("WRONG: %s: byte %zu of %zu from rank %d", what, b, got, from);
+			return 1;
+		}
+	if (rc_canary_check(recv, i * block + got, (i + 1) * block, 3) >= 0) {
+		say("WRONG: %s: written past the %zu bytes from rank %d", what, got, from);
+		return 1;
+	}
+	return 0;
+}
+
+/* Every rank to every rank (itself too), dtype dt, round k, all posted in a random order. */
+static int p2p_all_pairs(struct collc_ctx *ctx, struct collc_comm *comm, uint64_t k, collc_dtype dt,
+			 uint8_t *send, uint8_t *recv, size_t block)
+{
+	const int n = o.nranks;
+	size_t es = collc_dtype_size(dt);
+	collc_req reqs[2 * A2A_MAX_RANKS];
+	int order[2 * A2A_MAX_RANKS], posted[2 * A2A_MAX_RANKS];
+	uint64_t rs = rc_mix(o.seed + k * 31 + (uint64_t)o.rank);
+	char what[96];
+
+	snprintf(what, sizeof(what), "send/recv round %llu (%s)", (unsigned long long)k,
+		 rc_dtype_name(dt));
+	rc_canary_fill(recv, block * (size_t)n, 3);
+	for (int q = 0; q < n; q++)
+		for (size_t b = 0; b < p2p_count(k, o.rank, q, block, es) * es; b++)
+			send[(size_t)q * block + b] = a2a_byte(k, (uint32_t)o.rank, (uint32_t)q, b);
+	for (int i = 0; i < 2 * n; i++)
+		order[i] = i;
+	for (int i = 2 * n - 1; i > 0; i--) {
+		int j = (int)draw(&rs, (uint64_t)i + 1), t = order[i];
+
+		order[i] = order[j];
+		order[j] = t;
+	}
+	for (int i = 0; i < 2 * n; i++) {
+		int q = order[i] / 2;
+
+		if (order[i] & 1)
+			posted[i] = collc_recv(comm, recv + (size_t)q * block,
+					       p2p_count(k, q, o.rank, block, es), dt, q, &reqs[i]);
+		else
+			posted[i] = collc_send(comm, send + (size_t)q * block,
+					       p2p_count(k, o.rank, q, block, es), dt, q, &reqs[i]);
+	}
+	if (p2p_wait(ctx, reqs, posted, 2 * n, what))
+		return 1;
+	for (int q = 0; q < n; q++)
+		if (p2p_check(recv, (size_t)q, block, p2p_count(k, q, o.rank, block, es) * es, k, q,
+			      what))
+			return 1;
+	return 0;
+}
+
+#define P2P_RING 16
+
+/*
+ * P2P_RING sends right and receives left outstanding at once, each of its
+ * own size; with bad >= 0, rank bad's sends are one element short: its
+ * pairs end with -EINVAL on both sides, nothing written.
+ */
+static int p2p_ring(struct collc_ctx *ctx, struct collc_comm *comm, uint64_t k0, uint8_t *send,
+		    uint8_t *recv, size_t block, int bad)
+{
+	const int n = o.nranks, right = (o.rank + 1) % n, left = (o.rank + n - 1) % n;
+	collc_req reqs[2 * P2P_RING];
+	int posted[2 * P2P_RING], failed = 0;
+
+	rc_canary_fill(recv, block * P2P_RING, 3);
+	for (int i = 0; i < P2P_RING; i++) {
+		size_t sn = p2p_count(k0 + (uint64_t)i, o.rank, right, block - 4, 4) + 1;
+
+		for (size_t b = 0; b < sn * 4; b++)
+			send[(size_t)i * block + b] =
+				a2a_byte(k0 + (uint64_t)i, (uint32_t)o.rank, (uint32_t)right, b);
+	}
+	for (int i = 0; i < P2P_RING; i++) {
+		uint64_t k = k0 + (uint64_t)i;
+		size_t sn = p2p_count(k, o.rank, right, block - 4, 4) + 1,
+		       rn = p2p_count(k, left, o.rank, block - 4, 4) + 1;
+
+		if (o.rank == bad)
+			sn--;
+		/* Half the ranks post their sends first, the others their receives. */
+		for (int h = 0; h < 2; h++) {
+			int j = 2 * i + h;
+
+			if ((h == 0) == (o.rank % 2 == 0))
+				posted[j] = collc_send(comm, send + (size_t)i * block, sn,
+						       COLLC_FLOAT32, right, &reqs[j]);
+			else
+				posted[j] = collc_recv(comm, recv + (size_t)i * block, rn,
+						       COLLC_FLOAT32, left, &reqs[j]);
+		}
+	}
+	for (int j = 0; j < 2 * P2P_RING; j++) {
+		int is_send = (j % 2 == 0) == (o.rank % 2 == 0);
+		int want = (is_send && o.rank == bad) || (!is_send && left == bad) ? -EINVAL : 0;
+		int r = posted[j] < 0 ? posted[j] : collc_wait(ctx, reqs[j], o.wait_ms);
+
+		if (r != want && !failed) {
+			say("FAIL: ring %s %d ended with %d (%s), want %d",
+			    is_send ? "send" : "receive", j / 2, r, err_str(r), want);
+			failed = 1;
+		}
+	}
+	if (failed)
+		return 1;
+	for (int i = 0; i < P2P_RING; i++) {
+		uint64_t k = k0 + (uint64_t)i;
+		if (left == bad) {
+			if (rc_canary_check(recv, (size_t)i * block, (size_t)(i + 1) * block, 3) >=
+			    0) {
+				say("WRONG: ring receive %d of a refused pair wrote its buffer", i);
+				return 1;
+			}
+			continue;
+		}
+		if (p2p_check(recv, (size_t)i, block,
+			      (p2p_count(k, left, o.rank, block - 4, 4) + 1) * 4, k, left,
+			      "ring receive"))
+			return 1;
+	}
+	return 0;
+}
+
+static int mode_p2p(struct collc_ctx *ctx, struct collc_comm *comm, void *send, void *recv)
+{
+	const int n = o.nranks;
+	size_t block = (o.max_count * 8 / (size_t)(n > P2P_RING ? n : P2P_RING)) & ~(size_t)7;
+	double t0 = now_mono();
+	uint64_t k = 0;
+
+	for (int round = 0; round < o.rounds; round++)
+		for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++)
+			if (p2p_all_pairs(ctx, comm, k++, (collc_dtype)dt, send, recv, block))
+				return 1;
+	say("%llu rounds of every rank to every rank right", (unsigned long long)k);
+	if (p2p_ring(ctx, comm, 1000, send, recv, block, -1))
+		return 1;
+	say("ring of %d outstanding each way right", P2P_RING);
+	if (p2p_ring(ctx, comm, 2000, send, recv, block, o.odd % n))
+		return 1;
+	say("rank %d's short sends refused on both sides, the other pairs right", o.odd % n);
+	if (p2p_ring(ctx, comm, 3000, send, recv, block, -1))
+		return 1;
+	if (o.big_count) {
+		/* One large pair each way: several transport messages, every stream. */
+		const int right = (o.rank + 1) % n, left = (o.rank + n - 1) % n;
+		size_t bytes = o.big_count * 8;
+		collc_req reqs[2];
+		int posted[2];
+
+		for (size_t b = 0; b < bytes; b++)
+			((uint8_t *)send)[b] = a2a_byte(4000, (uint32_t)o.rank, (uint32_t)right, b);
+		rc_canary_fill(recv, bytes + 64, 3);
+		posted[0] = collc_recv(comm, recv, o.big_count, COLLC_FLOAT64, left, &reqs[0]);
+		posted[1] = collc_send(comm, send, o.big_count, COLLC_FLOAT64, right, &reqs[1]);
+		if (p2p_wait(ctx, reqs, posted, 2, "large send/recv") ||
+		    p2p_check(recv, 0, bytes + 64, bytes, 4000, left, "large send/recv"))
+			return 1;
+		say("%zu bytes each way right", bytes);
+	}
+	say("send/recv right after the refusal, in %.2f s", now_mono() - t0);
+	/* Every rank's sends and receives ended before anyone leaves (and revokes the rest). */
+	return good_allreduce(ctx, comm, send, recv, o.seed + 7, "all-reduce after send/recv");
+}
+
 static int accepted(int err)
 {
 	if (err == -EPIPE || err == -ETIMEDOUT)
@@ -655,7 +871,28 @@ struct slot {
 	int submitted; /* 0, or the submission's error (< 0), or 1 */
 	uint64_t k;    /* --loop-alltoall: the case (a2a_byte()) and its count a rank */
 	size_t count;
+	collc_req req2; /* --loop-p2p: the receive (req: the send) */
+	int submitted2;
 };
+
+/* --loop-p2p: count float32 elements to the right, as many from the left, patterned by k. */
+static void slot_submit_p2p(struct collc_comm *comm, struct slot *s, uint64_t *rs)
+{
+	const int n = o.nranks, right = (o.rank + 1) % n, left = (o.rank + n - 1) % n;
+	uint8_t *send = s->send;
+
+	/* Every rank draws alike: the counts of a pair agree. */
+	s->k = draw(rs, 1ull << 20);
+	s->count = o.max_count / 2 + (size_t)draw(rs, o.max_count / 2);
+	for (size_t b = 0; b < s->count * 4; b++)
+		send[b] = a2a_byte(s->k, (uint32_t)o.rank, (uint32_t)right, b);
+	s->submitted = collc_send(comm, s->send, s->count, COLLC_FLOAT32, right, &s->req);
+	if (s->submitted == 0)
+		s->submitted = 1;
+	s->submitted2 = collc_recv(comm, s->recv, s->count, COLLC_FLOAT32, left, &s->req2);
+	if (s->submitted2 == 0)
+		s->submitted2 = 1;
+}
 
 /* --loop-alltoall: count float32 elements to and from every rank, patterned by case k. */
 static void slot_submit_a2a(struct collc_comm *comm, struct slot *s, uint64_t *rs)
@@ -680,6 +917,16 @@ static int slot_check(const struct slot *s, const char *what)
 {
 	const uint8_t *recv = s->recv;
 
+	if (o.loop_p2p) {
+		const int left = (o.rank + o.nranks - 1) % o.nranks;
+
+		for (size_t b = 0; b < s->count * 4; b++)
+			if (recv[b] != a2a_byte(s->k, (uint32_t)left, (uint32_t)o.rank, b)) {
+				say("WRONG: %s: byte %zu from rank %d", what, b, left);
+				return 1;
+			}
+		return 0;
+	}
 	if (!o.loop_a2a)
 		return check_op(&s->op, s->send, s->recv, what);
 	for (int j = 0; j < o.nranks; j++)
@@ -698,6 +945,10 @@ static void slot_submit(struct collc_comm *comm, struct slot *s, uint64_t *rs)
 		slot_submit_a2a(comm, s, rs);
 		return;
 	}
+	if (o.loop_p2p) {
+		slot_submit_p2p(comm, s, rs);
+		return;
+	}
 	s->op.coll = RC_ALLREDUCE;
 	s->op.c = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, 0, 0 };
 	s->op.c.count = o.max_count / 2 + (size_t)draw(rs, o.max_count / 2);
@@ -710,7 +961,13 @@ static void slot_submit(struct collc_comm *comm, struct slot *s, uint64_t *rs)
 
 static int slot_wait(struct collc_ctx *ctx, struct slot *s)
 {
-	return s->submitted < 0 ? s->submitted : collc_wait(ctx, s->req, o.wait_ms);
+	int r = s->submitted < 0 ? s->submitted : collc_wait(ctx, s->req, o.wait_ms), r2;
+
+	if (!o.loop_p2p)
+		return r;
+	/* Both end: the receive's error when the send succeeded. */
+	r2 = s->submitted2 < 0 ? s->submitted2 : collc_wait(ctx, s->req2, o.wait_ms);
+	return r < 0 ? r : r2;
 }
 
 /*
@@ -840,10 +1097,10 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: mn_client --id-file F --rank R --nranks N [--make-id] [--socket S]\n"
-		"         [--mode check|mismatch|loop|init-fail|make-id|a2a] [--seed S] [--rounds K]\n"
+		"         [--mode check|mismatch|loop|init-fail|make-id|a2a|p2p] [--seed S] [--rounds K]\n"
 		"         [--max-count N] [--big-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
 		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|...] [--flip-byte OFF]\n"
-		"         [--id-wait-ms MS] [--wait-ms MS] [--loop-alltoall]\n");
+		"         [--id-wait-ms MS] [--wait-ms MS] [--loop-alltoall] [--loop-p2p]\n");
 }
 
 int main(int argc, char **argv)
@@ -870,11 +1127,12 @@ int main(int argc, char **argv)
 		{ "id-wait-ms", required_argument, NULL, 'I' },
 		{ "wait-ms", required_argument, NULL, 'w' },
 		{ "loop-alltoall", no_argument, NULL, 'L' },
+		{ "loop-p2p", no_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
-	static const char *const modes[] = { "check",     "mismatch", "loop",
-					     "init-fail", "make-id",  "a2a" };
+	static const char *const modes[] = { "check",   "mismatch", "loop", "init-fail",
+					     "make-id", "a2a",      "p2p" };
 	struct collc_unique_id id;
 	struct collc_ctx *ctx = NULL;
 	struct collc_comm *comm = NULL;
@@ -901,7 +1159,7 @@ int main(int argc, char **argv)
 			o.ready_file = optarg;
 			break;
 		case 'M':
-			o.mode = rc_name_index(modes, 6, optarg);
+			o.mode = rc_name_index(modes, 7, optarg);
 			if (o.mode < 0) {
 				usage(stderr);
 				return 2;
@@ -918,6 +1176,9 @@ int main(int argc, char **argv)
 			break;
 		case 'L':
 			o.loop_a2a = 1;
+			break;
+		case 'P':
+			o.loop_p2p = 1;
 			break;
 		case 'h':
 			usage(stdout);
@@ -1026,6 +1287,9 @@ int main(int argc, char **argv)
 		break;
 	case M_A2A:
 		failed = mode_a2a(ctx, comm, send, recv);
+		break;
+	case M_P2P:
+		failed = mode_p2p(ctx, comm, send, recv);
 		break;
 	default:
 		failed = mode_loop(ctx, comm, send, recv, send2, recv2);

@@ -10,16 +10,22 @@
 #   mn_test.sh correct NODES PER [rr]  every collective x dtype x op, random sizes
 #   mn_test.sh a2a NODES PER [rr]    all-to-all and all-to-allv x dtype, random counts
 #                                    (zeros too), and counts that disagree: -EINVAL everywhere
+#   mn_test.sh p2p NODES PER [rr]    send/recv x dtype (fp8 too), random counts (zeros too),
+#                                    every rank to every rank and a ring of 16 outstanding
+#                                    each way, checked byte for byte; counts that differ
+#                                    across nodes: -EINVAL on both sides, nothing written
 #   mn_test.sh two_comms             two communicators over the same daemons at once
 #   mn_test.sh two_comms_late        communicators made while another one runs there
 #   mn_test.sh mismatch              -EINVAL on every rank across nodes
 #   mn_test.sh kill [V]              kill -9 of node V's daemon mid-collective (2; 0: the root)
 #   mn_test.sh kill_a2a [V]          the same in the middle of all-to-alls
+#   mn_test.sh kill_p2p [V]          the same in the middle of sends and receives (a ring)
 #   mn_test.sh linkdown [V]          `ip link set down` on node V's link
 #   mn_test.sh restart               a daemon killed, restarted, serving new communicators
 #   mn_test.sh secret                an id with a flipped secret byte is refused
 #   mn_test.sh garbage               hundreds of hostile connections on the listen port
-#   mn_test.sh plugin                the tcp transport through the plugin loader
+#   mn_test.sh plugin                the tcp transport through the plugin loader (collectives,
+#                                    send/recv)
 #   mn_test.sh bench                 collc-bench --socket A,B across two daemons
 #
 # Fault tests: a communicator X over the nodes runs all-reduces until the
@@ -129,12 +135,19 @@ harness)
 	wait "$victim" 2>/dev/null
 	mn_pass
 	;;
-correct | a2a)
+correct | a2a | p2p)
 	nnodes=${1:?nodes}
 	per=${2:?ranks per node}
 	place=${3:-block}
 	mode=check
 	[ "$case_name" = a2a ] && mode=a2a
+	odd=$((nnodes * per - 1))
+	if [ "$case_name" = p2p ]; then
+		mode=p2p
+		# The refused pair (odd, odd + 1) crosses nodes.
+		odd=$((per - 1))
+		[ "$place" = rr ] && odd=0
+	fi
 	mn_init "${mode:0:1}${nnodes}x$per" "$nnodes"
 	for ((i = 0; i < nnodes; i++)); do mn_daemon_start "$i"; done
 	n=$((nnodes * per))
@@ -142,7 +155,7 @@ correct | a2a)
 	for ((r = 0; r < n; r++)); do
 		if [ "$place" = rr ]; then placement+=($((r % nnodes))); else placement+=($((r / per))); fi
 	done
-	comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd $((n - 1))
+	comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd"
 	mn_wait_ranks 120 || mn_fail "$mode on $nnodes nodes x $per ranks ($place)"
 	daemons_alive $(seq 0 $((nnodes - 1)))
 	mn_pass
@@ -205,14 +218,18 @@ mismatch)
 	mn_wait_ranks 60 || mn_fail "mismatch across nodes, odd rank on the root's node"
 	mn_pass
 	;;
-kill | linkdown | kill_a2a)
+kill | linkdown | kill_a2a | kill_p2p)
 	# X spans nodes 0 (its root), 1 and 2; Y only the two nodes the fault
 	# spares. The fault hits node V (mn_test.sh kill|linkdown [V], default 2).
-	# kill_a2a: X runs all-to-alls (the relay on the ring) instead of all-reduces.
+	# kill_a2a: X runs all-to-alls (the relay on the ring) instead of all-reduces;
+	# kill_p2p: each rank of X sends right and receives left (across nodes).
 	v=${1:-2}
 	a2a=()
 	if [ "$case_name" = kill_a2a ]; then
 		a2a=(--loop-alltoall)
+		case_name=kill
+	elif [ "$case_name" = kill_p2p ]; then
+		a2a=(--loop-p2p)
 		case_name=kill
 	fi
 	case "$v" in 0 | 1 | 2) ;; *) mn_fail "node $v: 0, 1 or 2" ;; esac
@@ -358,6 +375,9 @@ plugin)
 	mn_daemon_start 1 --net plugin:collc
 	comm_start A 2 0 1 -- --mode check
 	mn_wait_ranks 120 || mn_fail "correctness over the plugin transport"
+	# Send/recv too: a transport without pollable sockets polls while they wait.
+	comm_start B 3 0 1 1 -- --mode p2p --odd 0
+	mn_wait_ranks 120 || mn_fail "send/recv over the plugin transport"
 	for i in 0 1; do
 		t=$(mn_status_json $i | $PY "$here/mn_status.py" transport) ||
 			mn_fail "status --json of node $i"
@@ -370,7 +390,7 @@ plugin)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr]|a2a NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
 	exit 2
 	;;
 esac
