@@ -21,13 +21,14 @@
  *   G2 (poller): dseq, then stop_epoch with release; pairs with G2' (a block
  *      that sees stop re-reads dseq before it exits).
  *   E1 (block): results stored, system fence, then work_consumed (at a
- *      unit's last item); pairs with F1/F2 in the scheduler.
+ *      work batch's last item, B2, or a unit's that ends at the gate);
+ *      pairs with F1/F2 in the scheduler.
  *   E2 (block): results stored, system fence, then the item's signal word
  *      (a stream gate's, in device memory); with several channels each
  *      fences before it counts itself finished, and the last fences again
  *      before the store. Pairs with the client stream's wait on the word.
  *   D1 (block): as E2, for the done word of a host-form collective in its
- *      client's region (mapped host memory), on a unit's last item; stored
+ *      client's region (mapped host memory), on a batch's last item; stored
  *      only if no channel block abandoned the item. Pairs with D1' in
  *      libcollc (client/request.c).
  *   O1 (one-shot): buffers / pointers, system fence, then the slot flag;
@@ -130,7 +131,14 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
  * found items reads up to POLL_ITEMS / nlanes ahead in the next pass, an
  * idle lane one. Each is a 256-byte load of the whole warp.
  */
-#define POLL_ITEMS 8u
+#ifndef COLLC_POLL_ITEMS
+#define COLLC_POLL_ITEMS 4u
+#endif
+#define POLL_ITEMS COLLC_POLL_ITEMS
+/* A pass that found nothing on any lane waits this long before the next (0: none). */
+#ifndef COLLC_POLL_IDLE_NS
+#define COLLC_POLL_IDLE_NS 0u
+#endif
 
 /* Read slot i of a pass: lane *ret_s, the k-th item ahead of its position. */
 static __device__ __forceinline__ void poll_slot(const uint32_t *off, uint32_t i, uint32_t *ret_s,
@@ -152,11 +160,15 @@ static __device__ __forceinline__ void poll_slot(const uint32_t *off, uint32_t i
  * items ahead of the lanes' positions from their LL copies (grid.h): thread
  * t loads word t of each item. A lane's run of whole items from its
  * position, within its gate, is its unit: the warp copies every lane's unit
- * into device memory together, marking each unit's last item (batch_last)
- * and, with trace, stamping t_forward; thread l then publishes lane l's with
- * one store of dseq (G1).
+ * into device memory together (with trace, stamping t_forward) and thread l
+ * publishes lane l's with one store of dseq (G1). Units and work batches
+ * differ: a unit starts as soon as its items are seen, while the blocks
+ * publish work_consumed at the end of the host's batch (B2, batch_last),
+ * so a batch cut into several units still costs one system fence per
+ * block; only a unit that ends at the gate (a quiesce window) ends its
+ * batch early.
  */
-__device__ void poller(const struct cuda_grid_args &a)
+__device__ __noinline__ void poller(const struct cuda_grid_args &a)
 {
 	const uint32_t t = threadIdx.x;
 	struct cuda_dstate *ds = a.ds;
@@ -174,7 +186,9 @@ __device__ void poller(const struct cuda_grid_args &a)
 	}
 	for (uint32_t it = 0;; it++) {
 		uint32_t off[CUDA_MAX_LANES + 1], run[CUDA_MAX_LANES], nl[CUDA_MAX_LANES], n = 0, mine = 0;
-		uint64_t p[CUDA_MAX_LANES], v[POLL_ITEMS];
+		uint32_t cutl[CUDA_MAX_LANES], cut = 0;
+		uint32_t p[CUDA_MAX_LANES]; /* positions mod 2^32 name slots and flags alike */
+		uint64_t v[POLL_ITEMS];
 
 		if (__all_sync(FULL_MASK, done))
 			break;
@@ -191,7 +205,7 @@ __device__ void poller(const struct cuda_grid_args &a)
 		off[0] = 0;
 #pragma unroll
 		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++) {
-			p[l] = __shfl_sync(FULL_MASK, pos, l);
+			p[l] = __shfl_sync(FULL_MASK, (uint32_t)pos, l);
 			off[l + 1] = off[l] + __shfl_sync(FULL_MASK, done ? 0u : want, l);
 			run[l] = 0;
 		}
@@ -210,7 +224,7 @@ __device__ void poller(const struct cuda_grid_args &a)
 
 			poll_slot(off, i, &s, &k);
 			if (i < off[CUDA_MAX_LANES] &&
-			    __all_sync(FULL_MASK, (uint32_t)(v[i] >> 32) == (uint32_t)(p[s] + k + 1)) &&
+			    __all_sync(FULL_MASK, (uint32_t)(v[i] >> 32) == p[s] + k + 1) &&
 			    run[s] == k)
 				run[s] = k + 1;
 		}
@@ -233,12 +247,18 @@ __device__ void poller(const struct cuda_grid_args &a)
 				done = 1;
 			} else {
 				n = (uint32_t)min((uint64_t)mine, gate - pos);
+				/* A unit that ends at the gate ends its batch there too (E1 before a window). */
+				cut = n && pos + n == gate;
 			}
 			want = n ? ahead : 1;
 		}
 #pragma unroll
-		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++)
+		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++) {
 			nl[l] = __shfl_sync(FULL_MASK, n, l);
+			cutl[l] = __shfl_sync(FULL_MASK, cut, l);
+		}
+		if (COLLC_POLL_IDLE_NS && !__any_sync(FULL_MASK, n > 0))
+			__nanosleep(COLLC_POLL_IDLE_NS);
 		if (__any_sync(FULL_MASK, n > 0)) {
 			uint32_t kind = 0;
 			uint64_t coll = 0;
@@ -256,8 +276,8 @@ __device__ void poller(const struct cuda_grid_args &a)
 					w = (uint32_t)t_issue;
 				if (t == 19 && a.trace)
 					w = (uint32_t)(t_issue >> 32);
-				if (t == 20)
-					w = k + 1 == nl[s];
+				if (t == 20 && k + 1 == nl[s] && cutl[s])
+					w = 1;
 				((uint32_t *)&ds->items[s][(p[s] + k) & (COLLC_FIFO_DEPTH - 1)])[t] = w;
 				if (k + 1 == nl[s]) {
 					/* Kind (word 0) and coll_id (words 14-15) of lane s's last item. */
@@ -445,7 +465,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 				     (b.it->kind == COLLC_WORK_COLL ||
 				      b.it->kind == COLLC_WORK_SIGNAL);
 			/*
-			 * The done word on a unit's last item only: where a batch
+			 * The done word on a batch's last item only: where a batch
 			 * runs back to back, a system fence per item would cost
 			 * more than the CQE its client then waits for.
 			 */
@@ -463,7 +483,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 				st_vol64(&wc->aborted, ++a.ds->chan_aborted[lane][chan]);
 			/*
 			 * E1: results, system fence, then work_consumed (mapped
-			 * host memory); once per forwarded unit, at its last item.
+			 * host memory); once per work batch, at its last item.
 			 */
 			if (b.it->batch_last)
 				st_vol64(&wc->value, pos + 1);

@@ -48,6 +48,11 @@ static void batch_publish(struct fifo_host *fh)
 {
 	if (!fh->batch_n)
 		return;
+	/*
+	 * B2: the batch's last item says so. The grid's channel blocks publish
+	 * work_consumed there (E1) however the poller cut the batch into units.
+	 */
+	fh->f->items[(fh->batch_first + fh->batch_n - 1) & (COLLC_FIFO_DEPTH - 1)].batch_last = 1;
 	for (uint32_t k = 0; k < fh->batch_n; k++) {
 		uint64_t pos = fh->batch_first + k;
 

@@ -85,7 +85,7 @@ struct collc_work_item {
 	uint64_t coll_id;   /* the scheduler's id of the collective, for tracing */
 	uint64_t comm_id;   /* the scheduler's id of the communicator: never reused, never 0 */
 	uint64_t t_forward; /* the grid's device copy: when the poller forwarded it (cuda_trace) */
-	uint32_t batch_last; /* the grid's device copy: nonzero on the last item of a forwarded unit */
+	uint32_t batch_last; /* nonzero on the last item of a work batch (B2; the grid: E1 there) */
 	uint32_t signal_val; /* what goes to signal */
 	uint64_t reserved[1]; /* the grid's device copy: trace stamps */
 	/*

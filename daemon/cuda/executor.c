@@ -385,6 +385,7 @@ static void post_quit(void)
 		it = &f->items[tail & (COLLC_FIFO_DEPTH - 1)];
 		memset(it, 0, offsetof(struct collc_work_item, seq));
 		it->kind = COLLC_WORK_QUIT;
+		it->batch_last = 1; /* B2: a batch of its own */
 		store_release(&it->seq, tail + 1);
 		store_release(&f->ctrl.published, tail + 1); /* B1 */
 		ll_publish(d, tail);

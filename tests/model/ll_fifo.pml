@@ -6,12 +6,13 @@
  *
  * Host, per item p: wait until every channel's work_consumed >= p + 1 -
  * DEPTH, then store the item's W words in any order, each word its data
- * with the flag p + 1 in one atomic store (L1).
+ * with the flag p + 1 in one atomic store (L1). Items go in work batches of
+ * 1 to BMAX: the last of each is marked `last` in its word 0 (B2).
  * Poller, each pass: load the words of the K slots ahead of its position, in
  * any order and interleaved with the host's stores, each load atomic; take
  * the leading run of items whose words all carry their position's flag
- * (L1'); copy each into the device slot, the run's last marked `last`; then
- * dseq = pos + run (G1).
+ * (L1'); copy each, with its mark, into the device slot; then dseq = pos +
+ * run (G1). A run may end inside a batch.
  * Channel, per position p: wait until dseq > p (G1'), read the device copy,
  * and at an item marked last store work_consumed = p + 1 (E1).
  *
@@ -26,9 +27,11 @@
  * overwrites a device slot some channel has not finished; no invalid end
  * state.
  *
- * -DDEPTH=n -DNCH=n -DNITEMS=n -DW=n -DK=n; -DBROKEN=1: the poller checks
- * only word 0's flag; 2: a word's flag and data are two stores (flag
- * first); 3: the flag is a constant "valid" mark instead of the position.
+ * -DDEPTH=n -DNCH=n -DNITEMS=n -DW=n -DK=n -DBMAX=n; -DBROKEN=1: the
+ * poller checks only word 0's flag; 2: a word's flag and data are two
+ * stores (flag first); 3: the flag is a constant "valid" mark instead of
+ * the position; 4: the host marks no batch's end (no channel publishes:
+ * the host must block, a deadlock).
  */
 #ifndef DEPTH
 #define DEPTH 2
@@ -45,6 +48,9 @@
 #ifndef K
 #define K 2
 #endif
+#ifndef BMAX
+#define BMAX 2
+#endif
 #ifndef BROKEN
 #define BROKEN 0
 #endif
@@ -60,6 +66,7 @@
 /* The host's LL copy: written by the host, read by the poller. */
 byte data[DEPTH * W];
 byte flag[DEPTH * W];
+bool hlast[DEPTH]; /* part of word 0's data */
 
 /* The device copy: written by the poller, read by the channels. */
 byte dtag[DEPTH];
@@ -74,8 +81,8 @@ byte read_done[NCH];
 
 proctype host()
 {
-	byte p = 0, c, j;
-	bool stored[W];
+	byte p = 0, c, j, open = 0;
+	bool stored[W], last;
 
 	do
 	:: p == NITEMS -> break
@@ -90,6 +97,19 @@ proctype host()
 		:: j == W -> break
 		:: else -> stored[j] = false; j++
 		od;
+		/* B2: the batch ends here, by choice or because it is full. */
+		open++;
+		if
+		:: open == BMAX || p + 1 == NITEMS -> last = true
+		:: else -> if :: last = true :: last = false fi
+		fi;
+#if BROKEN == 4
+		last = false;
+#endif
+		if
+		:: last -> open = 0
+		:: else -> skip
+		fi;
 		/* The words in any order: each is one store of its data and flag. */
 		j = 0;
 		do
@@ -106,8 +126,10 @@ proctype host()
 #if BROKEN == 2
 			flag[WORD(p, c)] = FLAG(p);
 			data[WORD(p, c)] = p + 1;
+			if :: c == 0 -> hlast[SLOT(p)] = last :: else -> skip fi;
 #else
-			atomic { data[WORD(p, c)] = p + 1; flag[WORD(p, c)] = FLAG(p) }
+			atomic { data[WORD(p, c)] = p + 1; flag[WORD(p, c)] = FLAG(p);
+				 if :: c == 0 -> hlast[SLOT(p)] = last :: else -> skip fi }
 #endif
 			stored[c] = true;
 			j++
@@ -120,7 +142,7 @@ proctype poller()
 {
 	byte pos = 0, i, j, c, taken, end;
 	byte ld[K * W], lf[K * W];
-	bool whole;
+	bool ll[K], whole;
 
 	do
 	:: pos == NITEMS -> break
@@ -131,7 +153,8 @@ proctype poller()
 		:: i == K * W -> break
 		:: else ->
 			atomic { ld[i] = data[WORD(pos + i / W, i % W)];
-				 lf[i] = flag[WORD(pos + i / W, i % W)] }
+				 lf[i] = flag[WORD(pos + i / W, i % W)];
+				 if :: i % W == 0 -> ll[i / W] = hlast[SLOT(pos + i / W)] :: else -> skip fi }
 			i++
 		od;
 		/* L1': the leading run of items whose words all carry their flag. */
@@ -178,11 +201,21 @@ proctype poller()
 			:: else -> assert(read_done[c] + DEPTH >= i + 1); c++
 			od;
 			dtag[SLOT(i)] = i + 1;
-			dlast[SLOT(i)] = (i + 1 == end);
+			dlast[SLOT(i)] = ll[i - pos];
 			i++
 		od;
 		dseq = end;	/* G1 */
-		pos = end
+		pos = end;
+		/*
+		 * A pass that took nothing changed nothing: the passes that follow
+		 * until word 0 of the next item carries its flag are skipped (an
+		 * idle poller blocks here, so a protocol that never feeds it ends
+		 * in a deadlock spin can see).
+		 */
+		if
+		:: taken == 0 && pos < NITEMS -> flag[WORD(pos, 0)] == FLAG(pos)
+		:: else -> skip
+		fi
 	od
 }
 
