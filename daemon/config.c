@@ -52,6 +52,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	 */
 	if (sysconf(_SC_NPROCESSORS_ONLN) > 4) {
 		cfg->sched_spin_us = 100;
+		cfg->gate_spin_us = 100000;
 		cfg->exec_spin_us = 50;
 	}
 }
@@ -197,6 +198,7 @@ static const struct key_desc keys[] = {
 		 CFG_AUTO_CHANNEL_MIN_BYTES),
 	/* The scheduler spins this long after its last event before it sleeps. */
 	KEY("sched_spin_us", K_U32, sched_spin_us, 0, 1000000),
+	KEY("gate_spin_us", K_U32, gate_spin_us, 0, 10000000),
 	/* Host-thread channels spin this long for the next item before they sleep. */
 	KEY("exec_spin_us", K_U32, exec_spin_us, 0, 1000000),
 	/*

@@ -62,8 +62,8 @@ static void usage(FILE *f)
 		"Keys: channels, proto (auto|simple|ll|ll128), algo (auto|ring|oneshot|twoshot),\n"
 		"      op_timeout_ms, oneshot_max_bytes, twoshot_max_bytes, ll_max_bytes,\n"
 		"      oneshot_ll_max_bytes, ll128_max_bytes, channel_min_bytes, sched_spin_us,\n"
-		"      exec_spin_us, rotate_channels, copy_push, cuda_lanes, cuda_idle_sleep_ns,\n"
-		"      cuda_trace, listen, net, net_ifname, net_timeout_ms\n"
+		"      gate_spin_us, exec_spin_us, rotate_channels, copy_push, cuda_lanes,\n"
+		"      cuda_idle_sleep_ns, cuda_trace, listen, net, net_ifname, net_timeout_ms\n"
 		"      (channels, channel_min_bytes, oneshot_ll_max_bytes, oneshot_max_bytes,\n"
 		"      twoshot_max_bytes, rotate_channels and copy_push take auto: each\n"
 		"      executor's default)\n");

@@ -410,15 +410,18 @@ int sched_p2p_launch(struct comm *cm, const struct collc_config *cfg)
 /* Can the oldest matched pair go now (or fail at once)? */
 int sched_p2p_launch_unblocked(const struct comm *cm)
 {
-	const struct p2p_xfer *x = cm->p2p_ready;
-	uint32_t runner;
+	for (const struct p2p_xfer *x = cm->p2p_ready; x; x = x->next) {
+		uint32_t runner;
 
-	if (!x)
-		return 0;
-	if (xfer_error(x) ||
-	    xfer_runner(x, (int)sched.execs[cm->exec_idx].cfg.copy_push, &runner) < 0)
-		return 1;
-	return sched_fifo_has_room(cm->devs[runner]);
+		/* Pairs whose streams have not reached them wait for the gate poll. */
+		if (!xfer_error(x) && !xfer_gates_open(x))
+			continue;
+		if (xfer_error(x) ||
+		    xfer_runner(x, (int)sched.execs[cm->exec_idx].cfg.copy_push, &runner) < 0)
+			return 1;
+		return sched_fifo_has_room(cm->devs[runner]);
+	}
+	return 0;
 }
 
 static int xfer_executed(const struct p2p_xfer *x)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <urcu-qsbr.h>
@@ -518,7 +519,7 @@ static int completion_visible(int *ret_inflight)
 static int launch_unblocked(void)
 {
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
-		const struct slot *sl;
+		struct slot *sl;
 		int room = 1;
 
 		if (!cm->ready || !cm->slots)
@@ -526,8 +527,10 @@ static int launch_unblocked(void)
 		if (sched_p2p_launch_unblocked(cm))
 			return 1;
 		sl = sched_slot_of(cm, cm->next_launch);
+		/* A collective whose streams have not reached it waits for the gate poll. */
 		if (sl->seq != cm->next_launch || sl->state != SLOT_ARRIVING ||
-		    sl->arrived < cm->nlocal || (cm->local && sl->net != NET_GO))
+		    sl->arrived < cm->nlocal || (cm->local && sl->net != NET_GO) ||
+		    !sched_gates_open(cm, sl))
 			continue;
 		for (uint32_t r = 0; r < cm->nranks && room; r++)
 			room = !comm_rank_local(cm, r) || sched_fifo_has_room(cm->devs[r]);
@@ -544,8 +547,13 @@ static void set_need_wakeup(uint32_t on)
 			store_relaxed(&c->hdr->sq_flags, on ? COLLC_SQ_NEED_WAKEUP : 0u);
 }
 
-static void sleep_until_work(int timers)
+/*
+ * Sleeps on the doorbell until a client, an executor or a command wakes us,
+ * or at most nap_ns when nonzero (waiting gates: sched_main()).
+ */
+static void sleep_until_work(int timers, uint64_t nap_ns)
 {
+	uint64_t limit_ns;
 	uint32_t seq = load_acquire(&doorbell->seq);
 	int inflight;
 
@@ -558,8 +566,12 @@ static void sleep_until_work(int timers)
 		cfg_reader_quiescent();
 		rcu_thread_offline();
 		/* Executors ring us when they finish; the timeout only bounds timers and graphs. */
-		futex_wait(&doorbell->seq, seq,
-			   sched_graphs_armed() ? 200000 : inflight || timers ? 10000000 : 500000000);
+		limit_ns = sched_graphs_armed()	 ? 200000
+			   : inflight || timers ? 10000000
+						: 500000000;
+		if (nap_ns && nap_ns < limit_ns)
+			limit_ns = nap_ns;
+		futex_wait(&doorbell->seq, seq, (int64_t)limit_ns);
 		rcu_thread_online();
 	}
 	store_relaxed(&sleeping, 0u);
@@ -590,11 +602,28 @@ static void exec_configs(const struct collc_config *cfg, uint64_t gen)
 	configured = gen;
 }
 
+/*
+ * Streams and graph replays open gates without a word to us, so while some
+ * wait the scheduler polls them: it spins for gate_spin_us after its last
+ * progress, then naps on the doorbell (a submission still wakes it at once)
+ * for an eighth of the time it has waited, 2 to 200 us. An opening after a
+ * long wait is seen at most about an eighth late, and a stream stuck behind
+ * a long kernel costs a few percent of a core instead of all of it.
+ */
+static uint64_t gate_nap_ns(uint64_t waited_ns)
+{
+	uint64_t nap = waited_ns / 8;
+
+	return nap < 2000 ? 2000 : nap > 200000 ? 200000 : nap;
+}
+
 static void *sched_main(void *arg)
 {
 	uint64_t idle_since = now_ns();
 
 	pthread_setname_np(pthread_self(), "collc-sched");
+	/* The naps above are microseconds: the default 50 us of slack would swamp them. */
+	prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
 	rcu_register_thread();
 	while (!load_relaxed(&stop_requested)) {
 		const struct collc_config *cfg;
@@ -629,16 +658,17 @@ static void *sched_main(void *arg)
 			idle_since = now_ns();
 			continue;
 		}
-		/*
-		 * Streams and graph replays open gates without a word to us: while
-		 * some wait, poll them.
-		 */
-		if (now_ns() - idle_since < (uint64_t)cfg->sched_spin_us * 1000 ||
-		    sched_gates_waiting()) {
-			cpu_relax();
-			continue;
+		{
+			const uint64_t idle = now_ns() - idle_since;
+			const int gates = sched_gates_waiting();
+
+			if (idle < (uint64_t)cfg->sched_spin_us * 1000 ||
+			    (gates && idle < (uint64_t)cfg->gate_spin_us * 1000)) {
+				cpu_relax();
+				continue;
+			}
+			sleep_until_work(sched_timers_armed(cfg), gates ? gate_nap_ns(idle) : 0);
 		}
-		sleep_until_work(sched_timers_armed(cfg));
 	}
 	rcu_unregister_thread();
 	return NULL;

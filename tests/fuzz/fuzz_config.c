@@ -47,6 +47,7 @@ static const char *const keys[] = {
 	"ll128_max_bytes",
 	"channel_min_bytes",
 	"sched_spin_us",
+	"gate_spin_us",
 	"exec_spin_us",
 	"listen",
 	"net",

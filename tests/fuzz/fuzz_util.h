@@ -36,7 +36,8 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->oneshot_ll_max_bytes == b->oneshot_ll_max_bytes &&
 	       a->ll128_max_bytes == b->ll128_max_bytes &&
 	       a->channel_min_bytes == b->channel_min_bytes &&
-	       a->sched_spin_us == b->sched_spin_us && a->exec_spin_us == b->exec_spin_us &&
+	       a->sched_spin_us == b->sched_spin_us && a->gate_spin_us == b->gate_spin_us &&
+	       a->exec_spin_us == b->exec_spin_us &&
 	       a->net_timeout_ms == b->net_timeout_ms && !strcmp(a->listen, b->listen) &&
 	       !strcmp(a->net, b->net) && !strcmp(a->net_ifname, b->net_ifname);
 }
@@ -93,6 +94,8 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "channel_min_bytes";
 	if (c->sched_spin_us > 1000000u)
 		return "sched_spin_us";
+	if (c->gate_spin_us > 10000000u)
+		return "gate_spin_us";
 	if (c->exec_spin_us > 1000000u)
 		return "exec_spin_us";
 	if (c->net_timeout_ms < 100 || c->net_timeout_ms > 600000u)

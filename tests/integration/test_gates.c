@@ -25,7 +25,8 @@
  *             submits after the others timed out is released at once; the
  *             communicator goes on.
  *  nogo       every rank in, no go written: no timeout within twice the
- *             timeout; the gos then run it correctly.
+ *             timeout, and collcd used under half a core meanwhile; the gos
+ *             then run it correctly.
  *  graph      arming answered by a CQE (0; a bad buffer: an error); replays
  *             with new data each time (go = 2 is none); firings matched by
  *             order, not gate (rank 0 fires two gates before rank 1 fires
@@ -553,9 +554,30 @@ static int phase_timeout(int rank, int nranks, void *arg)
 	return rk_done(&k);
 }
 
+/* collcd's CPU time so far in seconds (user and system), or -1. */
+static double daemon_cpu_s(void)
+{
+	unsigned long ut = 0, st = 0;
+	char path[64], buf[1024], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)h_daemon_pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	/* Fields 14 and 15, counted after the command name's closing parenthesis. */
+	if (!p || !(p = strrchr(buf, ')')) ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+		return -1;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static int phase_nogo(int rank, int nranks, void *arg)
 {
 	struct rc_case rc = rc_make(COLLC_FLOAT64, 5000, 600);
+	double cpu0, cpu, wall;
 	struct rk k;
 	uint64_t t0;
 
@@ -568,6 +590,7 @@ static int phase_nogo(int rank, int nranks, void *arg)
 		return 1;
 	/* Every rank is in, no stream got there: no timeout runs yet. */
 	t0 = h_now_ns();
+	cpu0 = daemon_cpu_s();
 	while (h_now_ns() - t0 < 2ull * TIMEOUT_MS * 1000000) {
 		if (raw_gate_done(&k.c, 60) == 1)
 			return h_fail("rank %d: gate released (res %d) while no stream reached "
@@ -577,6 +600,19 @@ static int phase_nogo(int rank, int nranks, void *arg)
 			return 1;
 		usleep(5000);
 	}
+	/*
+	 * The scheduler polled the waiting gates meanwhile: spinning a little,
+	 * then napping (gate_spin_us), not a whole core for as long as a
+	 * stream takes to get there.
+	 */
+	cpu = daemon_cpu_s() - cpu0;
+	wall = (double)(h_now_ns() - t0) / 1e9;
+	if (rank == 0 && cpu0 >= 0 && cpu > 0.5 * wall)
+		return h_fail("collcd used %.0f%% of a core while one collective's gates waited",
+			      100.0 * cpu / wall);
+	if (rank == 0 && cpu0 >= 0)
+		h_log("collcd: %.1f%% of a core over %.2f s of waiting gates", 100.0 * cpu / wall,
+		      wall);
 	if (barrier())
 		return 1;
 	raw_gate_go(&k.c, 60, 1);
