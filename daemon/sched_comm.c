@@ -74,6 +74,8 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 
 void sched_comm_advance_done(struct comm *cm)
 {
+	if (cm->leave_err && !cm->inflight && !cm->revoked)
+		sched_comm_revoke(cm, cm->leave_err);
 	while (cm->slots) {
 		struct slot *sl = sched_slot_of(cm, cm->next_done);
 
@@ -213,6 +215,28 @@ void sched_collect(void)
 	}
 }
 
+/*
+ * Has rank r's part of every collective in flight ended? Its item consumed
+ * by its executor, or (the moment between) its done word stored: its client
+ * may have seen the end and left, while the other ranks' items still run.
+ */
+static int rank_through(const struct comm *cm, uint32_t r)
+{
+	if (cm->p2p_inflight || cm->fires_inflight)
+		return 0;
+	for (uint64_t s = cm->next_done; s < cm->next_launch; s++) {
+		const struct slot *sl = &cm->slots[s % COMM_WINDOW];
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		if (sl->seq != s || sl->state != SLOT_INFLIGHT)
+			continue;
+		if (!sched_coll_done_on(cm->devs[r], sr->fifo_pos, sl->chan_base, sl->nchannels) &&
+		    !(sr->client && sched_done_seen(sr->client, &sr->sqe)))
+			return 0;
+	}
+	return 1;
+}
+
 void sched_member_leave(struct member *mb, int err)
 {
 	struct comm *cm = mb->comm;
@@ -222,7 +246,18 @@ void sched_member_leave(struct member *mb, int err)
 	mb->left = 1;
 	mb->client->nmembers_live--;
 	cm->live--;
-	/* The others can no longer complete anything that needs this rank. */
+	/*
+	 * A rank that leaves once its part of everything in flight has ended
+	 * holds none of it up: those collectives finish (nothing new starts),
+	 * and the communicator is revoked once they have
+	 * (sched_comm_advance_done()). Otherwise the others can no longer
+	 * complete anything that needs this rank.
+	 */
+	if (!cm->local && !cm->revoked && cm->inflight && rank_through(cm, mb->rank)) {
+		if (!cm->leave_err)
+			cm->leave_err = err;
+		return;
+	}
 	sched_comm_revoke(cm, err);
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "common/atomics.h"
 #include "daemon/log.h"
 #include "daemon/sched_int.h"
 #include "proto/algo_copy.h"
@@ -128,6 +129,16 @@ void sched_dones_reap(int all)
 		}
 		pd = &d->next;
 	}
+}
+
+int sched_done_seen(const struct sched_client *c, const struct collc_sqe *e)
+{
+	const uint32_t ticket = (uint32_t)e->user_data;
+
+	/* Client memory: a forged word only keeps its own communicator's revoke waiting. */
+	return c->dones && ticket && !e->flags &&
+	       load_relaxed(&((const uint32_t *)c->dones->host)[e->user_data % COLLC_DONES]) ==
+		       ticket;
 }
 
 void sched_done_fill(const struct comm *cm, const struct slot_rank *sr, struct collc_work_item *it)

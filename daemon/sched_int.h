@@ -197,6 +197,7 @@ struct comm {
 	uint32_t exec_idx; /* its executor: sched.execs[exec_idx] */
 	void *exec_priv;
 	int revoked;             /* 0, or the error every later collective gets */
+	int leave_err; /* a rank left after its part of everything in flight: revoke once drained */
 	uint32_t timeout_ms;     /* UINT32_MAX: follow op_timeout_ms */
 	uint64_t timeouts;       /* collectives ended by the timeout */
 	uint64_t timed_out_mask; /* ranks missing from the last one that timed out */
@@ -337,6 +338,8 @@ void sched_dones_open(struct sched_client *c);
 void sched_dones_retire(struct sched_client *c);
 /* Frees retired words no item can name any more (all: every one, at release). */
 void sched_dones_reap(int all);
+/* Nonzero when the client's done word holds this SQE's ticket (it may have seen its end). */
+int sched_done_seen(const struct sched_client *c, const struct collc_sqe *e);
 /* Names rank sr's done word in its item where the rank's end completes it. */
 void sched_done_fill(const struct comm *cm, const struct slot_rank *sr, struct collc_work_item *it);
 /* Does some stream collective, or a graph gate that fired lately, want us polling? */

@@ -46,6 +46,9 @@
  *             all-reduce's word holds its ticket with the results in place
  *             before its CQE is reaped; none for ticket 0, a failed
  *             collective, all-to-all, send/recv or a stream collective.
+ *  leave      a rank whose client saw its done word leaves while the other
+ *             rank still runs that all-reduce: the other gets 0 and the
+ *             right result, then -EPIPE for what follows.
  *  garbage    stream SQEs with a gate out of range, ticket 0, a ticket past
  *             32 bits, both flags, an unknown flag, stream flags on
  *             all-to-allv, graph flags on all-to-allv and send/recv, graph
@@ -78,6 +81,7 @@
 struct shared {
 	struct h_barrier bar;
 	uint32_t flag;
+	uint64_t t_left; /* leave: when rank 0's client closed */
 };
 
 static struct shared *sh;
@@ -1326,6 +1330,83 @@ static int phase_dones(int rank, int nranks, void *arg)
 	return rk_done(&k);
 }
 
+/*
+ * A rank whose client has seen its part of a collective end (its done
+ * word) and leaves while the other ranks still run that collective: they
+ * finish it (0, right results), and only what follows fails (-EPIPE).
+ * Rank 0 plays a client that saw its word (it stores its own ticket there)
+ * and closes while a 16 MiB all-reduce runs (3 ms after both submitted,
+ * tens of ms before it ends on the CPU executor; a run where it ended first
+ * says so in the log, as it then checked nothing about the leave).
+ */
+#define LEAVE_MAX (16u << 20)
+
+static int phase_leave(int rank, int nranks, void *arg)
+{
+	const uint64_t ud = 0x4c45;
+	struct collc_sqe e = { 0 };
+	struct rc_case rc;
+	struct raw c;
+	uint32_t comm, mr;
+	char *buf;
+	void *p;
+	int r;
+
+	(void)arg;
+	if (nranks != 2 || raw_open(&c))
+		return 1;
+	r = raw_comm_init(&c, &uid, 2, (uint32_t)rank, &comm);
+	if (r == 0)
+		r = raw_mem_alloc(&c, 2 * (size_t)LEAVE_MAX, &mr, &p);
+	if (r < 0)
+		return h_fail("rank %d: join: %s", rank, collc_strerror(r));
+	buf = p;
+	rc = rc_make(COLLC_FLOAT32, LEAVE_MAX / sizeof(float), 70);
+	rc_fill(&rc, rank, buf);
+	e.opcode = COLLC_OP_ALLREDUCE;
+	e.dtype = COLLC_FLOAT32;
+	e.redop = COLLC_SUM;
+	e.comm = comm;
+	e.count = rc.count;
+	e.send_mr = e.recv_mr = mr;
+	e.recv_off = LEAVE_MAX;
+	e.user_data = ud;
+	raw_publish(&c, &e);
+	if (barrier())
+		return 1;
+	if (rank == 0) {
+		/* Long enough for collcd to launch it; far shorter than it runs. */
+		usleep(3000);
+		c.dones[ud % COLLC_DONES] = (uint32_t)ud;
+		raw_close(&c);
+		__atomic_store_n(&sh->t_left, h_now_ns(), __ATOMIC_SEQ_CST);
+		return barrier();
+	}
+	r = raw_completion(&c, ud, WAIT_MS);
+	if (r != 0)
+		return h_fail("rank 1: the all-reduce rank 0 left after its part: CQE %d (%s), "
+			      "want 0",
+			      r, r == 1 ? "none came" : collc_strerror(r));
+	if (h_now_ns() < __atomic_load_n(&sh->t_left, __ATOMIC_SEQ_CST) ||
+	    !__atomic_load_n(&sh->t_left, __ATOMIC_SEQ_CST))
+		h_log("leave: the all-reduce ended before rank 0 left (not exercised this run)");
+	if (rc_check(&rc, 2, buf + LEAVE_MAX, "the all-reduce rank 0 left after its part", NULL))
+		return 1;
+	if (barrier())
+		return 1;
+	/* What follows needs rank 0: -EPIPE. */
+	e.user_data = ud + 1;
+	e.seq = 1;
+	raw_publish(&c, &e);
+	r = raw_completion(&c, ud + 1, WAIT_MS);
+	if (r != -EPIPE)
+		return h_fail("rank 1: an all-reduce after rank 0 left: CQE %d (%s), want -EPIPE",
+			      r, r == 1 ? "none came" : collc_strerror(r));
+	munmap(buf, 2 * (size_t)LEAVE_MAX);
+	raw_close(&c);
+	return 0;
+}
+
 static const struct phase phases[] = {
 	{ "order_2", 2, phase_order, -1,
 	  "2 stream ranks: held while one go was missing or wrong, then right, no CQE" },
@@ -1353,6 +1434,8 @@ static const struct phase phases[] = {
 	{ "p2p", 2, phase_p2p, 0, "stream send/recv between two ranks at once: both pairs right" },
 	{ "dones", 2, phase_dones, 0,
 	  "done words: the ticket with the results in place; none where the end frees nothing" },
+	{ "leave", 2, phase_leave, 0,
+	  "a rank left after its part ended: the others finished that all-reduce, then -EPIPE" },
 	{ "garbage", 1, phase_garbage, 0, "bad stream and graph SQEs refused, collcd serves on" },
 	{ "graph_flood", 2, phase_flood, 0, "a client refiring one gate: its open firings bounded",
 	  1 },
