@@ -32,14 +32,14 @@ extern "C" __global__ void collc_gate_kernel(uint32_t *go, uint32_t go_val, uint
 	unsigned int ns = 32;
 
 	/*
-	 * K1: pairs with collcd's acquire of go. The stream's earlier kernels
+	 * K1: pairs with G1, collcd's acquire of go. The stream's earlier kernels
 	 * and copies are complete (stream order); the system fence makes their
 	 * writes visible to collcd's grid and peers before go, as the memory
 	 * operation's default write fences first.
 	 */
 	__threadfence_system();
 	st_rel_sys32(go, go_val);
-	/* K2: pairs with the grid's release of the word: the result is visible to what follows. */
+	/* K2: pairs with E2, the grid's store of the word: the result is visible to what follows. */
 	while (!collc__gate_reached(ld_acq_sys32(word), want, mode)) {
 		__nanosleep(ns);
 		if (ns < 256)
