@@ -351,8 +351,9 @@ static int gate_function(CUcontext c, int load, CUfunction *ret_fn)
 	if (c != old && cu.ctx_set(c) != CUDA_SUCCESS)
 		return -EINVAL;
 	e = cu.module_load(&m, collc__gate_image);
+	/* ENOEXEC: e.g. no code for this GPU in the image, or a PTX too new for the driver. */
 	if (e != CUDA_SUCCESS)
-		r = e == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -ENOEXEC; /* e.g. no image for this GPU */
+		r = e == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -ENOEXEC;
 	else if (cu.module_function(&f, m, COLLC_GATE_KERNEL) != CUDA_SUCCESS)
 		r = -ENOEXEC;
 	/* Under lazy module loading: now, not at a launch while a gate kernel spins. */
@@ -382,18 +383,20 @@ static int gate_path(int device, CUdevice dev)
 		    CUDA_SUCCESS)
 		attr_v1 = -1;
 	env = getenv("COLLC_STREAM_PATH");
-	p = collc__stream_path_pick(env,
-				    collc__stream_memops_usable(cu.memops_v2, cu.memops_v1, attr_v1));
+	p = collc__stream_path_pick(env, collc__stream_memops_usable(cu.memops_v2, cu.memops_v1,
+								     attr_v1));
 	gate.path[device] = p;
 	/* Opt-in diagnostics: libcollc prints nothing otherwise. */
 	dbg = getenv("COLLC_DEBUG");
 	if (dbg && *dbg && strcmp(dbg, "0") != 0)
 		fprintf(stderr,
-			"collc: GPU %d: stream-ordered collectives use %s (COLLC_STREAM_PATH=%s; "
+			"collc: GPU %d: stream-ordered collectives %s %s (COLLC_STREAM_PATH=%s; "
 			"driver stream memory operations: %s)%s%s\n",
-			device, collc__stream_path_name(p), env && *env ? env : "auto",
-			cu.memops_v2 ? "v2" : cu.memops_v1 ? (attr_v1 == 1 ? "v1" : "v1, disabled")
-							   : "none",
+			device, p < 0 ? "have" : "use",
+			p < 0 ? "no path" : collc__stream_path_name(p), env && *env ? env : "auto",
+			cu.memops_v2   ? "v2"
+			: cu.memops_v1 ? (attr_v1 == 1 ? "v1" : "v1, not enabled")
+				       : "none",
 			p < 0 ? ": " : "", p < 0 ? strerror(-p) : "");
 	return p;
 }

@@ -135,10 +135,8 @@ static void test_image(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_pick),
-		cmocka_unit_test(test_memops_usable),
-		cmocka_unit_test(test_geq_wraps),
-		cmocka_unit_test(test_graph_eq),
+		cmocka_unit_test(test_pick),      cmocka_unit_test(test_memops_usable),
+		cmocka_unit_test(test_geq_wraps), cmocka_unit_test(test_graph_eq),
 #ifdef COLLC_HAVE_CUDA
 		cmocka_unit_test(test_image),
 #endif
