@@ -723,6 +723,26 @@ static int stream_check(const char *what, int k, int rnd, const float *hout, siz
 	return 0;
 }
 
+/* The kernel nodes of a graph (the gate kernel's, where that is the path); -1: not known. */
+static int kernel_nodes(cudaGraph_t graph)
+{
+	cudaGraphNode_t nodes[16];
+	size_t n = 16;
+	int k = 0;
+
+	if (cudaGraphGetNodes(graph, nodes, &n) != cudaSuccess)
+		return -1;
+	for (size_t i = 0; i < n && i < 16; i++) {
+		enum cudaGraphNodeType t;
+
+		/* A runtime may not name every node type (memory operations): then nothing is known. */
+		if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess)
+			return -1;
+		k += t == cudaGraphNodeTypeKernel;
+	}
+	return k;
+}
+
 /*
  * Stream-ordered all-reduces: a slow memset and the input's copy before it on
  * the stream, the output's copy after it, then the same captured in a CUDA
@@ -789,6 +809,13 @@ static int child_stream(const struct collc_unique_id *id, int n, int me)
 	if (r < 0) {
 		fprintf(stderr, "capture rank %d: %s\n", me, collc_strerror(r));
 		return 1;
+	}
+	/* The path shows in the graph: one gate kernel node, or none (memory operations). */
+	r = kernel_nodes(graph);
+	if (r >= 0 && r != (sh->value[me][3] == COLLC_STREAM_PATH_KERNEL)) {
+		fprintf(stderr, "capture rank %d: %d kernel nodes on the %s path\n", me, r,
+			sh->value[me][3] == COLLC_STREAM_PATH_KERNEL ? "kernel" : "memops");
+		fails++;
 	}
 	CK(cudaGraphInstantiate(&exec, graph, 0));
 	for (int rep = 0; rep < rounds; rep++) {
