@@ -9,10 +9,14 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "client/gate_kernel.h"
 #include "client/gpu.h"
 #include "common/dlsyms.h"
+#include "include/collc.h"
 
 #ifdef COLLC_HAVE_CUDA
 #include <cuda.h>
@@ -46,7 +50,35 @@ static struct {
 	CUresult (*stream_create)(CUstream *, unsigned int);
 	CUresult (*memset32)(CUdeviceptr, unsigned int, size_t, CUstream);
 	CUresult (*stream_sync)(CUstream);
+	CUresult (*device_attr)(int *, CUdevice_attribute, CUdevice);
+	CUresult (*module_load)(CUmodule *, const void *);
+	CUresult (*module_function)(CUfunction *, CUmodule, const char *);
+	CUresult (*launch)(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
+			   unsigned int, unsigned int, unsigned int, CUstream, void **, void **);
+	CUresult (*func_load)(CUfunction); /* CUDA 12.4 on; NULL before */
+	int memops_v2, memops_v1;          /* which stream memory operations write/wait_value are */
 } cu;
+
+/* The gate kernel's image (gate_image.c, made from gate_kernel.cu at build time). */
+extern const unsigned char collc__gate_image[];
+
+#define GATE_DEVICES  64
+#define GATE_CONTEXTS 64
+
+/*
+ * The stream gates' path per device (0: not chosen yet), and the gate kernel
+ * per context it was loaded into. Loaded once and kept for the process.
+ */
+static struct {
+	pthread_mutex_t lock;
+	int path[GATE_DEVICES];
+	uint8_t primed[GATE_DEVICES]; /* the kernel is in the device's primary context */
+	struct {
+		CUcontext ctx;
+		CUfunction fn;
+	} fn[GATE_CONTEXTS];
+	int nfn;
+} gate = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
 static int cu_state = -ENODEV;
@@ -74,18 +106,34 @@ static void cu_load(void)
 		{ "cuMemHostRegister_v2", (void **)&cu.host_register },
 		{ "cuMemHostUnregister", (void **)&cu.host_unregister },
 		{ "cuMemHostGetDevicePointer_v2", (void **)&cu.host_dev_ptr },
-		{ "cuStreamWriteValue32_v2", (void **)&cu.write_value },
-		{ "cuStreamWaitValue32_v2", (void **)&cu.wait_value },
 		{ "cuStreamIsCapturing", (void **)&cu.is_capturing },
 		{ "cuStreamGetCtx", (void **)&cu.stream_ctx },
 		{ "cuCtxGetDevice", (void **)&cu.ctx_device },
 		{ "cuStreamCreate", (void **)&cu.stream_create },
 		{ "cuMemsetD32Async", (void **)&cu.memset32 },
 		{ "cuStreamSynchronize", (void **)&cu.stream_sync },
+		{ "cuDeviceGetAttribute", (void **)&cu.device_attr },
+		{ "cuModuleLoadData", (void **)&cu.module_load },
+		{ "cuModuleGetFunction", (void **)&cu.module_function },
+		{ "cuLaunchKernel", (void **)&cu.launch },
+	};
+	const struct dl_sym memops_v2[] = {
+		{ "cuStreamWriteValue32_v2", (void **)&cu.write_value },
+		{ "cuStreamWaitValue32_v2", (void **)&cu.wait_value },
+	};
+	const struct dl_sym memops_v1[] = {
+		{ "cuStreamWriteValue32", (void **)&cu.write_value },
+		{ "cuStreamWaitValue32", (void **)&cu.wait_value },
 	};
 
 	if (!h || dl_syms(h, syms, sizeof(syms) / sizeof(syms[0])))
 		return;
+	/* Optional: without stream memory operations the gate kernel stands in. */
+	if (!dl_syms(h, memops_v2, 2))
+		cu.memops_v2 = 1;
+	else if (!dl_syms(h, memops_v1, 2))
+		cu.memops_v1 = 1;
+	cu.func_load = (CUresult(*)(CUfunction))dlsym(h, "cuFuncLoad");
 	if (cu.init(0) != CUDA_SUCCESS)
 		return;
 	cu_state = 0;
@@ -264,13 +312,148 @@ int collc__gpu_capturing(void *stream)
 	return st == CU_STREAM_CAPTURE_STATUS_ACTIVE;
 }
 
-int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t done,
-			   uint32_t done_val, int rearm)
+/* The context a stream belongs to (NULL: the current context's legacy stream). */
+static int stream_context(CUstream s, CUcontext *ret_ctx)
 {
-	CUstream s = (CUstream)stream;
+	CUcontext c = NULL;
 
-	if (cu_state < 0)
-		return cu_state;
+	if (s ? cu.stream_ctx(s, &c) != CUDA_SUCCESS : cu.ctx_get(&c) != CUDA_SUCCESS)
+		return -EINVAL;
+	if (!c)
+		return -EINVAL;
+	*ret_ctx = c;
+	return 0;
+}
+
+/*
+ * The gate kernel in context c, loaded there first when load is set. Loading
+ * happens at comm_init or at an uncaptured call, never inside a capture.
+ * Under gate.lock.
+ */
+static int gate_function(CUcontext c, int load, CUfunction *ret_fn)
+{
+	CUcontext old = NULL;
+	CUmodule m;
+	CUfunction f;
+	CUresult e;
+	int r = 0;
+
+	for (int i = 0; i < gate.nfn; i++)
+		if (gate.fn[i].ctx == c) {
+			*ret_fn = gate.fn[i].fn;
+			return 0;
+		}
+	if (!load)
+		return -EOPNOTSUPP; /* a context first met inside a capture */
+	if (gate.nfn == GATE_CONTEXTS)
+		return -ENOMEM;
+	cu.ctx_get(&old);
+	if (c != old && cu.ctx_set(c) != CUDA_SUCCESS)
+		return -EINVAL;
+	e = cu.module_load(&m, collc__gate_image);
+	/* ENOEXEC: e.g. no code for this GPU in the image, or a PTX too new for the driver. */
+	if (e != CUDA_SUCCESS)
+		r = e == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -ENOEXEC;
+	else if (cu.module_function(&f, m, COLLC_GATE_KERNEL) != CUDA_SUCCESS)
+		r = -ENOEXEC;
+	/* Under lazy module loading: now, not at a launch while a gate kernel spins. */
+	else if (cu.func_load && cu.func_load(f) != CUDA_SUCCESS)
+		r = -ENOEXEC;
+	if (c != old)
+		cu.ctx_set(old);
+	if (r < 0)
+		return r; /* the module stays: unloading it could wait on the GPU */
+	gate.fn[gate.nfn].ctx = c;
+	gate.fn[gate.nfn].fn = f;
+	gate.nfn++;
+	*ret_fn = f;
+	return 0;
+}
+
+/* Chooses device's path once ($COLLC_STREAM_PATH, the driver, the device). Under gate.lock. */
+static int gate_path(int device, CUdevice dev)
+{
+	const char *env, *dbg;
+	int attr_v1 = -1, p;
+
+	if (gate.path[device])
+		return gate.path[device];
+	if (!cu.memops_v2 && cu.memops_v1 &&
+	    cu.device_attr(&attr_v1, CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1, dev) !=
+		    CUDA_SUCCESS)
+		attr_v1 = -1;
+	env = getenv("COLLC_STREAM_PATH");
+	p = collc__stream_path_pick(env, collc__stream_memops_usable(cu.memops_v2, cu.memops_v1,
+								     attr_v1));
+	gate.path[device] = p;
+	/* Opt-in diagnostics: libcollc prints nothing otherwise. */
+	dbg = getenv("COLLC_DEBUG");
+	if (dbg && *dbg && strcmp(dbg, "0") != 0)
+		fprintf(stderr,
+			"collc: GPU %d: stream-ordered collectives %s %s (COLLC_STREAM_PATH=%s; "
+			"driver stream memory operations: %s)%s%s\n",
+			device, p < 0 ? "have" : "use",
+			p < 0 ? "no path" : collc__stream_path_name(p), env && *env ? env : "auto",
+			cu.memops_v2   ? "v2"
+			: cu.memops_v1 ? (attr_v1 == 1 ? "v1" : "v1, not enabled")
+				       : "none",
+			p < 0 ? ": " : "", p < 0 ? strerror(-p) : "");
+	return p;
+}
+
+int collc__gpu_stream_path(int device)
+{
+	CUcontext c;
+	CUfunction f;
+	CUdevice dev;
+	int r, p;
+
+	if (device < 0 || device >= GATE_DEVICES)
+		return -EINVAL;
+	pthread_mutex_lock(&gate.lock);
+	p = gate.path[device];
+	r = p && (p != COLLC_STREAM_PATH_KERNEL || gate.primed[device]);
+	pthread_mutex_unlock(&gate.lock);
+	if (r)
+		return p; /* every call but the first few */
+	r = cu_ready(device, &dev);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&gate.lock);
+	p = gate_path(device, dev);
+	/* The runtime's streams belong to the primary context: load the kernel there now. */
+	if (p == COLLC_STREAM_PATH_KERNEL && !gate.primed[device]) {
+		if (cu.primary_retain(&c, dev) != CUDA_SUCCESS)
+			r = -ENODEV;
+		else
+			r = gate_function(c, 1, &f);
+		gate.primed[device] = r == 0;
+	}
+	pthread_mutex_unlock(&gate.lock);
+	return r < 0 ? r : p;
+}
+
+int collc__gpu_stream_ready(void *stream, int device, int capturing)
+{
+	CUcontext c;
+	CUfunction f;
+	int r, p = collc__gpu_stream_path(device);
+
+	if (p != COLLC_STREAM_PATH_KERNEL)
+		return p;
+	r = stream_context((CUstream)stream, &c);
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&gate.lock);
+	r = gate_function(c, !capturing, &f);
+	pthread_mutex_unlock(&gate.lock);
+	return r < 0 ? r : p;
+}
+
+/* The memory operations' gate: nothing launched. */
+static int gate_memops(CUstream s, uint64_t go, uint32_t go_val, uint64_t done, uint32_t done_val,
+		       int rearm)
+{
 	/*
 	 * The default write fences first: the stream's earlier work is visible
 	 * before go. The wait is cyclic (done - done_val >= 0 as int32): a gate
@@ -287,6 +470,49 @@ int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t 
 			     CUDA_SUCCESS)
 		return -EIO;
 	return 0;
+}
+
+/* The kernel's gate: the same three steps in one launch, so a failure enqueues nothing. */
+static int gate_kernel(CUstream s, uint64_t go, uint32_t go_val, uint64_t done, uint32_t done_val,
+		       int rearm)
+{
+	uint32_t mode = rearm ? GATE_WAIT_EQ_RESET : GATE_WAIT_GEQ;
+	void *args[] = { &go, &go_val, &done, &done_val, &mode };
+	CUcontext c;
+	CUfunction f;
+	CUresult e;
+	int r = stream_context(s, &c);
+
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&gate.lock);
+	r = gate_function(c, 0, &f); /* loaded by collc__gpu_stream_ready() */
+	pthread_mutex_unlock(&gate.lock);
+	if (r < 0)
+		return r;
+	e = cu.launch(f, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
+	if (e != CUDA_SUCCESS)
+		return e == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+	return 0;
+}
+
+int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_val, uint64_t done,
+			   uint32_t done_val, int rearm)
+{
+	int p;
+
+	if (cu_state < 0)
+		return cu_state;
+	if (device < 0 || device >= GATE_DEVICES)
+		return -EINVAL;
+	pthread_mutex_lock(&gate.lock);
+	p = gate.path[device];
+	pthread_mutex_unlock(&gate.lock);
+	if (p == COLLC_STREAM_PATH_MEMOPS)
+		return gate_memops((CUstream)stream, go, go_val, done, done_val, rearm);
+	if (p == COLLC_STREAM_PATH_KERNEL)
+		return gate_kernel((CUstream)stream, go, go_val, done, done_val, rearm);
+	return p < 0 ? p : -EINVAL; /* not readied by collc__gpu_stream_ready() */
 }
 
 int collc__gpu_poke(int device, uint64_t addr, uint32_t val, size_t n)
@@ -331,7 +557,17 @@ int collc__gpu_capturing(void *stream)
 	return -ENODEV;
 }
 
-int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t done,
+int collc__gpu_stream_path(int device)
+{
+	return -ENODEV;
+}
+
+int collc__gpu_stream_ready(void *stream, int device, int capturing)
+{
+	return -ENODEV;
+}
+
+int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_val, uint64_t done,
 			   uint32_t done_val, int rearm)
 {
 	return -ENODEV;

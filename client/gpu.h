@@ -27,10 +27,24 @@ int collc__gpu_capturing(void *stream);
 /* Stores val in the n 32-bit words at device address addr, from a private stream; waits. */
 int collc__gpu_poke(int device, uint64_t addr, uint32_t val, size_t n);
 /*
- * Enqueues on stream: write go_val to go, wait until done == done_val, and
- * with rearm clear done again (device addresses).
+ * The path of device's stream gates (COLLC_STREAM_PATH_*), chosen once per
+ * device; with the kernel path, the gate kernel is loaded into the device's
+ * primary context. -errno as collc_comm_get_stream_path() says.
  */
-int collc__gpu_stream_gate(void *stream, uint64_t go, uint32_t go_val, uint64_t done,
+int collc__gpu_stream_path(int device);
+/*
+ * collc__gpu_stream_path(device), with the gate kernel also loaded into
+ * stream's context where that path needs it; a context first met while
+ * capturing gets -EOPNOTSUPP (nothing is loaded inside a capture).
+ */
+int collc__gpu_stream_ready(void *stream, int device, int capturing);
+/*
+ * Enqueues on stream (of device, readied by collc__gpu_stream_ready()):
+ * write go_val to go, wait until done reaches done_val (cyclic >=; with rearm
+ * ==) and with rearm clear done again (device addresses). Stream memory
+ * operations or one gate kernel launch, as the device's path says.
+ */
+int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_val, uint64_t done,
 			   uint32_t done_val, int rearm);
 
 #endif

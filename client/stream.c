@@ -3,7 +3,9 @@
  * Stream-ordered collectives. Each one goes through a gate of the client
  * region (proto/shm.h): libcollc enqueues on the caller's stream a write of
  * the gate's go word and a wait for its done word (stream memory operations:
- * no kernel), and posts the collective's SQE naming the gate. collcd starts
+ * no kernel; where the driver has none, one launch of a one-thread gate
+ * kernel that does the same, client/gate_kernel.cu; gpu.c picks the path per
+ * GPU), and posts the collective's SQE naming the gate. collcd starts
  * the collective once go holds the ticket and ends it by storing the result
  * and then done. The stream itself waits on the gate's word in device memory
  * (struct collc_signal, in collc_mem_alloc memory of the communicator's GPU),
@@ -277,8 +279,10 @@ static int stream_prepare(struct collc_ctx *ctx, int device, struct stream_state
 int collc__stream_prepare(struct collc_ctx *ctx, int device)
 {
 	struct stream_state *st;
+	int r = stream_prepare(ctx, device, &st);
 
-	return stream_prepare(ctx, device, &st);
+	/* The path chosen, and the gate kernel loaded where it is the path. */
+	return r < 0 ? r : collc__gpu_stream_path(device);
 }
 
 static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *sendbuf, void *recvbuf,
@@ -316,6 +320,10 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		return -EINVAL; /* an invalidated capture */
 	if (capturing && COLLC_OP_IS_P2P(opcode))
 		return -EOPNOTSUPP; /* graph replays fire collectives only */
+	/* Before a gate is taken or armed: a kernel that cannot be loaded loses nothing. */
+	r = collc__gpu_stream_ready(stream, comm->device, capturing);
+	if (r < 0)
+		return r;
 	for (;;) {
 		pthread_mutex_lock(&st->lock);
 		if (st->orphan) {
@@ -357,8 +365,8 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		if (r == 0)
 			r = collc_wait(ctx, req, -1);
 		if (r == 0)
-			r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), 1, wait, 1,
-						   1);
+			r = collc__gpu_stream_gate(stream, comm->device,
+						   st->dev + g * sizeof(*gt), 1, wait, 1, 1);
 		if (r < 0) {
 			pthread_mutex_lock(&st->lock);
 			st->kind[g] = GATE_FREE;
@@ -368,7 +376,8 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		return r;
 	}
 	/* The stream's operations first: a failed SQE then releases them itself. */
-	r = collc__gpu_stream_gate(stream, st->dev + g * sizeof(*gt), ticket, wait, ticket, 0);
+	r = collc__gpu_stream_gate(stream, comm->device, st->dev + g * sizeof(*gt), ticket, wait,
+				   ticket, 0);
 	if (r == 0) {
 		s.flags = COLLC_SQE_STREAM;
 		s.gate = g;
@@ -470,6 +479,13 @@ int collc_comm_get_async_error(struct collc_comm *comm)
 		comm->async_err = -ECONNRESET;
 	pthread_mutex_unlock(&st->lock);
 	return comm->async_err;
+}
+
+int collc_comm_get_stream_path(struct collc_comm *comm)
+{
+	if (!comm || comm->device < 0)
+		return -EINVAL; /* host communicators have no stream forms */
+	return collc__gpu_stream_path(comm->device);
 }
 
 void collc__stream_comm_gone(struct collc_comm *comm)

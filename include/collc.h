@@ -170,7 +170,9 @@ COLLC_EXPORT int collc_recv(struct collc_comm *comm, void *buf, size_t count, co
  * stream waiting: the stream goes on, the result is undefined, and
  * collc_comm_get_async_error() reports the error. The mechanism is stream
  * memory operations on words collcd watches (no kernel is launched); where
- * the device has none, the calls return -EOPNOTSUPP.
+ * the driver has none, a one-thread gate kernel per collective does the same
+ * ($COLLC_STREAM_PATH=auto|memops|kernel chooses; collc_comm_get_stream_path()
+ * says which).
  */
 struct CUstream_st; /* cudaStream_t without CUDA headers */
 COLLC_EXPORT int collc_allreduce_stream(struct collc_comm *comm, const void *sendbuf, void *recvbuf,
@@ -199,6 +201,18 @@ COLLC_EXPORT int collc_recv_stream(struct collc_comm *comm, void *buf, size_t co
  * (sticky, like ncclCommGetAsyncError); -EINVAL for a NULL comm.
  */
 COLLC_EXPORT int collc_comm_get_async_error(struct collc_comm *comm);
+/* How the stream forms of a communicator reach its streams. */
+#define COLLC_STREAM_PATH_MEMOPS 1 /* stream memory operations: nothing launched */
+#define COLLC_STREAM_PATH_KERNEL 2 /* one tiny gate kernel per collective */
+/*
+ * COLLC_STREAM_PATH_MEMOPS or _KERNEL: the path every stream-ordered
+ * collective of comm takes, chosen per GPU from the driver and
+ * $COLLC_STREAM_PATH. -EINVAL for a NULL or host communicator, or a
+ * $COLLC_STREAM_PATH other than auto, memops or kernel; -EOPNOTSUPP for
+ * memops forced where there are none; -ENODEV without a CUDA driver; -ENOEXEC
+ * or -ENOMEM when the gate kernel cannot be loaded.
+ */
+COLLC_EXPORT int collc_comm_get_stream_path(struct collc_comm *comm);
 
 /*
  * Returns the collective's own status: 0, or for example -ETIMEDOUT, -EPIPE

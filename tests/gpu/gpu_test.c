@@ -11,7 +11,8 @@
  *   collc-gpu-test SCENARIO --socket PATH --gpus 0,1[,..] [--seed N] [--big]
  *                  [--iters N] [--label TEXT]
  *   SCENARIO: sweep | copies | latency | stream | interleave | regtraffic | kill
- *   (stream: stream-ordered and graph-captured all-reduces, and their latency)
+ *   (stream: stream-ordered and graph-captured all-reduces, and their latency,
+ *   through the path libcollc chose: $COLLC_STREAM_PATH=kernel forces the gate kernel)
  *   (copies: all-to-all, all-to-allv and send/recv, checked byte for byte)
  *
  * Prints "RESULT <label> PASS|FAIL <detail>" lines; exit status 0 when all pass.
@@ -722,6 +723,26 @@ static int stream_check(const char *what, int k, int rnd, const float *hout, siz
 	return 0;
 }
 
+/* The kernel nodes of a graph (the gate kernel's, where that is the path); -1: not known. */
+static int kernel_nodes(cudaGraph_t graph)
+{
+	cudaGraphNode_t nodes[16];
+	size_t n = 16;
+	int k = 0;
+
+	if (cudaGraphGetNodes(graph, nodes, &n) != cudaSuccess)
+		return -1;
+	for (size_t i = 0; i < n && i < 16; i++) {
+		enum cudaGraphNodeType t;
+
+		/* A runtime may not name every node type (memory operations): then nothing is known. */
+		if (cudaGraphNodeGetType(nodes[i], &t) != cudaSuccess)
+			return -1;
+		k += t == cudaGraphNodeTypeKernel;
+	}
+	return k;
+}
+
 /*
  * Stream-ordered all-reduces: a slow memset and the input's copy before it on
  * the stream, the output's copy after it, then the same captured in a CUDA
@@ -743,6 +764,13 @@ static int child_stream(const struct collc_unique_id *id, int n, int me)
 
 	if (rank_open(&rc, id, n, me, gpus[me], maxc * 4) < 0)
 		return 1;
+	/* Which way the gates reach the stream (the parent checks it against $COLLC_STREAM_PATH). */
+	r = collc_comm_get_stream_path(rc.comm);
+	if (r < 0) {
+		fprintf(stderr, "stream rank %d: stream path: %s\n", me, collc_strerror(r));
+		return 1;
+	}
+	sh->value[me][3] = r;
 	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
 	CK(cudaMallocHost((void **)&hin, maxc * 4));
 	CK(cudaMallocHost((void **)&hout, maxc * 4));
@@ -781,6 +809,13 @@ static int child_stream(const struct collc_unique_id *id, int n, int me)
 	if (r < 0) {
 		fprintf(stderr, "capture rank %d: %s\n", me, collc_strerror(r));
 		return 1;
+	}
+	/* The path shows in the graph: one gate kernel node, or none (memory operations). */
+	r = kernel_nodes(graph);
+	if (r >= 0 && r != (sh->value[me][3] == COLLC_STREAM_PATH_KERNEL)) {
+		fprintf(stderr, "capture rank %d: %d kernel nodes on the %s path\n", me, r,
+			sh->value[me][3] == COLLC_STREAM_PATH_KERNEL ? "kernel" : "memops");
+		fails++;
 	}
 	CK(cudaGraphInstantiate(&exec, graph, 0));
 	for (int rep = 0; rep < rounds; rep++) {
@@ -1391,6 +1426,22 @@ int main(int argc, char **argv)
 		bad = wait_all(pids, ngpus, 120);
 		{
 			uint64_t f0, c0 = sum_cases(0, &f0), f1, c1 = sum_cases(1, &f1);
+			const char *force = getenv("COLLC_STREAM_PATH");
+			int path = (int)sh->value[0][3], path_ok = path > 0;
+
+			/* Every rank took one path, the forced one if any. */
+			for (int i = 1; i < ngpus; i++)
+				path_ok &= (int)sh->value[i][3] == path;
+			if (force && strcmp(force, "kernel") == 0)
+				path_ok &= path == COLLC_STREAM_PATH_KERNEL;
+			else if (force && strcmp(force, "memops") == 0)
+				path_ok &= path == COLLC_STREAM_PATH_MEMOPS;
+			printf("RESULT %s/stream-path %s %s on every rank (COLLC_STREAM_PATH=%s)\n",
+			       label, path_ok && !bad ? "PASS" : "FAIL",
+			       path == COLLC_STREAM_PATH_KERNEL	? "gate kernel"
+			       : path == COLLC_STREAM_PATH_MEMOPS ? "stream memory operations"
+								  : "no path",
+			       force ? force : "auto");
 
 			printf("RESULT %s/stream-ordered %s %llu all-reduces after a slow memset, %llu failed\n",
 			       label, f0 || bad ? "FAIL" : "PASS", (unsigned long long)c0,
@@ -1399,9 +1450,10 @@ int main(int argc, char **argv)
 			       label, f1 || bad ? "FAIL" : "PASS", (unsigned long long)c1,
 			       (unsigned long long)f1);
 			printf("RESULT %s/stream-8B-latency %s back to back %.2f us each; graph replay to "
-			       "completion median %.2f us; replays back to back %.2f us each (rank 0)\n",
+			       "completion median %.2f us; replays back to back %.2f us each (rank 0, "
+			       "path %s)\n",
 			       label, bad ? "FAIL" : "PASS", sh->value[0][0], sh->value[0][1],
-			       sh->value[0][2]);
+			       sh->value[0][2], path == COLLC_STREAM_PATH_KERNEL ? "kernel" : "memops");
 		}
 	} else if (strcmp(scen, "interleave") == 0) {
 		for (int i = 0; i < ngpus; i++)

@@ -141,6 +141,8 @@ ctl set copy_push=auto >/dev/null
 [ "$QUICK" = 1 ] || t "${NGPU}gpu-big" sweep --gpus "$G2" --big
 t "${NGPU}gpu" latency --gpus "$G2" --iters 10000
 t "${NGPU}gpu" stream --gpus "$G2" --iters 2000
+# The same through the gate kernel, the path of drivers without stream memory operations.
+COLLC_STREAM_PATH=kernel t "${NGPU}gpu-kernel" stream --gpus "$G2" --iters 2000
 ctl set algo=ring proto=ll >/dev/null
 t "${NGPU}gpu-ring-ll" latency --gpus "$G2" --iters 10000
 ctl set algo=auto proto=auto >/dev/null
