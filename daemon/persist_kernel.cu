@@ -166,7 +166,10 @@ static __device__ __forceinline__ void poll_slot(const uint32_t *off, uint32_t i
  * publish work_consumed at the end of the host's batch (B2, batch_last),
  * so a batch cut into several units still costs one system fence per
  * block; only a unit that ends at the gate (a quiesce window) ends its
- * batch early.
+ * batch early. For the same reason the poller holds (the window's
+ * handshake) only at the end of a batch: a unit that stopped inside one,
+ * the rest of its items not yet seen, would leave work_consumed short of
+ * the position it reports, and the window would wait for it forever.
  */
 __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 {
@@ -176,7 +179,7 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 	int done = t >= a.nlanes;
 	uint64_t pos = 0, gate = CUDA_GATE_OPEN, last_coll = 0;
 	uint32_t want = 1;
-	int acked = 0;
+	int acked = 0, open = 0; /* open: the last item forwarded left its batch open (B2) */
 	struct collc_work_fifo *f = done ? NULL : a.fifo[t];
 	struct cuda_hlane *hl = done ? NULL : &a.hctrl->lane[t];
 
@@ -186,7 +189,7 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 	}
 	for (uint32_t it = 0;; it++) {
 		uint32_t off[CUDA_MAX_LANES + 1], run[CUDA_MAX_LANES], nl[CUDA_MAX_LANES], n = 0, mine = 0;
-		uint32_t cutl[CUDA_MAX_LANES], cut = 0;
+		uint32_t cutl[CUDA_MAX_LANES], endk[CUDA_MAX_LANES], cut = 0, myend = UINT32_MAX;
 		uint32_t p[CUDA_MAX_LANES]; /* positions mod 2^32 name slots and flags alike */
 		uint64_t v[POLL_ITEMS];
 
@@ -228,11 +231,32 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 			    run[s] == k)
 				run[s] = k + 1;
 		}
+		/* Where each lane's run first ends a batch (word 20, batch_last: B2). */
 #pragma unroll
 		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++)
+			endk[l] = UINT32_MAX;
+#pragma unroll
+		for (uint32_t i = 0; i < POLL_ITEMS; i++) {
+			uint32_t s, k;
+
+			poll_slot(off, i, &s, &k);
+			if (i < off[CUDA_MAX_LANES]) {
+				const uint32_t bl = __shfl_sync(FULL_MASK, (uint32_t)v[i], 20);
+
+				if (k < run[s] && bl && k < endk[s])
+					endk[s] = k;
+			}
+		}
+#pragma unroll
+		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++) {
 			mine = l == t ? run[l] : mine;
+			myend = l == t ? endk[l] : myend;
+		}
 		if (!done) {
-			if (gate == CUDA_GATE_HOLD) {
+			if (gate == CUDA_GATE_HOLD && open) {
+				/* Hold only at a batch's end: forward up to it first. */
+				n = myend != UINT32_MAX ? myend + 1 : mine;
+			} else if (gate == CUDA_GATE_HOLD) {
 				if (!acked) {
 					/* Hold: tell the host where we stopped (cuda/window.c window()). */
 					st_vol64(&hl->ack_pos, pos);
@@ -280,14 +304,19 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 					w = 1;
 				((uint32_t *)&ds->items[s][(p[s] + k) & (COLLC_FIFO_DEPTH - 1)])[t] = w;
 				if (k + 1 == nl[s]) {
-					/* Kind (word 0) and coll_id (words 14-15) of lane s's last item. */
+					/*
+					 * Kind (word 0), coll_id (words 14-15) and batch_last
+					 * (word 20, with the cut) of lane s's last item.
+					 */
 					const uint32_t k0 = __shfl_sync(FULL_MASK, w, 0) & 0xff;
 					const uint32_t c0 = __shfl_sync(FULL_MASK, w, 14);
 					const uint32_t c1 = __shfl_sync(FULL_MASK, w, 15);
+					const uint32_t b0 = __shfl_sync(FULL_MASK, w, 20);
 
 					if (s == t) {
 						kind = k0;
 						coll = (uint64_t)c0 | (uint64_t)c1 << 32;
+						open = !b0;
 					}
 				}
 			}
