@@ -510,6 +510,18 @@ class Comm:
         if f is not None:
             _check(f(self._handle("check_async_error")), "stream-ordered collective")
 
+    @property
+    def stream_path(self):
+        """How stream-ordered collectives reach CUDA streams on this communicator's GPU:
+        "memops" (stream memory operations, nothing launched) or "kernel" (one tiny kernel
+        each, where the driver has no memory operations). Raises collc.Error: EINVAL for a
+        host communicator, ENODEV without a CUDA driver."""
+        f = getattr(_C, "collc_comm_get_stream_path", None)
+        if f is None:
+            raise Error(-_errno.EOPNOTSUPP, "stream_path: this libcollc has no stream forms")
+        r = _check(f(self._handle("stream_path")), "collc_comm_get_stream_path")
+        return {1: "memops", 2: "kernel"}.get(r, str(r))
+
     @staticmethod
     def _op_code(op, what):
         return _op(op, what)

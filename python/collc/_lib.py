@@ -101,6 +101,7 @@ _STREAM_OPS = ("collc_allreduce", "collc_allgather", "collc_reduce_scatter", "co
                "collc_reduce", "collc_alltoall", "collc_send", "collc_recv")
 _STREAM_PROTOS = {f"{n}_stream": (_PROTOS[n][0], _PROTOS[n][1][:-1] + [_p]) for n in _STREAM_OPS}
 _STREAM_PROTOS["collc_comm_get_async_error"] = (_i, [_p])
+_STREAM_PROTOS["collc_comm_get_stream_path"] = (_i, [_p])
 
 
 def _declare(lib):

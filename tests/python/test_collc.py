@@ -445,6 +445,11 @@ def rank_main(a):
         t.errors()
         # A host communicator has no stream-ordered collectives, so no async error.
         t.expect(comm.check_async_error() is None, "check_async_error on a host communicator")
+        # Nor a stream path: EINVAL, with collc's message.
+        try:
+            t.fail(f"stream_path of a host communicator: {comm.stream_path!r}, no error")
+        except collc.Error as e:
+            t.expect(e.name == "EINVAL", f"stream_path of a host communicator: {e!r}")
         t.torch_cpu()
         # A second communicator on the same context.
         comm2 = ctx.comm(bytes.fromhex(a.uid2), a.nranks, a.rank)
