@@ -463,11 +463,12 @@ static int gate_memops(CUstream s, uint64_t go, uint32_t go_val, uint64_t done, 
 	if (cu.write_value(s, (CUdeviceptr)go, go_val, CU_STREAM_WRITE_VALUE_DEFAULT) !=
 		    CUDA_SUCCESS ||
 	    cu.wait_value(s, (CUdeviceptr)done, done_val,
-			  rearm ? CU_STREAM_WAIT_VALUE_EQ : CU_STREAM_WAIT_VALUE_GEQ) != CUDA_SUCCESS)
+			  rearm ? CU_STREAM_WAIT_VALUE_EQ : CU_STREAM_WAIT_VALUE_GEQ) !=
+		    CUDA_SUCCESS)
 		return -EIO;
 	/* Graphs wait for done == 1 and clear it for the next replay (wait-then-reset). */
-	if (rearm && cu.write_value(s, (CUdeviceptr)done, 0, CU_STREAM_WRITE_VALUE_DEFAULT) !=
-			     CUDA_SUCCESS)
+	if (rearm &&
+	    cu.write_value(s, (CUdeviceptr)done, 0, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS)
 		return -EIO;
 	return 0;
 }

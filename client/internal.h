@@ -76,7 +76,7 @@ struct collc_ctx {
 	const uint32_t *dones;           /* done words (proto/shm.h); NULL: collcd has none */
 	struct collc_gate *gates;        /* NULL: collcd has none (no stream forms) */
 	uint32_t ngates;
-	struct stream_state *stream;     /* stream.c: the gates' GPU mapping and allocator */
+	struct stream_state *stream; /* stream.c: the gates' GPU mapping and allocator */
 	uint32_t sq_entries, cq_entries;
 	uint32_t sq_tail; /* private copy; published to hdr->sq_tail */
 	uint32_t cq_head; /* private copy; published to hdr->cq_head */

@@ -365,8 +365,8 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		if (r == 0)
 			r = collc_wait(ctx, req, -1);
 		if (r == 0)
-			r = collc__gpu_stream_gate(stream, comm->device,
-						   st->dev + g * sizeof(*gt), 1, wait, 1, 1);
+			r = collc__gpu_stream_gate(stream, comm->device, st->dev + g * sizeof(*gt),
+						   1, wait, 1, 1);
 		if (r < 0) {
 			pthread_mutex_lock(&st->lock);
 			st->kind[g] = GATE_FREE;

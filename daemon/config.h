@@ -35,11 +35,11 @@ struct collc_config {
 	uint64_t ll128_max_bytes;      /* auto proto: LL128 up to here, then Simple */
 	uint64_t channel_min_bytes;    /* auto channels: at least this many bytes per channel */
 	uint32_t sched_spin_us;        /* scheduler spins this long idle before it sleeps */
-	uint32_t gate_spin_us; /* ... and this long while stream gates wait, then naps */
+	uint32_t gate_spin_us;         /* ... and this long while stream gates wait, then naps */
 	uint32_t exec_spin_us;         /* executor threads spin this long before they sleep */
 	uint32_t rotate_channels;      /* 1: consecutive collectives start on the next channels */
 	uint32_t copy_push; /* all-to-all, send/recv: 1: ranks write peers' buffers; 0: read them */
-	uint32_t cuda_lanes;           /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
+	uint32_t cuda_lanes;         /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
 	uint32_t cuda_idle_sleep_ns; /* fixed at start: idle GPU channel blocks sleep between polls */
 	uint32_t cuda_trace;         /* fixed at start: 1: the grid times its hand-offs */
 	/* Other daemons (daemon/node.c). */

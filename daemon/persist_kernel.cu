@@ -188,7 +188,8 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 		last_coll = ds->lane[t].last_coll;
 	}
 	for (uint32_t it = 0;; it++) {
-		uint32_t off[CUDA_MAX_LANES + 1], run[CUDA_MAX_LANES], nl[CUDA_MAX_LANES], n = 0, mine = 0;
+		uint32_t off[CUDA_MAX_LANES + 1], run[CUDA_MAX_LANES], nl[CUDA_MAX_LANES];
+		uint32_t n = 0, mine = 0;
 		uint32_t cutl[CUDA_MAX_LANES], endk[CUDA_MAX_LANES], cut = 0, myend = UINT32_MAX;
 		uint32_t p[CUDA_MAX_LANES]; /* positions mod 2^32 name slots and flags alike */
 		uint64_t v[POLL_ITEMS];
@@ -218,7 +219,8 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 
 			poll_slot(off, i, &s, &k);
 			if (i < off[CUDA_MAX_LANES])
-				v[i] = ld_vol64(&a.ll[s]->items[(p[s] + k) & (COLLC_FIFO_DEPTH - 1)].w[t]);
+				v[i] = ld_vol64(
+					&a.ll[s]->items[(p[s] + k) & (COLLC_FIFO_DEPTH - 1)].w[t]);
 		}
 		/* L1': a word whose flag is the item's position + 1 is whole (grid.h). */
 #pragma unroll
@@ -289,11 +291,12 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 
 #pragma unroll
 			for (uint32_t i = 0; i < POLL_ITEMS; i++) {
-				uint32_t s, k, w;
+				uint32_t s, k, w, slot;
 
 				poll_slot(off, i, &s, &k);
 				if (i >= off[CUDA_MAX_LANES] || k >= nl[s])
 					continue;
+				slot = (p[s] + k) & (COLLC_FIFO_DEPTH - 1);
 				w = (uint32_t)v[i];
 				/* Words 18-19 hold t_forward, word 20 batch_last: proto/work.h. */
 				if (t == 18 && a.trace)
@@ -302,7 +305,7 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 					w = (uint32_t)(t_issue >> 32);
 				if (t == 20 && k + 1 == nl[s] && cutl[s])
 					w = 1;
-				((uint32_t *)&ds->items[s][(p[s] + k) & (COLLC_FIFO_DEPTH - 1)])[t] = w;
+				((uint32_t *)&ds->items[s][slot])[t] = w;
 				if (k + 1 == nl[s]) {
 					/*
 					 * Kind (word 0), coll_id (words 14-15) and batch_last
@@ -490,9 +493,9 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			struct collc_consumed *wc = &a.fifo[lane]->ctrl.work_consumed[chan];
 
 			/* Abandoned ones too: the stream goes on, collcd reports the error. */
-			int signal = b.it->signal && b.share < b.it->nchannels &&
-				     (b.it->kind == COLLC_WORK_COLL ||
-				      b.it->kind == COLLC_WORK_SIGNAL);
+			int signal =
+				b.it->signal && b.share < b.it->nchannels &&
+				(b.it->kind == COLLC_WORK_COLL || b.it->kind == COLLC_WORK_SIGNAL);
 			/*
 			 * The done word on a batch's last item only: where a batch
 			 * runs back to back, a system fence per item would cost
@@ -505,8 +508,8 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			if (b.it->batch_last || signal)
 				__threadfence_system();
 			if (signal || done)
-				item_end(b.it, &a.ds->fin[lane][pos & (COLLC_FIFO_DEPTH - 1)], signal,
-					 done, state == 3);
+				item_end(b.it, &a.ds->fin[lane][pos & (COLLC_FIFO_DEPTH - 1)],
+					 signal, done, state == 3);
 
 			if (state == 3)
 				st_vol64(&wc->aborted, ++a.ds->chan_aborted[lane][chan]);

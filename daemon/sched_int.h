@@ -101,7 +101,7 @@ struct slot_rank {
 	struct collc_sqe sqe;
 	struct mr *send_mr, *recv_mr;
 	uint64_t fifo_pos;
-	uint64_t *v; /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (nranks each) */
+	uint64_t *v;       /* alltoallv: sendcounts, sdispls, recvcounts, rdispls (nranks each) */
 	struct mr *sig_mr; /* stream collectives: the gate's device word (sched_gate.c) */
 	uint64_t sig_off;
 	uint8_t sig_in_item; /* launched: its item stores the word (else a signal item at the end) */
@@ -147,7 +147,7 @@ struct p2p_op {
 	uint64_t t_ns; /* arrival: the timeout runs from here */
 	uint64_t pseq;
 	struct collc_sqe sqe;
-	struct mr *mr; /* the buffer; NULL for count 0 */
+	struct mr *mr;     /* the buffer; NULL for count 0 */
 	struct mr *sig_mr; /* stream-ordered: the gate's device word (sched_gate.c) */
 	uint64_t sig_off;
 	uint32_t rank; /* who posted it */
@@ -196,7 +196,7 @@ struct comm {
 	uint64_t *comm_dev;
 	uint32_t exec_idx; /* its executor: sched.execs[exec_idx] */
 	void *exec_priv;
-	int revoked;             /* 0, or the error every later collective gets */
+	int revoked;   /* 0, or the error every later collective gets */
 	int leave_err; /* a rank left after its part of everything in flight: revoke once drained */
 	uint32_t timeout_ms;     /* UINT32_MAX: follow op_timeout_ms */
 	uint64_t timeouts;       /* collectives ended by the timeout */

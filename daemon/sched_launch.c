@@ -600,8 +600,8 @@ int sched_launch_ready(void)
 				continue;
 			}
 			/* After a rank left, only what was in flight finishes. */
-			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal || cm->leave_err ||
-			    !sched_gates_open(cm, sl))
+			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal ||
+			    cm->leave_err || !sched_gates_open(cm, sl))
 				break;
 			if (!sched_launch(cm, sl, &cm->inflight))
 				break;

@@ -566,9 +566,11 @@ static void sleep_until_work(int timers, uint64_t nap_ns)
 		cfg_reader_quiescent();
 		rcu_thread_offline();
 		/* Executors ring us when they finish; the timeout only bounds timers and graphs. */
-		limit_ns = sched_graphs_armed()	 ? 200000
-			   : inflight || timers ? 10000000
-						: 500000000;
+		limit_ns = 500000000;
+		if (inflight || timers)
+			limit_ns = 10000000;
+		if (sched_graphs_armed())
+			limit_ns = 200000;
 		if (nap_ns && nap_ns < limit_ns)
 			limit_ns = nap_ns;
 		futex_wait(&doorbell->seq, seq, (int64_t)limit_ns);

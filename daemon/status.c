@@ -352,7 +352,8 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 	metric_total(&b, "collc_work_batch_items_total", "Work items those batches held.",
 		     s->batch_items);
 	metric_total(&b, "collc_stream_collectives_total",
-		     "Stream-ordered collectives finished (graph firings included).", s->stream_colls);
+		     "Stream-ordered collectives finished (graph firings included).",
+		     s->stream_colls);
 	metric_total(&b, "collc_graph_firings_total", "Collectives fired by graph replays.",
 		     s->graph_fires);
 	metric_total(&b, "collc_done_word_items_total",

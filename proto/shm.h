@@ -170,9 +170,9 @@ _Static_assert(offsetof(struct collc_sqe, root) == 56, "sqe.root");
  * or never (the op timeout covers it), and done and res are collcd's.
  */
 struct collc_gate {
-	uint32_t go;   /* written by the client (its stream) */
-	uint32_t done; /* written by collcd: the ticket of the last finished collective */
-	int32_t res;   /* written by collcd before done: 0 or -errno */
+	uint32_t go;    /* written by the client (its stream) */
+	uint32_t done;  /* written by collcd: the ticket of the last finished collective */
+	int32_t res;    /* written by collcd before done: 0 or -errno */
 	uint32_t fired; /* written by collcd: graph firings taken */
 	/*
 	 * Written by the client before the SQE (A1 covers them): the gate's word

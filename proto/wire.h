@@ -89,10 +89,10 @@ _Static_assert(sizeof(struct collc_ring_offsets) == 32, "ring_offsets size");
 _Static_assert(offsetof(struct collc_ring_offsets, ring_entries) == 16,
 	       "ring_offsets.ring_entries");
 
-#define COLLC_FEAT_DOORBELL 0x1u /* submissions wake collcd through the doorbell futex */
-#define COLLC_FEAT_CQ_FUTEX 0x2u /* collcd futex-wakes cq tail when COLLC_CQ_WAITING is set */
-#define COLLC_FEAT_SQE_ARGS 0x4u /* the region has the SQE argument area (shm.h args_off) */
-#define COLLC_FEAT_GATES    0x8u /* the region has stream gates (shm.h gates_off) */
+#define COLLC_FEAT_DOORBELL 0x1u  /* submissions wake collcd through the doorbell futex */
+#define COLLC_FEAT_CQ_FUTEX 0x2u  /* collcd futex-wakes cq tail when COLLC_CQ_WAITING is set */
+#define COLLC_FEAT_SQE_ARGS 0x4u  /* the region has the SQE argument area (shm.h args_off) */
+#define COLLC_FEAT_GATES    0x8u  /* the region has stream gates (shm.h gates_off) */
 #define COLLC_FEAT_DONES    0x10u /* the region has done words (shm.h dones_off) */
 #define COLLC_FEATURES                                                                             \
 	(COLLC_FEAT_DOORBELL | COLLC_FEAT_CQ_FUTEX | COLLC_FEAT_SQE_ARGS | COLLC_FEAT_GATES |      \

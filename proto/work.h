@@ -43,8 +43,8 @@
 
 enum {
 	COLLC_WORK_NONE = 0,
-	COLLC_WORK_COLL, /* one rank's share of a collective */
-	COLLC_WORK_QUIT, /* the executor ends after this item */
+	COLLC_WORK_COLL,   /* one rank's share of a collective */
+	COLLC_WORK_QUIT,   /* the executor ends after this item */
 	COLLC_WORK_SIGNAL, /* only the signal below: a stream collective that never ran */
 };
 
@@ -81,10 +81,10 @@ struct collc_work_item {
 	uint64_t count;       /* elements, as the public call names them */
 	uint64_t sendbuf;     /* executor-space addresses */
 	uint64_t recvbuf;
-	uint64_t comm_dev;  /* executor-space address of the rank's connection state */
-	uint64_t coll_id;   /* the scheduler's id of the collective, for tracing */
-	uint64_t comm_id;   /* the scheduler's id of the communicator: never reused, never 0 */
-	uint64_t t_forward; /* the grid's device copy: when the poller forwarded it (cuda_trace) */
+	uint64_t comm_dev;   /* executor-space address of the rank's connection state */
+	uint64_t coll_id;    /* the scheduler's id of the collective, for tracing */
+	uint64_t comm_id;    /* the scheduler's id of the communicator: never reused, never 0 */
+	uint64_t t_forward;  /* the grid's device copy: when the poller forwarded it (cuda_trace) */
 	uint32_t batch_last; /* nonzero on the last item of a work batch (B2; the grid: E1 there) */
 	uint32_t signal_val; /* what goes to signal */
 	uint64_t reserved[1]; /* the grid's device copy: trace stamps */

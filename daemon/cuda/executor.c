@@ -104,8 +104,10 @@ static struct collc_work_fifo *cuda_fifo(uint32_t dev)
  */
 static void ll_publish(uint32_t dev, uint64_t pos)
 {
-	const uint32_t *src = (const uint32_t *)&cuda_fifo(dev)->items[pos & (COLLC_FIFO_DEPTH - 1)];
-	struct cuda_ll_item *d = &gpus[gpu_of(dev)].ll[lane_of(dev)]->items[pos & (COLLC_FIFO_DEPTH - 1)];
+	const uint32_t *src =
+		(const uint32_t *)&cuda_fifo(dev)->items[pos & (COLLC_FIFO_DEPTH - 1)];
+	struct cuda_ll_item *d =
+		&gpus[gpu_of(dev)].ll[lane_of(dev)]->items[pos & (COLLC_FIFO_DEPTH - 1)];
 	const uint64_t flag = (uint64_t)(uint32_t)(pos + 1) << 32;
 
 	for (uint32_t j = 0; j < CUDA_LL_WORDS; j++)

@@ -121,9 +121,9 @@ struct cuda_dstate {
 };
 
 struct cuda_grid_args {
-	struct collc_work_fifo *fifo[CUDA_MAX_LANES]; /* device view of mapped host memory */
+	struct collc_work_fifo *fifo[CUDA_MAX_LANES];  /* device view of mapped host memory */
 	const struct cuda_ll_fifo *ll[CUDA_MAX_LANES]; /* device view of mapped host memory */
-	struct cuda_hctrl *hctrl;                     /* device view of mapped host memory */
+	struct cuda_hctrl *hctrl;                      /* device view of mapped host memory */
 	struct cuda_dstate *ds;
 	uint32_t nlanes;
 	uint32_t nchannels;

@@ -44,8 +44,8 @@ struct gpu {
 	size_t gran;
 	cudaStream_t grid_stream, aux_stream;
 	struct collc_work_fifo *fifo[CUDA_MAX_LANES]; /* mapped pinned host memory */
-	struct cuda_ll_fifo *ll[CUDA_MAX_LANES];      /* mapped pinned host memory: the poller's copy */
-	struct cuda_hctrl *hctrl;                     /* mapped pinned host memory */
+	struct cuda_ll_fifo *ll[CUDA_MAX_LANES]; /* mapped pinned host memory: the poller's copy */
+	struct cuda_hctrl *hctrl;                /* mapped pinned host memory */
 	struct cuda_dstate *ds;
 	uint64_t epoch;
 	uint32_t running;

@@ -37,9 +37,9 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->ll128_max_bytes == b->ll128_max_bytes &&
 	       a->channel_min_bytes == b->channel_min_bytes &&
 	       a->sched_spin_us == b->sched_spin_us && a->gate_spin_us == b->gate_spin_us &&
-	       a->exec_spin_us == b->exec_spin_us &&
-	       a->net_timeout_ms == b->net_timeout_ms && !strcmp(a->listen, b->listen) &&
-	       !strcmp(a->net, b->net) && !strcmp(a->net_ifname, b->net_ifname);
+	       a->exec_spin_us == b->exec_spin_us && a->net_timeout_ms == b->net_timeout_ms &&
+	       !strcmp(a->listen, b->listen) && !strcmp(a->net, b->net) &&
+	       !strcmp(a->net_ifname, b->net_ifname);
 }
 
 /* A string key: terminated inside its field, no blanks, quotes or backslashes. */

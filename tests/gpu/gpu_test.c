@@ -585,7 +585,8 @@ static int child_copies(const struct collc_unique_id *id, int n, int me)
 		for (int v = 0; v < 2; v++)
 			for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
 				int ok = copy_case(&rc, side ? rc.dsend : ipc,
-						   side ? BUF_ALLOC : BUF_IPC, side ? ipc : rc.drecv,
+						   side ? BUF_ALLOC : BUF_IPC,
+						   side ? ipc : rc.drecv,
 						   side ? BUF_IPC : BUF_ALLOC, cid += 1, v,
 						   COLLC_BFLOAT16, counts[k]);
 
@@ -1438,7 +1439,7 @@ int main(int argc, char **argv)
 				path_ok &= path == COLLC_STREAM_PATH_MEMOPS;
 			printf("RESULT %s/stream-path %s %s on every rank (COLLC_STREAM_PATH=%s)\n",
 			       label, path_ok && !bad ? "PASS" : "FAIL",
-			       path == COLLC_STREAM_PATH_KERNEL	? "gate kernel"
+			       path == COLLC_STREAM_PATH_KERNEL   ? "gate kernel"
 			       : path == COLLC_STREAM_PATH_MEMOPS ? "stream memory operations"
 								  : "no path",
 			       force ? force : "auto");
@@ -1453,7 +1454,8 @@ int main(int argc, char **argv)
 			       "completion median %.2f us; replays back to back %.2f us each (rank 0, "
 			       "path %s)\n",
 			       label, bad ? "FAIL" : "PASS", sh->value[0][0], sh->value[0][1],
-			       sh->value[0][2], path == COLLC_STREAM_PATH_KERNEL ? "kernel" : "memops");
+			       sh->value[0][2],
+			       path == COLLC_STREAM_PATH_KERNEL ? "kernel" : "memops");
 		}
 	} else if (strcmp(scen, "interleave") == 0) {
 		for (int i = 0; i < ngpus; i++)
