@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "p2pcheck.h"
@@ -235,4 +236,32 @@ int p2p_refusals(struct collc_ctx *ctx, struct collc_comm *comm, int rank, uint8
 	if (r < 0)
 		return h_fail("rank %d: send/recv after the timeouts: %s", rank, collc_strerror(r));
 	return collc_comm_set_timeout(comm, -1) < 0;
+}
+
+int p2p_dying_peer(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nranks,
+		   uint8_t *recv, struct h_barrier *bar, const char *where)
+{
+	collc_req req = 0;
+	int r;
+
+	if (rank == 0) {
+		r = collc_recv(comm, recv, 8, COLLC_UINT8, nranks - 1, &req);
+		if (r < 0)
+			return h_fail("rank 0: receive from a rank about to die: %s",
+				      collc_strerror(r));
+	}
+	if (h_barrier_wait(bar, 20000) < 0)
+		return h_fail("rank %d: barrier", rank);
+	if (rank == nranks - 1)
+		_exit(0); /* no goodbye: its collcd sees the socket close */
+	if (rank == 0) {
+		r = collc_wait(ctx, req, 20000);
+		if (r != -EPIPE)
+			return h_fail("rank 0: receive from a dead rank ended with %s, not -EPIPE",
+				      collc_strerror(r));
+		h_log("a receive from a rank%s%s that died: -EPIPE", *where ? " " : "", where);
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return 0;
 }

@@ -43,4 +43,13 @@ int p2p_ring(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nrank
 int p2p_refusals(struct collc_ctx *ctx, struct collc_comm *comm, int rank, uint8_t *send,
 		 uint8_t *recv, size_t buf_bytes, struct h_barrier *bar);
 
+/*
+ * The last rank exits (no goodbye) while rank 0 waits to receive from it:
+ * rank 0's receive ends with -EPIPE; the others pass bar once. Then every
+ * surviving rank destroys comm and disconnects. Returns 0 or 1 (the last
+ * rank never returns).
+ */
+int p2p_dying_peer(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nranks,
+		   uint8_t *recv, struct h_barrier *bar, const char *where);
+
 #endif

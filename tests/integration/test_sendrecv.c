@@ -38,8 +38,6 @@ static int rank_main(int rank, int nranks, void *arg)
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	uint8_t *send, *recv;
-	collc_req req;
-	int r;
 
 	(void)arg;
 	if (h_join_alloc(&uid, nranks, rank, BUF_BYTES, &ctx, &comm, (void **)&send,
@@ -68,26 +66,7 @@ static int rank_main(int rank, int nranks, void *arg)
 		h_log("mismatched counts and dtypes -EINVAL on both sides, nothing written; a missing "
 		      "sender or receiver -ETIMEDOUT, and its late partner too");
 	/* The last rank dies while rank 0 waits to receive from it. */
-	if (rank == 0) {
-		r = collc_recv(comm, recv, 8, COLLC_UINT8, nranks - 1, &req);
-		if (r < 0)
-			return h_fail("rank 0: receive from a rank about to die: %s",
-				      collc_strerror(r));
-	}
-	if (h_barrier_wait(bar, 20000) < 0)
-		return h_fail("rank %d: barrier", rank);
-	if (rank == nranks - 1)
-		_exit(0); /* no goodbye: collcd sees the socket close */
-	if (rank == 0) {
-		r = collc_wait(ctx, req, 20000);
-		if (r != -EPIPE)
-			return h_fail("rank 0: receive from a dead rank ended with %s, not -EPIPE",
-				      collc_strerror(r));
-		h_log("a receive from a rank that died: -EPIPE");
-	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return 0;
+	return p2p_dying_peer(ctx, comm, rank, nranks, recv, bar, "");
 }
 
 int main(int argc, char **argv)

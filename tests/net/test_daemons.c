@@ -490,8 +490,6 @@ static int p2p_rank(int rank, int nranks, void *arg)
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	uint8_t *send, *recv;
-	collc_req req;
-	int r;
 
 	(void)arg;
 	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
@@ -525,26 +523,7 @@ static int p2p_rank(int rank, int nranks, void *arg)
 			      "late partner too");
 	}
 	/* The last rank (another daemon than rank 0's) dies while rank 0 receives from it. */
-	if (rank == 0) {
-		r = collc_recv(comm, recv, 8, COLLC_UINT8, nranks - 1, &req);
-		if (r < 0)
-			return h_fail("rank 0: receive from a rank about to die: %s",
-				      collc_strerror(r));
-	}
-	if (h_barrier_wait(&sh->bar, 20000) < 0)
-		return h_fail("rank %d: barrier", rank);
-	if (rank == nranks - 1)
-		_exit(0); /* no goodbye: its collcd sees the socket close */
-	if (rank == 0) {
-		r = collc_wait(ctx, req, 20000);
-		if (r != -EPIPE)
-			return h_fail("rank 0: receive from a dead rank ended with %s, not -EPIPE",
-				      collc_strerror(r));
-		h_log("a receive from a rank on another daemon that died: -EPIPE");
-	}
-	collc_comm_destroy(comm);
-	collc_disconnect(ctx);
-	return 0;
+	return p2p_dying_peer(ctx, comm, rank, nranks, recv, &sh->bar, "on another daemon");
 }
 
 static int test_p2p(int nd, int nranks)
