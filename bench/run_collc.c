@@ -493,6 +493,15 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 				  collc_strerror(r));
 		goto out_disconnect;
 	}
+	/* How the stream forms reach the GPU (memops, or one gate kernel each): said once. */
+	if (rank == 0 && (cfg->collc_mode == CMODE_STREAM || cfg->collc_mode == CMODE_GRAPH)) {
+		int path = collc_comm_get_stream_path(cr.comm);
+
+		fprintf(stderr, "collc-bench: stream path %s\n",
+			path == COLLC_STREAM_PATH_MEMOPS   ? "memops (stream memory operations)"
+			: path == COLLC_STREAM_PATH_KERNEL ? "kernel (one gate kernel a collective)"
+							   : collc_strerror(path));
+	}
 	cr.reqs = calloc((size_t)depth * REQS_PER_OP, sizeof(*cr.reqs));
 	cr.recv = calloc((size_t)depth, sizeof(*cr.recv));
 	r = cr.reqs && cr.recv

@@ -299,3 +299,9 @@ int collc_comm_get_async_error(struct collc_comm *comm)
 {
 	return comm ? comm->async_err : -EINVAL;
 }
+
+/* The mock's stream forms launch nothing: they stand for stream memory operations. */
+int collc_comm_get_stream_path(struct collc_comm *comm)
+{
+	return comm ? COLLC_STREAM_PATH_MEMOPS : -EINVAL;
+}
