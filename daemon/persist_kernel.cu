@@ -131,14 +131,7 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
  * found items reads up to POLL_ITEMS / nlanes ahead in the next pass, an
  * idle lane one. Each is a 256-byte load of the whole warp.
  */
-#ifndef COLLC_POLL_ITEMS
-#define COLLC_POLL_ITEMS 4u
-#endif
-#define POLL_ITEMS COLLC_POLL_ITEMS
-/* A pass that found nothing on any lane waits this long before the next (0: none). */
-#ifndef COLLC_POLL_IDLE_NS
-#define COLLC_POLL_IDLE_NS 0u
-#endif
+#define POLL_ITEMS 4u
 
 /* Read slot i of a pass: lane *ret_s, the k-th item ahead of its position. */
 static __device__ __forceinline__ void poll_slot(const uint32_t *off, uint32_t i, uint32_t *ret_s,
@@ -283,8 +276,6 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 			nl[l] = __shfl_sync(FULL_MASK, n, l);
 			cutl[l] = __shfl_sync(FULL_MASK, cut, l);
 		}
-		if (COLLC_POLL_IDLE_NS && !__any_sync(FULL_MASK, n > 0))
-			__nanosleep(COLLC_POLL_IDLE_NS);
 		if (__any_sync(FULL_MASK, n > 0)) {
 			uint32_t kind = 0;
 			uint64_t coll = 0;
@@ -364,22 +355,19 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
  * E2, D1: the item's results, then its signal word and its done word
  * (proto/work.h). Thread 0 of a channel block, after the block's system
  * fence. The last channel block of the item to get here stores them; the
- * done word only where no block abandoned the item. fin is the item's FIFO
+ * done word (an item of one channel) only where the block did not abandon
+ * the item. fin is the item's FIFO
  * slot's count, back at 0 before the last block's work_consumed lets the
  * host reuse the slot.
  */
 static __device__ void item_end(const struct collc_work_item *it, uint32_t *fin, int signal,
 				int done, int abandoned)
 {
+	/* Done words name items of one channel only (sched_done_fill()): no count for them. */
 	if (it->nchannels > 1) {
-		/* Abandoned shares count in the high half as well. */
-		const uint32_t add = abandoned ? 0x10001u : 1u;
-		const uint32_t v = atomicAdd(fin, add) + add;
-
-		if ((v & 0xffffu) != it->nchannels)
+		if (atomicAdd(fin, 1u) != it->nchannels - 1u)
 			return;
 		atomicExch(fin, 0u);
-		abandoned = v >> 16 != 0;
 		__threadfence_system();
 	}
 	if (signal)
