@@ -29,6 +29,11 @@
  * turns an in-place one-shot all-reduce into two-shot (PLAN_INPLACE).
  */
 #define EXEC_CAP_ONESHOT_INPLACE 4u
+/*
+ * Runs all-to-all(v) across daemons as the relay on the ring (cpu/copy.c).
+ * Without it such a collective ends with -EOPNOTSUPP on every daemon.
+ */
+#define EXEC_CAP_NET_RELAY       8u
 
 /* A registration the executor made (mem_add). */
 struct exec_mem {
@@ -75,6 +80,8 @@ struct exec_link {
 	 * ring writes 8 bytes to the eventfd fd (once; watch again to rearm).
 	 * K1: the proxy fences (seq_cst) after watching and then looks at tail
 	 * and head again; pairs with K2 in the executor's post.
+	 * NULL: the rank cannot wake anyone (a GPU grid); the proxy polls the
+	 * ring while its communicator has a collective in flight.
 	 */
 	void (*watch)(void *l, int fd);
 	/*

@@ -60,6 +60,8 @@
 #define MAX_CONNS       512u        /* connections at once; more are refused */
 #define RETRY_NS        (100ull * 1000000)
 #define LINK_SLOTS_MAX  16u
+/* Naps between polls of links that cannot wake the thread (ib, plugins, the grid's rings). */
+#define NAP_NS          20000
 /* A joiner that cannot reach its root, or links that do not come up, fail the join. */
 #define JOIN_TIMEOUT_NS (60ull * 1000000000)
 #define LINK_TIMEOUT_NS (30ull * 1000000000)
@@ -99,7 +101,7 @@ struct m_reg {
 	uint32_t rank;
 	uint32_t nranks;
 	uint32_t max_chan;
-	uint32_t gpu;          /* the rank uses a GPU: not across daemons yet */
+	uint32_t gpu;          /* the rank uses a GPU (every rank or none, across daemons) */
 	struct wire_addr from; /* the joiner's listen address, for status */
 	uint8_t pad[4];
 	uint8_t handles[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
@@ -211,7 +213,7 @@ struct ncomm {
 	uint8_t owner[COLLC_MAX_RANKS];
 	uint8_t gpu[COLLC_MAX_RANKS]; /* joined here with a GPU */
 	uint32_t nreg;
-	uint32_t any_gpu;
+	uint32_t ngpu; /* root: ranks registered with a GPU */
 	uint32_t min_chan;
 	struct wire_addr daemons[COLLC_MAX_RANKS];
 	uint8_t (*handles)[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE]; /* COLLC_MAX_RANKS */
@@ -836,10 +838,14 @@ static void root_complete(struct ncomm *nc)
 
 	if (nc->ndaemons == 1)
 		return; /* every rank is here: the scheduler runs it as a local communicator */
-	if (nc->any_gpu) {
-		log_warn("communicator %llu spans daemons and has GPU ranks: only host-memory "
-			 "ranks (device -1) run across daemons so far",
-			 (unsigned long long)nc->id);
+	/*
+	 * The grid's ring across daemons and the CPU executor's have different
+	 * slot sizes (512 KiB and 64 KiB steps): a ring cannot mix them.
+	 */
+	if (nc->ngpu && nc->ngpu != nc->nranks) {
+		log_warn("communicator %llu spans daemons with %u GPU ranks and %u host-memory "
+			 "ranks: across daemons every rank uses a GPU or none does",
+			 (unsigned long long)nc->id, nc->ngpu, nc->nranks - nc->ngpu);
 		nc_fail(nc, -ENOTSUP, 1);
 		return;
 	}
@@ -895,7 +901,7 @@ static int on_reg(struct conn *c, struct ncomm *nc, const struct m_reg *m)
 	nc->have[m->rank] = 1;
 	nc->owner[m->rank] = (uint8_t)d;
 	memcpy(nc->handles[m->rank], m->handles, sizeof(m->handles));
-	nc->any_gpu |= m->gpu != 0;
+	nc->ngpu += m->gpu != 0;
 	if (m->max_chan < nc->min_chan)
 		nc->min_chan = m->max_chan;
 	if (++nc->nreg == nc->nranks)
@@ -1453,11 +1459,25 @@ static int links_pollable(void)
 }
 
 /*
+ * Links whose ring cannot wake the proxy (exec_link.watch NULL: the grid's
+ * rings in mapped host memory) are polled while a collective of their
+ * communicator is in flight here: nothing else posts on them.
+ */
+static int nc_unwatched(const struct ncomm *nc)
+{
+	for (uint32_t i = 0; i < nc->nlinks; i++)
+		if (nc->links[i].attached && !nc->links[i].el.watch)
+			return 1;
+	return 0;
+}
+
+/*
  * 1 when something moved; *busy when a link has steps in flight (worth a
  * spin), *nap when progress needs polling on a timer (links coming up, or
- * steps in flight on a transport without pollable sockets).
+ * steps in flight on a transport without pollable sockets), *fast when it
+ * needs polling every NAP_NS (rings that cannot be watched, in use).
  */
-static int comms_step(uint64_t now, int *busy, int *nap)
+static int comms_step(uint64_t now, int *busy, int *nap, int *fast)
 {
 	int moved = 0;
 
@@ -1527,6 +1547,8 @@ static int comms_step(uint64_t now, int *busy, int *nap)
 				*busy = 1;
 			if (*busy && !links_pollable())
 				*nap = 1;
+			if (nc->stage == NC_ATTACHED && nc->inflight && nc_unwatched(nc))
+				*busy = *nap = *fast = 1;
 			break;
 		}
 	}
@@ -1593,16 +1615,18 @@ static struct pollfd *pollset(size_t want)
  * or a rank posted on a watched link), a connection, or a data socket that
  * became readable or writable. The timeout only paces heartbeats and
  * retries; nap: links come up, or a transport without pollable sockets has
- * steps in flight (polled every 20 us).
+ * steps in flight (polled every NAP_NS); fast: rings that cannot be watched
+ * are in use, so the sockets are polled with a timeout of NAP_NS.
  */
-static void sleep_poll(int nap)
+static void sleep_poll(int nap, int fast)
 {
 	size_t want = 2 + node.nconns, n = 0;
 	int timeout = (int)(node.timeout_ms / 8 > 50 ? 50 : node.timeout_ms / 8);
+	struct timespec nap_ts = { 0, NAP_NS };
 	struct pollfd *pf;
 
 	if (nap && !links_pollable()) {
-		struct timespec ts = { 0, 20000 };
+		struct timespec ts = { 0, NAP_NS };
 
 		pthread_mutex_unlock(&node.mu);
 		nanosleep(&ts, NULL);
@@ -1646,7 +1670,8 @@ static void sleep_poll(int nap)
 			n += (size_t)np2p_pollfds(nc->p2p, pf + n, (int)(want - n));
 	}
 	pthread_mutex_unlock(&node.mu);
-	if (poll(pf, n, timeout) > 0 && (pf[0].revents & POLLIN)) {
+	if ((fast ? ppoll(pf, n, &nap_ts, NULL) : poll(pf, n, timeout)) > 0 &&
+	    (pf[0].revents & POLLIN)) {
 		uint64_t v;
 
 		if (read(node.efd, &v, sizeof(v)) < 0) {
@@ -1665,11 +1690,11 @@ static void *node_main(void *arg)
 	pthread_mutex_lock(&node.mu);
 	while (!node.stopping) {
 		uint64_t now = mono_ns();
-		int busy = load_relaxed(&node.inflight) != 0, nap = 0, moved;
+		int busy = load_relaxed(&node.inflight) != 0, nap = 0, fast = 0, moved;
 
 		accept_conns();
 		conns_step(now);
-		moved = comms_step(now, &busy, &nap);
+		moved = comms_step(now, &busy, &nap, &fast);
 		if (moved) {
 			idle_since = 0;
 			continue;
@@ -1679,7 +1704,9 @@ static void *node_main(void *arg)
 		 * threads (0 on small hosts, where a spinner takes the core from
 		 * the threads it waits for; yielding there cost whole time slices
 		 * under load), then sleep until an event: the ranks' posts
-		 * (exec_link.watch), the sockets, or the scheduler's calls.
+		 * (exec_link.watch), the sockets, or the scheduler's calls;
+		 * rings without a watch (the grid's) are polled every NAP_NS
+		 * while their communicator has a collective in flight.
 		 */
 		if (!idle_since)
 			idle_since = now;
@@ -1691,7 +1718,7 @@ static void *node_main(void *arg)
 		}
 		if (!nap && sleep_prepare())
 			continue;
-		sleep_poll(nap);
+		sleep_poll(nap, fast);
 	}
 	pthread_mutex_unlock(&node.mu);
 	return NULL;
@@ -1928,7 +1955,7 @@ int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, ui
 	nc->have[rank] = 1;
 	nc->gpu[rank] = device >= 0;
 	if (nc->root) {
-		nc->any_gpu |= device >= 0;
+		nc->ngpu += device >= 0;
 		nc->owner[rank] = 0;
 		if (++nc->nreg == nc->nranks)
 			root_complete(nc);

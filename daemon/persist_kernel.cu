@@ -94,8 +94,10 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 		b->nx_ll128 = (char *)(uintptr_t)b->ch->next_ll128;
 		b->next_tail = (uint64_t *)(uintptr_t)b->ch->next_tail;
 		b->prev_head = (uint64_t *)(uintptr_t)b->ch->prev_head;
-		b->my_head = &b->ch->head;
-		b->my_tail = &b->ch->tail;
+		/* Across daemons these live in mapped host memory (grid.h struct cuda_xconn). */
+		b->my_head = b->ch->head_at ? (uint64_t *)(uintptr_t)b->ch->head_at : &b->ch->head;
+		b->my_tail = b->ch->tail_at ? (uint64_t *)(uintptr_t)b->ch->tail_at : &b->ch->tail;
+		b->next_len = (uint32_t *)(uintptr_t)b->ch->next_len;
 		b->state_of = b->it->comm_id;
 	}
 	b->revoked = b->revoked_of;

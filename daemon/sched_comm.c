@@ -371,6 +371,45 @@ static int span_devices(const struct comm *cm, uint32_t *local)
 	return -EBUSY;
 }
 
+/*
+ * span_devices() for an executor of GPU ranks: the joins name the GPUs, so
+ * only the local ranks are placed (the others run elsewhere and get the
+ * first local rank's device, which no item of theirs ever uses), and a
+ * device (a GPU lane) already serving another communicator spanning
+ * daemons is refused with -EBUSY, for the same reason as there.
+ */
+static int span_gpu_devices(const struct comm *cm, const struct collc_msg_comm_init **reqs,
+			    uint32_t *local)
+{
+	const struct sched_exec *se = &sched.execs[cm->exec_idx];
+	const struct collc_msg_comm_init *mine[COLLC_MAX_RANKS];
+	uint8_t used[SCHED_MAX_DEVICES] = { 0 };
+	uint32_t got[COLLC_MAX_RANKS], n = 0, k = 0;
+	int r;
+
+	for (uint32_t i = 0; i < cm->nranks; i++)
+		if (comm_rank_local(cm, i))
+			mine[n++] = reqs[i];
+	r = se->ex->place(n, mine, got);
+	if (r < 0)
+		return r;
+	for (const struct comm *o = sched.comms; o; o = o->next)
+		if (o != cm && o->local && o->exec_priv && o->exec_idx == cm->exec_idx)
+			for (uint32_t i = 0; i < o->nranks; i++)
+				used[o->devs[i] - se->base] = 1;
+	for (uint32_t i = 0; i < n; i++)
+		if (used[got[i]]) {
+			log_warn("communicator %llu: its rank's device %u already serves another "
+				 "communicator spanning daemons (one per GPU lane: config "
+				 "cuda_lanes)",
+				 (unsigned long long)cm->id, got[i]);
+			return -EBUSY;
+		}
+	for (uint32_t i = 0; i < cm->nranks; i++)
+		local[i] = comm_rank_local(cm, i) ? got[k++] : got[0];
+	return 0;
+}
+
 /* Places the ranks on its executor's devices and sets up its connections there. */
 static int comm_place(struct comm *cm)
 {
@@ -390,9 +429,13 @@ static int comm_place(struct comm *cm)
 	for (uint32_t i = 0; i < cm->nranks; i++)
 		/* Ranks of other daemons run elsewhere: host memory stands in for them. */
 		reqs[i] = comm_rank_local(cm, i) ? &cm->joins[i]->u.join.req : &remote_rank;
-	r = ex->place(cm->nranks, reqs, local);
-	if (r == 0 && cm->local)
-		r = span_devices(cm, local);
+	if (cm->local && !(ex->caps & EXEC_CAP_HOST_RANKS)) {
+		r = span_gpu_devices(cm, reqs, local);
+	} else {
+		r = ex->place(cm->nranks, reqs, local);
+		if (r == 0 && cm->local)
+			r = span_devices(cm, local);
+	}
 	if (r < 0)
 		return r;
 	for (uint32_t i = 0; i < cm->nranks; i++)

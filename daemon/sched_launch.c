@@ -271,10 +271,11 @@ static uint64_t a2a_term(uint32_t i, uint32_t j, uint64_t count)
 /*
  * This daemon's verdict on a collective of a communicator spanning daemons:
  * 0, EINVAL (its ranks disagree), or EOPNOTSUPP (an all-to-all block of 4
- * GiB or more: the relay's lengths are 32-bit). The root ends the
- * collective on every rank with it.
+ * GiB or more: the relay's lengths are 32-bit; or an all-to-all on an
+ * executor without the relay, the grid). The root ends the collective on
+ * every rank with it.
  */
-static uint32_t net_verdict(const struct comm *cm, const struct slot *sl)
+static uint32_t net_verdict(struct comm *cm, const struct slot *sl)
 {
 	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
 	const uint64_t es = collc_dtype_bytes(a->dtype);
@@ -283,6 +284,14 @@ static uint32_t net_verdict(const struct comm *cm, const struct slot *sl)
 		return EINVAL;
 	if (a->opcode != COLLC_OP_ALLTOALL && a->opcode != COLLC_OP_ALLTOALLV)
 		return collc_copy_coll(a->opcode) ? EOPNOTSUPP : 0;
+	if (!(sched.execs[cm->exec_idx].ex->caps & EXEC_CAP_NET_RELAY)) {
+		if (!cm->warned_relay)
+			log_warn("communicator %llu: all-to-all across daemons runs on host-memory "
+				 "ranks only (%s ranks here): -EOPNOTSUPP",
+				 (unsigned long long)cm->id, sched.execs[cm->exec_idx].ex->name);
+		cm->warned_relay = 1;
+		return EOPNOTSUPP;
+	}
 	for (uint32_t i = 0; i < cm->nranks; i++)
 		for (uint32_t j = 0; j < cm->nranks && comm_rank_local(cm, i); j++)
 			if (a2a_send_count(sl, cm->nranks, i, j) > COLLC_RELAY_BLOCK_MAX / es ||

@@ -128,8 +128,8 @@ static int op_check(struct sched_client *c, const struct comm *cm, struct p2p_op
 
 /*
  * The peer runs on another daemon: the node layer matches and moves it. Only
- * host memory crosses daemons (GPU ranks do not span them; a device
- * registration on a host rank is refused), and only host-ordered requests.
+ * host memory crosses daemons (a GPU rank's send or receive, or a device
+ * registration on a host rank, is refused), and only host-ordered requests.
  */
 static void net_take(struct comm *cm, struct p2p_op *op)
 {

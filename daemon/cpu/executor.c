@@ -542,7 +542,7 @@ static void cpu_configure(const struct collc_config *cfg)
 static struct exec_backend cpu_backend = {
 	.name = "cpu",
 	.backend = COLLC_BACKEND_CPU,
-	.caps = EXEC_CAP_HOST_RANKS | EXEC_CAP_ONESHOT_INPLACE,
+	.caps = EXEC_CAP_HOST_RANKS | EXEC_CAP_ONESHOT_INPLACE | EXEC_CAP_NET_RELAY,
 	/* Its communicators outlive fini: sched_release() tears them down. */
 	.fini_frees = 0,
 	.fini = cpu_fini,

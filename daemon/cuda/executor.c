@@ -8,7 +8,9 @@
  * driver.c (driver entry points, VMM memory), window.c (launching and
  * stopping the grids, the quiesce window, the service thread that watches
  * for sticky CUDA errors), memory.c (importing and allocating client memory),
- * mps.c (the MPS check); internal.h is what they share.
+ * mps.c (the MPS check), xconn.c and xlink.c (the rings of communicators
+ * spanning daemons that cross to another daemon, in mapped host memory, and
+ * the proxy's view of them); internal.h is what they share.
  *
  * A GPU serves `nlanes` FIFOs (executor devices gpu * nlanes + lane), so
  * that ranks of one communicator can share a GPU: the k-th rank on a GPU
@@ -30,6 +32,7 @@
 #include "common/futex.h"
 #include "daemon/cuda/grid.h"
 #include "daemon/cuda/internal.h"
+#include "daemon/cuda/xlink.h"
 #include "daemon/exec.h"
 #include "daemon/cuda/cuda.h"
 #include "daemon/log.h"
@@ -245,6 +248,8 @@ static void cuda_comm_abort(void *priv)
 		struct gpu *g = &gpus[cc->mem[r].gpu];
 		uint64_t dst = (uint64_t)cc->mem[r].ptr + offsetof(struct cuda_rank, revoked_dev);
 
+		if (!cc->mem[r].ptr)
+			continue; /* another daemon's rank */
 		cudaSetDevice(g->ord);
 		if (cudaMemcpyAsync((void *)(uintptr_t)dst, &revoke_words[cc->revoke_idx],
 				    sizeof(uint32_t), cudaMemcpyHostToDevice,
@@ -262,13 +267,31 @@ static void cuda_comm_teardown(void *priv)
 
 	for (uint32_t r = 0; r < cc->nranks; r++)
 		cuda_vmm_free(&cc->mem[r]);
+	if (cc->x)
+		for (size_t i = 0; i < (size_t)cc->nranks * nchan; i++)
+			if (cc->x[i])
+				cuda_xconn_give(cc->x[i]);
 	if (cc->revoke_idx != UINT32_MAX)
 		revoke_give(cc->revoke_idx);
+	free(cc->x);
+	free(cc->local);
 	free(cc);
 }
 
-static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_comm_dev,
-			   void **ret_priv)
+/* Does rank i run here? (local NULL: every rank does.) */
+static int here(const uint8_t *local, uint32_t i)
+{
+	return !local || local[i];
+}
+
+/*
+ * Sets up the ranks that run here (local NULL: all of them). A connection
+ * to a rank of another daemon is left empty (0) until comm_link gives it a
+ * ring in mapped host memory; only the ring/Simple path runs across
+ * daemons (sched_launch.c), so the other fields are never used there.
+ */
+static int comm_setup(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
+		      uint64_t *ret_comm_dev, void **ret_priv)
 {
 	struct ccomm *cc = calloc(1, sizeof(*cc) + nranks * sizeof(struct vmm));
 	struct cuda_chan *img = calloc(1, sizeof(*img));
@@ -279,13 +302,23 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 		goto err;
 	cc->nranks = nranks;
 	cc->revoke_idx = UINT32_MAX;
+	if (local) {
+		cc->local = malloc(nranks);
+		cc->x = calloc((size_t)nranks * nchan, sizeof(*cc->x));
+		if (!cc->local || !cc->x)
+			goto err;
+		memcpy(cc->local, local, nranks);
+	}
 	r = revoke_take();
 	if (r < 0)
 		goto err;
 	cc->revoke_idx = (uint32_t)r;
 	for (uint32_t i = 0; i < nranks; i++) {
-		struct gpu *g = &gpus[gpu_of(devs[i])];
+		struct gpu *g;
 
+		if (!here(local, i))
+			continue;
+		g = &gpus[gpu_of(devs[i])];
 		r = cuda_vmm_alloc((int)gpu_of(devs[i]), comm_region_bytes(nranks), 0, &cc->mem[i]);
 		if (r < 0)
 			goto err;
@@ -296,9 +329,12 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 		}
 	}
 	for (uint32_t i = 0; i < nranks; i++) {
-		struct gpu *g = &gpus[gpu_of(devs[i])];
 		uint32_t nx = (i + 1) % nranks, pv = (i + nranks - 1) % nranks;
+		struct gpu *g;
 
+		if (!here(local, i))
+			continue;
+		g = &gpus[gpu_of(devs[i])];
 		cudaSetDevice(g->ord);
 		memset(&rk, 0, sizeof(rk));
 		rk.nranks = nranks;
@@ -310,16 +346,21 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 			img->buf_simple = bufs_addr(&cc->mem[i], c);
 			img->buf_ll = img->buf_simple + CUDA_SIMPLE_BYTES;
 			img->buf_ll128 = img->buf_ll + CUDA_LL_BYTES;
-			img->next_simple = bufs_addr(&cc->mem[nx], c);
-			img->next_ll = img->next_simple + CUDA_SIMPLE_BYTES;
-			img->next_ll128 = img->next_ll + CUDA_LL_BYTES;
-			img->next_tail =
-				chan_addr(&cc->mem[nx], c) + offsetof(struct cuda_chan, tail);
-			img->prev_head =
-				chan_addr(&cc->mem[pv], c) + offsetof(struct cuda_chan, head);
+			if (here(local, nx)) {
+				img->next_simple = bufs_addr(&cc->mem[nx], c);
+				img->next_ll = img->next_simple + CUDA_SIMPLE_BYTES;
+				img->next_ll128 = img->next_ll + CUDA_LL_BYTES;
+				img->next_tail = chan_addr(&cc->mem[nx], c) +
+						 offsetof(struct cuda_chan, tail);
+			}
+			if (here(local, pv))
+				img->prev_head = chan_addr(&cc->mem[pv], c) +
+						 offsetof(struct cuda_chan, head);
 			/* Zeroed above: no LL flag (a generation + 1 >= 2) matches a fresh line. */
 			img->oll_inbox = oll_addr(&cc->mem[i], c, nranks);
 			for (uint32_t p = 0; p < nranks; p++) {
+				if (!here(local, p))
+					continue;
 				img->peers[p] = chan_addr(&cc->mem[p], c);
 				img->oll_peer[p] = oll_addr(&cc->mem[p], c, nranks);
 			}
@@ -351,6 +392,108 @@ err:
 	if (cc)
 		cuda_comm_teardown(cc);
 	return r;
+}
+
+static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_comm_dev,
+			   void **ret_priv)
+{
+	return comm_setup(nranks, devs, NULL, ret_comm_dev, ret_priv);
+}
+
+static int cuda_comm_setup_part(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
+				uint64_t *ret_comm_dev, void **ret_priv)
+{
+	return comm_setup(nranks, devs, local, ret_comm_dev, ret_priv);
+}
+
+/* Host-written fields of rank i's struct cuda_chan on channel c, rewritten in its GPU memory. */
+static int chan_patch(const struct ccomm *cc, uint32_t i, uint32_t c, size_t off,
+		      const uint64_t *vals, uint32_t nvals)
+{
+	struct gpu *g = &gpus[cc->mem[i].gpu];
+	uint64_t dst = chan_addr(&cc->mem[i], c) + off;
+
+	cudaSetDevice(g->ord);
+	if (cudaMemcpyAsync((void *)(uintptr_t)dst, vals, nvals * sizeof(uint64_t),
+			    cudaMemcpyHostToDevice, g->aux_stream) != cudaSuccess ||
+	    cudaStreamSynchronize(g->aux_stream) != cudaSuccess) {
+		log_err("ring across daemons: gpu%d: %s", cc->mem[i].gpu,
+			cuda_err(cudaGetLastError()));
+		return -EIO;
+	}
+	return 0;
+}
+
+/*
+ * The Simple ring that rank receives on, on channel chan, where it crosses
+ * daemons (exec.h comm_link). It lives in mapped host memory (xconn.c): if
+ * the rank runs here, it becomes the rank's receive ring (buffer, tail, and
+ * the head it posts); if its previous rank runs here, that rank's next
+ * ring (buffer, tail, the step lengths for the proxy, and the head it waits
+ * on). Called on the scheduler thread before any item of the communicator
+ * is written, so no block has loaded these fields yet.
+ */
+static int cuda_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret)
+{
+	struct ccomm *cc = priv;
+	uint32_t pv;
+	struct cuda_xconn *h, **slot;
+	uint64_t d;
+	int r;
+
+	if (!cc->local || rank >= cc->nranks || chan >= nchan)
+		return -EINVAL;
+	pv = (rank + cc->nranks - 1) % cc->nranks;
+	/* Only rings between two daemons are the proxy's. */
+	if (!cc->local[rank] == !cc->local[pv])
+		return -EINVAL;
+	slot = &cc->x[(size_t)rank * nchan + chan];
+	if (!*slot) {
+		r = cuda_xconn_take(&h, &d);
+		if (r < 0)
+			return r;
+		if (cc->local[rank]) {
+			const uint64_t buf = d + offsetof(struct cuda_xconn, buf);
+			const uint64_t head = d + offsetof(struct cuda_xconn, head);
+			const uint64_t tail = d + offsetof(struct cuda_xconn, tail);
+
+			r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, buf_simple), &buf,
+				       1);
+			if (r == 0)
+				r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, prev_head),
+					       &head, 1);
+			if (r == 0)
+				r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, tail_at),
+					       &tail, 1);
+		} else {
+			const uint64_t next[] = { d + offsetof(struct cuda_xconn, buf), 0, 0,
+						  d + offsetof(struct cuda_xconn, tail) };
+			const uint64_t head = d + offsetof(struct cuda_xconn, head);
+			const uint64_t len = d + offsetof(struct cuda_xconn, len);
+
+			/* The LL buffers stay 0: only Simple runs across daemons. */
+			_Static_assert(offsetof(struct cuda_chan, next_tail) ==
+					       offsetof(struct cuda_chan, next_simple) +
+						       3 * sizeof(uint64_t),
+				       "next_simple .. next_tail in a row");
+			r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, next_simple), next,
+				       4);
+			/* Not tail_at: pv's own receive ring may cross too (its own comm_link). */
+			if (r == 0)
+				r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, head_at),
+					       &head, 1);
+			if (r == 0)
+				r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, next_len),
+					       &len, 1);
+		}
+		if (r < 0) {
+			cuda_xconn_give(h);
+			return r;
+		}
+		*slot = h;
+	}
+	cuda_xconn_link(*slot, ret);
+	return 0;
 }
 
 static void cuda_device_name(uint32_t dev, char *out, uint32_t outlen)
@@ -490,6 +633,7 @@ static void cuda_fini(void)
 	free(gpus);
 	gpus = NULL;
 	free(track);
+	cuda_xconn_fini();
 	cudaFreeHost(revoke_words);
 	free(revoke_used);
 	if (svc_efd >= 0)
@@ -508,6 +652,8 @@ static struct exec_backend cuda_backend = {
 	.place = cuda_place,
 	.comm_setup = cuda_comm_setup,
 	.comm_abort = cuda_comm_abort,
+	.comm_setup_part = cuda_comm_setup_part,
+	.comm_link = cuda_comm_link,
 	.comm_teardown = cuda_comm_teardown,
 	.device_name = cuda_device_name,
 	.device_active = cuda_device_active,

@@ -165,11 +165,41 @@ struct cuda_chan {
 	uint64_t next_ll128;
 	uint64_t next_tail;                 /* &next->tail */
 	uint64_t prev_head;                 /* &prev->head */
+	/*
+	 * Where this rank's own head and tail words live: 0 for the fields
+	 * above (a connection inside this collcd), or a struct cuda_xconn's in
+	 * mapped host memory where the connection crosses to another daemon.
+	 */
+	uint64_t head_at;
+	uint64_t tail_at;
+	uint64_t next_len; /* a cuda_xconn's len[] when rank + 1 is remote; 0: none */
 	uint64_t peers[COLLC_MAX_RANKS];    /* every rank's struct cuda_chan for this channel */
 	uint64_t oll_inbox;                 /* our one-shot LL inbox (union collc_ll_line *) */
 	uint64_t oll_peer[COLLC_MAX_RANKS]; /* every rank's one-shot LL inbox on this channel */
 	struct cuda_os_slot os[COLLC_MAX_RANKS];
 };
+
+/*
+ * One Simple ring that crosses to another daemon (communicators spanning
+ * daemons, cuda/xconn.c), in mapped pinned host memory: the receive ring
+ * of a local rank whose previous rank runs elsewhere (the proxy lands steps
+ * and publishes tail; the grid consumes and publishes head), or the staging
+ * ring of a remote rank whose previous rank runs here (the grid writes steps
+ * and publishes tail; the proxy sends them and returns head). Every word the
+ * two sides share crosses PCIe: the grid fences at system scope before its
+ * tail or head stores and polls with system-scope acquire loads; the proxy
+ * uses release stores and acquire loads (X1-X4 in xconn.c).
+ */
+struct cuda_xconn {
+	uint64_t tail; /* steps published into buf */
+	uint64_t reserved0[15];
+	uint64_t head; /* steps consumed from buf */
+	uint64_t reserved1[15];
+	uint32_t len[COLLC_STEPS]; /* payload bytes of the step in each slot, before tail */
+	uint32_t reserved2[1024 - 64 - COLLC_STEPS];
+	uint8_t buf[CUDA_SIMPLE_BYTES]; /* COLLC_STEPS slots of CUDA_SIMPLE_SLOT */
+};
+_Static_assert(offsetof(struct cuda_xconn, buf) == 4096, "xconn payload page aligned");
 
 /* What a work item's comm_dev points at (in the rank's GPU memory). */
 struct cuda_rank {

@@ -111,6 +111,14 @@ struct mem_req {
 struct ccomm {
 	uint32_t nranks;
 	uint32_t revoke_idx; /* its abort word in revoke_words */
+	/*
+	 * Spanning daemons (comm_setup_part): local[r] for the ranks that run
+	 * here (the others have no mem), and per (rank, channel) the ring rank
+	 * receives on where it crosses to another daemon, taken by comm_link.
+	 * NULL both for a communicator of this daemon alone.
+	 */
+	uint8_t *local;
+	struct cuda_xconn **x; /* nranks x nchan */
 	struct vmm mem[];
 };
 
@@ -175,6 +183,11 @@ int cuda_host_map(void *p, size_t len, uint64_t *ret_addr, void **ret_handle);
 void cuda_host_unmap(void *handle);
 /* The oldest time a host_unmap() waits for a window since; 0: none waits. */
 uint64_t cuda_hreg_due(void);
+
+/* xconn.c: rings that cross to another daemon, in mapped host memory (never freed before fini). */
+int cuda_xconn_take(struct cuda_xconn **ret_h, uint64_t *ret_d);
+void cuda_xconn_give(struct cuda_xconn *h);
+void cuda_xconn_fini(void);
 
 /* mps.c */
 int cuda_mps_check(void);

@@ -9,8 +9,17 @@
  * reference checker, tests/common/refcheck.h.
  *
  *   collc-gpu-test SCENARIO --socket PATH --gpus 0,1[,..] [--seed N] [--big]
- *                  [--iters N] [--label TEXT]
- *   SCENARIO: sweep | copies | latency | stream | interleave | regtraffic | kill
+ *                  [--iters N] [--label TEXT] [--socket2 PATH] [--kill-pid PID]
+ *   SCENARIO: sweep | copies | latency | stream | interleave | regtraffic | kill |
+ *             net | netkill
+ *   (net, netkill: a communicator across two collcd, --socket (the root, with
+ *   --listen) and --socket2; the first half of the ranks on the first, the
+ *   rest on the second. net: every collective at random sizes from 8 B to
+ *   16 MiB over several dtypes and ops, and all-to-all refused with
+ *   -EOPNOTSUPP on every rank. netkill: the parent kills --kill-pid (the
+ *   second collcd) with SIGKILL during 64 MiB all-reduces; the first
+ *   daemon's ranks must end them with -EPIPE within 2 s, then run a new
+ *   communicator of their own.)
  *   (stream: stream-ordered and graph-captured all-reduces, and their latency,
  *   through the path libcollc chose: $COLLC_STREAM_PATH=kernel forces the gate kernel)
  *   (copies: all-to-all, all-to-allv and send/recv, checked byte for byte)
@@ -69,6 +78,8 @@ struct shared {
 };
 
 static const char *sock_path;
+static const char *sock2_path; /* net, netkill: the second collcd */
+static pid_t kill_pid;         /* netkill: the second collcd's pid */
 static int gpus[MAXR], ngpus;
 static uint64_t seed = 1;
 static int big, iters = 10000;
@@ -177,6 +188,14 @@ struct rank_ctx {
 	unsigned char *hsend, *hrecv;
 };
 
+/* Which collcd rank me of n talks to: the first half the first, the rest --socket2. */
+static int net_mode;
+
+static const char *rank_sock(int n, int me)
+{
+	return net_mode && sock2_path && me >= (n + 1) / 2 ? sock2_path : sock_path;
+}
+
 static int rank_open(struct rank_ctx *rc, const struct collc_unique_id *id, int n, int me, int gpu,
 		     size_t cap)
 {
@@ -188,7 +207,7 @@ static int rank_open(struct rank_ctx *rc, const struct collc_unique_id *id, int 
 	rc->gpu = gpu;
 	rc->cap = cap;
 	CK(cudaSetDevice(gpu));
-	r = collc_connect(sock_path, &rc->ctx);
+	r = collc_connect(rank_sock(n, me), &rc->ctx);
 	if (r == 0)
 		r = collc_comm_init(rc->ctx, id, n, me, gpu, &rc->comm);
 	if (r == 0 && cap)
@@ -1206,6 +1225,150 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 	return r == -EPIPE && order_ok ? 0 : 1;
 }
 
+/*
+ * net: one communicator across two collcd (rank_sock()). Every collective
+ * at NET_CASES sizes each, log-uniform from 8 B to 16 MiB a rank (8 B and
+ * 16 MiB always), over dtypes and ops drawn from the seed (the same on
+ * every rank); then an all-to-all, which the grid does not run across
+ * daemons (-EOPNOTSUPP on every rank), and an all-reduce after it; then
+ * the time of 16 MiB all-reduces (value[me][1]: median us).
+ */
+#define NET_CASES     24
+#define NET_MAX_BYTES ((size_t)16 << 20)
+
+static int child_net(const struct collc_unique_id *id, int n, int me)
+{
+	static const int dts[] = { COLLC_FLOAT32, COLLC_BFLOAT16, COLLC_FLOAT16,
+				   COLLC_FLOAT64, COLLC_INT32,    COLLC_UINT8,
+				   COLLC_INT64,   COLLC_FLOAT8_E4M3 };
+	const int ndts = (int)(sizeof(dts) / sizeof(dts[0]));
+	const struct check ck = { "net", -1, BUF_ALLOC, BUF_ALLOC };
+	struct rank_ctx rc;
+	uint64_t cid = 0;
+	double t[5];
+	collc_req req;
+	int fails = 0, r;
+
+	if (rank_open(&rc, id, n, me, gpus[me], NET_MAX_BYTES * n + 4096) < 0)
+		return 1;
+	for (int coll = 0; coll < NCOLL; coll++)
+		for (int k = 0; k < NET_CASES; k++) {
+			uint64_t x = rc_mix(seed ^ rc_mix(0x6e6574ull + (uint64_t)coll * 1000 + k));
+			int dt = dts[x % ndts], op = (int)((x >> 8) % 5), ok;
+			double l2 = 3 + (double)((x >> 16) % 10000) / 10000.0 * 21;
+			size_t bytes = k == 0 ? 8 : k == 1 ? NET_MAX_BYTES : (size_t)exp2(l2);
+			size_t count = bytes / collc_dtype_bytes(dt);
+
+			if (coll == 1 || coll == 3)
+				op = COLLC_SUM;
+			ok = run_case(&rc, &ck, ++cid, coll, dt, op, count ? count : 1);
+			sh->cases[me][coll]++;
+			sh->fails[me][coll] += !ok;
+			fails += !ok;
+			if (fails > 20)
+				return 1;
+		}
+	r = collc_alltoall(rc.comm, rc.dsend, rc.drecv, 1024, COLLC_FLOAT32, &req);
+	if (r == 0)
+		r = collc_wait(rc.ctx, req, 15000);
+	sh->value[me][0] = r;
+	if (r != -EOPNOTSUPP) {
+		report(&ck, me, COPY_ALLTOALL, COLLC_FLOAT32, 0, 1024, n,
+		       "all-to-all across daemons on GPUs: %s (%d), not -EOPNOTSUPP",
+		       collc_strerror(r), r);
+		fails++;
+	}
+	{
+		int ok = run_case(&rc, &ck, ++cid, 0, COLLC_FLOAT32, COLLC_SUM, 65537);
+
+		sh->cases[me][0]++;
+		sh->fails[me][0] += !ok;
+		fails += !ok;
+	}
+	for (int i = 0; i < 5; i++) {
+		double t0 = now_us();
+
+		r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, NET_MAX_BYTES / 4, COLLC_FLOAT32,
+				    COLLC_SUM, &req);
+		if (r == 0)
+			r = collc_wait(rc.ctx, req, 15000);
+		t[i] = now_us() - t0;
+		if (r < 0)
+			fails++;
+	}
+	for (int i = 0; i < 5; i++)
+		for (int j = i + 1; j < 5; j++)
+			if (t[j] < t[i]) {
+				double z = t[i];
+
+				t[i] = t[j];
+				t[j] = z;
+			}
+	sh->value[me][1] = t[2];
+	return fails ? 1 : 0;
+}
+
+/*
+ * netkill: every rank queues NETKILL_QUEUE all-reduces of 64 MiB on the
+ * communicator across the two collcd; the parent kills the second collcd
+ * (SIGKILL). The first collcd's ranks must see their queue end as
+ * completed-then-EPIPE (value: [0] completed, [1] -EPIPE or -1 when out of
+ * order, [2] the time of the last error), then join a new communicator of
+ * their own on the first collcd and run a checked all-reduce ([3]: 1 when
+ * it passed).
+ */
+#define NETKILL_QUEUE 64
+#define NETKILL_COUNT ((size_t)16 << 20) /* float32 elements: 64 MiB */
+
+static int child_netkill(const struct collc_unique_id *ids, int n, int me)
+{
+	static collc_req rq[NETKILL_QUEUE];
+	const int na = (n + 1) / 2;
+	struct rank_ctx rc, rc2;
+	int done = 0, lost = 0, order_ok = 1, r;
+	double t_last = 0;
+
+	if (rank_open(&rc, &ids[0], n, me, gpus[me], NETKILL_COUNT * 4) < 0)
+		return 1;
+	{
+		const struct check ck = { "before the kill", -1, BUF_ALLOC, BUF_ALLOC };
+
+		if (!run_case(&rc, &ck, 1, 0, COLLC_FLOAT32, COLLC_SUM, 100000))
+			return 1;
+	}
+	for (int i = 0; i < NETKILL_QUEUE; i++)
+		if (collc_allreduce(rc.comm, rc.dsend, rc.drecv, NETKILL_COUNT, COLLC_FLOAT32,
+				    COLLC_SUM, &rq[i]) < 0)
+			return 1;
+	sh->ready[me] = 1;
+	for (int i = 0; i < NETKILL_QUEUE; i++) {
+		int b = collc_wait(rc.ctx, rq[i], 10000);
+
+		if (b == 0 && !lost)
+			done++;
+		else if (b == -EPIPE)
+			lost++, t_last = now_us();
+		else
+			order_ok = 0;
+	}
+	if (me >= na)
+		return 0; /* its collcd is gone: nothing to check here */
+	sh->value[me][0] = done;
+	sh->value[me][1] = order_ok ? lost : -1;
+	sh->value[me][2] = t_last;
+	/* The surviving collcd keeps serving: a new communicator of its ranks alone. */
+	net_mode = 0;
+	if (rank_open(&rc2, &ids[1], na, me, gpus[me], (size_t)8 << 20) < 0)
+		return 1;
+	{
+		const struct check ck = { "after the kill", -1, BUF_ALLOC, BUF_ALLOC };
+
+		r = run_case(&rc2, &ck, 2, 0, COLLC_FLOAT32, COLLC_SUM, 1 << 20);
+	}
+	sh->value[me][3] = r;
+	return r && order_ok && lost > 0 ? 0 : 1;
+}
+
 /* Parent */
 
 /* totals.aborted_items of `collcctl status --json` ($COLLCCTL, --socket); -1 when unknown. */
@@ -1330,6 +1493,10 @@ static int child_kill1(const struct collc_unique_id *ids, int n, int me)
 {
 	return child_kill(g_ids, n, me, 1);
 }
+static int child_netkill0(const struct collc_unique_id *ids, int n, int me)
+{
+	return child_netkill(g_ids, n, me);
+}
 
 int main(int argc, char **argv)
 {
@@ -1340,6 +1507,8 @@ int main(int argc, char **argv)
 		{ "big", no_argument, NULL, 'b' },
 		{ "iters", required_argument, NULL, 'i' },
 		{ "label", required_argument, NULL, 'l' },
+		{ "socket2", required_argument, NULL, 'T' },
+		{ "kill-pid", required_argument, NULL, 'K' },
 		{ 0 },
 	};
 	struct collc_unique_id ids[2];
@@ -1368,16 +1537,30 @@ int main(int argc, char **argv)
 		case 'l':
 			label = optarg;
 			break;
+		case 'T':
+			sock2_path = optarg;
+			break;
+		case 'K':
+			kill_pid = (pid_t)atoi(optarg);
+			break;
 		default:
 			return 2;
 		}
 	}
 	if (optind >= argc || ngpus < 1) {
 		fprintf(stderr,
-			"usage: collc-gpu-test sweep|copies|latency|stream|interleave|regtraffic|kill --socket P --gpus 0,1\n");
+			"usage: collc-gpu-test sweep|copies|latency|stream|interleave|regtraffic|kill --socket P --gpus 0,1\n"
+			"       collc-gpu-test net|netkill --socket P --socket2 Q --gpus 0,0[,0,0] [--kill-pid PID]\n");
 		return 2;
 	}
 	scen = argv[optind];
+	net_mode = strcmp(scen, "net") == 0 || strcmp(scen, "netkill") == 0;
+	if (net_mode && (!sock2_path || ngpus < 2 || (strcmp(scen, "netkill") == 0 && kill_pid <= 0))) {
+		fprintf(stderr, "%s needs --socket2, two ranks or more (--gpus) and, for netkill, "
+				"--kill-pid\n",
+			scen);
+		return 2;
+	}
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED || make_ids(ids, 2) < 0)
 		return 2;
@@ -1524,6 +1707,64 @@ int main(int argc, char **argv)
 			       (int)sh->value[0][1], ms, (unsigned long long)cs,
 			       (unsigned long long)f);
 		}
+	} else if (strcmp(scen, "net") == 0) {
+		int refused = 1;
+
+		for (int i = 0; i < ngpus; i++)
+			pids[i] = spawn(child_net, &ids[0], ngpus, i);
+		bad = wait_all(pids, ngpus, 600);
+		for (int k = 0; k < NCOLL; k++) {
+			uint64_t f, cs = sum_cases(k, &f);
+
+			printf("RESULT %s/%s %s %llu checks, %llu failed (%d ranks on 2 collcd, 8 B to 16 MiB)\n",
+			       label, coll_names[k], f || bad ? "FAIL" : "PASS", (unsigned long long)cs,
+			       (unsigned long long)f, ngpus);
+		}
+		for (int i = 0; i < ngpus; i++)
+			refused &= (int)sh->value[i][0] == -EOPNOTSUPP;
+		printf("RESULT %s/alltoall-refused %s every rank's all-to-all across daemons ended with "
+		       "%d (rank 0), -EOPNOTSUPP expected\n",
+		       label, refused ? "PASS" : "FAIL", (int)sh->value[0][0]);
+		{
+			double us = sh->value[0][1], alg = (double)NET_MAX_BYTES / (us * 1e3);
+
+			printf("RESULT %s/allreduce-16MiB %s median %.0f us, algbw %.2f GB/s, busbw %.2f "
+			       "GB/s (rank 0, 5 runs)\n",
+			       label, bad || us <= 0 ? "FAIL" : "PASS", us, alg,
+			       alg * 2 * (ngpus - 1) / ngpus);
+		}
+	} else if (strcmp(scen, "netkill") == 0) {
+		const int na = (ngpus + 1) / 2;
+		double t_kill, worst = 0;
+		int all = 0, ok = 1;
+
+		for (int i = 0; i < ngpus; i++)
+			pids[i] = spawn(child_netkill0, ids, ngpus, i);
+		for (int t = 0; t < 60000 && !all; t++) {
+			all = 1;
+			for (int i = 0; i < ngpus; i++)
+				all &= sh->ready[i];
+			if (!all)
+				usleep(1000);
+		}
+		usleep(200000); /* 64 MiB all-reduces in flight across the daemons */
+		t_kill = now_us();
+		kill(kill_pid, SIGKILL);
+		bad = wait_all(pids, na, 60);
+		wait_all(&pids[na], ngpus - na, 30); /* their collcd is gone: reaped, not judged */
+		for (int i = 0; i < na; i++) {
+			double ms = (sh->value[i][2] - t_kill) / 1000.0;
+
+			if (ms > worst)
+				worst = ms;
+			ok &= (int)sh->value[i][1] > 0 && (int)sh->value[i][3] == 1;
+		}
+		printf("RESULT %s/daemon-killed %s %d ranks on the surviving collcd: %d completed, %d "
+		       "-EPIPE (rank 0; queue of %d x 64 MiB), last error %.1f ms after kill -9 "
+		       "(limit 2000), new communicator after it %s\n",
+		       label, bad || !all || !ok || worst > 2000 ? "FAIL" : "PASS", na,
+		       (int)sh->value[0][0], (int)sh->value[0][1], NETKILL_QUEUE, worst,
+		       (int)sh->value[0][3] == 1 ? "correct" : "FAILED");
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", scen);
 		return 2;

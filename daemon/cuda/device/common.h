@@ -61,6 +61,11 @@ __device__ __forceinline__ void st_vol64(uint64_t *p, uint64_t v)
 	asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 
+__device__ __forceinline__ void st_vol32(uint32_t *p, uint32_t v)
+{
+	asm volatile("st.volatile.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void st_rel_gpu(uint64_t *p, uint64_t v)
 {
 	asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
@@ -160,6 +165,7 @@ struct blk {
 	uint64_t send_step, recv_step, os_gen;
 	char *my_simple, *my_ll, *my_ll128, *nx_simple, *nx_ll, *nx_ll128;
 	uint64_t *next_tail, *prev_head, *my_head, *my_tail;
+	uint32_t *next_len; /* Simple across daemons: the step's bytes for the proxy; NULL: none */
 	uint32_t es, proto, algo, chan; /* chan: the block's channel (its connections) */
 	uint32_t share;             /* the item's share it runs: (chan - chan_base) mod channels */
 	const uint32_t *revoked_of; /* the host abort word of state_of */

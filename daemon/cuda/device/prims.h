@@ -98,7 +98,19 @@ __device__ __noinline__ int prim(struct blk *b, const char *src, char *dst, int6
 		if (r < 0)
 			return -1;
 		if (threadIdx.x == 0) {
-			/* S1: payload, system fence, tail; R2: payload consumed, then head. */
+			/*
+			 * A ring that crosses to another daemon: the proxy sends the
+			 * step's bytes, stored before S1's fence and tail
+			 * (X1: pairs with X1' in cuda/xconn.c xl_len()).
+			 */
+			if ((flags & COLLC_P_SEND) && b->next_len && b->proto == COLLC_PROTO_SIMPLE)
+				st_vol32(b->next_len + collc_slot(b->send_step, COLLC_STEPS),
+					 (uint32_t)len);
+			/*
+			 * S1: payload, system fence, tail; R2: payload consumed, then
+			 * head. The fence is system scope, so it also orders both for
+			 * the proxy when the ring lives in mapped host memory (X1, X2).
+			 */
 			if (b->proto == COLLC_PROTO_SIMPLE || (flags & COLLC_P_RECV))
 				__threadfence_system();
 			if (flags & COLLC_P_SEND)

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# GPU ranks in communicators that span daemons (device machine only): two
+# collcd on loopback, each with --backend cuda, its own socket and --listen
+# 127.0.0.1:PORT, both on GPU 0 under MPS; collc-gpu-test's net scenario with
+# 2 ranks (one per collcd) and 4 ranks (two per collcd: rings inside a daemon
+# and across), then netkill (kill -9 of the second collcd mid-run: -EPIPE on
+# the first one's ranks within 2 s, and it keeps serving). One RESULT line per
+# check, a summary last; exit status 0 when all pass.
+#
+#   PREBUILT=dir tests/gpu/net-daemons.sh
+#
+# PREBUILT: a directory with collcd, collc-gpu-test and libcollc.so.1 (no
+# build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
+# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0).
+set -u
+LOGDIR=${OUT:-/tmp/collc-gpunet-logs}
+SEED=${SEED:-$(date +%s)}
+PORT_A=${PORT_A:-7461}
+PORT_B=${PORT_B:-7462}
+GPU=${GPU:-0}
+BIN=${PREBUILT:?PREBUILT=dir with collcd, collc-gpu-test and libcollc.so.1}
+export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export CUDA_MODULE_LOADING=EAGER
+mkdir -p "$LOGDIR"
+RES=$LOGDIR/results.txt
+: >"$RES"
+result() { echo "RESULT $*" | tee -a "$RES"; }
+
+SOCK_A=/tmp/collc-gpunet-a.sock
+SOCK_B=/tmp/collc-gpunet-b.sock
+PID_A=
+PID_B=
+
+# Two grids on one GPU run side by side only under MPS.
+export CUDA_MPS_PIPE_DIRECTORY=/tmp/collc-gpunet-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/collc-gpunet-mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d >/dev/null 2>&1 && MPS_STARTED=1 || MPS_STARTED=0
+
+STARTED=
+start_one() { # sock port log: starts one collcd (its pid in STARTED); 1 if it did not come up
+	rm -f "$1" "$1.admin"
+	"$BIN/collcd" --backend cuda --socket "$1" --listen "127.0.0.1:$2" --max-channels 8 --devices $((GPU + 1)) \
+		--foreground --log-level info >>"$3" 2>&1 &
+	STARTED=$!
+	for _ in $(seq 1 400); do
+		[ -S "$1" ] && return 0
+		kill -0 "$STARTED" 2>/dev/null || break
+		sleep 0.05
+	done
+	return 1
+}
+start_both() {
+	start_one "$SOCK_A" "$PORT_A" "$LOGDIR/collcd-a.log"; local ra=$?
+	PID_A=$STARTED
+	[ "$ra" = 0 ] || return 1
+	start_one "$SOCK_B" "$PORT_B" "$LOGDIR/collcd-b.log"; local rb=$?
+	PID_B=$STARTED
+	[ "$rb" = 0 ]
+}
+STOP_RC=
+stop_one() { # pid: SIGTERM, then SIGKILL after 10 s; its exit status in STOP_RC
+	local pid=$1
+	STOP_RC=255
+	[ -n "$pid" ] || return
+	kill -TERM "$pid" 2>/dev/null
+	for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; STOP_RC=124; return; fi
+	wait "$pid"
+	STOP_RC=$?
+}
+t() { # label scenario args...: one collc-gpu-test run, its RESULT lines kept
+	local label=$1; shift
+	timeout 900 "$BIN/collc-gpu-test" "$@" --socket "$SOCK_A" --socket2 "$SOCK_B" \
+		--seed "$SEED" --label "$label" 2>>"$LOGDIR/tests.log" | tee -a "$RES"
+	local rc=${PIPESTATUS[0]}
+	[ "$rc" = 124 ] && result "$label FAIL timed out (hang)"
+	grep "FAILED CHECK $label" "$LOGDIR/tests.log" | head -5 | sed "s|^|[$label] |"
+	return 0
+}
+
+: >"$LOGDIR/collcd-a.log"; : >"$LOGDIR/collcd-b.log"; : >"$LOGDIR/tests.log"
+if start_both; then
+	result "daemons-started PASS collcd A pid $PID_A (127.0.0.1:$PORT_A), B pid $PID_B (127.0.0.1:$PORT_B), gpu $GPU, MPS started here: $MPS_STARTED"
+	t net-2ranks net --gpus "$GPU,$GPU"
+	t net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
+	t net-kill-4ranks netkill --gpus "$GPU,$GPU,$GPU,$GPU" --kill-pid "$PID_B"
+	wait "$PID_B" 2>/dev/null
+	PID_B=
+	stop_one "$PID_A"
+	[ "$STOP_RC" = 0 ] && result "collcd-a-clean-exit PASS exit 0 after the other daemon died" \
+		|| result "collcd-a-clean-exit FAIL exit status $STOP_RC"
+else
+	result "daemons-started FAIL see $LOGDIR/collcd-a.log and collcd-b.log"
+	tail -5 "$LOGDIR/collcd-a.log" "$LOGDIR/collcd-b.log"
+	stop_one "$PID_A"
+	stop_one "$PID_B"
+fi
+[ "$MPS_STARTED" = 1 ] && echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+grep -i "error\|warn" "$LOGDIR/collcd-a.log" "$LOGDIR/collcd-b.log" | head -20 >"$LOGDIR/collcd-warnings.txt"
+NP=$(grep -c '^RESULT .* PASS' "$RES"); NF=$(grep -c '^RESULT .* FAIL' "$RES")
+echo "seed $SEED: $NP passed, $NF failed (logs in $LOGDIR; collcd warnings: collcd-warnings.txt)"
+[ "$NF" = 0 ] && [ "$NP" -gt 0 ]
