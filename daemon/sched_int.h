@@ -214,7 +214,7 @@ struct comm {
 	 * daemons, local says which ranks run here (NULL: all of them).
 	 */
 	uint8_t net;
-	uint8_t net_nchan; /* channels every daemon runs it on */
+	uint8_t net_nchan;    /* channels every daemon runs it on */
 	uint8_t warned_relay; /* said once that its executor runs no all-to-all across daemons */
 	uint8_t *local;
 	uint32_t nlocal; /* ranks that submit here */

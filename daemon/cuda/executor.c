@@ -460,8 +460,8 @@ static int cuda_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_
 			r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, buf_simple), &buf,
 				       1);
 			if (r == 0)
-				r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, prev_head),
-					       &head, 1);
+				r = chan_patch(cc, rank, chan,
+					       offsetof(struct cuda_chan, prev_head), &head, 1);
 			if (r == 0)
 				r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, tail_at),
 					       &tail, 1);

@@ -163,8 +163,8 @@ struct cuda_chan {
 	uint64_t next_simple; /* rank + 1's receive buffers */
 	uint64_t next_ll;
 	uint64_t next_ll128;
-	uint64_t next_tail;                 /* &next->tail */
-	uint64_t prev_head;                 /* &prev->head */
+	uint64_t next_tail; /* &next->tail */
+	uint64_t prev_head; /* &prev->head */
 	/*
 	 * Where this rank's own head and tail words live: 0 for the fields
 	 * above (a connection inside this collcd), or a struct cuda_xconn's in
@@ -172,9 +172,9 @@ struct cuda_chan {
 	 */
 	uint64_t head_at;
 	uint64_t tail_at;
-	uint64_t next_len; /* a cuda_xconn's len[] when rank + 1 is remote; 0: none */
-	uint64_t peers[COLLC_MAX_RANKS];    /* every rank's struct cuda_chan for this channel */
-	uint64_t oll_inbox;                 /* our one-shot LL inbox (union collc_ll_line *) */
+	uint64_t next_len;               /* a cuda_xconn's len[] when rank + 1 is remote; 0: none */
+	uint64_t peers[COLLC_MAX_RANKS]; /* every rank's struct cuda_chan for this channel */
+	uint64_t oll_inbox;              /* our one-shot LL inbox (union collc_ll_line *) */
 	uint64_t oll_peer[COLLC_MAX_RANKS]; /* every rank's one-shot LL inbox on this channel */
 	struct cuda_os_slot os[COLLC_MAX_RANKS];
 };

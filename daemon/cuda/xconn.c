@@ -40,10 +40,10 @@
 #include "daemon/log.h"
 
 struct xbuf {
-	struct xbuf *next;     /* every ring ever allocated */
+	struct xbuf *next; /* every ring ever allocated */
 	struct xbuf *free_next;
-	struct cuda_xconn *h;  /* host view */
-	uint64_t d;            /* device address of the same */
+	struct cuda_xconn *h; /* host view */
+	uint64_t d;           /* device address of the same */
 	uint8_t in_use;
 };
 

@@ -1238,9 +1238,8 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 
 static int child_net(const struct collc_unique_id *id, int n, int me)
 {
-	static const int dts[] = { COLLC_FLOAT32, COLLC_BFLOAT16, COLLC_FLOAT16,
-				   COLLC_FLOAT64, COLLC_INT32,    COLLC_UINT8,
-				   COLLC_INT64,   COLLC_FLOAT8_E4M3 };
+	static const int dts[] = { COLLC_FLOAT32, COLLC_BFLOAT16, COLLC_FLOAT16, COLLC_FLOAT64,
+				   COLLC_INT32,   COLLC_UINT8,    COLLC_INT64,   COLLC_FLOAT8_E4M3 };
 	const int ndts = (int)(sizeof(dts) / sizeof(dts[0]));
 	const struct check ck = { "net", -1, BUF_ALLOC, BUF_ALLOC };
 	struct rank_ctx rc;
@@ -1555,9 +1554,11 @@ int main(int argc, char **argv)
 	}
 	scen = argv[optind];
 	net_mode = strcmp(scen, "net") == 0 || strcmp(scen, "netkill") == 0;
-	if (net_mode && (!sock2_path || ngpus < 2 || (strcmp(scen, "netkill") == 0 && kill_pid <= 0))) {
-		fprintf(stderr, "%s needs --socket2, two ranks or more (--gpus) and, for netkill, "
-				"--kill-pid\n",
+	if (net_mode &&
+	    (!sock2_path || ngpus < 2 || (strcmp(scen, "netkill") == 0 && kill_pid <= 0))) {
+		fprintf(stderr,
+			"%s needs --socket2, two ranks or more (--gpus) and, for netkill, "
+			"--kill-pid\n",
 			scen);
 		return 2;
 	}
@@ -1717,8 +1718,8 @@ int main(int argc, char **argv)
 			uint64_t f, cs = sum_cases(k, &f);
 
 			printf("RESULT %s/%s %s %llu checks, %llu failed (%d ranks on 2 collcd, 8 B to 16 MiB)\n",
-			       label, coll_names[k], f || bad ? "FAIL" : "PASS", (unsigned long long)cs,
-			       (unsigned long long)f, ngpus);
+			       label, coll_names[k], f || bad ? "FAIL" : "PASS",
+			       (unsigned long long)cs, (unsigned long long)f, ngpus);
 		}
 		for (int i = 0; i < ngpus; i++)
 			refused &= (int)sh->value[i][0] == -EOPNOTSUPP;

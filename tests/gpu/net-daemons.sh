@@ -84,7 +84,10 @@ t() { # label scenario args...: one collc-gpu-test run, its RESULT lines kept
 if start_both; then
 	result "daemons-started PASS collcd A pid $PID_A (127.0.0.1:$PORT_A), B pid $PID_B (127.0.0.1:$PORT_B), gpu $GPU, MPS started here: $MPS_STARTED"
 	t net-2ranks net --gpus "$GPU,$GPU"
+	# A GPU lane serves one communicator spanning daemons: let the last one's teardown end.
+	sleep 2
 	t net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
+	sleep 2
 	t net-kill-4ranks netkill --gpus "$GPU,$GPU,$GPU,$GPU" --kill-pid "$PID_B"
 	wait "$PID_B" 2>/dev/null
 	PID_B=

@@ -201,7 +201,8 @@ static void test_steps_across(void **state)
 	for (int i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
 	if (w.bad_data || w.bad_len)
-		fprintf(stderr, "seed 0x%llx: %llu steps with wrong bytes, %llu with wrong lengths\n",
+		fprintf(stderr,
+			"seed 0x%llx: %llu steps with wrong bytes, %llu with wrong lengths\n",
 			(unsigned long long)seed, (unsigned long long)w.bad_data,
 			(unsigned long long)w.bad_len);
 	assert_int_equal(w.steps_seen, NSTEPS);
