@@ -61,7 +61,8 @@ struct world {
 	struct cuda_xconn *a; /* daemon A: the staging ring of the remote receiver */
 	struct cuda_xconn *b; /* daemon B: the local receiver's ring */
 	struct exec_link la, lb;
-	uint64_t bad_data, bad_len, steps_seen;
+	uint64_t bad_data, bad_len, steps_seen; /* the receiving grid's */
+	uint64_t bad_wire;                      /* the proxies': a length longer than a slot */
 	uint64_t max_ahead; /* sender's steps ahead of the proxy's credit, at most */
 };
 
@@ -134,7 +135,7 @@ static void *proxies(void *arg)
 			char *to = eb->buf + (landed % eb->nslots) * eb->slot_bytes;
 
 			if (n > ea->slot_bytes) {
-				w->bad_len++;
+				w->bad_wire++;
 				n = 0;
 			}
 			memcpy(to, from, n);
@@ -208,6 +209,7 @@ static void test_steps_across(void **state)
 	assert_int_equal(w.steps_seen, NSTEPS);
 	assert_int_equal(w.bad_data, 0);
 	assert_int_equal(w.bad_len, 0);
+	assert_int_equal(w.bad_wire, 0);
 	/* The sender never ran more than the ring's slots ahead of the credit. */
 	assert_true(w.max_ahead <= COLLC_STEPS);
 	assert_int_equal(w.a->tail, NSTEPS);
