@@ -1229,12 +1229,78 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
  * net: one communicator across two collcd (rank_sock()). Every collective
  * at NET_CASES sizes each, log-uniform from 8 B to 16 MiB a rank (8 B and
  * 16 MiB always), over dtypes and ops drawn from the seed (the same on
- * every rank); then an all-to-all, which the grid does not run across
+ * every rank); NET_PIPE collectives in flight at once; then an all-to-all, which the grid does not run across
  * daemons (-EOPNOTSUPP on every rank), and an all-reduce after it; then
  * the time of 16 MiB all-reduces (value[me][1]: median us).
  */
 #define NET_CASES     24
 #define NET_MAX_BYTES ((size_t)16 << 20)
+#define NET_PIPE      16                /* collectives in flight at once */
+#define NET_PIPE_SLOT ((size_t)2 << 20) /* bytes of each one's buffers */
+
+/*
+ * NET_PIPE collectives of every kind in flight at once (steps of one after
+ * another's on the same rings), each in its own part of the buffers; every
+ * result checked once all completed. Returns the failed ones.
+ */
+static int net_pipeline(struct rank_ctx *rc, uint64_t *cid)
+{
+	const int n = rc->n, me = rc->me;
+	const struct check ck = { "net pipeline", -1, BUF_ALLOC, BUF_ALLOC };
+	struct rc_case c[NET_PIPE];
+	collc_req req[NET_PIPE];
+	int err[NET_PIPE], fails = 0;
+
+	if ((size_t)NET_PIPE * NET_PIPE_SLOT > rc->cap)
+		return 0;
+	for (int i = 0; i < NET_PIPE; i++) {
+		uint64_t x = rc_mix(seed ^ rc_mix(0x70697065ull + (uint64_t)i));
+		int dt = i & 1 ? COLLC_BFLOAT16 : COLLC_FLOAT32, coll = i % NCOLL;
+		size_t es = collc_dtype_bytes(dt), max = NET_PIPE_SLOT / (es * (size_t)n);
+
+		c[i] = gpu_case(dt, coll == 1 || coll == 3 ? COLLC_SUM : (int)(x % 5),
+				1 + (size_t)((x >> 8) % max), ++*cid, n);
+		rc_fill_coll(&c[i], (enum rc_coll)coll, n, me,
+			     rc->hsend + (size_t)i * NET_PIPE_SLOT);
+	}
+	CK(cudaMemcpy(rc->dsend, rc->hsend, NET_PIPE * NET_PIPE_SLOT, cudaMemcpyHostToDevice));
+	CK(cudaMemset(rc->drecv, 0xa5, NET_PIPE * NET_PIPE_SLOT));
+	CK(cudaDeviceSynchronize());
+	for (int i = 0; i < NET_PIPE; i++)
+		err[i] = rc_submit(rc->comm, (enum rc_coll)(i % NCOLL), &c[i], i % n,
+				   rc->dsend + (size_t)i * NET_PIPE_SLOT,
+				   rc->drecv + (size_t)i * NET_PIPE_SLOT, &req[i]);
+	for (int i = 0; i < NET_PIPE; i++)
+		if (!err[i])
+			err[i] = collc_wait(rc->ctx, req[i], 15000);
+	CK(cudaMemcpy(rc->hrecv, rc->drecv, NET_PIPE * NET_PIPE_SLOT, cudaMemcpyDeviceToHost));
+	for (int i = 0; i < NET_PIPE; i++) {
+		int coll = i % NCOLL, bad;
+
+		sh->cases[me][coll]++;
+		if (err[i]) {
+			report(&ck, me, coll, c[i].dtype, c[i].op, c[i].count, n,
+			       "collective %d of %d in flight failed: %s (%d)", i, NET_PIPE,
+			       collc_strerror(err[i]), err[i]);
+			sh->fails[me][coll]++;
+			fails++;
+			continue;
+		}
+		if (coll == 4 && me != i % n)
+			continue; /* reduce writes the root alone */
+		first_wrong[0] = wrong_count[0] = '\0';
+		bad = rc_check_coll(&c[i], (enum rc_coll)coll, n, me, i % n,
+				    rc->hrecv + (size_t)i * NET_PIPE_SLOT, "result");
+		if (bad) {
+			report(&ck, me, coll, c[i].dtype, c[i].op, c[i].count, n,
+			       "collective %d of %d in flight: %s%s%s", i, NET_PIPE, first_wrong,
+			       wrong_count[0] ? "; " : "", wrong_count);
+			sh->fails[me][coll]++;
+			fails++;
+		}
+	}
+	return fails;
+}
 
 static int child_net(const struct collc_unique_id *id, int n, int me)
 {
@@ -1267,6 +1333,7 @@ static int child_net(const struct collc_unique_id *id, int n, int me)
 			if (fails > 20)
 				return 1;
 		}
+	fails += net_pipeline(&rc, &cid);
 	r = collc_alltoall(rc.comm, rc.dsend, rc.drecv, 1024, COLLC_FLOAT32, &req);
 	if (r == 0)
 		r = collc_wait(rc.ctx, req, 15000);
