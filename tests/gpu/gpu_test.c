@@ -1780,7 +1780,7 @@ int main(int argc, char **argv)
 
 		for (int i = 0; i < ngpus; i++)
 			pids[i] = spawn(child_net, &ids[0], ngpus, i);
-		bad = wait_all(pids, ngpus, 600);
+		bad = wait_all(pids, ngpus, 170); /* net-daemons.sh gives it 180 s */
 		for (int k = 0; k < NCOLL; k++) {
 			uint64_t f, cs = sum_cases(k, &f);
 
@@ -1808,7 +1808,7 @@ int main(int argc, char **argv)
 
 		for (int i = 0; i < ngpus; i++)
 			pids[i] = spawn(child_netkill0, ids, ngpus, i);
-		for (int t = 0; t < 60000 && !all; t++) {
+		for (int t = 0; t < 30000 && !all; t++) {
 			all = 1;
 			for (int i = 0; i < ngpus; i++)
 				all &= sh->ready[i];
@@ -1818,8 +1818,8 @@ int main(int argc, char **argv)
 		usleep(200000); /* 64 MiB all-reduces in flight across the daemons */
 		t_kill = now_us();
 		kill(kill_pid, SIGKILL);
-		bad = wait_all(pids, na, 60);
-		wait_all(&pids[na], ngpus - na, 30); /* their collcd is gone: reaped, not judged */
+		bad = wait_all(pids, na, 40);
+		wait_all(&pids[na], ngpus - na, 20); /* their collcd is gone: reaped, not judged */
 		for (int i = 0; i < na; i++) {
 			double ms = (sh->value[i][2] - t_kill) / 1000.0;
 

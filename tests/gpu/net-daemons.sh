@@ -9,7 +9,10 @@
 # the first one's ranks within 2 s, and it keeps serving). One RESULT line per
 # check, a summary last; exit status 0 when all pass.
 #
-#   PREBUILT=dir tests/gpu/net-daemons.sh
+#   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-kill-4ranks]
+#
+# (no argument: all three; each has its own time limit, 180 + 180 + 120 s at
+# most, so the whole run stays under 10 minutes even when one hangs)
 #
 # PREBUILT: a directory with collcd, collc-gpu-test and libcollc.so.1 (no
 # build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
@@ -70,33 +73,46 @@ stop_one() { # pid: SIGTERM, then SIGKILL after 10 s; its exit status in STOP_RC
 	wait "$pid"
 	STOP_RC=$?
 }
-t() { # label scenario args...: one collc-gpu-test run, its RESULT lines kept
-	local label=$1; shift
-	timeout 900 "$BIN/collc-gpu-test" "$@" --socket "$SOCK_A" --socket2 "$SOCK_B" \
+WANT=" ${*:-net-2ranks net-4ranks net-kill-4ranks} "
+t() { # limit label scenario args...: one collc-gpu-test run, its RESULT lines kept
+	local limit=$1 label=$2; shift 2
+	[[ "$WANT" == *" $label "* ]] || return 0
+	timeout "$limit" "$BIN/collc-gpu-test" "$@" --socket "$SOCK_A" --socket2 "$SOCK_B" \
 		--seed "$SEED" --label "$label" 2>>"$LOGDIR/tests.log" | tee -a "$RES"
 	local rc=${PIPESTATUS[0]}
-	[ "$rc" = 124 ] && result "$label FAIL timed out (hang)"
+	[ "$rc" = 124 ] && result "$label FAIL timed out after $limit s (hang)"
 	grep "FAILED CHECK $label" "$LOGDIR/tests.log" | head -5 | sed "s|^|[$label] |"
 	return 0
+}
+alive() { # label: both collcd still run (after a scenario that must not kill them)
+	[[ "$WANT" == *" $1 "* ]] || return 0
+	kill -0 "$PID_A" 2>/dev/null && kill -0 "$PID_B" 2>/dev/null &&
+		result "$1/daemons-alive PASS both collcd still run" ||
+		result "$1/daemons-alive FAIL a collcd died (see collcd-a.log, collcd-b.log)"
 }
 
 : >"$LOGDIR/collcd-a.log"; : >"$LOGDIR/collcd-b.log"; : >"$LOGDIR/tests.log"
 if start_both; then
 	result "daemons-started PASS collcd A pid $PID_A (127.0.0.1:$PORT_A), B pid $PID_B (127.0.0.1:$PORT_B), gpu $GPU, MPS started here: $MPS_STARTED"
-	t net-2ranks net --gpus "$GPU,$GPU"
+	t 180 net-2ranks net --gpus "$GPU,$GPU"
+	alive net-2ranks
 	# A GPU lane serves one communicator spanning daemons: let the last one's teardown end.
 	sleep 2
-	t net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
+	t 180 net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
+	alive net-4ranks
 	sleep 2
-	t net-kill-4ranks netkill --gpus "$GPU,$GPU,$GPU,$GPU" --kill-pid "$PID_B"
-	wait "$PID_B" 2>/dev/null
-	PID_B=
+	t 120 net-kill-4ranks netkill --gpus "$GPU,$GPU,$GPU,$GPU" --kill-pid "$PID_B"
+	if ! kill -0 "$PID_B" 2>/dev/null; then
+		wait "$PID_B" 2>/dev/null
+		PID_B=
+	fi
+	stop_one "$PID_B"
 	stop_one "$PID_A"
-	[ "$STOP_RC" = 0 ] && result "collcd-a-clean-exit PASS exit 0 after the other daemon died" \
+	[ "$STOP_RC" = 0 ] && result "collcd-a-clean-exit PASS exit 0 at the end" \
 		|| result "collcd-a-clean-exit FAIL exit status $STOP_RC"
 else
 	result "daemons-started FAIL see $LOGDIR/collcd-a.log and collcd-b.log"
-	tail -5 "$LOGDIR/collcd-a.log" "$LOGDIR/collcd-b.log"
+	tail -n 5 "$LOGDIR/collcd-a.log" "$LOGDIR/collcd-b.log"
 	stop_one "$PID_A"
 	stop_one "$PID_B"
 fi
