@@ -516,6 +516,48 @@ int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_va
 	return p < 0 ? p : -EINVAL; /* not readied by collc__gpu_stream_ready() */
 }
 
+/* The device's path, if it is memops: the halves exist only there. */
+static int memops_path(int device)
+{
+	int p;
+
+	if (cu_state < 0)
+		return cu_state;
+	if (device < 0 || device >= GATE_DEVICES)
+		return -EINVAL;
+	pthread_mutex_lock(&gate.lock);
+	p = gate.path[device];
+	pthread_mutex_unlock(&gate.lock);
+	if (p == COLLC_STREAM_PATH_MEMOPS)
+		return 0;
+	return p == COLLC_STREAM_PATH_KERNEL ? -EOPNOTSUPP : p < 0 ? p : -EINVAL;
+}
+
+int collc__gpu_stream_go(void *stream, int device, uint64_t go, uint32_t go_val)
+{
+	int r = memops_path(device);
+
+	if (r < 0)
+		return r;
+	/* The default write fences first, as in gate_memops(). */
+	return cu.write_value((CUstream)stream, (CUdeviceptr)go, go_val,
+			      CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS
+		       ? 0
+		       : -EIO;
+}
+
+int collc__gpu_stream_wait(void *stream, int device, uint64_t done, uint32_t done_val)
+{
+	int r = memops_path(device);
+
+	if (r < 0)
+		return r;
+	return cu.wait_value((CUstream)stream, (CUdeviceptr)done, done_val,
+			     CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS
+		       ? 0
+		       : -EIO;
+}
+
 int collc__gpu_poke(int device, uint64_t addr, uint32_t val, size_t n)
 {
 	static CUstream s; /* private and non-blocking: never behind a user's stream */
@@ -570,6 +612,16 @@ int collc__gpu_stream_ready(void *stream, int device, int capturing)
 
 int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_val, uint64_t done,
 			   uint32_t done_val, int rearm)
+{
+	return -ENODEV;
+}
+
+int collc__gpu_stream_go(void *stream, int device, uint64_t go, uint32_t go_val)
+{
+	return -ENODEV;
+}
+
+int collc__gpu_stream_wait(void *stream, int device, uint64_t done, uint32_t done_val)
 {
 	return -ENODEV;
 }

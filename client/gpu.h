@@ -46,5 +46,12 @@ int collc__gpu_stream_ready(void *stream, int device, int capturing);
  */
 int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_val, uint64_t done,
 			   uint32_t done_val, int rearm);
+/*
+ * The two halves of collc__gpu_stream_gate() without rearm, on the memops
+ * path only (-EOPNOTSUPP on the kernel path, whose one launch does both):
+ * the write of go, and the wait for done (cyclic >=).
+ */
+int collc__gpu_stream_go(void *stream, int device, uint64_t go, uint32_t go_val);
+int collc__gpu_stream_wait(void *stream, int device, uint64_t done, uint32_t done_val);
 
 #endif

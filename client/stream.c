@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -54,6 +55,100 @@ struct stream_state {
 	int stop;   /* disconnect: the watcher ends */
 	int orphan; /* collcd is gone: the watcher releases every gate */
 };
+
+/*
+ * collc_group_start() .. collc_group_end() of this thread: the stream
+ * forms called in between enqueue their write of go at once and their
+ * waits only at the group's end, so every go of the group is ahead of
+ * every wait in whatever hardware queue the driver maps their streams to.
+ * Enqueued one after the other, a rank's wait could sit in front of the go
+ * of the peer its collective needs (two ranks of one process on one GPU,
+ * or more streams than the GPU has queues) and neither would ever run.
+ */
+struct group_wait {
+	void *stream;
+	int device;
+	uint64_t done;
+	uint32_t done_val;
+};
+
+static __thread struct {
+	int depth;
+	int err; /* the first error of a deferred wait */
+	size_t n, cap;
+	struct group_wait *w;
+} group;
+
+/* Room for one more wait, before anything of the call is enqueued. */
+static int group_reserve(void)
+{
+	struct group_wait *w;
+	size_t cap;
+
+	if (group.n < group.cap)
+		return 0;
+	cap = group.cap ? 2 * group.cap : 16;
+	w = realloc(group.w, cap * sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	group.w = w;
+	group.cap = cap;
+	return 0;
+}
+
+int collc_group_start(void)
+{
+	if (group.depth == INT_MAX)
+		return -EOVERFLOW;
+	if (group.depth++ == 0)
+		group.err = 0;
+	return 0;
+}
+
+int collc_group_end(void)
+{
+	int r;
+
+	if (group.depth <= 0)
+		return -EINVAL;
+	if (--group.depth > 0)
+		return 0;
+	/* Every wait, even after one failed: the others' streams must still wait. */
+	for (size_t i = 0; i < group.n; i++) {
+		const struct group_wait *w = &group.w[i];
+
+		r = collc__gpu_stream_wait(w->stream, w->device, w->done, w->done_val);
+		if (r < 0 && group.err == 0)
+			group.err = r;
+	}
+	group.n = 0;
+	r = group.err;
+	group.err = 0;
+	return r;
+}
+
+/*
+ * Enqueues a stream gate's go and its wait, the wait deferred to the group's
+ * end inside a group on the memops path (the kernel path's one launch does
+ * both at once, in or out of a group).
+ */
+static int gate_enqueue(void *stream, int device, uint64_t go, uint32_t ticket, uint64_t done)
+{
+	int r;
+
+	if (group.depth == 0)
+		return collc__gpu_stream_gate(stream, device, go, ticket, done, ticket, 0);
+	r = group_reserve();
+	if (r < 0)
+		return r;
+	r = collc__gpu_stream_go(stream, device, go, ticket);
+	if (r == -EOPNOTSUPP)
+		return collc__gpu_stream_gate(stream, device, go, ticket, done, ticket, 0);
+	if (r < 0)
+		return r;
+	group.w[group.n++] = (struct group_wait){ stream, device, done, ticket };
+	return 0;
+}
 
 static struct collc_gate *gate_of(struct collc_ctx *ctx, uint32_t g)
 {
@@ -376,8 +471,7 @@ static int stream_coll(struct collc_comm *comm, uint8_t opcode, const void *send
 		return r;
 	}
 	/* The stream's operations first: a failed SQE then releases them itself. */
-	r = collc__gpu_stream_gate(stream, comm->device, st->dev + g * sizeof(*gt), ticket, wait,
-				   ticket, 0);
+	r = gate_enqueue(stream, comm->device, st->dev + g * sizeof(*gt), ticket, wait);
 	if (r == 0) {
 		s.flags = COLLC_SQE_STREAM;
 		s.gate = g;

@@ -197,6 +197,18 @@ COLLC_EXPORT int collc_send_stream(struct collc_comm *comm, const void *buf, siz
 COLLC_EXPORT int collc_recv_stream(struct collc_comm *comm, void *buf, size_t count,
 				   collc_dtype dtype, int peer, struct CUstream_st *stream);
 /*
+ * Groups of stream-ordered calls from one thread, as ncclGroupStart/End: the
+ * calls in between start their collectives on their streams at once, and
+ * their streams' waits for the results are enqueued at the outermost
+ * collc_group_end(). Needed where one thread drives several ranks whose
+ * calls depend on each other (a send and its receive, two ranks of one GPU):
+ * a wait enqueued before a peer's start could hold the GPU queue that start
+ * needs. Nests; 0, -EINVAL (end without start), or from collc_group_end()
+ * the first error enqueuing a wait (the collectives still ran).
+ */
+COLLC_EXPORT int collc_group_start(void);
+COLLC_EXPORT int collc_group_end(void);
+/*
  * 0, or the first error of a stream-ordered collective of this communicator
  * (sticky, like ncclCommGetAsyncError); -EINVAL for a NULL comm.
  */

@@ -552,7 +552,15 @@ static ncclResult_t group_run(struct op *ops, size_t n)
 	if (failed != ncclSuccess)
 		return collc__nccl_fail(failed, "ncclGroupEnd", "nothing of the group ran: %s",
 					failed_text);
-	/* Enqueue everything even after one enqueue failed, so peers are not left waiting. */
+	/*
+	 * Enqueue everything even after one enqueue failed, so peers are not
+	 * left waiting; as one libcollc group, so every call's start is on its
+	 * stream before any call's wait (collc_group_start(): with several
+	 * ranks on one GPU, a wait could otherwise hold the queue a peer's
+	 * start needs).
+	 */
+	if (collc_group_start)
+		collc_group_start();
 	for (size_t i = 0; i < n; i++) {
 		if (ops[i].kind == OP_INIT)
 			continue;
@@ -560,6 +568,9 @@ static ncclResult_t group_run(struct op *ops, size_t n)
 		if (res == ncclSuccess)
 			res = r1;
 	}
+	if (collc_group_end && collc_group_end() < 0 && res == ncclSuccess)
+		res = collc__nccl_fail(ncclUnhandledCudaError, "ncclGroupEnd",
+				       "cannot enqueue the group's waits on its streams");
 	if (join_p2p(ops, n) < 0 && res == ncclSuccess)
 		res = collc__nccl_fail(
 			ncclUnhandledCudaError, "ncclGroupEnd",

@@ -29,6 +29,8 @@
 #pragma weak collc_send_stream
 #pragma weak collc_recv_stream
 #pragma weak collc_comm_get_async_error
+#pragma weak collc_group_start
+#pragma weak collc_group_end
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
 /* The pncclX profiling name of every ncclX, as NCCL exports both. */

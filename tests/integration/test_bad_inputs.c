@@ -157,6 +157,15 @@ static int bad_requests(struct collc_ctx *ctx, struct collc_comm *comm, int rank
 	failed |= expect("collc_wait with a NULL ctx", collc_wait(NULL, 1, 0), -EINVAL, t0);
 	t0 = h_now_ns();
 	failed |= expect("collc_test with a NULL ctx", collc_test(NULL, 1), -EINVAL, t0);
+	/* Groups: an end without a start; nesting ends only at the outermost end. */
+	t0 = h_now_ns();
+	failed |= expect("collc_group_end without collc_group_start", collc_group_end(), -EINVAL, t0);
+	nchecked++;
+	if (collc_group_start() != 0 || collc_group_start() != 0 || collc_group_end() != 0 ||
+	    collc_group_end() != 0)
+		failed |= h_fail("a nested pair of empty groups did not return 0 four times");
+	t0 = h_now_ns();
+	failed |= expect("one collc_group_end too many", collc_group_end(), -EINVAL, t0);
 
 	/* A pending request: rank 1 submits only after rank 0 saw -EAGAIN. */
 	if (rank == 0) {

@@ -368,6 +368,28 @@ int collc_recv_stream(struct collc_comm *c, void *b, size_t n, collc_dtype d, in
 	return 0;
 }
 
+int collc_group_start(void)
+{
+	mock_log("group start\n");
+	return 0;
+}
+
+int collc_group_end(void)
+{
+	mock_log("group end\n");
+	return 0;
+}
+
+/* The last place `what` occurs in trace, or NULL. */
+static const char *last_of(const char *trace, const char *what)
+{
+	const char *p = NULL;
+
+	for (const char *q = strstr(trace, what); q; q = strstr(q + 1, what))
+		p = q;
+	return p;
+}
+
 /* Lines of the trace that contain `what` (all of them, not overlapping). */
 static int count_of(const char *trace, const char *what)
 {
@@ -711,6 +733,27 @@ static void test_sendrecv_one_thread(void)
 		      "iteration %d: %d sends or receives unpaired: %s", iter, p2p_pending(), t);
 		CHECK(count_of(t, "copy ") == 2, "iteration %d: a copy in per send, none out: %s",
 		      iter, t);
+		/*
+		 * Every send and receive inside one libcollc group, whose end (the
+		 * streams' waits) comes before the user streams join the side
+		 * streams: a rank's wait must never be ahead of the peer's start.
+		 */
+		{
+			const char *gs = strstr(t, "group start"), *ge = strstr(t, "group end");
+			const char *first = strstr(t, "send rank"), *r0 = strstr(t, "recv rank");
+			const char *ls = last_of(t, "send rank"), *lr = last_of(t, "recv rank");
+			/* The join: the user streams (u...) wait for the side streams. */
+			const char *j = gs ? strstr(gs, "wait u") : NULL;
+
+			if (r0 && (!first || r0 < first))
+				first = r0;
+			CHECK(count_of(t, "group start") == 1 && count_of(t, "group end") == 1 && gs &&
+				      ge && first && gs < first && ls && lr && ge > ls && ge > lr &&
+				      j && j > ge,
+			      "iteration %d: the sends and receives are not one group ended before "
+			      "the streams join: %s",
+			      iter, t);
+		}
 		if (iter == 1)
 			CHECK(count_of(t, "register") == 0 && count_of(t, "memalloc") == 0,
 			      "cached: %s", t);
