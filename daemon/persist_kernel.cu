@@ -131,7 +131,10 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 /*
  * Items one pass of the poller reads, every lane's together: a lane that
  * found items reads up to POLL_ITEMS / nlanes ahead in the next pass, an
- * idle lane one. Each is a 256-byte load of the whole warp.
+ * idle lane one. Each is a 256-byte load of the whole warp. The window
+ * bounds the pipelined rate (one pass, 3.4 us, per window), but every
+ * POLL_ITEMS above 4 measured cost a lone 16-256 KiB collective 1-1.5 us
+ * (bench/RESULTS.md, "the poller's read-ahead window").
  */
 #define POLL_ITEMS 4u
 
