@@ -533,29 +533,28 @@ static int memops_path(int device)
 	return p == COLLC_STREAM_PATH_KERNEL ? -EOPNOTSUPP : p < 0 ? p : -EINVAL;
 }
 
-int collc__gpu_stream_go(void *stream, int device, uint64_t go, uint32_t go_val)
+/* One half of a memops gate: the write of go (fenced first, as in gate_memops()) or the wait. */
+static int gate_half(void *stream, int device, uint64_t addr, uint32_t val, int wait)
 {
 	int r = memops_path(device);
+	CUresult e;
 
 	if (r < 0)
 		return r;
-	/* The default write fences first, as in gate_memops(). */
-	return cu.write_value((CUstream)stream, (CUdeviceptr)go, go_val,
-			      CU_STREAM_WRITE_VALUE_DEFAULT) == CUDA_SUCCESS
-		       ? 0
-		       : -EIO;
+	e = wait ? cu.wait_value((CUstream)stream, (CUdeviceptr)addr, val, CU_STREAM_WAIT_VALUE_GEQ)
+		 : cu.write_value((CUstream)stream, (CUdeviceptr)addr, val,
+				  CU_STREAM_WRITE_VALUE_DEFAULT);
+	return e == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+int collc__gpu_stream_go(void *stream, int device, uint64_t go, uint32_t go_val)
+{
+	return gate_half(stream, device, go, go_val, 0);
 }
 
 int collc__gpu_stream_wait(void *stream, int device, uint64_t done, uint32_t done_val)
 {
-	int r = memops_path(device);
-
-	if (r < 0)
-		return r;
-	return cu.wait_value((CUstream)stream, (CUdeviceptr)done, done_val,
-			     CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS
-		       ? 0
-		       : -EIO;
+	return gate_half(stream, device, done, done_val, 1);
 }
 
 int collc__gpu_poke(int device, uint64_t addr, uint32_t val, size_t n)
