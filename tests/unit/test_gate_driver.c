@@ -304,6 +304,37 @@ static void test_memops(void **state)
 	assert_int_equal(drv.loads, 0);
 }
 
+/* The halves a group enqueues apart (collc_group_start()): memops only. */
+static void test_halves(void **state)
+{
+	(void)state;
+	reset(1, 0, -1, NULL);
+	assert_int_equal(collc__gpu_stream_ready(S_PRIM, 0, 0), COLLC_STREAM_PATH_MEMOPS);
+	assert_int_equal(collc__gpu_stream_go(S_PRIM, 0, 0x10, 9), 0);
+	assert_int_equal(collc__gpu_stream_go(S_OTHER, 0, 0x30, 4), 0);
+	assert_int_equal(collc__gpu_stream_wait(S_PRIM, 0, 0x20, 9), 0);
+	assert_int_equal(drv.writes, 2);
+	assert_int_equal(drv.waits, 1);
+	assert_ptr_equal(drv.op[0].s, S_PRIM);
+	assert_int_equal(drv.op[0].flags, CU_STREAM_WRITE_VALUE_DEFAULT);
+	assert_ptr_equal(drv.op[1].s, S_OTHER);
+	assert_int_equal(drv.op[1].addr, 0x30);
+	assert_int_equal(drv.op[2].addr, 0x20);
+	assert_int_equal(drv.op[2].val, 9);
+	assert_int_equal(drv.op[2].flags, CU_STREAM_WAIT_VALUE_GEQ | 0x100u);
+	/* The kernel path has no halves: its one launch does both. */
+	reset(1, 0, -1, "kernel");
+	assert_int_equal(collc__gpu_stream_ready(S_PRIM, 0, 0), COLLC_STREAM_PATH_KERNEL);
+	assert_int_equal(collc__gpu_stream_go(S_PRIM, 0, 0x10, 9), -EOPNOTSUPP);
+	assert_int_equal(collc__gpu_stream_wait(S_PRIM, 0, 0x20, 9), -EOPNOTSUPP);
+	assert_int_equal(drv.writes + drv.waits + drv.launches, 0);
+	/* Not readied: no path yet. */
+	reset(1, 0, -1, NULL);
+	assert_true(collc__gpu_stream_go(S_PRIM, 0, 0x10, 9) < 0);
+	assert_true(collc__gpu_stream_go(S_PRIM, -1, 0x10, 9) < 0);
+	unsetenv("COLLC_STREAM_PATH");
+}
+
 static void test_kernel(void **state)
 {
 	(void)state;
@@ -391,6 +422,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_choice),     cmocka_unit_test(test_memops),
+		cmocka_unit_test(test_halves),
 		cmocka_unit_test(test_kernel),     cmocka_unit_test(test_other_context),
 		cmocka_unit_test(test_load_fails),
 	};
