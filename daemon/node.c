@@ -193,29 +193,6 @@ struct link {
 	uint64_t bytes;
 };
 
-/*
- * A data pump: one thread per direction of an attached communicator's data
- * links (the built-in tcp transport only), so that one daemon's sends and
- * receives, each a copy and the stack's work in the kernel, run on two cores
- * instead of queueing on the node thread's one. A pump never takes mu: from
- * pumps_start() until pumps_stop() joins it, it alone touches its links'
- * requests and cursors (posted, done, req) and their transport comms; the
- * other threads read only the links' fixed fields, el.broken and bytes. A
- * broken link ends the pump with err set, and the node thread fails the
- * communicator.
- */
-struct pump {
-	pthread_t thread;
-	struct ncomm *nc;
-	int dir;
-	int efd; /* the ranks' kicks (exec_link.watch) and pumps_stop(); from node.pump_efds */
-	int started;
-	uint32_t stop; /* PS1: pairs with PS2 in pump_main() */
-	int32_t err;   /* 0 or -errno, set once by the pump before it returns */
-	struct pollfd *pf;
-	size_t npf;
-};
-
 enum { NC_JOINING, NC_LINKING, NC_READY, NC_ATTACHED, NC_DEAD };
 
 struct ncomm {
@@ -255,8 +232,6 @@ struct ncomm {
 	uint32_t np2pl;
 	uint32_t p2p_ready; /* every daemon's handles are known here */
 	uint64_t p2p_gone_sent, p2p_gone_recv, p2p_errors; /* of p2p, once freed */
-	struct pump pumps[2]; /* [L_SEND], [L_RECV] */
-	int pumped;           /* the pumps move the data links, not the node thread */
 };
 
 static struct {
@@ -281,14 +256,6 @@ static struct {
 	uint32_t inflight;             /* collectives in flight on spanning communicators */
 	/* Communicators failed here with -EPROTO: a peer's data broke what was agreed. */
 	uint64_t proto_errors;
-	/*
-	 * Eventfds of stopped pumps, for the next ones. Never closed: a rank may
-	 * still write one it was told to watch until its executor tears the
-	 * communicator down (proxy_kick() in cpu/prims.c); a stale write only
-	 * wakes a later pump once.
-	 */
-	int *pump_efds;
-	size_t npump_efds, pump_efds_cap, pump_efds_made;
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 static uint64_t mono_ns(void)
@@ -306,19 +273,6 @@ static void wake(void)
 
 	if (node.efd >= 0 && write(node.efd, &one, sizeof(one)) < 0) {
 		/* Already readable (counter full): the thread wakes anyway. */
-	}
-}
-
-/*
- * From a pump, without mu: node.efd stays open until collcd exits
- * (node_fini()), and pumps are joined before their communicator is freed.
- */
-static void pump_wake_node(void)
-{
-	uint64_t one = 1;
-
-	if (write(node.efd, &one, sizeof(one)) < 0) {
-		/* Already readable: the thread wakes anyway. */
 	}
 }
 
@@ -518,13 +472,11 @@ static struct ncomm *nc_by_id(uint64_t id)
 }
 
 static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err);
-static void pumps_stop(struct ncomm *nc);
 
 static void links_close(struct ncomm *nc)
 {
 	const ncclNet_v8_t *net = node.t.net;
 
-	pumps_stop(nc);
 	for (uint32_t i = 0; i < nc->nlinks; i++) {
 		struct link *l = &nc->links[i];
 
@@ -1458,8 +1410,7 @@ static int link_step(struct link *l)
 				break;
 			l->req[s] = req;
 			l->posted++;
-			/* Read by status and metrics on other threads (a pump writes it). */
-			store_relaxed(&l->bytes, l->bytes + len);
+			l->bytes += len;
 			moved = 1;
 		}
 	} else {
@@ -1495,7 +1446,7 @@ static int link_step(struct link *l)
 		} else {
 			if (size < 0 || (uint32_t)size > e->slot_bytes)
 				return -EPROTO;
-			store_relaxed(&l->bytes, l->bytes + (uint64_t)size);
+			l->bytes += (uint64_t)size;
 			e->post_tail(e->l, l->done, (uint32_t)size);
 		}
 	}
@@ -1510,185 +1461,6 @@ static int link_step(struct link *l)
 static int links_pollable(void)
 {
 	return node.t.net == &net_tcp;
-}
-
-/* Pumps */
-
-/* Can link l move now (its rank published a step, or returned a slot)? */
-static int link_ready(const struct link *l)
-{
-	const struct exec_link *e = &l->el;
-
-	if (!l->attached || l->posted - l->done >= e->nslots)
-		return 0;
-	if (l->dir == L_SEND)
-		return e->tail(e->l) > l->posted;
-	return l->posted < e->head(e->l) + e->nslots;
-}
-
-/* Before a pump sleeps: its links' ranks will kick its eventfd; 1 when one can move already. */
-static int pump_prepare(struct pump *p)
-{
-	struct ncomm *nc = p->nc;
-
-	for (uint32_t i = 0; i < nc->nlinks; i++)
-		if (nc->links[i].dir == p->dir && nc->links[i].el.watch)
-			nc->links[i].el.watch(nc->links[i].el.l, p->efd);
-	/* K1: pairs with K2 in the executor (cpu/prims.c proxy_kick()): armed, then look again. */
-	fence_seq_cst();
-	for (uint32_t i = 0; i < nc->nlinks; i++)
-		if (nc->links[i].dir == p->dir && link_ready(&nc->links[i]))
-			return 1;
-	return 0;
-}
-
-/* Sleeps until a kick, pumps_stop(), or one of its sockets can move. */
-static void pump_sleep(struct pump *p)
-{
-	struct ncomm *nc = p->nc;
-	size_t n = 0;
-
-	p->pf[n++] = (struct pollfd){ .fd = p->efd, .events = POLLIN };
-	for (uint32_t i = 0; i < nc->nlinks && n < p->npf; i++)
-		if (nc->links[i].dir == p->dir && nc->links[i].comm)
-			n += (size_t)net_tcp_pollfds(nc->links[i].comm, p->pf + n,
-						     (int)(p->npf - n));
-	/* The timeout is a backstop only: every event above has a descriptor. */
-	if (poll(p->pf, n, 100) > 0 && (p->pf[0].revents & POLLIN)) {
-		uint64_t v;
-
-		if (read(p->efd, &v, sizeof(v)) < 0) {
-			/* Nothing to drain. */
-		}
-	}
-}
-
-static void *pump_main(void *arg)
-{
-	struct pump *p = arg;
-	struct ncomm *nc = p->nc;
-	uint64_t idle_since = 0;
-
-	pthread_setname_np(pthread_self(), p->dir == L_SEND ? "collc-nsend" : "collc-nrecv");
-	/* PS2: pairs with PS1 in pumps_stop(). */
-	while (!load_acquire(&p->stop)) {
-		int moved = 0, busy = load_relaxed(&node.inflight) != 0;
-		uint64_t now;
-
-		for (uint32_t i = 0; i < nc->nlinks; i++) {
-			struct link *l = &nc->links[i];
-			int r;
-
-			if (l->dir != p->dir)
-				continue;
-			r = link_step(l);
-			if (r < 0) {
-				/* E1: pairs with E2 in comms_step(): the node thread fails the communicator. */
-				store_release(&p->err, r == -EPROTO || r == -EINVAL ? r : -EPIPE);
-				pump_wake_node();
-				return NULL;
-			}
-			moved |= r;
-			busy |= l->dir == L_SEND && l->posted != l->done;
-		}
-		if (moved) {
-			idle_since = 0;
-			continue;
-		}
-		/* Spin like the node thread (exec_spin_us; 0 on small hosts), then sleep. */
-		now = mono_ns();
-		if (!idle_since)
-			idle_since = now;
-		if (busy && now - idle_since < load_relaxed(&node.spin_ns)) {
-			cpu_relax();
-			continue;
-		}
-		if (!pump_prepare(p))
-			pump_sleep(p);
-	}
-	return NULL;
-}
-
-/* With mu held. Stops and joins the pumps; their links are the node thread's again. */
-static void pumps_stop(struct ncomm *nc)
-{
-	if (!nc->pumped)
-		return;
-	for (int d = 0; d < 2; d++) {
-		struct pump *p = &nc->pumps[d];
-		uint64_t one = 1;
-
-		if (!p->started)
-			continue;
-		/* PS1: pairs with PS2 in pump_main(). */
-		store_release(&p->stop, 1u);
-		if (write(p->efd, &one, sizeof(one)) < 0) {
-			/* Counter full: the pump wakes anyway. */
-		}
-		pthread_join(p->thread, NULL);
-		p->started = 0;
-	}
-	for (int d = 0; d < 2; d++) {
-		struct pump *p = &nc->pumps[d];
-
-		free(p->pf);
-		p->pf = NULL;
-		/* Room for every eventfd made is reserved in pump_efd(). */
-		if (p->efd >= 0)
-			node.pump_efds[node.npump_efds++] = p->efd;
-		p->efd = -1;
-	}
-	nc->pumped = 0;
-}
-
-/* A pump's eventfd: a kept one, else a new one (with room to keep it later). */
-static int pump_efd(void)
-{
-	int fd;
-
-	if (node.npump_efds)
-		return node.pump_efds[--node.npump_efds];
-	if (node.pump_efds_cap <= node.pump_efds_made) {
-		size_t cap = node.pump_efds_cap + 64;
-		int *a = realloc(node.pump_efds, cap * sizeof(*a));
-
-		if (!a)
-			return -ENOMEM;
-		node.pump_efds = a;
-		node.pump_efds_cap = cap;
-	}
-	fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	node.pump_efds_made++;
-	return fd;
-}
-
-/*
- * With mu held, the links attached. 0 when the pumps run; -errno when they
- * could not start (then none runs and the node thread moves the links).
- */
-static int pumps_start(struct ncomm *nc)
-{
-	size_t npf = 1 + (size_t)nc->nlinks * (1 + NET_TCP_MAX_STREAMS);
-	int r = 0;
-
-	for (int d = 0; d < 2; d++) {
-		nc->pumps[d] = (struct pump){ .nc = nc, .dir = d, .efd = -1 };
-		nc->pumps[d].pf = calloc(npf, sizeof(struct pollfd));
-		nc->pumps[d].npf = npf;
-		nc->pumps[d].efd = pump_efd();
-		if (!nc->pumps[d].pf || nc->pumps[d].efd < 0)
-			r = -ENOMEM;
-	}
-	for (int d = 0; d < 2 && r == 0; d++) {
-		r = -pthread_create(&nc->pumps[d].thread, NULL, pump_main, &nc->pumps[d]);
-		nc->pumps[d].started = r == 0;
-	}
-	nc->pumped = 1;
-	if (r < 0)
-		pumps_stop(nc);
-	return r;
 }
 
 /*
@@ -1737,16 +1509,7 @@ static int comms_step(uint64_t now, int *busy, int *nap)
 			}
 			break;
 		case NC_ATTACHED:
-			for (int d = 0; d < 2 && nc->pumped; d++) {
-				/* E2: pairs with E1 in pump_main(). */
-				r = load_acquire(&nc->pumps[d].err);
-				if (r < 0) {
-					nc_fail(nc, r, 1);
-					break;
-				}
-			}
-			for (uint32_t i = 0;
-			     i < nc->nlinks && nc->stage == NC_ATTACHED && !nc->pumped; i++) {
+			for (uint32_t i = 0; i < nc->nlinks && nc->stage == NC_ATTACHED; i++) {
 				struct link *l = &nc->links[i];
 
 				r = link_step(l);
@@ -1793,7 +1556,7 @@ static int sleep_prepare(void)
 	int ready = 0;
 
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
-		if (nc->stage != NC_ATTACHED || nc->pumped)
+		if (nc->stage != NC_ATTACHED)
 			continue;
 		for (uint32_t i = 0; i < nc->nlinks; i++)
 			if (nc->links[i].attached && nc->links[i].el.watch)
@@ -1802,10 +1565,19 @@ static int sleep_prepare(void)
 	/* K1: pairs with K2 in the executor (cpu/prims.c proxy_kick()): armed, then look again. */
 	fence_seq_cst();
 	for (struct ncomm *nc = node.comms; nc && !ready; nc = nc->next) {
-		if (nc->stage != NC_ATTACHED || nc->pumped)
+		if (nc->stage != NC_ATTACHED)
 			continue;
-		for (uint32_t i = 0; i < nc->nlinks && !ready; i++)
-			ready = link_ready(&nc->links[i]);
+		for (uint32_t i = 0; i < nc->nlinks && !ready; i++) {
+			const struct link *l = &nc->links[i];
+			const struct exec_link *e = &l->el;
+
+			if (!l->attached || l->posted - l->done >= e->nslots)
+				continue;
+			if (l->dir == L_SEND)
+				ready = e->tail(e->l) > l->posted;
+			else
+				ready = l->posted < e->head(e->l) + e->nslots;
+		}
 	}
 	return ready;
 }
@@ -1877,7 +1649,7 @@ static void sleep_poll(int nap)
 	for (struct ncomm *nc = node.comms; nc && n < want; nc = nc->next) {
 		if (nc->stage != NC_ATTACHED)
 			continue;
-		for (uint32_t i = 0; i < nc->nlinks && n < want && !nc->pumped; i++)
+		for (uint32_t i = 0; i < nc->nlinks && n < want; i++)
 			if (nc->links[i].comm)
 				n += (size_t)net_tcp_pollfds(nc->links[i].comm, pf + n,
 							     (int)(want - n));
@@ -2103,7 +1875,7 @@ void node_configure(const struct collc_config *cfg)
 	pthread_mutex_lock(&node.mu);
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
-	store_relaxed(&node.spin_ns, (uint64_t)cfg->exec_spin_us * 1000); /* pumps read it */
+	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
 	wake();
 	pthread_mutex_unlock(&node.mu);
 }
@@ -2201,12 +1973,6 @@ int node_comm_attach(uint64_t comm_id, const struct exec_backend *ex, void *priv
 		goto out;
 	}
 	nc->stage = NC_ATTACHED;
-	/* tcp only: a plugin may expect its calls from one thread, as NCCL's proxy makes them. */
-	if (links_pollable() && nc->nlinks && (r = pumps_start(nc)) < 0) {
-		log_warn("communicator %llu: no data pump threads (%s): the node thread moves its data",
-			 (unsigned long long)nc->id, strerror(-r));
-		r = 0;
-	}
 out:
 	wake();
 	pthread_mutex_unlock(&node.mu);
@@ -2372,9 +2138,9 @@ void node_counters(struct node_counters *out)
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		for (uint32_t i = 0; i < nc->nlinks; i++) {
 			if (nc->links[i].dir == L_SEND)
-				out->bytes_sent += load_relaxed(&nc->links[i].bytes);
+				out->bytes_sent += nc->links[i].bytes;
 			else
-				out->bytes_received += load_relaxed(&nc->links[i].bytes);
+				out->bytes_received += nc->links[i].bytes;
 		}
 		out->bytes_sent += nc->p2p_gone_sent;
 		out->bytes_received += nc->p2p_gone_recv;
@@ -2452,9 +2218,9 @@ size_t node_status(char *out, size_t len, int json)
 				if (nc->links[i].peer != d)
 					continue;
 				if (nc->links[i].dir == L_SEND)
-					sent += load_relaxed(&nc->links[i].bytes);
+					sent += nc->links[i].bytes;
 				else
-					recvd += load_relaxed(&nc->links[i].bytes);
+					recvd += nc->links[i].bytes;
 			}
 			if (nc->p2p) {
 				uint64_t ps, pr;
