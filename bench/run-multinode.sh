@@ -51,13 +51,19 @@ done
 ip netns exec "$(mn_ns 0)" "$bench" --socket "$sockets" --nranks $((nodes * per)) \
 	--min-bytes 8 --max-bytes 64M --iters 20 "${mpi[@]}" "$@"
 rc=$?
+tck=$(getconf CLK_TCK)
 for ((i = 0; i < nodes; i++)); do
 	echo "# node $i: collcctl status (net)"
+	# The daemon's CPU time over the run (user + system, all its threads):
+	# the cost of the data path for this command, steadier than busbw on a
+	# busy machine (compare runs of one command).
+	cpu=$(awk -v t="$tck" '{ printf "%.2f", ($14 + $15) / t }' "/proc/${MN_DPIDS[i]}/stat" 2>/dev/null)
 	mn_status_json "$i" | /usr/bin/python3 -c '
 import json, sys
 net = json.load(sys.stdin).get("net", {})
 print("#   transport %s listen %s" % (net.get("transport"), net.get("listen")))
 for p in net.get("peers", []):
     print("#   peer " + " ".join("%s=%s" % kv for kv in p.items()))' 2>/dev/null
+	echo "#   collcd cpu ${cpu:-?} s (user + system)"
 done
 exit $rc
