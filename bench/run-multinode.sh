@@ -13,7 +13,8 @@
 # --mpi adds --vs-mpi --mpi-btl tcp: Open MPI's ob1 over TCP, its ranks in the
 # first node's namespace. --collcd runs another collcd binary (an A/B of two
 # builds with the same clients). Defaults: build/, 2 nodes, 1 rank per node, sizes
-# 8 B to 64 MiB, 20 iterations.
+# 8 B to 64 MiB, 20 iterations. After the table: each daemon's net status and its
+# CPU time over the run (user + system).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$here/../build
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--collcd) collcd=$2; shift 2 ;;
 	--daemon-arg) daemon_args+=("$2"); shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,17p' "$0"; exit 0 ;;
 	*) echo "run-multinode.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
