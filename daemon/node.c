@@ -1404,7 +1404,8 @@ static int link_step(struct link *l)
 				return -EINVAL;
 			if (!src)
 				src = e->buf + (size_t)s * e->slot_bytes;
-			if (net->isend(l->comm, (void *)src, (int)len, 0, l->mh, &req) != ncclSuccess)
+			if (net->isend(l->comm, (void *)src, (int)len, 0, l->mh, &req) !=
+			    ncclSuccess)
 				return -EPIPE;
 			if (!req)
 				break;
