@@ -13,7 +13,8 @@
 # --mpi adds --vs-mpi --mpi-btl tcp: Open MPI's ob1 over TCP, its ranks in the
 # first node's namespace. --collcd runs another collcd binary (an A/B of two
 # builds with the same clients). Defaults: build/, 2 nodes, 1 rank per node, sizes
-# 8 B to 64 MiB, 20 iterations.
+# 8 B to 64 MiB, 20 iterations. After the table: each daemon's net status and its
+# CPU time over the run (user + system).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 build=$here/../build
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
 	--collcd) collcd=$2; shift 2 ;;
 	--daemon-arg) daemon_args+=("$2"); shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,18p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,17p' "$0"; exit 0 ;;
 	*) echo "run-multinode.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -51,13 +52,19 @@ done
 ip netns exec "$(mn_ns 0)" "$bench" --socket "$sockets" --nranks $((nodes * per)) \
 	--min-bytes 8 --max-bytes 64M --iters 20 "${mpi[@]}" "$@"
 rc=$?
+tck=$(getconf CLK_TCK)
 for ((i = 0; i < nodes; i++)); do
 	echo "# node $i: collcctl status (net)"
+	# The daemon's CPU time over the run (user + system, all its threads):
+	# the cost of the data path for this command, steadier than busbw on a
+	# busy machine (compare runs of one command).
+	cpu=$(awk -v t="$tck" '{ printf "%.2f", ($14 + $15) / t }' "/proc/${MN_DPIDS[i]}/stat" 2>/dev/null)
 	mn_status_json "$i" | /usr/bin/python3 -c '
 import json, sys
 net = json.load(sys.stdin).get("net", {})
 print("#   transport %s listen %s" % (net.get("transport"), net.get("listen")))
 for p in net.get("peers", []):
     print("#   peer " + " ".join("%s=%s" % kv for kv in p.items()))' 2>/dev/null
+	echo "#   collcd cpu ${cpu:-?} s (user + system)"
 done
 exit $rc

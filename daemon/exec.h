@@ -91,6 +91,18 @@ struct exec_link {
 	 * NULL: the executor never says so.
 	 */
 	const uint32_t *broken;
+	/*
+	 * Sending straight from the rank's buffers (NULL: the executor always
+	 * stages steps in the slots). The proxy calls direct() at attach, before
+	 * the communicator's first collective, when its transport sends from any
+	 * host memory; from then on the rank may publish a step whose payload
+	 * stays in its own buffer, one copy less a byte: src() names where step
+	 * s lies (NULL: its slot), read after tail passed s, and the rank's
+	 * collective ends only once the proxy has handed back (head) every step
+	 * it published so.
+	 */
+	void (*direct)(void *l);
+	const char *(*src)(void *l, uint64_t step);
 };
 
 /* What every executor is handed at start. */

@@ -1363,6 +1363,8 @@ static int links_connect(struct ncomm *nc)
 	return up;
 }
 
+static int links_pollable(void);
+
 static int link_attach(struct ncomm *nc, struct link *l, const struct exec_backend *ex, void *priv)
 {
 	int r = ex->comm_link(priv, l->rank, l->chan, &l->el);
@@ -1374,6 +1376,13 @@ static int link_attach(struct ncomm *nc, struct link *l, const struct exec_backe
 	if (node.t.net->regMr(l->comm, l->el.buf, (size_t)l->el.nslots * l->el.slot_bytes,
 			      NCCL_PTR_HOST, &l->mh) != ncclSuccess)
 		return -EIO;
+	/*
+	 * tcp sends from any host memory: the local sender may leave its steps
+	 * in its own buffers (one copy less a byte). Other transports send from
+	 * the registered slots only.
+	 */
+	if (l->dir == L_SEND && l->el.direct && l->el.src && links_pollable())
+		l->el.direct(l->el.l);
 	/* Steps continue from where the ring stands (a fresh ring: 0). */
 	l->done = l->posted = l->dir == L_SEND ? l->el.head(l->el.l) : l->el.tail(l->el.l);
 	l->attached = 1;
@@ -1394,12 +1403,15 @@ static int link_step(struct link *l)
 		while (l->posted < tail && l->posted - l->done < e->nslots) {
 			uint32_t s = (uint32_t)(l->posted % e->nslots);
 			uint32_t len = e->len(e->l, l->posted);
+			const char *src = e->src ? e->src(e->l, l->posted) : NULL;
 			void *req = NULL;
 
 			if (len > e->slot_bytes)
 				return -EINVAL;
-			if (net->isend(l->comm, e->buf + (size_t)s * e->slot_bytes, (int)len, 0,
-				       l->mh, &req) != ncclSuccess)
+			if (!src)
+				src = e->buf + (size_t)s * e->slot_bytes;
+			if (net->isend(l->comm, (void *)src, (int)len, 0, l->mh, &req) !=
+			    ncclSuccess)
 				return -EPIPE;
 			if (!req)
 				break;

@@ -57,6 +57,8 @@ struct cpu_link {
 	uint32_t tail_seq;     /* futex word, bumped when data lands while the receiver sleeps */
 	uint32_t send_waiting; /* the sender sleeps on head_seq */
 	uint32_t step_len[COLLC_STEPS]; /* Simple: payload bytes of each slot's step */
+	/* Simple, proxied: where each slot's step lies when not in the slot (exec_link.src). */
+	const char *step_src[COLLC_STEPS];
 	/* Written by the receiver. */
 	uint64_t head __attribute__((aligned(64))); /* steps consumed */
 	uint32_t head_seq;                          /* futex word for a sleeping sender */
@@ -68,6 +70,12 @@ struct cpu_link {
 	 */
 	uint32_t proxy_armed;
 	int32_t proxy_fd;
+	/*
+	 * Set by the proxy before the communicator's first collective (its items
+	 * are published after it): the sender may leave a step's payload in its
+	 * own buffer (exec_link.direct).
+	 */
+	uint32_t direct;
 	/* Private to the sender's thread. */
 	uint64_t send_step __attribute__((aligned(64)));
 	/* Private to the receiver's thread. */

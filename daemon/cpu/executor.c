@@ -434,6 +434,18 @@ static void link_post_head(void *p, uint64_t v)
 	cpu_post(&l->head, v, &l->head_seq, &l->send_waiting);
 }
 
+static void link_direct(void *p)
+{
+	/* Before any item of the communicator: the FIFO's publish orders it for the sender. */
+	store_relaxed(&((struct cpu_link *)p)->direct, 1u);
+}
+
+static const char *link_src(void *p, uint64_t step)
+{
+	/* Read after tail passed step (R1): send_end() stored it before tail (S1). */
+	return ((struct cpu_link *)p)->step_src[step % COLLC_STEPS];
+}
+
 static void link_watch(void *p, int fd)
 {
 	struct cpu_link *l = p;
@@ -464,6 +476,8 @@ static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_l
 		.post_head = link_post_head,
 		.watch = link_watch,
 		.broken = &cc->broken,
+		.direct = link_direct,
+		.src = link_src,
 	};
 	return 0;
 }

@@ -37,6 +37,14 @@ struct cpu_run {
 	char *scratch;                /* CPU_SCRATCH_BYTES, private to the thread */
 	char *stage_in, *stage_out;   /* CPU_STAGE_BYTES each, private to the thread */
 	uint32_t nsteps;              /* steps or rounds taken so far (the periodic abort checks) */
+	/*
+	 * The algorithm's src and dst stay as they are until the item ends
+	 * except where the steps themselves write (the ring's): a proxied send
+	 * link may send from them (cpu_link.direct), and cpu_prims_flush() waits
+	 * for those steps at the end.
+	 */
+	int direct_ok;
+	uint64_t direct_steps; /* steps published that way by this item */
 };
 
 /* Waiting (cpu/prims.c) */
@@ -105,6 +113,11 @@ int cpu_prims_setup(struct cpu_run *x);
  * still runs one (empty) step so both sides stay in step.
  */
 int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t nelem);
+/*
+ * The end of an item that published steps from its own buffers: waits until
+ * the proxy has sent them all (the client may reuse the buffers next).
+ */
+int cpu_prims_flush(struct cpu_run *x);
 /* Elements per ring chunk: the item's chunk_bytes, else one chunk of the protocol. */
 uint64_t cpu_chunk_elems(const struct cpu_run *x);
 

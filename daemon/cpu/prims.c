@@ -324,14 +324,20 @@ static int send_begin(struct cpu_run *x, char **ret_out)
 	return r;
 }
 
-/* Publishes the step whose payload is res (len bytes). */
-static void send_end(struct cpu_run *x, char *out, const char *res, uint64_t len)
+/*
+ * Publishes the step whose payload is res (len bytes). direct: res lies in
+ * the item's own buffers, where a proxy may send it from.
+ */
+static void send_end(struct cpu_run *x, char *out, const char *res, uint64_t len, int direct)
 {
 	struct cpu_link *l = x->send;
 
 	switch (l->proto) {
 	case COLLC_PROTO_SIMPLE:
-		if (len && res != out)
+		direct = direct && len && res != out && load_relaxed(&l->direct);
+		l->step_src[l->send_step % COLLC_STEPS] = direct ? res : NULL;
+		x->direct_steps += (uint64_t)direct;
+		if (len && res != out && !direct)
 			memcpy(out, res, len);
 		/* A network proxy sends this many bytes of the slot (published with tail). */
 		l->step_len[l->send_step % COLLC_STEPS] = (uint32_t)len;
@@ -401,12 +407,23 @@ int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t n
 				red_finish(d, n, it->dtype, it->redop, it->nranks);
 			res = d;
 		}
+		/* Not a received slot (handed back below) nor scratch: the item's own buffers. */
 		if (flags & COLLC_P_SEND)
-			send_end(x, out, res, len);
+			send_end(x, out, res, len, x->direct_ok && res != in && res != out);
 		if (flags & COLLC_P_RECV)
 			recv_end(x);
 	}
 	return 0;
+}
+
+int cpu_prims_flush(struct cpu_run *x)
+{
+	struct cpu_link *l = x->send;
+
+	if (!x->direct_steps)
+		return 0;
+	/* S2: pairs with R2 in the proxy's post of head: it is done with every step. */
+	return cpu_wait_ge(x, &l->head, l->send_step, &l->head_seq, &l->send_waiting);
 }
 
 int cpu_prims_setup(struct cpu_run *x)
