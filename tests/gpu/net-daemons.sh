@@ -16,7 +16,16 @@
 #
 # PREBUILT: a directory with collcd, collc-gpu-test and libcollc.so.1 (no
 # build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
-# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0).
+# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), KILL_MODE.
+#
+# KILL_MODE=mps (the default): netkill first ends the second collcd's MPS
+# client (`terminate_client`), then sends SIGKILL. Both collcd are clients of
+# one MPS server here, and killing a client whose grid is resident, without
+# that, is undefined under MPS (NVIDIA's MPS guide, "client early
+# termination"): the server may report a fault to every client of the GPU,
+# which would end the first collcd for a reason that two nodes never share.
+# KILL_MODE=raw sends SIGKILL alone. After netkill the MPS server's log and
+# the kernel's Xid lines (if readable) land in the logs folder.
 set -u
 LOGDIR=${OUT:-/tmp/collc-gpunet-logs}
 SEED=${SEED:-$(date +%s)}
@@ -101,7 +110,21 @@ if start_both; then
 	t 180 net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
 	alive net-4ranks
 	sleep 2
+	NETKILL_BEFORE=
+	MPS_SERVER=$(echo get_server_list | timeout 5 nvidia-cuda-mps-control 2>/dev/null | head -n 1)
+	if [ "${KILL_MODE:-mps}" = mps ] && [ -n "$MPS_SERVER" ]; then
+		# Its grid ended by the server, collcd B exits on the sticky error; SIGKILL follows.
+		NETKILL_BEFORE="echo terminate_client $MPS_SERVER $PID_B | timeout 5 nvidia-cuda-mps-control >>'$LOGDIR/tests.log' 2>&1;
+			for _ in \$(seq 1 100); do kill -0 $PID_B 2>/dev/null || break; sleep 0.01; done"
+	fi
+	[[ "$WANT" == *" net-kill-4ranks "* ]] &&
+		echo "net-kill-4ranks: KILL_MODE=${KILL_MODE:-mps}, MPS server ${MPS_SERVER:-none}" >>"$LOGDIR/tests.log"
+	export COLLC_NETKILL_BEFORE=$NETKILL_BEFORE
 	t 120 net-kill-4ranks netkill --gpus "$GPU,$GPU,$GPU,$GPU" --kill-pid "$PID_B"
+	unset COLLC_NETKILL_BEFORE
+	cp "$CUDA_MPS_LOG_DIRECTORY/server.log" "$LOGDIR/mps-server.log" 2>/dev/null
+	cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$LOGDIR/mps-control.log" 2>/dev/null
+	dmesg 2>/dev/null | grep -i "xid" | tail -n 20 >"$LOGDIR/xid.txt"
 	if ! kill -0 "$PID_B" 2>/dev/null; then
 		wait "$PID_B" 2>/dev/null
 		PID_B=
