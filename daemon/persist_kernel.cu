@@ -478,7 +478,8 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		b.host_seq = &a.fifo[lane]->items[pos & (COLLC_FIFO_DEPTH - 1)].seq;
 		b.t_alg = b.t_done = t_item;
 		b.t_ollwait = 0;
-		if (threadIdx.x == 0)
+		/* Only where the block takes part: a block that skips an item keeps its last crumb. */
+		if (threadIdx.x == 0 && (b.it->kind != COLLC_WORK_COLL || b.share < b.it->nchannels))
 			crumb_start(&a.crumbs->blk[lane][chan], b.it, pos);
 		if (b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels &&
 		    run_item(&b, a) < 0) {
@@ -527,8 +528,9 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			if (b.it->batch_last)
 				st_vol64(&wc->value, pos + 1);
 			/* After E1's fence: the next fence is an item or more away. */
-			st_vol32(&a.crumbs->blk[lane][chan].state,
-				 state == 3 ? CUDA_CRUMB_ABANDONED : CUDA_CRUMB_ENDED);
+			if (b.it->kind != COLLC_WORK_COLL || b.share < b.it->nchannels)
+				st_vol32(&a.crumbs->blk[lane][chan].state,
+					 state == 3 ? CUDA_CRUMB_ABANDONED : CUDA_CRUMB_ENDED);
 			a.ds->chan_pos[lane][chan] = pos + 1;
 			if (a.trace && b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels) {
 				uint64_t *tr = a.ds->chan_trace[lane][chan];

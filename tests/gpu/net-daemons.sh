@@ -113,9 +113,10 @@ if start_both; then
 	NETKILL_BEFORE=
 	MPS_SERVER=$(echo get_server_list | timeout 5 nvidia-cuda-mps-control 2>/dev/null | head -n 1)
 	if [ "${KILL_MODE:-mps}" = mps ] && [ -n "$MPS_SERVER" ]; then
-		# Its grid ended by the server, collcd B exits on the sticky error; SIGKILL follows.
+		# Its grid ended by the server, collcd B exits on the sticky error; SIGKILL follows
+		# (after at most 0.2 s: an exited B stays a zombie of this shell, kill -0 still sees it).
 		NETKILL_BEFORE="echo terminate_client $MPS_SERVER $PID_B | timeout 5 nvidia-cuda-mps-control >>'$LOGDIR/tests.log' 2>&1;
-			for _ in \$(seq 1 100); do kill -0 $PID_B 2>/dev/null || break; sleep 0.01; done"
+			for _ in \$(seq 1 20); do kill -0 $PID_B 2>/dev/null || break; sleep 0.01; done"
 	fi
 	[[ "$WANT" == *" net-kill-4ranks "* ]] &&
 		echo "net-kill-4ranks: KILL_MODE=${KILL_MODE:-mps}, MPS server ${MPS_SERVER:-none}" >>"$LOGDIR/tests.log"
