@@ -1826,6 +1826,14 @@ int main(int argc, char **argv)
 				label, rc, (now_us() - t_kill) / 1000.0);
 		}
 		kill(kill_pid, SIGKILL);
+		{
+			/* Unix time, to set against collcd's breadcrumbs and the MPS server's log. */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			fprintf(stderr, "%s: SIGKILL of pid %d at %lld.%06ld (unix time)\n", label,
+				(int)kill_pid, (long long)ts.tv_sec, ts.tv_nsec / 1000);
+		}
 		bad = wait_all(pids, na, 40);
 		wait_all(&pids[na], ngpus - na, 20); /* their collcd is gone: reaped, not judged */
 		for (int i = 0; i < na; i++) {
