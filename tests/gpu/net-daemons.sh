@@ -5,8 +5,9 @@
 # collcd on loopback, each with --backend cuda, its own socket and --listen
 # 127.0.0.1:PORT, both on GPU 0 under MPS; collc-gpu-test's net scenario with
 # 2 ranks (one per collcd) and 4 ranks (two per collcd: rings inside a daemon
-# and across), then netkill (kill -9 of the second collcd mid-run: -EPIPE on
-# the first one's ranks within 2 s, and it keeps serving). One RESULT line per
+# and across), then netkill (kill -9 of the second collcd mid-run, its MPS
+# client ended first, KILL_MODE below: -EPIPE on the first one's ranks within
+# 2 s, and it keeps serving). One RESULT line per
 # check, a summary last; exit status 0 when all pass.
 #
 #   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-kill-4ranks]
