@@ -479,7 +479,8 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		b.t_alg = b.t_done = t_item;
 		b.t_ollwait = 0;
 		/* Only where the block takes part: a block that skips an item keeps its last crumb. */
-		if (threadIdx.x == 0 && (b.it->kind != COLLC_WORK_COLL || b.share < b.it->nchannels))
+		if (threadIdx.x == 0 &&
+		    (b.it->kind != COLLC_WORK_COLL || b.share < b.it->nchannels))
 			crumb_start(&a.crumbs->blk[lane][chan], b.it, pos);
 		if (b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels &&
 		    run_item(&b, a) < 0) {

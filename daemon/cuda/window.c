@@ -113,7 +113,8 @@ void cuda_crumbs_log(void)
 				const struct cuda_crumb *cr = &gpus[g].crumbs->blk[l][c];
 				const uint64_t pos = load_relaxed(&cr->pos);
 				const uint64_t wc = load_relaxed(&ctl->work_consumed[c].value);
-				const uint32_t st = load_relaxed(&cr->state), w = load_relaxed(&cr->what);
+				const uint32_t st = load_relaxed(&cr->state),
+					       w = load_relaxed(&cr->what);
 
 				if (st == CUDA_CRUMB_ENDED && pos <= wc) {
 					quiet++;
@@ -127,11 +128,12 @@ void cuda_crumbs_log(void)
 					(unsigned long long)load_relaxed(&cr->coll_id), w & 0xff,
 					(w >> 8) & 0xff, (w >> 16) & 0xff, w >> 24,
 					(unsigned long long)wc,
-					(unsigned long long)load_relaxed(&ctl->work_consumed[c].aborted));
+					(unsigned long long)load_relaxed(
+						&ctl->work_consumed[c].aborted));
 			}
 			if (quiet)
-				log_err("gpu%u.%u: %u more channels idle, their last item ended", g, l,
-					quiet);
+				log_err("gpu%u.%u: %u more channels idle, their last item ended", g,
+					l, quiet);
 		}
 	}
 }
