@@ -381,6 +381,21 @@ static __device__ void item_end(const struct collc_work_item *it, uint32_t *fin,
 		*(volatile uint32_t *)it->done = it->done_val;
 }
 
+/*
+ * The block's breadcrumb (grid.h struct cuda_crumb, mapped host memory):
+ * posted stores of thread 0 before the item runs; the fence at the end of
+ * the item (or of its batch) finds them long gone.
+ */
+static __device__ __forceinline__ void crumb_start(struct cuda_crumb *c,
+						   const struct collc_work_item *it, uint64_t pos)
+{
+	const uint32_t what = (uint32_t)it->kind | (uint32_t)it->algo << 8 |
+			      (uint32_t)it->proto << 16 | (uint32_t)it->nchannels << 24;
+
+	st_vol2x64(&c->pos, pos + 1, it->comm_id);
+	st_vol2x64(&c->coll_id, it->coll_id, (uint64_t)what | (uint64_t)CUDA_CRUMB_RUN << 32);
+}
+
 #ifndef COLLC_GRID_BLOCKS_PER_SM
 #define COLLC_GRID_BLOCKS_PER_SM 2
 #endif
@@ -466,6 +481,10 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		b.host_seq = &a.fifo[lane]->items[pos & (COLLC_FIFO_DEPTH - 1)].seq;
 		b.t_alg = b.t_done = t_item;
 		b.t_ollwait = 0;
+		/* Only where the block takes part: a block that skips an item keeps its last crumb. */
+		if (threadIdx.x == 0 &&
+		    (b.it->kind != COLLC_WORK_COLL || b.share < b.it->nchannels))
+			crumb_start(&a.crumbs->blk[lane][chan], b.it, pos);
 		if (b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels &&
 		    run_item(&b, a) < 0) {
 			/*
@@ -512,6 +531,10 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			 */
 			if (b.it->batch_last)
 				st_vol64(&wc->value, pos + 1);
+			/* After E1's fence: the next fence is an item or more away. */
+			if (b.it->kind != COLLC_WORK_COLL || b.share < b.it->nchannels)
+				st_vol32(&a.crumbs->blk[lane][chan].state,
+					 state == 3 ? CUDA_CRUMB_ABANDONED : CUDA_CRUMB_ENDED);
 			a.ds->chan_pos[lane][chan] = pos + 1;
 			if (a.trace && b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels) {
 				uint64_t *tr = a.ds->chan_trace[lane][chan];

@@ -26,6 +26,7 @@ const char *cuda_err(int e)
 void cuda_fatal(const char *what, int err)
 {
 	log_err("CUDA backend: %s: %s; exiting", what, err ? cuda_err(err) : "grid exited");
+	cuda_crumbs_log();
 	_exit(1);
 }
 

@@ -265,6 +265,18 @@ static void cuda_comm_teardown(void *priv)
 {
 	struct ccomm *cc = priv;
 
+	/*
+	 * cuda_comm_abort()'s copies into revoked_dev are not waited for: let
+	 * them land before the memory they write is unmapped (a copy into an
+	 * unmapped address is a sticky error for the whole context).
+	 */
+	for (uint32_t r = 0; r < cc->nranks; r++)
+		if (cc->mem[r].ptr) {
+			cudaSetDevice(gpus[cc->mem[r].gpu].ord);
+			if (cudaStreamSynchronize(gpus[cc->mem[r].gpu].aux_stream) != cudaSuccess)
+				log_warn("communicator teardown: gpu%d: %s", cc->mem[r].gpu,
+					 cuda_err(cudaGetLastError()));
+		}
 	for (uint32_t r = 0; r < cc->nranks; r++)
 		cuda_vmm_free(&cc->mem[r]);
 	if (cc->x)
@@ -625,6 +637,7 @@ static void cuda_fini(void)
 			cudaFreeHost(gpus[g].ll[l]);
 		}
 		cudaFreeHost(gpus[g].hctrl);
+		cudaFreeHost(gpus[g].crumbs);
 		cudaFree(gpus[g].ds);
 		cudaStreamDestroy(gpus[g].grid_stream);
 		cudaStreamDestroy(gpus[g].aux_stream);
@@ -715,6 +728,10 @@ static int gpu_init(struct gpu *g, int ord)
 			  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
 		return -ENOMEM;
 	memset(g->hctrl, 0, sizeof(*g->hctrl));
+	if (cudaHostAlloc((void **)&g->crumbs, sizeof(*g->crumbs),
+			  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
+		return -ENOMEM;
+	memset(g->crumbs, 0, sizeof(*g->crumbs));
 	if (cudaMalloc((void **)&g->ds, sizeof(*g->ds)) != cudaSuccess ||
 	    cudaMemset(g->ds, 0, sizeof(*g->ds)) != cudaSuccess ||
 	    cudaStreamSynchronize(0) != cudaSuccess)

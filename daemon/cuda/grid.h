@@ -120,10 +120,38 @@ struct cuda_dstate {
 	struct collc_work_item items[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
 };
 
+/*
+ * Breadcrumbs, one per channel block, in mapped host memory: thread 0 stores
+ * the item it starts before it runs it and how it left it after its end (the
+ * items it takes part in; work_consumed tells how far it went past them), so
+ * that after a sticky error, when no CUDA call answers any more, collcd can
+ * still log what every block was doing (cuda_crumbs_log()). Plain posted
+ * stores, no ordering: a diagnostic only, read after the grid faulted.
+ */
+#define CUDA_CRUMB_RUN       1u /* started, not ended */
+#define CUDA_CRUMB_ENDED     2u
+#define CUDA_CRUMB_ABANDONED 3u /* its communicator was revoked during it */
+
+struct cuda_crumb {
+	uint64_t pos;     /* the item's FIFO position + 1; 0: no item yet */
+	uint64_t comm_id; /* the item's communicator (the scheduler's id) */
+	uint64_t coll_id;
+	uint32_t what;  /* kind | algo << 8 | proto << 16 | nchannels << 24 */
+	uint32_t state; /* CUDA_CRUMB_* */
+};
+
+_Static_assert(sizeof(struct cuda_crumb) == 32 && offsetof(struct cuda_crumb, coll_id) == 16,
+	       "crumb: two 16-byte stores");
+
+struct cuda_crumbs {
+	struct cuda_crumb blk[CUDA_MAX_LANES][COLLC_MAX_CHANNELS];
+};
+
 struct cuda_grid_args {
 	struct collc_work_fifo *fifo[CUDA_MAX_LANES];  /* device view of mapped host memory */
 	const struct cuda_ll_fifo *ll[CUDA_MAX_LANES]; /* device view of mapped host memory */
 	struct cuda_hctrl *hctrl;                      /* device view of mapped host memory */
+	struct cuda_crumbs *crumbs;                    /* device view of mapped host memory */
 	struct cuda_dstate *ds;
 	uint32_t nlanes;
 	uint32_t nchannels;

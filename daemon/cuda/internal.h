@@ -46,6 +46,7 @@ struct gpu {
 	struct collc_work_fifo *fifo[CUDA_MAX_LANES]; /* mapped pinned host memory */
 	struct cuda_ll_fifo *ll[CUDA_MAX_LANES]; /* mapped pinned host memory: the poller's copy */
 	struct cuda_hctrl *hctrl;                /* mapped pinned host memory */
+	struct cuda_crumbs *crumbs;              /* mapped pinned host memory: breadcrumbs */
 	struct cuda_dstate *ds;
 	uint64_t epoch;
 	uint32_t running;
@@ -160,6 +161,8 @@ extern struct hreg *hreg_rel;    /* host_unmap() calls: unregistered in the next
 /* driver.c */
 const char *cuda_err(int e);
 void cuda_fatal(const char *what, int err);
+/* Logs every channel block's breadcrumb and its lane's progress (after a fault). */
+void cuda_crumbs_log(void);
 int cuda_drv_load(void);
 void cuda_vmm_free(struct vmm *v);
 int cuda_vmm_alloc(int g, size_t size, int exportable, struct vmm *v);

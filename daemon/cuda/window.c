@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -63,6 +64,8 @@ int cuda_gpu_launch(struct gpu *g)
 			return -EIO;
 		a.hctrl = p;
 	}
+	if (cudaHostGetDevicePointer((void **)&a.crumbs, g->crumbs, 0) != cudaSuccess)
+		return -EIO;
 	a.ds = g->ds;
 	a.nlanes = nlanes;
 	a.nchannels = nchan;
@@ -78,6 +81,61 @@ int cuda_gpu_launch(struct gpu *g)
 	}
 	store_release(&g->running, 1u);
 	return 0;
+}
+
+/*
+ * What every channel block was doing when the grids faulted or stopped
+ * answering: its breadcrumb (grid.h struct cuda_crumb) and its lane's
+ * progress, all in mapped host memory, which a plain load still reads when
+ * no CUDA call answers any more. Blocks that ended their last item at or
+ * before their channel's work_consumed and were not abandoned are summed up
+ * per lane; the others get a line each.
+ */
+void cuda_crumbs_log(void)
+{
+	static const char *const states[] = { "none", "running", "ended", "abandoned" };
+	struct timespec ts;
+
+	/* Wall-clock time, to set against the MPS server's log and the kernel's Xid lines. */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	log_err("the grids' breadcrumbs at %lld.%06ld (unix time)", (long long)ts.tv_sec,
+		ts.tv_nsec / 1000);
+	for (uint32_t g = 0; gpus && g < ngpus; g++) {
+		if (!gpus[g].crumbs)
+			continue;
+		for (uint32_t l = 0; l < nlanes; l++) {
+			const struct collc_fifo_ctrl *ctl = &gpus[g].fifo[l]->ctrl;
+			uint32_t quiet = 0;
+
+			log_err("gpu%u.%u at the fault: items published %llu", g, l,
+				(unsigned long long)load_relaxed(&ctl->published));
+			for (uint32_t c = 0; c < nchan; c++) {
+				const struct cuda_crumb *cr = &gpus[g].crumbs->blk[l][c];
+				const uint64_t pos = load_relaxed(&cr->pos);
+				const uint64_t wc = load_relaxed(&ctl->work_consumed[c].value);
+				const uint32_t st = load_relaxed(&cr->state),
+					       w = load_relaxed(&cr->what);
+
+				if (st == CUDA_CRUMB_ENDED && pos <= wc) {
+					quiet++;
+					continue;
+				}
+				log_err("gpu%u.%u channel %u: item at %lld %s (communicator %llu, "
+					"collective %llu, kind %u algo %u proto %u, %u channels); "
+					"work_consumed %llu, abandoned %llu",
+					g, l, c, (long long)pos - 1, states[st < 4 ? st : 0],
+					(unsigned long long)load_relaxed(&cr->comm_id),
+					(unsigned long long)load_relaxed(&cr->coll_id), w & 0xff,
+					(w >> 8) & 0xff, (w >> 16) & 0xff, w >> 24,
+					(unsigned long long)wc,
+					(unsigned long long)load_relaxed(
+						&ctl->work_consumed[c].aborted));
+			}
+			if (quiet)
+				log_err("gpu%u.%u: %u more channels idle, their last item ended", g,
+					l, quiet);
+		}
+	}
 }
 
 /* 1 running, 0 exited; a sticky error ends collcd. */

@@ -19,7 +19,9 @@
  *   -EOPNOTSUPP on every rank. netkill: the parent kills --kill-pid (the
  *   second collcd) with SIGKILL during 64 MiB all-reduces; the first
  *   daemon's ranks must end them with -EPIPE within 2 s, then run a new
- *   communicator of their own.)
+ *   communicator of their own. $COLLC_NETKILL_BEFORE, if set, is a shell
+ *   command run just before the SIGKILL, inside the 2 s: net-daemons.sh ends
+ *   the second collcd's MPS client with it when both share a GPU.)
  *   (stream: stream-ordered and graph-captured all-reduces, and their latency,
  *   through the path libcollc chose: $COLLC_STREAM_PATH=kernel forces the gate kernel)
  *   (copies: all-to-all, all-to-allv and send/recv, checked byte for byte)
@@ -1817,7 +1819,21 @@ int main(int argc, char **argv)
 		}
 		usleep(200000); /* 64 MiB all-reduces in flight across the daemons */
 		t_kill = now_us();
+		if (getenv("COLLC_NETKILL_BEFORE") && *getenv("COLLC_NETKILL_BEFORE")) {
+			int rc = system(getenv("COLLC_NETKILL_BEFORE"));
+
+			fprintf(stderr, "%s: $COLLC_NETKILL_BEFORE exited with %d, %.1f ms\n",
+				label, rc, (now_us() - t_kill) / 1000.0);
+		}
 		kill(kill_pid, SIGKILL);
+		{
+			/* Unix time, to set against collcd's breadcrumbs and the MPS server's log. */
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			fprintf(stderr, "%s: SIGKILL of pid %d at %lld.%06ld (unix time)\n", label,
+				(int)kill_pid, (long long)ts.tv_sec, ts.tv_nsec / 1000);
+		}
 		bad = wait_all(pids, na, 40);
 		wait_all(&pids[na], ngpus - na, 20); /* their collcd is gone: reaped, not judged */
 		for (int i = 0; i < na; i++) {

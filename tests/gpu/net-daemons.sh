@@ -5,8 +5,9 @@
 # collcd on loopback, each with --backend cuda, its own socket and --listen
 # 127.0.0.1:PORT, both on GPU 0 under MPS; collc-gpu-test's net scenario with
 # 2 ranks (one per collcd) and 4 ranks (two per collcd: rings inside a daemon
-# and across), then netkill (kill -9 of the second collcd mid-run: -EPIPE on
-# the first one's ranks within 2 s, and it keeps serving). One RESULT line per
+# and across), then netkill (kill -9 of the second collcd mid-run, its MPS
+# client ended first, KILL_MODE below: -EPIPE on the first one's ranks within
+# 2 s, and it keeps serving). One RESULT line per
 # check, a summary last; exit status 0 when all pass.
 #
 #   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-kill-4ranks]
@@ -16,7 +17,16 @@
 #
 # PREBUILT: a directory with collcd, collc-gpu-test and libcollc.so.1 (no
 # build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
-# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0).
+# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), KILL_MODE.
+#
+# KILL_MODE=mps (the default): netkill first ends the second collcd's MPS
+# client (`terminate_client`), then sends SIGKILL. Both collcd are clients of
+# one MPS server here, and killing a client whose grid is resident, without
+# that, is undefined under MPS (NVIDIA's MPS guide, "client early
+# termination"): the server may report a fault to every client of the GPU,
+# which would end the first collcd for a reason that two nodes never share.
+# KILL_MODE=raw sends SIGKILL alone. After netkill the MPS server's log and
+# the kernel's Xid lines (if readable) land in the logs folder.
 set -u
 LOGDIR=${OUT:-/tmp/collc-gpunet-logs}
 SEED=${SEED:-$(date +%s)}
@@ -101,7 +111,22 @@ if start_both; then
 	t 180 net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
 	alive net-4ranks
 	sleep 2
+	NETKILL_BEFORE=
+	MPS_SERVER=$(echo get_server_list | timeout 5 nvidia-cuda-mps-control 2>/dev/null | head -n 1)
+	if [ "${KILL_MODE:-mps}" = mps ] && [ -n "$MPS_SERVER" ]; then
+		# Its grid ended by the server, collcd B exits on the sticky error; SIGKILL follows
+		# (after at most 0.2 s: an exited B stays a zombie of this shell, kill -0 still sees it).
+		NETKILL_BEFORE="echo terminate_client $MPS_SERVER $PID_B | timeout 5 nvidia-cuda-mps-control >>'$LOGDIR/tests.log' 2>&1;
+			for _ in \$(seq 1 20); do kill -0 $PID_B 2>/dev/null || break; sleep 0.01; done"
+	fi
+	[[ "$WANT" == *" net-kill-4ranks "* ]] &&
+		echo "net-kill-4ranks: KILL_MODE=${KILL_MODE:-mps}, MPS server ${MPS_SERVER:-none}" >>"$LOGDIR/tests.log"
+	export COLLC_NETKILL_BEFORE=$NETKILL_BEFORE
 	t 120 net-kill-4ranks netkill --gpus "$GPU,$GPU,$GPU,$GPU" --kill-pid "$PID_B"
+	unset COLLC_NETKILL_BEFORE
+	cp "$CUDA_MPS_LOG_DIRECTORY/server.log" "$LOGDIR/mps-server.log" 2>/dev/null
+	cp "$CUDA_MPS_LOG_DIRECTORY/control.log" "$LOGDIR/mps-control.log" 2>/dev/null
+	dmesg 2>/dev/null | grep -i "xid" | tail -n 20 >"$LOGDIR/xid.txt"
 	if ! kill -0 "$PID_B" 2>/dev/null; then
 		wait "$PID_B" 2>/dev/null
 		PID_B=
