@@ -481,9 +481,12 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		b.host_seq = &a.fifo[lane]->items[pos & (COLLC_FIFO_DEPTH - 1)].seq;
 		b.t_alg = b.t_done = t_item;
 		b.t_ollwait = 0;
-		/* Only where the block takes part: a block that skips an item keeps its last crumb. */
-		if (threadIdx.x == 0 &&
-		    (b.it->kind != COLLC_WORK_COLL || b.share < b.it->nchannels))
+		/*
+		 * Only the item's first channel block (share 0): a crumb from every
+		 * block of a 1 MiB item cost 5% of pipelined all-reduces
+		 * (bench/RESULTS.md); the others keep their last crumb.
+		 */
+		if (threadIdx.x == 0 && b.share == 0)
 			crumb_start(&a.crumbs->blk[lane][chan], b.it, pos);
 		if (b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels &&
 		    run_item(&b, a) < 0) {
@@ -532,7 +535,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			if (b.it->batch_last)
 				st_vol64(&wc->value, pos + 1);
 			/* After E1's fence: the next fence is an item or more away. */
-			if (b.it->kind != COLLC_WORK_COLL || b.share < b.it->nchannels)
+			if (b.share == 0)
 				st_vol32(&a.crumbs->blk[lane][chan].state,
 					 state == 3 ? CUDA_CRUMB_ABANDONED : CUDA_CRUMB_ENDED);
 			a.ds->chan_pos[lane][chan] = pos + 1;
