@@ -497,8 +497,8 @@ static int gate_kernel(CUstream s, uint64_t go, uint32_t go_val, uint64_t done, 
 	return 0;
 }
 
-int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_val, uint64_t done,
-			   uint32_t done_val, int rearm)
+/* The device's path (COLLC_STREAM_PATH_*), or -errno; 0: not readied by collc__gpu_stream_ready(). */
+static int path_of(int device)
 {
 	int p;
 
@@ -509,25 +509,26 @@ int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_va
 	pthread_mutex_lock(&gate.lock);
 	p = gate.path[device];
 	pthread_mutex_unlock(&gate.lock);
+	return p;
+}
+
+int collc__gpu_stream_gate(void *stream, int device, uint64_t go, uint32_t go_val, uint64_t done,
+			   uint32_t done_val, int rearm)
+{
+	int p = path_of(device);
+
 	if (p == COLLC_STREAM_PATH_MEMOPS)
 		return gate_memops((CUstream)stream, go, go_val, done, done_val, rearm);
 	if (p == COLLC_STREAM_PATH_KERNEL)
 		return gate_kernel((CUstream)stream, go, go_val, done, done_val, rearm);
-	return p < 0 ? p : -EINVAL; /* not readied by collc__gpu_stream_ready() */
+	return p < 0 ? p : -EINVAL; /* not readied */
 }
 
 /* The device's path, if it is memops: the halves exist only there. */
 static int memops_path(int device)
 {
-	int p;
+	int p = path_of(device);
 
-	if (cu_state < 0)
-		return cu_state;
-	if (device < 0 || device >= GATE_DEVICES)
-		return -EINVAL;
-	pthread_mutex_lock(&gate.lock);
-	p = gate.path[device];
-	pthread_mutex_unlock(&gate.lock);
 	if (p == COLLC_STREAM_PATH_MEMOPS)
 		return 0;
 	return p == COLLC_STREAM_PATH_KERNEL ? -EOPNOTSUPP : p < 0 ? p : -EINVAL;
