@@ -35,8 +35,9 @@ registered with collcd on first use and cached. Inside torch.cuda.graph
 capture the call records into the graph; a tensor not registered yet raises
 there (run the collective once before capturing). Errors of stream-ordered
 collectives surface as collc.Error at the next call, wait() or
-comm.check_async_error(). `import collc.torch` registers the torch.distributed
-backend "collc".
+comm.check_async_error(). One thread driving several ranks on a GPU groups
+their dependent calls (a send and its receive) in `with collc.group():`.
+`import collc.torch` registers the torch.distributed backend "collc".
 """
 
 import ctypes
@@ -51,7 +52,7 @@ import numpy as np
 
 from . import _cuda, _lib
 
-__all__ = ["Error", "Context", "Comm", "Request", "connect", "dtype_size", "library_path",
+__all__ = ["Error", "Context", "Comm", "Request", "connect", "dtype_size", "group", "library_path",
            "SUM", "PROD", "MAX", "MIN", "AVG"]
 
 _C, library_path = _lib.load()
@@ -696,3 +697,21 @@ class Comm:
 def connect(socket=None):
     """Connects to collcd: socket path, else $COLLC_SOCKET, else collcd's default."""
     return Context(socket)
+
+
+class group:
+    """with collc.group(): stream-ordered calls of this thread inside the block
+    start on their streams at once; their streams' waits for the results are
+    enqueued when the outermost block ends (collc_group_start/collc_group_end,
+    as ncclGroupStart/ncclGroupEnd). Needed when one thread drives ranks whose
+    calls depend on each other (a send and its receive on one GPU). Nests."""
+
+    def __enter__(self):
+        _check(_C.collc_group_start(), "collc_group_start")
+        return self
+
+    def __exit__(self, *exc):
+        r = _C.collc_group_end()
+        if exc[0] is None:
+            _check(r, "collc_group_end")
+        return False

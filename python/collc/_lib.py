@@ -92,6 +92,8 @@ _PROTOS = {
     "collc_event_fd": (_i, [_p]),
     "collc_strerror": (ctypes.c_char_p, [_i]),
     "collc_dtype_size": (_sz, [_i]),
+    "collc_group_start": (_i, []),
+    "collc_group_end": (_i, []),
 }
 
 # Stream-ordered forms (CUDA tensors): collc_<op>_stream takes the stream

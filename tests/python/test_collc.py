@@ -450,6 +450,16 @@ def rank_main(a):
             t.fail(f"stream_path of a host communicator: {comm.stream_path!r}, no error")
         except collc.Error as e:
             t.expect(e.name == "EINVAL", f"stream_path of a host communicator: {e!r}")
+        # Groups nest and end cleanly; an end without a start is EINVAL.
+        with collc.group():
+            with collc.group():
+                comm.all_reduce(np.ones(2, np.float32))
+        t.checks += 1
+        try:
+            collc._check(collc._C.collc_group_end(), "collc_group_end")
+            t.fail("collc_group_end without a start: no error")
+        except collc.Error as e:
+            t.expect(e.name == "EINVAL", f"collc_group_end without a start: {e!r}")
         t.torch_cpu()
         # A second communicator on the same context.
         comm2 = ctx.comm(bytes.fromhex(a.uid2), a.nranks, a.rank)
