@@ -344,16 +344,25 @@ static const struct collc_msg_comm_init remote_rank = { .device = -1 };
  * two_comms_late). Items of communicators of this daemon alone always finish,
  * so those may share. -EBUSY when no block is free.
  */
-static int span_devices(const struct comm *cm, uint32_t *local)
+/* used[d]: device d of cm's executor serves another communicator spanning daemons. */
+static void span_used(const struct comm *cm, uint8_t used[SCHED_MAX_DEVICES])
 {
 	const struct sched_exec *se = &sched.execs[cm->exec_idx];
-	uint8_t used[SCHED_MAX_DEVICES] = { 0 };
-	uint32_t n = cm->nranks, nd = se->ex->ndevices;
 
+	memset(used, 0, SCHED_MAX_DEVICES);
 	for (const struct comm *o = sched.comms; o; o = o->next)
 		if (o != cm && o->local && o->exec_priv && o->exec_idx == cm->exec_idx)
 			for (uint32_t r = 0; r < o->nranks; r++)
 				used[o->devs[r] - se->base] = 1;
+}
+
+static int span_devices(const struct comm *cm, uint32_t *local)
+{
+	const struct sched_exec *se = &sched.execs[cm->exec_idx];
+	uint8_t used[SCHED_MAX_DEVICES];
+	uint32_t n = cm->nranks, nd = se->ex->ndevices;
+
+	span_used(cm, used);
 	for (uint32_t b = nd >= n ? nd - n + 1 : 0; b-- > 0;) {
 		uint32_t i = 0;
 
@@ -382,8 +391,8 @@ static int span_gpu_devices(const struct comm *cm, const struct collc_msg_comm_i
 			    uint32_t *local)
 {
 	const struct sched_exec *se = &sched.execs[cm->exec_idx];
-	const struct collc_msg_comm_init *mine[COLLC_MAX_RANKS];
-	uint8_t used[SCHED_MAX_DEVICES] = { 0 };
+	const struct collc_msg_comm_init *mine[COLLC_MAX_RANKS] = { NULL };
+	uint8_t used[SCHED_MAX_DEVICES];
 	uint32_t got[COLLC_MAX_RANKS], n = 0, k = 0;
 	int r;
 
@@ -393,10 +402,7 @@ static int span_gpu_devices(const struct comm *cm, const struct collc_msg_comm_i
 	r = se->ex->place(n, mine, got);
 	if (r < 0)
 		return r;
-	for (const struct comm *o = sched.comms; o; o = o->next)
-		if (o != cm && o->local && o->exec_priv && o->exec_idx == cm->exec_idx)
-			for (uint32_t i = 0; i < o->nranks; i++)
-				used[o->devs[i] - se->base] = 1;
+	span_used(cm, used);
 	for (uint32_t i = 0; i < n; i++)
 		if (used[got[i]]) {
 			log_warn("communicator %llu: its rank's device %u already serves another "
