@@ -1144,6 +1144,30 @@ static int child_regtraffic(const struct collc_unique_id *ids, int n, int me, in
 }
 
 /*
+ * Waits for a queue of collectives that a revocation cuts: those finished
+ * before it end with 0, in order (*done), the rest with -EPIPE (*lost, the
+ * last at *t_last). 1 when every one ended so, 0 when any ended otherwise
+ * or a 0 came after a -EPIPE.
+ */
+static int wait_queue(struct collc_ctx *ctx, const collc_req *rq, int n, int *done, int *lost,
+		      double *t_last)
+{
+	int order_ok = 1;
+
+	for (int i = 0; i < n; i++) {
+		int b = collc_wait(ctx, rq[i], 10000);
+
+		if (b == 0 && !*lost)
+			(*done)++;
+		else if (b == -EPIPE)
+			(*lost)++, *t_last = now_us();
+		else
+			order_ok = 0;
+	}
+	return order_ok;
+}
+
+/*
  * The kill scenario: on comm 0, both ranks put a 64 MiB all-reduce in flight,
  * then rank 0 waits in a collective rank 1 never submits, and the parent kills
  * rank 1. Comm 1 (other processes, same GPUs) keeps running throughout.
@@ -1206,16 +1230,7 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
 	 * before the revocation end with 0, in order; the rest were abandoned in
 	 * the grid (or never started) and end with -EPIPE.
 	 */
-	for (int i = 0; i < KILL_QUEUE; i++) {
-		int b = collc_wait(rc.ctx, big_rq[i], 10000);
-
-		if (b == 0 && !lost)
-			done++;
-		else if (b == -EPIPE)
-			lost++, t_last = now_us();
-		else
-			order_ok = 0;
-	}
+	order_ok = wait_queue(rc.ctx, big_rq, KILL_QUEUE, &done, &lost, &t_last);
 	if (r == 0)
 		r = collc_wait(rc.ctx, rq, 5000);
 	if (t_last < now_us())
@@ -1409,16 +1424,7 @@ static int child_netkill(const struct collc_unique_id *ids, int n, int me)
 				    COLLC_SUM, &rq[i]) < 0)
 			return 1;
 	sh->ready[me] = 1;
-	for (int i = 0; i < NETKILL_QUEUE; i++) {
-		int b = collc_wait(rc.ctx, rq[i], 10000);
-
-		if (b == 0 && !lost)
-			done++;
-		else if (b == -EPIPE)
-			lost++, t_last = now_us();
-		else
-			order_ok = 0;
-	}
+	order_ok = wait_queue(rc.ctx, rq, NETKILL_QUEUE, &done, &lost, &t_last);
 	if (me >= na)
 		return 0; /* its collcd is gone: nothing to check here */
 	sh->value[me][0] = done;
