@@ -361,9 +361,8 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
  * (proto/work.h). Thread 0 of a channel block, after the block's system
  * fence. The last channel block of the item to get here stores them; the
  * done word (an item of one channel) only where the block did not abandon
- * the item. fin is the item's FIFO
- * slot's count, back at 0 before the last block's work_consumed lets the
- * host reuse the slot.
+ * the item. fin is the item's FIFO slot's count, back at 0 before the last
+ * block's work_consumed lets the host reuse the slot.
  */
 static __device__ void item_end(const struct collc_work_item *it, uint32_t *fin, int signal,
 				int done, int abandoned)

@@ -124,10 +124,10 @@ struct cuda_dstate {
  * Breadcrumbs, one per channel block, in mapped host memory: thread 0 stores
  * the item it starts before it runs it and how it left it after its end (the
  * items it leads, share 0 of the item's channels; work_consumed tells how far
- * the block went past them), so
- * that after a sticky error, when no CUDA call answers any more, collcd can
- * still log what every block was doing (cuda_crumbs_log()). Plain posted
- * stores, no ordering: a diagnostic only, read after the grid faulted.
+ * the block went past them), so that after a sticky error, when no CUDA call
+ * answers any more, collcd can still log what every block was doing
+ * (cuda_crumbs_log()). Plain posted stores, no ordering: a diagnostic only,
+ * read after the grid faulted.
  */
 #define CUDA_CRUMB_RUN       1u /* started, not ended */
 #define CUDA_CRUMB_ENDED     2u
