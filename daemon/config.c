@@ -40,6 +40,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->cuda_lanes = 2;
 	cfg->cuda_idle_sleep_ns = 200;
 	cfg->cuda_trace = 0;
+	cfg->cuda_breadcrumbs = 1;
 	snprintf(cfg->net, sizeof(cfg->net), "auto");
 	cfg->net_timeout_ms = 2000;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
@@ -219,6 +220,8 @@ static const struct key_desc keys[] = {
 	KEY_FIXED("cuda_idle_sleep_ns", K_U32, cuda_idle_sleep_ns, 0, 1000000),
 	/* Fixed at start. 1: the grid times its hand-offs, logged at exit (costs PCIe writes). */
 	KEY_FIXED("cuda_trace", K_U32, cuda_trace, 0, 1),
+	/* Fixed at start. 1: each item's first channel block leaves a breadcrumb for a fault's log. */
+	KEY_FIXED("cuda_breadcrumbs", K_U32, cuda_breadcrumbs, 0, 1),
 	/* Fixed at start. ADDR:PORT on which collcd meets other collcd daemons; empty: off. */
 	KEY_STR_FIXED("listen", listen),
 	/* Fixed at start. Transport to other daemons: auto, tcp, ib or plugin:NAME. */

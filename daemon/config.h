@@ -42,6 +42,7 @@ struct collc_config {
 	uint32_t cuda_lanes;         /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
 	uint32_t cuda_idle_sleep_ns; /* fixed at start: idle GPU channel blocks sleep between polls */
 	uint32_t cuda_trace;         /* fixed at start: 1: the grid times its hand-offs */
+	uint32_t cuda_breadcrumbs;   /* fixed at start: 1: channel blocks leave breadcrumbs */
 	/* Other daemons (daemon/node.c). */
 	char listen[64];         /* fixed at start: ADDR:PORT other collcd daemons reach; "": off */
 	char net[64];            /* fixed at start: auto, tcp, ib or plugin:NAME */

@@ -63,7 +63,8 @@ static void usage(FILE *f)
 		"      op_timeout_ms, oneshot_max_bytes, twoshot_max_bytes, ll_max_bytes,\n"
 		"      oneshot_ll_max_bytes, ll128_max_bytes, channel_min_bytes, sched_spin_us,\n"
 		"      gate_spin_us, exec_spin_us, rotate_channels, copy_push, cuda_lanes,\n"
-		"      cuda_idle_sleep_ns, cuda_trace, listen, net, net_ifname, net_timeout_ms\n"
+		"      cuda_idle_sleep_ns, cuda_trace, cuda_breadcrumbs, listen, net, net_ifname,\n"
+		"      net_timeout_ms\n"
 		"      (channels, channel_min_bytes, oneshot_ll_max_bytes, oneshot_max_bytes,\n"
 		"      twoshot_max_bytes, rotate_channels and copy_push take auto: each\n"
 		"      executor's default)\n");

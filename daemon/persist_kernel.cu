@@ -485,7 +485,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 		 * block of a 1 MiB item cost 5% of pipelined all-reduces
 		 * (bench/RESULTS.md); the others keep their last crumb.
 		 */
-		if (threadIdx.x == 0 && b.share == 0)
+		if (threadIdx.x == 0 && b.share == 0 && a.crumbs)
 			crumb_start(&a.crumbs->blk[lane][chan], b.it, pos);
 		if (b.it->kind == COLLC_WORK_COLL && b.share < b.it->nchannels &&
 		    run_item(&b, a) < 0) {
@@ -534,7 +534,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 			if (b.it->batch_last)
 				st_vol64(&wc->value, pos + 1);
 			/* After E1's fence: the next fence is an item or more away. */
-			if (b.share == 0)
+			if (b.share == 0 && a.crumbs)
 				st_vol32(&a.crumbs->blk[lane][chan].state,
 					 state == 3 ? CUDA_CRUMB_ABANDONED : CUDA_CRUMB_ENDED);
 			a.ds->chan_pos[lane][chan] = pos + 1;

@@ -50,6 +50,7 @@
 struct gpu *gpus;
 uint32_t ngpus, nlanes, nchan;
 uint32_t trace; /* config cuda_trace */
+uint32_t breadcrumbs = 1; /* config cuda_breadcrumbs */
 /*
  * Config cuda_idle_sleep_ns: how long an idle channel block sleeps between
  * polls of its lane (after 4096 polls without an item); 0 spins without
@@ -728,10 +729,12 @@ static int gpu_init(struct gpu *g, int ord)
 			  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
 		return -ENOMEM;
 	memset(g->hctrl, 0, sizeof(*g->hctrl));
-	if (cudaHostAlloc((void **)&g->crumbs, sizeof(*g->crumbs),
-			  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
-		return -ENOMEM;
-	memset(g->crumbs, 0, sizeof(*g->crumbs));
+	if (breadcrumbs) {
+		if (cudaHostAlloc((void **)&g->crumbs, sizeof(*g->crumbs),
+				  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)
+			return -ENOMEM;
+		memset(g->crumbs, 0, sizeof(*g->crumbs));
+	}
 	if (cudaMalloc((void **)&g->ds, sizeof(*g->ds)) != cudaSuccess ||
 	    cudaMemset(g->ds, 0, sizeof(*g->ds)) != cudaSuccess ||
 	    cudaStreamSynchronize(0) != cudaSuccess)
@@ -774,6 +777,9 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 	notify = init->notify;
 	require_mps = init->require_mps;
 	trace = init->cfg->cuda_trace;
+	breadcrumbs = init->cfg->cuda_breadcrumbs;
+	if (!breadcrumbs)
+		log_info("cuda_breadcrumbs 0: a GPU fault's log will not say what the grid was doing");
 	idle_sleep_ns = init->cfg->cuda_idle_sleep_ns;
 	if (idle_sleep_ns != 200)
 		log_info("cuda_idle_sleep_ns: idle channel blocks sleep %u ns between polls",

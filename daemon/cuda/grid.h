@@ -127,7 +127,8 @@ struct cuda_dstate {
  * the block went past them), so that after a sticky error, when no CUDA call
  * answers any more, collcd can still log what every block was doing
  * (cuda_crumbs_log()). Plain posted stores, no ordering: a diagnostic only,
- * read after the grid faulted.
+ * read after the grid faulted. Config cuda_breadcrumbs 0: the grid's
+ * pointer is NULL and the blocks leave none.
  */
 #define CUDA_CRUMB_RUN       1u /* started, not ended */
 #define CUDA_CRUMB_ENDED     2u

@@ -131,6 +131,7 @@ struct lane_track {
 extern struct gpu *gpus;
 extern uint32_t ngpus, nlanes, nchan;
 extern uint32_t trace; /* config cuda_trace */
+extern uint32_t breadcrumbs; /* config cuda_breadcrumbs; 0: gpus[].crumbs stays NULL */
 /*
  * Config cuda_idle_sleep_ns: how long an idle channel block sleeps between
  * polls of its lane (after 4096 polls without an item); 0 spins without

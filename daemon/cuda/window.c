@@ -64,7 +64,8 @@ int cuda_gpu_launch(struct gpu *g)
 			return -EIO;
 		a.hctrl = p;
 	}
-	if (cudaHostGetDevicePointer((void **)&a.crumbs, g->crumbs, 0) != cudaSuccess)
+	/* NULL (config cuda_breadcrumbs 0): the channel blocks leave none. */
+	if (g->crumbs && cudaHostGetDevicePointer((void **)&a.crumbs, g->crumbs, 0) != cudaSuccess)
 		return -EIO;
 	a.ds = g->ds;
 	a.nlanes = nlanes;
@@ -98,6 +99,10 @@ void cuda_crumbs_log(void)
 
 	/* Wall-clock time, to set against the MPS server's log and the kernel's Xid lines. */
 	clock_gettime(CLOCK_REALTIME, &ts);
+	if (!breadcrumbs) {
+		log_err("the grids left no breadcrumbs (cuda_breadcrumbs 0)");
+		return;
+	}
 	log_err("the grids' breadcrumbs at %lld.%06ld (unix time)", (long long)ts.tv_sec,
 		ts.tv_nsec / 1000);
 	for (uint32_t g = 0; gpus && g < ngpus; g++) {
