@@ -129,12 +129,14 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 }
 
 /*
- * Items one pass of the poller reads, every lane's together: a lane that
- * found items reads up to POLL_ITEMS / nlanes ahead in the next pass, an
- * idle lane one. Each is a 256-byte load of the whole warp. The window
- * bounds the pipelined rate (one pass, 3.4 us, per window), but every
- * POLL_ITEMS above 4 measured cost a lone 16-256 KiB collective 1-1.5 us
- * (bench/RESULTS.md, "the poller's read-ahead window").
+ * Items one pass of a poller warp reads, its lanes' together: a lane that
+ * found items reads up to POLL_ITEMS / (its warp's lanes) ahead in the next
+ * pass, an idle lane one. Each is a 256-byte load of the whole warp. The
+ * window bounds the pipelined rate (one pass, 3.4 us, per window). A wider
+ * one does not fit the registers: at 8, 80 bytes of the poller spilled
+ * (ptxas), and every POLL_ITEMS above 4 cost a lone 16-256 KiB collective
+ * 1-1.5 us (bench/RESULTS.md, "the poller's read-ahead window"), so each
+ * lane gets a warp of its own instead.
  */
 #define POLL_ITEMS 4u
 
@@ -153,10 +155,11 @@ static __device__ __forceinline__ void poll_slot(const uint32_t *off, uint32_t i
 }
 
 /*
- * The poller: warp 0 of block 0; thread l keeps FIFO l's position and gate.
- * Each pass loads, in one round of PCIe reads, every lane's gate and the
- * items ahead of the lanes' positions from their LL copies (grid.h): thread
- * t loads word t of each item. A lane's run of whole items from its
+ * A poller: a warp of block 0 serving lanes lane0 .. lane0 + nl - 1; its
+ * thread l keeps FIFO lane0 + l's position and gate. Each pass loads, in one
+ * round of PCIe reads, its lanes' gates and the items ahead of their
+ * positions from their LL copies (grid.h): thread t loads word t of each
+ * item. A lane's run of whole items from its
  * position, within its gate, is its unit: the warp copies every lane's unit
  * into device memory together (with trace, stamping t_forward) and thread l
  * publishes lane l's with one store of dseq (G1). Units and work batches
@@ -169,21 +172,22 @@ static __device__ __forceinline__ void poll_slot(const uint32_t *off, uint32_t i
  * the rest of its items not yet seen, would leave work_consumed short of
  * the position it reports, and the window would wait for it forever.
  */
-__device__ __noinline__ void poller(const struct cuda_grid_args &a)
+__device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lane0, uint32_t nl)
 {
-	const uint32_t t = threadIdx.x;
+	const uint32_t t = threadIdx.x & 31;
 	struct cuda_dstate *ds = a.ds;
-	const uint32_t ahead = max(1u, POLL_ITEMS / a.nlanes);
-	int done = t >= a.nlanes;
+	const uint32_t ahead = max(1u, POLL_ITEMS / nl);
+	const uint32_t me = lane0 + t; /* the lane thread t keeps (t < nl) */
+	int done = t >= nl;
 	uint64_t pos = 0, gate = CUDA_GATE_OPEN, last_coll = 0;
 	uint32_t want = 1;
 	int acked = 0, open = 0; /* open: the last item forwarded left its batch open (B2) */
-	struct collc_work_fifo *f = done ? NULL : a.fifo[t];
-	struct cuda_hlane *hl = done ? NULL : &a.hctrl->lane[t];
+	struct collc_work_fifo *f = done ? NULL : a.fifo[me];
+	struct cuda_hlane *hl = done ? NULL : &a.hctrl->lane[me];
 
 	if (!done) {
-		pos = ds->lane[t].poll_pos;
-		last_coll = ds->lane[t].last_coll;
+		pos = ds->lane[me].poll_pos;
+		last_coll = ds->lane[me].last_coll;
 	}
 	for (uint32_t it = 0;; it++) {
 		uint32_t off[CUDA_MAX_LANES + 1], run[CUDA_MAX_LANES], nl[CUDA_MAX_LANES];
@@ -218,7 +222,7 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 			poll_slot(off, i, &s, &k);
 			if (i < off[CUDA_MAX_LANES])
 				v[i] = ld_vol64(
-					&a.ll[s]->items[(p[s] + k) & (COLLC_FIFO_DEPTH - 1)].w[t]);
+					&a.ll[lane0 + s]->items[(p[s] + k) & (COLLC_FIFO_DEPTH - 1)].w[t]);
 		}
 		/* L1': a word whose flag is the item's position + 1 is whole (grid.h). */
 #pragma unroll
@@ -267,7 +271,7 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 				}
 			} else if (pos >= gate) {
 				/* G2: stop at the boundary the host chose. */
-				st_rel_gpu(&ds->lane[t].stop_epoch, a.epoch);
+				st_rel_gpu(&ds->lane[me].stop_epoch, a.epoch);
 				done = 1;
 			} else {
 				n = (uint32_t)min((uint64_t)mine, gate - pos);
@@ -301,7 +305,7 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 					w = (uint32_t)(t_issue >> 32);
 				if (t == 20 && k + 1 == nl[s] && cutl[s])
 					w = 1;
-				((uint32_t *)&ds->items[s][slot])[t] = w;
+				((uint32_t *)&ds->items[lane0 + s][slot])[t] = w;
 				if (k + 1 == nl[s]) {
 					/*
 					 * Kind (word 0), coll_id (words 14-15) and batch_last
@@ -327,7 +331,7 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 					uint64_t tb = globaltimer();
 
 					for (uint32_t i = 0; i < n; i++)
-						ds->items[t][(pos + i) & (COLLC_FIFO_DEPTH - 1)]
+						ds->items[me][(pos + i) & (COLLC_FIFO_DEPTH - 1)]
 							.reserved[0] = tb;
 				}
 				if (kind == COLLC_WORK_COLL)
@@ -335,14 +339,14 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a)
 				if (kind == COLLC_WORK_QUIT)
 					done = 1;
 				/* G1: the unit's copy, then dseq. */
-				st_rel_gpu(&ds->lane[t].dseq, pos + n);
+				st_rel_gpu(&ds->lane[me].dseq, pos + n);
 				pos += n;
 			}
 		}
 	}
-	if (t < a.nlanes) {
-		ds->lane[t].poll_pos = pos;
-		ds->lane[t].last_coll = last_coll;
+	if (t < nl) {
+		ds->lane[me].poll_pos = pos;
+		ds->lane[me].last_coll = last_coll;
 	}
 }
 
@@ -409,8 +413,12 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 	uint64_t pos, t_seen = 0, t_item = 0, seen = 0; /* seen: thread 0's last dseq */
 
 	if (blockIdx.x == 0) {
-		if (threadIdx.x < 32)
-			poller(a);
+		/*
+		 * A warp per lane: each reads POLL_ITEMS ahead of its own lane
+		 * with the registers one warp has (POLL_ITEMS).
+		 */
+		if (threadIdx.x < 32 * a.nlanes)
+			poller(a, threadIdx.x / 32, 1);
 		return;
 	}
 	lane = (blockIdx.x - 1) / a.nchannels;

@@ -5,8 +5,8 @@
  * state that survives a relaunch, the connection state of one rank on one
  * channel, and the launch entry point. Plain C, no CUDA types.
  *
- * One grid per GPU: block 0 is the poller (its warp 0 alone polls the work
- * FIFOs in mapped host memory, one lane of the warp per FIFO), blocks
+ * One grid per GPU: block 0 is the poller (its warp l alone polls work FIFO
+ * l in mapped host memory; the other warps idle), blocks
  * 1 + lane * nchannels + ch run channel ch of lane `lane`. A GPU serves
  * `nlanes` FIFOs so that several ranks of one communicator can share it.
  */
