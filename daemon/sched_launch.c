@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/atomics.h"
@@ -279,9 +280,20 @@ static uint64_t a2a_term(uint32_t i, uint32_t j, uint64_t count)
  */
 static int a2a_as_blocks(const struct comm *cm)
 {
+	static int forced = -1;
 	const struct exec_backend *ex = sched.execs[cm->exec_idx].ex;
 
-	return cm->local && !(ex->caps & EXEC_CAP_NET_RELAY) && ex->copy;
+	/*
+	 * Test hook: COLLCD_NET_A2A=blocks in collcd's environment makes the
+	 * executors with the relay (the CPU one) run blocks too, so that CI
+	 * runs them without a GPU; every daemon of a communicator needs it alike.
+	 */
+	if (forced < 0) {
+		const char *e = getenv("COLLCD_NET_A2A");
+
+		forced = e && !strcmp(e, "blocks");
+	}
+	return cm->local && (forced || (!(ex->caps & EXEC_CAP_NET_RELAY) && ex->copy));
 }
 
 /*
@@ -613,7 +625,11 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 			return 0;
 	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(sl, cm->nranks), cm->nranks,
 		  slot_plan_flags(cm, sl, se->ex->caps), &p);
-	if (cm->local) {
+	if (cm->local && blocks) {
+		/* This daemon's blocks: copy lists as on one node, on the agreed channels at most. */
+		if (p.nchannels > cm->net_nchan)
+			p.nchannels = cm->net_nchan;
+	} else if (cm->local) {
 		/*
 		 * Every daemon runs the same ring: Simple, the default chunk, and
 		 * the agreed channels, but one for a small collective (its steps
@@ -624,7 +640,7 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		p.algo = COLLC_ALGO_RING;
 		p.proto = COLLC_PROTO_SIMPLE;
 		p.nchannels = cm->net_nchan;
-		if ((collc_copy_coll(a->opcode) && !blocks) ||
+		if (collc_copy_coll(a->opcode) ||
 		    (uint64_t)rank_bytes(sl, cm->nranks) < NET_ONE_CHANNEL_BYTES)
 			p.nchannels = 1;
 		p.chunk_bytes = 0;
