@@ -122,9 +122,9 @@ struct rreq {
 
 /* P2P_STAGE slots of P2P_CHUNK bytes, one way of a link (the ring above). */
 struct stage {
-	char *buf;  /* NULL until the link's first staged payload that way */
-	void *mh;   /* its registration with the link's comm */
-	void *map;  /* ex->host_map's handle (the executor unmaps it); NULL: ours to munmap */
+	char *buf; /* NULL until the link's first staged payload that way */
+	void *mh;  /* its registration with the link's comm */
+	void *map; /* ex->host_map's handle (the executor unmaps it); NULL: ours to munmap */
 	const struct exec_backend *ex;
 	uint32_t next, used; /* slot next % P2P_STAGE is the next taken; used are taken */
 };

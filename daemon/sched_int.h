@@ -411,8 +411,7 @@ void sched_p2p_free(struct comm *cm);
 struct node_p2p;
 void sched_p2p_net_cmd(struct sched_cmd *cmd);
 /* Fills d->ex and d->dev for a buffer of executor memory of local rank `rank` (sched_p2p.c). */
-void sched_net_stage(const struct comm *cm, uint32_t rank, const struct mr *mr,
-		     struct node_p2p *d);
+void sched_net_stage(const struct comm *cm, uint32_t rank, const struct mr *mr, struct node_p2p *d);
 /* An all-to-all block across daemons of collective seq ended with err (sched_launch.c). */
 void sched_a2a_block_done(struct comm *cm, uint64_t seq, int err);
 uint64_t sched_p2p_lagging(const struct comm *cm);

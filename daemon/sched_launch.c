@@ -561,7 +561,8 @@ static int a2a_blocks(struct comm *cm, struct slot *sl)
 				d.send = (uint32_t)send;
 				d.count = cnt;
 				d.dtype = sr->sqe.dtype;
-				d.bytes = cnt * es; /* checked against the registration: sqe_check() */
+				/* Checked against the registration: sqe_check(). */
+				d.bytes = cnt * es;
 				d.buf = (char *)mr->addr + off;
 				if (mr->exec)
 					sched_net_stage(cm, i, mr, &d);

@@ -131,8 +131,7 @@ static int op_check(struct sched_client *c, const struct comm *cm, struct p2p_op
  * the executor's copy door and the device of the rank (or the executor's
  * first, for a device registration on a rank of another executor).
  */
-void sched_net_stage(const struct comm *cm, uint32_t rank, const struct mr *mr,
-		     struct node_p2p *d)
+void sched_net_stage(const struct comm *cm, uint32_t rank, const struct mr *mr, struct node_p2p *d)
 {
 	const struct fifo_host *fh = &sched.fifos[cm->devs[rank]];
 

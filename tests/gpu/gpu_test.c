@@ -1254,10 +1254,10 @@ static int child_kill(const struct collc_unique_id *ids, int n, int me, int whic
  * through host memory) and the send/recv ring (net_ring()), each
  * NET_COPY_CASES times, and an all-reduce after them; then the time of 16 MiB all-reduces (value[me][1]: median us).
  */
-#define NET_CASES     24
-#define NET_MAX_BYTES ((size_t)16 << 20)
-#define NET_PIPE      16                /* collectives in flight at once */
-#define NET_PIPE_SLOT ((size_t)2 << 20) /* bytes of each one's buffers */
+#define NET_CASES      24
+#define NET_MAX_BYTES  ((size_t)16 << 20)
+#define NET_PIPE       16                /* collectives in flight at once */
+#define NET_PIPE_SLOT  ((size_t)2 << 20) /* bytes of each one's buffers */
 #define NET_COPY_CASES 12
 #define NET_RING_OUT   2 /* sends (and receives) of a rank in flight at once */
 
@@ -1287,7 +1287,7 @@ static int net_ring(struct rank_ctx *rc, uint64_t cid, int k)
 	const int n = rc->n, me = rc->me, right = (me + 1) % n, left = (me + n - 1) % n;
 	const struct check ck = { "net sendrecv", -1, BUF_ALLOC, BUF_ALLOC };
 	size_t sb[NET_RING_OUT], rb[NET_RING_OUT], so[NET_RING_OUT], ro[NET_RING_OUT], st = 0,
-								 rt = 0;
+										       rt = 0;
 	collc_req reqs[2 * NET_RING_OUT];
 	int nr = 0, r = 0;
 
@@ -1310,11 +1310,11 @@ static int net_ring(struct rank_ctx *rc, uint64_t cid, int k)
 	for (int j = 0; j < NET_RING_OUT && r == 0; j++)
 		for (int pass = 0; pass < 2 && r == 0; pass++) {
 			if ((pass == 0) == (me % 2 == 0))
-				r = collc_send(rc->comm, rc->dsend + so[j], sb[j], COLLC_UINT8, right,
-					       &reqs[nr++]);
+				r = collc_send(rc->comm, rc->dsend + so[j], sb[j], COLLC_UINT8,
+					       right, &reqs[nr++]);
 			else
-				r = collc_recv(rc->comm, rc->drecv + ro[j], rb[j], COLLC_UINT8, left,
-					       &reqs[nr++]);
+				r = collc_recv(rc->comm, rc->drecv + ro[j], rb[j], COLLC_UINT8,
+					       left, &reqs[nr++]);
 		}
 	for (int i = 0; i < nr; i++) {
 		int w = collc_wait(rc->ctx, reqs[i], 15000);
@@ -1363,7 +1363,8 @@ static int net_copies(struct rank_ctx *rc, uint64_t *cid)
 			size_t es = collc_dtype_bytes(dt);
 			/* A block at most 16 MiB, and every rank's blocks fit the buffers. */
 			size_t max = (rc->cap - 4096) / (size_t)n;
-			size_t count = net_bytes(x, k, max < NET_MAX_BYTES ? max : NET_MAX_BYTES) / es;
+			size_t count =
+				net_bytes(x, k, max < NET_MAX_BYTES ? max : NET_MAX_BYTES) / es;
 
 			if (k == 2)
 				count = 0; /* every block empty */

@@ -604,8 +604,8 @@ static size_t a2a_vcount(int round, int from, int to)
 }
 
 /* One all-to-all (v 0, count a block) or all-to-allv (v 1) in its slice of send and recv. */
-static int a2a_submit(struct collc_comm *comm, int round, int v, size_t count, int rank,
-		      int nranks, uint32_t *send, uint32_t *recv, collc_req *req)
+static int a2a_submit(struct collc_comm *comm, int round, int v, size_t count, int rank, int nranks,
+		      uint32_t *send, uint32_t *recv, collc_req *req)
 {
 	size_t sc[MAX_RANKS], sd[MAX_RANKS], rcn[MAX_RANKS], rd[MAX_RANKS], st = 0, rt = 0;
 
@@ -636,10 +636,11 @@ static int a2a_check(int round, int v, size_t count, int rank, int nranks, const
 
 		for (size_t i = 0; i < n; i++)
 			if (recv[off + i] != a2a_val(round, p, rank, i))
-				return h_fail("rank %d: %s round %d: element %zu from rank %d is %u, "
-					      "not %u",
-					      rank, v ? "all-to-allv" : "all-to-all", round, i, p,
-					      recv[off + i], a2a_val(round, p, rank, i));
+				return h_fail(
+					"rank %d: %s round %d: element %zu from rank %d is %u, "
+					"not %u",
+					rank, v ? "all-to-allv" : "all-to-all", round, i, p,
+					recv[off + i], a2a_val(round, p, rank, i));
 		off += n;
 	}
 	for (int k = 0; k < 16; k++)
@@ -681,8 +682,9 @@ static int a2a_rank(int rank, int nranks, void *arg)
 	if (!failed) {
 		/* In flight at once: A2A_PIPE all-to-all(v)s, a send and a receive, an all-reduce. */
 		collc_req req[A2A_PIPE + 3];
-		struct rc_case c = { .dtype = COLLC_FLOAT32, .op = COLLC_SUM, .seed = h_seed,
-				     .count = 4096 };
+		struct rc_case c = {
+			.dtype = COLLC_FLOAT32, .op = COLLC_SUM, .seed = h_seed, .count = 4096
+		};
 		uint32_t *ps = send + A2A_PIPE * slot, *pr = recv + A2A_PIPE * slot;
 		int r = 0, nr = 0;
 
@@ -708,14 +710,17 @@ static int a2a_rank(int rank, int nranks, void *arg)
 				r = w;
 		}
 		if (r < 0) {
-			failed = h_fail("rank %d: all-to-alls in flight: %s", rank, collc_strerror(r));
+			failed = h_fail("rank %d: all-to-alls in flight: %s", rank,
+					collc_strerror(r));
 		} else {
 			for (int q = 0; q < A2A_PIPE && !failed; q++)
-				failed = a2a_check(100 + q, q % 2, 3001, rank, nranks, recv + q * slot);
+				failed = a2a_check(100 + q, q % 2, 3001, rank, nranks,
+						   recv + q * slot);
 			for (size_t i = 0; i < 1000 && !failed; i++)
 				if (pr[i] != a2a_val(1000, left, rank, i))
-					failed = h_fail("rank %d: the receive beside them: element %zu",
-							rank, i);
+					failed = h_fail(
+						"rank %d: the receive beside them: element %zu",
+						rank, i);
 			if (!failed)
 				failed = rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, pr + 2000,
 						       "the all-reduce beside them");

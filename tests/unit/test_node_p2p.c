@@ -389,7 +389,8 @@ static int done_err(const struct daemon *d, uint64_t cookie)
 
 static uint8_t pat(int from, uint64_t k, size_t b)
 {
-	uint64_t x = (k + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)from << 56 ^ b * 0xbf58476d1ce4e5b9ull;
+	uint64_t x = (k + 1) * 0x9e3779b97f4a7c15ull ^ (uint64_t)from << 56 ^
+		     b * 0xbf58476d1ce4e5b9ull;
 
 	return (uint8_t)(x >> 29);
 }
@@ -414,8 +415,9 @@ static uint64_t next_rand(void)
 static void test_ring_staged(void **state)
 {
 	/* Seven chunks, more than the slots: at k 4 both sides staged, at k 5 the receiver alone. */
-	static const size_t fixed[] = { 0, 1, CHUNK - 1, CHUNK + 1, 6 * (size_t)CHUNK + 5,
-					6 * (size_t)CHUNK + 3 };
+	static const size_t fixed[] = {
+		0, 1, CHUNK - 1, CHUNK + 1, 6 * (size_t)CHUNK + 5, 6 * (size_t)CHUNK + 3
+	};
 	size_t size[2][NMSG], off_dev = 0;
 	char *sbuf[2][NMSG], *rbuf[2][NMSG];
 	int staged_s[2][NMSG], staged_r[2][NMSG], want_copies = 0;
@@ -424,7 +426,8 @@ static void test_ring_staged(void **state)
 	pair_up();
 	for (int i = 0; i < 2; i++)
 		for (int k = 0; k < NMSG; k++) {
-			size[i][k] = k < 6 ? fixed[k] : (size_t)(next_rand() % (2 * (size_t)CHUNK + 999));
+			size[i][k] = k < 6 ? fixed[k]
+					   : (size_t)(next_rand() % (2 * (size_t)CHUNK + 999));
 			/* k % 4: both staged, the receive alone, the send alone, neither. */
 			staged_s[i][k] = k % 4 == 0 || k % 4 == 2;
 			staged_r[1 - i][k] = k % 4 < 2;
@@ -488,8 +491,9 @@ static void test_ring_staged(void **state)
 
 			for (size_t b = 0; b < size[i][k]; b++)
 				if ((uint8_t)got[b] != pat(i, k, b))
-					fail_msg("message %d from daemon %d: byte %zu is 0x%02x, not 0x%02x",
-						 k, i, b, (uint8_t)got[b], pat(i, k, b));
+					fail_msg(
+						"message %d from daemon %d: byte %zu is 0x%02x, not 0x%02x",
+						k, i, b, (uint8_t)got[b], pat(i, k, b));
 		}
 	/* One copy per chunk, none larger than a slot; pinned once per link and way. */
 	assert_int_equal(copies, want_copies);
@@ -516,12 +520,26 @@ static void test_copy_fails(void **state)
 	(void)state;
 	pair_up();
 	copy_fail_at = 1; /* the second chunk's copy fails */
-	d = (struct node_p2p){ .cookie = 1, .pseq = 0, .count = n, .bytes = n, .buf = arena,
-			       .ex = &fake_ex, .sender = 0, .receiver = 1, .dtype = COLLC_UINT8,
+	d = (struct node_p2p){ .cookie = 1,
+			       .pseq = 0,
+			       .count = n,
+			       .bytes = n,
+			       .buf = arena,
+			       .ex = &fake_ex,
+			       .sender = 0,
+			       .receiver = 1,
+			       .dtype = COLLC_UINT8,
 			       .send = 1 };
 	assert_int_equal(np2p_post(dm[0].p, &d), 0);
-	d = (struct node_p2p){ .cookie = 2, .pseq = 0, .count = n, .bytes = n, .buf = host,
-			       .sender = 0, .receiver = 1, .dtype = COLLC_UINT8, .send = 0 };
+	d = (struct node_p2p){ .cookie = 2,
+			       .pseq = 0,
+			       .count = n,
+			       .bytes = n,
+			       .buf = host,
+			       .sender = 0,
+			       .receiver = 1,
+			       .dtype = COLLC_UINT8,
+			       .send = 0 };
 	assert_int_equal(np2p_post(dm[1].p, &d), 0);
 	r = run_until(1, 1);
 	assert_int_equal(r, -EIO);
@@ -537,12 +555,26 @@ static void test_mismatch(void **state)
 
 	(void)state;
 	pair_up();
-	d = (struct node_p2p){ .cookie = 7, .pseq = 0, .count = 100, .bytes = 100, .buf = arena,
-			       .ex = &fake_ex, .sender = 1, .receiver = 0, .dtype = COLLC_UINT8,
+	d = (struct node_p2p){ .cookie = 7,
+			       .pseq = 0,
+			       .count = 100,
+			       .bytes = 100,
+			       .buf = arena,
+			       .ex = &fake_ex,
+			       .sender = 1,
+			       .receiver = 0,
+			       .dtype = COLLC_UINT8,
 			       .send = 1 };
 	assert_int_equal(np2p_post(dm[1].p, &d), 0);
-	d = (struct node_p2p){ .cookie = 8, .pseq = 0, .count = 99, .bytes = 99, .buf = arena + 4096,
-			       .ex = &fake_ex, .sender = 1, .receiver = 0, .dtype = COLLC_UINT8,
+	d = (struct node_p2p){ .cookie = 8,
+			       .pseq = 0,
+			       .count = 99,
+			       .bytes = 99,
+			       .buf = arena + 4096,
+			       .ex = &fake_ex,
+			       .sender = 1,
+			       .receiver = 0,
+			       .dtype = COLLC_UINT8,
 			       .send = 0 };
 	assert_int_equal(np2p_post(dm[0].p, &d), 0);
 	assert_int_equal(run_until(1, 1), 0);
@@ -558,8 +590,15 @@ static void test_mismatch(void **state)
 static void test_no_door(void **state)
 {
 	struct exec_backend none = { .name = "none" };
-	struct node_p2p d = { .cookie = 1, .count = 8, .bytes = 8, .buf = arena, .ex = &none,
-			      .sender = 0, .receiver = 1, .dtype = COLLC_UINT8, .send = 1 };
+	struct node_p2p d = { .cookie = 1,
+			      .count = 8,
+			      .bytes = 8,
+			      .buf = arena,
+			      .ex = &none,
+			      .sender = 0,
+			      .receiver = 1,
+			      .dtype = COLLC_UINT8,
+			      .send = 1 };
 
 	(void)state;
 	pair_up();
