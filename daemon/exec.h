@@ -31,7 +31,8 @@
 #define EXEC_CAP_ONESHOT_INPLACE 4u
 /*
  * Runs all-to-all(v) across daemons as the relay on the ring (cpu/copy.c).
- * Without it such a collective ends with -EOPNOTSUPP on every daemon.
+ * Without it, an executor with copy() runs them as blocks (sched_launch.c
+ * a2a_blocks()); one with neither ends them with -EOPNOTSUPP everywhere.
  */
 #define EXEC_CAP_NET_RELAY       8u
 

@@ -46,7 +46,8 @@ int node_uid_remote(const struct collc_uid *uid);
  * Local rank `rank` of scheduler communicator comm_id joined with a network
  * id. -ENOTSUP when collcd does not listen (the id needs other daemons). A
  * GPU rank (device >= 0) joins too, but a communicator that turns out to
- * span daemons with a GPU rank anywhere fails everywhere with -ENOTSUP.
+ * span daemons with GPU and host-memory ranks mixed fails everywhere with
+ * -ENOTSUP.
  */
 int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, uint32_t rank,
 	      int32_t device);
