@@ -829,6 +829,8 @@ static int sig;    /* SIGKILL or SIGSTOP */
 static int victim; /* the daemon the kill and stop cases take away */
 
 /* kill -9 of a daemon while large all-reduces run: the other daemon's ranks get -EPIPE fast. */
+static int kill_a2a; /* all-to-alls as blocks, the victim's ranks in them too */
+
 static int kill_rank(int rank, int nranks, void *arg)
 {
 	struct collc_ctx *ctx;
@@ -844,16 +846,27 @@ static int kill_rank(int rank, int nranks, void *arg)
 	if (collc_mem_alloc(ctx, count * 4, -1, &send) < 0 ||
 	    collc_mem_alloc(ctx, count * 4, -1, &recv) < 0)
 		return h_fail("rank %d: mem_alloc", rank);
-	if (rank % ndaemons == victim) {
+	if (rank % ndaemons == victim && !kill_a2a) {
 		/* The ranks of the daemon to be killed just wait for it. */
 		h_add(&sh->submitted, 1);
 		pause();
 		return 0;
 	}
 	for (; n < 64; n++) {
-		r = collc_allreduce(comm, send, recv, count, COLLC_FLOAT32, COLLC_SUM, &reqs[n]);
+		if (kill_a2a)
+			r = collc_alltoall(comm, send, recv, count / (size_t)nranks, COLLC_FLOAT32,
+					   &reqs[n]);
+		else
+			r = collc_allreduce(comm, send, recv, count, COLLC_FLOAT32, COLLC_SUM,
+					    &reqs[n]);
 		if (r < 0)
 			break;
+	}
+	if (rank % ndaemons == victim) {
+		/* Blocks to and from it move when its daemon dies. */
+		h_add(&sh->submitted, 1);
+		pause();
+		return 0;
 	}
 	h_add(&sh->submitted, 1);
 	for (int i = 0; i < n; i++) {
@@ -1027,6 +1040,12 @@ int main(int argc, char **argv)
 		return test_secret();
 	if (!strcmp(what, "kill"))
 		return test_kill(SIGKILL, argc > 2 && !strcmp(argv[2], "root") ? 0 : 1);
+	if (!strcmp(what, "kill_a2a_blocks")) {
+		/* kill -9 of a daemon while all-to-all blocks (4 MiB each) move: -EPIPE within 2 s. */
+		setenv("COLLCD_NET_A2A", "blocks", 1);
+		kill_a2a = 1;
+		return test_kill(SIGKILL, 1);
+	}
 	if (!strcmp(what, "stop"))
 		return test_kill(SIGSTOP, 1);
 	if (!strcmp(what, "garbage"))
