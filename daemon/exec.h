@@ -31,7 +31,8 @@
 #define EXEC_CAP_ONESHOT_INPLACE 4u
 /*
  * Runs all-to-all(v) across daemons as the relay on the ring (cpu/copy.c).
- * Without it such a collective ends with -EOPNOTSUPP on every daemon.
+ * Without it, an executor with copy() runs them as blocks (sched_launch.c
+ * a2a_blocks()); one with neither ends them with -EOPNOTSUPP everywhere.
  */
 #define EXEC_CAP_NET_RELAY       8u
 
@@ -190,11 +191,24 @@ struct exec_backend {
 	 * *ret_addr the executor-space address and *ret_handle for host_unmap,
 	 * or -errno. On success the executor owns the mapping at p and unmaps
 	 * it in host_unmap. NULL: items store through plain pointers. Scheduler
-	 * thread; never waits for a resident grid.
+	 * thread (or the node thread, for copy()'s staging); never waits for a
+	 * resident grid.
 	 */
 	int (*host_map)(void *p, size_t len, uint64_t *ret_addr, void **ret_handle);
 	/* Lets go of it; no item in any FIFO names it any more. Never blocks. */
 	void (*host_unmap)(void *handle);
+	/*
+	 * Copies bytes between memory this executor serves (a registration of
+	 * mem_add, at its executor-space address) and host memory, or within its
+	 * memory, and returns once they landed: 0 or -errno. dev is the device
+	 * (as in fifo()) of the rank the copy is for; the copy may read or write
+	 * any memory the executor serves. For the node layer's host staging of
+	 * sends and receives across daemons (node_p2p.c): it runs on the node
+	 * thread, beside the resident grid, on a stream of the executor's own.
+	 * host_map() may also be called there, for the staging buffers. NULL:
+	 * the executor's memory does not cross daemons.
+	 */
+	int (*copy)(uint32_t dev, void *dst, const void *src, size_t bytes);
 	/*
 	 * Hands the executor a newly published config (scheduler thread, which
 	 * holds it as an RCU reader for the call); NULL: nothing to take.

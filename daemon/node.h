@@ -46,7 +46,8 @@ int node_uid_remote(const struct collc_uid *uid);
  * Local rank `rank` of scheduler communicator comm_id joined with a network
  * id. -ENOTSUP when collcd does not listen (the id needs other daemons). A
  * GPU rank (device >= 0) joins too, but a communicator that turns out to
- * span daemons with a GPU rank anywhere fails everywhere with -ENOTSUP.
+ * span daemons with GPU and host-memory ranks mixed fails everywhere with
+ * -ENOTSUP.
  */
 int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, uint32_t rank,
 	      int32_t device);
@@ -91,13 +92,18 @@ struct node_p2p {
 	uint64_t pseq;   /* its place in the (sender, receiver) pair's order */
 	uint64_t count;
 	uint64_t bytes;
-	void *buf; /* host memory mapped in collcd; NULL when bytes is 0 */
+	void *buf; /* mapped in collcd (host memory, or ex's); NULL when bytes is 0 */
+	/*
+	 * buf is memory of executor ex (a GPU's), not host memory: the payload
+	 * goes through host staging with ex->copy(dev, ...). NULL: host memory.
+	 */
+	const struct exec_backend *ex;
+	uint32_t dev;
 	uint32_t sender, receiver;
 	uint32_t dtype;
 	/* Failed here: its partner ends with the same error (-EINVAL, -EOVERFLOW or -EOPNOTSUPP). */
 	int32_t err;
 	uint32_t send; /* 1: the send (the sender runs here), 0: the receive */
-	uint32_t reserved;
 };
 /* -errno: the communicator failed (or is not known); nothing will follow. */
 int node_p2p_post(uint64_t comm_id, const struct node_p2p *p);

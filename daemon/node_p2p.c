@@ -8,7 +8,8 @@
  *          with its count, dtype and error (clear to send);
  *   DATA   sender's -> receiver's: the payload of (s, r, pseq) follows, in
  *          transport messages of at most P2P_CHUNK bytes, straight from the
- *          send buffer into the receive buffer (both mapped in collcd);
+ *          send buffer into the receive buffer where they are host memory
+ *          mapped in collcd, else through host staging (below);
  *   NACK   sender's -> receiver's: the pair ends with err (counts or dtypes
  *          differ, either side failed validation, or it timed out);
  *   CANCEL receiver's -> sender's: the receive timed out; the sender's
@@ -23,11 +24,28 @@
  *
  * A peer breaking this protocol (an unknown pair, a wrong length, a
  * duplicate) fails the communicator with -EPROTO and is counted.
+ *
+ * Host staging, as NCCL's net transport does without GPUDirect: a buffer
+ * of an executor's memory (a GPU's, node_p2p.ex) is never handed to the
+ * transport. Each link has P2P_STAGE slots of P2P_CHUNK bytes each way,
+ * allocated at its first such payload and reused (pinned with the
+ * executor's host_map where it has one). A send's chunk is copied into the
+ * next free send slot (ex->copy, device to host) and isent from there; the
+ * slot is free again once the transport says that isend is done. A
+ * receive's chunk is irecvd into the next free receive slot and copied out
+ * (host to device) when it landed, before the next chunk may use that slot
+ * and before the ACK. Slots are taken and freed in the order of the link's
+ * requests (s_head, r_head), so each way is a ring. Only this file's
+ * caller touches them, under node.c's lock: the copies run there, on the
+ * node thread (np2p_step), and the transport's own threads read or write a
+ * slot only between its isend/irecv and the test() that reports it done.
+ * The wire is the same either way, so either side may be staged or not.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "daemon/log.h"
 #include "daemon/node_p2p.h"
@@ -37,6 +55,7 @@
 #define P2P_CHUNK   (4u << 20)
 #define P2P_REQS    16u        /* transport requests one link keeps in flight */
 #define P2P_CTS_MAX (1u << 16) /* clear-to-sends waiting for their send, per communicator */
+#define P2P_STAGE   4u         /* staging slots of P2P_CHUNK, per link and way */
 
 enum { P_CTS = 1, P_DATA, P_NACK, P_CANCEL, P_ACK, P_TYPE_MAX };
 
@@ -81,6 +100,7 @@ struct omsg {
 	struct p_msg m;
 	struct pop *op; /* DATA */
 	int hdr_posted;
+	int staged;   /* the next chunk (at off) is in the next send slot already */
 	uint64_t off; /* payload bytes posted */
 };
 
@@ -88,6 +108,7 @@ struct sreq {
 	void *req;
 	struct pop *op; /* the last piece of op's payload (or its empty DATA) */
 	uint64_t bytes;
+	int staged; /* it holds a send slot */
 };
 
 struct rreq {
@@ -95,6 +116,17 @@ struct rreq {
 	struct pop *op; /* payload piece; NULL: the header */
 	uint64_t bytes;
 	int last;
+	char *stage; /* the receive slot it lands in; NULL: straight into dst */
+	char *dst;   /* staged: where the chunk goes (op's buffer) */
+};
+
+/* P2P_STAGE slots of P2P_CHUNK bytes, one way of a link (the ring above). */
+struct stage {
+	char *buf; /* NULL until the link's first staged payload that way */
+	void *mh;  /* its registration with the link's comm */
+	void *map; /* ex->host_map's handle (the executor unmaps it); NULL: ours to munmap */
+	const struct exec_backend *ex;
+	uint32_t next, used; /* slot next % P2P_STAGE is the next taken; used are taken */
 };
 
 struct peer {
@@ -113,6 +145,7 @@ struct peer {
 	int hdr_posted;
 	struct pop *r_cur; /* payload still to post */
 	uint64_t r_off;
+	struct stage s_st, r_st;
 	uint64_t sent, received;
 };
 
@@ -155,6 +188,46 @@ struct np2p *np2p_new(const ncclNet_v8_t *net, uint32_t nranks, uint32_t ndaemon
 	return p;
 }
 
+static void stage_free(struct stage *st)
+{
+	if (!st->buf)
+		return;
+	if (st->map)
+		st->ex->host_unmap(st->map);
+	else
+		munmap(st->buf, (size_t)P2P_STAGE * P2P_CHUNK);
+	st->buf = NULL;
+}
+
+/* One way's slots of a link, made at its first staged payload (ex: the executor it is for). */
+static int stage_get(struct np2p *p, struct stage *st, void *comm, const struct exec_backend *ex)
+{
+	const size_t len = (size_t)P2P_STAGE * P2P_CHUNK;
+	uint64_t addr;
+
+	if (st->buf)
+		return 0;
+	st->buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (st->buf == MAP_FAILED) {
+		st->buf = NULL;
+		return -ENOMEM;
+	}
+	st->ex = ex;
+	st->map = NULL;
+	/* Pinned, the copies run at PCIe speed; unpinned they still run. */
+	if (ex->host_map && ex->host_map(st->buf, len, &addr, &st->map) < 0) {
+		log_warn("send/recv across daemons: staging not pinned (%s copies run slower)",
+			 ex->name);
+		st->map = NULL;
+	}
+	if (p->net->regMr(comm, st->buf, len, NCCL_PTR_HOST, &st->mh) != ncclSuccess) {
+		st->mh = NULL;
+		stage_free(st);
+		return -EIO;
+	}
+	return 0;
+}
+
 static void op_unreg(struct np2p *p, struct pop *op)
 {
 	if (op->mh)
@@ -187,6 +260,10 @@ void np2p_free(struct np2p *p)
 			pe->oq = m->next;
 			free(m);
 		}
+		if (pe->s_st.mh)
+			p->net->deregMr(pe->scomm, pe->s_st.mh);
+		if (pe->r_st.mh)
+			p->net->deregMr(pe->rcomm, pe->r_st.mh);
 		if (pe->shdr_mh)
 			p->net->deregMr(pe->scomm, pe->shdr_mh);
 		if (pe->rhdr_mh)
@@ -197,6 +274,9 @@ void np2p_free(struct np2p *p)
 			p->net->closeRecv(pe->rcomm);
 		if (pe->listen)
 			p->net->closeListen(pe->listen);
+		/* After the comms: their threads no longer touch the slots. */
+		stage_free(&pe->s_st);
+		stage_free(&pe->r_st);
 		free(pe->shdr);
 		free(pe->rhdr);
 	}
@@ -353,7 +433,13 @@ static int match(struct np2p *p, struct pop *op, const struct p_msg *cts)
 		op_end(p, op, err);
 		return r;
 	}
-	if (op->d.bytes) {
+	if (op->d.bytes && op->d.ex) {
+		struct peer *pe = &p->peers[op->peer];
+
+		r = stage_get(p, &pe->s_st, pe->scomm, op->d.ex);
+		if (r < 0)
+			return r;
+	} else if (op->d.bytes) {
 		struct peer *pe = &p->peers[op->peer];
 
 		if (p->net->regMr(pe->scomm, op->d.buf, op->d.bytes, NCCL_PTR_HOST, &op->mh) !=
@@ -374,7 +460,8 @@ int np2p_post(struct np2p *p, const struct node_p2p *d)
 
 	if (d->sender >= p->nranks || d->receiver >= p->nranks ||
 	    p->owner[d->send ? d->sender : d->receiver] != p->me || p->owner[other] == p->me ||
-	    (d->bytes && !d->buf) || d->bytes > (uint64_t)INT64_MAX)
+	    (d->bytes && !d->buf) || d->bytes > (uint64_t)INT64_MAX ||
+	    (d->ex && (!d->ex->copy || (d->ex->host_map && !d->ex->host_unmap))))
 		return -EINVAL;
 	op = calloc(1, sizeof(*op));
 	if (!op)
@@ -523,12 +610,19 @@ static int on_msg(struct np2p *p, uint32_t e, const struct p_msg *m)
 			op_end(p, op, 0);
 			return r;
 		}
-		if (p->net->regMr(pe->rcomm, op->d.buf, op->d.bytes, NCCL_PTR_HOST, &op->mh) !=
-		    ncclSuccess) {
-			op->mh = NULL;
-			return -EIO;
+		if (op->d.ex) {
+			int r = stage_get(p, &pe->r_st, pe->rcomm, op->d.ex);
+
+			if (r < 0)
+				return r;
+		} else {
+			if (p->net->regMr(pe->rcomm, op->d.buf, op->d.bytes, NCCL_PTR_HOST,
+					  &op->mh) != ncclSuccess) {
+				op->mh = NULL;
+				return -EIO;
+			}
+			op->mh_comm = pe->rcomm;
 		}
-		op->mh_comm = pe->rcomm;
 		pe->r_cur = op;
 		pe->r_off = 0;
 		return 0;
@@ -546,19 +640,37 @@ static int recv_post(struct np2p *p, struct peer *pe, int *moved)
 
 		if (pe->r_cur) {
 			struct pop *op = pe->r_cur;
+			struct stage *st = &pe->r_st;
 			uint64_t n = op->d.bytes - pe->r_off;
+			char *slot = NULL;
 
 			if (n > P2P_CHUNK)
 				n = P2P_CHUNK;
 			data = (char *)op->d.buf + pe->r_off;
-			size = (int)n;
 			mh = op->mh;
+			if (op->d.ex) {
+				/* Every slot holds a chunk not yet copied out: wait for one. */
+				if (st->used == P2P_STAGE)
+					return 0;
+				slot = st->buf + (size_t)(st->next % P2P_STAGE) * P2P_CHUNK;
+				data = slot;
+				mh = st->mh;
+			}
+			size = (int)n;
 			if (p->net->irecv(pe->rcomm, 1, &data, &size, &tag, &mh, &req) !=
 			    ncclSuccess)
 				return -EPIPE;
 			if (!req)
 				return 0;
-			*q = (struct rreq){ .req = req, .op = op, .bytes = n };
+			*q = (struct rreq){ .req = req,
+					    .op = op,
+					    .bytes = n,
+					    .stage = slot,
+					    .dst = (char *)op->d.buf + pe->r_off };
+			if (slot) {
+				st->next++;
+				st->used++;
+			}
 			pe->r_off += n;
 			if (pe->r_off == op->d.bytes) {
 				q->last = 1;
@@ -602,6 +714,13 @@ static int recv_step(struct np2p *p, uint32_t e, int *moved)
 		if (size < 0 || (uint64_t)size != q->bytes)
 			return -EPROTO;
 		pe->received += (uint64_t)size;
+		if (q->stage) {
+			/* Out of the slot before the slot is reused and before the ACK. */
+			r = q->op->d.ex->copy(q->op->d.dev, q->dst, q->stage, q->bytes);
+			pe->r_st.used--;
+			if (r < 0)
+				break;
+		}
 		if (!q->op) {
 			struct p_msg m = *pe->rhdr;
 
@@ -644,16 +763,39 @@ static int send_step(struct np2p *p, struct peer *pe, int *moved)
 				q->op = m->op;
 		} else {
 			struct pop *op = m->op;
+			struct stage *st = &pe->s_st;
 			uint64_t n = op->d.bytes - m->off;
+			char *src = (char *)op->d.buf + m->off;
+			void *mh = op->mh;
 
 			if (n > P2P_CHUNK)
 				n = P2P_CHUNK;
-			if (p->net->isend(pe->scomm, (char *)op->d.buf + m->off, (int)n, 0, op->mh,
-					  &req) != ncclSuccess)
+			if (op->d.ex) {
+				char *slot = st->buf + (size_t)(st->next % P2P_STAGE) * P2P_CHUNK;
+
+				/* Every slot is still being sent: wait for an isend to end. */
+				if (st->used == P2P_STAGE)
+					break;
+				if (!m->staged) {
+					int r = op->d.ex->copy(op->d.dev, slot, src, n);
+
+					if (r < 0)
+						return r;
+					m->staged = 1;
+				}
+				src = slot;
+				mh = st->mh;
+			}
+			if (p->net->isend(pe->scomm, src, (int)n, 0, mh, &req) != ncclSuccess)
 				return -EPIPE;
 			if (!req)
-				break;
-			*q = (struct sreq){ .req = req, .bytes = n };
+				break; /* a staged chunk stays in its slot for the next try */
+			*q = (struct sreq){ .req = req, .bytes = n, .staged = m->staged };
+			if (m->staged) {
+				st->next++;
+				st->used++;
+				m->staged = 0;
+			}
 			m->off += n;
 			if (m->off == op->d.bytes)
 				q->op = op;
@@ -678,6 +820,8 @@ static int send_step(struct np2p *p, struct peer *pe, int *moved)
 		pe->s_head++;
 		pe->sent += q->bytes;
 		*moved = 1;
+		if (q->staged)
+			pe->s_st.used--;
 		if (q->op) {
 			q->op->sent = 1;
 			if (q->op->acked)

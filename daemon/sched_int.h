@@ -121,6 +121,11 @@ struct slot {
 	uint64_t coll_id;
 	uint64_t t_start_ns;
 	uint64_t bytes;
+	/*
+	 * All-to-all(v) across daemons as blocks (sched_launch.c a2a_blocks()):
+	 * the blocks to and from other daemons' ranks not yet ended (CMD_NET_P2P).
+	 */
+	uint32_t net_blocks;
 	struct slot_rank *ranks; /* nranks entries */
 };
 
@@ -133,6 +138,13 @@ struct fire {
 
 /* Where a collective of a communicator spanning daemons stands with the others. */
 enum { NET_NONE, NET_ASKED, NET_GO, NET_EXECUTED, NET_DONE };
+
+/*
+ * The node layer's pair place (pseq) and cookie of an all-to-all block
+ * across daemons: the collective's seq with this bit, a sequence space of
+ * its own beside the user's sends and receives (which count from 0).
+ */
+#define NET_A2A_TAG (1ull << 63)
 
 #define COMM_WINDOW 1024u /* collectives one communicator may have open */
 
@@ -396,7 +408,12 @@ int sched_p2p_done_visible(const struct comm *cm);
 int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now);
 void sched_p2p_revoke(struct comm *cm, int err);
 void sched_p2p_free(struct comm *cm);
+struct node_p2p;
 void sched_p2p_net_cmd(struct sched_cmd *cmd);
+/* Fills d->ex and d->dev for a buffer of executor memory of local rank `rank` (sched_p2p.c). */
+void sched_net_stage(const struct comm *cm, uint32_t rank, const struct mr *mr, struct node_p2p *d);
+/* An all-to-all block across daemons of collective seq ended with err (sched_launch.c). */
+void sched_a2a_block_done(struct comm *cm, uint64_t seq, int err);
 uint64_t sched_p2p_lagging(const struct comm *cm);
 
 /* sched_launch.c: launch, reap, timeouts */

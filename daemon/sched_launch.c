@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/atomics.h"
@@ -106,6 +107,9 @@ int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchan
 /* Has every rank's item of an in-flight collective been consumed by its executor? */
 int sched_slot_executed(const struct comm *cm, const struct slot *sl)
 {
+	/* Revoked: the node layer dropped the blocks (node_comm_revoke()), nothing lands. */
+	if (sl->net_blocks && !cm->revoked)
+		return 0;
 	for (uint32_t r = 0; r < cm->nranks; r++)
 		if (comm_rank_local(cm, r) &&
 		    !sched_coll_done_on(cm->devs[r], sl->ranks[r].fifo_pos, sl->chan_base,
@@ -269,10 +273,34 @@ static uint64_t a2a_term(uint32_t i, uint32_t j, uint64_t count)
 }
 
 /*
+ * All-to-all(v) across daemons runs as blocks (a2a_blocks()) on an executor
+ * without the relay on the ring that can stage its memory (the grid). Every
+ * daemon of a communicator runs the same executor (node.c: every rank uses
+ * a GPU or none does), so all choose alike.
+ */
+static int a2a_as_blocks(const struct comm *cm)
+{
+	static int forced = -1;
+	const struct exec_backend *ex = sched.execs[cm->exec_idx].ex;
+
+	/*
+	 * Test hook: COLLCD_NET_A2A=blocks in collcd's environment makes the
+	 * executors with the relay (the CPU one) run blocks too, so that CI
+	 * runs them without a GPU; every daemon of a communicator needs it alike.
+	 */
+	if (forced < 0) {
+		const char *e = getenv("COLLCD_NET_A2A");
+
+		forced = e && !strcmp(e, "blocks");
+	}
+	return cm->local && (forced || (!(ex->caps & EXEC_CAP_NET_RELAY) && ex->copy));
+}
+
+/*
  * This daemon's verdict on a collective of a communicator spanning daemons:
- * 0, EINVAL (its ranks disagree), or EOPNOTSUPP (an all-to-all block of 4
- * GiB or more: the relay's lengths are 32-bit; or an all-to-all on an
- * executor without the relay, the grid). The root ends the collective on
+ * 0, EINVAL (its ranks disagree), or EOPNOTSUPP (a relay block of 4 GiB or
+ * more: the relay's lengths are 32-bit; or an all-to-all on an executor
+ * with neither the relay nor blocks). The root ends the collective on
  * every rank with it.
  */
 static uint32_t net_verdict(struct comm *cm, const struct slot *sl)
@@ -284,10 +312,12 @@ static uint32_t net_verdict(struct comm *cm, const struct slot *sl)
 		return EINVAL;
 	if (a->opcode != COLLC_OP_ALLTOALL && a->opcode != COLLC_OP_ALLTOALLV)
 		return collc_copy_coll(a->opcode) ? EOPNOTSUPP : 0;
+	if (a2a_as_blocks(cm))
+		return 0; /* blocks have 64-bit lengths */
 	if (!(sched.execs[cm->exec_idx].ex->caps & EXEC_CAP_NET_RELAY)) {
 		if (!cm->warned_relay)
-			log_warn("communicator %llu: all-to-all across daemons runs on host-memory "
-				 "ranks only (%s ranks here): -EOPNOTSUPP",
+			log_warn("communicator %llu: all-to-all across daemons: the %s executor "
+				 "runs neither the relay nor staged blocks: -EOPNOTSUPP",
 				 (unsigned long long)cm->id, sched.execs[cm->exec_idx].ex->name);
 		cm->warned_relay = 1;
 		return EOPNOTSUPP;
@@ -453,17 +483,24 @@ static void a2a_relay_copies(const struct comm *cm, const struct slot *sl, uint3
 	}
 }
 
-/* Rank r's copy list of an all-to-all(v): pull from, or push to, every rank. */
+/*
+ * Rank r's copy list of an all-to-all(v): pull from, or push to, every rank
+ * (across daemons, every rank of this daemon: a2a_blocks() moves the rest).
+ */
 static void a2a_copies(const struct comm *cm, const struct slot *sl, uint32_t r, int push,
 		       struct collc_work_copy *c)
 {
-	const uint64_t es = collc_dtype_bytes(sl->ranks[0].sqe.dtype);
+	const uint64_t es = collc_dtype_bytes(sl->ranks[r].sqe.dtype);
 
 	for (uint32_t p = 0; p < cm->nranks; p++) {
 		uint32_t from = push ? r : p, to = push ? p : r;
 		const struct slot_rank *s = &sl->ranks[from], *d = &sl->ranks[to];
 		uint64_t soff, roff, n;
 
+		if (!comm_rank_local(cm, p)) {
+			c[p].src = c[p].dst = c[p].bytes = 0;
+			continue;
+		}
 		a2a_block(cm, sl, from, to, &soff, &roff, &n);
 		/* Checked against both registrations at submission: sqe_check(). */
 		c[p].bytes = n * es;
@@ -474,6 +511,89 @@ static void a2a_copies(const struct comm *cm, const struct slot *sl, uint32_t r,
 	}
 }
 
+/*
+ * All-to-all(v) across daemons as blocks (a2a_as_blocks()): the blocks
+ * between ranks of this daemon are the items' copy lists (a2a_copies(), on
+ * the device as on one node); every block to or from a rank of another
+ * daemon is a send or receive of the node layer (node_p2p.c: through host
+ * staging for GPU memory), in the pair's all-to-all place NET_A2A_TAG | seq,
+ * which every daemon derives from the agreed seq alike. Blocks of 0
+ * elements move on neither side (the daemons agreed on the counts:
+ * net_digests()). The collective has run here once the items were consumed
+ * and every block of this daemon's ranks ended (sched_slot_executed(): a
+ * send ends once its receiver's daemon has it), and is done once it ran on
+ * every daemon (CMD_NET_DONE): then every rank's receive buffer is
+ * complete. A block failing fails the communicator (every daemon ends its
+ * collectives alike, -EPIPE elsewhere); so does a peer's death, through
+ * the node layer, as for the ring. Returns 0, or the error of a block that
+ * could not start.
+ */
+static int a2a_blocks(struct comm *cm, struct slot *sl)
+{
+	const uint32_t n = cm->nranks;
+	int r = 0;
+
+	for (uint32_t i = 0; i < n && r == 0; i++) {
+		const struct slot_rank *sr = &sl->ranks[i];
+		const uint64_t es = collc_dtype_bytes(sr->sqe.dtype);
+
+		if (!comm_rank_local(cm, i))
+			continue;
+		for (uint32_t p = 0; p < n && r == 0; p++) {
+			if (comm_rank_local(cm, p))
+				continue;
+			for (int send = 1; send >= 0 && r == 0; send--) {
+				uint64_t cnt = send ? a2a_send_count(sl, n, i, p)
+						    : a2a_recv_count(sl, n, i, p);
+				const struct mr *mr = send ? sr->send_mr : sr->recv_mr;
+				uint64_t off = send ? sr->sqe.send_off : sr->sqe.recv_off;
+				struct node_p2p d = { 0 };
+
+				if (!cnt)
+					continue;
+				if (sr->sqe.opcode == COLLC_OP_ALLTOALL)
+					off += (uint64_t)p * sr->sqe.count * es;
+				else
+					off += sr->v[(send ? 1 : 3) * n + p] * es;
+				d.cookie = d.pseq = NET_A2A_TAG | sl->seq;
+				d.sender = send ? i : p;
+				d.receiver = send ? p : i;
+				d.send = (uint32_t)send;
+				d.count = cnt;
+				d.dtype = sr->sqe.dtype;
+				/* Checked against the registration: sqe_check(). */
+				d.bytes = cnt * es;
+				d.buf = (char *)mr->addr + off;
+				if (mr->exec)
+					sched_net_stage(cm, i, mr, &d);
+				r = node_p2p_post(cm->id, &d);
+				if (r == 0)
+					sl->net_blocks++;
+			}
+		}
+	}
+	return r;
+}
+
+void sched_a2a_block_done(struct comm *cm, uint64_t seq, int err)
+{
+	struct slot *sl;
+
+	/* Revoked: its collectives end with the revocation's error already. */
+	if (cm->revoked || !cm->slots)
+		return;
+	sl = sched_slot_of(cm, seq);
+	if (sl->seq != seq || sl->state != SLOT_INFLIGHT || !sl->net_blocks)
+		return;
+	sl->net_blocks--;
+	if (err) {
+		log_warn("communicator %llu: a block of all-to-all %llu across daemons ended "
+			 "with %s: the communicator fails",
+			 (unsigned long long)cm->id, (unsigned long long)seq, strerror(-err));
+		sched_comm_revoke(cm, err);
+	}
+}
+
 /* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
 int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 {
@@ -481,6 +601,7 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 	struct sched_exec *se = &sched.execs[cm->exec_idx];
 	const struct collc_config *cfg = &se->cfg;
 	uint32_t maxch = se->ex->max_channels;
+	const int blocks = collc_copy_coll(a->opcode) && a2a_as_blocks(cm);
 	struct plan p;
 	int err, push = 0;
 
@@ -491,7 +612,7 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 	if (cm->local && sl->net != NET_GO)
 		return 0;
 	err = slot_consistent(cm, sl);
-	if (!err && collc_copy_coll(a->opcode) && cm->nranks > 1 && !cm->local) {
+	if (!err && collc_copy_coll(a->opcode) && cm->nranks > 1 && (!cm->local || blocks)) {
 		push = alltoall_push(cm, sl, (int)cfg->copy_push);
 		if (push < 0)
 			err = push;
@@ -505,7 +626,11 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 			return 0;
 	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(sl, cm->nranks), cm->nranks,
 		  slot_plan_flags(cm, sl, se->ex->caps), &p);
-	if (cm->local) {
+	if (cm->local && blocks) {
+		/* This daemon's blocks: copy lists as on one node, on the agreed channels at most. */
+		if (p.nchannels > cm->net_nchan)
+			p.nchannels = cm->net_nchan;
+	} else if (cm->local) {
 		/*
 		 * Every daemon runs the same ring: Simple, the default chunk, and
 		 * the agreed channels, but one for a small collective (its steps
@@ -533,6 +658,7 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 	sl->proto = p.proto;
 	sl->bytes = (uint64_t)rank_bytes(sl, cm->nranks);
 	sl->t_start_ns = now_ns();
+	sl->net_blocks = 0;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		struct slot_rank *sr = &sl->ranks[r];
 		struct fifo_host *fh = &sched.fifos[cm->devs[r]];
@@ -571,7 +697,7 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		it->signal = sr->sig_in_item ? buf_addr(sr->sig_mr, sr->sig_off) : 0;
 		it->signal_val = sched_signal_value(&sr->sqe);
 		sched_done_fill(cm, sr, it);
-		if (collc_copy_coll(it->coll) && cm->local)
+		if (collc_copy_coll(it->coll) && cm->local && !blocks)
 			a2a_relay_copies(cm, sl, r,
 					 fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
 		else if (collc_copy_coll(it->coll))
@@ -584,6 +710,16 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 	(*inflight)++;
 	if (cm->local)
 		node_inflight(cm->id, 1);
+	if (blocks) {
+		err = a2a_blocks(cm, sl);
+		if (err < 0) {
+			log_warn("communicator %llu: all-to-all %llu across daemons: a block could "
+				 "not start (%s): the communicator fails",
+				 (unsigned long long)cm->id, (unsigned long long)sl->seq,
+				 strerror(-err));
+			sched_comm_revoke(cm, err);
+		}
+	}
 	cm->by_algo[p.algo]++;
 	cm->by_proto[p.proto]++;
 	sched.by_algo[p.algo]++;

@@ -127,9 +127,23 @@ static int op_check(struct sched_client *c, const struct comm *cm, struct p2p_op
 }
 
 /*
- * The peer runs on another daemon: the node layer matches and moves it. Only
- * host memory crosses daemons (a GPU rank's send or receive, or a device
- * registration on a host rank, is refused), and only host-ordered requests.
+ * Where the node layer stages an op's buffer of executor memory (a GPU's):
+ * the executor's copy door and the device of the rank (or the executor's
+ * first, for a device registration on a rank of another executor).
+ */
+void sched_net_stage(const struct comm *cm, uint32_t rank, const struct mr *mr, struct node_p2p *d)
+{
+	const struct fifo_host *fh = &sched.fifos[cm->devs[rank]];
+
+	d->ex = mr->exec;
+	d->dev = sched.execs[fh->exec_idx].ex == d->ex ? fh->dev : 0;
+}
+
+/*
+ * The peer runs on another daemon: the node layer matches and moves it:
+ * host memory straight, executor memory (a GPU's) through host staging
+ * (node_p2p.c). Only host-ordered requests: a stream-ordered send or
+ * receive across daemons is refused (-EOPNOTSUPP on both sides).
  */
 static void net_take(struct comm *cm, struct p2p_op *op)
 {
@@ -137,9 +151,15 @@ static void net_take(struct comm *cm, struct p2p_op *op)
 	struct node_p2p d = { 0 };
 	int r;
 
-	if (!op->err && (op->sqe.flags || (op->mr && op->mr->exec))) {
-		log_info("communicator %llu: a %s across daemons needs host memory and no stream",
+	if (!op->err && op->sqe.flags) {
+		log_info("communicator %llu: a stream-ordered %s across daemons is not supported",
 			 (unsigned long long)cm->id, send ? "send" : "receive");
+		op->err = -EOPNOTSUPP;
+	}
+	if (!op->err && op->mr && op->mr->exec && !op->mr->exec->copy) {
+		log_info("communicator %llu: a %s across daemons from %s memory: that executor "
+			 "cannot stage it",
+			 (unsigned long long)cm->id, send ? "send" : "receive", op->mr->exec->name);
 		op->err = -EOPNOTSUPP;
 	}
 	/* The errors the other daemon accepts for a pair (node_p2p.c err_ok()). */
@@ -158,6 +178,8 @@ static void net_take(struct comm *cm, struct p2p_op *op)
 	if (!op->err) {
 		d.bytes = op->sqe.count * collc_dtype_bytes(op->sqe.dtype);
 		d.buf = d.bytes ? (void *)(uintptr_t)op_addr(op) : NULL;
+		if (d.bytes && op->mr->exec)
+			sched_net_stage(cm, op->rank, op->mr, &d);
 	}
 	wait_append(cm, op);
 	r = node_p2p_post(cm->id, &d);
@@ -514,6 +536,11 @@ void sched_p2p_net_cmd(struct sched_cmd *cmd)
 
 	for (cm = sched.comms; cm && cm->id != cmd->u.net.comm_id; cm = cm->next)
 		;
+	if (cm && cm->net && (cmd->u.net.seq & NET_A2A_TAG)) {
+		sched_a2a_block_done(cm, cmd->u.net.seq & ~NET_A2A_TAG, cmd->u.net.err);
+		sched_cmd_finish(cmd, 0);
+		return;
+	}
 	/* Gone, or ended already (revoked, failed at posting): nothing to do. */
 	if (cm && cm->net)
 		pp = wait_find(cm, cmd->u.net.seq);

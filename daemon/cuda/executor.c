@@ -642,6 +642,10 @@ static void cuda_fini(void)
 		cudaFree(gpus[g].ds);
 		cudaStreamDestroy(gpus[g].grid_stream);
 		cudaStreamDestroy(gpus[g].aux_stream);
+		if (gpus[g].copy_stream) {
+			cudaStreamDestroy(gpus[g].copy_stream);
+			pthread_mutex_destroy(&gpus[g].copy_lock);
+		}
 		free(gpus[g].peer_ok);
 	}
 	free(gpus);
@@ -652,6 +656,37 @@ static void cuda_fini(void)
 	free(revoke_used);
 	if (svc_efd >= 0)
 		close(svc_efd);
+}
+
+/*
+ * exec.h copy(): the node layer's staging of sends and receives across
+ * daemons, on the node thread. Never the legacy default stream (the grid is
+ * resident: it would wait for the grid forever) nor aux_stream (the
+ * scheduler's): a non-blocking stream of its own per GPU, under copy_lock.
+ */
+static int cuda_copy(uint32_t dev, void *dst, const void *src, size_t bytes)
+{
+	struct gpu *g;
+	cudaError_t e;
+
+	if (dev >= ngpus * nlanes)
+		return -EINVAL;
+	if (!bytes)
+		return 0;
+	g = &gpus[gpu_of(dev)];
+	pthread_mutex_lock(&g->copy_lock);
+	cudaSetDevice(g->ord);
+	e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, g->copy_stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(g->copy_stream);
+	if (e != cudaSuccess)
+		cudaGetLastError();
+	pthread_mutex_unlock(&g->copy_lock);
+	if (e != cudaSuccess) {
+		log_warn("staging copy of %zu bytes on gpu%u: %s", bytes, gpu_of(dev), cuda_err(e));
+		return -EIO;
+	}
+	return 0;
 }
 
 static struct exec_backend cuda_backend = {
@@ -675,6 +710,7 @@ static struct exec_backend cuda_backend = {
 	.mem_release = cuda_mem_release,
 	.host_map = cuda_host_map,
 	.host_unmap = cuda_host_unmap,
+	.copy = cuda_copy,
 };
 
 /* Kernels load at start, never while a grid is resident: before the first CUDA call. */
@@ -713,8 +749,10 @@ static int gpu_init(struct gpu *g, int ord)
 	if (drv.granularity(&g->gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS)
 		return -EIO;
 	if (cudaStreamCreateWithFlags(&g->grid_stream, cudaStreamNonBlocking) != cudaSuccess ||
-	    cudaStreamCreateWithFlags(&g->aux_stream, cudaStreamNonBlocking) != cudaSuccess)
+	    cudaStreamCreateWithFlags(&g->aux_stream, cudaStreamNonBlocking) != cudaSuccess ||
+	    cudaStreamCreateWithFlags(&g->copy_stream, cudaStreamNonBlocking) != cudaSuccess)
 		return -EIO;
+	pthread_mutex_init(&g->copy_lock, NULL);
 	for (uint32_t l = 0; l < nlanes; l++) {
 		if (cudaHostAlloc((void **)&g->fifo[l], sizeof(struct collc_work_fifo),
 				  cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess)

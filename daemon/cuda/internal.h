@@ -7,6 +7,7 @@
 #ifndef COLLCD_CUDA_INTERNAL_H
 #define COLLCD_CUDA_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,9 @@ struct gpu {
 	uint8_t uuid[16];
 	size_t gran;
 	cudaStream_t grid_stream, aux_stream;
+	/* The node layer's staging copies (cuda_copy()), under copy_lock. */
+	cudaStream_t copy_stream;
+	pthread_mutex_t copy_lock;
 	struct collc_work_fifo *fifo[CUDA_MAX_LANES]; /* mapped pinned host memory */
 	struct cuda_ll_fifo *ll[CUDA_MAX_LANES]; /* mapped pinned host memory: the poller's copy */
 	struct cuda_hctrl *hctrl;                /* mapped pinned host memory */

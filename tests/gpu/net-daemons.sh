@@ -5,7 +5,11 @@
 # collcd on loopback, each with --backend cuda, its own socket and --listen
 # 127.0.0.1:PORT, both on GPU 0 under MPS; collc-gpu-test's net scenario with
 # 2 ranks (one per collcd) and 4 ranks (two per collcd: rings inside a daemon
-# and across), then netkill (kill -9 of the second collcd mid-run, its MPS
+# and across): the five collectives, then all-to-all, all-to-allv (random
+# counts, zeros included) and a send/recv ring (every rank sends to its
+# right and receives from its left at once, 8 B to 16 MiB) on GPU buffers,
+# one RESULT line each (net-2ranks/alltoall, .../alltoallv, .../sendrecv),
+# then netkill (kill -9 of the second collcd mid-run, its MPS
 # client ended first, KILL_MODE below: -EPIPE on the first one's ranks within
 # 2 s, and it keeps serving). One RESULT line per
 # check, a summary last; exit status 0 when all pass.

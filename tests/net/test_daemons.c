@@ -574,6 +574,177 @@ static int test_refusal(const struct refusal *rf)
 	return finish(h_run_ranks(4, refusal_rank, (void *)rf));
 }
 
+/*
+ * All-to-all(v) across daemons as blocks (collcd's COLLCD_NET_A2A=blocks:
+ * what the grid runs, here on the CPU executor, host memory unstaged):
+ * uint32 elements that name sender, receiver, round and index, every one
+ * checked. Rounds of all-to-all (0 to over a P2P_CHUNK a block), rounds of
+ * all-to-allv with random counts (a quarter of the blocks empty), and
+ * A2A_PIPE of them in flight at once beside a send to the right and a
+ * receive from the left (the user's place in each pair) and an all-reduce.
+ */
+#define A2A_ROUNDS 10
+#define A2A_PIPE   4
+#define A2A_MAXV   (200u << 10) /* all-to-allv: elements one block may have */
+
+static uint32_t a2a_val(int round, int from, int to, size_t i)
+{
+	return (uint32_t)rc_mix(h_seed ^ (uint64_t)round << 40 ^ (uint64_t)from << 32 ^
+				(uint64_t)to << 24) +
+	       (uint32_t)i;
+}
+
+/* Elements `from` sends `to` in round `round`: 0 (a quarter), else up to A2A_MAXV. */
+static size_t a2a_vcount(int round, int from, int to)
+{
+	uint64_t x = rc_mix(h_seed ^ 0x76636e74ull ^ (uint64_t)round << 32 ^ (uint64_t)from << 16 ^
+			    (uint64_t)to);
+
+	return x % 4 == 0 ? 0 : (size_t)(x >> 8) % (x % 4 == 1 ? 16 : A2A_MAXV);
+}
+
+/* One all-to-all (v 0, count a block) or all-to-allv (v 1) in its slice of send and recv. */
+static int a2a_submit(struct collc_comm *comm, int round, int v, size_t count, int rank, int nranks,
+		      uint32_t *send, uint32_t *recv, collc_req *req)
+{
+	size_t sc[MAX_RANKS], sd[MAX_RANKS], rcn[MAX_RANKS], rd[MAX_RANKS], st = 0, rt = 0;
+
+	for (int p = 0; p < nranks; p++) {
+		sc[p] = v ? a2a_vcount(round, rank, p) : count;
+		rcn[p] = v ? a2a_vcount(round, p, rank) : count;
+		sd[p] = st;
+		rd[p] = rt;
+		st += sc[p];
+		rt += rcn[p];
+	}
+	for (int p = 0; p < nranks; p++)
+		for (size_t i = 0; i < sc[p]; i++)
+			send[sd[p] + i] = a2a_val(round, rank, p, i);
+	for (size_t i = 0; i < rt + 16; i++)
+		recv[i] = 0xa5a5a5a5u;
+	if (v)
+		return collc_alltoallv(comm, send, sc, sd, recv, rcn, rd, COLLC_UINT32, req);
+	return collc_alltoall(comm, send, recv, count, COLLC_UINT32, req);
+}
+
+static int a2a_check(int round, int v, size_t count, int rank, int nranks, const uint32_t *recv)
+{
+	size_t off = 0;
+
+	for (int p = 0; p < nranks; p++) {
+		size_t n = v ? a2a_vcount(round, p, rank) : count;
+
+		for (size_t i = 0; i < n; i++)
+			if (recv[off + i] != a2a_val(round, p, rank, i))
+				return h_fail(
+					"rank %d: %s round %d: element %zu from rank %d is %u, "
+					"not %u",
+					rank, v ? "all-to-allv" : "all-to-all", round, i, p,
+					recv[off + i], a2a_val(round, p, rank, i));
+		off += n;
+	}
+	for (int k = 0; k < 16; k++)
+		if (recv[off + (size_t)k] != 0xa5a5a5a5u)
+			return h_fail("rank %d: round %d wrote past its blocks", rank, round);
+	return 0;
+}
+
+static int a2a_rank(int rank, int nranks, void *arg)
+{
+	/* All-to-all block counts: 0, 1, odd, and over P2P_CHUNK (4 MiB) a block. */
+	static const size_t counts[] = { 0, 1, 37, 4099, (1u << 20) + 3 };
+	const size_t slot = (size_t)A2A_MAXV * MAX_RANKS + ((1u << 20) + 3) * MAX_RANKS + 64;
+	const int right = (rank + 1) % nranks, left = (rank + nranks - 1) % nranks;
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	uint32_t *send, *recv;
+	int failed = 0;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	if (collc_mem_alloc(ctx, (A2A_PIPE + 1) * slot * 4, -1, (void **)&send) < 0 ||
+	    collc_mem_alloc(ctx, (A2A_PIPE + 1) * slot * 4, -1, (void **)&recv) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	for (int round = 0; round < A2A_ROUNDS && !failed; round++) {
+		int v = round % 2;
+		size_t count = counts[(round / 2) % 5];
+		collc_req req;
+		int r = a2a_submit(comm, round, v, count, rank, nranks, send, recv, &req);
+
+		if (r == 0)
+			r = collc_wait(ctx, req, 30000);
+		if (r < 0)
+			failed = h_fail("rank %d: round %d: %s", rank, round, collc_strerror(r));
+		else
+			failed = a2a_check(round, v, count, rank, nranks, recv);
+	}
+	if (!failed) {
+		/* In flight at once: A2A_PIPE all-to-all(v)s, a send and a receive, an all-reduce. */
+		collc_req req[A2A_PIPE + 3];
+		struct rc_case c = {
+			.dtype = COLLC_FLOAT32, .op = COLLC_SUM, .seed = h_seed, .count = 4096
+		};
+		uint32_t *ps = send + A2A_PIPE * slot, *pr = recv + A2A_PIPE * slot;
+		int r = 0, nr = 0;
+
+		for (size_t i = 0; i < 1000; i++)
+			ps[i] = a2a_val(1000, rank, right, i);
+		for (size_t i = 0; i < 1000; i++)
+			pr[i] = 0;
+		r = collc_send(comm, ps, 1000, COLLC_UINT32, right, &req[nr++]);
+		if (r == 0)
+			r = collc_recv(comm, pr, 1000, COLLC_UINT32, left, &req[nr++]);
+		for (int q = 0; q < A2A_PIPE && r == 0; q++)
+			r = a2a_submit(comm, 100 + q, q % 2, 3001, rank, nranks, send + q * slot,
+				       recv + q * slot, &req[nr++]);
+		if (r == 0) {
+			rc_fill_coll(&c, RC_ALLREDUCE, nranks, rank, ps + 2000);
+			r = collc_allreduce(comm, ps + 2000, pr + 2000, c.count, c.dtype, c.op,
+					    &req[nr++]);
+		}
+		for (int i = 0; i < nr; i++) {
+			int w = collc_wait(ctx, req[i], 30000);
+
+			if (r == 0)
+				r = w;
+		}
+		if (r < 0) {
+			failed = h_fail("rank %d: all-to-alls in flight: %s", rank,
+					collc_strerror(r));
+		} else {
+			for (int q = 0; q < A2A_PIPE && !failed; q++)
+				failed = a2a_check(100 + q, q % 2, 3001, rank, nranks,
+						   recv + q * slot);
+			for (size_t i = 0; i < 1000 && !failed; i++)
+				if (pr[i] != a2a_val(1000, left, rank, i))
+					failed = h_fail(
+						"rank %d: the receive beside them: element %zu",
+						rank, i);
+			if (!failed)
+				failed = rc_check_coll(&c, RC_ALLREDUCE, nranks, rank, 0, pr + 2000,
+						       "the all-reduce beside them");
+		}
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+static int test_a2a_blocks(int nd, int nranks)
+{
+	int failed;
+
+	setenv("COLLCD_NET_A2A", "blocks", 1); /* every collcd started below inherits it */
+	start_daemons(nd);
+	h_unique_id(&sh->id);
+	failed = h_run_ranks(nranks, a2a_rank, NULL);
+	if (!failed)
+		h_log("%d ranks on %d daemons (%s): every all-to-all(v) block right", nranks, nd,
+		      block ? "in blocks" : "round-robin");
+	return finish(failed);
+}
+
 static const struct refusal refuse_mismatch = { mismatch, "after the mismatch" };
 static const struct refusal refuse_p2p = { p2p_refusal, "after the send and receive" };
 
@@ -658,6 +829,8 @@ static int sig;    /* SIGKILL or SIGSTOP */
 static int victim; /* the daemon the kill and stop cases take away */
 
 /* kill -9 of a daemon while large all-reduces run: the other daemon's ranks get -EPIPE fast. */
+static int kill_a2a; /* all-to-alls as blocks, the victim's ranks in them too */
+
 static int kill_rank(int rank, int nranks, void *arg)
 {
 	struct collc_ctx *ctx;
@@ -673,16 +846,27 @@ static int kill_rank(int rank, int nranks, void *arg)
 	if (collc_mem_alloc(ctx, count * 4, -1, &send) < 0 ||
 	    collc_mem_alloc(ctx, count * 4, -1, &recv) < 0)
 		return h_fail("rank %d: mem_alloc", rank);
-	if (rank % ndaemons == victim) {
+	if (rank % ndaemons == victim && !kill_a2a) {
 		/* The ranks of the daemon to be killed just wait for it. */
 		h_add(&sh->submitted, 1);
 		pause();
 		return 0;
 	}
 	for (; n < 64; n++) {
-		r = collc_allreduce(comm, send, recv, count, COLLC_FLOAT32, COLLC_SUM, &reqs[n]);
+		if (kill_a2a)
+			r = collc_alltoall(comm, send, recv, count / (size_t)nranks, COLLC_FLOAT32,
+					   &reqs[n]);
+		else
+			r = collc_allreduce(comm, send, recv, count, COLLC_FLOAT32, COLLC_SUM,
+					    &reqs[n]);
 		if (r < 0)
 			break;
+	}
+	if (rank % ndaemons == victim) {
+		/* Blocks to and from it move when its daemon dies. */
+		h_add(&sh->submitted, 1);
+		pause();
+		return 0;
 	}
 	h_add(&sh->submitted, 1);
 	for (int i = 0; i < n; i++) {
@@ -833,6 +1017,10 @@ int main(int argc, char **argv)
 		block = argc > 4 && !strcmp(argv[4], "block");
 		return test_p2p(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 4);
 	}
+	if (!strcmp(what, "a2a_blocks")) {
+		block = argc > 4 && !strcmp(argv[4], "block");
+		return test_a2a_blocks(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 4);
+	}
 	if (!strcmp(what, "two"))
 		return test_two();
 	if (!strcmp(what, "pipeline")) {
@@ -852,6 +1040,12 @@ int main(int argc, char **argv)
 		return test_secret();
 	if (!strcmp(what, "kill"))
 		return test_kill(SIGKILL, argc > 2 && !strcmp(argv[2], "root") ? 0 : 1);
+	if (!strcmp(what, "kill_a2a_blocks")) {
+		/* kill -9 of a daemon while all-to-all blocks (4 MiB each) move: -EPIPE within 2 s. */
+		setenv("COLLCD_NET_A2A", "blocks", 1);
+		kill_a2a = 1;
+		return test_kill(SIGKILL, 1);
+	}
 	if (!strcmp(what, "stop"))
 		return test_kill(SIGSTOP, 1);
 	if (!strcmp(what, "garbage"))
