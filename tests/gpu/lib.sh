@@ -1,10 +1,22 @@
 # SPDX-License-Identifier: MIT
+# shellcheck shell=bash
 #
-# What the device-machine scripts of tests/gpu share (sourced by run.sh and
-# nccl-shim.sh after they set ROOT, BUILD, LOGDIR and RES): a result line and
-# the CUDA build.
+# What the device-machine scripts of tests/gpu share (sourced by run.sh,
+# nccl-shim.sh and net-daemons.sh after they set ROOT, BUILD, LOGDIR and RES):
+# a result line, the wait for a collcd's socket and the CUDA build.
 
 result() { echo "RESULT $*" | tee -a "$RES"; }
+
+# Waits up to TRIES x 50 ms for collcd PID to create socket SOCK: 0 once it
+# exists, 1 when the process ended or the time ran out.
+wait_socket() { # SOCK PID TRIES
+	for _ in $(seq 1 "$3"); do
+		[ -S "$1" ] && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
 
 # Builds the cmake targets given (none: all) into $BUILD for sm_90 (log:
 # $LOGDIR/build.log); a build result either way, and exit 1 on failure.

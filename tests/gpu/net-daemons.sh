@@ -43,7 +43,7 @@ export CUDA_MODULE_LOADING=EAGER
 mkdir -p "$LOGDIR"
 RES=$LOGDIR/results.txt
 : >"$RES"
-result() { echo "RESULT $*" | tee -a "$RES"; }
+. "$(dirname "$0")/lib.sh"
 
 SOCK_A=/tmp/collc-gpunet-a.sock
 SOCK_B=/tmp/collc-gpunet-b.sock
@@ -61,12 +61,7 @@ start_one() { # sock port log: starts one collcd (its pid in STARTED); 1 if it d
 	"$BIN/collcd" --backend cuda --socket "$1" --listen "127.0.0.1:$2" --max-channels 8 --devices $((GPU + 1)) \
 		--foreground --log-level info >>"$3" 2>&1 &
 	STARTED=$!
-	for _ in $(seq 1 400); do
-		[ -S "$1" ] && return 0
-		kill -0 "$STARTED" 2>/dev/null || break
-		sleep 0.05
-	done
-	return 1
+	wait_socket "$1" "$STARTED" 400
 }
 start_both() {
 	start_one "$SOCK_A" "$PORT_A" "$LOGDIR/collcd-a.log"; local ra=$?

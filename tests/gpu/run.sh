@@ -55,11 +55,7 @@ start_collcd() { # args: collcd options
 	echo "=== collcd $* ===" >>"$DLOG"
 	"$BIN/collcd" --backend "$BACKEND" --socket "$SOCK" --foreground --log-level info "$@" >>"$DLOG" 2>&1 &
 	DPID=$!
-	for _ in $(seq 1 200); do
-		[ -S "$SOCK" ] && return 0
-		kill -0 "$DPID" 2>/dev/null || break
-		sleep 0.05
-	done
+	wait_socket "$SOCK" "$DPID" 200 && return 0
 	echo "collcd did not start" | tee -a "$TLOG"
 	return 1
 }
