@@ -129,224 +129,204 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 }
 
 /*
- * Items one pass of a poller warp reads, its lanes' together: a lane that
- * found items reads up to POLL_ITEMS / (its warp's lanes) ahead in the next
- * pass, an idle lane one. Each is a 256-byte load of the whole warp. The
- * window bounds the pipelined rate (one pass, 3.4 us, per window). A wider
- * one does not fit the registers: at 8, 80 bytes of the poller spilled
- * (ptxas), and every POLL_ITEMS above 4 cost a lone 16-256 KiB collective
- * 1-1.5 us (bench/RESULTS.md, "the poller's read-ahead window"), so each
- * lane gets a warp of its own instead.
+ * Items a pass of a lane's poller reads ahead of the lane's position after a
+ * pass that found some; an idle lane reads one. Each is a 256-byte load of
+ * the whole warp, its words in registers until the pass has looked at them.
+ * The window bounds the pipelined rate (a pass, 3.4 us, per window); its
+ * registers bound the window: one warp reading 8 items for two lanes spilled
+ * 80 bytes (ptxas), and a spilled word waits for its PCIe read before the
+ * next load can take its register (every window above 4 then cost a lone
+ * 16-256 KiB collective 1-1.5 us: bench/RESULTS.md, "the poller's read-ahead
+ * window"). So each lane has warps of its own.
  */
 #define POLL_ITEMS 4u
 
-/* Read slot i of a pass: lane *ret_s, the k-th item ahead of its position. */
-static __device__ __forceinline__ void poll_slot(const uint32_t *off, uint32_t i, uint32_t *ret_s,
-						 uint32_t *ret_k)
-{
-	uint32_t s = 0;
+/*
+ * One lane's poller state, in shared memory: thread 0 of the lane's warp
+ * loads and stores it, and the warp acts on thread 0's values (shuffles), so
+ * that no thread can act on a value another has not seen yet.
+ */
+struct poll_lane {
+	uint64_t pos;       /* the next position to forward */
+	uint64_t last_coll; /* the newest collective forwarded */
+	uint64_t gate;      /* the lowest gate word read: OPEN > HOLD > a boundary */
+	uint32_t want;      /* items the next pass reads */
+	int acked, open, done;
+};
 
-	/* Without a branch per lane: each lane's loads would wait for the last (divergence). */
-#pragma unroll
-	for (uint32_t l = 1; l < CUDA_MAX_LANES; l++)
-		s = i >= off[l] ? l : s;
-	*ret_s = s;
-	*ret_k = i - off[s];
+static __shared__ struct poll_lane poll_sh[CUDA_MAX_LANES]; /* block 0's */
+
+/* Block 0, thread l < nlanes, before the block's barrier and the pollers. */
+static __device__ void poll_init(const struct cuda_grid_args &a, uint32_t lane)
+{
+	volatile struct poll_lane *sh = &poll_sh[lane];
+
+	sh->pos = a.ds->lane[lane].poll_pos;
+	sh->last_coll = a.ds->lane[lane].last_coll;
+	sh->gate = CUDA_GATE_OPEN;
+	sh->want = 1;
+	sh->acked = sh->open = sh->done = 0;
 }
 
 /*
- * A poller: a warp of block 0 serving lanes lane0 .. lane0 + nl - 1; its
- * thread l keeps FIFO lane0 + l's position and gate. Each pass loads, in one
- * round of PCIe reads, its lanes' gates and the items ahead of their
- * positions from their LL copies (grid.h): thread t loads word t of each
- * item. A lane's run of whole items from its
- * position, within its gate, is its unit: the warp copies every lane's unit
- * into device memory together (with trace, stamping t_forward) and thread l
- * publishes lane l's with one store of dseq (G1). Units and work batches
- * differ: a unit starts as soon as its items are seen, while the blocks
- * publish work_consumed at the end of the host's batch (B2, batch_last),
- * so a batch cut into several units still costs one system fence per
- * block; only a unit that ends at the gate (a quiesce window) ends its
- * batch early. For the same reason the poller holds (the window's
- * handshake) only at the end of a batch: a unit that stopped inside one,
- * the rest of its items not yet seen, would leave work_consumed short of
- * the position it reports, and the window would wait for it forever.
+ * A poller: warp `lane` of block 0, the lane's alone. Each pass
+ * loads, in one round of PCIe reads, the lane's gate and the items ahead of
+ * its position from its LL copy (grid.h): thread t loads word t of each
+ * item. The lane's run of whole items from its position, within its gate, is
+ * its unit: the warp copies it into device memory (with trace, stamping
+ * t_forward) and publishes it with one store of dseq (G1). Units and work
+ * batches differ: a unit starts as soon as its items are seen, while the
+ * blocks publish work_consumed at the end of the host's batch (B2,
+ * batch_last), so a batch cut into several units still costs one system
+ * fence per block; only a unit that ends at the gate (a quiesce window) ends
+ * its batch early. For the same reason the poller holds (the window's
+ * handshake) only at the end of a batch: a unit that stopped inside one, the
+ * rest of its items not yet seen, would leave work_consumed short of the
+ * position it reports, and the window would wait for it forever.
+ *
+ * A warp per lane: the read-ahead words of one lane fill the registers a
+ * warp has (POLL_ITEMS). Two warps a lane, each issuing its reads half a
+ * pass after the other, were measured too: a lone 8-byte all-reduce took
+ * 0.7-1 us longer than with one (bench/RESULTS.md, "A poller warp per lane").
  */
-__device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lane0, uint32_t nl)
+__device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lane)
 {
+	volatile struct poll_lane *sh = &poll_sh[lane];
 	const uint32_t t = threadIdx.x & 31;
 	struct cuda_dstate *ds = a.ds;
-	const uint32_t ahead = max(1u, POLL_ITEMS / nl);
-	const uint32_t me = lane0 + t; /* the lane thread t keeps (t < nl) */
-	int done = t >= nl;
-	uint64_t pos = 0, gate = CUDA_GATE_OPEN, last_coll = 0;
-	uint32_t want = 1;
-	int acked = 0, open = 0; /* open: the last item forwarded left its batch open (B2) */
-	struct collc_work_fifo *f = done ? NULL : a.fifo[me];
-	struct cuda_hlane *hl = done ? NULL : &a.hctrl->lane[me];
+	struct collc_work_fifo *f = a.fifo[lane];
+	struct cuda_hlane *hl = &a.hctrl->lane[lane];
+	const struct cuda_ll_fifo *ll = a.ll[lane];
 
-	if (!done) {
-		pos = ds->lane[me].poll_pos;
-		last_coll = ds->lane[me].last_coll;
-	}
 	for (uint32_t it = 0;; it++) {
-		uint32_t off[CUDA_MAX_LANES + 1], run[CUDA_MAX_LANES], nl[CUDA_MAX_LANES];
-		uint32_t n = 0, mine = 0;
-		uint32_t cutl[CUDA_MAX_LANES], endk[CUDA_MAX_LANES], cut = 0, myend = UINT32_MAX;
-		uint32_t p[CUDA_MAX_LANES]; /* positions mod 2^32 name slots and flags alike */
 		uint64_t v[POLL_ITEMS];
 
-		if (__all_sync(FULL_MASK, done))
+		if (__shfl_sync(FULL_MASK, t == 0 ? sh->done : 0, 0))
 			break;
-		if (!done && (it & 63) == 0 && ld_vol32(&f->ctrl.abort)) {
-			ds->abort = 1;
-			__threadfence();
-			done = 1;
-		}
+		const uint64_t p = __shfl_sync(FULL_MASK, t == 0 ? (uint64_t)sh->pos : 0ull, 0);
+		const uint32_t want = __shfl_sync(FULL_MASK, t == 0 ? sh->want : 0u, 0);
 		const uint64_t t_issue = a.trace ? globaltimer() : 0;
 
 		/* The gate and the items are loaded together: one round trip per pass. */
-		if (!done)
-			gate = ld_vol64(&hl->gate);
-		off[0] = 0;
+		uint64_t gate = ld_vol64(&hl->gate);
 #pragma unroll
-		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++) {
-			p[l] = __shfl_sync(FULL_MASK, (uint32_t)pos, l);
-			off[l + 1] = off[l] + __shfl_sync(FULL_MASK, done ? 0u : want, l);
-			run[l] = 0;
-		}
-#pragma unroll
-		for (uint32_t i = 0; i < POLL_ITEMS; i++) {
-			uint32_t s, k;
+		for (uint32_t i = 0; i < POLL_ITEMS; i++)
+			if (i < want)
+				v[i] = ld_vol64(&ll->items[(p + i) & (COLLC_FIFO_DEPTH - 1)].w[t]);
+		uint64_t pos = p;
+		uint64_t last_coll = __shfl_sync(FULL_MASK, t == 0 ? (uint64_t)sh->last_coll : 0ull, 0);
+		const int acked = __shfl_sync(FULL_MASK, t == 0 ? sh->acked : 0, 0);
+		int open = __shfl_sync(FULL_MASK, t == 0 ? sh->open : 0, 0), done = 0, ack = 0;
+		uint32_t run = 0, endk = UINT32_MAX, n = 0;
+		int cut = 0;
 
-			poll_slot(off, i, &s, &k);
-			if (i < off[CUDA_MAX_LANES])
-				v[i] = ld_vol64(
-					&a.ll[lane0 + s]->items[(p[s] + k) & (COLLC_FIFO_DEPTH - 1)].w[t]);
-		}
+		/* The gate only moves down (OPEN, HOLD, a boundary): an older word changes nothing. */
+		gate = min((unsigned long long)__shfl_sync(FULL_MASK, gate, 0),
+			   (unsigned long long)__shfl_sync(FULL_MASK,
+							   t == 0 ? (uint64_t)sh->gate : 0ull, 0));
 		/* L1': a word whose flag is the item's position + 1 is whole (grid.h). */
 #pragma unroll
 		for (uint32_t i = 0; i < POLL_ITEMS; i++) {
-			uint32_t s, k;
+			const uint64_t q = p + i;
 
-			poll_slot(off, i, &s, &k);
-			if (i < off[CUDA_MAX_LANES] &&
-			    __all_sync(FULL_MASK, (uint32_t)(v[i] >> 32) == p[s] + k + 1) &&
-			    run[s] == k)
-				run[s] = k + 1;
+			if (i < want &&
+			    __all_sync(FULL_MASK, (uint32_t)(v[i] >> 32) == (uint32_t)q + 1) &&
+			    q == pos + run)
+				run++;
+			/* Where the run first ends a batch (word 20, batch_last: B2). */
+			if (i < want && q >= pos && q < pos + run && endk == UINT32_MAX &&
+			    __shfl_sync(FULL_MASK, (uint32_t)v[i], 20))
+				endk = (uint32_t)(q - pos);
 		}
-		/* Where each lane's run first ends a batch (word 20, batch_last: B2). */
-#pragma unroll
-		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++)
-			endk[l] = UINT32_MAX;
-#pragma unroll
-		for (uint32_t i = 0; i < POLL_ITEMS; i++) {
-			uint32_t s, k;
-
-			poll_slot(off, i, &s, &k);
-			if (i < off[CUDA_MAX_LANES]) {
-				const uint32_t bl = __shfl_sync(FULL_MASK, (uint32_t)v[i], 20);
-
-				if (k < run[s] && bl && k < endk[s])
-					endk[s] = k;
+		if (!(it & 63) && __shfl_sync(FULL_MASK, t == 0 ? ld_vol32(&f->ctrl.abort) : 0u, 0)) {
+			if (t == 0) {
+				ds->abort = 1;
+				__threadfence();
 			}
-		}
-#pragma unroll
-		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++) {
-			mine = l == t ? run[l] : mine;
-			myend = l == t ? endk[l] : myend;
-		}
-		if (!done) {
-			if (gate == CUDA_GATE_HOLD && open) {
-				/* Hold only at a batch's end: forward up to it first. */
-				n = myend != UINT32_MAX ? myend + 1 : mine;
-			} else if (gate == CUDA_GATE_HOLD) {
-				if (!acked) {
-					/* Hold: tell the host where we stopped (cuda/window.c window()). */
-					st_vol64(&hl->ack_pos, pos);
-					st_vol64(&hl->ack_coll, last_coll);
-					__threadfence_system();
-					st_vol64(&hl->ack_gate, CUDA_GATE_HOLD);
-					acked = 1;
-				}
-			} else if (pos >= gate) {
-				/* G2: stop at the boundary the host chose. */
-				st_rel_gpu(&ds->lane[me].stop_epoch, a.epoch);
-				done = 1;
-			} else {
-				n = (uint32_t)min((uint64_t)mine, gate - pos);
-				/* A unit that ends at the gate ends its batch there too (E1 before a window). */
-				cut = n && pos + n == gate;
+			done = 1;
+		} else if (gate == CUDA_GATE_HOLD && open) {
+			/* Hold only at a batch's end: forward up to it first. */
+			n = endk != UINT32_MAX ? endk + 1 : run;
+		} else if (gate == CUDA_GATE_HOLD) {
+			if (!acked && t == 0) {
+				/* Hold: tell the host where we stopped (cuda/window.c window()). */
+				st_vol64(&hl->ack_pos, pos);
+				st_vol64(&hl->ack_coll, last_coll);
+				__threadfence_system();
+				st_vol64(&hl->ack_gate, CUDA_GATE_HOLD);
 			}
-			want = n ? ahead : 1;
+			ack = 1;
+		} else if (pos >= gate) {
+			/* G2: stop at the boundary the host chose. */
+			if (t == 0)
+				st_rel_gpu(&ds->lane[lane].stop_epoch, a.epoch);
+			done = 1;
+		} else {
+			n = (uint32_t)min((uint64_t)run, gate - pos);
+			/* A unit that ends at the gate ends its batch there too (E1 before a window). */
+			cut = n && pos + n == gate;
 		}
-#pragma unroll
-		for (uint32_t l = 0; l < CUDA_MAX_LANES; l++) {
-			nl[l] = __shfl_sync(FULL_MASK, n, l);
-			cutl[l] = __shfl_sync(FULL_MASK, cut, l);
-		}
-		if (__any_sync(FULL_MASK, n > 0)) {
+		if (n > 0) {
 			uint32_t kind = 0;
-			uint64_t coll = 0;
 
 #pragma unroll
 			for (uint32_t i = 0; i < POLL_ITEMS; i++) {
-				uint32_t s, k, w, slot;
+				const uint64_t q = p + i;
+				uint32_t wd;
 
-				poll_slot(off, i, &s, &k);
-				if (i >= off[CUDA_MAX_LANES] || k >= nl[s])
+				if (i >= want || q < pos || q >= pos + n)
 					continue;
-				slot = (p[s] + k) & (COLLC_FIFO_DEPTH - 1);
-				w = (uint32_t)v[i];
+				wd = (uint32_t)v[i];
 				/* Words 18-19 hold t_forward, word 20 batch_last: proto/work.h. */
 				if (t == 18 && a.trace)
-					w = (uint32_t)t_issue;
+					wd = (uint32_t)t_issue;
 				if (t == 19 && a.trace)
-					w = (uint32_t)(t_issue >> 32);
-				if (t == 20 && k + 1 == nl[s] && cutl[s])
-					w = 1;
-				((uint32_t *)&ds->items[lane0 + s][slot])[t] = w;
-				if (k + 1 == nl[s]) {
-					/*
-					 * Kind (word 0), coll_id (words 14-15) and batch_last
-					 * (word 20, with the cut) of lane s's last item.
-					 */
-					const uint32_t k0 = __shfl_sync(FULL_MASK, w, 0) & 0xff;
-					const uint32_t c0 = __shfl_sync(FULL_MASK, w, 14);
-					const uint32_t c1 = __shfl_sync(FULL_MASK, w, 15);
-					const uint32_t b0 = __shfl_sync(FULL_MASK, w, 20);
-
-					if (s == t) {
-						kind = k0;
-						coll = (uint64_t)c0 | (uint64_t)c1 << 32;
-						open = !b0;
-					}
+					wd = (uint32_t)(t_issue >> 32);
+				if (t == 20 && q + 1 == pos + n && cut)
+					wd = 1;
+				((uint32_t *)&ds->items[lane][q & (COLLC_FIFO_DEPTH - 1)])[t] = wd;
+				if (q + 1 == pos + n) {
+					/* Kind (word 0), coll_id (words 14-15), batch_last (word 20). */
+					kind = __shfl_sync(FULL_MASK, wd, 0) & 0xff;
+					const uint64_t coll = (uint64_t)__shfl_sync(FULL_MASK, wd, 14) |
+							      (uint64_t)__shfl_sync(FULL_MASK, wd, 15) << 32;
+					open = !__shfl_sync(FULL_MASK, wd, 20);
+					if (kind == COLLC_WORK_COLL)
+						last_coll = coll;
 				}
 			}
-			/* The warp's device stores before each lane's release (G1). */
+			/* The warp's device stores before the release (G1). */
 			__syncwarp();
-			if (n > 0) {
+			if (t == 0) {
 				if (a.trace) {
 					/* reserved[0] of the device copies: the reads are back (grid.h). */
-					uint64_t tb = globaltimer();
+					const uint64_t tb = globaltimer();
 
 					for (uint32_t i = 0; i < n; i++)
-						ds->items[me][(pos + i) & (COLLC_FIFO_DEPTH - 1)]
+						ds->items[lane][(pos + i) & (COLLC_FIFO_DEPTH - 1)]
 							.reserved[0] = tb;
 				}
-				if (kind == COLLC_WORK_COLL)
-					last_coll = coll;
-				if (kind == COLLC_WORK_QUIT)
-					done = 1;
 				/* G1: the unit's copy, then dseq. */
-				st_rel_gpu(&ds->lane[me].dseq, pos + n);
-				pos += n;
+				st_rel_gpu(&ds->lane[lane].dseq, pos + n);
+			}
+			if (kind == COLLC_WORK_QUIT)
+				done = 1;
+			pos += n;
+		}
+		if (t == 0) {
+			sh->pos = pos;
+			sh->last_coll = last_coll;
+			sh->gate = gate;
+			sh->open = open;
+			sh->acked = acked || ack;
+			sh->want = n ? POLL_ITEMS : 1;
+			if (done) {
+				ds->lane[lane].poll_pos = pos;
+				ds->lane[lane].last_coll = last_coll;
+				sh->done = 1;
 			}
 		}
-	}
-	if (t < nl) {
-		ds->lane[me].poll_pos = pos;
-		ds->lane[me].last_coll = last_coll;
+		__syncwarp();
 	}
 }
 
@@ -413,12 +393,12 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 	uint64_t pos, t_seen = 0, t_item = 0, seen = 0; /* seen: thread 0's last dseq */
 
 	if (blockIdx.x == 0) {
-		/*
-		 * A warp per lane: each reads POLL_ITEMS ahead of its own lane
-		 * with the registers one warp has (POLL_ITEMS).
-		 */
+		/* A warp per lane (poller()). */
+		if (threadIdx.x < a.nlanes)
+			poll_init(a, threadIdx.x);
+		__syncthreads();
 		if (threadIdx.x < 32 * a.nlanes)
-			poller(a, threadIdx.x / 32, 1);
+			poller(a, threadIdx.x / 32);
 		return;
 	}
 	lane = (blockIdx.x - 1) / a.nchannels;
