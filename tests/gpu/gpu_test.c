@@ -1713,8 +1713,16 @@ static int net_stream(struct rank_ctx *rc, uint64_t *cid)
 {
 	cudaStream_t st, side[2 * NET_RING_OUT];
 	cudaEvent_t ev[2 * NET_RING_OUT + 1];
+	unsigned char *hsend = rc->hsend, *hrecv = rc->hrecv;
 	int fails, r;
 
+	/*
+	 * Pinned host buffers for the stream's copies: a copy from or to
+	 * pageable memory may wait on the host for the stream's earlier work,
+	 * which would leave one collective on the stream at a time.
+	 */
+	CK(cudaMallocHost((void **)&rc->hsend, rc->cap));
+	CK(cudaMallocHost((void **)&rc->hrecv, rc->cap));
 	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 	for (int i = 0; i < 2 * NET_RING_OUT; i++)
 		CK(cudaStreamCreateWithFlags(&side[i], cudaStreamNonBlocking));
@@ -1743,6 +1751,10 @@ static int net_stream(struct rank_ctx *rc, uint64_t *cid)
 	for (int i = 0; i < 2 * NET_RING_OUT; i++)
 		CK(cudaStreamDestroy(side[i]));
 	CK(cudaStreamDestroy(st));
+	CK(cudaFreeHost(rc->hsend));
+	CK(cudaFreeHost(rc->hrecv));
+	rc->hsend = hsend;
+	rc->hrecv = hrecv;
 	return fails;
 }
 
