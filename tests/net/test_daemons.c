@@ -35,7 +35,9 @@
  *                                       a ring of stream-ordered sends and receives:
  *                                       nothing moves before the gos, then every
  *                                       byte right; counts that differ: -EINVAL on
- *                                       both gates; comm_abort with a go missing:
+ *                                       both gates; a host receive that times out
+ *                                       while its stream send waits for its go:
+ *                                       -ETIMEDOUT on both; comm_abort with a go missing:
  *                                       the gate is released with -ECANCELED
  *                                       (a2a_blocks: all-to-all as blocks)
  *   test_daemons secret                 a wrong secret is refused and counted,
@@ -1098,6 +1100,58 @@ static int st_errors(struct st_rank *k)
 	return failed;
 }
 
+/*
+ * A partner that times out while the stream op waits for its go: rank 1's
+ * host-ordered receive from rank 0 (400 ms timeout on its daemon) ends
+ * -ETIMEDOUT while rank 0's stream send waits for its go; once rank 0
+ * writes go, its send ends -ETIMEDOUT too (the sender's daemon decides
+ * both), nothing written.
+ */
+static int st_timeout(struct st_rank *k)
+{
+	uint32_t t = k->ticket++;
+	int failed = 0, r;
+
+	if (k->rank == 0)
+		st_publish_p2p(k, 1, 1, 256, 3, 41, t);
+	if (k->rank == 1) {
+		struct collc_sqe e = { 0 };
+
+		rc_canary_fill(st_recv(k, 3), ST_REGION, t);
+		r = raw_comm_timeout(&k->c, k->comm, 400);
+		if (r < 0)
+			return h_fail("rank 1: comm timeout: %s", collc_strerror(r));
+		e.opcode = COLLC_OP_RECV;
+		e.dtype = COLLC_UINT8;
+		e.root = 0;
+		e.comm = k->comm;
+		e.count = 256;
+		e.recv_mr = k->mr;
+		e.recv_off = 3 * 2 * (uint64_t)ST_REGION + ST_REGION;
+		e.user_data = 77;
+		raw_publish(&k->c, &e);
+		r = raw_completion(&k->c, 77, ST_MS);
+		if (r != -ETIMEDOUT)
+			failed = h_fail("rank 1: host receive whose stream send waits for its go: "
+					"%d (%s), want -ETIMEDOUT",
+					r, r == 1 ? "none came" : collc_strerror(r));
+		if (rc_canary_check(st_recv(k, 3), 0, ST_REGION, t) >= 0)
+			failed = h_fail("rank 1: a timed out receive wrote its buffer");
+		r = raw_comm_timeout(&k->c, k->comm, UINT32_MAX);
+		if (r < 0)
+			failed = h_fail("rank 1: comm timeout back: %s", collc_strerror(r));
+	}
+	if (st_barrier(k->rank))
+		return 1;
+	if (k->rank == 0) {
+		if (raw_gate_done(&k->c, 41) == t)
+			failed = h_fail("rank 0: a stream send ended before its go");
+		raw_gate_go(&k->c, 41, t);
+		failed |= st_expect(k, 41, t, -ETIMEDOUT, "stream send whose receive timed out");
+	}
+	return failed;
+}
+
 static int stream_rank(int rank, int nranks, void *arg)
 {
 	struct st_rank k;
@@ -1119,6 +1173,8 @@ static int stream_rank(int rank, int nranks, void *arg)
 		      "then every byte right");
 	if (!failed)
 		failed = st_errors(&k) || st_barrier(rank);
+	if (!failed)
+		failed = st_timeout(&k) || st_barrier(rank);
 	/* A communicator that goes while a stream receive waits for its go releases it. */
 	if (!failed && rank == 0) {
 		uint32_t t = k.ticket;
@@ -1134,7 +1190,8 @@ static int stream_rank(int rank, int nranks, void *arg)
 	if (st_barrier(rank))
 		failed = 1;
 	if (!failed && rank == 0)
-		h_log("errors release the gates: -EINVAL (mismatch), -ECANCELED (abort)");
+		h_log("errors release the gates: -EINVAL (mismatch), -ETIMEDOUT (partner timed "
+		      "out), -ECANCELED (abort)");
 	raw_close(&k.c);
 	return failed;
 }
