@@ -234,10 +234,14 @@ struct comm {
 	struct p2p_pair *pairs;  /* nranks x nranks, [sender * nranks + receiver] */
 	struct p2p_op *p2p_wait; /* unmatched, oldest first */
 	struct p2p_op **p2p_wait_tail;
+	/* Stream-ordered, peer on another daemon: waiting for their gates (sched_p2p_net_gates). */
+	struct p2p_op *p2p_gated;
+	struct p2p_op **p2p_gated_tail;
 	struct p2p_xfer *p2p_ready; /* matched, not launched, oldest first */
 	struct p2p_xfer **p2p_ready_tail;
 	struct p2p_xfer *p2p_run; /* launched */
 	uint32_t p2p_waiting;     /* ops on p2p_wait */
+	uint32_t p2p_gating;      /* ops on p2p_gated */
 	uint32_t p2p_queued;      /* xfers on p2p_ready */
 	uint64_t p2p_inflight;    /* xfers on p2p_run */
 	uint64_t p2p_cookie;      /* names the last op handed to the node layer */
@@ -401,8 +405,10 @@ struct member *sched_member_of(struct sched_client *c, uint32_t handle);
 void sched_p2p_take(struct sched_client *c, struct member *mb, const struct collc_sqe *e);
 int sched_p2p_launch(struct comm *cm, const struct collc_config *cfg);
 int sched_p2p_launch_unblocked(const struct comm *cm);
-/* Does a matched send/recv wait for a stream's gate? */
+/* Does a matched send/recv, or one across daemons, wait for a stream's gate? */
 int sched_p2p_gated(const struct comm *cm);
+/* Hands the node layer the stream-ordered ones across daemons whose gates opened. */
+int sched_p2p_net_gates(struct comm *cm);
 int sched_p2p_reap(struct comm *cm);
 int sched_p2p_done_visible(const struct comm *cm);
 int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now);

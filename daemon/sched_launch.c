@@ -753,6 +753,8 @@ int sched_launch_ready(void)
 			cm->next_launch++;
 			progress = 1;
 		}
+		if (cm->ready && cm->p2p_gated && !cm->revoked)
+			progress |= sched_p2p_net_gates(cm);
 		if (cm->ready && cm->p2p_ready)
 			progress |= sched_p2p_launch(cm, &sched.execs[cm->exec_idx].cfg);
 		if (cm->ready && cm->fires)

@@ -14,7 +14,10 @@
  * Across daemons (a spanning communicator, the peer rank on another daemon)
  * the node layer moves the pair (node_p2p.c): each side's op waits on the
  * list like an unmatched one until CMD_NET_P2P ends it; the sender's daemon
- * matches the pair, so both sides end alike.
+ * matches the pair, so both sides end alike. A stream-ordered one first
+ * waits on the gated list until its stream wrote go (G1), and only then goes
+ * to the node layer: its buffer is read or written only after the stream's
+ * earlier work, and its end (op_finish()) releases the stream.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -139,32 +142,34 @@ void sched_net_stage(const struct comm *cm, uint32_t rank, const struct mr *mr, 
 	d->dev = sched.execs[fh->exec_idx].ex == d->ex ? fh->dev : 0;
 }
 
-/*
- * The peer runs on another daemon: the node layer matches and moves it:
- * host memory straight, executor memory (a GPU's) through host staging
- * (node_p2p.c). Only host-ordered requests: a stream-ordered send or
- * receive across daemons is refused (-EOPNOTSUPP on both sides).
- */
-static void net_take(struct comm *cm, struct p2p_op *op)
+static void gated_append(struct comm *cm, struct p2p_op *op)
+{
+	if (!cm->p2p_gated)
+		cm->p2p_gated_tail = &cm->p2p_gated;
+	*cm->p2p_gated_tail = op;
+	cm->p2p_gated_tail = &op->next;
+	cm->p2p_gating++;
+}
+
+static struct p2p_op *gated_unlink(struct comm *cm, struct p2p_op **pp)
+{
+	struct p2p_op *op = *pp;
+
+	*pp = op->next;
+	if (cm->p2p_gated_tail == &op->next)
+		cm->p2p_gated_tail = pp;
+	op->next = NULL;
+	cm->p2p_gating--;
+	return op;
+}
+
+/* Hands op to the node layer; it waits on the list until CMD_NET_P2P ends it. */
+static void net_post(struct comm *cm, struct p2p_op *op)
 {
 	const int send = op->sqe.opcode == COLLC_OP_SEND;
 	struct node_p2p d = { 0 };
 	int r;
 
-	if (!op->err && op->sqe.flags) {
-		log_info("communicator %llu: a stream-ordered %s across daemons is not supported",
-			 (unsigned long long)cm->id, send ? "send" : "receive");
-		op->err = -EOPNOTSUPP;
-	}
-	if (!op->err && op->mr && op->mr->exec && !op->mr->exec->copy) {
-		log_info("communicator %llu: a %s across daemons from %s memory: that executor "
-			 "cannot stage it",
-			 (unsigned long long)cm->id, send ? "send" : "receive", op->mr->exec->name);
-		op->err = -EOPNOTSUPP;
-	}
-	/* The errors the other daemon accepts for a pair (node_p2p.c err_ok()). */
-	if (op->err && op->err != -EINVAL && op->err != -EOVERFLOW && op->err != -EOPNOTSUPP)
-		op->err = -EINVAL;
 	op->net = 1;
 	op->cookie = ++cm->p2p_cookie;
 	d.cookie = op->cookie;
@@ -185,6 +190,60 @@ static void net_take(struct comm *cm, struct p2p_op *op)
 	r = node_p2p_post(cm->id, &d);
 	if (r < 0)
 		op_finish(cm, wait_unlink(cm, wait_find(cm, op->cookie)), r);
+}
+
+/*
+ * The peer runs on another daemon: the node layer matches and moves it:
+ * host memory straight, executor memory (a GPU's) through host staging
+ * (node_p2p.c). A stream-ordered one waits for its gate first
+ * (sched_p2p_net_gates()); one that failed validation goes at once, so
+ * that its partner ends with its error.
+ */
+static void net_take(struct comm *cm, struct p2p_op *op)
+{
+	const int send = op->sqe.opcode == COLLC_OP_SEND;
+
+	if (!op->err && op->mr && op->mr->exec && !op->mr->exec->copy) {
+		log_info("communicator %llu: a %s across daemons from %s memory: that executor "
+			 "cannot stage it",
+			 (unsigned long long)cm->id, send ? "send" : "receive", op->mr->exec->name);
+		op->err = -EOPNOTSUPP;
+	}
+	/* The errors the other daemon accepts for a pair (node_p2p.c err_ok()). */
+	if (op->err && op->err != -EINVAL && op->err != -EOVERFLOW && op->err != -EOPNOTSUPP)
+		op->err = -EINVAL;
+	if (!op->err && op->sqe.flags == COLLC_SQE_STREAM) {
+		gated_append(cm, op);
+		return;
+	}
+	net_post(cm, op);
+}
+
+/*
+ * G1 (sched_gate_open()) for every stream-ordered op across daemons: one
+ * whose stream wrote go goes to the node layer, its timeout running from
+ * now (the wait list stays in timeout order). Each op on its own: the node
+ * layer matches by the pair's place, not by posting order. Returns whether
+ * any went.
+ */
+int sched_p2p_net_gates(struct comm *cm)
+{
+	struct p2p_op **pp = &cm->p2p_gated;
+	int progress = 0;
+
+	while (*pp) {
+		struct p2p_op *op = *pp;
+
+		if (!sched_gate_open(op->client, &op->sqe)) {
+			pp = &op->next;
+			continue;
+		}
+		gated_unlink(cm, pp);
+		op->t_ns = now_ns();
+		net_post(cm, op);
+		progress = 1;
+	}
+	return progress;
 }
 
 void sched_p2p_take(struct sched_client *c, struct member *mb, const struct collc_sqe *e)
@@ -395,6 +454,8 @@ static int xfer_gates_open(const struct p2p_xfer *x)
 
 int sched_p2p_gated(const struct comm *cm)
 {
+	if (cm->p2p_gated)
+		return 1;
 	for (const struct p2p_xfer *x = cm->p2p_ready; x; x = x->next)
 		if (!xfer_gates_open(x))
 			return 1;
@@ -572,6 +633,8 @@ uint64_t sched_p2p_lagging(const struct comm *cm)
 /* Everything not yet in an executor ends with err; reap ends the rest. */
 void sched_p2p_revoke(struct comm *cm, int err)
 {
+	while (cm->p2p_gated)
+		op_finish(cm, gated_unlink(cm, &cm->p2p_gated), err);
 	while (cm->p2p_wait)
 		op_finish(cm, wait_unlink(cm, &cm->p2p_wait), err);
 	while (cm->p2p_ready) {
@@ -588,8 +651,9 @@ void sched_p2p_free(struct comm *cm)
 {
 	struct p2p_xfer *lists[2] = { cm->p2p_ready, cm->p2p_run };
 
-	while (cm->p2p_wait) {
-		struct p2p_op *op = wait_unlink(cm, &cm->p2p_wait);
+	while (cm->p2p_wait || cm->p2p_gated) {
+		struct p2p_op *op = cm->p2p_wait ? wait_unlink(cm, &cm->p2p_wait)
+						 : gated_unlink(cm, &cm->p2p_gated);
 
 		sched_mr_put(op->mr);
 		sched_mr_put(op->sig_mr);

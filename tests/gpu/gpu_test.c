@@ -18,7 +18,11 @@
  *   16 MiB over several dtypes and ops; all-to-all and all-to-allv (random
  *   counts, zeros among them) and a ring of send/recv (every rank sends to
  *   its right and receives from its left at once, 8 B to 16 MiB) on GPU
- *   buffers, checked byte for byte. netkill: the parent kills --kill-pid (the
+ *   buffers, checked byte for byte; then the stream-ordered forms: the five
+ *   collectives and all-to-all, 1 to 4 enqueued on one stream at a time,
+ *   8 B to 16 MiB, checked after a stream sync, and the send/recv ring
+ *   inside collc_group_start/end, on one stream and on side streams forked
+ *   by events as libnccl-collc's ncclGroupEnd does; async error 0. netkill: the parent kills --kill-pid (the
  *   second collcd) with SIGKILL during 64 MiB all-reduces; the first
  *   daemon's ranks must end them with -EPIPE within 2 s, then run a new
  *   communicator of their own. $COLLC_NETKILL_BEFORE, if set, is a shell
@@ -62,16 +66,27 @@
 
 /* The five collectives, then the copies (scenario copies: COPY_ALLTOALL + 0..2). */
 #define COPY_ALLTOALL 5
+/*
+ * net: the stream-ordered forms' counters after those: the five collectives
+ * and all-to-all at STREAM_BASE + 0..5, then the send/recv rings on one
+ * stream (+6) and on side streams forked as libnccl-collc's groups do (+7).
+ */
+#define STREAM_BASE   (NCOLL + 3)
+#define NSTREAM       8
 static const char *coll_names[NCOLL + 3] = { "allreduce", "allgather", "reduce_scatter",
 					     "broadcast", "reduce",    "alltoall",
 					     "alltoallv", "sendrecv" };
+static const char *stream_names[NSTREAM] = { "stream-allreduce",      "stream-allgather",
+					     "stream-reduce_scatter", "stream-broadcast",
+					     "stream-reduce",         "stream-alltoall",
+					     "stream-sendrecv-group", "stream-sendrecv-ncclgroup" };
 static const char *dt_names[COLLC_NUM_DTYPES] = COLLC_DTYPE_NAMES;
 static const char *op_names[COLLC_NUM_REDOPS] = COLLC_REDOP_NAMES;
 
 struct shared {
-	/* The five collectives, then (net) the copies at COPY_ALLTOALL + 0..2. */
-	uint64_t cases[MAXR][NCOLL + 3];
-	uint64_t fails[MAXR][NCOLL + 3];
+	/* The five collectives, then (net) the copies and the stream forms (STREAM_BASE). */
+	uint64_t cases[MAXR][STREAM_BASE + NSTREAM];
+	uint64_t fails[MAXR][STREAM_BASE + NSTREAM];
 	double lat_us[MAXR]; /* latency: median client call -> completion */
 	double lat_p99_us[MAXR];
 	double value[MAXR][4]; /* scenario specific numbers */
@@ -1444,6 +1459,305 @@ static int net_pipeline(struct rank_ctx *rc, uint64_t *cid)
 	return fails;
 }
 
+/*
+ * The stream-ordered forms across daemons (issue 17 on a communicator
+ * spanning collcd). Collectives: for each of the five and all-to-all,
+ * NET_STREAM_ROUNDS rounds of 1 to 4 collectives enqueued on one stream,
+ * each after its input's copy and its output's poisoning on that stream,
+ * random sizes log-uniform from 8 B to 16 MiB a rank (8 B and 16 MiB
+ * always); the outputs copied back on the stream and checked after one
+ * stream sync. Returns the failed ones.
+ */
+#define NET_STREAM_ROUNDS 6
+
+/* One stream collective (coll < NCOLL; NCOLL: all-to-all) of case c. */
+static int stream_submit(struct rank_ctx *rc, int coll, const struct rc_case *c, int root,
+			 const void *s, void *d, cudaStream_t st)
+{
+	struct CUstream_st *cs = (struct CUstream_st *)st;
+
+	switch (coll) {
+	case 0:
+		return collc_allreduce_stream(rc->comm, s, d, c->count, c->dtype, c->op, cs);
+	case 1:
+		return collc_allgather_stream(rc->comm, s, d, c->count, c->dtype, cs);
+	case 2:
+		return collc_reduce_scatter_stream(rc->comm, s, d, c->count, c->dtype, c->op, cs);
+	case 3:
+		return collc_broadcast_stream(rc->comm, s, d, c->count, c->dtype, root, cs);
+	case 4:
+		return collc_reduce_stream(rc->comm, s, d, c->count, c->dtype, c->op, root, cs);
+	default:
+		return collc_alltoall_stream(rc->comm, s, d, c->count, c->dtype, cs);
+	}
+}
+
+static int net_stream_colls(struct rank_ctx *rc, cudaStream_t st, uint64_t *cid)
+{
+	static const int dts[] = { COLLC_FLOAT32, COLLC_BFLOAT16, COLLC_FLOAT16, COLLC_FLOAT64,
+				   COLLC_INT32,   COLLC_UINT8,    COLLC_INT64,   COLLC_FLOAT8_E4M3 };
+	const int n = rc->n, me = rc->me;
+	const struct check ck = { "net stream", -1, BUF_ALLOC, BUF_ALLOC };
+	int fails = 0;
+
+	for (int coll = 0; coll <= NCOLL; coll++)
+		for (int rnd = 0; rnd < NET_STREAM_ROUNDS; rnd++) {
+			uint64_t x = rc_mix(seed ^ rc_mix(0x7374726dull + (uint64_t)coll * 100 +
+							  (uint64_t)rnd));
+			const int m = rnd == 1 ? 1 : 2 + (int)(x % 3);
+			const size_t slot = (rc->cap / (size_t)m) & ~(size_t)4095;
+			size_t maxb = (slot - 64) / (size_t)n, sb[4], rb[4];
+			struct rc_case c[4];
+			int root[4], err[4];
+			uint64_t ids[4];
+
+			if (maxb > NET_MAX_BYTES)
+				maxb = NET_MAX_BYTES;
+			for (int i = 0; i < m; i++) {
+				uint64_t y = rc_mix(x + (uint64_t)i);
+				int dt = dts[y % 8], op = (int)((y >> 8) % 5);
+				size_t es, bytes;
+
+				if (coll == 1 || coll == 3 || coll == NCOLL)
+					op = COLLC_SUM;
+				es = collc_dtype_bytes(dt);
+				/* 8 B first, 16 MiB alone in round 1, log-uniform otherwise. */
+				bytes = net_bytes(y,
+						  rnd == 0 && i == 0 ? 0
+						  : rnd == 1         ? 1
+								     : 2,
+						  maxb);
+				ids[i] = ++*cid;
+				c[i] = gpu_case(dt, op, bytes / es ? bytes / es : 1, ids[i], n);
+				root[i] = (int)((y >> 16) % (uint64_t)n);
+				sb[i] = rb[i] = c[i].count * es;
+				if (coll == 1)
+					rb[i] *= (size_t)n;
+				if (coll == 2 || coll == NCOLL)
+					sb[i] *= (size_t)n;
+				if (coll == NCOLL)
+					rb[i] *= (size_t)n;
+			}
+			for (int i = 0; i < m; i++) {
+				unsigned char *h = rc->hsend + (size_t)i * slot;
+
+				if (coll < NCOLL)
+					rc_fill_coll(&c[i], (enum rc_coll)coll, n, me, h);
+				else
+					for (int p = 0; p < n; p++)
+						for (size_t b = 0; b < sb[i] / (size_t)n; b++)
+							h[(size_t)p * (sb[i] / (size_t)n) + b] =
+								cpat(ids[i], me, p, b);
+				CK(cudaMemcpyAsync(rc->dsend + (size_t)i * slot, h, sb[i],
+						   cudaMemcpyHostToDevice, st));
+				CK(cudaMemsetAsync(rc->drecv + (size_t)i * slot, 0xa5, rb[i] + 16,
+						   st));
+				err[i] = stream_submit(rc, coll, &c[i], root[i],
+						       rc->dsend + (size_t)i * slot,
+						       rc->drecv + (size_t)i * slot, st);
+			}
+			for (int i = 0; i < m; i++)
+				CK(cudaMemcpyAsync(rc->hrecv + (size_t)i * slot,
+						   rc->drecv + (size_t)i * slot, rb[i] + 16,
+						   cudaMemcpyDeviceToHost, st));
+			CK(cudaStreamSynchronize(st));
+			for (int i = 0; i < m; i++) {
+				const unsigned char *h = rc->hrecv + (size_t)i * slot;
+				int bad = 0, poison = -1;
+
+				sh->cases[me][STREAM_BASE + coll]++;
+				if (err[i]) {
+					report(&ck, me, coll, c[i].dtype, c[i].op, c[i].count, n,
+					       "stream collective %d of %d on the stream: %s (%d)",
+					       i, m, collc_strerror(err[i]), err[i]);
+					bad = 1;
+				} else if (coll == NCOLL) {
+					size_t blk = rb[i] / (size_t)n;
+
+					for (int p = 0; p < n && !bad; p++)
+						for (size_t b = 0; b < blk && !bad; b++)
+							if (h[(size_t)p * blk + b] !=
+							    cpat(ids[i], p, me, b)) {
+								report(&ck, me, COPY_ALLTOALL,
+								       c[i].dtype, 0, c[i].count, n,
+								       "stream all-to-all %d of %d: byte "
+								       "%zu from rank %d wrong",
+								       i, m, b, p);
+								bad = 1;
+							}
+				} else if (coll != 4 || me == root[i]) {
+					first_wrong[0] = wrong_count[0] = '\0';
+					bad = rc_check_coll(&c[i], (enum rc_coll)coll, n, me,
+							    root[i], h, "result");
+					if (bad)
+						report(&ck, me, coll, c[i].dtype, c[i].op,
+						       c[i].count, n,
+						       "stream collective %d of %d: %s%s%s", i, m,
+						       first_wrong, wrong_count[0] ? "; " : "",
+						       wrong_count);
+				}
+				if (!bad && !err[i] && (coll != 4 || me == root[i]))
+					for (int k = 0; k < 16 && poison < 0; k++)
+						if (h[rb[i] + (size_t)k] != 0xa5)
+							poison = k;
+				if (poison >= 0) {
+					report(&ck, me, coll < NCOLL ? coll : COPY_ALLTOALL,
+					       c[i].dtype, c[i].op, c[i].count, n,
+					       "stream collective %d of %d wrote past its result",
+					       i, m);
+					bad = 1;
+				}
+				sh->fails[me][STREAM_BASE + coll] += bad;
+				fails += bad;
+			}
+		}
+	return fails;
+}
+
+/*
+ * Stream-ordered sends and receives across daemons: the ring of net_ring()
+ * (NET_RING_OUT each way, random sizes 8 B to 16 MiB, even ranks send
+ * first) inside collc_group_start/end, fork 0 on the stream itself, fork 1
+ * as libnccl-collc's ncclGroupEnd runs grouped sends and receives: each
+ * call on a side stream of its own, forked from the stream by an event and
+ * joined back by one. The receive buffers are poisoned and read back on
+ * the stream; every byte checked after one sync. Returns 1 on pass.
+ */
+static int net_stream_ring(struct rank_ctx *rc, cudaStream_t st, cudaStream_t *side,
+			   cudaEvent_t *ev, uint64_t cid, int k, int fork)
+{
+	const int n = rc->n, me = rc->me, right = (me + 1) % n, left = (me + n - 1) % n;
+	const struct check ck = { fork ? "net stream sendrecv (ncclGroup pattern)"
+				       : "net stream sendrecv (group)",
+				  -1, BUF_ALLOC, BUF_ALLOC };
+	size_t sb[NET_RING_OUT], rb[NET_RING_OUT], so[NET_RING_OUT], ro[NET_RING_OUT], st_b = 0,
+										       rt = 0;
+	int r = 0, nc = 0, g;
+
+	for (int j = 0; j < NET_RING_OUT; j++) {
+		sb[j] = net_ring_bytes(cid, me, j, j == 0 ? k : 2);
+		rb[j] = net_ring_bytes(cid, left, j, j == 0 ? k : 2);
+		so[j] = st_b;
+		ro[j] = rt;
+		st_b += sb[j];
+		rt += rb[j] + 16;
+	}
+	if (st_b > rc->cap || rt > rc->cap)
+		return 1;
+	for (int j = 0; j < NET_RING_OUT; j++)
+		for (size_t b = 0; b < sb[j]; b++)
+			rc->hsend[so[j] + b] = cpat(cid + (uint64_t)j, me, right, b);
+	CK(cudaMemcpyAsync(rc->dsend, rc->hsend, st_b, cudaMemcpyHostToDevice, st));
+	CK(cudaMemsetAsync(rc->drecv, 0xa5, rt, st));
+	if (fork)
+		CK(cudaEventRecord(ev[2 * NET_RING_OUT], st));
+	g = collc_group_start();
+	for (int j = 0; j < NET_RING_OUT && r == 0 && g == 0; j++)
+		for (int pass = 0; pass < 2 && r == 0; pass++) {
+			cudaStream_t on = st;
+
+			if (fork) {
+				on = side[nc];
+				CK(cudaStreamWaitEvent(on, ev[2 * NET_RING_OUT], 0));
+			}
+			if ((pass == 0) == (me % 2 == 0))
+				r = collc_send_stream(rc->comm, rc->dsend + so[j], sb[j],
+						      COLLC_UINT8, right, (struct CUstream_st *)on);
+			else
+				r = collc_recv_stream(rc->comm, rc->drecv + ro[j], rb[j],
+						      COLLC_UINT8, left, (struct CUstream_st *)on);
+			nc++;
+		}
+	if (g == 0) {
+		int e = collc_group_end();
+
+		if (r == 0)
+			r = e;
+	} else {
+		r = g;
+	}
+	/* Joined after the group's end, which enqueued each side stream's wait. */
+	for (int i = 0; i < nc && fork; i++) {
+		CK(cudaEventRecord(ev[i], side[i]));
+		CK(cudaStreamWaitEvent(st, ev[i], 0));
+	}
+	CK(cudaMemcpyAsync(rc->hrecv, rc->drecv, rt, cudaMemcpyDeviceToHost, st));
+	CK(cudaStreamSynchronize(st));
+	if (r < 0) {
+		report(&ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, sb[0], n,
+		       "stream send/recv across daemons: %s (%d)", collc_strerror(r), r);
+		return 0;
+	}
+	for (int j = 0; j < NET_RING_OUT; j++) {
+		for (size_t b = 0; b < rb[j]; b++)
+			if (rc->hrecv[ro[j] + b] != cpat(cid + (uint64_t)j, left, me, b)) {
+				report(&ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, rb[j], n,
+				       "stream receive %d of %zu bytes from rank %d: byte %zu is "
+				       "0x%02x, not 0x%02x",
+				       j, rb[j], left, b, rc->hrecv[ro[j] + b],
+				       cpat(cid + (uint64_t)j, left, me, b));
+				return 0;
+			}
+		for (int z = 0; z < 16; z++)
+			if (rc->hrecv[ro[j] + rb[j] + (size_t)z] != 0xa5) {
+				report(&ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, rb[j], n,
+				       "stream receive %d wrote past its %zu bytes", j, rb[j]);
+				return 0;
+			}
+	}
+	return 1;
+}
+
+/* The stream-ordered part of net: collectives, then both rings; async error 0 after. */
+static int net_stream(struct rank_ctx *rc, uint64_t *cid)
+{
+	cudaStream_t st, side[2 * NET_RING_OUT];
+	cudaEvent_t ev[2 * NET_RING_OUT + 1];
+	unsigned char *hsend = rc->hsend, *hrecv = rc->hrecv;
+	int fails, r;
+
+	/*
+	 * Pinned host buffers for the stream's copies: a copy from or to
+	 * pageable memory may wait on the host for the stream's earlier work,
+	 * which would leave one collective on the stream at a time.
+	 */
+	CK(cudaMallocHost((void **)&rc->hsend, rc->cap));
+	CK(cudaMallocHost((void **)&rc->hrecv, rc->cap));
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	for (int i = 0; i < 2 * NET_RING_OUT; i++)
+		CK(cudaStreamCreateWithFlags(&side[i], cudaStreamNonBlocking));
+	for (int i = 0; i < 2 * NET_RING_OUT + 1; i++)
+		CK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+	fails = net_stream_colls(rc, st, cid);
+	for (int k = 0; k < NET_COPY_CASES; k++)
+		for (int fork = 0; fork < 2; fork++) {
+			int ok = net_stream_ring(rc, st, side, ev, *cid += 64, k, fork);
+
+			sh->cases[rc->me][STREAM_BASE + NCOLL + 1 + fork]++;
+			sh->fails[rc->me][STREAM_BASE + NCOLL + 1 + fork] += !ok;
+			fails += !ok;
+		}
+	r = collc_comm_get_async_error(rc->comm);
+	if (r != 0) {
+		const struct check ck = { "net stream async error", -1, BUF_ALLOC, BUF_ALLOC };
+
+		report(&ck, rc->me, 0, COLLC_FLOAT32, COLLC_SUM, 0, rc->n,
+		       "collc_comm_get_async_error: %s (%d), want 0", collc_strerror(r), r);
+		sh->value[rc->me][2] = r;
+		fails++;
+	}
+	for (int i = 0; i < 2 * NET_RING_OUT + 1; i++)
+		CK(cudaEventDestroy(ev[i]));
+	for (int i = 0; i < 2 * NET_RING_OUT; i++)
+		CK(cudaStreamDestroy(side[i]));
+	CK(cudaStreamDestroy(st));
+	CK(cudaFreeHost(rc->hsend));
+	CK(cudaFreeHost(rc->hrecv));
+	rc->hsend = hsend;
+	rc->hrecv = hrecv;
+	return fails;
+}
+
 static int child_net(const struct collc_unique_id *id, int n, int me)
 {
 	static const int dts[] = { COLLC_FLOAT32, COLLC_BFLOAT16, COLLC_FLOAT16, COLLC_FLOAT64,
@@ -1477,6 +1791,9 @@ static int child_net(const struct collc_unique_id *id, int n, int me)
 		}
 	fails += net_pipeline(&rc, &cid);
 	fails += net_copies(&rc, &cid);
+	if (fails > 20)
+		return 1;
+	fails += net_stream(&rc, &cid);
 	if (fails > 20)
 		return 1;
 	{
@@ -1922,6 +2239,23 @@ int main(int argc, char **argv)
 			       (unsigned long long)cs, (unsigned long long)f, ngpus,
 			       k == COPY_ALLTOALL + 2 ? "a ring, 8 B to 16 MiB"
 						      : "random counts, zeros included");
+		}
+		for (int k = 0; k < NSTREAM; k++) {
+			uint64_t f, cs = sum_cases(STREAM_BASE + k, &f);
+			int aerr = 0;
+
+			for (int i = 0; i < ngpus; i++)
+				if (sh->value[i][2] != 0)
+					aerr = (int)sh->value[i][2];
+			printf("RESULT %s/%s %s %llu checks, %llu failed, async error %d (%d ranks on "
+			       "2 collcd, stream-ordered on GPU buffers, %s)\n",
+			       label, stream_names[k], f || bad || !cs || aerr ? "FAIL" : "PASS",
+			       (unsigned long long)cs, (unsigned long long)f, aerr, ngpus,
+			       k < NCOLL + 1 ? "1-4 in flight on one stream, 8 B to 16 MiB"
+			       : k == NCOLL + 1
+				       ? "a ring in collc_group_start/end on one stream, 8 B to 16 MiB"
+				       : "a ring in a group, a side stream per call forked by events "
+					 "as ncclGroupEnd does, 8 B to 16 MiB");
 		}
 		{
 			double us = sh->value[0][1], alg = (double)NET_MAX_BYTES / (us * 1e3);

@@ -9,6 +9,11 @@
 # counts, zeros included) and a send/recv ring (every rank sends to its
 # right and receives from its left at once, 8 B to 16 MiB) on GPU buffers,
 # one RESULT line each (net-2ranks/alltoall, .../alltoallv, .../sendrecv),
+# then the stream-ordered forms on GPU buffers (1 to 4 in flight on one
+# stream, 8 B to 16 MiB, checked after a stream sync, async error 0): one
+# line per collective (net-2ranks/stream-allreduce ... stream-alltoall) and
+# the send/recv ring inside a group, on one stream (stream-sendrecv-group)
+# and on side streams forked as ncclGroupEnd does (stream-sendrecv-ncclgroup);
 # then netkill (kill -9 of the second collcd mid-run, its MPS
 # client ended first, KILL_MODE below: -EPIPE on the first one's ranks within
 # 2 s, and it keeps serving). One RESULT line per

@@ -25,6 +25,21 @@
  *   test_daemons p2p_refusal            an all-to-all across daemons runs; a send
  *                                       and receive whose counts differ end with
  *                                       -EINVAL on both, nothing written
+ *   test_daemons stream [a2a_blocks]    stream-ordered SQEs across daemons, raw
+ *                                       clients playing their streams' part (the
+ *                                       gates, as libcollc's _stream forms on a GPU):
+ *                                       the five collectives and all-to-all in
+ *                                       flight on one stream, nothing done while
+ *                                       one rank's go is missing, then each right;
+ *                                       counts that disagree: -EINVAL on every gate;
+ *                                       a ring of stream-ordered sends and receives:
+ *                                       nothing moves before the gos, then every
+ *                                       byte right; counts that differ: -EINVAL on
+ *                                       both gates; a host receive that times out
+ *                                       while its stream send waits for its go:
+ *                                       -ETIMEDOUT on both; comm_abort with a go missing:
+ *                                       the gate is released with -ECANCELED
+ *                                       (a2a_blocks: all-to-all as blocks)
  *   test_daemons secret                 a wrong secret is refused and counted,
  *                                       the root daemon keeps serving
  *   test_daemons kill [root]            kill -9 of a daemon (a joining one, or the
@@ -54,6 +69,7 @@
 
 #include "harness.h"
 #include "p2pcheck.h"
+#include "raw.h"
 #include "refcheck.h"
 
 #define MAX_DAEMONS 3
@@ -745,6 +761,451 @@ static int test_a2a_blocks(int nd, int nranks)
 	return finish(failed);
 }
 
+/*
+ * Stream-ordered SQEs across daemons (test_daemons stream): raw clients
+ * (tests/common/raw.h) on every daemon write the SQEs with COLLC_SQE_STREAM
+ * and play their GPU stream's part (go, then wait for done), as libcollc's
+ * _stream forms do on a GPU; collcd's gates do not care which executor runs
+ * the collective. Ranks round-robin on 2 daemons: every rank's right and
+ * left neighbours run on the other daemon.
+ */
+#define ST_REGION (512u << 10) /* one collective's send or receive side */
+#define ST_NREG   8u
+#define ST_MS     (h_sanitized() ? 30000 : 10000)
+#define ST_NCOLL  6 /* the five collectives, then all-to-all */
+#define ST_RING   3 /* stream-ordered sends (and receives) a rank has in flight */
+
+struct st_rank {
+	struct raw c;
+	uint32_t comm, mr;
+	char *buf;
+	uint64_t seq;
+	uint32_t ticket;
+	int rank, nranks;
+};
+
+static char *st_send(struct st_rank *k, uint32_t reg)
+{
+	return k->buf + (size_t)reg * 2 * ST_REGION;
+}
+
+static char *st_recv(struct st_rank *k, uint32_t reg)
+{
+	return st_send(k, reg) + ST_REGION;
+}
+
+static int st_join(struct st_rank *k, int rank, int nranks)
+{
+	void *p;
+	int r;
+
+	memset(k, 0, sizeof(*k));
+	k->rank = rank;
+	k->nranks = nranks;
+	k->ticket = (uint32_t)(h_seed % 1000) + 1;
+	/* The raw client connects to h_sock: this rank's daemon's, in this process only. */
+	snprintf(h_sock, sizeof(h_sock), "%s", socks[daemon_of(rank, nranks)]);
+	if (raw_open(&k->c))
+		return 1;
+	if (!k->c.gates || k->c.ngates < COLLC_GATES)
+		return h_fail("rank %d: collcd offers no stream gates", rank);
+	r = raw_comm_init(&k->c, &sh->id, (uint32_t)nranks, (uint32_t)rank, &k->comm);
+	if (r < 0)
+		return h_fail("rank %d: comm_init: %s", rank, collc_strerror(r));
+	r = raw_mem_alloc(&k->c, (size_t)2 * ST_REGION * ST_NREG, &k->mr, &p);
+	if (r < 0)
+		return h_fail("rank %d: mem_alloc: %s", rank, collc_strerror(r));
+	k->buf = p;
+	return 0;
+}
+
+static int st_barrier(int rank)
+{
+	if (h_barrier_wait(&sh->bar, 2 * ST_MS) < 0)
+		return h_fail("rank %d: the other ranks did not reach the barrier", rank);
+	return 0;
+}
+
+/* The stream's wait for done == ticket; then res must be want. */
+static int st_expect(struct st_rank *k, uint32_t gate, uint32_t ticket, int32_t want,
+		     const char *what)
+{
+	int32_t res;
+
+	if (raw_gate_wait(&k->c, gate, ticket, ST_MS) < 0)
+		return h_fail("rank %d, %s: gate %u: done is %u, not %u, after %d ms", k->rank,
+			      what, gate, raw_gate_done(&k->c, gate), ticket, ST_MS);
+	res = raw_gate_res(&k->c, gate);
+	if (res != want)
+		return h_fail("rank %d, %s: gate %u: res %d (%s), want %d (%s)", k->rank, what,
+			      gate, res, collc_strerror(res), want, collc_strerror(want));
+	return 0;
+}
+
+/* Nothing ended on gates [g0, g0 + n) (done below their tickets t0...). */
+static int st_none_done(struct st_rank *k, uint32_t g0, uint32_t n, uint32_t t0, const char *what)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (raw_gate_done(&k->c, g0 + i) == t0 + i)
+			return h_fail("rank %d, %s: gate %u done (res %d) before every go", k->rank,
+				      what, g0 + i, raw_gate_res(&k->c, g0 + i));
+	return 0;
+}
+
+/* Collective k of round rnd: its case (k < 5: refcheck; 5: all-to-all of uint32). */
+static struct rc_case st_case(int rnd, int k, int nranks)
+{
+	uint64_t x = rc_mix(h_seed ^ 0x7374726dull ^ (uint64_t)rnd << 16 ^ (uint64_t)k);
+	/* One rank's part: 1 to a whole region's share, over several ring steps sometimes. */
+	size_t max = ST_REGION / 8 / (size_t)nranks;
+	struct rc_case c = { .dtype = k == 5 ? COLLC_UINT32 : dtypes[x % 5],
+			     .op = k == 1 || k == 3 || k == 5 ? COLLC_SUM : ops[(x >> 8) % 5],
+			     .seed = x };
+
+	c.count = rnd == 0 && k == 0 ? 1 : 1 + (size_t)(x >> 16) % max;
+	return c;
+}
+
+static void st_fill(struct st_rank *k, int rnd, int coll, const struct rc_case *c, uint32_t reg)
+{
+	if (coll < 5) {
+		rc_fill_coll(c, (enum rc_coll)coll, k->nranks, k->rank, st_send(k, reg));
+	} else {
+		uint32_t *s = (uint32_t *)st_send(k, reg);
+
+		for (int p = 0; p < k->nranks; p++)
+			for (size_t i = 0; i < c->count; i++)
+				s[(size_t)p * c->count + i] = a2a_val(5000 + rnd, k->rank, p, i);
+	}
+	rc_canary_fill(st_recv(k, reg), ST_REGION, c->seed);
+}
+
+static int st_check(struct st_rank *k, int rnd, int coll, const struct rc_case *c, uint32_t reg,
+		    int root)
+{
+	const uint32_t *r = (const uint32_t *)st_recv(k, reg);
+
+	if (coll < 5) {
+		if (coll == RC_REDUCE && k->rank != root)
+			return 0;
+		return rc_check_coll(c, (enum rc_coll)coll, k->nranks, k->rank, root, r,
+				     "stream-ordered across daemons");
+	}
+	for (int p = 0; p < k->nranks; p++)
+		for (size_t i = 0; i < c->count; i++)
+			if (r[(size_t)p * c->count + i] != a2a_val(5000 + rnd, p, k->rank, i))
+				return h_fail(
+					"rank %d: stream all-to-all round %d: element %zu from "
+					"rank %d wrong",
+					k->rank, rnd, i, p);
+	return 0;
+}
+
+static void st_publish_coll(struct st_rank *k, int coll, const struct rc_case *c, uint32_t reg,
+			    int root, uint32_t gate, uint32_t ticket)
+{
+	struct collc_sqe e = { 0 };
+
+	e.opcode = coll < 5 ? (uint8_t)(COLLC_OP_ALLREDUCE + coll) : COLLC_OP_ALLTOALL;
+	e.dtype = (uint8_t)c->dtype;
+	e.redop = (uint8_t)c->op;
+	e.root = root;
+	e.comm = k->comm;
+	e.count = c->count;
+	e.send_mr = e.recv_mr = k->mr;
+	e.send_off = (uint64_t)reg * 2 * ST_REGION;
+	e.recv_off = e.send_off + ST_REGION;
+	e.flags = COLLC_SQE_STREAM;
+	e.gate = gate;
+	e.user_data = ticket;
+	e.seq = k->seq++;
+	raw_publish(&k->c, &e);
+}
+
+/*
+ * Round rnd: the six collectives on gates 0..5 of one stream, all submitted
+ * at once; every rank but the last writes its gos; nothing may end (and the
+ * last rank's receive buffers stay untouched) until it writes its own, one
+ * by one; then every gate holds 0 and every result is right.
+ */
+static int st_colls(struct st_rank *k, int rnd)
+{
+	const int late = k->nranks - 1;
+	struct rc_case c[ST_NCOLL];
+	uint32_t t0 = k->ticket;
+	int failed = 0;
+
+	for (int coll = 0; coll < ST_NCOLL; coll++) {
+		c[coll] = st_case(rnd, coll, k->nranks);
+		st_fill(k, rnd, coll, &c[coll], (uint32_t)coll);
+		st_publish_coll(k, coll, &c[coll], (uint32_t)coll, (rnd + coll) % k->nranks,
+				(uint32_t)coll, t0 + (uint32_t)coll);
+	}
+	k->ticket += ST_NCOLL;
+	if (k->rank != late)
+		for (int coll = 0; coll < ST_NCOLL; coll++)
+			raw_gate_go(&k->c, (uint32_t)coll, t0 + (uint32_t)coll);
+	if (st_barrier(k->rank))
+		return 1;
+	h_sleep_us(150000);
+	failed |= st_none_done(k, 0, ST_NCOLL, t0, "collectives held by the last rank's stream");
+	for (int coll = 0; coll < ST_NCOLL && k->rank == late && !failed; coll++)
+		if (rc_canary_check(st_recv(k, (uint32_t)coll), 0, ST_REGION, c[coll].seed) >= 0)
+			failed = h_fail(
+				"rank %d: receive buffer of collective %d written before its go",
+				k->rank, coll);
+	if (st_barrier(k->rank) || failed)
+		return 1;
+	for (int coll = 0; coll < ST_NCOLL; coll++) {
+		if (k->rank == late)
+			raw_gate_go(&k->c, (uint32_t)coll, t0 + (uint32_t)coll);
+		failed |= st_expect(k, (uint32_t)coll, t0 + (uint32_t)coll, 0, "stream collective");
+		if (!failed)
+			failed |= st_check(k, rnd, coll, &c[coll], (uint32_t)coll,
+					   (rnd + coll) % k->nranks);
+		if (failed)
+			return 1;
+	}
+	return 0;
+}
+
+static void st_publish_p2p(struct st_rank *k, int send, int peer, size_t bytes, uint32_t reg,
+			   uint32_t gate, uint32_t ticket)
+{
+	struct collc_sqe e = { 0 };
+
+	e.opcode = send ? COLLC_OP_SEND : COLLC_OP_RECV;
+	e.dtype = COLLC_UINT8;
+	e.root = peer;
+	e.comm = k->comm;
+	e.count = bytes;
+	e.send_mr = e.recv_mr = k->mr;
+	e.send_off = (uint64_t)reg * 2 * ST_REGION;
+	e.recv_off = e.send_off + ST_REGION;
+	e.flags = COLLC_SQE_STREAM;
+	e.gate = gate;
+	e.user_data = ticket;
+	raw_publish(&k->c, &e);
+}
+
+/* Bytes of stream send j of rank `from` in round rnd (0, small, over a ring region's half). */
+static size_t st_ring_bytes(int rnd, int from, int j)
+{
+	uint64_t x = rc_mix(h_seed ^ 0x72696e67ull ^ (uint64_t)rnd << 24 ^ (uint64_t)from << 8 ^
+			    (uint64_t)j);
+
+	return j == 0 && rnd == 0 ? 0 : 1 + (size_t)(x >> 8) % (ST_REGION - 64);
+}
+
+/*
+ * A ring of stream-ordered sends and receives (ST_RING each way, on gates
+ * 16.. and 32..): even ranks write their gos, odd ones hold theirs; nothing
+ * ends and no receive buffer is written until the odd ranks write theirs;
+ * then every gate holds 0 and every byte is right.
+ */
+static int st_ring(struct st_rank *k, int rnd)
+{
+	const int n = k->nranks, right = (k->rank + 1) % n, left = (k->rank + n - 1) % n;
+	const int hold = k->rank % 2;
+	uint32_t t0 = k->ticket;
+	int failed = 0;
+
+	for (int j = 0; j < ST_RING; j++) {
+		size_t sb = st_ring_bytes(rnd, k->rank, j), rb = st_ring_bytes(rnd, left, j);
+		uint8_t *s = (uint8_t *)st_send(k, (uint32_t)j);
+
+		for (size_t b = 0; b < sb; b++)
+			s[b] = (uint8_t)rc_mix(h_seed ^ (uint64_t)rnd << 40 ^
+					       (uint64_t)k->rank << 32 ^ (uint64_t)j << 28 ^ b);
+		rc_canary_fill(st_recv(k, (uint32_t)j), ST_REGION, t0 + (uint32_t)j);
+		/* Even ranks send first, odd ones receive first: any order must do. */
+		for (int pass = 0; pass < 2; pass++) {
+			if ((pass == 0) == (k->rank % 2 == 0))
+				st_publish_p2p(k, 1, right, sb, (uint32_t)j, 16u + (uint32_t)j,
+					       t0 + (uint32_t)j);
+			else
+				st_publish_p2p(k, 0, left, rb, (uint32_t)j, 32u + (uint32_t)j,
+					       t0 + ST_RING + (uint32_t)j);
+		}
+	}
+	k->ticket += 2 * ST_RING;
+	if (!hold)
+		for (int j = 0; j < ST_RING; j++) {
+			raw_gate_go(&k->c, 16u + (uint32_t)j, t0 + (uint32_t)j);
+			raw_gate_go(&k->c, 32u + (uint32_t)j, t0 + ST_RING + (uint32_t)j);
+		}
+	if (st_barrier(k->rank))
+		return 1;
+	h_sleep_us(150000);
+	failed |= st_none_done(k, 16, ST_RING, t0, "sends held by odd ranks' streams");
+	failed |= st_none_done(k, 32, ST_RING, t0 + ST_RING, "receives held by odd ranks' streams");
+	for (int j = 0; j < ST_RING && !failed; j++)
+		if (rc_canary_check(st_recv(k, (uint32_t)j), 0, ST_REGION, t0 + (uint32_t)j) >= 0)
+			failed = h_fail("rank %d: receive %d written before the gos", k->rank, j);
+	if (st_barrier(k->rank) || failed)
+		return 1;
+	if (hold)
+		for (int j = 0; j < ST_RING; j++) {
+			raw_gate_go(&k->c, 32u + (uint32_t)j, t0 + ST_RING + (uint32_t)j);
+			raw_gate_go(&k->c, 16u + (uint32_t)j, t0 + (uint32_t)j);
+		}
+	for (int j = 0; j < ST_RING && !failed; j++) {
+		size_t rb = st_ring_bytes(rnd, left, j);
+		const uint8_t *r = (const uint8_t *)st_recv(k, (uint32_t)j);
+
+		failed |= st_expect(k, 16u + (uint32_t)j, t0 + (uint32_t)j, 0, "stream send");
+		failed |= st_expect(k, 32u + (uint32_t)j, t0 + ST_RING + (uint32_t)j, 0,
+				    "stream receive");
+		for (size_t b = 0; b < rb && !failed; b++)
+			if (r[b] != (uint8_t)rc_mix(h_seed ^ (uint64_t)rnd << 40 ^
+						    (uint64_t)left << 32 ^ (uint64_t)j << 28 ^ b))
+				failed = h_fail("rank %d: stream receive %d of %zu bytes from rank "
+						"%d: byte %zu wrong",
+						k->rank, j, rb, left, b);
+		if (!failed &&
+		    rc_canary_check(st_recv(k, (uint32_t)j), rb, ST_REGION, t0 + (uint32_t)j) >= 0)
+			failed = h_fail("rank %d: stream receive %d wrote past its %zu bytes",
+					k->rank, j, rb);
+	}
+	return failed;
+}
+
+/*
+ * Errors release the streams: collectives whose counts disagree across
+ * daemons end with -EINVAL on every gate; a stream send and its stream
+ * receive whose counts differ end with -EINVAL on both, nothing written.
+ */
+static int st_errors(struct st_rank *k)
+{
+	const int n = k->nranks, right = (k->rank + 1) % n, left = (k->rank + n - 1) % n;
+	struct rc_case c = st_case(99, 0, n);
+	uint32_t t0 = k->ticket;
+	int failed;
+
+	c.count = 1000 + (k->rank == n - 1); /* the last rank (daemon 1) disagrees */
+	st_fill(k, 99, 0, &c, 0);
+	st_publish_coll(k, 0, &c, 0, 0, 0, t0);
+	raw_gate_go(&k->c, 0, t0);
+	failed = st_expect(k, 0, t0, -EINVAL, "collective whose counts disagree across daemons");
+	rc_canary_fill(st_recv(k, 1), ST_REGION, t0);
+	st_publish_p2p(k, 1, right, 4096 + (size_t)k->rank, 1, 16, t0 + 1);
+	st_publish_p2p(k, 0, left, 4096 + (size_t)k->rank, 1, 32, t0 + 2);
+	raw_gate_go(&k->c, 16, t0 + 1);
+	raw_gate_go(&k->c, 32, t0 + 2);
+	failed |= st_expect(k, 16, t0 + 1, -EINVAL, "stream send whose receive's count differs");
+	failed |= st_expect(k, 32, t0 + 2, -EINVAL, "stream receive whose send's count differs");
+	if (!failed && rc_canary_check(st_recv(k, 1), 0, ST_REGION, t0) >= 0)
+		failed = h_fail("rank %d: a mismatched stream receive wrote its buffer", k->rank);
+	k->ticket += 3;
+	return failed;
+}
+
+/*
+ * A partner that times out while the stream op waits for its go: rank 1's
+ * host-ordered receive from rank 0 (400 ms timeout on its daemon) ends
+ * -ETIMEDOUT while rank 0's stream send waits for its go; once rank 0
+ * writes go, its send ends -ETIMEDOUT too (the sender's daemon decides
+ * both), nothing written.
+ */
+static int st_timeout(struct st_rank *k)
+{
+	uint32_t t = k->ticket++;
+	int failed = 0, r;
+
+	if (k->rank == 0)
+		st_publish_p2p(k, 1, 1, 256, 3, 41, t);
+	if (k->rank == 1) {
+		struct collc_sqe e = { 0 };
+
+		rc_canary_fill(st_recv(k, 3), ST_REGION, t);
+		r = raw_comm_timeout(&k->c, k->comm, 400);
+		if (r < 0)
+			return h_fail("rank 1: comm timeout: %s", collc_strerror(r));
+		e.opcode = COLLC_OP_RECV;
+		e.dtype = COLLC_UINT8;
+		e.root = 0;
+		e.comm = k->comm;
+		e.count = 256;
+		e.recv_mr = k->mr;
+		e.recv_off = 3 * 2 * (uint64_t)ST_REGION + ST_REGION;
+		e.user_data = 77;
+		raw_publish(&k->c, &e);
+		r = raw_completion(&k->c, 77, ST_MS);
+		if (r != -ETIMEDOUT)
+			failed = h_fail("rank 1: host receive whose stream send waits for its go: "
+					"%d (%s), want -ETIMEDOUT",
+					r, r == 1 ? "none came" : collc_strerror(r));
+		if (rc_canary_check(st_recv(k, 3), 0, ST_REGION, t) >= 0)
+			failed = h_fail("rank 1: a timed out receive wrote its buffer");
+		r = raw_comm_timeout(&k->c, k->comm, UINT32_MAX);
+		if (r < 0)
+			failed = h_fail("rank 1: comm timeout back: %s", collc_strerror(r));
+	}
+	if (st_barrier(k->rank))
+		return 1;
+	if (k->rank == 0) {
+		if (raw_gate_done(&k->c, 41) == t)
+			failed = h_fail("rank 0: a stream send ended before its go");
+		raw_gate_go(&k->c, 41, t);
+		failed |= st_expect(k, 41, t, -ETIMEDOUT, "stream send whose receive timed out");
+	}
+	return failed;
+}
+
+static int stream_rank(int rank, int nranks, void *arg)
+{
+	struct st_rank k;
+	int failed = 0;
+
+	(void)arg;
+	if (st_join(&k, rank, nranks))
+		return 1;
+	for (int rnd = 0; rnd < 3 && !failed; rnd++)
+		failed = st_colls(&k, rnd) || st_barrier(rank);
+	if (!failed && rank == 0)
+		h_log("%d ranks on 2 daemons: the five collectives and all-to-all stream-ordered, "
+		      "held by one stream's go, then right",
+		      nranks);
+	for (int rnd = 0; rnd < 3 && !failed; rnd++)
+		failed = st_ring(&k, rnd) || st_barrier(rank);
+	if (!failed && rank == 0)
+		h_log("stream-ordered send/recv ring across daemons: nothing moved before the gos, "
+		      "then every byte right");
+	if (!failed)
+		failed = st_errors(&k) || st_barrier(rank);
+	if (!failed)
+		failed = st_timeout(&k) || st_barrier(rank);
+	/* A communicator that goes while a stream receive waits for its go releases it. */
+	if (!failed && rank == 0) {
+		uint32_t t = k.ticket;
+
+		st_publish_p2p(&k, 0, nranks - 1, 64, 2, 40, t);
+		h_sleep_us(50000);
+		if (raw_gate_done(&k.c, 40) == t)
+			failed = h_fail("rank 0: a stream receive ended before its go");
+		raw_comm_ref(&k.c, COLLC_MSG_COMM_ABORT, k.comm);
+		failed |= st_expect(&k, 40, t, -ECANCELED, "stream receive at comm_abort");
+	}
+	/* The others keep the communicator until then (a client that goes revokes it). */
+	if (st_barrier(rank))
+		failed = 1;
+	if (!failed && rank == 0)
+		h_log("errors release the gates: -EINVAL (mismatch), -ETIMEDOUT (partner timed "
+		      "out), -ECANCELED (abort)");
+	raw_close(&k.c);
+	return failed;
+}
+
+static int test_stream(int a2a_blocks)
+{
+	if (a2a_blocks)
+		setenv("COLLCD_NET_A2A", "blocks", 1);
+	h_barrier_init(&sh->bar, 4);
+	start_daemons(2);
+	h_unique_id(&sh->id);
+	return finish(h_run_ranks(4, stream_rank, NULL));
+}
+
 static const struct refusal refuse_mismatch = { mismatch, "after the mismatch" };
 static const struct refusal refuse_p2p = { p2p_refusal, "after the send and receive" };
 
@@ -1021,6 +1482,8 @@ int main(int argc, char **argv)
 		block = argc > 4 && !strcmp(argv[4], "block");
 		return test_a2a_blocks(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 4);
 	}
+	if (!strcmp(what, "stream"))
+		return test_stream(argc > 2 && !strcmp(argv[2], "a2a_blocks"));
 	if (!strcmp(what, "two"))
 		return test_two();
 	if (!strcmp(what, "pipeline")) {
