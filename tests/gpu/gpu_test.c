@@ -1291,6 +1291,62 @@ static size_t net_ring_bytes(uint64_t cid, int from, int j, int k)
 			 k, NET_MAX_BYTES);
 }
 
+/* Where a rank's ring sends and receives lie in its buffers (16 poison bytes after each receive). */
+struct net_ring_plan {
+	size_t sb[NET_RING_OUT], rb[NET_RING_OUT], so[NET_RING_OUT], ro[NET_RING_OUT];
+	size_t st, rt; /* bytes of the send and of the receive buffer in use */
+};
+
+/* Lays the ring of collective cid out and fills the host send buffer: 0 when it does not fit. */
+static int net_ring_plan(struct rank_ctx *rc, uint64_t cid, int k, struct net_ring_plan *pl)
+{
+	const int n = rc->n, me = rc->me, right = (me + 1) % n, left = (me + n - 1) % n;
+
+	pl->st = pl->rt = 0;
+	for (int j = 0; j < NET_RING_OUT; j++) {
+		pl->sb[j] = net_ring_bytes(cid, me, j, j == 0 ? k : 2);
+		pl->rb[j] = net_ring_bytes(cid, left, j, j == 0 ? k : 2);
+		pl->so[j] = pl->st;
+		pl->ro[j] = pl->rt;
+		pl->st += pl->sb[j];
+		pl->rt += pl->rb[j] + 16;
+	}
+	if (pl->st > rc->cap || pl->rt > rc->cap)
+		return 0;
+	for (int j = 0; j < NET_RING_OUT; j++)
+		for (size_t b = 0; b < pl->sb[j]; b++)
+			rc->hsend[pl->so[j] + b] = cpat(cid + (uint64_t)j, me, right, b);
+	return 1;
+}
+
+/* Every received byte of the ring (in rc->hrecv) and the poison after each receive. */
+static int net_ring_check(struct rank_ctx *rc, const struct check *ck, uint64_t cid,
+			  const struct net_ring_plan *pl, const char *what)
+{
+	const int n = rc->n, me = rc->me, left = (me + n - 1) % n;
+
+	for (int j = 0; j < NET_RING_OUT; j++) {
+		const size_t o = pl->ro[j], len = pl->rb[j];
+
+		for (size_t b = 0; b < len; b++)
+			if (rc->hrecv[o + b] != cpat(cid + (uint64_t)j, left, me, b)) {
+				report(ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, len, n,
+				       "%s %d of %zu bytes from rank %d: byte %zu is 0x%02x, "
+				       "not 0x%02x",
+				       what, j, len, left, b, rc->hrecv[o + b],
+				       cpat(cid + (uint64_t)j, left, me, b));
+				return 0;
+			}
+		for (int z = 0; z < 16; z++)
+			if (rc->hrecv[o + len + (size_t)z] != 0xa5) {
+				report(ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, len, n,
+				       "%s %d wrote past its %zu bytes", what, j, len);
+				return 0;
+			}
+	}
+	return 1;
+}
+
 /*
  * The ring of issue 18 across daemons: every rank posts NET_RING_OUT sends
  * to its right and as many receives from its left at once (even ranks send
@@ -1301,26 +1357,15 @@ static int net_ring(struct rank_ctx *rc, uint64_t cid, int k)
 {
 	const int n = rc->n, me = rc->me, right = (me + 1) % n, left = (me + n - 1) % n;
 	const struct check ck = { "net sendrecv", -1, BUF_ALLOC, BUF_ALLOC };
-	size_t sb[NET_RING_OUT], rb[NET_RING_OUT], so[NET_RING_OUT], ro[NET_RING_OUT], st = 0,
-										       rt = 0;
+	struct net_ring_plan pl;
+	const size_t *sb = pl.sb, *rb = pl.rb, *so = pl.so, *ro = pl.ro;
 	collc_req reqs[2 * NET_RING_OUT];
 	int nr = 0, r = 0;
 
-	for (int j = 0; j < NET_RING_OUT; j++) {
-		sb[j] = net_ring_bytes(cid, me, j, j == 0 ? k : 2);
-		rb[j] = net_ring_bytes(cid, left, j, j == 0 ? k : 2);
-		so[j] = st;
-		ro[j] = rt;
-		st += sb[j];
-		rt += rb[j] + 16;
-	}
-	if (st > rc->cap || rt > rc->cap)
+	if (!net_ring_plan(rc, cid, k, &pl))
 		return 1;
-	for (int j = 0; j < NET_RING_OUT; j++)
-		for (size_t b = 0; b < sb[j]; b++)
-			rc->hsend[so[j] + b] = cpat(cid + (uint64_t)j, me, right, b);
-	CK(cudaMemcpy(rc->dsend, rc->hsend, st, cudaMemcpyHostToDevice));
-	CK(cudaMemset(rc->drecv, 0xa5, rt));
+	CK(cudaMemcpy(rc->dsend, rc->hsend, pl.st, cudaMemcpyHostToDevice));
+	CK(cudaMemset(rc->drecv, 0xa5, pl.rt));
 	CK(cudaDeviceSynchronize());
 	for (int j = 0; j < NET_RING_OUT && r == 0; j++)
 		for (int pass = 0; pass < 2 && r == 0; pass++) {
@@ -1342,25 +1387,8 @@ static int net_ring(struct rank_ctx *rc, uint64_t cid, int k)
 		       "send/recv across daemons failed: %s (%d)", collc_strerror(r), r);
 		return 0;
 	}
-	CK(cudaMemcpy(rc->hrecv, rc->drecv, rt, cudaMemcpyDeviceToHost));
-	for (int j = 0; j < NET_RING_OUT; j++) {
-		for (size_t b = 0; b < rb[j]; b++)
-			if (rc->hrecv[ro[j] + b] != cpat(cid + (uint64_t)j, left, me, b)) {
-				report(&ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, rb[j], n,
-				       "receive %d of %zu bytes from rank %d: byte %zu is 0x%02x, "
-				       "not 0x%02x",
-				       j, rb[j], left, b, rc->hrecv[ro[j] + b],
-				       cpat(cid + (uint64_t)j, left, me, b));
-				return 0;
-			}
-		for (int z = 0; z < 16; z++)
-			if (rc->hrecv[ro[j] + rb[j] + (size_t)z] != 0xa5) {
-				report(&ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, rb[j], n,
-				       "receive %d wrote past its %zu bytes", j, rb[j]);
-				return 0;
-			}
-	}
-	return 1;
+	CK(cudaMemcpy(rc->hrecv, rc->drecv, pl.rt, cudaMemcpyDeviceToHost));
+	return net_ring_check(rc, &ck, cid, &pl, "receive");
 }
 
 /* Copies across daemons: all-to-all, all-to-allv, the send/recv ring. Returns the failed ones. */
@@ -1630,25 +1658,14 @@ static int net_stream_ring(struct rank_ctx *rc, cudaStream_t st, cudaStream_t *s
 	const struct check ck = { fork ? "net stream sendrecv (ncclGroup pattern)"
 				       : "net stream sendrecv (group)",
 				  -1, BUF_ALLOC, BUF_ALLOC };
-	size_t sb[NET_RING_OUT], rb[NET_RING_OUT], so[NET_RING_OUT], ro[NET_RING_OUT], st_b = 0,
-										       rt = 0;
+	struct net_ring_plan pl;
+	const size_t *sb = pl.sb, *rb = pl.rb, *so = pl.so, *ro = pl.ro;
 	int r = 0, nc = 0, g;
 
-	for (int j = 0; j < NET_RING_OUT; j++) {
-		sb[j] = net_ring_bytes(cid, me, j, j == 0 ? k : 2);
-		rb[j] = net_ring_bytes(cid, left, j, j == 0 ? k : 2);
-		so[j] = st_b;
-		ro[j] = rt;
-		st_b += sb[j];
-		rt += rb[j] + 16;
-	}
-	if (st_b > rc->cap || rt > rc->cap)
+	if (!net_ring_plan(rc, cid, k, &pl))
 		return 1;
-	for (int j = 0; j < NET_RING_OUT; j++)
-		for (size_t b = 0; b < sb[j]; b++)
-			rc->hsend[so[j] + b] = cpat(cid + (uint64_t)j, me, right, b);
-	CK(cudaMemcpyAsync(rc->dsend, rc->hsend, st_b, cudaMemcpyHostToDevice, st));
-	CK(cudaMemsetAsync(rc->drecv, 0xa5, rt, st));
+	CK(cudaMemcpyAsync(rc->dsend, rc->hsend, pl.st, cudaMemcpyHostToDevice, st));
+	CK(cudaMemsetAsync(rc->drecv, 0xa5, pl.rt, st));
 	if (fork)
 		CK(cudaEventRecord(ev[2 * NET_RING_OUT], st));
 	g = collc_group_start();
@@ -1681,31 +1698,14 @@ static int net_stream_ring(struct rank_ctx *rc, cudaStream_t st, cudaStream_t *s
 		CK(cudaEventRecord(ev[i], side[i]));
 		CK(cudaStreamWaitEvent(st, ev[i], 0));
 	}
-	CK(cudaMemcpyAsync(rc->hrecv, rc->drecv, rt, cudaMemcpyDeviceToHost, st));
+	CK(cudaMemcpyAsync(rc->hrecv, rc->drecv, pl.rt, cudaMemcpyDeviceToHost, st));
 	CK(cudaStreamSynchronize(st));
 	if (r < 0) {
 		report(&ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, sb[0], n,
 		       "stream send/recv across daemons: %s (%d)", collc_strerror(r), r);
 		return 0;
 	}
-	for (int j = 0; j < NET_RING_OUT; j++) {
-		for (size_t b = 0; b < rb[j]; b++)
-			if (rc->hrecv[ro[j] + b] != cpat(cid + (uint64_t)j, left, me, b)) {
-				report(&ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, rb[j], n,
-				       "stream receive %d of %zu bytes from rank %d: byte %zu is "
-				       "0x%02x, not 0x%02x",
-				       j, rb[j], left, b, rc->hrecv[ro[j] + b],
-				       cpat(cid + (uint64_t)j, left, me, b));
-				return 0;
-			}
-		for (int z = 0; z < 16; z++)
-			if (rc->hrecv[ro[j] + rb[j] + (size_t)z] != 0xa5) {
-				report(&ck, me, COPY_ALLTOALL + 2, COLLC_UINT8, 0, rb[j], n,
-				       "stream receive %d wrote past its %zu bytes", j, rb[j]);
-				return 0;
-			}
-	}
-	return 1;
+	return net_ring_check(rc, &ck, cid, &pl, "stream receive");
 }
 
 /* The stream-ordered part of net: collectives, then both rings; async error 0 after. */
