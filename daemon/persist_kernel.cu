@@ -132,12 +132,12 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
  * Items a pass of a lane's poller reads ahead of the lane's position after a
  * pass that found some; an idle lane reads one. Each is a 256-byte load of
  * the whole warp, its words in registers until the pass has looked at them.
- * The window bounds the pipelined rate (a pass, 3.4 us, per window); its
+ * The window bounds the pipelined rate (a pass, 1.8 us, per window); its
  * registers bound the window: one warp reading 8 items for two lanes spilled
  * 80 bytes (ptxas), and a spilled word waits for its PCIe read before the
  * next load can take its register (every window above 4 then cost a lone
  * 16-256 KiB collective 1-1.5 us: bench/RESULTS.md, "the poller's read-ahead
- * window"). So each lane has warps of its own.
+ * window"). So each lane has a warp of its own.
  */
 #define POLL_ITEMS 4u
 
