@@ -149,7 +149,6 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 struct poll_lane {
 	uint64_t pos;       /* the next position to forward */
 	uint64_t last_coll; /* the newest collective forwarded */
-	uint64_t gate;      /* the lowest gate word read: OPEN > HOLD > a boundary */
 	uint32_t want;      /* items the next pass reads */
 	int acked, open, done;
 };
@@ -163,7 +162,6 @@ static __device__ void poll_init(const struct cuda_grid_args &a, uint32_t lane)
 
 	sh->pos = a.ds->lane[lane].poll_pos;
 	sh->last_coll = a.ds->lane[lane].last_coll;
-	sh->gate = CUDA_GATE_OPEN;
 	sh->want = 1;
 	sh->acked = sh->open = sh->done = 0;
 }
@@ -213,30 +211,24 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lan
 		for (uint32_t i = 0; i < POLL_ITEMS; i++)
 			if (i < want)
 				v[i] = ld_vol64(&ll->items[(p + i) & (COLLC_FIFO_DEPTH - 1)].w[t]);
-		uint64_t pos = p;
+		uint64_t pos = p; /* advanced by the unit forwarded */
 		uint64_t last_coll = __shfl_sync(FULL_MASK, t == 0 ? (uint64_t)sh->last_coll : 0ull, 0);
 		const int acked = __shfl_sync(FULL_MASK, t == 0 ? sh->acked : 0, 0);
 		int open = __shfl_sync(FULL_MASK, t == 0 ? sh->open : 0, 0), done = 0, ack = 0;
 		uint32_t run = 0, endk = UINT32_MAX, n = 0;
 		int cut = 0;
 
-		/* The gate only moves down (OPEN, HOLD, a boundary): an older word changes nothing. */
-		gate = min((unsigned long long)__shfl_sync(FULL_MASK, gate, 0),
-			   (unsigned long long)__shfl_sync(FULL_MASK,
-							   t == 0 ? (uint64_t)sh->gate : 0ull, 0));
+		gate = __shfl_sync(FULL_MASK, gate, 0);
 		/* L1': a word whose flag is the item's position + 1 is whole (grid.h). */
 #pragma unroll
 		for (uint32_t i = 0; i < POLL_ITEMS; i++) {
-			const uint64_t q = p + i;
-
 			if (i < want &&
-			    __all_sync(FULL_MASK, (uint32_t)(v[i] >> 32) == (uint32_t)q + 1) &&
-			    q == pos + run)
+			    __all_sync(FULL_MASK, (uint32_t)(v[i] >> 32) == (uint32_t)(p + i) + 1) &&
+			    i == run)
 				run++;
 			/* Where the run first ends a batch (word 20, batch_last: B2). */
-			if (i < want && q >= pos && q < pos + run && endk == UINT32_MAX &&
-			    __shfl_sync(FULL_MASK, (uint32_t)v[i], 20))
-				endk = (uint32_t)(q - pos);
+			if (i < run && endk == UINT32_MAX && __shfl_sync(FULL_MASK, (uint32_t)v[i], 20))
+				endk = i;
 		}
 		if (!(it & 63) && __shfl_sync(FULL_MASK, t == 0 ? ld_vol32(&f->ctrl.abort) : 0u, 0)) {
 			if (t == 0) {
@@ -271,10 +263,9 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lan
 
 #pragma unroll
 			for (uint32_t i = 0; i < POLL_ITEMS; i++) {
-				const uint64_t q = p + i;
 				uint32_t wd;
 
-				if (i >= want || q < pos || q >= pos + n)
+				if (i >= n)
 					continue;
 				wd = (uint32_t)v[i];
 				/* Words 18-19 hold t_forward, word 20 batch_last: proto/work.h. */
@@ -282,10 +273,10 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lan
 					wd = (uint32_t)t_issue;
 				if (t == 19 && a.trace)
 					wd = (uint32_t)(t_issue >> 32);
-				if (t == 20 && q + 1 == pos + n && cut)
+				if (t == 20 && i + 1 == n && cut)
 					wd = 1;
-				((uint32_t *)&ds->items[lane][q & (COLLC_FIFO_DEPTH - 1)])[t] = wd;
-				if (q + 1 == pos + n) {
+				((uint32_t *)&ds->items[lane][(p + i) & (COLLC_FIFO_DEPTH - 1)])[t] = wd;
+				if (i + 1 == n) {
 					/* Kind (word 0), coll_id (words 14-15), batch_last (word 20). */
 					kind = __shfl_sync(FULL_MASK, wd, 0) & 0xff;
 					const uint64_t coll = (uint64_t)__shfl_sync(FULL_MASK, wd, 14) |
@@ -316,7 +307,6 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lan
 		if (t == 0) {
 			sh->pos = pos;
 			sh->last_coll = last_coll;
-			sh->gate = gate;
 			sh->open = open;
 			sh->acked = acked || ack;
 			sh->want = n ? POLL_ITEMS : 1;
