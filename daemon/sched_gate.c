@@ -485,7 +485,7 @@ int sched_gates_waiting(void)
 	if (sigs)
 		return 1;
 	for (struct comm *cm = sched.comms; cm; cm = cm->next)
-		if ((cm->p2p_ready || cm->p2p_gated) && sched_p2p_gated(cm))
+		if ((cm->p2p_ready || cm->p2p_gated.head) && sched_p2p_gated(cm))
 			return 1;
 	return now_ns() - last_fire_ns < GRAPH_HOT_NS && sched_graphs_armed();
 }

@@ -193,6 +193,13 @@ struct p2p_pair {
 #define QUOTA_MRS   4096u
 #define QUOTA_BYTES (1ull << 40)
 
+/* Send/recv ops in order of arrival, with their count (sched_p2p.c). */
+struct p2p_oplist {
+	struct p2p_op *head;
+	struct p2p_op **tail;
+	uint32_t n;
+};
+
 struct comm {
 	struct comm *next;
 	uint64_t id;
@@ -232,16 +239,12 @@ struct comm {
 	uint32_t nlocal; /* ranks that submit here */
 	/* Point to point (sched_p2p.c); pairs allocated at the first send or receive. */
 	struct p2p_pair *pairs;  /* nranks x nranks, [sender * nranks + receiver] */
-	struct p2p_op *p2p_wait; /* unmatched, oldest first */
-	struct p2p_op **p2p_wait_tail;
+	struct p2p_oplist p2p_wait; /* unmatched, oldest first */
 	/* Stream-ordered, peer on another daemon: waiting for their gates (sched_p2p_net_gates). */
-	struct p2p_op *p2p_gated;
-	struct p2p_op **p2p_gated_tail;
+	struct p2p_oplist p2p_gated;
 	struct p2p_xfer *p2p_ready; /* matched, not launched, oldest first */
 	struct p2p_xfer **p2p_ready_tail;
 	struct p2p_xfer *p2p_run; /* launched */
-	uint32_t p2p_waiting;     /* ops on p2p_wait */
-	uint32_t p2p_gating;      /* ops on p2p_gated */
 	uint32_t p2p_queued;      /* xfers on p2p_ready */
 	uint64_t p2p_inflight;    /* xfers on p2p_run */
 	uint64_t p2p_cookie;      /* names the last op handed to the node layer */

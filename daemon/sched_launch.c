@@ -753,7 +753,7 @@ int sched_launch_ready(void)
 			cm->next_launch++;
 			progress = 1;
 		}
-		if (cm->ready && cm->p2p_gated && !cm->revoked)
+		if (cm->ready && cm->p2p_gated.head && !cm->revoked)
 			progress |= sched_p2p_net_gates(cm);
 		if (cm->ready && cm->p2p_ready)
 			progress |= sched_p2p_launch(cm, &sched.execs[cm->exec_idx].cfg);
@@ -831,7 +831,7 @@ int sched_timers_armed(const struct collc_config *cfg)
 
 		if (!cm->ready || !cm->slots || !comm_timeout_ms(cfg, cm))
 			continue;
-		if (cm->p2p_wait || cm->fires)
+		if (cm->p2p_wait.head || cm->fires)
 			return 1;
 		sl = sched_slot_of(cm, cm->next_launch);
 		if (sl->seq == cm->next_launch && sl->state == SLOT_ARRIVING)

@@ -81,25 +81,25 @@ static void ready_append(struct comm *cm, struct p2p_xfer *x)
 	cm->p2p_queued++;
 }
 
-static void wait_append(struct comm *cm, struct p2p_op *op)
+static void oplist_append(struct p2p_oplist *l, struct p2p_op *op)
 {
-	if (!cm->p2p_wait)
-		cm->p2p_wait_tail = &cm->p2p_wait;
-	*cm->p2p_wait_tail = op;
-	cm->p2p_wait_tail = &op->next;
-	cm->p2p_waiting++;
+	if (!l->head)
+		l->tail = &l->head;
+	*l->tail = op;
+	l->tail = &op->next;
+	l->n++;
 }
 
-/* Unlinks *pp from the wait list. */
-static struct p2p_op *wait_unlink(struct comm *cm, struct p2p_op **pp)
+/* Unlinks *pp (a link of list l) from l. */
+static struct p2p_op *oplist_unlink(struct p2p_oplist *l, struct p2p_op **pp)
 {
 	struct p2p_op *op = *pp;
 
 	*pp = op->next;
-	if (cm->p2p_wait_tail == &op->next)
-		cm->p2p_wait_tail = pp;
+	if (l->tail == &op->next)
+		l->tail = pp;
 	op->next = NULL;
-	cm->p2p_waiting--;
+	l->n--;
 	return op;
 }
 
@@ -108,7 +108,7 @@ static struct p2p_op **wait_find(struct comm *cm, uint64_t cookie)
 {
 	struct p2p_op **pp;
 
-	for (pp = &cm->p2p_wait; *pp; pp = &(*pp)->next)
+	for (pp = &cm->p2p_wait.head; *pp; pp = &(*pp)->next)
 		if ((*pp)->net && (*pp)->cookie == cookie)
 			return pp;
 	return NULL;
@@ -142,27 +142,6 @@ void sched_net_stage(const struct comm *cm, uint32_t rank, const struct mr *mr, 
 	d->dev = sched.execs[fh->exec_idx].ex == d->ex ? fh->dev : 0;
 }
 
-static void gated_append(struct comm *cm, struct p2p_op *op)
-{
-	if (!cm->p2p_gated)
-		cm->p2p_gated_tail = &cm->p2p_gated;
-	*cm->p2p_gated_tail = op;
-	cm->p2p_gated_tail = &op->next;
-	cm->p2p_gating++;
-}
-
-static struct p2p_op *gated_unlink(struct comm *cm, struct p2p_op **pp)
-{
-	struct p2p_op *op = *pp;
-
-	*pp = op->next;
-	if (cm->p2p_gated_tail == &op->next)
-		cm->p2p_gated_tail = pp;
-	op->next = NULL;
-	cm->p2p_gating--;
-	return op;
-}
-
 /* Hands op to the node layer; it waits on the list until CMD_NET_P2P ends it. */
 static void net_post(struct comm *cm, struct p2p_op *op)
 {
@@ -186,10 +165,10 @@ static void net_post(struct comm *cm, struct p2p_op *op)
 		if (d.bytes && op->mr->exec)
 			sched_net_stage(cm, op->rank, op->mr, &d);
 	}
-	wait_append(cm, op);
+	oplist_append(&cm->p2p_wait, op);
 	r = node_p2p_post(cm->id, &d);
 	if (r < 0)
-		op_finish(cm, wait_unlink(cm, wait_find(cm, op->cookie)), r);
+		op_finish(cm, oplist_unlink(&cm->p2p_wait, wait_find(cm, op->cookie)), r);
 }
 
 /*
@@ -213,7 +192,7 @@ static void net_take(struct comm *cm, struct p2p_op *op)
 	if (op->err && op->err != -EINVAL && op->err != -EOVERFLOW && op->err != -EOPNOTSUPP)
 		op->err = -EINVAL;
 	if (!op->err && op->sqe.flags == COLLC_SQE_STREAM) {
-		gated_append(cm, op);
+		oplist_append(&cm->p2p_gated, op);
 		return;
 	}
 	net_post(cm, op);
@@ -228,7 +207,7 @@ static void net_take(struct comm *cm, struct p2p_op *op)
  */
 int sched_p2p_net_gates(struct comm *cm)
 {
-	struct p2p_op **pp = &cm->p2p_gated;
+	struct p2p_op **pp = &cm->p2p_gated.head;
 	int progress = 0;
 
 	while (*pp) {
@@ -238,7 +217,7 @@ int sched_p2p_net_gates(struct comm *cm)
 			pp = &op->next;
 			continue;
 		}
-		gated_unlink(cm, pp);
+		oplist_unlink(&cm->p2p_gated, pp);
 		op->t_ns = now_ns();
 		net_post(cm, op);
 		progress = 1;
@@ -305,7 +284,7 @@ void sched_p2p_take(struct sched_client *c, struct member *mb, const struct coll
 		op_finish(cm, op, -ETIMEDOUT);
 		return;
 	}
-	for (pp = &cm->p2p_wait; *pp; pp = &(*pp)->next) {
+	for (pp = &cm->p2p_wait.head; *pp; pp = &(*pp)->next) {
 		const struct p2p_op *q = *pp;
 
 		if (q->sqe.opcode != op->sqe.opcode && q->pseq == op->pseq &&
@@ -320,13 +299,13 @@ void sched_p2p_take(struct sched_client *c, struct member *mb, const struct coll
 			op_finish(cm, op, -ENOMEM);
 			return;
 		}
-		q = wait_unlink(cm, pp);
+		q = oplist_unlink(&cm->p2p_wait, pp);
 		x->send = send ? op : q;
 		x->recv = send ? q : op;
 		ready_append(cm, x);
 		return;
 	}
-	wait_append(cm, op);
+	oplist_append(&cm->p2p_wait, op);
 }
 
 static uint64_t op_addr(const struct p2p_op *op)
@@ -454,7 +433,7 @@ static int xfer_gates_open(const struct p2p_xfer *x)
 
 int sched_p2p_gated(const struct comm *cm)
 {
-	if (cm->p2p_gated)
+	if (cm->p2p_gated.head)
 		return 1;
 	for (const struct p2p_xfer *x = cm->p2p_ready; x; x = x->next)
 		if (!xfer_gates_open(x))
@@ -556,7 +535,7 @@ static void expired(struct comm *cm, const struct p2p_op *op, uint32_t ms)
 
 int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now)
 {
-	struct p2p_op **pp = &cm->p2p_wait;
+	struct p2p_op **pp = &cm->p2p_wait.head;
 	int progress = 0;
 
 	/* Oldest first: arrival order is timeout order. */
@@ -569,7 +548,7 @@ int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now)
 			/* Across daemons the sender's daemon decides; asked once. */
 			if (!op->expiring && node_p2p_expire(cm->id, op->cookie) == 1) {
 				expired(cm, op, ms);
-				op_finish(cm, wait_unlink(cm, pp), -ETIMEDOUT);
+				op_finish(cm, oplist_unlink(&cm->p2p_wait, pp), -ETIMEDOUT);
 				progress = 1;
 				continue;
 			}
@@ -577,7 +556,7 @@ int sched_p2p_expire(struct comm *cm, uint32_t ms, uint64_t now)
 			pp = &op->next;
 			continue;
 		}
-		wait_unlink(cm, pp);
+		oplist_unlink(&cm->p2p_wait, pp);
 		if (op->sqe.opcode == COLLC_OP_SEND)
 			pair->sends_expired = op->pseq + 1;
 		else
@@ -606,7 +585,7 @@ void sched_p2p_net_cmd(struct sched_cmd *cmd)
 	if (cm && cm->net)
 		pp = wait_find(cm, cmd->u.net.seq);
 	if (pp) {
-		struct p2p_op *op = wait_unlink(cm, pp);
+		struct p2p_op *op = oplist_unlink(&cm->p2p_wait, pp);
 		int err = cmd->u.net.err;
 
 		if (err == -ETIMEDOUT)
@@ -625,7 +604,7 @@ uint64_t sched_p2p_lagging(const struct comm *cm)
 {
 	uint64_t mask = 0;
 
-	for (const struct p2p_op *op = cm->p2p_wait; op; op = op->next)
+	for (const struct p2p_op *op = cm->p2p_wait.head; op; op = op->next)
 		mask |= 1ull << (uint32_t)op->sqe.root;
 	return mask;
 }
@@ -633,10 +612,10 @@ uint64_t sched_p2p_lagging(const struct comm *cm)
 /* Everything not yet in an executor ends with err; reap ends the rest. */
 void sched_p2p_revoke(struct comm *cm, int err)
 {
-	while (cm->p2p_gated)
-		op_finish(cm, gated_unlink(cm, &cm->p2p_gated), err);
-	while (cm->p2p_wait)
-		op_finish(cm, wait_unlink(cm, &cm->p2p_wait), err);
+	while (cm->p2p_gated.head)
+		op_finish(cm, oplist_unlink(&cm->p2p_gated, &cm->p2p_gated.head), err);
+	while (cm->p2p_wait.head)
+		op_finish(cm, oplist_unlink(&cm->p2p_wait, &cm->p2p_wait.head), err);
 	while (cm->p2p_ready) {
 		struct p2p_xfer *x = cm->p2p_ready;
 
@@ -651,9 +630,9 @@ void sched_p2p_free(struct comm *cm)
 {
 	struct p2p_xfer *lists[2] = { cm->p2p_ready, cm->p2p_run };
 
-	while (cm->p2p_wait || cm->p2p_gated) {
-		struct p2p_op *op = cm->p2p_wait ? wait_unlink(cm, &cm->p2p_wait)
-						 : gated_unlink(cm, &cm->p2p_gated);
+	while (cm->p2p_wait.head || cm->p2p_gated.head) {
+		struct p2p_op *op = cm->p2p_wait.head ? oplist_unlink(&cm->p2p_wait, &cm->p2p_wait.head)
+						 : oplist_unlink(&cm->p2p_gated, &cm->p2p_gated.head);
 
 		sched_mr_put(op->mr);
 		sched_mr_put(op->sig_mr);

@@ -232,7 +232,7 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 		v->backend = sched.execs[cm->exec_idx].ex->name;
 		v->nranks = cm->nranks;
 		v->live = cm->live;
-		v->pending = sched_slot_pending_count(cm) + cm->p2p_waiting + cm->p2p_gating +
+		v->pending = sched_slot_pending_count(cm) + cm->p2p_wait.n + cm->p2p_gated.n +
 			     cm->p2p_queued;
 		v->revoked = cm->revoked;
 		v->timeout_ms = cm->timeout_ms == UINT32_MAX ? -1 : (int32_t)cm->timeout_ms;
