@@ -238,7 +238,7 @@ struct comm {
 	uint8_t *local;
 	uint32_t nlocal; /* ranks that submit here */
 	/* Point to point (sched_p2p.c); pairs allocated at the first send or receive. */
-	struct p2p_pair *pairs;  /* nranks x nranks, [sender * nranks + receiver] */
+	struct p2p_pair *pairs;     /* nranks x nranks, [sender * nranks + receiver] */
 	struct p2p_oplist p2p_wait; /* unmatched, oldest first */
 	/* Stream-ordered, peer on another daemon: waiting for their gates (sched_p2p_net_gates). */
 	struct p2p_oplist p2p_gated;

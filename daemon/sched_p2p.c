@@ -631,8 +631,9 @@ void sched_p2p_free(struct comm *cm)
 	struct p2p_xfer *lists[2] = { cm->p2p_ready, cm->p2p_run };
 
 	while (cm->p2p_wait.head || cm->p2p_gated.head) {
-		struct p2p_op *op = cm->p2p_wait.head ? oplist_unlink(&cm->p2p_wait, &cm->p2p_wait.head)
-						 : oplist_unlink(&cm->p2p_gated, &cm->p2p_gated.head);
+		struct p2p_op *op = cm->p2p_wait.head
+					    ? oplist_unlink(&cm->p2p_wait, &cm->p2p_wait.head)
+					    : oplist_unlink(&cm->p2p_gated, &cm->p2p_gated.head);
 
 		sched_mr_put(op->mr);
 		sched_mr_put(op->sig_mr);
