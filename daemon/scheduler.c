@@ -506,6 +506,12 @@ static int completion_visible(int *ret_inflight)
 			continue;
 		*ret_inflight = 1;
 		sl = sched_slot_of(cm, cm->next_done);
+		/*
+		 * Across daemons, one that ran here and was reported waits for the
+		 * root's DONE, which comes as a command and rings us: not ours to poll.
+		 */
+		if (cm->local && !cm->revoked && sl->net == NET_EXECUTED)
+			continue;
 		if (sl->state != SLOT_INFLIGHT || sched_slot_executed(cm, sl))
 			return 1;
 	}
