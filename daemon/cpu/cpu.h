@@ -12,31 +12,39 @@
 #include "proto/work.h"
 
 /*
- * Geometry. Simple: 8 slots of 64 KiB, 4 steps a chunk (256 KiB chunks).
- * LL: 8 steps of 512 lines, 4 KiB of payload a step. LL128: 8 steps of 256
- * lines, 30 KiB of payload a step. LL and LL128 chunks are one step, as in
- * NCCL. The CUDA grid uses NCCL's larger buffers; the arithmetic is the same
- * (proto/prims.h).
+ * Geometry. Simple: 8 slots of 64 KiB, 4 steps a chunk (256 KiB chunks);
+ * on a communicator that spans daemons 8 slots of 512 KiB (NCCL's net
+ * buffers), since every step that crosses daemons costs the proxy a wake-up
+ * and a system call each way (2 MiB chunks). LL: 8 steps of 512 lines, 4 KiB
+ * of payload a step. LL128: 8 steps of 256 lines, 30 KiB of payload a step.
+ * LL and LL128 chunks are one step, as in NCCL. The CUDA grid uses NCCL's
+ * larger buffers; the arithmetic is the same (proto/prims.h).
  */
-#define CPU_SLOT_BYTES          (64u << 10)
-#define CPU_CHUNK_STEPS         4u
-#define CPU_SIMPLE_BUFFER_BYTES (CPU_SLOT_BYTES * COLLC_STEPS)
+#define CPU_SLOT_BYTES              (64u << 10)
+#define CPU_NET_SLOT_BYTES          (512u << 10)
+#define CPU_CHUNK_STEPS             4u
+#define CPU_SIMPLE_BUFFER_BYTES     (CPU_SLOT_BYTES * COLLC_STEPS)
+#define CPU_NET_SIMPLE_BUFFER_BYTES (CPU_NET_SLOT_BYTES * COLLC_STEPS)
 #define CPU_LL_STEP_LINES       512u
 #define CPU_LL_BUFFER_BYTES     (COLLC_STEPS * CPU_LL_STEP_LINES * COLLC_LL_LINE_BYTES)
 #define CPU_LL128_STEP_LINES    256u
 #define CPU_LL128_BUFFER_BYTES  (COLLC_STEPS * CPU_LL128_STEP_LINES * COLLC_LL128_LINE_BYTES)
-#define CPU_CONN_BYTES          (CPU_SIMPLE_BUFFER_BYTES + CPU_LL_BUFFER_BYTES + CPU_LL128_BUFFER_BYTES)
+/* A connection's buffers: Simple's (simple_bytes) first, then LL's and LL128's. */
+#define CPU_CONN_BYTES(simple_bytes) ((simple_bytes) + CPU_LL_BUFFER_BYTES + CPU_LL128_BUFFER_BYTES)
 /* The largest LL/LL128 step payload: the size of a channel thread's staging buffers. */
 #define CPU_STAGE_BYTES         (CPU_LL128_STEP_LINES * COLLC_LL128_LINE_PAYLOAD)
-/* A channel thread's scratch for the peer-memory algorithms (a round of one-shot). */
-#define CPU_SCRATCH_BYTES       (256u << 10)
+/* The peer-memory algorithms' round (one-shot and two-shot, daemon/cpu/peer.c). */
+#define CPU_ROUND_BYTES   (256u << 10)
+/* A channel thread's scratch: a round, or a step of a ring across daemons (the relay). */
+#define CPU_SCRATCH_BYTES (CPU_ROUND_BYTES > CPU_NET_SLOT_BYTES ? CPU_ROUND_BYTES : CPU_NET_SLOT_BYTES)
 /* One-shot LL: lines of one round (2 KiB of payload), one sender's region of an inbox slot. */
 #define CPU_OLL_SLOT_LINES      256u
 
 _Static_assert(CPU_LL_STEP_LINES *COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES, "stage fits LL");
 _Static_assert(CPU_OLL_SLOT_LINES *COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES,
 	       "stage fits a one-shot LL round");
-_Static_assert(CPU_SIMPLE_BUFFER_BYTES % 4096 == 0 && CPU_LL_BUFFER_BYTES % 4096 == 0,
+_Static_assert(CPU_SIMPLE_BUFFER_BYTES % 4096 == 0 && CPU_NET_SIMPLE_BUFFER_BYTES % 4096 == 0 &&
+		       CPU_LL_BUFFER_BYTES % 4096 == 0,
 	       "protocol buffers stay page aligned");
 
 /*
@@ -51,6 +59,7 @@ _Static_assert(CPU_SIMPLE_BUFFER_BYTES % 4096 == 0 && CPU_LL_BUFFER_BYTES % 4096
  */
 struct cpu_link {
 	char *buf; /* COLLC_STEPS slots; set before the communicator runs */
+	uint64_t buf_bytes; /* Simple: the bytes of buf (CPU_SIMPLE_BUFFER_BYTES or the net one) */
 	uint32_t proto;
 	/* Written by the sender. */
 	uint64_t tail __attribute__((aligned(64))); /* Simple: steps published */

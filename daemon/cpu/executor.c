@@ -55,7 +55,8 @@ struct cpu_dev {
 struct cpu_comm {
 	uint32_t nranks;
 	struct cpu_conn *conns; /* nranks x nchan; conn [r][c] is rank r's receive side */
-	char **bufs;            /* the protocol buffers of each connection, CPU_CONN_BYTES each */
+	char **bufs;            /* the protocol buffers of each connection, CPU_CONN_BYTES() each */
+	uint64_t simple_bytes;  /* each connection's Simple ring (larger across daemons) */
 	struct cpu_mbox *mbox;  /* nranks x nchan */
 	char *oll;              /* the mailboxes' one-shot LL inboxes, oll_bytes() each */
 	struct cpu_rank *ranks;
@@ -304,7 +305,7 @@ static void comm_free(struct cpu_comm *cc)
 	if (cc->bufs)
 		for (size_t i = 0; i < (size_t)cc->nranks * nchan; i++)
 			if (cc->bufs[i])
-				munmap(cc->bufs[i], CPU_CONN_BYTES);
+				munmap(cc->bufs[i], CPU_CONN_BYTES(cc->simple_bytes));
 	free(cc->bufs);
 	free(cc->conns);
 	free(cc->mbox);
@@ -312,10 +313,11 @@ static void comm_free(struct cpu_comm *cc)
 	free(cc);
 }
 
-static void link_init(struct cpu_link *l, uint32_t proto, char *buf)
+static void link_init(struct cpu_link *l, uint32_t proto, char *buf, uint64_t buf_bytes)
 {
 	l->proto = proto;
 	l->buf = buf;
+	l->buf_bytes = buf_bytes;
 }
 
 /* local NULL: every rank runs here. */
@@ -329,6 +331,7 @@ static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *lo
 	if (!cc)
 		return -ENOMEM;
 	cc->nranks = nranks;
+	cc->simple_bytes = local ? CPU_NET_SIMPLE_BUFFER_BYTES : CPU_SIMPLE_BUFFER_BYTES;
 	cc->conns = aligned_alloc(64, nconn * sizeof(*cc->conns));
 	cc->mbox = aligned_alloc(64, nconn * sizeof(*cc->mbox));
 	cc->bufs = calloc(nconn, sizeof(*cc->bufs));
@@ -350,16 +353,17 @@ static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *lo
 		char *b;
 
 		/* Untouched pages cost nothing: small collectives use the first slots only. */
-		b = mmap(NULL, CPU_CONN_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			 -1, 0);
+		b = mmap(NULL, CPU_CONN_BYTES(cc->simple_bytes), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (b == MAP_FAILED)
 			goto err_free;
 		cc->bufs[i] = b;
 		/* Fresh pages are zero: no LL or LL128 flag (step + 1 >= 1) matches them. */
-		link_init(&cc->conns[i].simple, COLLC_PROTO_SIMPLE, b);
-		link_init(&cc->conns[i].ll, COLLC_PROTO_LL, b + CPU_SIMPLE_BUFFER_BYTES);
+		link_init(&cc->conns[i].simple, COLLC_PROTO_SIMPLE, b, cc->simple_bytes);
+		link_init(&cc->conns[i].ll, COLLC_PROTO_LL, b + cc->simple_bytes,
+			  CPU_LL_BUFFER_BYTES);
 		link_init(&cc->conns[i].ll128, COLLC_PROTO_LL128,
-			  b + CPU_SIMPLE_BUFFER_BYTES + CPU_LL_BUFFER_BYTES);
+			  b + cc->simple_bytes + CPU_LL_BUFFER_BYTES, CPU_LL128_BUFFER_BYTES);
 	}
 	for (uint32_t rk = 0; rk < nranks; rk++) {
 		cc->ranks[rk].mbox = cc->mbox;
@@ -467,7 +471,7 @@ static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_l
 	*ret = (struct exec_link){
 		.l = l,
 		.buf = l->buf,
-		.slot_bytes = collc_simple_slot_bytes(CPU_SIMPLE_BUFFER_BYTES, COLLC_STEPS),
+		.slot_bytes = collc_simple_slot_bytes(cc->simple_bytes, COLLC_STEPS),
 		.nslots = COLLC_STEPS,
 		.tail = link_tail,
 		.head = link_head,

@@ -156,7 +156,7 @@ static void reduce_all(const struct cpu_run *x, char *acc, const char *const *sr
 static int reduce_to(const struct cpu_run *x, char *dst, const char *const *src, uint64_t off,
 		     uint64_t n)
 {
-	const uint64_t es = x->es, piece = CPU_SCRATCH_BYTES / es;
+	const uint64_t es = x->es, piece = CPU_ROUND_BYTES / es;
 	int alias = 0;
 
 	for (uint32_t k = 0; k < x->it->nranks; k++)
@@ -372,7 +372,7 @@ static int run(const struct cpu_run *x, int twoshot)
 
 	share(x, it->count, &lo, &hi);
 	if (collc_oneshot_begin(&os, it->coll, it->nranks, me, it->root, it->count, lo, hi, 1,
-				twoshot, 1, CPU_SCRATCH_BYTES / es) < 0)
+				twoshot, 1, CPU_ROUND_BYTES / es) < 0)
 		return -EINVAL;
 	while (r == 0 && collc_oneshot_next(&os, &s)) {
 		/* An empty step touches no buffer: a rank may pass none for count 0. */

@@ -270,7 +270,7 @@ static int recv_begin(struct cpu_run *x, uint64_t len, const char **ret_in)
 	switch (l->proto) {
 	case COLLC_PROTO_SIMPLE:
 		r = wait_step(x, can_recv, &l->tail, l->recv_step, &l->tail_seq, &l->recv_waiting);
-		*ret_in = slot_of(l, l->recv_step, CPU_SIMPLE_BUFFER_BYTES);
+		*ret_in = slot_of(l, l->recv_step, l->buf_bytes);
 		return r;
 	case COLLC_PROTO_LL:
 		*ret_in = x->stage_in;
@@ -319,7 +319,7 @@ static int send_begin(struct cpu_run *x, char **ret_out)
 	int r = wait_step(x, can_send, &l->head, l->send_step, &l->head_seq, &l->send_waiting);
 
 	*ret_out = l->proto == COLLC_PROTO_SIMPLE
-			   ? slot_of(l, l->send_step, CPU_SIMPLE_BUFFER_BYTES)
+			   ? slot_of(l, l->send_step, l->buf_bytes)
 			   : x->stage_out;
 	return r;
 }
@@ -434,7 +434,7 @@ int cpu_prims_setup(struct cpu_run *x)
 	case COLLC_PROTO_SIMPLE:
 		x->send = &s->simple;
 		x->recv = &r->simple;
-		x->step_bytes = collc_simple_slot_bytes(CPU_SIMPLE_BUFFER_BYTES, COLLC_STEPS);
+		x->step_bytes = collc_simple_slot_bytes(x->send->buf_bytes, COLLC_STEPS);
 		return 0;
 	case COLLC_PROTO_LL:
 		x->send = &s->ll;
@@ -456,7 +456,7 @@ uint64_t cpu_chunk_elems(const struct cpu_run *x)
 
 	if (!b)
 		b = x->it->proto == COLLC_PROTO_SIMPLE
-			    ? collc_chunk_bytes(CPU_SIMPLE_BUFFER_BYTES, COLLC_STEPS,
+			    ? collc_chunk_bytes(x->send->buf_bytes, COLLC_STEPS,
 						CPU_CHUNK_STEPS)
 			    : x->step_bytes;
 	return collc_max_u64(1, b / x->es);

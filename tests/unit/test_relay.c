@@ -68,6 +68,7 @@ static void run_pair(const size_t sends[NR], const size_t expects[NR], int ret[N
 	for (int r = 0; r < NR; r++) {
 		conn[r].simple.proto = COLLC_PROTO_SIMPLE;
 		conn[r].simple.buf = calloc(1, CPU_SIMPLE_BUFFER_BYTES);
+		conn[r].simple.buf_bytes = CPU_SIMPLE_BUFFER_BYTES;
 		assert_non_null(conn[r].simple.buf);
 	}
 	for (int r = 0; r < NR; r++) {
