@@ -318,9 +318,8 @@ static int send_begin(struct cpu_run *x, char **ret_out)
 	struct cpu_link *l = x->send;
 	int r = wait_step(x, can_send, &l->head, l->send_step, &l->head_seq, &l->send_waiting);
 
-	*ret_out = l->proto == COLLC_PROTO_SIMPLE
-			   ? slot_of(l, l->send_step, l->buf_bytes)
-			   : x->stage_out;
+	*ret_out = l->proto == COLLC_PROTO_SIMPLE ? slot_of(l, l->send_step, l->buf_bytes)
+						  : x->stage_out;
 	return r;
 }
 
@@ -456,8 +455,7 @@ uint64_t cpu_chunk_elems(const struct cpu_run *x)
 
 	if (!b)
 		b = x->it->proto == COLLC_PROTO_SIMPLE
-			    ? collc_chunk_bytes(x->send->buf_bytes, COLLC_STEPS,
-						CPU_CHUNK_STEPS)
+			    ? collc_chunk_bytes(x->send->buf_bytes, COLLC_STEPS, CPU_CHUNK_STEPS)
 			    : x->step_bytes;
 	return collc_max_u64(1, b / x->es);
 }
