@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon/config.h"
+#include "daemon/node.h"
 #include "proto/work.h"
 
 struct collc_config *cfg_current;
@@ -43,6 +44,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->cuda_breadcrumbs = 1;
 	snprintf(cfg->net, sizeof(cfg->net), "auto");
 	cfg->net_timeout_ms = 2000;
+	cfg->net_eager_max_bytes = NODE_EAGER_MAX;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
 			 CFG_AUTO_ONESHOT_LL_MAX_BYTES | CFG_AUTO_ONESHOT_MAX_BYTES |
 			 CFG_AUTO_TWOSHOT_MAX_BYTES | CFG_AUTO_ROTATE_CHANNELS | CFG_AUTO_COPY_PUSH;
@@ -230,6 +232,12 @@ static const struct key_desc keys[] = {
 	KEY_STR_FIXED("net_ifname", net_ifname),
 	/* A peer daemon silent this long fails the communicators it spans (-ETIMEDOUT). */
 	KEY("net_timeout_ms", K_U32, net_timeout_ms, 100, 600000),
+	/*
+	 * Small collectives of host memory across daemons ride on the agreement,
+	 * computed once by the root (daemon/node.h), while what the root holds and
+	 * the result fit this; 0: the ring always.
+	 */
+	KEY("net_eager_max_bytes", K_U64, net_eager_max_bytes, 0, NODE_EAGER_MAX),
 };
 
 const char *const cfg_auto_keys[] = {

@@ -48,6 +48,7 @@ struct collc_config {
 	char net[64];            /* fixed at start: auto, tcp, ib or plugin:NAME */
 	char net_ifname[16];     /* fixed at start: interface for data ("": the first up one) */
 	uint32_t net_timeout_ms; /* a peer daemon silent this long fails its communicators */
+	uint64_t net_eager_max_bytes; /* eager collectives across daemons up to this (node.h); 0: none */
 	/*
 	 * CFG_AUTO_*: keys left at auto. Their field holds a placeholder (the
 	 * generic default) until cfg_resolve() fills in an executor's own value.

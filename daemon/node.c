@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "common/atomics.h"
+#include "daemon/cpu/reduce.h"
 #include "daemon/log.h"
 #include "daemon/net/auth.h"
 #include "daemon/net/net.h"
@@ -51,13 +52,20 @@
 #include "daemon/node.h"
 #include "daemon/node_p2p.h"
 #include "daemon/sched.h"
+#include "proto/dtype.h"
 #include "proto/shm.h"
 #include "proto/work.h"
 
-#define MSG_MAGIC       0x4e4c4c43u /* "CLLN" */
-#define MSG_MAX         (20u << 10) /* largest body: a TABLE of 64 ranks */
-#define OUT_MAX         (96u << 10) /* queued output of one connection */
-#define MAX_CONNS       512u        /* connections at once; more are refused */
+#define MSG_MAGIC       0x4e4c4c43u              /* "CLLN" */
+#define MSG_MAX         (NODE_EAGER_MAX + 1024u) /* largest body: an eager COLL or its answer */
+/*
+ * Queued output of one connection: the agreement's small messages of a whole
+ * window (OUT_RESERVE, never taken by eager payloads, conn_room()) and two
+ * eager messages.
+ */
+#define OUT_RESERVE     (AGREE_WINDOW * 128u)
+#define OUT_MAX         (OUT_RESERVE + 2u * (MSG_MAX + 16u))
+#define MAX_CONNS       512u /* connections at once; more are refused */
 #define RETRY_NS        (100ull * 1000000)
 #define LINK_SLOTS_MAX  16u
 /* Naps between polls of links that cannot wake the thread (ib, plugins, the grid's rings). */
@@ -77,6 +85,7 @@ enum {
 	M_ALLDONE,
 	M_P2PL,
 	M_P2PT,
+	M_EAGER, /* root -> joiners: an eager collective's result in place of its GO (node.h) */
 	M_TYPE_MAX
 };
 #define AGREE_WINDOW 1024u /* the scheduler's COMM_WINDOW: collectives open at once */
@@ -151,6 +160,8 @@ struct agree {
 	uint32_t ndesc, ndone;
 	uint8_t bad, used;     /* bad: 0, or the positive errno every rank gets */
 	uint64_t vsend, vrecv; /* all-to-allv: the daemons' digests added up */
+	uint32_t neager;       /* daemons whose inputs are in `in` */
+	uint8_t *in;           /* eager: nranks x in_bytes, by rank (node.h) */
 };
 
 enum { C_CONNECTING, C_AUTH, C_UP, C_CLOSED };
@@ -258,6 +269,7 @@ static struct {
 	uint32_t inflight;             /* collectives in flight on spanning communicators */
 	/* Communicators failed here with -EPROTO: a peer's data broke what was agreed. */
 	uint64_t proto_errors;
+	uint64_t eager; /* root: collectives answered with their result (node.h) */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 static uint64_t mono_ns(void)
@@ -427,9 +439,11 @@ static int conn_queue(struct conn *c, const void *p, size_t len)
 
 static int conn_flush(struct conn *c);
 
-static int conn_send(struct conn *c, uint16_t type, const void *body, uint32_t len)
+/* A message whose body is two parts (a header of its own and a payload). */
+static int conn_send2(struct conn *c, uint16_t type, const void *body, uint32_t len,
+		      const void *more, uint32_t more_len)
 {
-	struct msg_hdr h = { .magic = MSG_MAGIC, .type = type, .len = len };
+	struct msg_hdr h = { .magic = MSG_MAGIC, .type = type, .len = len + more_len };
 	int r;
 
 	if (c->state != C_UP)
@@ -437,6 +451,8 @@ static int conn_send(struct conn *c, uint16_t type, const void *body, uint32_t l
 	r = conn_queue(c, &h, sizeof(h));
 	if (r == 0 && len)
 		r = conn_queue(c, body, len);
+	if (r == 0 && more_len)
+		r = conn_queue(c, more, more_len);
 	c->last_tx_ns = mono_ns();
 	/*
 	 * Out at once, from whichever thread holds mu: a GO or DONE waiting for
@@ -446,6 +462,11 @@ static int conn_send(struct conn *c, uint16_t type, const void *body, uint32_t l
 	if (r == 0)
 		conn_flush(c);
 	return r;
+}
+
+static int conn_send(struct conn *c, uint16_t type, const void *body, uint32_t len)
+{
+	return conn_send2(c, type, body, len, NULL, 0);
 }
 
 /* Writes what is queued; 0, or -errno when the connection broke. */
@@ -572,6 +593,8 @@ static void nc_free(struct ncomm *nc)
 	node.gone_recv += nc->p2p_gone_recv;
 	free(nc->links);
 	free(nc->handles);
+	for (uint32_t i = 0; nc->agree && i < AGREE_WINDOW; i++)
+		free(nc->agree[i].in);
 	free(nc->agree);
 	free(nc->p2ph);
 	free(nc);
@@ -579,6 +602,8 @@ static void nc_free(struct ncomm *nc)
 
 static void cmd_free(struct sched_cmd *cmd)
 {
+	if (cmd->type == CMD_NET_EAGER)
+		free(cmd->u.net.data);
 	free(cmd);
 }
 
@@ -630,13 +655,158 @@ static int root_broadcast(struct ncomm *nc, uint16_t type, const void *body, uin
 	return 0;
 }
 
-/* Root: daemon's view of collective d->seq. */
-static int root_coll(struct ncomm *nc, const struct node_coll *d)
+int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
+		     uint64_t *ret_out)
+{
+	const uint64_t es = collc_dtype_bytes((int)d->dtype);
+	uint64_t v, in, out, held;
+
+	if (d->bad || !es || !d->count || d->count > NODE_EAGER_MAX || nranks < 2 ||
+	    nranks > COLLC_MAX_RANKS)
+		return 0;
+	v = d->count * es;
+	switch (d->opcode) {
+	case COLLC_OP_ALLREDUCE:
+	case COLLC_OP_REDUCE:
+		in = out = v;
+		held = nranks * v;
+		break;
+	case COLLC_OP_REDUCE_SCATTER:
+		in = out = nranks * v;
+		held = nranks * in;
+		break;
+	case COLLC_OP_ALLGATHER:
+		in = v;
+		out = held = nranks * v;
+		break;
+	case COLLC_OP_BROADCAST:
+		in = out = held = v;
+		break;
+	default:
+		return 0;
+	}
+	if (d->opcode != COLLC_OP_ALLGATHER && d->opcode != COLLC_OP_BROADCAST &&
+	    !collc_dtype_op_valid((int)d->dtype, (int)d->redop))
+		return 0;
+	if ((d->opcode == COLLC_OP_BROADCAST || d->opcode == COLLC_OP_REDUCE) && d->root >= nranks)
+		return 0;
+	if (held > limit || out > limit || held > NODE_EAGER_MAX || out > NODE_EAGER_MAX)
+		return 0;
+	*ret_in = in;
+	*ret_out = out;
+	return 1;
+}
+
+/* Room for len more bytes of output, the reserve for the agreement's messages kept. */
+static int conn_room(const struct conn *c, size_t len)
+{
+	return c && c->state == C_UP &&
+	       c->out_len - c->out_off + sizeof(struct msg_hdr) + len + OUT_RESERVE <= c->out_cap;
+}
+
+/*
+ * Root: daemon `from`'s inputs of eager collective a (payload, len bytes),
+ * into a->in by rank. -EPROTO when they are not what its ranks owe.
+ */
+static int root_eager_in(struct ncomm *nc, struct agree *a, uint32_t from, const uint8_t *payload,
+			 uint32_t len)
+{
+	uint64_t in, out, want = 0;
+
+	if (!node_eager_sizes(&a->d, nc->nranks, NODE_EAGER_MAX, &in, &out))
+		return -EPROTO;
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		want += nc->owner[r] == from && node_eager_contributes(&a->d, r) ? in : 0;
+	if (len != want)
+		return -EPROTO;
+	if (!a->in) {
+		a->in = malloc((size_t)nc->nranks * in);
+		if (!a->in)
+			return 0; /* not eager: the ring runs */
+	}
+	for (uint32_t r = 0; r < nc->nranks; r++) {
+		if (nc->owner[r] != from || !node_eager_contributes(&a->d, r))
+			continue;
+		memcpy(a->in + (uint64_t)r * in, payload, in);
+		payload += in;
+	}
+	a->neager++;
+	return 0;
+}
+
+/* Root: the result of eager collective a, one for every rank, in rank order (node.h). */
+static void eager_compute(const struct agree *a, uint32_t nranks, uint64_t in, uint8_t *out)
+{
+	const struct node_coll *d = &a->d;
+	const size_t n = in / collc_dtype_bytes((int)d->dtype);
+
+	switch (d->opcode) {
+	case COLLC_OP_BROADCAST:
+		memcpy(out, a->in + (uint64_t)d->root * in, in);
+		return;
+	case COLLC_OP_ALLGATHER:
+		memcpy(out, a->in, (size_t)nranks * in);
+		return;
+	default: /* all-reduce, reduce, reduce-scatter */
+		memcpy(out, a->in, in);
+		for (uint32_t r = 1; r < nranks; r++)
+			red_reduce(out, out, a->in + (uint64_t)r * in, n, (int)d->dtype,
+				   (int)d->redop);
+		red_finish(out, n, (int)d->dtype, (int)d->redop, nranks);
+	}
+}
+
+/*
+ * Root: answers eager collective a with its result, to every daemon and to
+ * our own scheduler. 0 when it did; 1 when it cannot (no memory, or a queue
+ * without room): the caller answers with a plain GO.
+ */
+static int root_eager(struct ncomm *nc, struct agree *a)
+{
+	struct m_seq m = { .seq = a->seq };
+	struct sched_cmd *cmd;
+	uint64_t in, out;
+	uint8_t *res;
+
+	if (!node_eager_sizes(&a->d, nc->nranks, NODE_EAGER_MAX, &in, &out))
+		return 1;
+	for (uint32_t d = 1; d < nc->ndaemons; d++)
+		if (!conn_room(nc->peers[d], sizeof(m) + out))
+			return 1;
+	cmd = net_cmd(CMD_NET_EAGER, nc, 0);
+	res = malloc(sizeof(m) + out);
+	if (!cmd || !res) {
+		free(cmd);
+		free(res);
+		return 1;
+	}
+	memcpy(res, &m, sizeof(m));
+	eager_compute(a, nc->nranks, in, res + sizeof(m));
+	for (uint32_t d = 1; d < nc->ndaemons; d++)
+		if (conn_send(nc->peers[d], M_EAGER, res, (uint32_t)(sizeof(m) + out)) < 0) {
+			free(cmd);
+			free(res);
+			return -EPIPE;
+		}
+	memmove(res, res + sizeof(m), out);
+	cmd->u.net.seq = a->seq;
+	cmd->u.net.data = res;
+	cmd->u.net.len = (uint32_t)out;
+	sched_post(cmd);
+	node.eager++;
+	return 0;
+}
+
+/* Root: daemon from's view of collective d->seq, with its ranks' inputs when d->eager. */
+static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
+		     const uint8_t *payload, uint32_t len)
 {
 	struct agree *a = &nc->agree[d->seq % AGREE_WINDOW];
 	struct m_seq go = { .seq = d->seq };
+	int r;
 
 	if (!a->used || a->seq != d->seq) {
+		free(a->in);
 		memset(a, 0, sizeof(*a));
 		a->used = 1;
 		a->seq = d->seq;
@@ -650,6 +820,11 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d)
 		a->bad = d->bad == EOPNOTSUPP ? EOPNOTSUPP : EINVAL;
 	a->vsend += d->vsend;
 	a->vrecv += d->vrecv;
+	if (d->eager && !a->bad) {
+		r = root_eager_in(nc, a, from, payload, len);
+		if (r < 0)
+			return r;
+	}
 	if (++a->ndesc < nc->ndaemons)
 		return 0;
 	/* Every count of an all-to-allv agrees when what is sent adds up to what is expected. */
@@ -661,6 +836,15 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d)
 			 (unsigned long long)d->seq,
 			 a->bad == EOPNOTSUPP ? "is not supported across daemons"
 					      : "differs between daemons");
+	r = !a->bad && a->neager == nc->ndaemons ? root_eager(nc, a) : 1;
+	free(a->in);
+	a->in = NULL;
+	if (r < 0)
+		return r;
+	if (r == 0) {
+		a->used = 0; /* no DONE follows */
+		return 0;
+	}
 	if (root_broadcast(nc, M_GO, &go, sizeof(go)) < 0)
 		return -EPIPE;
 	post_seq(CMD_NET_GO, nc, d->seq, go.err);
@@ -943,11 +1127,41 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 	if (!nc)
 		return -EPIPE;
 	switch (h->type) {
-	case M_COLL:
+	case M_COLL: {
+		const struct node_coll *d = (const struct node_coll *)body;
+		uint32_t from = 1;
+
 		/* A joiner may be set up before the root is: its view waits in agree. */
-		if (h->len != sizeof(struct node_coll) || !nc->root || nc->stage == NC_JOINING)
+		if (h->len < sizeof(*d) || !nc->root || nc->stage == NC_JOINING ||
+		    (!d->eager && h->len != sizeof(*d)) || d->eager > 1)
 			return -EPROTO;
-		return root_coll(nc, (const struct node_coll *)body);
+		while (from < nc->ndaemons && nc->peers[from] != c)
+			from++;
+		if (from == nc->ndaemons)
+			return -EPROTO;
+		return root_coll(nc, d, from, body + sizeof(*d), h->len - (uint32_t)sizeof(*d));
+	}
+	case M_EAGER: {
+		struct sched_cmd *cmd;
+
+		if (h->len < sizeof(*q) || nc->root || c != nc->ctl || nc->stage != NC_ATTACHED ||
+		    q->err)
+			return -EPROTO;
+		/* The scheduler checks the length against the collective it asked about. */
+		cmd = net_cmd(CMD_NET_EAGER, nc, 0);
+		if (!cmd)
+			return -ENOMEM;
+		cmd->u.net.seq = q->seq;
+		cmd->u.net.len = h->len - (uint32_t)sizeof(*q);
+		cmd->u.net.data = malloc(cmd->u.net.len ? cmd->u.net.len : 1);
+		if (!cmd->u.net.data) {
+			free(cmd);
+			return -ENOMEM;
+		}
+		memcpy(cmd->u.net.data, body + sizeof(*q), cmd->u.net.len);
+		sched_post(cmd);
+		return 0;
+	}
 	case M_DONE:
 		if (h->len != sizeof(*q) || !nc->root || nc->stage != NC_ATTACHED)
 			return -EPROTO;
@@ -2039,18 +2253,23 @@ void node_comm_release(uint64_t comm_id)
 	pthread_mutex_unlock(&node.mu);
 }
 
-void node_coll_ready(uint64_t comm_id, const struct node_coll *d)
+void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const void *payload, uint32_t len)
 {
+	struct node_coll plain = *d;
 	struct ncomm *nc;
 	int r = 0;
 
+	plain.eager = 0;
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc && nc->stage == NC_ATTACHED) {
 		if (nc->root)
-			r = root_coll(nc, d);
+			r = root_coll(nc, d, nc->me, payload, len);
+		else if (d->eager && conn_room(nc->ctl, sizeof(*d) + len))
+			r = conn_send2(nc->ctl, M_COLL, d, sizeof(*d), payload, len) < 0 ? -EPIPE
+											 : 0;
 		else
-			r = conn_send(nc->ctl, M_COLL, d, sizeof(*d)) < 0 ? -EPIPE : 0;
+			r = conn_send(nc->ctl, M_COLL, &plain, sizeof(plain)) < 0 ? -EPIPE : 0;
 		if (r < 0)
 			nc_fail(nc, r, 1);
 	}
@@ -2229,8 +2448,8 @@ size_t node_status(char *out, size_t len, int json)
 		PUT("%s\"%s\": %llu", i > 1 ? ", " : "", net_auth_reason_name(i),
 		    (unsigned long long)node.auth.refused[i]);
 	if (json)
-		PUT("}, \"protocol_errors\": %llu, \"peers\": [",
-		    (unsigned long long)node.proto_errors);
+		PUT("}, \"protocol_errors\": %llu, \"eager\": %llu, \"peers\": [",
+		    (unsigned long long)node.proto_errors, (unsigned long long)node.eager);
 	/* One entry per (communicator, other daemon). */
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		for (uint32_t d = 0; d < (nc->ndaemons ? nc->ndaemons : 1); d++) {

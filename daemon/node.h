@@ -24,6 +24,7 @@
 
 #include "daemon/config.h"
 #include "daemon/exec.h"
+#include "proto/shm.h"
 #include "proto/wire.h"
 
 /* Most channels a spanning communicator uses (the daemons agree on the least). */
@@ -66,11 +67,34 @@ struct node_coll {
 	uint64_t count;
 	uint32_t opcode, dtype, redop, root;
 	uint32_t bad;
-	uint32_t reserved;
+	uint32_t eager; /* 1: this daemon's ranks' inputs follow (node_eager_sizes()) */
 	/* All-to-allv: sums over this daemon's ranks of what they send and expect (sched_launch.c). */
 	uint64_t vsend, vrecv;
 };
-void node_coll_ready(uint64_t comm_id, const struct node_coll *d);
+/*
+ * Eager collectives: a small collective of host memory rides on the
+ * agreement. Each daemon sends its ranks' inputs with its COLL (the ranks
+ * that contribute, in rank order, in_bytes each: every rank, or for a
+ * broadcast its root alone), the root computes the result once, in rank
+ * order, and answers with it instead of a GO (CMD_NET_EAGER: out_bytes, the
+ * whole vector of an all-reduce, reduce, broadcast or reduce-scatter, the
+ * gathered buffer of an all-gather). No ring runs, no DONE or ALLDONE
+ * follows. Where any daemon sent no inputs (its memory is not host memory,
+ * or its queue to the root was full) the root answers with a plain GO and
+ * the ring runs. 1 and the sizes when d may go eager among nranks ranks,
+ * the inputs the root holds and the result each at most limit bytes (the
+ * key net_eager_max_bytes, on the root NODE_EAGER_MAX).
+ */
+#define NODE_EAGER_MAX (256u << 10)
+int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
+		     uint64_t *ret_out);
+static inline int node_eager_contributes(const struct node_coll *d, uint32_t rank)
+{
+	return d->opcode != COLLC_OP_BROADCAST || rank == d->root;
+}
+/* payload: NULL, or (d->eager) the inputs of the ranks here, len bytes. */
+void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const void *payload,
+		     uint32_t len);
 /* Collective seq ran here; CMD_NET_DONE follows once it ran on every daemon. */
 void node_coll_done(uint64_t comm_id, uint64_t seq);
 /* Collectives of a spanning communicator in flight: delta +1 at launch, -1 at reap. */

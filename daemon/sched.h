@@ -35,6 +35,7 @@ enum sched_cmd_type {
 	CMD_NET_GO,    /* every daemon matched collective u.net.seq (err: -EINVAL, they differ) */
 	CMD_NET_DONE,  /* every daemon executed collective u.net.seq */
 	CMD_NET_P2P,   /* a send or receive across daemons ended: u.net.seq its cookie, err */
+	CMD_NET_EAGER, /* collective u.net.seq ran eagerly (node.h): u.net.data, its result */
 };
 
 struct sched_cmd {
@@ -88,6 +89,8 @@ struct sched_cmd {
 			int err;
 			uint32_t nchan;
 			uint8_t local[COLLC_MAX_RANKS]; /* ranks this collcd runs */
+			void *data; /* CMD_NET_EAGER: malloc'ed, freed with the command */
+			uint32_t len;
 		} net;
 		struct {
 			uint32_t flags; /* COLLC_STATUS_JSON */

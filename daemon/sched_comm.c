@@ -684,6 +684,21 @@ void sched_net_cmd(struct sched_cmd *cmd)
 			sl->net = NET_DONE;
 		}
 		break;
+	case CMD_NET_EAGER:
+		if (!cm->ready || !cm->slots)
+			break;
+		sl = sched_slot_of(cm, cmd->u.net.seq);
+		if (sl->seq != cmd->u.net.seq || sl->net != NET_ASKED || sl->state != SLOT_ARRIVING)
+			break;
+		if (sched_net_eager_done(cm, sl, cmd->u.net.data, cmd->u.net.len) < 0) {
+			/* Not the result of what was asked: only a broken or hostile root sends it. */
+			sched_comm_revoke(cm, -EPROTO);
+			break;
+		}
+		sl->net = NET_NONE;
+		sched_slot_finish(cm, sl, 0);
+		sched_comm_advance_done(cm);
+		break;
 	default:
 		break;
 	}

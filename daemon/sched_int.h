@@ -393,6 +393,11 @@ struct slot *sched_slot_of(struct comm *cm, uint64_t seq);
 uint32_t sched_slot_pending_count(const struct comm *cm);
 void sched_slot_finish(struct comm *cm, struct slot *sl, int res);
 void sched_comm_advance_done(struct comm *cm);
+/*
+ * Eager collective sl (node.h) ended with result res (len bytes): into the
+ * receive buffers of the ranks here. -EPROTO when len is not its result's.
+ */
+int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, uint32_t len);
 void sched_comm_revoke(struct comm *cm, int err);
 void sched_client_free(struct sched_client *c);
 void sched_comm_free(struct comm *cm);

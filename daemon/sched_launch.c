@@ -351,24 +351,99 @@ static void net_digests(const struct comm *cm, const struct slot *sl, struct nod
 }
 
 /* Across daemons the root compares every daemon's view first (CMD_NET_GO). */
-static void net_ask(struct comm *cm, struct slot *sl)
+/* What the daemons compare of collective sl (its local ranks agree). */
+static struct node_coll net_desc(const struct comm *cm, const struct slot *sl)
 {
 	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
-	struct node_coll d = { .seq = sl->seq,
-			       .opcode = a->opcode,
-			       .dtype = a->dtype,
-			       .count = a->count,
-			       .bad = net_verdict(cm, sl) };
+	struct node_coll d = {
+		.seq = sl->seq, .opcode = a->opcode, .dtype = a->dtype, .count = a->count
+	};
 
-	if (a->opcode == COLLC_OP_ALLTOALLV && !d.bad)
-		net_digests(cm, sl, &d);
 	if (a->opcode != COLLC_OP_ALLGATHER && a->opcode != COLLC_OP_BROADCAST &&
 	    !collc_copy_coll(a->opcode))
 		d.redop = a->redop;
 	if (a->opcode == COLLC_OP_BROADCAST || a->opcode == COLLC_OP_REDUCE)
 		d.root = a->root;
+	return d;
+}
+
+/*
+ * An eager collective's inputs (node.h): those of the ranks here that
+ * contribute, in rank order, when every buffer here is host memory that
+ * collcd maps; their bytes, 0 to ask plainly. One pass at a time asks.
+ */
+static uint8_t eager_inputs[NODE_EAGER_MAX];
+
+static uint32_t net_eager_inputs(const struct comm *cm, const struct slot *sl,
+				 const struct node_coll *d)
+{
+	uint64_t in, out, off = 0;
+
+	if (sl->gated ||
+	    !node_eager_sizes(d, cm->nranks, sched.execs[cm->exec_idx].cfg.net_eager_max_bytes, &in,
+			      &out))
+		return 0;
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		if (!comm_rank_local(cm, r))
+			continue;
+		if ((sr->send_mr && sr->send_mr->exec) || (sr->recv_mr && sr->recv_mr->exec))
+			return 0;
+		if (node_eager_contributes(d, r) && !sr->send_mr)
+			return 0;
+	}
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		if (!comm_rank_local(cm, r) || !node_eager_contributes(d, r))
+			continue;
+		memcpy(eager_inputs + off,
+		       (const void *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off), in);
+		off += in;
+	}
+	return (uint32_t)off;
+}
+
+static void net_ask(struct comm *cm, struct slot *sl)
+{
+	struct node_coll d = net_desc(cm, sl);
+	uint32_t len = 0;
+
+	d.bad = net_verdict(cm, sl);
+	if (d.opcode == COLLC_OP_ALLTOALLV && !d.bad)
+		net_digests(cm, sl, &d);
+	if (!d.bad)
+		len = net_eager_inputs(cm, sl, &d);
+	d.eager = len > 0;
 	sl->net = NET_ASKED;
-	node_coll_ready(cm->id, &d);
+	node_coll_ready(cm->id, &d, len ? eager_inputs : NULL, len);
+}
+
+int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, uint32_t len)
+{
+	const struct node_coll d = net_desc(cm, sl);
+	uint64_t in, out;
+
+	if (!node_eager_sizes(&d, cm->nranks, NODE_EAGER_MAX, &in, &out) || len != out)
+		return -EPROTO;
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+		uint64_t from = 0, n = out;
+		char *dst;
+
+		if (!comm_rank_local(cm, r) || (d.opcode == COLLC_OP_REDUCE && r != d.root))
+			continue;
+		if (d.opcode == COLLC_OP_REDUCE_SCATTER) {
+			n = out / cm->nranks;
+			from = r * n;
+		}
+		dst = (char *)(uintptr_t)buf_addr(sr->recv_mr, sr->sqe.recv_off);
+		if (dst)
+			memmove(dst, res + from, n);
+	}
+	sched_record_latency(sl->t_first_ns, (uint64_t)rank_bytes(sl, cm->nranks));
+	return 0;
 }
 
 /*

@@ -4,6 +4,7 @@
 multi-node tests. The JSON comes on stdin.
 
   mn_status.py refused     net.refused: handshakes and connections refused so far
+  mn_status.py eager       net.eager: collectives a root answered with their result
   mn_status.py transport   net.transport
   mn_status.py listen      net.listen
   mn_status.py peers       one line per peer: addr comm role state bytes_sent
@@ -21,11 +22,11 @@ def main():
     if not isinstance(net, dict):
         print("mn_status: no net object in status --json", file=sys.stderr)
         return 1
-    if what == "refused":
-        if not isinstance(net.get("refused"), int):
-            print("mn_status: no net.refused counter in status --json", file=sys.stderr)
+    if what in ("refused", "eager"):
+        if not isinstance(net.get(what), int):
+            print(f"mn_status: no net.{what} counter in status --json", file=sys.stderr)
             return 1
-        print(net["refused"])
+        print(net[what])
     elif what in ("transport", "listen"):
         print(net.get(what, ""))
     elif what == "peers":

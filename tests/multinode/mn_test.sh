@@ -7,7 +7,9 @@
 #
 #   mn_test.sh harness               the scaffolding alone (one collcd, no --listen):
 #                                    namespaces, links, clients, kill timing
-#   mn_test.sh correct NODES PER [rr]  every collective x dtype x op, random sizes
+#   mn_test.sh correct NODES PER [rr|block [ARGS0 [ARGS]]]  every collective x dtype x op,
+#                                    random sizes; ARGS0: collcd arguments for node 0 (the
+#                                    root), ARGS for the others
 #   mn_test.sh a2a NODES PER [rr]    all-to-all and all-to-allv x dtype, random counts
 #                                    (zeros too), and counts that disagree: -EINVAL everywhere
 #   mn_test.sh p2p NODES PER [rr]    send/recv x dtype (fp8 too), random counts (zeros too),
@@ -148,8 +150,12 @@ correct | a2a | p2p)
 		odd=$((per - 1))
 		[ "$place" = rr ] && odd=0
 	fi
+	# Optional collcd arguments: for node 0 (the root), then for the others.
+	read -r -a args0 <<<"${4:-}"
+	read -r -a args1 <<<"${5:-}"
 	mn_init "${mode:0:1}${nnodes}x$per" "$nnodes"
-	for ((i = 0; i < nnodes; i++)); do mn_daemon_start "$i"; done
+	mn_daemon_start 0 "${args0[@]}"
+	for ((i = 1; i < nnodes; i++)); do mn_daemon_start "$i" "${args1[@]}"; done
 	n=$((nnodes * per))
 	placement=()
 	for ((r = 0; r < n; r++)); do
@@ -158,6 +164,16 @@ correct | a2a | p2p)
 	comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd"
 	mn_wait_ranks 120 || mn_fail "$mode on $nnodes nodes x $per ranks ($place)"
 	daemons_alive $(seq 0 $((nnodes - 1)))
+	if [ "$mode" = check ]; then
+		# The root (node 0) answered small collectives eagerly unless a daemon turned it off.
+		eager=$(mn_status_json 0 | $PY "$here/mn_status.py" eager) ||
+			mn_fail "status --json of node 0 has no net.eager counter"
+		case "${4:-}${5:-}" in
+		*net_eager_max_bytes=0*) [ "$eager" = 0 ] || mn_fail "$eager eager collectives with eager off" ;;
+		*) [ "$eager" -gt 0 ] || mn_fail "no eager collective among the small ones" ;;
+		esac
+		echo "eager collectives on the root: $eager"
+	fi
 	mn_pass
 	;;
 two_comms)
@@ -390,7 +406,7 @@ plugin)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
 	exit 2
 	;;
 esac
