@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon/config.h"
+#include "daemon/net/net.h"
 #include "daemon/node.h"
 #include "proto/work.h"
 
@@ -53,10 +54,13 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	 * take the cores from the threads they wait for (measured on 2 cores:
 	 * 8-byte all-reduce p50 590 us spinning, 150 us not).
 	 */
+	cfg->net_tcp_streams = 1;
 	if (sysconf(_SC_NPROCESSORS_ONLN) > 4) {
 		cfg->sched_spin_us = 100;
 		cfg->gate_spin_us = 100000;
 		cfg->exec_spin_us = 50;
+		/* On 2 cores one stream took 10% less CPU for the same bytes (bench/RESULTS.md). */
+		cfg->net_tcp_streams = NET_TCP_DEFAULT_STREAMS;
 	}
 }
 
@@ -230,6 +234,8 @@ static const struct key_desc keys[] = {
 	KEY_STR_FIXED("net", net),
 	/* Fixed at start. Interface for data to other daemons; empty: the first one up. */
 	KEY_STR_FIXED("net_ifname", net_ifname),
+	/* Fixed at start. Data sockets per tcp link (a step is split over them). */
+	KEY_FIXED("net_tcp_streams", K_U32, net_tcp_streams, 1, NET_TCP_MAX_STREAMS),
 	/* A peer daemon silent this long fails the communicators it spans (-ETIMEDOUT). */
 	KEY("net_timeout_ms", K_U32, net_timeout_ms, 100, 600000),
 	/*

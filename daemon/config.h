@@ -47,6 +47,7 @@ struct collc_config {
 	char listen[64];         /* fixed at start: ADDR:PORT other collcd daemons reach; "": off */
 	char net[64];            /* fixed at start: auto, tcp, ib or plugin:NAME */
 	char net_ifname[16];     /* fixed at start: interface for data ("": the first up one) */
+	uint32_t net_tcp_streams; /* fixed at start: tcp data sockets per link, 1..8 */
 	uint32_t net_timeout_ms; /* a peer daemon silent this long fails its communicators */
 	uint64_t net_eager_max_bytes; /* eager collectives across daemons up to this (node.h); 0: none */
 	/*

@@ -1973,7 +1973,7 @@ static void net_logger(ncclDebugLogLevel level, unsigned long flags, const char 
 static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16])
 {
 	struct net_tcp_opts to = { .ifname = cfg->net_ifname[0] ? cfg->net_ifname : NULL,
-				   .nstreams = NET_TCP_DEFAULT_STREAMS };
+				   .nstreams = (int)cfg->net_tcp_streams };
 	struct net_ib_opts io = { .ifname = to.ifname };
 	int r;
 

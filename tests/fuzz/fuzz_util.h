@@ -38,7 +38,8 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->channel_min_bytes == b->channel_min_bytes &&
 	       a->sched_spin_us == b->sched_spin_us && a->gate_spin_us == b->gate_spin_us &&
 	       a->exec_spin_us == b->exec_spin_us && a->net_timeout_ms == b->net_timeout_ms &&
-	       a->net_eager_max_bytes == b->net_eager_max_bytes && !strcmp(a->listen, b->listen) && !strcmp(a->net, b->net) &&
+	       a->net_eager_max_bytes == b->net_eager_max_bytes &&
+	       a->net_tcp_streams == b->net_tcp_streams && !strcmp(a->listen, b->listen) && !strcmp(a->net, b->net) &&
 	       !strcmp(a->net_ifname, b->net_ifname);
 }
 
@@ -102,6 +103,8 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "net_timeout_ms";
 	if (c->net_eager_max_bytes > (256u << 10))
 		return "net_eager_max_bytes";
+	if (c->net_tcp_streams < 1 || c->net_tcp_streams > 8)
+		return "net_tcp_streams";
 	if (!fuzz_cfg_str_ok(c->listen, sizeof(c->listen)))
 		return "listen";
 	if (!fuzz_cfg_str_ok(c->net, sizeof(c->net)))
