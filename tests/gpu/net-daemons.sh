@@ -36,6 +36,15 @@
 # which would end the first collcd for a reason that two nodes never share.
 # KILL_MODE=raw sends SIGKILL alone. After netkill the MPS server's log and
 # the kernel's Xid lines (if readable) land in the logs folder.
+#
+# NETNS=1: each collcd in a network namespace of its own instead (the
+# multi-node tests' shape: two namespaces on a bridge in a third, veth pairs,
+# 10.232.0.1 and .2), listening on its namespace's address, so the daemons'
+# traffic crosses veth and bridge as between two nodes; the clients stay in
+# the root namespace (they reach their collcd by its Unix socket). Needs root,
+# `ip` (IP=path, for instance a wrapper that brings its own libraries where
+# the machine lacks iproute2) and nsenter. A namespace that cannot be made is a
+# FAIL, not a skip.
 set -u
 LOGDIR=${OUT:-/tmp/collc-gpunet-logs}
 SEED=${SEED:-$(date +%s)}
@@ -60,19 +69,56 @@ export CUDA_MPS_PIPE_DIRECTORY=/tmp/collc-gpunet-mps-pipe CUDA_MPS_LOG_DIRECTORY
 mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
 nvidia-cuda-mps-control -d >/dev/null 2>&1 && MPS_STARTED=1 || MPS_STARTED=0
 
+IP=${IP:-ip}
+NS=(collc-gpunet-a-$$ collc-gpunet-b-$$)
+NS_BR=collc-gpunet-br-$$
+ADDR_A=127.0.0.1 ADDR_B=127.0.0.1
+netns_down() {
+	[ "${NETNS:-0}" = 1 ] || return 0
+	"$IP" netns del "${NS[0]}" 2>/dev/null
+	"$IP" netns del "${NS[1]}" 2>/dev/null
+	"$IP" netns del "$NS_BR" 2>/dev/null
+}
+netns_up() { # 0 with both namespaces joined by the bridge; 1 (said why) otherwise
+	local i
+	"$IP" netns add "$NS_BR" && "$IP" -n "$NS_BR" link set lo up &&
+		"$IP" -n "$NS_BR" link add br0 type bridge && "$IP" -n "$NS_BR" link set br0 up || return 1
+	for i in 0 1; do
+		"$IP" netns add "${NS[i]}" && "$IP" -n "${NS[i]}" link set lo up &&
+			"$IP" -n "$NS_BR" link add "v$i" type veth peer name eth0 netns "${NS[i]}" &&
+			"$IP" -n "$NS_BR" link set "v$i" master br0 up &&
+			"$IP" -n "${NS[i]}" addr add "10.232.0.$((i + 1))/24" dev eth0 &&
+			"$IP" -n "${NS[i]}" link set eth0 up || return 1
+	done
+	ADDR_A=10.232.0.1 ADDR_B=10.232.0.2
+}
+if [ "${NETNS:-0}" = 1 ]; then
+	trap netns_down EXIT
+	if ! netns_up >>"$LOGDIR/netns.log" 2>&1; then
+		result "netns FAIL the namespaces could not be made (netns.log: $(tail -n 1 "$LOGDIR/netns.log"))"
+		exit 1
+	fi
+	result "netns PASS collcd A in ${NS[0]} ($ADDR_A), B in ${NS[1]} ($ADDR_B), on a bridge"
+fi
+
 STARTED=
-start_one() { # sock port log: starts one collcd (its pid in STARTED); 1 if it did not come up
+start_one() { # sock addr port log [ns]: starts one collcd (its pid in STARTED); 1 if it did not come up
+	local in=()
 	rm -f "$1" "$1.admin"
-	"$BIN/collcd" --backend cuda --socket "$1" --listen "127.0.0.1:$2" --max-channels 8 --devices $((GPU + 1)) \
-		--foreground --log-level info >>"$3" 2>&1 &
+	# nsenter, not `ip netns exec`: the network alone (no sysfs remount), and none of IP's environment.
+	[ -n "${5:-}" ] && in=(nsenter "--net=/run/netns/$5")
+	"${in[@]}" "$BIN/collcd" --backend cuda --socket "$1" --listen "$2:$3" --max-channels 8 \
+		--devices $((GPU + 1)) --foreground --log-level info >>"$4" 2>&1 &
 	STARTED=$!
 	wait_socket "$1" "$STARTED" 400
 }
 start_both() {
-	start_one "$SOCK_A" "$PORT_A" "$LOGDIR/collcd-a.log"; local ra=$?
+	local na= nb=
+	[ "${NETNS:-0}" = 1 ] && na=${NS[0]} nb=${NS[1]}
+	start_one "$SOCK_A" "$ADDR_A" "$PORT_A" "$LOGDIR/collcd-a.log" "$na"; local ra=$?
 	PID_A=$STARTED
 	[ "$ra" = 0 ] || return 1
-	start_one "$SOCK_B" "$PORT_B" "$LOGDIR/collcd-b.log"; local rb=$?
+	start_one "$SOCK_B" "$ADDR_B" "$PORT_B" "$LOGDIR/collcd-b.log" "$nb"; local rb=$?
 	PID_B=$STARTED
 	[ "$rb" = 0 ]
 }
@@ -107,7 +153,7 @@ alive() { # label: both collcd still run (after a scenario that must not kill th
 
 : >"$LOGDIR/collcd-a.log"; : >"$LOGDIR/collcd-b.log"; : >"$LOGDIR/tests.log"
 if start_both; then
-	result "daemons-started PASS collcd A pid $PID_A (127.0.0.1:$PORT_A), B pid $PID_B (127.0.0.1:$PORT_B), gpu $GPU, MPS started here: $MPS_STARTED"
+	result "daemons-started PASS collcd A pid $PID_A ($ADDR_A:$PORT_A), B pid $PID_B ($ADDR_B:$PORT_B), gpu $GPU, MPS started here: $MPS_STARTED"
 	t 180 net-2ranks net --gpus "$GPU,$GPU"
 	alive net-2ranks
 	# A GPU lane serves one communicator spanning daemons: let the last one's teardown end.
