@@ -44,7 +44,6 @@
 #include <unistd.h>
 
 #include "common/atomics.h"
-#include "daemon/cpu/reduce.h"
 #include "daemon/log.h"
 #include "daemon/net/auth.h"
 #include "daemon/net/net.h"
@@ -52,7 +51,6 @@
 #include "daemon/node.h"
 #include "daemon/node_p2p.h"
 #include "daemon/sched.h"
-#include "proto/dtype.h"
 #include "proto/shm.h"
 #include "proto/work.h"
 
@@ -655,48 +653,6 @@ static int root_broadcast(struct ncomm *nc, uint16_t type, const void *body, uin
 	return 0;
 }
 
-int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
-		     uint64_t *ret_out)
-{
-	const uint64_t es = collc_dtype_bytes((int)d->dtype);
-	uint64_t v, in, out, held;
-
-	if (d->bad || !es || !d->count || d->count > NODE_EAGER_MAX || nranks < 2 ||
-	    nranks > COLLC_MAX_RANKS)
-		return 0;
-	v = d->count * es;
-	switch (d->opcode) {
-	case COLLC_OP_ALLREDUCE:
-	case COLLC_OP_REDUCE:
-		in = out = v;
-		held = nranks * v;
-		break;
-	case COLLC_OP_REDUCE_SCATTER:
-		in = out = nranks * v;
-		held = nranks * in;
-		break;
-	case COLLC_OP_ALLGATHER:
-		in = v;
-		out = held = nranks * v;
-		break;
-	case COLLC_OP_BROADCAST:
-		in = out = held = v;
-		break;
-	default:
-		return 0;
-	}
-	if (d->opcode != COLLC_OP_ALLGATHER && d->opcode != COLLC_OP_BROADCAST &&
-	    !collc_dtype_op_valid((int)d->dtype, (int)d->redop))
-		return 0;
-	if ((d->opcode == COLLC_OP_BROADCAST || d->opcode == COLLC_OP_REDUCE) && d->root >= nranks)
-		return 0;
-	if (held > limit || out > limit || held > NODE_EAGER_MAX || out > NODE_EAGER_MAX)
-		return 0;
-	*ret_in = in;
-	*ret_out = out;
-	return 1;
-}
-
 /* Room for len more bytes of output, the reserve for the agreement's messages kept. */
 static int conn_room(const struct conn *c, size_t len)
 {
@@ -734,28 +690,6 @@ static int root_eager_in(struct ncomm *nc, struct agree *a, uint32_t from, const
 	return 0;
 }
 
-/* Root: the result of eager collective a, one for every rank, in rank order (node.h). */
-static void eager_compute(const struct agree *a, uint32_t nranks, uint64_t in, uint8_t *out)
-{
-	const struct node_coll *d = &a->d;
-	const size_t n = in / collc_dtype_bytes((int)d->dtype);
-
-	switch (d->opcode) {
-	case COLLC_OP_BROADCAST:
-		memcpy(out, a->in + (uint64_t)d->root * in, in);
-		return;
-	case COLLC_OP_ALLGATHER:
-		memcpy(out, a->in, (size_t)nranks * in);
-		return;
-	default: /* all-reduce, reduce, reduce-scatter */
-		memcpy(out, a->in, in);
-		for (uint32_t r = 1; r < nranks; r++)
-			red_reduce(out, out, a->in + (uint64_t)r * in, n, (int)d->dtype,
-				   (int)d->redop);
-		red_finish(out, n, (int)d->dtype, (int)d->redop, nranks);
-	}
-}
-
 /*
  * Root: answers eager collective a with its result, to every daemon and to
  * our own scheduler. 0 when it did; 1 when it cannot (no memory, or a queue
@@ -781,7 +715,7 @@ static int root_eager(struct ncomm *nc, struct agree *a)
 		return 1;
 	}
 	memcpy(res, &m, sizeof(m));
-	eager_compute(a, nc->nranks, in, res + sizeof(m));
+	node_eager_compute(&a->d, nc->nranks, a->in, in, res + sizeof(m));
 	for (uint32_t d = 1; d < nc->ndaemons; d++)
 		if (conn_send(nc->peers[d], M_EAGER, res, (uint32_t)(sizeof(m) + out)) < 0) {
 			free(cmd);

@@ -92,6 +92,13 @@ static inline int node_eager_contributes(const struct node_coll *d, uint32_t ran
 {
 	return d->opcode != COLLC_OP_BROADCAST || rank == d->root;
 }
+/*
+ * The root's result of eager collective d (daemon/node_eager.c): in holds
+ * every rank's input at rank x in_bytes (a broadcast's root alone), out
+ * takes the result (node_eager_sizes()' out bytes).
+ */
+void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_t *in,
+			uint64_t in_bytes, uint8_t *out);
 /* payload: NULL, or (d->eager) the inputs of the ranks here, len bytes. */
 void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const void *payload,
 		     uint32_t len);

@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Eager collectives across daemons (node.h): which collectives may ride on
+ * the agreement, and the result the root computes from every contributing
+ * rank's input. Pure functions of the agreed descriptor: every daemon and
+ * the root size a collective alike, and a hostile descriptor (any count,
+ * dtype, op or root) only makes it ineligible.
+ */
+#include <string.h>
+
+#include "daemon/cpu/reduce.h"
+#include "daemon/node.h"
+#include "proto/dtype.h"
+
+int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
+		     uint64_t *ret_out)
+{
+	const uint64_t es = collc_dtype_bytes((int)d->dtype);
+	uint64_t v, in, out, held;
+
+	if (d->bad || !es || !d->count || d->count > NODE_EAGER_MAX || nranks < 2 ||
+	    nranks > COLLC_MAX_RANKS)
+		return 0;
+	v = d->count * es;
+	switch (d->opcode) {
+	case COLLC_OP_ALLREDUCE:
+	case COLLC_OP_REDUCE:
+		in = out = v;
+		held = nranks * v;
+		break;
+	case COLLC_OP_REDUCE_SCATTER:
+		in = out = nranks * v;
+		held = nranks * in;
+		break;
+	case COLLC_OP_ALLGATHER:
+		in = v;
+		out = held = nranks * v;
+		break;
+	case COLLC_OP_BROADCAST:
+		in = out = held = v;
+		break;
+	default:
+		return 0;
+	}
+	if (d->opcode != COLLC_OP_ALLGATHER && d->opcode != COLLC_OP_BROADCAST &&
+	    !collc_dtype_op_valid((int)d->dtype, (int)d->redop))
+		return 0;
+	if ((d->opcode == COLLC_OP_BROADCAST || d->opcode == COLLC_OP_REDUCE) && d->root >= nranks)
+		return 0;
+	if (held > limit || out > limit || held > NODE_EAGER_MAX || out > NODE_EAGER_MAX)
+		return 0;
+	*ret_in = in;
+	*ret_out = out;
+	return 1;
+}
+
+void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_t *in,
+			uint64_t in_bytes, uint8_t *out)
+{
+	const size_t n = in_bytes / collc_dtype_bytes((int)d->dtype);
+
+	switch (d->opcode) {
+	case COLLC_OP_BROADCAST:
+		memcpy(out, in + (uint64_t)d->root * in_bytes, in_bytes);
+		return;
+	case COLLC_OP_ALLGATHER:
+		memcpy(out, in, (size_t)nranks * in_bytes);
+		return;
+	default: /* all-reduce, reduce, reduce-scatter: in rank order, one result for every rank */
+		memcpy(out, in, in_bytes);
+		for (uint32_t r = 1; r < nranks; r++)
+			red_reduce(out, out, in + (uint64_t)r * in_bytes, n, (int)d->dtype,
+				   (int)d->redop);
+		red_finish(out, n, (int)d->dtype, (int)d->redop, nranks);
+	}
+}
