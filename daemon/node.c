@@ -2306,6 +2306,7 @@ void node_counters(struct node_counters *out)
 	pthread_mutex_lock(&node.mu);
 	out->running = (uint32_t)node.running;
 	out->accepted = node.auth.accepted;
+	out->eager = node.eager;
 	out->refused = node.refused_full;
 	for (int i = 1; i < NET_AUTH_NREASONS; i++)
 		out->refused += node.auth.refused[i];

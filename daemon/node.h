@@ -148,6 +148,7 @@ int node_p2p_expire(uint64_t comm_id, uint64_t cookie);
 /* Totals for metrics. */
 struct node_counters {
 	uint64_t accepted, refused;
+	uint64_t eager; /* root: collectives answered with their result (eager) */
 	uint64_t bytes_sent, bytes_received;
 	uint32_t peers, running;
 };

@@ -380,6 +380,10 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 			metric_total(&b, "collc_net_bytes_received_total",
 				     "Bytes received from other daemons (control and data).",
 				     nct.bytes_received);
+			metric_total(&b, "collc_net_eager_total",
+				     "Collectives this daemon, their root, computed and answered "
+				     "with their result (eager).",
+				     nct.eager);
 		}
 	}
 	metric_total(&b, "collc_items_aborted_total",
