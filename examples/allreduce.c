@@ -4,7 +4,11 @@
  * per rank; every rank fills its buffer with random floats, all-reduces them
  * (sum) through collcd and checks the result against a double-precision sum.
  *
- *   allreduce [--socket PATH] [--nranks N] [--count N] [--iters N]
+ *   allreduce [--socket PATH[,PATH...]] [--nranks N] [--count N] [--iters N]
+ *
+ * Several sockets: rank r uses the r % n-th collcd, the id comes from the
+ * first, so with daemons started with --listen the communicator spans them
+ * (as ranks on several nodes would, each on its own node's collcd).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -100,8 +104,9 @@ int main(int argc, char **argv)
 		{ "iters", required_argument, NULL, 'i' },
 		{ 0 },
 	};
-	const char *sock = NULL;
-	int nranks = 4, iters = 10, c, failed = 0;
+	const char *sock = NULL, *socks[16];
+	char *list = NULL;
+	int nranks = 4, iters = 10, c, failed = 0, nsocks = 1;
 	size_t count = 1 << 20;
 	struct collc_unique_id id;
 	struct collc_ctx *ctx;
@@ -110,7 +115,7 @@ int main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "s:n:c:i:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			sock = optarg;
+			list = optarg;
 			break;
 		case 'n':
 			nranks = atoi(optarg);
@@ -123,10 +128,23 @@ int main(int argc, char **argv)
 			break;
 		default:
 			fprintf(stderr,
-				"usage: allreduce [--socket PATH] [--nranks N] [--count N] [--iters N]\n");
+				"usage: allreduce [--socket PATH[,PATH...]] [--nranks N] [--count N] "
+				"[--iters N]\n");
 			return 2;
 		}
 	}
+	socks[0] = NULL; /* $COLLC_SOCKET or the default */
+	if (list) {
+		nsocks = 0;
+		for (char *save = NULL, *p = strtok_r(list, ",", &save); p && nsocks < 16;
+		     p = strtok_r(NULL, ",", &save))
+			socks[nsocks++] = p;
+		if (!nsocks) {
+			fprintf(stderr, "allreduce: --socket names no path\n");
+			return 2;
+		}
+	}
+	sock = socks[0];
 	r = collc_connect(sock, &ctx);
 	if (r == 0)
 		r = collc_get_unique_id(ctx, &id);
@@ -137,7 +155,7 @@ int main(int argc, char **argv)
 	collc_disconnect(ctx);
 	for (int rank = 0; rank < nranks; rank++)
 		if (fork() == 0)
-			_exit(run_rank(sock, &id, nranks, rank, count, iters));
+			_exit(run_rank(socks[rank % nsocks], &id, nranks, rank, count, iters));
 	for (int rank = 0; rank < nranks; rank++) {
 		int st;
 
