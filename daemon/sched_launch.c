@@ -374,8 +374,84 @@ static struct node_coll net_desc(const struct comm *cm, const struct slot *sl)
  */
 static uint8_t eager_inputs[NODE_EAGER_MAX];
 
-static uint32_t net_eager_inputs(const struct comm *cm, const struct slot *sl,
-				 const struct node_coll *d)
+/*
+ * The bytes of rank r's send and receive buffers in collective sl, from its
+ * own SQE (UINT64_MAX where not known: the rest of the registration).
+ */
+static void rank_spans(const struct slot *sl, uint32_t r, uint32_t nranks, uint64_t *ret_send,
+		       uint64_t *ret_recv)
+{
+	const struct slot_rank *sr = &sl->ranks[r];
+	const uint64_t v = sr->sqe.count * collc_dtype_bytes(sr->sqe.dtype);
+
+	*ret_send = *ret_recv = UINT64_MAX;
+	if (sr->err || v / collc_max_u64(1, collc_dtype_bytes(sr->sqe.dtype)) != sr->sqe.count ||
+	    v > UINT64_MAX / nranks)
+		return;
+	switch (sr->sqe.opcode) {
+	case COLLC_OP_ALLREDUCE:
+	case COLLC_OP_BROADCAST:
+	case COLLC_OP_REDUCE:
+		*ret_send = *ret_recv = v;
+		break;
+	case COLLC_OP_ALLGATHER:
+		*ret_send = v;
+		*ret_recv = v * nranks;
+		break;
+	case COLLC_OP_REDUCE_SCATTER:
+		*ret_send = v * nranks;
+		*ret_recv = v;
+		break;
+	default:
+		break;
+	}
+}
+
+/* Do [off1, +len1) of m1 and [off2, +len2) of m2 share a byte? */
+static int spans_meet(const struct mr *m1, uint64_t off1, uint64_t len1, const struct mr *m2,
+		      uint64_t off2, uint64_t len2)
+{
+	uint64_t end1 = off1 + len1 < off1 ? UINT64_MAX : off1 + len1;
+	uint64_t end2 = off2 + len2 < off2 ? UINT64_MAX : off2 + len2;
+
+	return m1 && m1 == m2 && len1 && len2 && off1 < end2 && off2 < end1;
+}
+
+/*
+ * Eager reads a rank's inputs when it asks and writes its result when the
+ * answer comes, both possibly before an earlier collective of the
+ * communicator ran: so only where no earlier one still pending on a rank
+ * here writes what this one reads, or touches what it writes (collectives
+ * run in submission order, collc(3)).
+ */
+static int eager_clear_of_earlier(struct comm *cm, const struct slot *sl)
+{
+	for (uint64_t s = cm->next_done; s < sl->seq; s++) {
+		const struct slot *p = sched_slot_of(cm, s);
+
+		if (p->seq != s || p->state == SLOT_DONE || p->state == SLOT_EMPTY)
+			continue;
+		for (uint32_t r = 0; r < cm->nranks; r++) {
+			const struct slot_rank *a = &sl->ranks[r], *b = &p->ranks[r];
+			uint64_t as, ar, bs, br;
+
+			if (!comm_rank_local(cm, r) || !b->client)
+				continue;
+			rank_spans(sl, r, cm->nranks, &as, &ar);
+			rank_spans(p, r, cm->nranks, &bs, &br);
+			if (spans_meet(a->send_mr, a->sqe.send_off, as, b->recv_mr, b->sqe.recv_off,
+				       br) ||
+			    spans_meet(a->recv_mr, a->sqe.recv_off, ar, b->send_mr, b->sqe.send_off,
+				       bs) ||
+			    spans_meet(a->recv_mr, a->sqe.recv_off, ar, b->recv_mr, b->sqe.recv_off,
+				       br))
+				return 0;
+		}
+	}
+	return 1;
+}
+
+static uint32_t net_eager_inputs(struct comm *cm, const struct slot *sl, const struct node_coll *d)
 {
 	uint64_t in, out, off = 0;
 
@@ -393,6 +469,8 @@ static uint32_t net_eager_inputs(const struct comm *cm, const struct slot *sl,
 		if (node_eager_contributes(d, r) && !sr->send_mr)
 			return 0;
 	}
+	if (!eager_clear_of_earlier(cm, sl))
+		return 0;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 

@@ -11,6 +11,10 @@
  *   test_daemons plugin                 coll 2 3 over libnccl-net-collc.so
  *                                       (--net plugin:collc)
  *   test_daemons pipeline               16 collectives in flight at once
+ *   test_daemons chain                  collectives that read what the one
+ *                                       before writes, and write what it reads,
+ *                                       submitted before either is waited for
+ *                                       (small: each may go eager), exact int32
  *   test_daemons two                    two communicators at once, rooted on
  *                                       different daemons
  *   test_daemons mismatch               daemons disagree: -EINVAL on every rank
@@ -341,6 +345,75 @@ static int pipe_rank(int rank, int nranks, void *arg)
 			else
 				failed |= rc_check_coll(&c[q], coll[q], nranks, rank, root[q],
 							recv + q * stride, what);
+		}
+	}
+	collc_comm_destroy(comm);
+	collc_disconnect(ctx);
+	return failed;
+}
+
+/*
+ * Chains submitted at once, waited for at the end (collectives run in
+ * submission order, collc(3)): X -> Y, Y -> Z, Z in place (each reads what the
+ * one before writes), then X -> Y and W -> X (the second writes what the first
+ * reads), in one allocation, on exact int32 sums.
+ */
+static int chain_rank(int rank, int nranks, void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	int32_t *buf, *x, *y, *z, *w;
+	int failed = 0;
+
+	(void)arg;
+	if (join(&sh->id, rank, nranks, &ctx, &comm) < 0)
+		return 1;
+	if (collc_mem_alloc(ctx, 4 * 4096 * sizeof(int32_t), -1, (void **)&buf) < 0)
+		return h_fail("rank %d: mem_alloc", rank);
+	x = buf;
+	y = buf + 4096;
+	z = buf + 2 * 4096;
+	w = buf + 3 * 4096;
+	for (size_t count = 1; count <= 4096 && !failed; count = count * 3 + 1) {
+		int64_t n = nranks, sx, sw;
+		collc_req req[5];
+		int r = 0;
+
+		for (size_t i = 0; i < count; i++) {
+			x[i] = rank * 1000 + (int32_t)i;
+			w[i] = rank - 7 * (int32_t)i;
+			y[i] = z[i] = -1;
+		}
+		r |= collc_allreduce(comm, x, y, count, COLLC_INT32, COLLC_SUM, &req[0]);
+		r |= collc_allreduce(comm, y, z, count, COLLC_INT32, COLLC_SUM, &req[1]);
+		r |= collc_allreduce(comm, z, z, count, COLLC_INT32, COLLC_SUM, &req[2]);
+		for (int q = 0; q < 3 && r == 0; q++)
+			r = collc_wait(ctx, req[q], 30000);
+		if (r < 0)
+			return h_fail("rank %d: chain of %zu: %s", rank, count, collc_strerror(r));
+		for (size_t i = 0; i < count && !failed; i++) {
+			sx = 1000 * n * (n - 1) / 2 + n * (int64_t)i;
+			if (y[i] != sx || z[i] != n * n * sx)
+				failed = h_fail(
+					"rank %d: chain of %zu, element %zu: y %d z %d, want "
+					"%lld and %lld",
+					rank, count, i, y[i], z[i], (long long)sx,
+					(long long)(n * n * sx));
+		}
+		r |= collc_allreduce(comm, x, y, count, COLLC_INT32, COLLC_SUM, &req[3]);
+		r |= collc_allreduce(comm, w, x, count, COLLC_INT32, COLLC_SUM, &req[4]);
+		for (int q = 3; q < 5 && r == 0; q++)
+			r = collc_wait(ctx, req[q], 30000);
+		if (r < 0)
+			return h_fail("rank %d: chain of %zu: %s", rank, count, collc_strerror(r));
+		for (size_t i = 0; i < count && !failed; i++) {
+			sx = 1000 * n * (n - 1) / 2 + n * (int64_t)i;
+			sw = n * (n - 1) / 2 - 7 * n * (int64_t)i;
+			if (y[i] != sx || x[i] != sw)
+				failed = h_fail(
+					"rank %d: chain of %zu, element %zu: y %d x %d, want "
+					"%lld and %lld",
+					rank, count, i, y[i], x[i], (long long)sx, (long long)sw);
 		}
 	}
 	collc_comm_destroy(comm);
@@ -1486,6 +1559,11 @@ int main(int argc, char **argv)
 		return test_stream(argc > 2 && !strcmp(argv[2], "a2a_blocks"));
 	if (!strcmp(what, "two"))
 		return test_two();
+	if (!strcmp(what, "chain")) {
+		start_daemons(2);
+		h_unique_id(&sh->id);
+		return finish(h_run_ranks(4, chain_rank, NULL));
+	}
 	if (!strcmp(what, "pipeline")) {
 		start_daemons(2);
 		h_unique_id(&sh->id);
