@@ -2376,9 +2376,9 @@ size_t node_status(char *out, size_t len, int json)
 		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
 		    (unsigned long long)refused);
 	else
-		PUT("net: %s, listening on %s, %llu handshakes accepted, %llu refused\n",
+		PUT("net: %s, listening on %s, %llu handshakes accepted, %llu refused, %llu eager\n",
 		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
-		    (unsigned long long)refused);
+		    (unsigned long long)refused, (unsigned long long)node.eager);
 	for (int i = 1; json && i < NET_AUTH_NREASONS; i++)
 		PUT("%s\"%s\": %llu", i > 1 ? ", " : "", net_auth_reason_name(i),
 		    (unsigned long long)node.auth.refused[i]);

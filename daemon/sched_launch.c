@@ -451,26 +451,27 @@ static int eager_clear_of_earlier(struct comm *cm, const struct slot *sl)
 	return 1;
 }
 
-static uint32_t net_eager_inputs(struct comm *cm, const struct slot *sl, const struct node_coll *d)
+/* The bytes of the inputs put in eager_inputs (0 for a broadcast whose root is elsewhere), -1: none. */
+static int64_t net_eager_inputs(struct comm *cm, const struct slot *sl, const struct node_coll *d)
 {
 	uint64_t in, out, off = 0;
 
 	if (sl->gated ||
 	    !node_eager_sizes(d, cm->nranks, sched.execs[cm->exec_idx].cfg.net_eager_max_bytes, &in,
 			      &out))
-		return 0;
+		return -1;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 
 		if (!comm_rank_local(cm, r))
 			continue;
 		if ((sr->send_mr && sr->send_mr->exec) || (sr->recv_mr && sr->recv_mr->exec))
-			return 0;
+			return -1;
 		if (node_eager_contributes(d, r) && !sr->send_mr)
-			return 0;
+			return -1;
 	}
 	if (!eager_clear_of_earlier(cm, sl))
-		return 0;
+		return -1;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 
@@ -480,22 +481,22 @@ static uint32_t net_eager_inputs(struct comm *cm, const struct slot *sl, const s
 		       (const void *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off), in);
 		off += in;
 	}
-	return (uint32_t)off;
+	return (int64_t)off;
 }
 
 static void net_ask(struct comm *cm, struct slot *sl)
 {
 	struct node_coll d = net_desc(cm, sl);
-	uint32_t len = 0;
+	int64_t len = -1;
 
 	d.bad = net_verdict(cm, sl);
 	if (d.opcode == COLLC_OP_ALLTOALLV && !d.bad)
 		net_digests(cm, sl, &d);
 	if (!d.bad)
 		len = net_eager_inputs(cm, sl, &d);
-	d.eager = len > 0;
+	d.eager = len >= 0;
 	sl->net = NET_ASKED;
-	node_coll_ready(cm->id, &d, len ? eager_inputs : NULL, len);
+	node_coll_ready(cm->id, &d, len > 0 ? eager_inputs : NULL, len > 0 ? (uint32_t)len : 0);
 }
 
 int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, uint32_t len)
