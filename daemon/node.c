@@ -71,6 +71,11 @@
 /* A joiner that cannot reach its root, or links that do not come up, fail the join. */
 #define JOIN_TIMEOUT_NS (60ull * 1000000000)
 #define LINK_TIMEOUT_NS (30ull * 1000000000)
+/*
+ * A data link that its peer closed fails the communicator only this long
+ * after, unless the control connection ends first (comms_step()).
+ */
+#define LINK_GRACE_NS (200ull * 1000000)
 
 enum {
 	M_REG = 1,
@@ -235,7 +240,8 @@ struct ncomm {
 	uint64_t deadline_ns; /* JOINING (joiner) and LINKING end by then */
 	uint64_t inflight;
 	uint64_t errors;
-	struct agree *agree; /* root: AGREE_WINDOW, by seq */
+	uint64_t link_lost_ns; /* when a data link ended at its peer (0: none) */
+	struct agree *agree;   /* root: AGREE_WINDOW, by seq */
 	struct np2p *p2p;    /* sends and receives between daemons; NULL once failed */
 	/* Root: every daemon's send/recv listens, [d][e]: d's for e (M_P2PL). */
 	uint8_t (*p2ph)[COLLC_MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
@@ -1678,10 +1684,30 @@ static int comms_step(uint64_t now, int *busy, int *nap, int *fast)
 			}
 			break;
 		case NC_ATTACHED:
+			/*
+			 * A peer that leaves (its ranks destroyed the communicator after
+			 * their last collective) closes its data links right after its
+			 * control connection carried that collective's ALLDONE or eager
+			 * result, which may still wait in our queue: a link that ends
+			 * so fails the communicator only once the control connection
+			 * ends too (its messages read first, in order) or after
+			 * LINK_GRACE_NS. A killed peer's connections all end at once.
+			 */
+			if (nc->link_lost_ns) {
+				if (now - nc->link_lost_ns > LINK_GRACE_NS)
+					nc_fail(nc, -EPIPE, 1);
+				*busy = *nap = 1;
+				break;
+			}
 			for (uint32_t i = 0; i < nc->nlinks && nc->stage == NC_ATTACHED; i++) {
 				struct link *l = &nc->links[i];
 
 				r = link_step(l);
+				if (r == -EPIPE) {
+					nc->link_lost_ns = now;
+					*busy = *nap = 1;
+					break;
+				}
 				if (r < 0) {
 					nc_fail(nc, r == -EPROTO || r == -EINVAL ? r : -EPIPE, 1);
 					break;
@@ -1695,10 +1721,15 @@ static int comms_step(uint64_t now, int *busy, int *nap, int *fast)
 
 				r = np2p_step(nc->p2p, busy, &pending);
 				node.proto_errors += r == -EPROTO;
-				if (r < 0)
-					nc_fail(nc, r == -EPROTO ? r : -EPIPE, 1);
-				else
+				if (r < 0 && r != -EPROTO) {
+					/* A send/recv link ended: the same grace as the ring's. */
+					nc->link_lost_ns = nc->link_lost_ns ? nc->link_lost_ns : now;
+					*busy = *nap = 1;
+				} else if (r < 0) {
+					nc_fail(nc, r, 1);
+				} else {
 					moved |= r;
+				}
 				/* Without pollable sockets, a waiting send or receive polls on the timer. */
 				if (pending && !links_pollable())
 					*nap = 1;
