@@ -75,7 +75,7 @@
  * A data link that its peer closed fails the communicator only this long
  * after, unless the control connection ends first (comms_step()).
  */
-#define LINK_GRACE_NS (200ull * 1000000)
+#define LINK_GRACE_NS   (200ull * 1000000)
 
 enum {
 	M_REG = 1,
@@ -242,7 +242,7 @@ struct ncomm {
 	uint64_t errors;
 	uint64_t link_lost_ns; /* when a data link ended at its peer (0: none) */
 	struct agree *agree;   /* root: AGREE_WINDOW, by seq */
-	struct np2p *p2p;    /* sends and receives between daemons; NULL once failed */
+	struct np2p *p2p;      /* sends and receives between daemons; NULL once failed */
 	/* Root: every daemon's send/recv listens, [d][e]: d's for e (M_P2PL). */
 	uint8_t (*p2ph)[COLLC_MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
 	uint8_t p2pl_have[COLLC_MAX_RANKS];
@@ -714,21 +714,19 @@ static int root_eager(struct ncomm *nc, struct agree *a)
 		if (!conn_room(nc->peers[d], sizeof(m) + out))
 			return 1;
 	cmd = net_cmd(CMD_NET_EAGER, nc, 0);
-	res = malloc(sizeof(m) + out);
+	res = malloc(out);
 	if (!cmd || !res) {
 		free(cmd);
 		free(res);
 		return 1;
 	}
-	memcpy(res, &m, sizeof(m));
-	node_eager_compute(&a->d, nc->nranks, a->in, in, res + sizeof(m));
+	node_eager_compute(&a->d, nc->nranks, a->in, in, res);
 	for (uint32_t d = 1; d < nc->ndaemons; d++)
-		if (conn_send(nc->peers[d], M_EAGER, res, (uint32_t)(sizeof(m) + out)) < 0) {
+		if (conn_send2(nc->peers[d], M_EAGER, &m, sizeof(m), res, (uint32_t)out) < 0) {
 			free(cmd);
 			free(res);
 			return -EPIPE;
 		}
-	memmove(res, res + sizeof(m), out);
 	cmd->u.net.seq = a->seq;
 	cmd->u.net.data = res;
 	cmd->u.net.len = (uint32_t)out;
@@ -1723,7 +1721,8 @@ static int comms_step(uint64_t now, int *busy, int *nap, int *fast)
 				node.proto_errors += r == -EPROTO;
 				if (r < 0 && r != -EPROTO) {
 					/* A send/recv link ended: the same grace as the ring's. */
-					nc->link_lost_ns = nc->link_lost_ns ? nc->link_lost_ns : now;
+					nc->link_lost_ns = nc->link_lost_ns ? nc->link_lost_ns
+									    : now;
 					*busy = *nap = 1;
 				} else if (r < 0) {
 					nc_fail(nc, r, 1);
@@ -2220,21 +2219,23 @@ void node_comm_release(uint64_t comm_id)
 
 void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const void *payload, uint32_t len)
 {
-	struct node_coll plain = *d;
+	struct node_coll sent = *d;
 	struct ncomm *nc;
 	int r = 0;
 
-	plain.eager = 0;
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc && nc->stage == NC_ATTACHED) {
-		if (nc->root)
+		if (nc->root) {
 			r = root_coll(nc, d, nc->me, payload, len);
-		else if (d->eager && conn_room(nc->ctl, sizeof(*d) + len))
-			r = conn_send2(nc->ctl, M_COLL, d, sizeof(*d), payload, len) < 0 ? -EPIPE
-											 : 0;
-		else
-			r = conn_send(nc->ctl, M_COLL, &plain, sizeof(plain)) < 0 ? -EPIPE : 0;
+		} else {
+			/* No room for the inputs: ask plainly (the ring runs). */
+			if (!conn_room(nc->ctl, sizeof(sent) + len))
+				sent.eager = 0;
+			if (conn_send2(nc->ctl, M_COLL, &sent, sizeof(sent), payload,
+				       sent.eager ? len : 0) < 0)
+				r = -EPIPE;
+		}
 		if (r < 0)
 			nc_fail(nc, r, 1);
 	}
