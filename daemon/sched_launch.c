@@ -15,6 +15,7 @@
 #include "daemon/log.h"
 #include "daemon/node.h"
 #include "daemon/sched_int.h"
+#include "daemon/sqe_check.h"
 #include "daemon/plan.h"
 #include "proto/algo_copy.h"
 #include "proto/dtype.h"
@@ -350,7 +351,6 @@ static void net_digests(const struct comm *cm, const struct slot *sl, struct nod
 	}
 }
 
-/* Across daemons the root compares every daemon's view first (CMD_NET_GO). */
 /* What the daemons compare of collective sl (its local ranks agree). */
 static struct node_coll net_desc(const struct comm *cm, const struct slot *sl)
 {
@@ -368,43 +368,18 @@ static struct node_coll net_desc(const struct comm *cm, const struct slot *sl)
 }
 
 /*
- * An eager collective's inputs (node.h): those of the ranks here that
- * contribute, in rank order, when every buffer here is host memory that
- * collcd maps; their bytes, 0 to ask plainly. One pass at a time asks.
- */
-static uint8_t eager_inputs[NODE_EAGER_MAX];
-
-/*
- * The bytes of rank r's send and receive buffers in collective sl, from its
- * own SQE (UINT64_MAX where not known: the rest of the registration).
+ * The bytes of rank r's send and receive buffers in collective sl, as its
+ * SQE was checked (sqe_validate()); UINT64_MAX where not known (an SQE that
+ * failed, all-to-allv): the rest of the registration.
  */
 static void rank_spans(const struct slot *sl, uint32_t r, uint32_t nranks, uint64_t *ret_send,
 		       uint64_t *ret_recv)
 {
 	const struct slot_rank *sr = &sl->ranks[r];
-	const uint64_t v = sr->sqe.count * collc_dtype_bytes(sr->sqe.dtype);
 
-	*ret_send = *ret_recv = UINT64_MAX;
-	if (sr->err || v / collc_max_u64(1, collc_dtype_bytes(sr->sqe.dtype)) != sr->sqe.count ||
-	    v > UINT64_MAX / nranks)
-		return;
-	switch (sr->sqe.opcode) {
-	case COLLC_OP_ALLREDUCE:
-	case COLLC_OP_BROADCAST:
-	case COLLC_OP_REDUCE:
-		*ret_send = *ret_recv = v;
-		break;
-	case COLLC_OP_ALLGATHER:
-		*ret_send = v;
-		*ret_recv = v * nranks;
-		break;
-	case COLLC_OP_REDUCE_SCATTER:
-		*ret_send = v * nranks;
-		*ret_recv = v;
-		break;
-	default:
-		break;
-	}
+	if (sr->err || sr->sqe.opcode == COLLC_OP_ALLTOALLV ||
+	    sqe_validate(&sr->sqe, nranks, r, ret_send, ret_recv) < 0)
+		*ret_send = *ret_recv = UINT64_MAX;
 }
 
 /* Do [off1, +len1) of m1 and [off2, +len2) of m2 share a byte? */
@@ -451,7 +426,15 @@ static int eager_clear_of_earlier(struct comm *cm, const struct slot *sl)
 	return 1;
 }
 
-/* The bytes of the inputs put in eager_inputs (0 for a broadcast whose root is elsewhere), -1: none. */
+/*
+ * An eager collective's inputs (node.h): those of the ranks here that
+ * contribute, in rank order, when every buffer here is host memory that
+ * collcd maps and no earlier collective stands in the way. Returns their
+ * bytes (0: a broadcast whose root is elsewhere), -1 to ask plainly. The
+ * scheduler's one thread asks, so one buffer serves every ask.
+ */
+static uint8_t eager_inputs[NODE_EAGER_MAX];
+
 static int64_t net_eager_inputs(struct comm *cm, const struct slot *sl, const struct node_coll *d)
 {
 	uint64_t in, out, off = 0;
@@ -484,6 +467,7 @@ static int64_t net_eager_inputs(struct comm *cm, const struct slot *sl, const st
 	return (int64_t)off;
 }
 
+/* Across daemons the root compares every daemon's view first (CMD_NET_GO, or eager). */
 static void net_ask(struct comm *cm, struct slot *sl)
 {
 	struct node_coll d = net_desc(cm, sl);
