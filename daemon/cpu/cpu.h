@@ -20,25 +20,26 @@
  * LL and LL128 chunks are one step, as in NCCL. The CUDA grid uses NCCL's
  * larger buffers; the arithmetic is the same (proto/prims.h).
  */
-#define CPU_SLOT_BYTES              (64u << 10)
-#define CPU_NET_SLOT_BYTES          (512u << 10)
-#define CPU_CHUNK_STEPS             4u
-#define CPU_SIMPLE_BUFFER_BYTES     (CPU_SLOT_BYTES * COLLC_STEPS)
-#define CPU_NET_SIMPLE_BUFFER_BYTES (CPU_NET_SLOT_BYTES * COLLC_STEPS)
-#define CPU_LL_STEP_LINES       512u
-#define CPU_LL_BUFFER_BYTES     (COLLC_STEPS * CPU_LL_STEP_LINES * COLLC_LL_LINE_BYTES)
-#define CPU_LL128_STEP_LINES    256u
-#define CPU_LL128_BUFFER_BYTES  (COLLC_STEPS * CPU_LL128_STEP_LINES * COLLC_LL128_LINE_BYTES)
+#define CPU_SLOT_BYTES               (64u << 10)
+#define CPU_NET_SLOT_BYTES           (512u << 10)
+#define CPU_CHUNK_STEPS              4u
+#define CPU_SIMPLE_BUFFER_BYTES      (CPU_SLOT_BYTES * COLLC_STEPS)
+#define CPU_NET_SIMPLE_BUFFER_BYTES  (CPU_NET_SLOT_BYTES * COLLC_STEPS)
+#define CPU_LL_STEP_LINES            512u
+#define CPU_LL_BUFFER_BYTES          (COLLC_STEPS * CPU_LL_STEP_LINES * COLLC_LL_LINE_BYTES)
+#define CPU_LL128_STEP_LINES         256u
+#define CPU_LL128_BUFFER_BYTES       (COLLC_STEPS * CPU_LL128_STEP_LINES * COLLC_LL128_LINE_BYTES)
 /* A connection's buffers: Simple's (simple_bytes) first, then LL's and LL128's. */
 #define CPU_CONN_BYTES(simple_bytes) ((simple_bytes) + CPU_LL_BUFFER_BYTES + CPU_LL128_BUFFER_BYTES)
 /* The largest LL/LL128 step payload: the size of a channel thread's staging buffers. */
-#define CPU_STAGE_BYTES         (CPU_LL128_STEP_LINES * COLLC_LL128_LINE_PAYLOAD)
+#define CPU_STAGE_BYTES              (CPU_LL128_STEP_LINES * COLLC_LL128_LINE_PAYLOAD)
 /* The peer-memory algorithms' round (one-shot and two-shot, daemon/cpu/peer.c). */
-#define CPU_ROUND_BYTES   (256u << 10)
+#define CPU_ROUND_BYTES              (256u << 10)
 /* A channel thread's scratch: a round, or a step of a ring across daemons (the relay). */
-#define CPU_SCRATCH_BYTES (CPU_ROUND_BYTES > CPU_NET_SLOT_BYTES ? CPU_ROUND_BYTES : CPU_NET_SLOT_BYTES)
+#define CPU_SCRATCH_BYTES                                                                          \
+	(CPU_ROUND_BYTES > CPU_NET_SLOT_BYTES ? CPU_ROUND_BYTES : CPU_NET_SLOT_BYTES)
 /* One-shot LL: lines of one round (2 KiB of payload), one sender's region of an inbox slot. */
-#define CPU_OLL_SLOT_LINES      256u
+#define CPU_OLL_SLOT_LINES 256u
 
 _Static_assert(CPU_LL_STEP_LINES *COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES, "stage fits LL");
 _Static_assert(CPU_OLL_SLOT_LINES *COLLC_LL_LINE_PAYLOAD <= CPU_STAGE_BYTES,
@@ -58,8 +59,8 @@ _Static_assert(CPU_SIMPLE_BUFFER_BYTES % 4096 == 0 && CPU_NET_SIMPLE_BUFFER_BYTE
  * (R2/S2), so a sender never overwrites a slot the receiver has not read.
  */
 struct cpu_link {
-	char *buf; /* COLLC_STEPS slots; set before the communicator runs */
-	uint64_t buf_bytes; /* Simple: the bytes of buf (CPU_SIMPLE_BUFFER_BYTES or the net one) */
+	char *buf;          /* COLLC_STEPS slots; set before the communicator runs */
+	uint64_t buf_bytes; /* of buf (Simple's larger across daemons, CPU_NET_SIMPLE_BUFFER_BYTES) */
 	uint32_t proto;
 	/* Written by the sender. */
 	uint64_t tail __attribute__((aligned(64))); /* Simple: steps published */

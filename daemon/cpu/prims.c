@@ -141,10 +141,10 @@ static int wait_step(const struct cpu_run *x, cpu_ready_fn ready, const uint64_t
 	return cpu_wait(x, ready, &a, seqw, waiting);
 }
 
-static char *slot_of(const struct cpu_link *l, uint64_t step, uint64_t buffer_bytes)
+static char *slot_of(const struct cpu_link *l, uint64_t step)
 {
 	return l->buf +
-	       collc_slot_offset(step, COLLC_STEPS, collc_step_bytes(buffer_bytes, COLLC_STEPS));
+	       collc_slot_offset(step, COLLC_STEPS, collc_step_bytes(l->buf_bytes, COLLC_STEPS));
 }
 
 /* LL: 16-byte lines, each {data, flag} half one 8-byte atomic access (cpu/internal.h). */
@@ -164,7 +164,7 @@ static int ll_ready(void *arg)
 
 static int ll_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
 {
-	union collc_ll_line *lines = (void *)slot_of(l, l->recv_step, CPU_LL_BUFFER_BYTES);
+	union collc_ll_line *lines = (void *)slot_of(l, l->recv_step);
 	struct ll_arg a = { .flag = collc_ll_flag(l->recv_step) };
 	uint64_t nlines = collc_ll_lines(len);
 	int r;
@@ -186,7 +186,7 @@ static int ll_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
 
 static void ll_send(struct cpu_link *l, const char *res, uint64_t len)
 {
-	union collc_ll_line *lines = (void *)slot_of(l, l->send_step, CPU_LL_BUFFER_BYTES);
+	union collc_ll_line *lines = (void *)slot_of(l, l->send_step);
 	uint32_t flag = collc_ll_flag(l->send_step);
 	uint64_t nlines = collc_ll_lines(len);
 
@@ -218,7 +218,7 @@ static int ll128_ready(void *arg)
 
 static int ll128_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
 {
-	char *slot = slot_of(l, l->recv_step, CPU_LL128_BUFFER_BYTES);
+	char *slot = slot_of(l, l->recv_step);
 	struct ll128_arg a = { .flag = collc_ll128_flag(l->recv_step) };
 	uint64_t nlines = collc_ll128_lines(len);
 	int r;
@@ -241,7 +241,7 @@ static int ll128_recv(const struct cpu_run *x, struct cpu_link *l, uint64_t len)
 
 static void ll128_send(struct cpu_link *l, const char *res, uint64_t len)
 {
-	char *slot = slot_of(l, l->send_step, CPU_LL128_BUFFER_BYTES);
+	char *slot = slot_of(l, l->send_step);
 	uint64_t flag = collc_ll128_flag(l->send_step);
 	uint64_t nlines = collc_ll128_lines(len);
 
@@ -270,7 +270,7 @@ static int recv_begin(struct cpu_run *x, uint64_t len, const char **ret_in)
 	switch (l->proto) {
 	case COLLC_PROTO_SIMPLE:
 		r = wait_step(x, can_recv, &l->tail, l->recv_step, &l->tail_seq, &l->recv_waiting);
-		*ret_in = slot_of(l, l->recv_step, l->buf_bytes);
+		*ret_in = slot_of(l, l->recv_step);
 		return r;
 	case COLLC_PROTO_LL:
 		*ret_in = x->stage_in;
@@ -318,8 +318,7 @@ static int send_begin(struct cpu_run *x, char **ret_out)
 	struct cpu_link *l = x->send;
 	int r = wait_step(x, can_send, &l->head, l->send_step, &l->head_seq, &l->send_waiting);
 
-	*ret_out = l->proto == COLLC_PROTO_SIMPLE ? slot_of(l, l->send_step, l->buf_bytes)
-						  : x->stage_out;
+	*ret_out = l->proto == COLLC_PROTO_SIMPLE ? slot_of(l, l->send_step) : x->stage_out;
 	return r;
 }
 
