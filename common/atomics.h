@@ -14,6 +14,13 @@
 #define store_release(p, v)     __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define fetch_add(p, v)         __atomic_fetch_add((p), (v), __ATOMIC_SEQ_CST)
 #define fetch_add_relaxed(p, v) __atomic_fetch_add((p), (v), __ATOMIC_RELAXED)
+/* Stores desired where *p holds expected; nonzero when it did (acq_rel on success). */
+#define cas_acq_rel(p, expected, desired)                                                        \
+	({                                                                                         \
+		__typeof__(*(p)) e_ = (expected);                                                  \
+		__atomic_compare_exchange_n((p), &e_, (desired), 0, __ATOMIC_ACQ_REL,              \
+					    __ATOMIC_ACQUIRE);                                     \
+	})
 #define fence_acq_rel()         __atomic_thread_fence(__ATOMIC_ACQ_REL)
 #define fence_seq_cst()         __atomic_thread_fence(__ATOMIC_SEQ_CST)
 #define compiler_barrier()      __asm__ __volatile__("" ::: "memory")

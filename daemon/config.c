@@ -39,6 +39,14 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->channel_min_bytes = 256 << 10;
 	cfg->rotate_channels = 0;
 	cfg->copy_push = 0;
+	/*
+	 * Off: on one H200 the grid saw a stream's go later than the
+	 * scheduler does, and gated stream all-reduces were slower (8 bytes,
+	 * one rank: p50 28.7-30.2 us against 20.8-21.7; two ranks on the GPU,
+	 * back to back 23.1-24.6 against 21.4-21.6 us; bench/RESULTS.md,
+	 * "Gated items").
+	 */
+	cfg->gated_items = 0;
 	cfg->cuda_lanes = 2;
 	cfg->cuda_idle_sleep_ns = 200;
 	cfg->cuda_trace = 0;
@@ -208,6 +216,12 @@ static const struct key_desc keys[] = {
 	KEY("gate_spin_us", K_U32, gate_spin_us, 0, 10000000),
 	/* Host-thread channels spin this long for the next item before they sleep. */
 	KEY("exec_spin_us", K_U32, exec_spin_us, 0, 1000000),
+	/*
+	 * 1: a stream collective every rank submitted goes to the executors at
+	 * once, which start it when its streams get there (sched_gated.c); 0:
+	 * the scheduler starts it once it sees every stream there.
+	 */
+	KEY("gated_items", K_U32, gated_items, 0, 1),
 	/*
 	 * 1: consecutive collectives start on the channels after the last one's
 	 * (side by side on GPUs); 0: every one starts at channel 0; auto: GPUs

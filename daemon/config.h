@@ -37,6 +37,7 @@ struct collc_config {
 	uint32_t sched_spin_us;        /* scheduler spins this long idle before it sleeps */
 	uint32_t gate_spin_us;         /* ... and this long while stream gates wait, then naps */
 	uint32_t exec_spin_us;         /* executor threads spin this long before they sleep */
+	uint32_t gated_items; /* 1: stream collectives go to the executors before their streams */
 	uint32_t rotate_channels;      /* 1: consecutive collectives start on the next channels */
 	uint32_t copy_push; /* all-to-all, send/recv: 1: ranks write peers' buffers; 0: read them */
 	uint32_t cuda_lanes;         /* fixed at start: FIFOs (ranks) per GPU, 1..4 */

@@ -135,6 +135,27 @@ struct exec_backend {
 	/* Called after items were appended to dev's FIFO (item seq published). */
 	void (*kick)(uint32_t dev);
 	/*
+	 * Gated items (proto/work.h COLLC_ITEM_GATED): the executor holds a
+	 * stream collective until the go words its leader watches reached their
+	 * tickets (the gates' go words, mapped with the done words: host_map).
+	 * NULL where the executor cannot. Scheduler thread.
+	 *   gate_decision: the executor-space address of the decision word of
+	 *                  the gated item that dev leads at position pos;
+	 *   gate_watch:    the executor-space address the executor watches for
+	 *                  a stream rank's go: the device word's go (sig, an
+	 *                  executor-space address of struct collc_signal; 0:
+	 *                  none) or the gate's go in the client's region
+	 *                  (host_go, collcd's address); 0: it cannot;
+	 *   gate_cancel:   dev skips the gated items it leads before position
+	 *                  upto that it has not fired;
+	 *   gate_outcome:  COLLC_GATE_FIRE or COLLC_GATE_SKIP once dev decided
+	 *                  the gated item it leads at pos, else 0 (acquire: a
+	 *                  skip's consumption, a fire's run, come after).
+	 */
+	uint64_t (*gate_decision)(uint32_t dev, uint64_t pos);
+	void (*gate_cancel)(uint32_t dev, uint64_t upto);
+	uint32_t (*gate_outcome)(uint32_t dev, uint64_t pos);
+	/*
 	 * Places every rank of a communicator on a device (a FIFO): joins[r] is
 	 * rank r's comm_init request (its device ordinal and UUID). Returns
 	 * -EINVAL or -ENODEV when the ranks cannot be placed (e.g. an unknown GPU).

@@ -31,6 +31,11 @@
  *      client's region (mapped host memory), on a batch's last item; stored
  *      only if no channel block abandoned the item. Pairs with D1' in
  *      libcollc (client/request.c).
+ *   GD (leader poller): every go word of a gated item acquired (the
+ *      client's stream fenced its earlier work before go), the outcome into
+ *      mapped host memory, a system fence, then the decision word with
+ *      release; pairs with GD' (a follower's acquire of the decision word)
+ *      and, through G1 and E1, with the scheduler's read of the outcome.
  *   O1 (one-shot): buffers / pointers, system fence, then the slot flag;
  *      pairs with O1' (acquire of the flag before peer data is read).
  *   One-shot LL pushes W-LL lines into peers' inboxes and reuses an inbox
@@ -167,6 +172,103 @@ static __device__ void poll_init(const struct cuda_grid_args &a, uint32_t lane)
 }
 
 /*
+ * A gated item's gate as the lane's warp holds it while the item waits at
+ * the lane's position (proto/work.h struct collc_work_gate): the decision
+ * word and tag in every thread, thread t's go word and ticket (t < n).
+ */
+struct gate_state {
+	uint64_t pos; /* the position whose gate this is; UINT64_MAX: none */
+	uint64_t t_head; /* cuda_trace: when the item first stood at the lane's position */
+	uint64_t dec, tag, addr;
+	uint32_t n, val;
+};
+
+/*
+ * Polls in one call of gate_decide(): the leader's each load the go words
+ * (clients' regions, mapped host memory) with the lane's hold and cancel
+ * words, one PCIe round trip for all; a follower's poll the decision word
+ * in device memory. The pass around it reads the FIFO again (abort, the
+ * quiesce boundary) between calls.
+ */
+#define GATE_POLLS 32
+
+/*
+ * The decision of the gated item at position p, 0 while there is none
+ * (the whole warp). The leader decides: FIRE once every go word holds its
+ * ticket (equal), else SKIP when the host asked: the scheduler's cancel
+ * word, or a quiesce window's hold. A follower takes the leader's decision.
+ */
+static __device__ uint32_t gate_decide(const struct cuda_grid_args &a, uint32_t lane, uint64_t p,
+				       uint32_t flags, struct gate_state &g)
+{
+	const uint32_t t = threadIdx.x & 31;
+	struct collc_work_fifo *f = a.fifo[lane];
+	struct cuda_hlane *hl = &a.hctrl->lane[lane];
+	const uint32_t slot = (uint32_t)(p & (COLLC_FIFO_DEPTH - 1));
+	uint32_t o = 0;
+
+	if (g.pos != p) {
+		/*
+		 * The gate, once per gated item: W1 wrote it before the item's
+		 * seq and the LL copy this pass saw whole (L1'); the fence makes
+		 * that observation an acquire without another round trip.
+		 */
+		const struct collc_work_gate *gd = (const struct collc_work_gate *)&f->copies[slot];
+
+		g.t_head = a.trace ? globaltimer() : 0;
+		__threadfence_system();
+		g.dec = ld_vol64(&gd->decision);
+		g.tag = ld_vol64(&gd->tag);
+		g.n = min(ld_vol32(&gd->nwatch), COLLC_GATE_WATCH_MAX);
+		if (t < COLLC_GATE_WATCH_MAX) {
+			g.addr = ld_vol64(&gd->watch[t].addr);
+			g.val = ld_vol32(&gd->watch[t].val);
+		}
+		g.pos = p;
+	}
+	for (int k = 0; k < GATE_POLLS && !o; k++) {
+		if (flags & COLLC_ITEM_LEADER) {
+			/* Relaxed loads, issued together; the fence below makes them an acquire. */
+			uint64_t gate = t == 0 ? ld_vol64(&hl->gate) : 0;
+			uint64_t cancel = t == 0 ? ld_vol64(&hl->cancel) : 0;
+			const int went = t >= g.n || ld_cv32((const uint32_t *)g.addr) == g.val;
+
+			/* Thread 0's values for the whole warp: it acts as one. */
+			gate = __shfl_sync(FULL_MASK, gate, 0);
+			cancel = __shfl_sync(FULL_MASK, cancel, 0);
+
+			if (__all_sync(FULL_MASK, went))
+				o = COLLC_GATE_FIRE;
+			else if (gate == CUDA_GATE_HOLD || cancel > p)
+				o = COLLC_GATE_SKIP;
+			else if (gate != CUDA_GATE_OPEN && p >= gate)
+				break; /* past a quiesce boundary: the pass stops there */
+			if (!o)
+				continue;
+			/* GD: each thread's go, then the outcome, then the decision. */
+			__threadfence_system();
+			__syncwarp();
+			if (t == 0) {
+				st_vol64(&a.hctrl->outcome[lane][slot], (p + 1) << 2 | o);
+				__threadfence_system();
+				st_rel_sys((uint64_t *)g.dec, g.tag << 2 | o);
+			}
+		} else {
+			/* GD': pairs with GD in the leader (a relaxed poll, then the fence). */
+			const uint64_t d = __shfl_sync(
+				FULL_MASK, t == 0 ? ld_vol64((const uint64_t *)g.dec) : 0ull, 0);
+
+			if ((d >> 2) == g.tag) {
+				o = (uint32_t)(d & 3);
+				__threadfence_system();
+			}
+		}
+	}
+	__syncwarp();
+	return o;
+}
+
+/*
  * A poller: warp `lane` of block 0, the lane's alone. Each pass
  * loads, in one round of PCIe reads, the lane's gate and the items ahead of
  * its position from its LL copy (grid.h): thread t loads word t of each
@@ -195,7 +297,11 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lan
 	struct collc_work_fifo *f = a.fifo[lane];
 	struct cuda_hlane *hl = &a.hctrl->lane[lane];
 	const struct cuda_ll_fifo *ll = a.ll[lane];
+	struct gate_state gs;
 
+	gs.pos = UINT64_MAX;
+	gs.dec = gs.tag = gs.addr = 0;
+	gs.n = gs.val = 0;
 	for (uint32_t it = 0;; it++) {
 		uint64_t v[POLL_ITEMS];
 
@@ -218,6 +324,8 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lan
 		uint32_t run = 0, endk = UINT32_MAX, n = 0;
 		int cut = 0;
 
+		uint32_t gi = UINT32_MAX, gflags = 0, gout = 0;
+
 		gate = __shfl_sync(FULL_MASK, gate, 0);
 		/* L1': a word whose flag is the item's position + 1 is whole (grid.h). */
 #pragma unroll
@@ -226,16 +334,43 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lan
 			    __all_sync(FULL_MASK, (uint32_t)(v[i] >> 32) == (uint32_t)(p + i) + 1) &&
 			    i == run)
 				run++;
+			/* The first gated item of the run (word 29, gate). */
+			if (i < run && gi == UINT32_MAX) {
+				const uint32_t gw = __shfl_sync(FULL_MASK, (uint32_t)v[i], 29);
+
+				if (gw & COLLC_ITEM_GATED) {
+					gi = i;
+					gflags = gw;
+				}
+			}
+		}
+		/*
+		 * A gated item goes alone and only once decided; the items before
+		 * it go first. Not past a quiesce boundary (gate) either.
+		 */
+		if (gi == 0 && (gate == CUDA_GATE_OPEN || gate == CUDA_GATE_HOLD || p < gate)) {
+			gout = gate_decide(a, lane, p, gflags, gs);
+			run = gout ? 1 : 0;
+		} else if (gi != UINT32_MAX) {
+			run = gi;
+		}
+#pragma unroll
+		for (uint32_t i = 0; i < POLL_ITEMS; i++)
 			/* Where the run first ends a batch (word 20, batch_last: B2). */
 			if (i < run && endk == UINT32_MAX && __shfl_sync(FULL_MASK, (uint32_t)v[i], 20))
 				endk = i;
-		}
 		if (!(it & 63) && __shfl_sync(FULL_MASK, t == 0 ? ld_vol32(&f->ctrl.abort) : 0u, 0)) {
 			if (t == 0) {
 				ds->abort = 1;
 				__threadfence();
 			}
 			done = 1;
+		} else if (gout) {
+			/*
+			 * A decided gated item (the last of its batch) goes even
+			 * under a hold: its other devices may already run it.
+			 */
+			n = 1;
 		} else if (gate == CUDA_GATE_HOLD && open) {
 			/* Hold only at a batch's end: forward up to it first. */
 			n = endk != UINT32_MAX ? endk + 1 : run;
@@ -268,11 +403,17 @@ __device__ __noinline__ void poller(const struct cuda_grid_args &a, uint32_t lan
 				if (i >= n)
 					continue;
 				wd = (uint32_t)v[i];
+				/* Skipped: consumed as an item of no kind (no signal, no done word). */
+				if (t == 0 && i == 0 && gout == COLLC_GATE_SKIP)
+					wd = (wd & ~0xffu) | COLLC_WORK_NONE;
 				/* Words 18-19 hold t_forward, word 20 batch_last: proto/work.h. */
+				/* A gated item's COPY also counts its wait for the streams. */
+				const uint64_t t_from = i == 0 && gout ? gs.t_head : t_issue;
+
 				if (t == 18 && a.trace)
-					wd = (uint32_t)t_issue;
+					wd = (uint32_t)t_from;
 				if (t == 19 && a.trace)
-					wd = (uint32_t)(t_issue >> 32);
+					wd = (uint32_t)(t_from >> 32);
 				if (t == 20 && i + 1 == n && cut)
 					wd = 1;
 				((uint32_t *)&ds->items[lane][(p + i) & (COLLC_FIFO_DEPTH - 1)])[t] = wd;

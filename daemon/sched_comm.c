@@ -108,6 +108,7 @@ void sched_comm_revoke(struct comm *cm, int err)
 		cm->revoked_inflight = cm->inflight + cm->p2p_inflight + cm->fires_inflight;
 		sched.execs[cm->exec_idx].ex->comm_abort(cm->exec_priv);
 	}
+	sched_gated_cancel(cm); /* skipped, then ended below it as it waits (sched_gated.c) */
 	sched_p2p_revoke(cm, err);
 	sched_fires_revoke(cm, err);
 	for (uint64_t s = cm->next_launch; s < cm->next_done + COMM_WINDOW; s++) {

@@ -20,12 +20,18 @@
 #include "daemon/sched_int.h"
 #include "proto/algo_copy.h"
 
-#define DONES_BYTES (COLLC_DONES * sizeof(uint32_t))
+/*
+ * The mapping covers the gates before the done words: the executors watch
+ * the gates' go words of stream collectives handed to them (sched_gated.c).
+ */
+#define GATES_BYTES (COLLC_GATES * sizeof(struct collc_gate))
+#define WORDS_BYTES (GATES_BYTES + COLLC_DONES * sizeof(uint32_t))
+_Static_assert(COLLC_SHM_DONES_OFF == COLLC_SHM_GATES_OFF + GATES_BYTES, "gates, then done words");
 
 struct dones {
 	struct dones *next;
-	void *host;                       /* the scheduler's mapping */
-	uint64_t addr[EXEC_MAX];          /* executor-space address of word 0; 0: none */
+	void *host;                       /* the scheduler's mapping (of the gates) */
+	uint64_t addr[EXEC_MAX];          /* executor-space address of gate 0; 0: none */
 	void *handle[EXEC_MAX];           /* host_map's, for host_unmap */
 	uint64_t tail[SCHED_MAX_DEVICES]; /* retired: each FIFO's tail when its client left */
 };
@@ -34,8 +40,8 @@ static struct dones *retired;
 
 static void *map_words(const struct sched_client *c)
 {
-	void *p = mmap(NULL, DONES_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, c->shm_fd,
-		       COLLC_SHM_DONES_OFF);
+	void *p = mmap(NULL, WORDS_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, c->shm_fd,
+		       COLLC_SHM_GATES_OFF);
 
 	return p == MAP_FAILED ? NULL : p;
 }
@@ -61,11 +67,11 @@ void sched_dones_open(struct sched_client *c)
 		}
 		/* The executor owns a mapping of its own from here on. */
 		p = map_words(c);
-		if (!p || ex->host_map(p, DONES_BYTES, &d->addr[i], &d->handle[i]) < 0) {
+		if (!p || ex->host_map(p, WORDS_BYTES, &d->addr[i], &d->handle[i]) < 0) {
 			log_warn("client %u: %s executor: no done words", c->id, ex->name);
 			sched.done_map_failures++;
 			if (p)
-				munmap(p, DONES_BYTES);
+				munmap(p, WORDS_BYTES);
 			d->addr[i] = 0;
 			d->handle[i] = NULL;
 		}
@@ -82,7 +88,7 @@ static void dones_free(struct dones *d)
 		if (d->handle[i] && !(sched.execs_stopped && ex->fini_frees))
 			ex->host_unmap(d->handle[i]);
 	}
-	munmap(d->host, DONES_BYTES);
+	munmap(d->host, WORDS_BYTES);
 	free(d);
 }
 
@@ -137,8 +143,18 @@ int sched_done_seen(const struct sched_client *c, const struct collc_sqe *e)
 
 	/* Client memory: a forged word only keeps its own communicator's revoke waiting. */
 	return c->dones && ticket && !e->flags &&
-	       load_relaxed(&((const uint32_t *)c->dones->host)[e->user_data % COLLC_DONES]) ==
-		       ticket;
+	       load_relaxed(&((const uint32_t *)((const char *)c->dones->host +
+						  GATES_BYTES))[e->user_data % COLLC_DONES]) == ticket;
+}
+
+uint64_t sched_gate_go_addr(const struct sched_client *c, uint32_t exec_idx, uint32_t gate)
+{
+	const struct dones *d = c->dones;
+
+	if (!d || !d->addr[exec_idx] || gate >= COLLC_GATES)
+		return 0;
+	return d->addr[exec_idx] + gate * sizeof(struct collc_gate) +
+	       offsetof(struct collc_gate, go);
 }
 
 void sched_done_fill(const struct comm *cm, const struct slot_rank *sr, struct collc_work_item *it)
@@ -160,7 +176,8 @@ void sched_done_fill(const struct comm *cm, const struct slot_rank *sr, struct c
 	if (!d || !d->addr[cm->exec_idx] || e->flags || !ticket || collc_copy_coll(e->opcode) ||
 	    COLLC_OP_IS_P2P(e->opcode) || cm->local || it->nchannels != 1)
 		return;
-	it->done = d->addr[cm->exec_idx] + (e->user_data % COLLC_DONES) * sizeof(uint32_t);
+	it->done = d->addr[cm->exec_idx] + GATES_BYTES +
+		   (e->user_data % COLLC_DONES) * sizeof(uint32_t);
 	it->done_val = ticket;
 	sched.done_items++;
 }

@@ -96,7 +96,7 @@ int sched_signals_flush(void)
 	while (*ps) {
 		struct sig_item *s = *ps;
 
-		if (s->queued && sched_fifo_has_room(s->dev)) {
+		if (s->queued && sched_fifo_has_room(s->dev) && sched_gated_clear(s->dev, NULL, NULL)) {
 			struct fifo_host *fh = &sched.fifos[s->dev];
 			struct collc_work_item *it =
 				&fh->f->items[fh->tail & (COLLC_FIFO_DEPTH - 1)];
@@ -482,7 +482,7 @@ int sched_gates_waiting(void)
 		    sl->arrived == cm->nlocal)
 			return 1;
 	}
-	if (sigs)
+	if (sigs || sched_gated_pending())
 		return 1;
 	for (struct comm *cm = sched.comms; cm; cm = cm->next)
 		if ((cm->p2p_ready || cm->p2p_gated.head) && sched_p2p_gated(cm))

@@ -112,6 +112,11 @@ struct slot {
 	uint64_t t_first_ns; /* first rank's arrival: the timeout runs from here */
 	uint64_t t_gate_ns;  /* stream collectives: the first gate seen open (0: none yet) */
 	uint8_t gated;       /* some rank submitted it stream-ordered */
+	uint8_t gate_state;  /* GATED_*: handed to the executors before its gates opened */
+	uint8_t no_gated;    /* skipped once: it waits for its gates here (sched_gated.c) */
+	uint32_t gate_dev;   /* gated: the leader's device, its item's position, its rank */
+	uint64_t gate_pos;
+	uint32_t gate_lead;
 	uint8_t net;         /* spanning daemons: NET_* below */
 	uint8_t nchannels;
 	uint8_t chan_base;
@@ -128,6 +133,8 @@ struct slot {
 	uint32_t net_blocks;
 	struct slot_rank *ranks; /* nranks entries */
 };
+
+enum { GATED_NONE, GATED_UNDECIDED, GATED_FIRED };
 
 /* A collective fired by graph replays: the n-th firing of every rank (sched_gate.c). */
 struct fire {
@@ -237,6 +244,7 @@ struct comm {
 	uint8_t warned_relay; /* said once that its executor runs no all-to-all across daemons */
 	uint8_t *local;
 	uint32_t nlocal; /* ranks that submit here */
+	struct slot *gated; /* its collective handed to the executors gated, undecided (sched_gated.c) */
 	/* Point to point (sched_p2p.c); pairs allocated at the first send or receive. */
 	struct p2p_pair *pairs;     /* nranks x nranks, [sender * nranks + receiver] */
 	struct p2p_oplist p2p_wait; /* unmatched, oldest first */
@@ -267,6 +275,9 @@ struct fifo_host {
 	uint32_t exec_idx;
 	uint32_t dev; /* the executor's own device number */
 	uint8_t used;
+	/* The undecided gated item at the FIFO's tail, and its communicator (sched_gated.c). */
+	struct slot *gated_sl;
+	struct comm *gated_cm;
 };
 
 #define SCHED_MAX_DEVICES (EXEC_MAX * COLLC_MAX_RANKS)
@@ -294,6 +305,7 @@ struct sched_state {
 	uint64_t batches, batch_items; /* work batches published, and the items they held */
 	/* Stream-ordered collectives finished, graph firings taken, ns from gates open to end. */
 	uint64_t stream_colls, graph_fires, gate_ns;
+	uint64_t gated_items, gated_fired, gated_skipped; /* sched_gated.c */
 	/* Items that named a done word; clients whose words an executor could not map. */
 	uint64_t done_items, done_map_failures;
 	uint64_t by_algo[COLLC_ALGO_MAX];
@@ -362,6 +374,8 @@ void sched_dones_reap(int all);
 int sched_done_seen(const struct sched_client *c, const struct collc_sqe *e);
 /* Names rank sr's done word in its item where the rank's end completes it. */
 void sched_done_fill(const struct comm *cm, const struct slot_rank *sr, struct collc_work_item *it);
+/* Executor-space address of the go word of c's gate for executor exec_idx; 0: not mapped. */
+uint64_t sched_gate_go_addr(const struct sched_client *c, uint32_t exec_idx, uint32_t gate);
 /* Does some stream collective, or a graph gate that fired lately, want us polling? */
 int sched_gates_waiting(void);
 /* Is some graph gate armed? Then sleep briefly: a replay says nothing to us. */
@@ -441,6 +455,25 @@ int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchan
 int sched_copy_push(int prefer_push, int closed_send, int closed_recv);
 void sched_record_latency(uint64_t t_start_ns, uint64_t bytes);
 int sched_fifo_has_room(uint32_t dev);
+
+/* Gated items (sched_gated.c). */
+/* cm's next collective sl, every rank in, some gate closed: to the executors gated. 1: launched. */
+int sched_gated_launch(struct comm *cm, struct slot *sl);
+/* The gate of rank r's item of sl (proto/work.h), from sched_launch(); 0 or -E2BIG. */
+int sched_gated_fill(const struct comm *cm, const struct slot *sl, uint32_t r,
+		     struct collc_work_gate *g);
+/*
+ * May cm's sl (NULL: anything but cm's window) be written to dev's FIFO as
+ * far as gated items go? 0: not now; the leader of the one in the way was
+ * asked to skip it, unless it is an earlier collective of cm's window.
+ */
+int sched_gated_clear(uint32_t dev, const struct comm *cm, const struct slot *sl);
+/* Asks the leader of cm's undecided gated collective to skip it. */
+void sched_gated_cancel(struct comm *cm);
+/* Acts on the decisions that came, asks to skip those past their timeout; progress. */
+int sched_gated_poll(void);
+/* Is some gated collective undecided? Then the scheduler keeps polling. */
+int sched_gated_pending(void);
 /*
  * Takes the item just written at fh->tail into fh's open work batch; the
  * batch is published (every seq, then published: W1, B1) at the end of the

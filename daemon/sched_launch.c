@@ -108,6 +108,9 @@ int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchan
 /* Has every rank's item of an in-flight collective been consumed by its executor? */
 int sched_slot_executed(const struct comm *cm, const struct slot *sl)
 {
+	/* Consumed maybe, but as a skip: sched_gated_poll() decides what it was. */
+	if (sl->gate_state == GATED_UNDECIDED)
+		return 0;
 	/* Revoked: the node layer dropped the blocks (node_comm_revoke()), nothing lands. */
 	if (sl->net_blocks && !cm->revoked)
 		return 0;
@@ -760,7 +763,9 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		return 1;
 	}
 	for (uint32_t r = 0; r < cm->nranks; r++)
-		if (comm_rank_local(cm, r) && !sched_fifo_has_room(cm->devs[r]))
+		if (comm_rank_local(cm, r) &&
+		    (!sched_fifo_has_room(cm->devs[r]) ||
+		     !sched_gated_clear(cm->devs[r], cm, inflight == &cm->inflight ? sl : NULL)))
 			return 0;
 	plan_coll(cfg, a->opcode, (uint64_t)rank_bytes(sl, cm->nranks), cm->nranks,
 		  slot_plan_flags(cm, sl, se->ex->caps), &p);
@@ -804,6 +809,9 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 
 		if (!comm_rank_local(cm, r))
 			continue;
+		/* A gated item ends a batch of its own: what came before runs and ends first. */
+		if (sl->gate_state == GATED_UNDECIDED)
+			batch_publish(fh);
 		it = &fh->f->items[fh->tail & (COLLC_FIFO_DEPTH - 1)];
 
 		it->kind = COLLC_WORK_COLL;
@@ -835,6 +843,16 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		it->signal = sr->sig_in_item ? buf_addr(sr->sig_mr, sr->sig_off) : 0;
 		it->signal_val = sched_signal_value(&sr->sqe);
 		sched_done_fill(cm, sr, it);
+		it->gate = 0;
+		if (sl->gate_state == GATED_UNDECIDED) {
+			it->gate = COLLC_ITEM_GATED |
+				   (cm->devs[r] == sl->gate_dev ? COLLC_ITEM_LEADER : 0u);
+			/* Checked by sched_gated_launch(): at most COLLC_GATE_WATCH_MAX go words. */
+			(void)sched_gated_fill(
+				cm, sl, r,
+				(struct collc_work_gate *)&fh->f->copies[fh->tail &
+									  (COLLC_FIFO_DEPTH - 1)]);
+		}
 		if (collc_copy_coll(it->coll) && cm->local && !blocks)
 			a2a_relay_copies(cm, sl, r,
 					 fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
@@ -843,6 +861,8 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 				   fh->f->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)].c);
 		sr->fifo_pos = fh->tail;
 		sched_fifo_append(fh);
+		if (sl->gate_state == GATED_UNDECIDED)
+			batch_publish(fh);
 	}
 	sl->state = SLOT_INFLIGHT;
 	(*inflight)++;
@@ -868,7 +888,7 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 
 int sched_launch_ready(void)
 {
-	int progress = 0;
+	int progress = sched_gated_poll();
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
 		if (cm->local && cm->ready && cm->slots && !cm->revoked)
@@ -883,11 +903,15 @@ int sched_launch_ready(void)
 				continue;
 			}
 			/* After a rank left, only what was in flight finishes. */
-			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal ||
-			    cm->leave_err || !sched_gates_open(cm, sl))
+			if (sl->state != SLOT_ARRIVING || sl->arrived < cm->nlocal || cm->leave_err)
 				break;
-			if (!sched_launch(cm, sl, &cm->inflight))
+			if (!sched_gates_open(cm, sl)) {
+				/* Its streams are not there yet: the executors may watch them. */
+				if (!sched_gated_launch(cm, sl))
+					break;
+			} else if (!sched_launch(cm, sl, &cm->inflight)) {
 				break;
+			}
 			cm->next_launch++;
 			progress = 1;
 		}

@@ -368,7 +368,7 @@ static int xfer_launch(struct comm *cm, struct p2p_xfer *x, const struct collc_c
 		return 1;
 	}
 	x->dev = cm->devs[runner];
-	if (!sched_fifo_has_room(x->dev))
+	if (!sched_fifo_has_room(x->dev) || !sched_gated_clear(x->dev, cm, NULL))
 		return 0;
 	fh = &sched.fifos[x->dev];
 	x->bytes = s->count * collc_dtype_bytes(s->dtype);
@@ -410,6 +410,7 @@ static int xfer_launch(struct comm *cm, struct p2p_xfer *x, const struct collc_c
 	it->signal_val = 0;
 	it->done = 0; /* the receiver's end says nothing of the sender's buffer */
 	it->done_val = 0;
+	it->gate = 0;
 	x->fifo_pos = fh->tail;
 	/* Published with the pass's batch (B1), which covers the copy too. */
 	sched_fifo_append(fh);
@@ -481,7 +482,7 @@ int sched_p2p_launch_unblocked(const struct comm *cm)
 		if (xfer_error(x) ||
 		    xfer_runner(x, (int)sched.execs[cm->exec_idx].cfg.copy_push, &runner) < 0)
 			return 1;
-		return sched_fifo_has_room(cm->devs[runner]);
+		return sched_fifo_has_room(cm->devs[runner]) && !sched.fifos[cm->devs[runner]].gated_sl;
 	}
 	return 0;
 }

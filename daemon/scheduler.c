@@ -268,6 +268,9 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 	s->done_items = sched.done_items;
 	s->done_map_failures = sched.done_map_failures;
 	s->gate_ns = sched.gate_ns;
+	s->gated_items = sched.gated_items;
+	s->gated_fired = sched.gated_fired;
+	s->gated_skipped = sched.gated_skipped;
 	memcpy(s->by_algo, sched.by_algo, sizeof(s->by_algo));
 	memcpy(s->by_proto, sched.by_proto, sizeof(s->by_proto));
 	memcpy(s->by_op, sched.by_op, sizeof(s->by_op));
@@ -541,7 +544,8 @@ static int launch_unblocked(void)
 		    !sched_gates_open(cm, sl))
 			continue;
 		for (uint32_t r = 0; r < cm->nranks && room; r++)
-			room = !comm_rank_local(cm, r) || sched_fifo_has_room(cm->devs[r]);
+			room = !comm_rank_local(cm, r) || (sched_fifo_has_room(cm->devs[r]) &&
+							   !sched.fifos[cm->devs[r]].gated_sl);
 		if (room)
 			return 1;
 	}

@@ -222,10 +222,12 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		  ", \"aborted_items\": %" PRIu64 ", \"batches\": %" PRIu64
 		  ", \"batch_items\": %" PRIu64 ", \"stream_collectives\": %" PRIu64
 		  ", \"graph_firings\": %" PRIu64 ", \"stream_gate_open_to_end_ns\": %" PRIu64
+		  ", \"gated\": {\"handed\": %" PRIu64 ", \"fired\": %" PRIu64
+		  ", \"skipped\": %" PRIu64 "}"
 		  ", \"done_word_items\": %" PRIu64 ", \"done_word_map_failures\": %" PRIu64 ", ",
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
-		  s->batch_items, s->stream_colls, s->graph_fires, s->gate_ns, s->done_items,
-		  s->done_map_failures);
+		  s->batch_items, s->stream_colls, s->graph_fires, s->gate_ns, s->gated_items,
+		  s->gated_fired, s->gated_skipped, s->done_items, s->done_map_failures);
 	print_by_algo_proto(b, s->by_algo, s->by_proto);
 	print_by_op(b, s->by_op);
 	sb_printf(b, "},\n \"net\": ");
@@ -251,13 +253,15 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n"
 		  "work batches: %" PRIu64 ", %.2f items each\n"
 		  "stream-ordered: %" PRIu64 " collectives (%" PRIu64
-		  " graph firings), %.2f us from gates open to end\n"
+		  " graph firings), %.2f us from gates open to end; gated in the executors: %" PRIu64
+		  " (%" PRIu64 " fired there, %" PRIu64 " skipped)\n"
 		  "done words: %" PRIu64 " items named one, %" PRIu64 " clients unmapped\n",
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
 		  s->batches ? (double)s->batch_items / (double)s->batches : 0.0, s->stream_colls,
 		  s->graph_fires,
 		  s->stream_colls ? (double)s->gate_ns / 1000.0 / (double)s->stream_colls : 0.0,
-		  s->done_items, s->done_map_failures);
+		  s->gated_items, s->gated_fired, s->gated_skipped, s->done_items,
+		  s->done_map_failures);
 	print_net(b, 0);
 	sb_printf(b, "\n");
 	sb_printf(b, "CLIENT  PID      SQ    CQ    INFLIGHT  COMPLETED   ERRORS\n");
@@ -356,6 +360,14 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 		     s->stream_colls);
 	metric_total(&b, "collc_graph_firings_total", "Collectives fired by graph replays.",
 		     s->graph_fires);
+	metric_total(&b, "collc_gated_collectives_total",
+		     "Stream collectives handed to the executors before their streams reached them.",
+		     s->gated_items);
+	metric_total(&b, "collc_gated_fired_total",
+		     "Gated collectives the executors fired on their streams' go.", s->gated_fired);
+	metric_total(&b, "collc_gated_skipped_total",
+		     "Gated collectives skipped for other work and started by the scheduler.",
+		     s->gated_skipped);
 	metric_total(&b, "collc_done_word_items_total",
 		     "Work items that named their rank's done word (proto/shm.h).", s->done_items);
 	metric_total(&b, "collc_done_word_map_failures_total",

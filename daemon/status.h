@@ -67,6 +67,7 @@ struct status_snapshot {
 	uint64_t submitted, completed, errors, bad, aborted;
 	uint64_t batches, batch_items; /* work batches published, and the items they held */
 	uint64_t stream_colls, graph_fires, gate_ns; /* sched_int.h */
+	uint64_t gated_items, gated_fired, gated_skipped;
 	uint64_t done_items, done_map_failures;      /* sched_int.h */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];

@@ -102,7 +102,14 @@ struct collc_work_item {
 	 */
 	uint64_t done;
 	uint32_t done_val;
-	uint32_t reserved1;
+	/*
+	 * COLLC_ITEM_GATED: a stream collective whose streams may not have
+	 * reached it yet. The executor runs it only once its leader decided
+	 * (struct collc_work_gate, in the slot's copy list); until then nothing
+	 * behind it on this device runs. COLLC_ITEM_LEADER: this device's
+	 * executor makes the decision for every device of the collective.
+	 */
+	uint32_t gate;
 	uint64_t seq; /* position + 1; written last */
 };
 _Static_assert(sizeof(struct collc_work_item) == 128, "work_item size");
@@ -120,7 +127,11 @@ _Static_assert(offsetof(struct collc_work_item, signal_val) == 84, "work_item.si
 _Static_assert(offsetof(struct collc_work_item, signal) == 96, "work_item.signal");
 _Static_assert(offsetof(struct collc_work_item, done) == 104, "work_item.done");
 _Static_assert(offsetof(struct collc_work_item, done_val) == 112, "work_item.done_val");
+_Static_assert(offsetof(struct collc_work_item, gate) == 116, "work_item.gate");
 _Static_assert(offsetof(struct collc_work_item, seq) == 120, "work_item.seq");
+
+#define COLLC_ITEM_GATED  0x1u
+#define COLLC_ITEM_LEADER 0x2u
 
 /* A stream gate's word in device memory (proto/shm.h struct collc_gate: sig_mr, sig_off). */
 struct collc_signal {
@@ -176,6 +187,46 @@ _Static_assert(sizeof(struct collc_work_copy) == 24, "work_copy size");
 struct collc_work_copies {
 	struct collc_work_copy c[COLLC_MAX_RANKS];
 };
+
+/*
+ * A gated item's gate (COLLC_ITEM_GATED), in its slot's copy list
+ * (copies[p], never used by a gated item otherwise), written by the
+ * scheduler before the item's seq (W1 covers it). Every device's item of the
+ * collective names the same decision word; the leader's also the go word of
+ * every stream rank (struct collc_gate's go in the rank's client region,
+ * which collcd maps for its executors with the done words). The leader
+ * stores the decision, once:
+ *
+ *   COLLC_GATE_FIRE  every go word holds its ticket (equal, as the
+ *                    scheduler's own look at go: a word that still holds
+ *                    an older ticket is no go): every device runs the item;
+ *   COLLC_GATE_SKIP  the host asked (collc_fifo ctrl of the leader's
+ *                    executor: cancel) before that: every device consumes
+ *                    the item without running it, and the scheduler
+ *                    starts the collective again later.
+ *
+ * The decision word holds tag << 2 | decision; tag (the leader's position + 1)
+ * tells a decision of this item from one of the word's earlier items.
+ */
+#define COLLC_GATE_WATCH_MAX 16u
+#define COLLC_GATE_FIRE      1u
+#define COLLC_GATE_SKIP      2u
+
+struct collc_gate_watch {
+	uint64_t addr; /* executor-space address of a go word (uint32_t) */
+	uint32_t val;  /* its ticket */
+	uint32_t reserved;
+};
+
+struct collc_work_gate {
+	uint64_t decision; /* executor-space address of the decision word (uint64_t) */
+	uint64_t tag;
+	uint32_t nwatch; /* the leader's: watch[0, nwatch) */
+	uint32_t reserved[3];
+	struct collc_gate_watch watch[COLLC_GATE_WATCH_MAX];
+};
+_Static_assert(sizeof(struct collc_work_gate) <= sizeof(struct collc_work_copies), "gate fits");
+_Static_assert(sizeof(struct collc_work_gate) % 16 == 0, "gate: 16-byte loads");
 
 struct collc_work_fifo {
 	struct collc_fifo_ctrl ctrl;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "common/atomics.h"
 #include "common/futex.h"
@@ -50,6 +51,9 @@ struct cpu_dev {
 	pthread_mutex_t start_lock;
 	uint32_t active;
 	struct cpu_chan chans[COLLC_MAX_CHANNELS];
+	/* Gated items this device leads (proto/work.h): decision words, and the host's cancel. */
+	uint64_t gate_dec[COLLC_FIFO_DEPTH];
+	uint64_t gate_cancel;
 };
 
 struct cpu_comm {
@@ -180,6 +184,59 @@ static int wait_item(struct cpu_dev *d, const struct collc_work_item *slot, uint
 	return item_ready(ctl, slot, want) ? 0 : -ECANCELED;
 }
 
+/*
+ * A gated item at position pos of d (proto/work.h struct collc_work_gate):
+ * waits until its leader decided and returns the decision, or 0 once the
+ * executor stops. A leader's channel threads decide, the first of them with
+ * the compare-and-swap: FIRE once every go word holds its ticket, SKIP once
+ * the scheduler cancelled it (gate_cancel) or the FIFO was aborted.
+ * Polled: the go words are the clients' stores, nobody wakes us for them.
+ */
+static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_work_item *it)
+{
+	/* After the item's acquire (W1'): the gate was written before its seq. */
+	const struct collc_work_gate *g =
+		(const struct collc_work_gate *)&d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)];
+	uint64_t *dec = (uint64_t *)(uintptr_t)g->decision;
+	const uint64_t tag = g->tag;
+	const uint32_t n = g->nwatch < COLLC_GATE_WATCH_MAX ? g->nwatch : COLLC_GATE_WATCH_MAX;
+	uint64_t nap_ns = 2000;
+
+	for (uint32_t i = 0;; i++) {
+		/* GD': pairs with GD below (in whichever thread decided). */
+		uint64_t v = load_acquire(dec);
+		uint32_t o = 0, open = 1;
+
+		if (v >> 2 == tag)
+			return (uint32_t)(v & 3);
+		if (load_relaxed(&stopping))
+			return 0;
+		if (it->gate & COLLC_ITEM_LEADER) {
+			/* G1: pairs with the stream's write of go, fenced after its earlier work. */
+			for (uint32_t k = 0; k < n; k++)
+				open &= load_acquire((const uint32_t *)(uintptr_t)g->watch[k].addr) ==
+					g->watch[k].val;
+			if (open)
+				o = COLLC_GATE_FIRE;
+			else if (load_acquire(&d->gate_cancel) > pos ||
+				 load_relaxed(&d->fifo->ctrl.abort))
+				o = COLLC_GATE_SKIP;
+			/* GD: the acquires of go, then the decision (release, in the CAS). */
+			if (o && cas_acq_rel(dec, v, tag << 2 | o))
+				return o;
+			if (o)
+				continue; /* another thread of the leader decided */
+		}
+		if (i < 64) {
+			cpu_relax();
+			continue;
+		}
+		nanosleep(&(struct timespec){ .tv_nsec = (long)nap_ns }, NULL);
+		if (nap_ns < 100000)
+			nap_ns *= 2;
+	}
+}
+
 static void *chan_main(void *arg)
 {
 	struct cpu_chan *c = arg;
@@ -198,6 +255,14 @@ static void *chan_main(void *arg)
 		if (wait_item(d, slot, pos + 1) < 0)
 			break;
 		it = *slot;
+		if (it.gate & COLLC_ITEM_GATED) {
+			uint32_t o = gate_wait(d, pos, &it);
+
+			if (!o)
+				break;
+			if (o == COLLC_GATE_SKIP)
+				it.kind = COLLC_WORK_NONE; /* consumed, not run */
+		}
 		share = collc_item_share(it.chan_base, c->id, nchan);
 		if (it.kind == COLLC_WORK_COLL && share < it.nchannels &&
 		    !load_relaxed(&d->fifo->ctrl.abort)) {
@@ -264,6 +329,24 @@ out:
 static struct collc_work_fifo *cpu_fifo(uint32_t dev)
 {
 	return devs[dev].fifo;
+}
+
+static uint64_t cpu_gate_decision(uint32_t dev, uint64_t pos)
+{
+	return (uint64_t)(uintptr_t)&devs[dev].gate_dec[pos & (COLLC_FIFO_DEPTH - 1)];
+}
+
+static void cpu_gate_cancel(uint32_t dev, uint64_t upto)
+{
+	if (upto > load_relaxed(&devs[dev].gate_cancel))
+		store_release(&devs[dev].gate_cancel, upto);
+}
+
+static uint32_t cpu_gate_outcome(uint32_t dev, uint64_t pos)
+{
+	uint64_t v = load_acquire(&devs[dev].gate_dec[pos & (COLLC_FIFO_DEPTH - 1)]);
+
+	return v >> 2 == pos + 1 ? (uint32_t)(v & 3) : 0;
 }
 
 static void cpu_kick(uint32_t dev)
@@ -566,6 +649,9 @@ static struct exec_backend cpu_backend = {
 	.fini = cpu_fini,
 	.fifo = cpu_fifo,
 	.kick = cpu_kick,
+	.gate_decision = cpu_gate_decision,
+	.gate_cancel = cpu_gate_cancel,
+	.gate_outcome = cpu_gate_outcome,
 	.place = cpu_place,
 	.comm_setup = cpu_comm_setup,
 	.comm_abort = cpu_comm_abort,

@@ -149,6 +149,32 @@ static void cuda_kick(uint32_t dev)
 		cuda_svc_wake();
 }
 
+/* Gated items (exec.h): the decision words live in the GPU's device state. */
+static uint64_t cuda_gate_decision(uint32_t dev, uint64_t pos)
+{
+	struct cuda_dstate *ds = gpus[gpu_of(dev)].ds;
+
+	return (uint64_t)(uintptr_t)&ds->gate_dec[lane_of(dev)][pos & (COLLC_FIFO_DEPTH - 1)];
+}
+
+static void cuda_gate_cancel(uint32_t dev, uint64_t upto)
+{
+	struct cuda_hlane *h = &gpus[gpu_of(dev)].hctrl->lane[lane_of(dev)];
+
+	/* Only ever raised; the poller reads it each pass. */
+	if (upto > load_relaxed(&h->cancel))
+		store_release(&h->cancel, upto);
+}
+
+static uint32_t cuda_gate_outcome(uint32_t dev, uint64_t pos)
+{
+	/* Pairs with GD in the poller (persist_kernel.cu): the outcome before the item goes on. */
+	uint64_t o = load_acquire(
+		&gpus[gpu_of(dev)].hctrl->outcome[lane_of(dev)][pos & (COLLC_FIFO_DEPTH - 1)]);
+
+	return o >> 2 == pos + 1 ? (uint32_t)(o & 3) : 0;
+}
+
 static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *joins,
 		      uint32_t *ret_devs)
 {
@@ -698,6 +724,9 @@ static struct exec_backend cuda_backend = {
 	.fini = cuda_fini,
 	.fifo = cuda_fifo,
 	.kick = cuda_kick,
+	.gate_decision = cuda_gate_decision,
+	.gate_cancel = cuda_gate_cancel,
+	.gate_outcome = cuda_gate_outcome,
 	.place = cuda_place,
 	.comm_setup = cuda_comm_setup,
 	.comm_abort = cuda_comm_abort,

@@ -66,11 +66,23 @@ struct cuda_hlane {
 	uint64_t ack_gate; /* written by the poller: HOLD once it holds */
 	uint64_t ack_pos;  /* written by the poller: its position when it stopped */
 	uint64_t ack_coll; /* written by the poller: coll_id of the last item it forwarded */
-	uint64_t reserved[4];
+	/*
+	 * Written by the scheduler (cuda_gate_cancel()): a gated item this lane
+	 * leads at a position below cancel, not yet fired, is skipped.
+	 */
+	uint64_t cancel;
+	uint64_t reserved[3];
 };
 
 struct cuda_hctrl {
 	struct cuda_hlane lane[CUDA_MAX_LANES];
+	/*
+	 * Written by a leading poller when it decides a gated item at position
+	 * p: outcome[lane][p % depth] = (p + 1) << 2 | COLLC_GATE_FIRE or SKIP,
+	 * then a system fence before anything that lets the item run or be
+	 * consumed (so a host that sees work_consumed past p sees the outcome).
+	 */
+	uint64_t outcome[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
 };
 
 /* Per lane, in device memory; survives a relaunch. */
@@ -117,6 +129,8 @@ struct cuda_dstate {
 	uint32_t reserved[15];
 	/* Per FIFO slot: channel blocks that ended its item (item_end() in persist_kernel.cu). */
 	uint32_t fin[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
+	/* Per FIFO slot: the decision word of the gated item a lane leads there (proto/work.h). */
+	uint64_t gate_dec[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
 	struct collc_work_item items[CUDA_MAX_LANES][COLLC_FIFO_DEPTH];
 };
 

@@ -37,7 +37,8 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->ll128_max_bytes == b->ll128_max_bytes &&
 	       a->channel_min_bytes == b->channel_min_bytes &&
 	       a->sched_spin_us == b->sched_spin_us && a->gate_spin_us == b->gate_spin_us &&
-	       a->exec_spin_us == b->exec_spin_us && a->net_timeout_ms == b->net_timeout_ms &&
+	       a->exec_spin_us == b->exec_spin_us && a->gated_items == b->gated_items &&
+	       a->net_timeout_ms == b->net_timeout_ms &&
 	       a->net_eager_max_bytes == b->net_eager_max_bytes &&
 	       a->net_tcp_streams == b->net_tcp_streams && !strcmp(a->listen, b->listen) && !strcmp(a->net, b->net) &&
 	       !strcmp(a->net_ifname, b->net_ifname);
@@ -99,6 +100,8 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "gate_spin_us";
 	if (c->exec_spin_us > 1000000u)
 		return "exec_spin_us";
+	if (c->gated_items > 1)
+		return "gated_items";
 	if (c->net_timeout_ms < 100 || c->net_timeout_ms > 600000u)
 		return "net_timeout_ms";
 	if (c->net_eager_max_bytes > (512u << 10))

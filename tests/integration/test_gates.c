@@ -12,6 +12,13 @@
  *             (ticket - 1): receive buffers untouched, done not set, no CQE;
  *             then done == ticket, res 0, results right, no CQE for a stream
  *             SQE.
+ *  cross      a stream all-reduce whose streams never wrote go, handed to the
+ *             executors gated: another communicator's all-reduces on the same
+ *             devices still complete (the gated one is skipped for them),
+ *             then its go runs it right. After every phase: totals.gated
+ *             shows collectives handed to the executors, fired and skipped
+ *             there with --set gated_items=1 (the second ctest run), none
+ *             without.
  *  b2b        4 stream collectives on 4 gates, 3 times (the gates reused, the
  *             ticket wrapping from 2^32-1 to 1): go by go, the gos written in
  *             reverse order, the gos written before the SQEs; each in order,
@@ -342,6 +349,80 @@ static int phase_order(int rank, int nranks, void *arg)
 			return h_fail("rank %d: a CQE was posted for a stream SQE", rank);
 	}
 	return rk_done(&k);
+}
+
+/* --- cross ------------------------------------------------------------------------------- */
+
+/*
+ * A stream collective of one communicator that every rank submitted but no
+ * stream reached goes to the executors gated (sched_gated.c) and holds their
+ * FIFOs; another communicator of the same ranks (the same devices) then
+ * runs three all-reduces: each asks the leader to skip the gated one, and
+ * they must complete while it still waits. Its go then runs it, right.
+ */
+static int phase_cross(int rank, int nranks, void *arg)
+{
+	struct rc_case ra = rc_make(COLLC_FLOAT32, 2001, 41);
+	struct rc_case rb = rc_make(COLLC_FLOAT64, 777, 42);
+	uint32_t gate = 20 + (uint32_t)rank, ticket = 101 + (uint32_t)rank;
+	struct rk a, b;
+
+	(void)arg;
+	if (rk_join(&a, &uid, rank, nranks) || rk_join(&b, &uid2, rank, nranks))
+		return 1;
+	prepare(&a, &ra, 0);
+	submit_stream(&a, &ra, 0, gate, ticket);
+	if (barrier())
+		return 1;
+	usleep(50000); /* every rank in: the executors hold it */
+	for (uint32_t i = 0; i < 3; i++)
+		if (host_ok(&b, &rb, 1 + i, 0x900 + i,
+			    "another communicator's all-reduce while a stream one waits"))
+			return 1;
+	if (untouched(&a, &ra, 0, "the stream all-reduce, no go"))
+		return 1;
+	if (raw_gate_done(&a.c, gate) == ticket)
+		return h_fail("rank %d: done set before any go", rank);
+	if (barrier())
+		return 1;
+	raw_gate_go(&a.c, gate, ticket);
+	if (gate_expect(&a, gate, ticket, 0, "go after the other communicator ran") ||
+	    result_ok(&a, &ra, 0, "the stream all-reduce after its go"))
+		return 1;
+	if (rk_done(&b))
+		return 1;
+	return rk_done(&a);
+}
+
+/*
+ * totals.gated of `collcctl status --json`: handed to the executors, fired
+ * there, skipped. With gated items on (the default) the phases above must
+ * have used all three (order and b2b write go after submitting; cross
+ * forces skips); with them off (the default), none.
+ */
+static int gated_counts(int on)
+{
+	char out[65536];
+	struct json *root = h_status_json(out, sizeof(out));
+	const struct json *g;
+	double handed, fired, skipped;
+	int r = 0;
+
+	if (!root)
+		return 1;
+	g = json_get(json_get(root, "totals"), "gated");
+	handed = json_num(json_get(g, "handed"), -1);
+	fired = json_num(json_get(g, "fired"), -1);
+	skipped = json_num(json_get(g, "skipped"), -1);
+	if (on && (handed < 1 || fired < 1 || skipped < 1))
+		r = h_fail("gated items on: handed %.0f, fired %.0f, skipped %.0f; want each >= 1",
+			   handed, fired, skipped);
+	if (!on && handed != 0)
+		r = h_fail("gated items off: %.0f collectives handed to the executors gated", handed);
+	if (!r)
+		h_log("gated items: handed %.0f, fired %.0f, skipped %.0f", handed, fired, skipped);
+	json_free(root);
+	return r;
 }
 
 /* --- b2b --------------------------------------------------------------------------------- */
@@ -1413,6 +1494,8 @@ static const struct phase phases[] = {
 	{ "order_3", 3, phase_order, 1,
 	  "3 ranks, rank 1 host-ordered: held while rank 2's go was missing, then right" },
 	{ "b2b", 2, phase_b2b, 0, "4 stream collectives on 4 gates, 3 times: in order, right" },
+	{ "cross", 2, phase_cross, 0,
+	  "another communicator's all-reduces pass a stream one whose go is missing, then it runs" },
 	{ "mismatch", 2, phase_mismatch, 0, "mismatched counts: -EINVAL on both gates" },
 	{ "abort", 2, phase_abort, 0, "comm_abort: -ECANCELED on both gates" },
 	{ "killed", 3, phase_killed, 0, "a rank's client gone: -EPIPE on the others' gates" },
@@ -1446,11 +1529,20 @@ int main(int argc, char **argv)
 	int failed = 0;
 
 	const char *only = argc > 1 && argv[1][0] != '-' ? argv[1] : NULL;
-	int ran = 0;
+	const char *dargs[32] = { NULL };
+	int ran = 0, gated_on = 0, nd = 0;
 
+	/* "--set KEY=VALUE" pairs go to collcd (gated_items=1: the executors watch the gos). */
+	for (int i = 1; i + 1 < argc && nd + 2 < 32; i++)
+		if (strcmp(argv[i], "--set") == 0) {
+			dargs[nd++] = argv[i];
+			dargs[nd++] = argv[++i];
+			if (strcmp(argv[i], "gated_items=1") == 0)
+				gated_on = 1;
+		}
 	h_init("gates", argc, argv, 90);
 	sh = h_shared(sizeof(*sh));
-	h_daemon_start(NULL);
+	h_daemon_start(dargs);
 	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
 		const struct phase *p = &phases[i];
 		int arg = p->arg, f;
@@ -1474,5 +1566,7 @@ int main(int argc, char **argv)
 	}
 	if (!ran)
 		failed |= h_fail("no phase named %s", only);
+	else if (!only && !failed)
+		failed |= gated_counts(gated_on);
 	return h_finish(failed);
 }

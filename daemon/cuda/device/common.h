@@ -32,6 +32,20 @@ __device__ __forceinline__ uint64_t ld_acq_sys(const uint64_t *p)
 	return v;
 }
 
+/*
+ * A load that discards a copy of the line the L2 may hold: the GPU caches
+ * lines of system memory there, and a word that something other than this
+ * GPU's SMs writes (the host, a stream's memory operation) can otherwise
+ * read stale from it (PTX ld.cv).
+ */
+__device__ __forceinline__ uint32_t ld_cv32(const uint32_t *p)
+{
+	uint32_t v;
+
+	asm volatile("ld.global.cv.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
 __device__ __forceinline__ uint64_t ld_acq_gpu(const uint64_t *p)
 {
 	uint64_t v;
