@@ -38,7 +38,8 @@
 	do {                                                                                       \
 		cudaError_t e_ = (x);                                                              \
 		if (e_ != cudaSuccess) {                                                           \
-			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
+			fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__,                         \
+				cudaGetErrorString(e_));                                           \
 			exit(1);                                                                   \
 		}                                                                                  \
 	} while (0)
@@ -154,7 +155,7 @@ int main(int argc, char **argv)
 			pthread_create(&th, NULL, host_hop, NULL);
 		}
 		if (mode == M_HOST_HOP || mode == M_DEVICE_GO || mode == M_HOST_GO)
-			resident<<<1, 32, 0, ks>>>(mode == M_HOST_HOP ? d_fifo_h
+			resident<<<1, 32, 0, ks>>>(mode == M_HOST_HOP  ? d_fifo_h
 						   : mode == M_HOST_GO ? d_go_h
 								       : d_go,
 						   d_sig, d_quit_h);

@@ -232,7 +232,8 @@ int sched_gated_poll(void)
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
 		const struct collc_config *cfg = &sched.execs[cm->exec_idx].cfg;
-		uint32_t timeout_ms = cm->timeout_ms == UINT32_MAX ? cfg->op_timeout_ms : cm->timeout_ms;
+		uint32_t timeout_ms = cm->timeout_ms == UINT32_MAX ? cfg->op_timeout_ms
+								   : cm->timeout_ms;
 		struct slot *sl = cm->gated;
 
 		if (!sl)
@@ -248,7 +249,8 @@ int sched_gated_poll(void)
 		 */
 		(void)sched_gates_open(cm, sl);
 		if (cm->leave_err || cm->revoked ||
-		    (timeout_ms && sl->t_gate_ns && now - sl->t_gate_ns >= (uint64_t)timeout_ms * 1000000))
+		    (timeout_ms && sl->t_gate_ns &&
+		     now - sl->t_gate_ns >= (uint64_t)timeout_ms * 1000000))
 			sched_gated_cancel(cm);
 	}
 	return progress;

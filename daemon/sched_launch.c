@@ -848,10 +848,9 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 			it->gate = COLLC_ITEM_GATED |
 				   (cm->devs[r] == sl->gate_dev ? COLLC_ITEM_LEADER : 0u);
 			/* Checked by sched_gated_launch(): at most COLLC_GATE_WATCH_MAX go words. */
-			(void)sched_gated_fill(
-				cm, sl, r,
-				(struct collc_work_gate *)&fh->f->copies[fh->tail &
-									  (COLLC_FIFO_DEPTH - 1)]);
+			(void)sched_gated_fill(cm, sl, r,
+					       (struct collc_work_gate *)&fh->f
+						       ->copies[fh->tail & (COLLC_FIFO_DEPTH - 1)]);
 		}
 		if (collc_copy_coll(it->coll) && cm->local && !blocks)
 			a2a_relay_copies(cm, sl, r,

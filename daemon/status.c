@@ -248,20 +248,21 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 	sb_printf(b, "%s, proto %s, algo %s\n",
 		  cfg_key_is_auto(s->cfg, "channels") ? " (auto)" : "",
 		  cfg_proto_name(s->cfg->proto), cfg_algo_name(s->cfg->algo));
-	sb_printf(b,
-		  "totals: submitted %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
-		  ", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n"
-		  "work batches: %" PRIu64 ", %.2f items each\n"
-		  "stream-ordered: %" PRIu64 " collectives (%" PRIu64
-		  " graph firings), %.2f us from gates open to end; gated in the executors: %" PRIu64
-		  " (%" PRIu64 " fired there, %" PRIu64 " skipped)\n"
-		  "done words: %" PRIu64 " items named one, %" PRIu64 " clients unmapped\n",
-		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
-		  s->batches ? (double)s->batch_items / (double)s->batches : 0.0, s->stream_colls,
-		  s->graph_fires,
-		  s->stream_colls ? (double)s->gate_ns / 1000.0 / (double)s->stream_colls : 0.0,
-		  s->gated_items, s->gated_fired, s->gated_skipped, s->done_items,
-		  s->done_map_failures);
+	sb_printf(
+		b,
+		"totals: submitted %" PRIu64 ", completed %" PRIu64 ", errors %" PRIu64
+		", bad entries %" PRIu64 ", aborted items %" PRIu64 "\n"
+		"work batches: %" PRIu64 ", %.2f items each\n"
+		"stream-ordered: %" PRIu64 " collectives (%" PRIu64
+		" graph firings), %.2f us from gates open to end; gated in the executors: %" PRIu64
+		" (%" PRIu64 " fired there, %" PRIu64 " skipped)\n"
+		"done words: %" PRIu64 " items named one, %" PRIu64 " clients unmapped\n",
+		s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
+		s->batches ? (double)s->batch_items / (double)s->batches : 0.0, s->stream_colls,
+		s->graph_fires,
+		s->stream_colls ? (double)s->gate_ns / 1000.0 / (double)s->stream_colls : 0.0,
+		s->gated_items, s->gated_fired, s->gated_skipped, s->done_items,
+		s->done_map_failures);
 	print_net(b, 0);
 	sb_printf(b, "\n");
 	sb_printf(b, "CLIENT  PID      SQ    CQ    INFLIGHT  COMPLETED   ERRORS\n");
@@ -360,9 +361,10 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 		     s->stream_colls);
 	metric_total(&b, "collc_graph_firings_total", "Collectives fired by graph replays.",
 		     s->graph_fires);
-	metric_total(&b, "collc_gated_collectives_total",
-		     "Stream collectives handed to the executors before their streams reached them.",
-		     s->gated_items);
+	metric_total(
+		&b, "collc_gated_collectives_total",
+		"Stream collectives handed to the executors before their streams reached them.",
+		s->gated_items);
 	metric_total(&b, "collc_gated_fired_total",
 		     "Gated collectives the executors fired on their streams' go.", s->gated_fired);
 	metric_total(&b, "collc_gated_skipped_total",

@@ -214,7 +214,8 @@ static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_wo
 		if (it->gate & COLLC_ITEM_LEADER) {
 			/* G1: pairs with the stream's write of go, fenced after its earlier work. */
 			for (uint32_t k = 0; k < n; k++)
-				open &= load_acquire((const uint32_t *)(uintptr_t)g->watch[k].addr) ==
+				open &= load_acquire(
+						(const uint32_t *)(uintptr_t)g->watch[k].addr) ==
 					g->watch[k].val;
 			if (open)
 				o = COLLC_GATE_FIRE;

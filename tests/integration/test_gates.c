@@ -418,7 +418,8 @@ static int gated_counts(int on)
 		r = h_fail("gated items on: handed %.0f, fired %.0f, skipped %.0f; want each >= 1",
 			   handed, fired, skipped);
 	if (!on && handed != 0)
-		r = h_fail("gated items off: %.0f collectives handed to the executors gated", handed);
+		r = h_fail("gated items off: %.0f collectives handed to the executors gated",
+			   handed);
 	if (!r)
 		h_log("gated items: handed %.0f, fired %.0f, skipped %.0f", handed, fired, skipped);
 	json_free(root);
