@@ -160,28 +160,18 @@ int main(int argc, char **argv)
 								       : d_go,
 						   d_sig, d_quit_h);
 		usleep(20000);
+		/* Where the stream writes go, and the word it then waits for. */
+		const CUdeviceptr go_at =
+			(CUdeviceptr)(mode == M_HOST_HOP || mode == M_HOST_GO ? d_go_h : d_go);
+		const CUdeviceptr wait_at = (CUdeviceptr)(mode == M_MEMOPS ? d_go : d_sig);
 		auto one = [&](void) {
 			v++;
-			switch (mode) {
-			case M_MEMOPS:
-				CD(cuStreamWriteValue32(cs, (CUdeviceptr)d_go, v, 0));
-				CD(cuStreamWaitValue32(cs, (CUdeviceptr)d_go, v,
-						       CU_STREAM_WAIT_VALUE_GEQ));
-				break;
-			case M_HOST_HOP:
-			case M_HOST_GO:
-				CD(cuStreamWriteValue32(cs, (CUdeviceptr)d_go_h, v, 0));
-				CD(cuStreamWaitValue32(cs, (CUdeviceptr)d_sig, v,
-						       CU_STREAM_WAIT_VALUE_GEQ));
-				break;
-			case M_DEVICE_GO:
-				CD(cuStreamWriteValue32(cs, (CUdeviceptr)d_go, v, 0));
-				CD(cuStreamWaitValue32(cs, (CUdeviceptr)d_sig, v,
-						       CU_STREAM_WAIT_VALUE_GEQ));
-				break;
-			default:
+			if (mode == M_LAUNCH) {
 				store<<<1, 32, 0, s>>>(d_sig, v);
+				return;
 			}
+			CD(cuStreamWriteValue32(cs, go_at, v, 0));
+			CD(cuStreamWaitValue32(cs, wait_at, v, CU_STREAM_WAIT_VALUE_GEQ));
 		};
 		for (int i = 0; i < 200; i++)
 			one();
