@@ -7,11 +7,14 @@
 # daemons, the all-reduce sweep with the raw TCP limit between the first two
 # namespaces measured in the same run. Needs root and iproute2. Not part of CI.
 #
-#   bench/run-multinode.sh [--build DIR] [--nodes N] [--ranks-per-node P] [--mpi]
+#   bench/run-multinode.sh [--build DIR] [--nodes N] [--ranks-per-node P] [--mpi | --mpi-local]
 #                          [--collcd PATH] [--daemon-arg ARG]... [-- collc-bench arguments...]
 #
-# --mpi adds --vs-mpi --mpi-btl tcp: Open MPI's ob1 over TCP, its ranks in the
-# first node's namespace. --collcd runs another collcd binary (an A/B of two
+# --mpi adds --vs-mpi --mpi-btl tcp: Open MPI's ob1 over TCP, its ranks placed
+# as collc's, round-robin over the nodes' namespaces (mpirun in the first
+# starts orted in the others through an rsh agent that enters their
+# namespaces), its traffic over the same bridge; --mpi-local puts every MPI
+# rank in the first namespace, over its loopback. --collcd runs another collcd binary (an A/B of two
 # builds with the same clients). Defaults: build/, 2 nodes, 1 rank per node, sizes
 # 8 B to 64 MiB, 20 iterations. After the table: each daemon's net status and its
 # CPU time over the run (user + system).
@@ -21,6 +24,7 @@ build=$here/../build
 nodes=2
 per=1
 mpi=()
+mpi_across=0
 collcd=
 daemon_args=()
 while [ $# -gt 0 ]; do
@@ -28,11 +32,12 @@ while [ $# -gt 0 ]; do
 	--build) build=$2; shift 2 ;;
 	--nodes) nodes=$2; shift 2 ;;
 	--ranks-per-node) per=$2; shift 2 ;;
-	--mpi) mpi=(--vs-mpi --mpi-btl tcp); shift ;;
+	--mpi) mpi=(--vs-mpi --mpi-btl tcp); mpi_across=1; shift ;;
+	--mpi-local) mpi=(--vs-mpi --mpi-btl tcp); mpi_across=0; shift ;;
 	--collcd) collcd=$2; shift 2 ;;
 	--daemon-arg) daemon_args+=("$2"); shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,17p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,20p' "$0"; exit 0 ;;
 	*) echo "run-multinode.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -49,6 +54,33 @@ for ((i = 0; i < nodes; i++)); do
 	mn_daemon_start "$i" "${daemon_args[@]}"
 	sockets=${sockets:+$sockets,}$(mn_sock "$i")
 done
+if [ "$mpi_across" = 1 ]; then
+	# mpirun's rsh agent ("agent HOST COMMAND..."): COMMAND in HOST's namespace.
+	agent=$MN_DIR/mpi-agent.sh
+	{
+		echo '#!/bin/sh'
+		echo 'while [ $# -gt 0 ]; do case $1 in -*) shift ;; *) break ;; esac; done'
+		echo 'host=$1; shift'
+		echo 'case $host in'
+		for ((i = 0; i < nodes; i++)); do
+			echo "$(mn_addr "$i")) ns=$(mn_ns "$i") ;;"
+		done
+		echo '*) echo "mpi-agent: unknown host $host" >&2; exit 1 ;;'
+		echo 'esac'
+		echo 'exec ip netns exec "$ns" /bin/sh -c "$*"'
+	} >"$agent"
+	chmod +x "$agent"
+	for ((i = 0; i < nodes; i++)); do echo "$(mn_addr "$i") slots=$per"; done >"$MN_DIR/mpi-hosts"
+	subnet=$(mn_addr 0 | sed 's/\.[0-9]*$/.0/')/24
+	# The ranks spin as they do in one namespace: collc-bench's --oversubscribe
+	# makes them yield when idle, and ranks started through orted then took 8 ms
+	# (two scheduler ticks) per collective at every size up to 64 KiB.
+	for a in --hostfile "$MN_DIR/mpi-hosts" --map-by node --mca plm_rsh_agent "$agent" \
+		--mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
+		--mca mpi_yield_when_idle 0 --bind-to none; do
+		mpi+=(--mpirun-arg "$a")
+	done
+fi
 ip netns exec "$(mn_ns 0)" "$bench" --socket "$sockets" --nranks $((nodes * per)) \
 	--min-bytes 8 --max-bytes 64M --iters 20 "${mpi[@]}" "$@"
 rc=$?
