@@ -141,11 +141,6 @@ struct exec_backend {
 	 * NULL where the executor cannot. Scheduler thread.
 	 *   gate_decision: the executor-space address of the decision word of
 	 *                  the gated item that dev leads at position pos;
-	 *   gate_watch:    the executor-space address the executor watches for
-	 *                  a stream rank's go: the device word's go (sig, an
-	 *                  executor-space address of struct collc_signal; 0:
-	 *                  none) or the gate's go in the client's region
-	 *                  (host_go, collcd's address); 0: it cannot;
 	 *   gate_cancel:   dev skips the gated items it leads before position
 	 *                  upto that it has not fired;
 	 *   gate_outcome:  COLLC_GATE_FIRE or COLLC_GATE_SKIP once dev decided

@@ -249,19 +249,18 @@ static __device__ uint32_t gate_decide(const struct cuda_grid_args &a, uint32_t 
 			__threadfence_system();
 			__syncwarp();
 			if (t == 0) {
-				st_vol64(&a.hctrl->outcome[lane][slot], (p + 1) << 2 | o);
+				st_vol64(&a.hctrl->outcome[lane][slot], collc_gate_word(p + 1, o));
 				__threadfence_system();
-				st_rel_sys((uint64_t *)g.dec, g.tag << 2 | o);
+				st_rel_sys((uint64_t *)g.dec, collc_gate_word(g.tag, o));
 			}
 		} else {
 			/* GD': pairs with GD in the leader (a relaxed poll, then the fence). */
 			const uint64_t d = __shfl_sync(
 				FULL_MASK, t == 0 ? ld_vol64((const uint64_t *)g.dec) : 0ull, 0);
 
-			if ((d >> 2) == g.tag) {
-				o = (uint32_t)(d & 3);
+			o = collc_gate_decided(d, g.tag);
+			if (o)
 				__threadfence_system();
-			}
 		}
 	}
 	__syncwarp();

@@ -62,7 +62,7 @@ int sched_gated_fill(const struct comm *cm, const struct slot *sl, uint32_t r,
 	for (uint32_t k = 0; k < cm->nranks; k++) {
 		const struct slot_rank *sr = &sl->ranks[k];
 
-		if (!comm_rank_local(cm, k) || sr->sqe.flags != COLLC_SQE_STREAM || sr->err)
+		if (sr->sqe.flags != COLLC_SQE_STREAM || sr->err)
 			continue;
 		if (n == COLLC_GATE_WATCH_MAX)
 			return -E2BIG;
@@ -77,44 +77,34 @@ int sched_gated_fill(const struct comm *cm, const struct slot *sl, uint32_t r,
 /* Can sl (cm's next, every rank in, some gate closed) go to the executors gated? */
 static int gated_ok(const struct comm *cm, const struct slot *sl)
 {
-	const struct exec_backend *ex = gated_exec(cm);
 	const struct sched_exec *se = &sched.execs[cm->exec_idx];
-	uint32_t n = 0, first = UINT32_MAX;
+	uint32_t n = 0;
 
-	if (!ex || !se->cfg.gated_items || cm->local || cm->gated || sl->no_gated ||
+	/* Not across daemons: every rank runs here, and the first leads. */
+	if (!gated_exec(cm) || !se->cfg.gated_items || cm->local || cm->gated || sl->no_gated ||
 	    cm->leave_err || cm->revoked || !sl->gated)
 		return 0;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 
-		if (!comm_rank_local(cm, r))
-			continue;
-		if (first == UINT32_MAX)
-			first = r;
 		/* Copy lists use the slot's copy list; a failed check ends it at launch. */
 		if (sr->err || collc_copy_coll(sr->sqe.opcode) || COLLC_OP_IS_P2P(sr->sqe.opcode))
 			return 0;
-		if (sched.fifos[cm->devs[r]].gated_sl || !sched_fifo_has_room(cm->devs[r]))
+		if (!sched_fifo_ready(cm->devs[r]))
 			return 0;
 		if (sr->sqe.flags != COLLC_SQE_STREAM)
 			continue;
 		if (++n > COLLC_GATE_WATCH_MAX || !watch_addr(cm, sr))
 			return 0;
 	}
-	return first != UINT32_MAX;
+	return 1;
 }
 
 int sched_gated_launch(struct comm *cm, struct slot *sl)
 {
-	uint32_t lead = UINT32_MAX;
-
 	if (!gated_ok(cm, sl))
 		return 0;
-	for (uint32_t r = 0; r < cm->nranks && lead == UINT32_MAX; r++)
-		if (comm_rank_local(cm, r))
-			lead = r;
-	sl->gate_lead = lead;
-	sl->gate_dev = cm->devs[lead];
+	sl->gate_dev = cm->devs[sched_first_local(cm)];
 	sl->gate_pos = sched.fifos[sl->gate_dev].tail;
 	sl->gate_state = GATED_UNDECIDED;
 	if (!sched_launch(cm, sl, &cm->inflight)) {
@@ -126,11 +116,10 @@ int sched_gated_launch(struct comm *cm, struct slot *sl)
 		sl->gate_state = GATED_NONE;
 		return 1;
 	}
-	for (uint32_t r = 0; r < cm->nranks; r++)
-		if (comm_rank_local(cm, r)) {
-			sched.fifos[cm->devs[r]].gated_sl = sl;
-			sched.fifos[cm->devs[r]].gated_cm = cm;
-		}
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		sched.fifos[cm->devs[r]].gated_sl = sl;
+		sched.fifos[cm->devs[r]].gated_cm = cm;
+	}
 	cm->gated = sl;
 	sched.gated_items++;
 	return 1;
@@ -140,7 +129,7 @@ int sched_gated_launch(struct comm *cm, struct slot *sl)
 static void gated_release(struct comm *cm, struct slot *sl)
 {
 	for (uint32_t r = 0; r < cm->nranks; r++)
-		if (comm_rank_local(cm, r) && sched.fifos[cm->devs[r]].gated_sl == sl) {
+		if (sched.fifos[cm->devs[r]].gated_sl == sl) {
 			sched.fifos[cm->devs[r]].gated_sl = NULL;
 			sched.fifos[cm->devs[r]].gated_cm = NULL;
 		}
@@ -165,7 +154,7 @@ static void gated_undo(struct comm *cm, struct slot *sl)
 	cm->by_proto[sl->proto]--;
 	sched.by_algo[sl->algo]--;
 	sched.by_proto[sl->proto]--;
-	sched.by_op[sl->ranks[sl->gate_lead].sqe.opcode]--;
+	sched.by_op[sl->ranks[sched_first_local(cm)].sqe.opcode]--;
 	if (cm->next_launch > sl->seq)
 		cm->next_launch = sl->seq; /* nothing of cm went after it: it held cm's devices */
 	sched.gated_skipped++;
@@ -231,10 +220,8 @@ int sched_gated_poll(void)
 	int progress = 0;
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
-		const struct collc_config *cfg = &sched.execs[cm->exec_idx].cfg;
-		uint32_t timeout_ms = cm->timeout_ms == UINT32_MAX ? cfg->op_timeout_ms
-								   : cm->timeout_ms;
 		struct slot *sl = cm->gated;
+		uint32_t timeout_ms;
 
 		if (!sl)
 			continue;
@@ -242,6 +229,7 @@ int sched_gated_poll(void)
 			progress = 1;
 			continue;
 		}
+		timeout_ms = sched_comm_timeout_ms(&sched.execs[cm->exec_idx].cfg, cm);
 		/*
 		 * The timeout runs as for a collective waiting here: from the
 		 * first stream seen at its go in host memory. Past it, the leader

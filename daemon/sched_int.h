@@ -114,9 +114,8 @@ struct slot {
 	uint8_t gated;       /* some rank submitted it stream-ordered */
 	uint8_t gate_state;  /* GATED_*: handed to the executors before its gates opened */
 	uint8_t no_gated;    /* skipped once: it waits for its gates here (sched_gated.c) */
-	uint32_t gate_dev;   /* gated: the leader's device, its item's position, its rank */
+	uint32_t gate_dev;   /* gated: the leader's device and its item's position */
 	uint64_t gate_pos;
-	uint32_t gate_lead;
 	uint8_t net;         /* spanning daemons: NET_* below */
 	uint8_t nchannels;
 	uint8_t chan_base;
@@ -455,6 +454,12 @@ int sched_coll_done_on(uint32_t dev, uint64_t pos, uint32_t base, uint32_t nchan
 int sched_copy_push(int prefer_push, int closed_send, int closed_recv);
 void sched_record_latency(uint64_t t_start_ns, uint64_t bytes);
 int sched_fifo_has_room(uint32_t dev);
+/* Room, and no undecided gated item in the way: a look only (sched_gated_clear() acts). */
+int sched_fifo_ready(uint32_t dev);
+/* The first rank of cm that runs here. */
+uint32_t sched_first_local(const struct comm *cm);
+/* cm's collective timeout under cfg (0: none). */
+uint32_t sched_comm_timeout_ms(const struct collc_config *cfg, const struct comm *cm);
 
 /* Gated items (sched_gated.c). */
 /* cm's next collective sl, every rank in, some gate closed: to the executors gated. 1: launched. */

@@ -42,6 +42,11 @@ int sched_fifo_has_room(uint32_t dev)
 	return 1;
 }
 
+int sched_fifo_ready(uint32_t dev)
+{
+	return sched_fifo_has_room(dev) && !sched.fifos[dev].gated_sl;
+}
+
 /*
  * Work batches (proto/work.h): the items written in one pass stay unpublished
  * until batch_publish(), at the end of the pass or when the batch is full.
@@ -179,7 +184,7 @@ static int alltoallv_agree(const struct comm *cm, const struct slot *sl)
 }
 
 /* The ranks agree on what they run; otherwise every one of them fails. */
-static uint32_t first_local(const struct comm *cm)
+uint32_t sched_first_local(const struct comm *cm)
 {
 	uint32_t r = 0;
 
@@ -190,7 +195,7 @@ static uint32_t first_local(const struct comm *cm)
 
 static int slot_consistent(const struct comm *cm, const struct slot *sl)
 {
-	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
+	const struct collc_sqe *a = &sl->ranks[sched_first_local(cm)].sqe;
 
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
@@ -309,7 +314,7 @@ static int a2a_as_blocks(const struct comm *cm)
  */
 static uint32_t net_verdict(struct comm *cm, const struct slot *sl)
 {
-	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
+	const struct collc_sqe *a = &sl->ranks[sched_first_local(cm)].sqe;
 	const uint64_t es = collc_dtype_bytes(a->dtype);
 
 	if (slot_consistent(cm, sl))
@@ -357,7 +362,7 @@ static void net_digests(const struct comm *cm, const struct slot *sl, struct nod
 /* What the daemons compare of collective sl (its local ranks agree). */
 static struct node_coll net_desc(const struct comm *cm, const struct slot *sl)
 {
-	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
+	const struct collc_sqe *a = &sl->ranks[sched_first_local(cm)].sqe;
 	struct node_coll d = {
 		.seq = sl->seq, .opcode = a->opcode, .dtype = a->dtype, .count = a->count
 	};
@@ -738,7 +743,7 @@ void sched_a2a_block_done(struct comm *cm, uint64_t seq, int err)
 /* Returns 1 when launched or failed, 0 when the FIFOs have no room yet. */
 int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 {
-	const struct collc_sqe *a = &sl->ranks[first_local(cm)].sqe;
+	const struct collc_sqe *a = &sl->ranks[sched_first_local(cm)].sqe;
 	struct sched_exec *se = &sched.execs[cm->exec_idx];
 	const struct collc_config *cfg = &se->cfg;
 	uint32_t maxch = se->ex->max_channels;
@@ -928,7 +933,7 @@ int sched_launch_ready(void)
 	return progress;
 }
 
-static uint32_t comm_timeout_ms(const struct collc_config *cfg, const struct comm *cm)
+uint32_t sched_comm_timeout_ms(const struct collc_config *cfg, const struct comm *cm)
 {
 	return cm->timeout_ms == UINT32_MAX ? cfg->op_timeout_ms : cm->timeout_ms;
 }
@@ -942,7 +947,7 @@ int sched_expire(const struct collc_config *cfg, uint64_t now)
 	int progress = 0;
 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
-		uint32_t ms = comm_timeout_ms(cfg, cm);
+		uint32_t ms = sched_comm_timeout_ms(cfg, cm);
 		struct slot *sl;
 
 		if (!cm->ready || !cm->slots || !ms || cm->revoked)
@@ -990,7 +995,7 @@ int sched_timers_armed(const struct collc_config *cfg)
 	for (struct comm *cm = sched.comms; cm; cm = cm->next) {
 		const struct slot *sl;
 
-		if (!cm->ready || !cm->slots || !comm_timeout_ms(cfg, cm))
+		if (!cm->ready || !cm->slots || !sched_comm_timeout_ms(cfg, cm))
 			continue;
 		if (cm->p2p_wait.head || cm->fires)
 			return 1;

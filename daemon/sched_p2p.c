@@ -482,7 +482,7 @@ int sched_p2p_launch_unblocked(const struct comm *cm)
 		if (xfer_error(x) ||
 		    xfer_runner(x, (int)sched.execs[cm->exec_idx].cfg.copy_push, &runner) < 0)
 			return 1;
-		return sched_fifo_has_room(cm->devs[runner]) && !sched.fifos[cm->devs[runner]].gated_sl;
+		return sched_fifo_ready(cm->devs[runner]);
 	}
 	return 0;
 }

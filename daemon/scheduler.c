@@ -544,8 +544,7 @@ static int launch_unblocked(void)
 		    !sched_gates_open(cm, sl))
 			continue;
 		for (uint32_t r = 0; r < cm->nranks && room; r++)
-			room = !comm_rank_local(cm, r) || (sched_fifo_has_room(cm->devs[r]) &&
-							   !sched.fifos[cm->devs[r]].gated_sl);
+			room = !comm_rank_local(cm, r) || sched_fifo_ready(cm->devs[r]);
 		if (room)
 			return 1;
 	}

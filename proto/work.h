@@ -36,6 +36,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/prims.h"
+
 #define COLLC_FIFO_DEPTH   256u /* items per device; a power of two */
 #define COLLC_MAX_CHANNELS 32u
 #define COLLC_MAX_RANKS    64u
@@ -226,6 +228,18 @@ struct collc_work_gate {
 	struct collc_gate_watch watch[COLLC_GATE_WATCH_MAX];
 };
 _Static_assert(sizeof(struct collc_work_gate) <= sizeof(struct collc_work_copies), "gate fits");
+
+/* The decision word (and the grid's outcome word) for tag: FIRE or SKIP. */
+COLLC_HD uint64_t collc_gate_word(uint64_t tag, uint32_t decision)
+{
+	return tag << 2 | decision;
+}
+
+/* The decision a word holds for tag; 0: none yet (or an earlier item's). */
+COLLC_HD uint32_t collc_gate_decided(uint64_t word, uint64_t tag)
+{
+	return word >> 2 == tag ? (uint32_t)(word & 3) : 0;
+}
 _Static_assert(sizeof(struct collc_work_gate) % 16 == 0, "gate: 16-byte loads");
 
 struct collc_work_fifo {

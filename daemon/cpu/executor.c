@@ -205,10 +205,10 @@ static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_wo
 	for (uint32_t i = 0;; i++) {
 		/* GD': pairs with GD below (in whichever thread decided). */
 		uint64_t v = load_acquire(dec);
-		uint32_t o = 0, open = 1;
+		uint32_t o = collc_gate_decided(v, tag), open = 1;
 
-		if (v >> 2 == tag)
-			return (uint32_t)(v & 3);
+		if (o)
+			return o;
 		if (load_relaxed(&stopping))
 			return 0;
 		if (it->gate & COLLC_ITEM_LEADER) {
@@ -223,7 +223,7 @@ static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_wo
 				 load_relaxed(&d->fifo->ctrl.abort))
 				o = COLLC_GATE_SKIP;
 			/* GD: the acquires of go, then the decision (release, in the CAS). */
-			if (o && cas_acq_rel(dec, v, tag << 2 | o))
+			if (o && cas_acq_rel(dec, v, collc_gate_word(tag, o)))
 				return o;
 			if (o)
 				continue; /* another thread of the leader decided */
@@ -345,9 +345,8 @@ static void cpu_gate_cancel(uint32_t dev, uint64_t upto)
 
 static uint32_t cpu_gate_outcome(uint32_t dev, uint64_t pos)
 {
-	uint64_t v = load_acquire(&devs[dev].gate_dec[pos & (COLLC_FIFO_DEPTH - 1)]);
-
-	return v >> 2 == pos + 1 ? (uint32_t)(v & 3) : 0;
+	return collc_gate_decided(load_acquire(&devs[dev].gate_dec[pos & (COLLC_FIFO_DEPTH - 1)]),
+				  pos + 1);
 }
 
 static void cpu_kick(uint32_t dev)

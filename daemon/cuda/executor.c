@@ -49,7 +49,7 @@
 
 struct gpu *gpus;
 uint32_t ngpus, nlanes, nchan;
-uint32_t trace; /* config cuda_trace */
+uint32_t trace;           /* config cuda_trace */
 uint32_t breadcrumbs = 1; /* config cuda_breadcrumbs */
 /*
  * Config cuda_idle_sleep_ns: how long an idle channel block sleeps between
@@ -169,10 +169,10 @@ static void cuda_gate_cancel(uint32_t dev, uint64_t upto)
 static uint32_t cuda_gate_outcome(uint32_t dev, uint64_t pos)
 {
 	/* Pairs with GD in the poller (persist_kernel.cu): the outcome before the item goes on. */
-	uint64_t o = load_acquire(
-		&gpus[gpu_of(dev)].hctrl->outcome[lane_of(dev)][pos & (COLLC_FIFO_DEPTH - 1)]);
-
-	return o >> 2 == pos + 1 ? (uint32_t)(o & 3) : 0;
+	return collc_gate_decided(
+		load_acquire(&gpus[gpu_of(dev)]
+				      .hctrl->outcome[lane_of(dev)][pos & (COLLC_FIFO_DEPTH - 1)]),
+		pos + 1);
 }
 
 static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *joins,
@@ -846,7 +846,8 @@ int exec_cuda_init(const struct exec_init *init, const struct exec_backend **ret
 	trace = init->cfg->cuda_trace;
 	breadcrumbs = init->cfg->cuda_breadcrumbs;
 	if (!breadcrumbs)
-		log_info("cuda_breadcrumbs 0: a GPU fault's log will not say what the grid was doing");
+		log_info(
+			"cuda_breadcrumbs 0: a GPU fault's log will not say what the grid was doing");
 	idle_sleep_ns = init->cfg->cuda_idle_sleep_ns;
 	if (idle_sleep_ns != 200)
 		log_info("cuda_idle_sleep_ns: idle channel blocks sleep %u ns between polls",
