@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +270,16 @@ int main(int argc, char **argv)
 	int nlfds, r, status = 1;
 
 	signal(SIGPIPE, SIG_IGN);
+	/*
+	 * Buffers of up to a few MiB come and go per collective across daemons
+	 * (eager inputs and results, node messages handed to the scheduler). With
+	 * glibc's defaults each came from a fresh mmap or a trimmed heap, and
+	 * every page of it faulted again on first touch: on a paravirtualised
+	 * host that cost more than the copies (bench/RESULTS.md). Freed memory
+	 * stays in the arenas instead (up to 64 MiB at the top of one).
+	 */
+	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	raise_fd_limit();
 	if (parse_options(argc, argv, &o) < 0)
 		return 2;
