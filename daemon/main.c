@@ -276,9 +276,10 @@ int main(int argc, char **argv)
 	 * glibc's defaults each came from a fresh mmap or a trimmed heap, and
 	 * every page of it faulted again on first touch: on a paravirtualised
 	 * host that cost more than the copies (bench/RESULTS.md). Freed memory
-	 * stays in the arenas instead (up to 64 MiB at the top of one).
+	 * stays in the arenas instead (up to 64 MiB at the top of one; blocks
+	 * of up to 32 MiB, glibc's largest threshold, come from them).
 	 */
-	mallopt(M_MMAP_THRESHOLD, 4 << 20);
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 64 << 20);
 	raise_fd_limit();
 	if (parse_options(argc, argv, &o) < 0)

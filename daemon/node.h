@@ -85,7 +85,7 @@ struct node_coll {
  * the inputs the root holds and the result each at most limit bytes (the
  * key net_eager_max_bytes, on the root NODE_EAGER_MAX).
  */
-#define NODE_EAGER_MAX (512u << 10)
+#define NODE_EAGER_MAX (2u << 20)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
 static inline int node_eager_contributes(const struct node_coll *d, uint32_t rank)
