@@ -40,6 +40,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -443,25 +444,54 @@ static int conn_queue(struct conn *c, const void *p, size_t len)
 
 static int conn_flush(struct conn *c);
 
-/* A message whose body is two parts (a header of its own and a payload). */
-static int conn_send2(struct conn *c, uint16_t type, const void *body, uint32_t len,
-		      const void *more, uint32_t more_len)
+/*
+ * A message whose body is a header of its own and then nmore parts (an eager
+ * collective's inputs straight from the ranks' buffers, or its result). With
+ * nothing queued before it, it goes out with one sendmsg() from where the
+ * parts lie; only what the socket did not take is copied into the queue.
+ */
+static int conn_sendv(struct conn *c, uint16_t type, const void *body, uint32_t len,
+		      const struct iovec *more, uint32_t nmore)
 {
-	struct msg_hdr h = { .magic = MSG_MAGIC, .type = type, .len = len + more_len };
-	int r;
+	struct msg_hdr h = { .magic = MSG_MAGIC, .type = type, .len = len };
+	struct iovec v[2 + COLLC_MAX_RANKS];
+	uint32_t nv = 0;
+	size_t skip = 0;
+	int r = 0;
 
 	if (c->state != C_UP)
 		return -ENOTCONN;
-	r = conn_queue(c, &h, sizeof(h));
-	if (r == 0 && len)
-		r = conn_queue(c, body, len);
-	if (r == 0 && more_len)
-		r = conn_queue(c, more, more_len);
+	if (nmore > COLLC_MAX_RANKS)
+		return -EINVAL;
+	v[nv++] = (struct iovec){ .iov_base = &h, .iov_len = sizeof(h) };
+	if (len)
+		v[nv++] = (struct iovec){ .iov_base = (void *)body, .iov_len = len };
+	for (uint32_t i = 0; i < nmore; i++) {
+		h.len += (uint32_t)more[i].iov_len;
+		v[nv++] = more[i];
+	}
+	if (c->out_off == c->out_len) {
+		struct msghdr mh = { .msg_iov = v, .msg_iovlen = nv };
+		ssize_t n = sendmsg(c->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+
+		/* A broken socket is found again by conns_step(). */
+		if (n > 0) {
+			skip = (size_t)n;
+			c->bytes_sent += (uint64_t)n;
+		}
+	}
+	for (uint32_t i = 0; i < nv && r == 0; i++) {
+		if (skip >= v[i].iov_len) {
+			skip -= v[i].iov_len;
+			continue;
+		}
+		r = conn_queue(c, (const uint8_t *)v[i].iov_base + skip, v[i].iov_len - skip);
+		skip = 0;
+	}
 	c->last_tx_ns = mono_ns();
 	/*
 	 * Out at once, from whichever thread holds mu: a GO or DONE waiting for
-	 * the node thread's next pass costs a wake-up on the critical path. A
-	 * broken socket is found again by conns_step().
+	 * the node thread's next pass costs a wake-up on the critical path.
 	 */
 	if (r == 0)
 		conn_flush(c);
@@ -470,7 +500,7 @@ static int conn_send2(struct conn *c, uint16_t type, const void *body, uint32_t 
 
 static int conn_send(struct conn *c, uint16_t type, const void *body, uint32_t len)
 {
-	return conn_send2(c, type, body, len, NULL, 0);
+	return conn_sendv(c, type, body, len, NULL, 0);
 }
 
 /* Writes what is queued; 0, or -errno when the connection broke. */
@@ -667,18 +697,21 @@ static int conn_room(const struct conn *c, size_t len)
 }
 
 /*
- * Root: daemon `from`'s inputs of eager collective a (payload, len bytes),
- * into a->in by rank. -EPROTO when they are not what its ranks owe.
+ * Root: daemon `from`'s inputs of eager collective a (the parts of `in`, in
+ * order), into a->in by rank. -EPROTO when they are not what its ranks owe.
  */
-static int root_eager_in(struct ncomm *nc, struct agree *a, uint32_t from, const uint8_t *payload,
-			 uint32_t len)
+static int root_eager_in(struct ncomm *nc, struct agree *a, uint32_t from,
+			 const struct iovec *parts, uint32_t nparts)
 {
-	uint64_t in, out, want = 0;
+	uint64_t in, out, want = 0, len = 0, off = 0;
+	uint32_t p = 0;
 
 	if (!node_eager_sizes(&a->d, nc->nranks, NODE_EAGER_MAX, &in, &out))
 		return -EPROTO;
 	for (uint32_t r = 0; r < nc->nranks; r++)
 		want += nc->owner[r] == from && node_eager_contributes(&a->d, r) ? in : 0;
+	for (uint32_t i = 0; i < nparts; i++)
+		len += parts[i].iov_len;
 	if (len != want)
 		return -EPROTO;
 	if (!a->in) {
@@ -687,10 +720,26 @@ static int root_eager_in(struct ncomm *nc, struct agree *a, uint32_t from, const
 			return 0; /* not eager: the ring runs */
 	}
 	for (uint32_t r = 0; r < nc->nranks; r++) {
+		uint8_t *dst = a->in + (uint64_t)r * in;
+		uint64_t left = in;
+
 		if (nc->owner[r] != from || !node_eager_contributes(&a->d, r))
 			continue;
-		memcpy(a->in + (uint64_t)r * in, payload, in);
-		payload += in;
+		/* Rank r's bytes: the next `in` of the parts, across their bounds. */
+		while (left) {
+			uint64_t n = parts[p].iov_len - off;
+
+			if (n > left)
+				n = left;
+			memcpy(dst, (const uint8_t *)parts[p].iov_base + off, n);
+			dst += n;
+			left -= n;
+			off += n;
+			if (off == parts[p].iov_len) {
+				p++;
+				off = 0;
+			}
+		}
 	}
 	a->neager++;
 	return 0;
@@ -722,7 +771,8 @@ static int root_eager(struct ncomm *nc, struct agree *a)
 	}
 	node_eager_compute(&a->d, nc->nranks, a->in, in, res);
 	for (uint32_t d = 1; d < nc->ndaemons; d++)
-		if (conn_send2(nc->peers[d], M_EAGER, &m, sizeof(m), res, (uint32_t)out) < 0) {
+		if (conn_sendv(nc->peers[d], M_EAGER, &m, sizeof(m),
+			       &(struct iovec){ .iov_base = res, .iov_len = out }, 1) < 0) {
 			free(cmd);
 			free(res);
 			return -EPIPE;
@@ -737,7 +787,7 @@ static int root_eager(struct ncomm *nc, struct agree *a)
 
 /* Root: daemon from's view of collective d->seq, with its ranks' inputs when d->eager. */
 static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
-		     const uint8_t *payload, uint32_t len)
+		     const struct iovec *parts, uint32_t nparts)
 {
 	struct agree *a = &nc->agree[d->seq % AGREE_WINDOW];
 	struct m_seq go = { .seq = d->seq };
@@ -759,7 +809,7 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 	a->vsend += d->vsend;
 	a->vrecv += d->vrecv;
 	if (d->eager && !a->bad) {
-		r = root_eager_in(nc, a, from, payload, len);
+		r = root_eager_in(nc, a, from, parts, nparts);
 		if (r < 0)
 			return r;
 	}
@@ -1077,7 +1127,10 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 			from++;
 		if (from == nc->ndaemons)
 			return -EPROTO;
-		return root_coll(nc, d, from, body + sizeof(*d), h->len - (uint32_t)sizeof(*d));
+		return root_coll(nc, d, from,
+				 &(struct iovec){ .iov_base = (void *)(body + sizeof(*d)),
+						  .iov_len = h->len - sizeof(*d) },
+				 1);
 	}
 	case M_EAGER: {
 		struct sched_cmd *cmd;
@@ -2217,23 +2270,27 @@ void node_comm_release(uint64_t comm_id)
 	pthread_mutex_unlock(&node.mu);
 }
 
-void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const void *payload, uint32_t len)
+void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct iovec *parts,
+		     uint32_t nparts)
 {
 	struct node_coll sent = *d;
 	struct ncomm *nc;
+	uint64_t len = 0;
 	int r = 0;
 
+	for (uint32_t i = 0; i < nparts; i++)
+		len += parts[i].iov_len;
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc && nc->stage == NC_ATTACHED) {
 		if (nc->root) {
-			r = root_coll(nc, d, nc->me, payload, len);
+			r = root_coll(nc, d, nc->me, parts, nparts);
 		} else {
 			/* No room for the inputs: ask plainly (the ring runs). */
 			if (!conn_room(nc->ctl, sizeof(sent) + len))
 				sent.eager = 0;
-			if (conn_send2(nc->ctl, M_COLL, &sent, sizeof(sent), payload,
-				       sent.eager ? len : 0) < 0)
+			if (conn_sendv(nc->ctl, M_COLL, &sent, sizeof(sent), parts,
+				       sent.eager ? nparts : 0) < 0)
 				r = -EPIPE;
 		}
 		if (r < 0)

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "daemon/config.h"
 #include "daemon/exec.h"
@@ -99,9 +100,12 @@ static inline int node_eager_contributes(const struct node_coll *d, uint32_t ran
  */
 void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_t *in,
 			uint64_t in_bytes, uint8_t *out);
-/* payload: NULL, or (d->eager) the inputs of the ranks here, len bytes. */
-void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const void *payload,
-		     uint32_t len);
+/*
+ * parts: (d->eager) the inputs of the ranks here that contribute, one part
+ * each in rank order, read before the call returns; none otherwise.
+ */
+void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct iovec *parts,
+		     uint32_t nparts);
 /* Collective seq ran here; CMD_NET_DONE follows once it ran on every daemon. */
 void node_coll_done(uint64_t comm_id, uint64_t seq);
 /* Collectives of a spanning communicator in flight: delta +1 at launch, -1 at reap. */

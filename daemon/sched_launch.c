@@ -437,15 +437,15 @@ static int eager_clear_of_earlier(struct comm *cm, const struct slot *sl)
 /*
  * An eager collective's inputs (node.h): those of the ranks here that
  * contribute, in rank order, when every buffer here is host memory that
- * collcd maps and no earlier collective stands in the way. Returns their
- * bytes (0: a broadcast whose root is elsewhere), -1 to ask plainly. The
- * scheduler's one thread asks, so one buffer serves every ask.
+ * collcd maps and no earlier collective stands in the way. Fills parts (one
+ * per contributing rank here, where its input lies: node_coll_ready() reads
+ * them before it returns) and returns their count, -1 to ask plainly.
  */
-static uint8_t eager_inputs[NODE_EAGER_MAX];
-
-static int64_t net_eager_inputs(struct comm *cm, const struct slot *sl, const struct node_coll *d)
+static int net_eager_inputs(struct comm *cm, const struct slot *sl, const struct node_coll *d,
+			    struct iovec *parts)
 {
-	uint64_t in, out, off = 0;
+	uint64_t in, out;
+	int n = 0;
 
 	if (sl->gated ||
 	    !node_eager_sizes(d, cm->nranks, sched.execs[cm->exec_idx].cfg.net_eager_max_bytes, &in,
@@ -468,27 +468,29 @@ static int64_t net_eager_inputs(struct comm *cm, const struct slot *sl, const st
 
 		if (!comm_rank_local(cm, r) || !node_eager_contributes(d, r))
 			continue;
-		memcpy(eager_inputs + off,
-		       (const void *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off), in);
-		off += in;
+		parts[n++] = (struct iovec){
+			.iov_base = (void *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off),
+			.iov_len = in,
+		};
 	}
-	return (int64_t)off;
+	return n;
 }
 
 /* Across daemons the root compares every daemon's view first (CMD_NET_GO, or eager). */
 static void net_ask(struct comm *cm, struct slot *sl)
 {
 	struct node_coll d = net_desc(cm, sl);
-	int64_t len = -1;
+	struct iovec parts[COLLC_MAX_RANKS];
+	int n = -1;
 
 	d.bad = net_verdict(cm, sl);
 	if (d.opcode == COLLC_OP_ALLTOALLV && !d.bad)
 		net_digests(cm, sl, &d);
 	if (!d.bad)
-		len = net_eager_inputs(cm, sl, &d);
-	d.eager = len >= 0;
+		n = net_eager_inputs(cm, sl, &d, parts);
+	d.eager = n >= 0;
 	sl->net = NET_ASKED;
-	node_coll_ready(cm->id, &d, len > 0 ? eager_inputs : NULL, len > 0 ? (uint32_t)len : 0);
+	node_coll_ready(cm->id, &d, parts, n > 0 ? (uint32_t)n : 0);
 }
 
 int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, uint32_t len)
