@@ -18,8 +18,19 @@
  *   launch        one kernel launch that stores the word (NCCL's way)
  *
  * p50: enqueue + cudaStreamSynchronize; b2b: back to back on the stream,
- * timed by CUDA events. Usage: collc-stream-floor [iterations]
- * (bench/RESULTS.md, "Gated items").
+ * timed by CUDA events.
+ *
+ * Then the release: how long after the host writes a word in mapped host
+ * memory does a stream that waits for it go on, as a function of how long
+ * it has waited (D). The stream waits (cuStreamWaitValue32) and then
+ * writes a second host word; the host writes the first D us after the
+ * enqueue and times until it sees the second. The same with a one-thread
+ * kernel spinning on the word instead of the wait (the gate kernel's way).
+ * Every stream collective ends with such a wait for its done word.
+ *
+ * Usage: collc-stream-floor [iterations [fine]] (fine: D every microsecond
+ * from 0 to 40; bench/RESULTS.md, "Gated items",
+ * "The stream's wait").
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -82,6 +93,17 @@ __global__ void resident(volatile uint32_t *src, volatile uint32_t *sig, volatil
 	}
 }
 
+/* The gate kernel's way of waiting: spin on the word, then store. */
+__global__ void spin_store(volatile uint32_t *go, volatile uint32_t *done, uint32_t v)
+{
+	if (threadIdx.x)
+		return;
+	while ((int32_t)(*go - v) < 0)
+		;
+	__threadfence_system();
+	*done = v;
+}
+
 __global__ void store(volatile uint32_t *sig, uint32_t v)
 {
 	if (!threadIdx.x)
@@ -109,6 +131,62 @@ static void *host_hop(void *arg)
 	return NULL;
 }
 
+/*
+ * The release after a wait of D us (the header): for each D, p50 and p90
+ * of host store -> the stream's (or the kernel's) store seen by the host.
+ */
+static void release(cudaStream_t s, int iters, uint32_t *hbuf, uint32_t *dbuf, int fine)
+{
+	std::vector<int> delays = { 0, 2, 5, 10, 20, 50, 100 };
+	volatile uint32_t *go = hbuf + 96, *done = hbuf + 128;
+	const CUdeviceptr d_go = (CUdeviceptr)(dbuf + 96), d_done = (CUdeviceptr)(dbuf + 128);
+	uint32_t v = 0;
+
+	if (fine) /* every microsecond to 40: the wait's period shows */
+		delays.clear();
+	for (int d = 0; fine && d <= 40; d++)
+		delays.push_back(d);
+	printf("# release: host store -> the waiter's store seen by the host, after the waiter "
+	       "waited D us; %d iterations each\n",
+	       iters);
+	printf("# %6s  %21s  %21s\n", "D(us)", "stream wait p50/p90", "spin kernel p50/p90");
+	*go = *done = 0;
+	for (const int dl : delays) {
+		std::vector<double> lat[2];
+
+		for (int how = 0; how < 2; how++) {
+			for (int i = 0; i < iters + 20; i++) {
+				double t0, tw;
+
+				v++;
+				t0 = now_us();
+				if (how == 0) {
+					CD(cuStreamWaitValue32((CUstream)s, d_go, v,
+							       CU_STREAM_WAIT_VALUE_GEQ));
+					CD(cuStreamWriteValue32((CUstream)s, d_done, v, 0));
+				} else {
+					spin_store<<<1, 32, 0, s>>>((uint32_t *)d_go,
+								    (uint32_t *)d_done, v);
+				}
+				while (now_us() - t0 < dl)
+					;
+				tw = now_us();
+				__sync_synchronize();
+				*go = v;
+				while (*done != v)
+					;
+				if (i >= 20)
+					lat[how].push_back(now_us() - tw);
+			}
+			CK(cudaStreamSynchronize(s));
+			std::sort(lat[how].begin(), lat[how].end());
+		}
+		printf("  %6d  %9.2f / %9.2f  %9.2f / %9.2f\n", dl, lat[0][lat[0].size() / 2],
+		       lat[0][lat[0].size() * 9 / 10], lat[1][lat[1].size() / 2],
+		       lat[1][lat[1].size() * 9 / 10]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const int iters = argc > 1 ? atoi(argv[1]) : 2000;
@@ -117,7 +195,7 @@ int main(int argc, char **argv)
 	cudaEvent_t e0, e1;
 
 	if (iters < 10) {
-		fprintf(stderr, "usage: collc-stream-floor [iterations >= 10]\n");
+		fprintf(stderr, "usage: collc-stream-floor [iterations >= 10 [fine]]\n");
 		return 2;
 	}
 	CK(cudaSetDevice(0));
@@ -199,5 +277,6 @@ int main(int argc, char **argv)
 			pthread_join(th, NULL);
 		}
 	}
+	release(s, iters, hbuf, d_go_h, argc > 2 && !strcmp(argv[2], "fine"));
 	return 0;
 }
