@@ -104,7 +104,7 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "gated_items";
 	if (c->net_timeout_ms < 100 || c->net_timeout_ms > 600000u)
 		return "net_timeout_ms";
-	if (c->net_eager_max_bytes > (512u << 10))
+	if (c->net_eager_max_bytes > (2u << 20))
 		return "net_eager_max_bytes";
 	if (c->net_tcp_streams < 1 || c->net_tcp_streams > 8)
 		return "net_tcp_streams";
