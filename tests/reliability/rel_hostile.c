@@ -403,7 +403,7 @@ static int registrations(struct hostile *H)
 {
 	const uint64_t sz = 1u << 20;
 	int failed = 0, fd, r, p[2], two[2];
-	uint32_t mr;
+	uint32_t mr = 0;
 
 #define REFUSED(what, expr)                                                                        \
 	do {                                                                                       \
