@@ -619,17 +619,8 @@ static void exec_configs(const struct collc_config *cfg, uint64_t gen)
  * Streams and graph replays open gates without a word to us, so while some
  * wait the scheduler polls them: it spins for gate_spin_us after its last
  * progress, then naps on the doorbell (a submission still wakes it at once)
- * for an eighth of the time it has waited, 2 to 200 us. An opening after a
- * long wait is seen at most about an eighth late, and a stream stuck behind
- * a long kernel costs a few percent of a core instead of all of it.
+ * for collc_gate_nap_ns() of the time it has waited (proto/work.h).
  */
-static uint64_t gate_nap_ns(uint64_t waited_ns)
-{
-	uint64_t nap = waited_ns / 8;
-
-	return nap < 2000 ? 2000 : nap > 200000 ? 200000 : nap;
-}
-
 static void *sched_main(void *arg)
 {
 	uint64_t idle_since = now_ns();
@@ -680,7 +671,7 @@ static void *sched_main(void *arg)
 				cpu_relax();
 				continue;
 			}
-			sleep_until_work(sched_timers_armed(cfg), gates ? gate_nap_ns(idle) : 0);
+			sleep_until_work(sched_timers_armed(cfg), gates ? collc_gate_nap_ns(idle) : 0);
 		}
 	}
 	rcu_unregister_thread();

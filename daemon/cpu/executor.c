@@ -185,14 +185,23 @@ static int wait_item(struct cpu_dev *d, const struct collc_work_item *slot, uint
 }
 
 /*
+ * Bumped and woken by the thread that decides a gated item: the executor's
+ * other threads waiting for a decision sleep on it (GW).
+ */
+static uint32_t gate_wakes;
+
+/*
  * A gated item at position pos of d (proto/work.h struct collc_work_gate):
  * waits until its leader decided and returns the decision, or 0 once the
- * executor stops. A leader's channel threads decide, the first of them with
- * the compare-and-swap: FIRE once every go word holds its ticket, SKIP once
- * the scheduler cancelled it (gate_cancel) or the FIFO was aborted.
- * Polled: the go words are the clients' stores, nobody wakes us for them.
+ * executor stops. One thread decides, the leader's thread that runs the
+ * item's first share (poller): FIRE once every go word holds its ticket,
+ * SKIP once the scheduler cancelled it (gate_cancel) or the FIFO was
+ * aborted. It polls (the go words are the clients' stores, nobody wakes us
+ * for them), napping as the scheduler's poll of gates does; every other
+ * thread sleeps until a decision wakes it.
  */
-static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_work_item *it)
+static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_work_item *it,
+			  int poller)
 {
 	/* After the item's acquire (W1'): the gate was written before its seq. */
 	const struct collc_work_gate *g =
@@ -200,10 +209,12 @@ static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_wo
 	uint64_t *dec = (uint64_t *)(uintptr_t)g->decision;
 	const uint64_t tag = g->tag;
 	const uint32_t n = g->nwatch < COLLC_GATE_WATCH_MAX ? g->nwatch : COLLC_GATE_WATCH_MAX;
-	uint64_t nap_ns = 2000;
+	uint64_t t0 = 0;
 
 	for (uint32_t i = 0;; i++) {
-		/* GD': pairs with GD below (in whichever thread decided). */
+		/* GW': read before the decision; pairs with GW (futex_wait checks it again). */
+		const uint32_t seen = load_acquire(&gate_wakes);
+		/* GD': pairs with GD below (in the thread that decided). */
 		uint64_t v = load_acquire(dec);
 		uint32_t o = collc_gate_decided(v, tag), open = 1;
 
@@ -211,7 +222,7 @@ static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_wo
 			return o;
 		if (load_relaxed(&stopping))
 			return 0;
-		if (it->gate & COLLC_ITEM_LEADER) {
+		if (poller) {
 			/* G1: pairs with the stream's write of go, fenced after its earlier work. */
 			for (uint32_t k = 0; k < n; k++)
 				open &= load_acquire(
@@ -223,18 +234,29 @@ static uint32_t gate_wait(struct cpu_dev *d, uint64_t pos, const struct collc_wo
 				 load_relaxed(&d->fifo->ctrl.abort))
 				o = COLLC_GATE_SKIP;
 			/* GD: the acquires of go, then the decision (release, in the CAS). */
-			if (o && cas_acq_rel(dec, v, collc_gate_word(tag, o)))
+			if (o && cas_acq_rel(dec, v, collc_gate_word(tag, o))) {
+				/* GW: after the decision, the waiters' word changes, then they wake. */
+				fetch_add(&gate_wakes, 1);
+				futex_wake(&gate_wakes, INT_MAX);
 				return o;
+			}
 			if (o)
-				continue; /* another thread of the leader decided */
+				continue;
 		}
 		if (i < 64) {
 			cpu_relax();
 			continue;
 		}
-		nanosleep(&(struct timespec){ .tv_nsec = (long)nap_ns }, NULL);
-		if (nap_ns < 100000)
-			nap_ns *= 2;
+		if (!poller) {
+			/* The stop is seen within 10 ms. */
+			futex_wait(&gate_wakes, seen, 10000000);
+			continue;
+		}
+		/* An eighth of the wait so far, as the scheduler naps (proto/work.h). */
+		if (!t0)
+			t0 = now_ns();
+		nanosleep(&(struct timespec){ .tv_nsec = (long)collc_gate_nap_ns(now_ns() - t0) },
+			  NULL);
 	}
 }
 
@@ -257,7 +279,9 @@ static void *chan_main(void *arg)
 			break;
 		it = *slot;
 		if (it.gate & COLLC_ITEM_GATED) {
-			uint32_t o = gate_wait(d, pos, &it);
+			const int poller = (it.gate & COLLC_ITEM_LEADER) &&
+					   collc_item_share(it.chan_base, c->id, nchan) == 0;
+			uint32_t o = gate_wait(d, pos, &it, poller);
 
 			if (!o)
 				break;
