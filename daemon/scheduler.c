@@ -671,7 +671,8 @@ static void *sched_main(void *arg)
 				cpu_relax();
 				continue;
 			}
-			sleep_until_work(sched_timers_armed(cfg), gates ? collc_gate_nap_ns(idle) : 0);
+			sleep_until_work(sched_timers_armed(cfg),
+					 gates ? collc_gate_nap_ns(idle) : 0);
 		}
 	}
 	rcu_unregister_thread();
