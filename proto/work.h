@@ -228,6 +228,7 @@ struct collc_work_gate {
 	struct collc_gate_watch watch[COLLC_GATE_WATCH_MAX];
 };
 _Static_assert(sizeof(struct collc_work_gate) <= sizeof(struct collc_work_copies), "gate fits");
+_Static_assert(sizeof(struct collc_work_gate) % 16 == 0, "gate: 16-byte loads");
 
 /* The decision word (and the grid's outcome word) for tag: FIRE or SKIP. */
 COLLC_HD uint64_t collc_gate_word(uint64_t tag, uint32_t decision)
@@ -254,7 +255,6 @@ static inline uint64_t collc_gate_nap_ns(uint64_t waited_ns)
 
 	return nap < 2000 ? 2000 : nap > 200000 ? 200000 : nap;
 }
-_Static_assert(sizeof(struct collc_work_gate) % 16 == 0, "gate: 16-byte loads");
 
 struct collc_work_fifo {
 	struct collc_fifo_ctrl ctrl;
