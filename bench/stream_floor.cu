@@ -142,10 +142,11 @@ static void release(cudaStream_t s, int iters, uint32_t *hbuf, uint32_t *dbuf, i
 	const CUdeviceptr d_go = (CUdeviceptr)(dbuf + 96), d_done = (CUdeviceptr)(dbuf + 128);
 	uint32_t v = 0;
 
-	if (fine) /* every microsecond to 40: the wait's period shows */
-		delays.clear();
-	for (int d = 0; fine && d <= 40; d++)
-		delays.push_back(d);
+	if (fine) { /* every microsecond to 40: the wait's period shows */
+		delays.resize(41);
+		for (int d = 0; d <= 40; d++)
+			delays[d] = d;
+	}
 	printf("# release: host store -> the waiter's store seen by the host, after the waiter "
 	       "waited D us; %d iterations each\n",
 	       iters);
