@@ -177,11 +177,17 @@ struct exec_backend {
 	 * comm_setup for a communicator spanning daemons (NULL: the executor
 	 * runs none): local[r] is nonzero for the ranks this collcd runs, and
 	 * only those get devices and comm_dev; the other ranks' receive rings
-	 * exist here too, as the proxy's staging (comm_link).
+	 * exist here too, as the proxy's staging (comm_link). order, where not
+	 * NULL, runs the ring in another order than the ranks': every rank
+	 * index here, in comm_link and in items (rank, root, the relay's copy
+	 * lists) is then a ring position, and order[p] the communicator rank at
+	 * position p, whose block all-gather and reduce-scatter buffers hold
+	 * there (proto/algo_ring.h collc_ring_order()). An executor that cannot
+	 * returns -ENOTSUP.
 	 */
 	int (*comm_setup_part)(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
-			       uint64_t *ret_comm_dev, void **ret_priv);
-	/* The Simple ring rank receives on, on channel chan. */
+			       const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv);
+	/* The Simple ring rank (a position, with an order) receives on, on channel chan. */
 	int (*comm_link)(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret);
 	/* Frees them; no item referring to them is in any FIFO any more. */
 	void (*comm_teardown)(void *priv);

@@ -197,7 +197,8 @@ enum { L_SEND, L_RECV };
 
 struct link {
 	int dir;
-	uint32_t rank; /* L_SEND: the remote receiver (its staging ring here); L_RECV: ours */
+	/* Ring positions (nc_order_ring()): L_SEND the remote receiver's (its staging ring here), L_RECV ours. */
+	uint32_t rank;
 	uint32_t chan;
 	uint32_t peer;                           /* daemon index of the other end */
 	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE]; /* L_SEND: kept across connect() calls */
@@ -226,7 +227,8 @@ struct ncomm {
 	uint8_t have[COLLC_MAX_RANKS]; /* root: registered; joiner: joined here */
 	uint8_t sent[COLLC_MAX_RANKS]; /* joiner: REG sent */
 	uint8_t owner[COLLC_MAX_RANKS];
-	uint8_t gpu[COLLC_MAX_RANKS]; /* joined here with a GPU */
+	uint8_t gpu[COLLC_MAX_RANKS];  /* joined here with a GPU */
+	uint8_t ring[COLLC_MAX_RANKS]; /* the rank at each position of the ring (nc_order_ring()) */
 	uint32_t nreg;
 	uint32_t ngpu; /* root: ranks registered with a GPU */
 	uint32_t min_chan;
@@ -658,6 +660,15 @@ static struct sched_cmd *net_cmd(enum sched_cmd_type type, const struct ncomm *n
 	return cmd;
 }
 
+/* Whether the ring runs in another order than the ranks' (the scheduler hears of it at READY). */
+static int nc_ring_reordered(const struct ncomm *nc)
+{
+	for (uint32_t p = 0; p < nc->nranks; p++)
+		if (nc->ring[p] != p)
+			return 1;
+	return 0;
+}
+
 static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
 {
 	struct sched_cmd *cmd = net_cmd(type, nc, err);
@@ -667,6 +678,9 @@ static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
 	cmd->u.net.nchan = nc->nchan;
 	for (uint32_t r = 0; r < nc->nranks; r++)
 		cmd->u.net.local[r] = nc->owner[r] == nc->me;
+	cmd->u.net.reordered = type == CMD_NET_READY && nc_ring_reordered(nc);
+	if (cmd->u.net.reordered)
+		memcpy(cmd->u.net.ring, nc->ring, nc->nranks);
 	sched_post(cmd);
 }
 
@@ -870,7 +884,39 @@ static int nc_listen_rank(struct ncomm *nc, uint32_t rank)
 	return 0;
 }
 
-/* The rank table is known: make the links that cross daemons. */
+/*
+ * The ring's order, from the table alone, so every daemon derives the same:
+ * each daemon's ranks next to each other (ascending), the daemons in the
+ * order of their lowest ranks. The ring then crosses between daemons once
+ * per daemon, where rank order would cross at every step of ranks placed
+ * round-robin (and ranks placed in blocks, as launchers place them, keep
+ * rank order). The grid's ring runs in rank order only (exec.h
+ * comm_setup_part): GPU ranks keep it.
+ */
+static void nc_order_ring(struct ncomm *nc)
+{
+	uint8_t seen[COLLC_MAX_RANKS] = { 0 };
+	uint32_t n = nc->nranks, k = 0, gpu = 0;
+
+	for (uint32_t r = 0; r < n; r++)
+		gpu |= nc->owner[r] == nc->me && nc->gpu[r];
+	for (uint32_t r = 0; r < n; r++)
+		nc->ring[r] = (uint8_t)r;
+	if (gpu)
+		return;
+	for (uint32_t r = 0; r < n; r++) {
+		uint32_t d = nc->owner[r];
+
+		if (seen[d])
+			continue;
+		seen[d] = 1;
+		for (uint32_t q = r; q < n; q++)
+			if (nc->owner[q] == d)
+				nc->ring[k++] = (uint8_t)q;
+	}
+}
+
+/* The rank table is known: order the ring and make the links that cross daemons. */
 static int nc_plan_links(struct ncomm *nc)
 {
 	uint32_t n = nc->nranks, k = 0;
@@ -878,8 +924,11 @@ static int nc_plan_links(struct ncomm *nc)
 	nc->links = calloc((size_t)2 * n * nc->nchan, sizeof(*nc->links));
 	if (!nc->links)
 		return -ENOMEM;
-	for (uint32_t r = 0; r < n; r++) {
-		uint32_t next = (r + 1) % n, prev = (r + n - 1) % n;
+	nc_order_ring(nc);
+	/* p: ring positions; the ranks there own the listens and handles. */
+	for (uint32_t p = 0; p < n; p++) {
+		uint32_t r = nc->ring[p], next = nc->ring[(p + 1) % n],
+			 prev = nc->ring[(p + n - 1) % n];
 
 		if (nc->owner[r] != nc->me)
 			continue;
@@ -888,7 +937,7 @@ static int nc_plan_links(struct ncomm *nc)
 				struct link *l = &nc->links[k++];
 
 				l->dir = L_SEND;
-				l->rank = next;
+				l->rank = (p + 1) % n;
 				l->chan = c;
 				l->peer = nc->owner[next];
 				memcpy(l->handle, nc->handles[next][c], sizeof(l->handle));
@@ -897,21 +946,24 @@ static int nc_plan_links(struct ncomm *nc)
 				struct link *l = &nc->links[k++];
 
 				l->dir = L_RECV;
-				l->rank = r;
+				l->rank = p;
 				l->chan = c;
 				l->peer = nc->owner[prev];
 			}
 		}
 	}
 	nc->nlinks = k;
-	/* Listens nobody will connect to. */
-	for (uint32_t r = 0; r < n; r++)
-		for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++)
+	/* Listens nobody will connect to: a rank's predecessor on the ring is here. */
+	for (uint32_t p = 0; p < n; p++)
+		for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++) {
+			uint32_t r = nc->ring[p];
+
 			if (nc->listen[r][c] &&
-			    (c >= nc->nchan || nc->owner[(r + n - 1) % n] == nc->me)) {
+			    (c >= nc->nchan || nc->owner[nc->ring[(p + n - 1) % n]] == nc->me)) {
 				node.t.net->closeListen(nc->listen[r][c]);
 				nc->listen[r][c] = NULL;
 			}
+		}
 	nc->stage = NC_LINKING;
 	return 0;
 }
@@ -1557,7 +1609,7 @@ static int links_connect(struct ncomm *nc)
 		if (l->dir == L_SEND)
 			rc = net->connect(0, l->handle, &l->comm, &dh);
 		else
-			rc = net->accept(nc->listen[l->rank][l->chan], &l->comm, &dh);
+			rc = net->accept(nc->listen[nc->ring[l->rank]][l->chan], &l->comm, &dh);
 		if (rc != ncclSuccess) {
 			l->comm = NULL;
 			return -EPIPE;
@@ -2509,17 +2561,22 @@ size_t node_status(char *out, size_t len, int json)
 			}
 			wire_to_addr(&nc->daemons[d], &a);
 			addr_str(&a, as, sizeof(as));
-			if (json)
+			if (json) {
 				PUT("%s{\"addr\": \"%s\", \"comm\": %llu, \"role\": \"%s\", "
 				    "\"state\": \"%s\", \"bytes_sent\": %llu, "
-				    "\"bytes_received\": %llu, \"inflight\": %llu, \"errors\": %llu}",
+				    "\"bytes_received\": %llu, \"inflight\": %llu, \"errors\": %llu, "
+				    "\"ring\": [",
 				    first ? "" : ", ", as, (unsigned long long)nc->id,
 				    d == 0 ? "root" : "member", stage_name(nc->stage),
 				    (unsigned long long)sent, (unsigned long long)recvd,
 				    (unsigned long long)nc->inflight,
 				    (unsigned long long)(nc->errors + nc->p2p_errors +
 							 np2p_errors(nc->p2p)));
-			else
+				/* The communicator's ring, once the table ordered it. */
+				for (uint32_t p = 0; nc->links && p < nc->nranks; p++)
+					PUT("%s%u", p ? ", " : "", nc->ring[p]);
+				PUT("]}");
+			} else
 				PUT("  peer %s (%s) comm %llu: %s, sent %llu B, received %llu B, "
 				    "%llu in flight, %llu errors\n",
 				    as, d == 0 ? "root" : "member", (unsigned long long)nc->id,

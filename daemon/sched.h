@@ -89,6 +89,9 @@ struct sched_cmd {
 			int err;
 			uint32_t nchan;
 			uint8_t local[COLLC_MAX_RANKS]; /* ranks this collcd runs */
+			/* CMD_NET_READY: the ring's order, where not the ranks' (rank at each position) */
+			uint8_t reordered;
+			uint8_t ring[COLLC_MAX_RANKS];
 			void *data; /* CMD_NET_EAGER: malloc'ed, freed with the command */
 			uint32_t len;
 		} net;

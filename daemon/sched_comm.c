@@ -181,6 +181,7 @@ void sched_comm_free(struct comm *cm)
 	free(cm->devs);
 	free(cm->comm_dev);
 	free(cm->local);
+	free(cm->ring);
 	free(cm);
 }
 
@@ -449,7 +450,23 @@ static int comm_place(struct comm *cm)
 		cm->devs[i] = sched.execs[cm->exec_idx].base + local[i];
 	if (!cm->local)
 		return ex->comm_setup(cm->nranks, local, cm->comm_dev, &cm->exec_priv);
-	r = ex->comm_setup_part(cm->nranks, local, cm->local, cm->comm_dev, &cm->exec_priv);
+	if (cm->ring) {
+		/* The executor's ranks are ring positions; comm_dev stays by rank. */
+		uint32_t pdev[COLLC_MAX_RANKS];
+		uint8_t plocal[COLLC_MAX_RANKS];
+		uint64_t pcomm[COLLC_MAX_RANKS];
+
+		for (uint32_t p = 0; p < cm->nranks; p++) {
+			pdev[p] = local[cm->ring[p]];
+			plocal[p] = cm->local[cm->ring[p]];
+		}
+		r = ex->comm_setup_part(cm->nranks, pdev, plocal, cm->ring, pcomm, &cm->exec_priv);
+		for (uint32_t p = 0; p < cm->nranks && r == 0; p++)
+			cm->comm_dev[cm->ring[p]] = pcomm[p];
+	} else {
+		r = ex->comm_setup_part(cm->nranks, local, cm->local, NULL, cm->comm_dev,
+					&cm->exec_priv);
+	}
 	if (r < 0)
 		return r;
 	return node_comm_attach(cm->id, ex, cm->exec_priv);
@@ -637,6 +654,19 @@ static void net_ready(struct comm *cm, const struct sched_cmd *cmd)
 	}
 	cm->nlocal = n;
 	cm->net_nchan = (uint8_t)cmd->u.net.nchan;
+	if (cmd->u.net.reordered) {
+		cm->ring = malloc(2 * (size_t)cm->nranks);
+		if (!cm->ring) {
+			node_comm_revoke(cm->id, -ENOMEM);
+			sched_comm_fail_init(cm, -ENOMEM);
+			cm->failed = 1;
+			return;
+		}
+		cm->ring_pos = cm->ring + cm->nranks;
+		memcpy(cm->ring, cmd->u.net.ring, cm->nranks);
+		for (uint32_t p = 0; p < cm->nranks; p++)
+			cm->ring_pos[cm->ring[p]] = (uint8_t)p;
+	}
 	comm_init_done(cm);
 	if (cm->failed)
 		node_comm_revoke(cm->id, -EPIPE);

@@ -116,7 +116,7 @@ struct slot {
 	uint8_t no_gated;    /* skipped once: it waits for its gates here (sched_gated.c) */
 	uint32_t gate_dev;   /* gated: the leader's device and its item's position */
 	uint64_t gate_pos;
-	uint8_t net;         /* spanning daemons: NET_* below */
+	uint8_t net; /* spanning daemons: NET_* below */
 	uint8_t nchannels;
 	uint8_t chan_base;
 	uint8_t algo, proto;
@@ -242,8 +242,16 @@ struct comm {
 	uint8_t net_nchan;    /* channels every daemon runs it on */
 	uint8_t warned_relay; /* said once that its executor runs no all-to-all across daemons */
 	uint8_t *local;
+	/*
+	 * Where the ring across daemons runs in another order than the ranks'
+	 * (node.c nc_order_ring()): ring[p] the rank at position p, ring_pos[r]
+	 * rank r's position; the executor knows ranks by position (exec.h
+	 * comm_setup_part). NULL: rank order.
+	 */
+	uint8_t *ring, *ring_pos;
 	uint32_t nlocal; /* ranks that submit here */
-	struct slot *gated; /* its collective handed to the executors gated, undecided (sched_gated.c) */
+	struct slot *
+		gated; /* its collective handed to the executors gated, undecided (sched_gated.c) */
 	/* Point to point (sched_p2p.c); pairs allocated at the first send or receive. */
 	struct p2p_pair *pairs;     /* nranks x nranks, [sender * nranks + receiver] */
 	struct p2p_oplist p2p_wait; /* unmatched, oldest first */
@@ -263,6 +271,12 @@ struct comm {
 static inline int comm_rank_local(const struct comm *cm, uint32_t r)
 {
 	return !cm->local || cm->local[r];
+}
+
+/* Rank r as its executor knows it: its position on the ring. */
+static inline uint32_t comm_ring_pos(const struct comm *cm, uint32_t r)
+{
+	return cm->ring_pos && r < cm->nranks ? cm->ring_pos[r] : r;
 }
 
 /* One device of one executor; the scheduler numbers them globally. */

@@ -612,6 +612,7 @@ static void a2a_relay_copies(const struct comm *cm, const struct slot *sl, uint3
 	for (uint32_t p = 0; p < n; p++) {
 		uint64_t soff, roff, sn = a2a_send_count(sl, (uint32_t)n, r, p),
 				     rn = a2a_recv_count(sl, (uint32_t)n, r, p);
+		struct collc_work_copy *b;
 
 		if (sr->sqe.opcode == COLLC_OP_ALLTOALL) {
 			soff = roff = p * sr->sqe.count;
@@ -619,15 +620,15 @@ static void a2a_relay_copies(const struct comm *cm, const struct slot *sl, uint3
 			soff = sr->v[n + p];
 			roff = sr->v[3 * n + p];
 		}
+		/* The relay knows its peers by ring position. */
+		b = &c[comm_ring_pos(cm, (uint32_t)p)];
 		/* Checked against both registrations at submission: sqe_check(). */
-		c[p].src =
-			sn ? (uint64_t)(uintptr_t)sr->send_mr->addr + sr->sqe.send_off + soff * es
-			   : 0;
-		c[p].dst =
-			rn ? (uint64_t)(uintptr_t)sr->recv_mr->addr + sr->sqe.recv_off + roff * es
-			   : 0;
+		b->src = sn ? (uint64_t)(uintptr_t)sr->send_mr->addr + sr->sqe.send_off + soff * es
+			    : 0;
+		b->dst = rn ? (uint64_t)(uintptr_t)sr->recv_mr->addr + sr->sqe.recv_off + roff * es
+			    : 0;
 		/* Below 4 GiB each: net_verdict(). */
-		c[p].bytes = collc_relay_pack(sn * es, rn * es);
+		b->bytes = collc_relay_pack(sn * es, rn * es);
 	}
 }
 
@@ -830,8 +831,9 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		it->nchannels = p.nchannels;
 		it->chan_base = sl->chan_base;
 		it->nranks = cm->nranks;
-		it->rank = r;
-		it->root = sr->sqe.root;
+		it->rank = comm_ring_pos(cm, r);
+		/* Broadcast's and reduce's; in range: sqe_check(). */
+		it->root = (int32_t)comm_ring_pos(cm, (uint32_t)sr->sqe.root);
 		it->chunk_bytes = p.chunk_bytes;
 		it->count = sr->sqe.count;
 		it->sendbuf = buf_addr(sr->send_mr, sr->sqe.send_off);

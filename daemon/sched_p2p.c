@@ -395,8 +395,9 @@ static int xfer_launch(struct comm *cm, struct p2p_xfer *x, const struct collc_c
 	it->nchannels = p.nchannels;
 	it->chan_base = x->chan_base;
 	it->nranks = cm->nranks;
-	it->rank = runner;
-	it->root = (int32_t)(runner == x->recv->rank ? x->send->rank : x->recv->rank);
+	it->rank = comm_ring_pos(cm, runner);
+	it->root =
+		(int32_t)comm_ring_pos(cm, runner == x->recv->rank ? x->send->rank : x->recv->rank);
 	it->chunk_bytes = p.chunk_bytes;
 	it->count = s->count; /* the grid takes the copy from these three (cuda/device/copy.h) */
 	it->sendbuf = cp->src;

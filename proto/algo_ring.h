@@ -11,7 +11,11 @@
  *
  * and keeps only its primitives (how a step waits, moves and reduces).
  *
- * Rank r sends to r + 1 and receives from r - 1. The buffer is walked in
+ * Rank r sends to r + 1 and receives from r - 1, where r is the rank's
+ * position on the ring: the communicator's rank, unless the executor runs
+ * the ring in another order (collc_ring_order(): across daemons, each
+ * daemon's ranks next to each other), when all-gather's and reduce-
+ * scatter's blocks still sit in communicator rank order. The buffer is walked in
  * rounds; in each round every channel takes one chunk of `real` elements
  * (all-reduce: one chunk per rank, nranks chunks a channel), where real
  * shrinks in the last round so every channel keeps a share:
@@ -58,14 +62,21 @@ struct collc_ring_iter {
 	uint64_t base;  /* first element of the current round */
 	uint64_t real;  /* elements per chunk in the current round */
 	uint32_t coll, nranks, rank, root, nch, share;
-	uint32_t blocks; /* chunks a channel takes per round: nranks for all-reduce, else 1 */
-	uint32_t k, nk;  /* the step within the round; steps a round */
+	uint32_t blocks;      /* chunks a channel takes per round: nranks for all-reduce, else 1 */
+	uint32_t k, nk;       /* the step within the round; steps a round */
+	const uint8_t *order; /* the rank at each ring position; NULL: the position itself */
 };
 
 /* (r - d) mod n for d <= n. */
 COLLC_HD uint32_t collc_ring_back(uint32_t r, uint32_t d, uint32_t n)
 {
 	return (r + n - d) % n;
+}
+
+/* The block in all-gather and reduce-scatter buffers of the rank at position p. */
+COLLC_HD uint64_t collc_ring_block(const struct collc_ring_iter *it, uint32_t p)
+{
+	return it->order ? it->order[p] : p;
 }
 
 COLLC_HD void collc_ring_round(struct collc_ring_iter *it)
@@ -99,6 +110,7 @@ COLLC_HD int collc_ring_begin(struct collc_ring_iter *it, uint32_t coll, uint32_
 	it->share = share;
 	it->blocks = 1;
 	it->k = 0;
+	it->order = 0;
 	switch (coll) {
 	case COLLC_OP_ALLREDUCE:
 		it->blocks = nranks;
@@ -117,6 +129,17 @@ COLLC_HD int collc_ring_begin(struct collc_ring_iter *it, uint32_t coll, uint32_
 	}
 	collc_ring_round(it);
 	return 0;
+}
+
+/*
+ * After collc_ring_begin(): rank and root were ring positions, and
+ * order[p] (nranks entries, kept by the caller) is the rank at position p.
+ * All-reduce, broadcast and reduce need no order: their chunks are the
+ * ring's own.
+ */
+COLLC_HD void collc_ring_order(struct collc_ring_iter *it, const uint8_t *order)
+{
+	it->order = order;
 }
 
 /* The next step into *ret_step: 1, or 0 once the share is done. */
@@ -170,18 +193,18 @@ COLLC_HD int collc_ring_next(struct collc_ring_iter *it, struct collc_ring_step 
 				flags = COLLC_PRIM_RECV;
 				j = (me + 1) % n;
 			}
-			dst = (uint64_t)j * bb + ob;
+			dst = collc_ring_block(it, j) * bb + ob;
 			break;
 		case COLLC_OP_REDUCE_SCATTER:
 			if (k == 0) {
 				flags = COLLC_PRIM_SEND;
-				src = (uint64_t)collc_ring_back(me, 1, n) * bb + ob;
+				src = collc_ring_block(it, collc_ring_back(me, 1, n)) * bb + ob;
 			} else if (k < n - 1) {
 				flags = COLLC_PRIM_RECV_REDUCE_SEND;
-				src = (uint64_t)collc_ring_back(me, k + 1, n) * bb + ob;
+				src = collc_ring_block(it, collc_ring_back(me, k + 1, n)) * bb + ob;
 			} else {
 				flags = COLLC_PRIM_RECV_REDUCE_COPY;
-				src = (uint64_t)me * bb + ob;
+				src = collc_ring_block(it, me) * bb + ob;
 				dst = ob;
 			}
 			break;

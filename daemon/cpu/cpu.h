@@ -132,7 +132,8 @@ struct cpu_rank {
 	struct cpu_conn *recv[COLLC_MAX_CHANNELS]; /* from rank - 1 */
 	struct cpu_mbox *mbox;                     /* every rank's: [rank * nchan + channel] */
 	const uint32_t *revoked;                   /* the communicator's abort word */
-	uint32_t *broken; /* a peer daemon's stream broke the relay's agreement (exec_link) */
+	uint32_t *broken;     /* a peer daemon's stream broke the relay's agreement (exec_link) */
+	const uint8_t *order; /* the rank at each ring position (comm_setup_part); NULL: itself */
 	uint32_t nchan;
 };
 

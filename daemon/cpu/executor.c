@@ -66,6 +66,7 @@ struct cpu_comm {
 	struct cpu_rank *ranks;
 	uint32_t revoked; /* the abort word: set once by cpu_comm_abort() */
 	uint32_t broken;  /* set once by a rank that received what no daemon agreed to */
+	uint8_t order[COLLC_MAX_RANKS]; /* comm_setup_part's ring order, where it had one */
 };
 
 static struct cpu_dev *devs;
@@ -427,9 +428,9 @@ static void link_init(struct cpu_link *l, uint32_t proto, char *buf, uint64_t bu
 	l->buf_bytes = buf_bytes;
 }
 
-/* local NULL: every rank runs here. */
+/* local NULL: every rank runs here; order NULL: the ring in rank order. */
 static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *local,
-		      uint64_t *ret_comm_dev, void **ret_priv)
+		      const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
 {
 	struct cpu_comm *cc = calloc(1, sizeof(*cc));
 	size_t nconn = (size_t)nranks * nchan;
@@ -437,7 +438,13 @@ static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *lo
 
 	if (!cc)
 		return -ENOMEM;
+	if (nranks > COLLC_MAX_RANKS) {
+		free(cc);
+		return -EINVAL;
+	}
 	cc->nranks = nranks;
+	if (order)
+		memcpy(cc->order, order, nranks);
 	cc->simple_bytes = local ? CPU_NET_SIMPLE_BUFFER_BYTES : CPU_SIMPLE_BUFFER_BYTES;
 	cc->conns = aligned_alloc(64, nconn * sizeof(*cc->conns));
 	cc->mbox = aligned_alloc(64, nconn * sizeof(*cc->mbox));
@@ -476,6 +483,7 @@ static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *lo
 		cc->ranks[rk].mbox = cc->mbox;
 		cc->ranks[rk].revoked = &cc->revoked;
 		cc->ranks[rk].broken = &cc->broken;
+		cc->ranks[rk].order = order ? cc->order : NULL;
 		cc->ranks[rk].nchan = nchan;
 		for (uint32_t c = 0; c < nchan; c++) {
 			cc->ranks[rk].recv[c] = &cc->conns[(size_t)rk * nchan + c];
@@ -501,13 +509,13 @@ err_free:
 static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret_comm_dev,
 			  void **ret_priv)
 {
-	return comm_setup(nranks, devids, NULL, ret_comm_dev, ret_priv);
+	return comm_setup(nranks, devids, NULL, NULL, ret_comm_dev, ret_priv);
 }
 
 static int cpu_comm_setup_part(uint32_t nranks, const uint32_t *devids, const uint8_t *local,
-			       uint64_t *ret_comm_dev, void **ret_priv)
+			       const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
 {
-	return comm_setup(nranks, devids, local, ret_comm_dev, ret_priv);
+	return comm_setup(nranks, devids, local, order, ret_comm_dev, ret_priv);
 }
 
 /* The proxy's view of a Simple ring (exec.h: struct exec_link). */

@@ -31,6 +31,7 @@ int cpu_ring(struct cpu_run *x)
 	if (collc_ring_begin(&ri, it->coll, it->nranks, it->rank, (uint32_t)it->root, it->nchannels,
 			     x->share, it->count, cpu_chunk_elems(x), x->es) < 0)
 		return -EINVAL;
+	collc_ring_order(&ri, x->rk->order);
 	/* The user's buffers: a proxied send may go straight from them (prims.c). */
 	x->direct_ok = 1;
 	while (r == 0 && collc_ring_next(&ri, &s))

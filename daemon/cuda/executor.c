@@ -440,8 +440,11 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 }
 
 static int cuda_comm_setup_part(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
-				uint64_t *ret_comm_dev, void **ret_priv)
+				const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
 {
+	/* The grid's ring runs in rank order only: the node layer gives GPU ranks no other. */
+	if (order)
+		return -ENOTSUP;
 	return comm_setup(nranks, devs, local, ret_comm_dev, ret_priv);
 }
 

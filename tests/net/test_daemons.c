@@ -235,6 +235,50 @@ static const collc_dtype dtypes[] = { COLLC_FLOAT32, COLLC_INT32, COLLC_FLOAT64,
 static const collc_redop ops[] = { COLLC_SUM, COLLC_MAX, COLLC_PROD, COLLC_MIN, COLLC_AVG };
 
 /* Random collectives on a joined communicator; leaves it. */
+/*
+ * The ring as daemon 0 reports it (status --json, "ring"): every rank once,
+ * each daemon's ranks next to each other in ascending order, so the ring
+ * crosses between daemons once per daemon (node.c nc_order_ring()).
+ */
+static int ring_check; /* test_coll: one communicator, rank 0 on daemon 0 */
+
+static int check_ring(int nranks)
+{
+	char cmd[512], out[16384], *p;
+	int ring[P2P_MAX_RANKS], seen[P2P_MAX_RANKS] = { 0 }, n = 0, cross = 0;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), socks[0]);
+	if (h_run_capture(cmd, out, sizeof(out)) != 0 || !(p = strstr(out, "\"ring\": [")))
+		return h_fail("no ring in daemon 0's status");
+	p += strlen("\"ring\": [");
+	while (n < nranks && *p != ']') {
+		char *end;
+		long v = strtol(p, &end, 10);
+
+		if (end == p || v < 0 || v >= nranks || seen[v]++)
+			return h_fail("daemon 0 reports a ring that is no order of the ranks: %s",
+				      out);
+		ring[n++] = (int)v;
+		p = end + strspn(end, ", ");
+	}
+	if (n != nranks)
+		return h_fail("daemon 0 reports a ring of %d ranks, not %d", n, nranks);
+	for (int i = 0; i < n; i++) {
+		int a = ring[i], b = ring[(i + 1) % n];
+
+		if (daemon_of(a, nranks) != daemon_of(b, nranks))
+			cross++;
+		else if (b < a)
+			return h_fail("ring position %d: rank %d after rank %d of the same daemon",
+				      i, b, a);
+	}
+	if (cross != (ndaemons > 1 ? ndaemons : 0))
+		return h_fail("the ring crosses between daemons %d times, not %d", cross, ndaemons);
+	h_log("ring %s: crosses between daemons %d times", block ? "in rank order" : "by daemon",
+	      cross);
+	return 0;
+}
+
 static int coll_loop(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nranks)
 {
 	size_t cap = (size_t)MAX_COUNT * 8 * nranks;
@@ -285,6 +329,9 @@ static int coll_loop(struct collc_ctx *ctx, struct collc_comm *comm, int rank, i
 		}
 		failed |= rc_check_coll(&c, coll, nranks, rank, root, recv, what);
 	}
+	/* Before rank 0's destroy: daemon 0 (test_coll's rank 0) still knows the communicator. */
+	if (!failed && rank == 0 && ring_check)
+		failed = check_ring(nranks);
 	collc_comm_destroy(comm);
 	collc_disconnect(ctx);
 	return failed;
@@ -481,6 +528,7 @@ static int test_coll(int nd, int nranks)
 			return finish(h_fail("collcd does not report the plugin as its transport"));
 	}
 	h_unique_id(&sh->id);
+	ring_check = 1;
 	failed = h_run_ranks(nranks, coll_rank, NULL);
 	if (!failed)
 		h_log("%d ranks on %d daemons (%s): every collective right", nranks, nd,
