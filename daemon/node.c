@@ -890,20 +890,13 @@ static int nc_listen_rank(struct ncomm *nc, uint32_t rank)
  * order of their lowest ranks. The ring then crosses between daemons once
  * per daemon, where rank order would cross at every step of ranks placed
  * round-robin (and ranks placed in blocks, as launchers place them, keep
- * rank order). The grid's ring runs in rank order only (exec.h
- * comm_setup_part): GPU ranks keep it.
+ * rank order).
  */
 static void nc_order_ring(struct ncomm *nc)
 {
 	uint8_t seen[COLLC_MAX_RANKS] = { 0 };
-	uint32_t n = nc->nranks, k = 0, gpu = 0;
+	uint32_t n = nc->nranks, k = 0;
 
-	for (uint32_t r = 0; r < n; r++)
-		gpu |= nc->owner[r] == nc->me && nc->gpu[r];
-	for (uint32_t r = 0; r < n; r++)
-		nc->ring[r] = (uint8_t)r;
-	if (gpu)
-		return;
 	for (uint32_t r = 0; r < n; r++) {
 		uint32_t d = nc->owner[r];
 

@@ -330,7 +330,7 @@ static int here(const uint8_t *local, uint32_t i)
  * daemons (sched_launch.c), so the other fields are never used there.
  */
 static int comm_setup(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
-		      uint64_t *ret_comm_dev, void **ret_priv)
+		      const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
 {
 	struct ccomm *cc = calloc(1, sizeof(*cc) + nranks * sizeof(struct vmm));
 	struct cuda_chan *img = calloc(1, sizeof(*img));
@@ -403,6 +403,10 @@ static int comm_setup(uint32_t nranks, const uint32_t *devs, const uint8_t *loca
 				img->peers[p] = chan_addr(&cc->mem[p], c);
 				img->oll_peer[p] = oll_addr(&cc->mem[p], c, nranks);
 			}
+			if (order) {
+				img->ordered = 1;
+				memcpy(img->order, order, nranks);
+			}
 			rk.chan[c] = chan_addr(&cc->mem[i], c);
 			if (cudaMemcpyAsync((void *)(uintptr_t)chan_addr(&cc->mem[i], c), img,
 					    sizeof(*img), cudaMemcpyHostToDevice,
@@ -436,16 +440,13 @@ err:
 static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_comm_dev,
 			   void **ret_priv)
 {
-	return comm_setup(nranks, devs, NULL, ret_comm_dev, ret_priv);
+	return comm_setup(nranks, devs, NULL, NULL, ret_comm_dev, ret_priv);
 }
 
 static int cuda_comm_setup_part(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
 				const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
 {
-	/* The grid's ring runs in rank order only: the node layer gives GPU ranks no other. */
-	if (order)
-		return -ENOTSUP;
-	return comm_setup(nranks, devs, local, ret_comm_dev, ret_priv);
+	return comm_setup(nranks, devs, local, order, ret_comm_dev, ret_priv);
 }
 
 /* Host-written fields of rank i's struct cuda_chan on channel c, rewritten in its GPU memory. */

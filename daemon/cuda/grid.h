@@ -221,6 +221,13 @@ struct cuda_chan {
 	uint64_t oll_inbox;              /* our one-shot LL inbox (union collc_ll_line *) */
 	uint64_t oll_peer[COLLC_MAX_RANKS]; /* every rank's one-shot LL inbox on this channel */
 	struct cuda_os_slot os[COLLC_MAX_RANKS];
+	/*
+	 * Across daemons, a ring in another order than the ranks' (exec.h
+	 * comm_setup_part): the rank at each position, whose block all-gather
+	 * and reduce-scatter buffers hold there. ordered 0: rank order.
+	 */
+	uint32_t ordered;
+	uint8_t order[COLLC_MAX_RANKS];
 };
 
 /*

@@ -10,11 +10,13 @@
  *
  *   collc-gpu-test SCENARIO --socket PATH --gpus 0,1[,..] [--seed N] [--big]
  *                  [--iters N] [--label TEXT] [--socket2 PATH] [--kill-pid PID]
+ *                  [--round-robin]
  *   SCENARIO: sweep | copies | latency | stream | interleave | regtraffic | kill |
  *             net | netkill
  *   (net, netkill: a communicator across two collcd, --socket (the root, with
  *   --listen) and --socket2; the first half of the ranks on the first, the
- *   rest on the second. net: every collective at random sizes from 8 B to
+ *   rest on the second; net with --round-robin: even ranks on the first, odd
+ *   ones on the second. net: every collective at random sizes from 8 B to
  *   16 MiB over several dtypes and ops; all-to-all and all-to-allv (random
  *   counts, zeros among them) and a ring of send/recv (every rank sends to
  *   its right and receives from its left at once, 8 B to 16 MiB) on GPU
@@ -208,11 +210,17 @@ struct rank_ctx {
 	unsigned char *hsend, *hrecv;
 };
 
-/* Which collcd rank me of n talks to: the first half the first, the rest --socket2. */
-static int net_mode;
+/*
+ * Which collcd rank me of n talks to: the first half the first, the rest
+ * --socket2; with --round-robin (net only), even ranks the first, odd ones
+ * --socket2, so the ring across daemons runs in another order than the ranks'.
+ */
+static int net_mode, round_robin;
 
 static const char *rank_sock(int n, int me)
 {
+	if (net_mode && sock2_path && round_robin)
+		return me % 2 ? sock2_path : sock_path;
 	return net_mode && sock2_path && me >= (n + 1) / 2 ? sock2_path : sock_path;
 }
 
@@ -1827,8 +1835,8 @@ static int child_net(const struct collc_unique_id *id, int n, int me)
 				r = collc_send(rc.comm, rc.dsend, NET_MAX_BYTES, COLLC_UINT8, right,
 					       &rq[0]);
 				if (r == 0)
-					r = collc_recv(rc.comm, rc.drecv, NET_MAX_BYTES, COLLC_UINT8,
-						       left, &rq[nr++]);
+					r = collc_recv(rc.comm, rc.drecv, NET_MAX_BYTES,
+						       COLLC_UINT8, left, &rq[nr++]);
 			}
 			for (int j = 0; j < nr && r == 0; j++)
 				r = collc_wait(rc.ctx, rq[j], 15000);
@@ -2041,6 +2049,7 @@ int main(int argc, char **argv)
 		{ "label", required_argument, NULL, 'l' },
 		{ "socket2", required_argument, NULL, 'T' },
 		{ "kill-pid", required_argument, NULL, 'K' },
+		{ "round-robin", no_argument, NULL, 'R' },
 		{ 0 },
 	};
 	struct collc_unique_id ids[2];
@@ -2074,6 +2083,9 @@ int main(int argc, char **argv)
 			break;
 		case 'K':
 			kill_pid = (pid_t)atoi(optarg);
+			break;
+		case 'R':
+			round_robin = 1;
 			break;
 		default:
 			return 2;
@@ -2283,7 +2295,9 @@ int main(int argc, char **argv)
 		/* busbw as nccl-tests counts it: 2(n-1)/n, (n-1)/n and 1 times algbw. */
 		for (int what = 0; what < 3; what++) {
 			static const char *const names[] = { "allreduce", "alltoall", "sendrecv" };
-			const double us = sh->value[0][what == 0 ? 1 : what == 1 ? 0 : 3],
+			const double us = sh->value[0][what == 0   ? 1
+						       : what == 1 ? 0
+								   : 3],
 				     alg = (double)NET_MAX_BYTES / (us * 1e3),
 				     f = what == 0   ? 2.0 * (ngpus - 1) / ngpus
 					 : what == 1 ? (double)(ngpus - 1) / ngpus
@@ -2291,7 +2305,8 @@ int main(int argc, char **argv)
 
 			printf("RESULT %s/%s-16MiB %s median %.0f us, algbw %.2f GB/s, busbw %.2f "
 			       "GB/s (rank 0, 5 runs)\n",
-			       label, names[what], bad || us <= 0 ? "FAIL" : "PASS", us, alg, alg * f);
+			       label, names[what], bad || us <= 0 ? "FAIL" : "PASS", us, alg,
+			       alg * f);
 		}
 	} else if (strcmp(scen, "netkill") == 0) {
 		const int na = (ngpus + 1) / 2;

@@ -19,10 +19,12 @@
 # 2 s, and it keeps serving). One RESULT line per
 # check, a summary last; exit status 0 when all pass.
 #
-#   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-kill-4ranks]
+#   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-4ranks-rr] [net-kill-4ranks]
 #
-# (no argument: all three; each has its own time limit, 180 + 180 + 120 s at
-# most, so the whole run stays under 10 minutes even when one hangs)
+# (net-4ranks-rr: net-4ranks with the ranks round-robin, 0 and 2 on the first
+# collcd, so the ring runs by daemon, 0 2 1 3; no argument: all four; each
+# has its own time limit, 180 s each and 120 for the kill, and a run takes
+# about a minute on one H200)
 #
 # PREBUILT: a directory with collcd, collc-gpu-test and libcollc.so.1 (no
 # build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
@@ -133,7 +135,7 @@ stop_one() { # pid: SIGTERM, then SIGKILL after 10 s; its exit status in STOP_RC
 	wait "$pid"
 	STOP_RC=$?
 }
-WANT=" ${*:-net-2ranks net-4ranks net-kill-4ranks} "
+WANT=" ${*:-net-2ranks net-4ranks net-4ranks-rr net-kill-4ranks} "
 t() { # limit label scenario args...: one collc-gpu-test run, its RESULT lines kept
 	local limit=$1 label=$2; shift 2
 	[[ "$WANT" == *" $label "* ]] || return 0
@@ -160,6 +162,10 @@ if start_both; then
 	sleep 2
 	t 180 net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
 	alive net-4ranks
+	sleep 2
+	# Ranks round-robin: the ring runs 0 2 1 3, all-gather's and reduce-scatter's blocks by rank.
+	t 180 net-4ranks-rr net --gpus "$GPU,$GPU,$GPU,$GPU" --round-robin
+	alive net-4ranks-rr
 	sleep 2
 	NETKILL_BEFORE=
 	MPS_SERVER=$(echo get_server_list | timeout 5 nvidia-cuda-mps-control 2>/dev/null | head -n 1)

@@ -32,6 +32,10 @@ __device__ int ring_run(struct blk *b, const char *src, char *dst)
 			     b->it->nchannels, b->share, b->it->count, chunk_bytes(b->proto) / b->es,
 			     b->es) < 0)
 		return -1;
+	/* Only these two place blocks by rank: the others keep their one load less. */
+	if ((b->it->coll == COLLC_OP_ALLGATHER || b->it->coll == COLLC_OP_REDUCE_SCATTER) &&
+	    b->ch->ordered)
+		collc_ring_order(&ri, b->ch->order);
 	while (r == 0 && collc_ring_next(&ri, &s)) {
 		switch (s.flags) {
 		case COLLC_PRIM_SEND:
