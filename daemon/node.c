@@ -2565,18 +2565,27 @@ size_t node_status(char *out, size_t len, int json)
 				    (unsigned long long)nc->inflight,
 				    (unsigned long long)(nc->errors + nc->p2p_errors +
 							 np2p_errors(nc->p2p)));
-				/* The communicator's ring, once the table ordered it. */
-				for (uint32_t p = 0; nc->links && p < nc->nranks; p++)
-					PUT("%s%u", p ? ", " : "", nc->ring[p]);
-				PUT("]}");
-			} else
+			} else {
 				PUT("  peer %s (%s) comm %llu: %s, sent %llu B, received %llu B, "
-				    "%llu in flight, %llu errors\n",
+				    "%llu in flight, %llu errors%s",
 				    as, d == 0 ? "root" : "member", (unsigned long long)nc->id,
 				    stage_name(nc->stage), (unsigned long long)sent,
 				    (unsigned long long)recvd, (unsigned long long)nc->inflight,
 				    (unsigned long long)(nc->errors + nc->p2p_errors +
-							 np2p_errors(nc->p2p)));
+							 np2p_errors(nc->p2p)),
+				    nc->links ? ", ring" : "");
+			}
+			/* The communicator's ring, once the table ordered it. */
+			for (uint32_t p = 0; nc->links && p < nc->nranks; p++) {
+				if (json)
+					PUT("%s%u", p ? ", " : "", nc->ring[p]);
+				else
+					PUT(" %u", nc->ring[p]);
+			}
+			if (json)
+				PUT("]}");
+			else
+				PUT("\n");
 			first = 0;
 		}
 	}
