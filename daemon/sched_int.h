@@ -250,8 +250,8 @@ struct comm {
 	 */
 	uint8_t *ring, *ring_pos;
 	uint32_t nlocal; /* ranks that submit here */
-	struct slot *
-		gated; /* its collective handed to the executors gated, undecided (sched_gated.c) */
+	/* Its collective handed to the executors gated, undecided (sched_gated.c). */
+	struct slot *gated;
 	/* Point to point (sched_p2p.c); pairs allocated at the first send or receive. */
 	struct p2p_pair *pairs;     /* nranks x nranks, [sender * nranks + receiver] */
 	struct p2p_oplist p2p_wait; /* unmatched, oldest first */

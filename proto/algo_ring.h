@@ -39,6 +39,7 @@
 #ifndef COLLC_PROTO_ALGO_RING_H
 #define COLLC_PROTO_ALGO_RING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "proto/prims.h"
@@ -110,7 +111,7 @@ COLLC_HD int collc_ring_begin(struct collc_ring_iter *it, uint32_t coll, uint32_
 	it->share = share;
 	it->blocks = 1;
 	it->k = 0;
-	it->order = 0;
+	it->order = NULL;
 	switch (coll) {
 	case COLLC_OP_ALLREDUCE:
 		it->blocks = nranks;
