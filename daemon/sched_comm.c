@@ -423,7 +423,9 @@ static int comm_place(struct comm *cm)
 {
 	const struct collc_msg_comm_init *reqs[COLLC_MAX_RANKS];
 	const struct exec_backend *ex;
-	uint32_t local[COLLC_MAX_RANKS];
+	uint32_t local[COLLC_MAX_RANKS], pdev[COLLC_MAX_RANKS];
+	uint8_t plocal[COLLC_MAX_RANKS];
+	uint64_t pcomm[COLLC_MAX_RANKS];
 	int r = comm_pick_exec(cm, &cm->exec_idx);
 
 	if (r < 0)
@@ -450,23 +452,14 @@ static int comm_place(struct comm *cm)
 		cm->devs[i] = sched.execs[cm->exec_idx].base + local[i];
 	if (!cm->local)
 		return ex->comm_setup(cm->nranks, local, cm->comm_dev, &cm->exec_priv);
-	if (cm->ring) {
-		/* The executor's ranks are ring positions; comm_dev stays by rank. */
-		uint32_t pdev[COLLC_MAX_RANKS];
-		uint8_t plocal[COLLC_MAX_RANKS];
-		uint64_t pcomm[COLLC_MAX_RANKS];
-
-		for (uint32_t p = 0; p < cm->nranks; p++) {
-			pdev[p] = local[cm->ring[p]];
-			plocal[p] = cm->local[cm->ring[p]];
-		}
-		r = ex->comm_setup_part(cm->nranks, pdev, plocal, cm->ring, pcomm, &cm->exec_priv);
-		for (uint32_t p = 0; p < cm->nranks && r == 0; p++)
-			cm->comm_dev[cm->ring[p]] = pcomm[p];
-	} else {
-		r = ex->comm_setup_part(cm->nranks, local, cm->local, NULL, cm->comm_dev,
-					&cm->exec_priv);
+	/* The executor's ranks are ring positions; comm_dev stays by rank. */
+	for (uint32_t p = 0; p < cm->nranks; p++) {
+		pdev[p] = local[comm_ring_rank(cm, p)];
+		plocal[p] = cm->local[comm_ring_rank(cm, p)];
 	}
+	r = ex->comm_setup_part(cm->nranks, pdev, plocal, cm->ring, pcomm, &cm->exec_priv);
+	for (uint32_t p = 0; p < cm->nranks && r == 0; p++)
+		cm->comm_dev[comm_ring_rank(cm, p)] = pcomm[p];
 	if (r < 0)
 		return r;
 	return node_comm_attach(cm->id, ex, cm->exec_priv);

@@ -279,6 +279,12 @@ static inline uint32_t comm_ring_pos(const struct comm *cm, uint32_t r)
 	return cm->ring_pos && r < cm->nranks ? cm->ring_pos[r] : r;
 }
 
+/* The rank at position p of the ring. */
+static inline uint32_t comm_ring_rank(const struct comm *cm, uint32_t p)
+{
+	return cm->ring ? cm->ring[p] : p;
+}
+
 /* One device of one executor; the scheduler numbers them globally. */
 struct fifo_host {
 	struct collc_work_fifo *f;

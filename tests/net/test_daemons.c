@@ -234,7 +234,6 @@ static const collc_dtype dtypes[] = { COLLC_FLOAT32, COLLC_INT32, COLLC_FLOAT64,
 				      COLLC_UINT8 };
 static const collc_redop ops[] = { COLLC_SUM, COLLC_MAX, COLLC_PROD, COLLC_MIN, COLLC_AVG };
 
-/* Random collectives on a joined communicator; leaves it. */
 /*
  * The ring as daemon 0 reports it (status --json, "ring"): every rank once,
  * each daemon's ranks next to each other in ascending order, so the ring
@@ -279,6 +278,7 @@ static int check_ring(int nranks)
 	return 0;
 }
 
+/* Random collectives on a joined communicator; leaves it. */
 static int coll_loop(struct collc_ctx *ctx, struct collc_comm *comm, int rank, int nranks)
 {
 	size_t cap = (size_t)MAX_COUNT * 8 * nranks;
