@@ -425,7 +425,7 @@ static int comm_place(struct comm *cm)
 	const struct exec_backend *ex;
 	uint32_t local[COLLC_MAX_RANKS], pdev[COLLC_MAX_RANKS];
 	uint8_t plocal[COLLC_MAX_RANKS];
-	uint64_t pcomm[COLLC_MAX_RANKS];
+	uint64_t pcomm[COLLC_MAX_RANKS] = { 0 }; /* only local ranks get one */
 	int r = comm_pick_exec(cm, &cm->exec_idx);
 
 	if (r < 0)
