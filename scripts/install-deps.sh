@@ -14,7 +14,7 @@ build_pkgs=(
 )
 test_pkgs=(
 	systemd spin clang libclang-rt-14-dev
-	openmpi-bin libopenmpi-dev gnuplot-nox python3 python3-numpy python3-prometheus-client iproute2
+	openmpi-bin libopenmpi-dev gnuplot-nox python3 python3-numpy python3-prometheus-client iproute2 gdb
 )
 
 case "${1:-all}" in
