@@ -1057,7 +1057,7 @@ static void root_complete(struct ncomm *nc)
 		return; /* every rank is here: the scheduler runs it as a local communicator */
 	/*
 	 * The grid's ring across daemons and the CPU executor's have different
-	 * slot sizes (512 KiB and 64 KiB steps): a ring cannot mix them.
+	 * slot sizes (512 KiB and 1 MiB steps): a ring cannot mix them.
 	 */
 	if (nc->ngpu && nc->ngpu != nc->nranks) {
 		log_warn("communicator %llu spans daemons with %u GPU ranks and %u host-memory "
