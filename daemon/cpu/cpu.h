@@ -15,9 +15,9 @@
  * Geometry. Simple: 8 slots of 64 KiB, 4 steps a chunk (256 KiB chunks);
  * on a communicator that spans daemons 8 slots of 1 MiB (4 MiB chunks),
  * since every step that crosses daemons costs the proxy a wake-up and a
- * system call each way (bench/RESULTS.md: 1 MiB steps moved 16-64 MiB
- * all-reduces 15-30% faster than NCCL's 512 KiB net steps, with 15% less
- * CPU; 2 MiB gained less and doubled the memory). LL: 8 steps of 512 lines, 4 KiB
+ * system call each way (bench/RESULTS.md: from 16 MiB, all-reduces got
+ * 1.1-1.4x the busbw of NCCL's 512 KiB net steps, with 15% less CPU;
+ * 2 MiB gained less and doubled the memory). LL: 8 steps of 512 lines, 4 KiB
  * of payload a step. LL128: 8 steps of 256 lines, 30 KiB of payload a step.
  * LL and LL128 chunks are one step, as in NCCL. The CUDA grid uses NCCL's
  * larger buffers; the arithmetic is the same (proto/prims.h).
