@@ -16,7 +16,8 @@ struct collc_config *cfg_current;
 static uint64_t generation;
 
 static const char *const proto_names[COLLC_PROTO_MAX] = { "auto", "simple", "ll", "ll128" };
-static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot" };
+static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot",
+							"hier" };
 
 /*
  * The generic defaults. Keys marked auto here take each executor's own value
@@ -54,6 +55,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	snprintf(cfg->net, sizeof(cfg->net), "auto");
 	cfg->net_timeout_ms = 2000;
 	cfg->net_eager_max_bytes = NODE_EAGER_MAX;
+	cfg->net_hier_min_bytes = NET_HIER_MIN_BYTES;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
 			 CFG_AUTO_ONESHOT_LL_MAX_BYTES | CFG_AUTO_ONESHOT_MAX_BYTES |
 			 CFG_AUTO_TWOSHOT_MAX_BYTES | CFG_AUTO_ROTATE_CHANNELS | CFG_AUTO_COPY_PUSH;
@@ -176,10 +178,9 @@ static void name_list(const struct key_desc *k, char *out, size_t len)
 		n, K_STR, offsetof(struct collc_config, f), 0,                                     \
 			sizeof(((struct collc_config *)0)->f), 0, 1, NULL                          \
 	}
-#define KEY_NAME(n, f, table)                                                                      \
+#define KEY_NAME(n, f, table, count)                                                               \
 	{                                                                                          \
-		n, K_NAME, offsetof(struct collc_config, f), 0, sizeof(table) / sizeof(table[0]),  \
-			0, 0, table                                                                \
+		n, K_NAME, offsetof(struct collc_config, f), 0, count, 0, 0, table                 \
 	}
 /*
  * Every key, its range and what it means (collcd.conf(5) is written from
@@ -190,9 +191,9 @@ static const struct key_desc keys[] = {
 	/* Most channels one collective uses; auto: all of a GPU's, 2 on host threads. */
 	KEY_AUTO("channels", K_U32, channels, 1, COLLC_MAX_CHANNELS, CFG_AUTO_CHANNELS),
 	/* Protocol: auto (by size), or simple, ll, ll128 forced where the algorithm carries it. */
-	KEY_NAME("proto", proto, proto_names),
+	KEY_NAME("proto", proto, proto_names, COLLC_PROTO_MAX),
 	/* Algorithm: auto (by size), or ring, oneshot, twoshot forced where the collective has it. */
-	KEY_NAME("algo", algo, algo_names),
+	KEY_NAME("algo", algo, algo_names, COLLC_ALGO_HIER),
 	/* A collective waiting this long for its last rank fails with -ETIMEDOUT; 0: never. */
 	KEY("op_timeout_ms", K_U32, op_timeout_ms, 0, 86400000),
 	/* Automatic choice: one-shot up to this many bytes per rank; auto: per executor. */
@@ -258,6 +259,13 @@ static const struct key_desc keys[] = {
 	 * the result fit this; 0: the ring always.
 	 */
 	KEY("net_eager_max_bytes", K_U64, net_eager_max_bytes, 0, NODE_EAGER_MAX),
+	/*
+	 * On a communicator spanning daemons with the same number (2 or more) of
+	 * host-memory ranks on each, all-reduces of at least this many bytes a
+	 * rank run hierarchically (docs/design.md §6b); 0: the flat ring always.
+	 * The root's value when a communicator forms holds on all its daemons.
+	 */
+	KEY("net_hier_min_bytes", K_U64, net_hier_min_bytes, 0, 1ull << 40),
 };
 
 const char *const cfg_auto_keys[] = {

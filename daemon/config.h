@@ -38,19 +38,20 @@ struct collc_config {
 	uint32_t gate_spin_us;         /* ... and this long while stream gates wait, then naps */
 	uint32_t exec_spin_us;         /* executor threads spin this long before they sleep */
 	uint32_t gated_items; /* 1: stream collectives go to the executors before their streams */
-	uint32_t rotate_channels;      /* 1: consecutive collectives start on the next channels */
+	uint32_t rotate_channels; /* 1: consecutive collectives start on the next channels */
 	uint32_t copy_push; /* all-to-all, send/recv: 1: ranks write peers' buffers; 0: read them */
 	uint32_t cuda_lanes;         /* fixed at start: FIFOs (ranks) per GPU, 1..4 */
 	uint32_t cuda_idle_sleep_ns; /* fixed at start: idle GPU channel blocks sleep between polls */
 	uint32_t cuda_trace;         /* fixed at start: 1: the grid times its hand-offs */
 	uint32_t cuda_breadcrumbs;   /* fixed at start: 1: channel blocks leave breadcrumbs */
 	/* Other daemons (daemon/node.c). */
-	char listen[64];         /* fixed at start: ADDR:PORT other collcd daemons reach; "": off */
-	char net[64];            /* fixed at start: auto, tcp, ib or plugin:NAME */
-	char net_ifname[16];     /* fixed at start: interface for data ("": the first up one) */
+	char listen[64];     /* fixed at start: ADDR:PORT other collcd daemons reach; "": off */
+	char net[64];        /* fixed at start: auto, tcp, ib or plugin:NAME */
+	char net_ifname[16]; /* fixed at start: interface for data ("": the first up one) */
 	uint32_t net_tcp_streams; /* fixed at start: tcp data sockets per link, 1..8 */
-	uint32_t net_timeout_ms; /* a peer daemon silent this long fails its communicators */
+	uint32_t net_timeout_ms;  /* a peer daemon silent this long fails its communicators */
 	uint64_t net_eager_max_bytes; /* eager collectives across daemons up to this (node.h); 0: none */
+	uint64_t net_hier_min_bytes; /* hierarchical all-reduces across daemons from this; 0: none */
 	/*
 	 * CFG_AUTO_*: keys left at auto. Their field holds a placeholder (the
 	 * generic default) until cfg_resolve() fills in an executor's own value.

@@ -35,6 +35,22 @@
  * a2a_blocks()); one with neither ends them with -EOPNOTSUPP everywhere.
  */
 #define EXEC_CAP_NET_RELAY       8u
+/*
+ * Runs hierarchical all-reduces across daemons (COLLC_ALGO_HIER): its
+ * comm_setup_part takes a group size and comm_link serves EXEC_RING_GROUP.
+ */
+#define EXEC_CAP_NET_HIER        16u
+
+/* Which ring of a communicator spanning daemons comm_link names. */
+enum {
+	EXEC_RING_FLAT = 0, /* the ring over every rank (ring positions) */
+	/*
+	 * With a group size g (comm_setup_part): the ring of the ranks at the
+	 * same place in their daemon's block of g positions, position p sending
+	 * to (p + g) mod nranks.
+	 */
+	EXEC_RING_GROUP = 1,
+};
 
 /* A registration the executor made (mem_add). */
 struct exec_mem {
@@ -183,12 +199,20 @@ struct exec_backend {
 	 * lists) is then a ring position, and order[p] the communicator rank at
 	 * position p, whose block all-gather and reduce-scatter buffers hold
 	 * there (proto/algo_ring.h collc_ring_order()). An executor that cannot
-	 * returns -ENOTSUP.
+	 * returns -ENOTSUP. group, where not 0 (EXEC_CAP_NET_HIER only): every
+	 * daemon holds group consecutive positions (nranks a multiple of it),
+	 * and the executor also makes the group rings (EXEC_RING_GROUP) that
+	 * hierarchical all-reduces run on.
 	 */
 	int (*comm_setup_part)(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
-			       const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv);
-	/* The Simple ring rank (a position, with an order) receives on, on channel chan. */
-	int (*comm_link)(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret);
+			       const uint8_t *order, uint32_t group, uint64_t *ret_comm_dev,
+			       void **ret_priv);
+	/*
+	 * The Simple ring rank (a position, with an order) receives on, on
+	 * channel chan, of ring EXEC_RING_FLAT or EXEC_RING_GROUP.
+	 */
+	int (*comm_link)(void *priv, uint32_t rank, uint32_t chan, uint32_t ring,
+			 struct exec_link *ret);
 	/* Frees them; no item referring to them is in any FIFO any more. */
 	void (*comm_teardown)(void *priv);
 	/* Human name of a device for status. */

@@ -117,7 +117,7 @@ struct m_reg {
 	uint32_t gpu;          /* the rank uses a GPU (every rank or none, across daemons) */
 	struct wire_addr from; /* the joiner's listen address, for status */
 	uint8_t pad[4];
-	uint8_t handles[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
+	uint8_t handles[NODE_LINK_SLOTS][NCCL_NET_HANDLE_MAXSIZE];
 };
 
 struct m_table {
@@ -125,9 +125,17 @@ struct m_table {
 	uint32_t nchan;
 	uint32_t you; /* the receiver's daemon index */
 	uint32_t ndaemons;
+	/*
+	 * Ranks of every daemon where the group rings run (each daemon holds
+	 * as many, at least 2), else 0; hierarchical all-reduces from
+	 * hier_min_bytes a rank (the root's key net_hier_min_bytes).
+	 */
+	uint32_t group;
+	uint32_t reserved;
+	uint64_t hier_min_bytes;
 	uint8_t owner[COLLC_MAX_RANKS];
 	struct wire_addr daemons[COLLC_MAX_RANKS];
-	uint8_t handles[COLLC_MAX_RANKS][NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE];
+	uint8_t handles[COLLC_MAX_RANKS][NODE_LINK_SLOTS][NCCL_NET_HANDLE_MAXSIZE];
 };
 _Static_assert(sizeof(struct m_table) <= MSG_MAX, "a table fits a message");
 
@@ -200,6 +208,8 @@ struct link {
 	/* Ring positions (nc_order_ring()): L_SEND the remote receiver's (its staging ring here), L_RECV ours. */
 	uint32_t rank;
 	uint32_t chan;
+	uint32_t ring; /* EXEC_RING_FLAT or EXEC_RING_GROUP */
+	uint32_t slot; /* the receiver's listen and handle: chan, or NODE_MAX_CHANNELS + chan (group) */
 	uint32_t peer;                           /* daemon index of the other end */
 	uint8_t handle[NCCL_NET_HANDLE_MAXSIZE]; /* L_SEND: kept across connect() calls */
 	void *comm;
@@ -221,6 +231,8 @@ struct ncomm {
 	int root;
 	union net_addr root_addr;
 	uint32_t nranks, nchan, me, ndaemons;
+	uint32_t group;          /* the table's: ranks a daemon where group rings run, else 0 */
+	uint64_t hier_min_bytes; /* the table's: hierarchical all-reduces from this many bytes */
 	int stage;
 	int err;
 	int told;                      /* the scheduler heard of the failure (or caused it) */
@@ -233,8 +245,8 @@ struct ncomm {
 	uint32_t ngpu; /* root: ranks registered with a GPU */
 	uint32_t min_chan;
 	struct wire_addr daemons[COLLC_MAX_RANKS];
-	uint8_t (*handles)[NODE_MAX_CHANNELS][NCCL_NET_HANDLE_MAXSIZE]; /* COLLC_MAX_RANKS */
-	void *listen[COLLC_MAX_RANKS][NODE_MAX_CHANNELS];
+	uint8_t (*handles)[NODE_LINK_SLOTS][NCCL_NET_HANDLE_MAXSIZE]; /* COLLC_MAX_RANKS */
+	void *listen[COLLC_MAX_RANKS][NODE_LINK_SLOTS];
 	struct conn *ctl;                    /* joiner: to the root */
 	struct conn *peers[COLLC_MAX_RANKS]; /* root: by daemon index */
 	struct link *links;
@@ -267,7 +279,8 @@ static struct {
 	struct net_auth auth;
 	uint8_t node_id[16];
 	uint32_t timeout_ms;
-	uint64_t spin_ns; /* exec_spin_us */
+	uint64_t hier_min_bytes; /* net_hier_min_bytes, read when this daemon roots a communicator */
+	uint64_t spin_ns;        /* exec_spin_us */
 	struct conn *conns;
 	uint32_t nconns;
 	struct ncomm *comms;
@@ -548,7 +561,7 @@ static void links_close(struct ncomm *nc)
 		l->attached = 0;
 	}
 	for (uint32_t r = 0; r < COLLC_MAX_RANKS; r++)
-		for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++)
+		for (uint32_t c = 0; c < NODE_LINK_SLOTS; c++)
 			if (nc->listen[r][c]) {
 				net->closeListen(nc->listen[r][c]);
 				nc->listen[r][c] = NULL;
@@ -676,6 +689,8 @@ static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
 	if (!cmd)
 		return;
 	cmd->u.net.nchan = nc->nchan;
+	cmd->u.net.group = nc->group;
+	cmd->u.net.hier_min_bytes = nc->hier_min_bytes;
 	for (uint32_t r = 0; r < nc->nranks; r++)
 		cmd->u.net.local[r] = nc->owner[r] == nc->me;
 	cmd->u.net.reordered = type == CMD_NET_READY && nc_ring_reordered(nc);
@@ -869,10 +884,10 @@ static int root_done(struct ncomm *nc, uint64_t seq)
 	return 0;
 }
 
-/* Listens for a local rank's incoming links (one per channel). */
+/* Listens for a local rank's incoming links (one per channel of each ring, NODE_LINK_SLOTS). */
 static int nc_listen_rank(struct ncomm *nc, uint32_t rank)
 {
-	for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++) {
+	for (uint32_t c = 0; c < NODE_LINK_SLOTS; c++) {
 		if (nc->listen[rank][c])
 			continue;
 		if (node.t.net->listen(0, nc->handles[rank][c], &nc->listen[rank][c]) !=
@@ -909,14 +924,46 @@ static void nc_order_ring(struct ncomm *nc)
 	}
 }
 
-/* The rank table is known: order the ring and make the links that cross daemons. */
+/* The next link of nc->links; handle: the receiver's (L_SEND), or NULL. */
+static void nc_add_link(struct ncomm *nc, int dir, uint32_t pos, uint32_t chan, uint32_t ring,
+			uint32_t peer, const uint8_t *handle)
+{
+	struct link *l = &nc->links[nc->nlinks++];
+
+	l->dir = dir;
+	l->rank = pos;
+	l->chan = chan;
+	l->ring = ring;
+	l->slot = ring == EXEC_RING_GROUP ? NODE_MAX_CHANNELS + chan : chan;
+	l->peer = peer;
+	if (handle)
+		memcpy(l->handle, handle, sizeof(l->handle));
+}
+
+/* Is listen slot s of the rank at position p used (its predecessor on that ring elsewhere)? */
+static int nc_slot_used(const struct ncomm *nc, uint32_t p, uint32_t s)
+{
+	uint32_t n = nc->nranks, g = nc->group;
+
+	if (s < NODE_MAX_CHANNELS)
+		return s < nc->nchan && nc->owner[nc->ring[(p + n - 1) % n]] != nc->me;
+	/* The group ring's predecessor is in another daemon's block, always. */
+	return g && s - NODE_MAX_CHANNELS < nc->nchan;
+}
+
+/*
+ * The rank table is known: order the ring and make the links that cross
+ * daemons, on the ring and, where the table says so, on the group rings
+ * (position p to p + group: every such link crosses daemons).
+ */
 static int nc_plan_links(struct ncomm *nc)
 {
-	uint32_t n = nc->nranks, k = 0;
+	uint32_t n = nc->nranks, g = nc->group;
 
-	nc->links = calloc((size_t)2 * n * nc->nchan, sizeof(*nc->links));
+	nc->links = calloc((size_t)4 * n * nc->nchan, sizeof(*nc->links));
 	if (!nc->links)
 		return -ENOMEM;
+	nc->nlinks = 0;
 	nc_order_ring(nc);
 	/* p: ring positions; the ranks there own the listens and handles. */
 	for (uint32_t p = 0; p < n; p++) {
@@ -926,35 +973,31 @@ static int nc_plan_links(struct ncomm *nc)
 		if (nc->owner[r] != nc->me)
 			continue;
 		for (uint32_t c = 0; c < nc->nchan; c++) {
-			if (nc->owner[next] != nc->me) {
-				struct link *l = &nc->links[k++];
-
-				l->dir = L_SEND;
-				l->rank = (p + 1) % n;
-				l->chan = c;
-				l->peer = nc->owner[next];
-				memcpy(l->handle, nc->handles[next][c], sizeof(l->handle));
-			}
-			if (nc->owner[prev] != nc->me) {
-				struct link *l = &nc->links[k++];
-
-				l->dir = L_RECV;
-				l->rank = p;
-				l->chan = c;
-				l->peer = nc->owner[prev];
-			}
+			if (nc->owner[next] != nc->me)
+				nc_add_link(nc, L_SEND, (p + 1) % n, c, EXEC_RING_FLAT,
+					    nc->owner[next], nc->handles[next][c]);
+			if (nc->owner[prev] != nc->me)
+				nc_add_link(nc, L_RECV, p, c, EXEC_RING_FLAT, nc->owner[prev],
+					    NULL);
+			if (!g)
+				continue;
+			next = nc->ring[(p + g) % n];
+			prev = nc->ring[(p + n - g) % n];
+			nc_add_link(nc, L_SEND, (p + g) % n, c, EXEC_RING_GROUP, nc->owner[next],
+				    nc->handles[next][NODE_MAX_CHANNELS + c]);
+			nc_add_link(nc, L_RECV, p, c, EXEC_RING_GROUP, nc->owner[prev], NULL);
+			next = nc->ring[(p + 1) % n];
+			prev = nc->ring[(p + n - 1) % n];
 		}
 	}
-	nc->nlinks = k;
-	/* Listens nobody will connect to: a rank's predecessor on the ring is here. */
+	/* Listens nobody will connect to. */
 	for (uint32_t p = 0; p < n; p++)
-		for (uint32_t c = 0; c < NODE_MAX_CHANNELS; c++) {
+		for (uint32_t s = 0; s < NODE_LINK_SLOTS; s++) {
 			uint32_t r = nc->ring[p];
 
-			if (nc->listen[r][c] &&
-			    (c >= nc->nchan || nc->owner[nc->ring[(p + n - 1) % n]] == nc->me)) {
-				node.t.net->closeListen(nc->listen[r][c]);
-				nc->listen[r][c] = NULL;
+			if (nc->listen[r][s] && !nc_slot_used(nc, p, s)) {
+				node.t.net->closeListen(nc->listen[r][s]);
+				nc->listen[r][s] = NULL;
 			}
 		}
 	nc->stage = NC_LINKING;
@@ -1048,6 +1091,31 @@ static int on_p2pt(struct ncomm *nc, const struct m_p2ph *m)
 }
 
 /* Root: every rank registered. */
+/* Ranks each daemon holds, where all hold as many (at least 2); else 0. */
+static uint32_t nc_block(const struct ncomm *nc)
+{
+	uint32_t count[COLLC_MAX_RANKS] = { 0 };
+
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		count[nc->owner[r]]++;
+	for (uint32_t d = 1; d < nc->ndaemons; d++)
+		if (count[d] != count[0])
+			return 0;
+	return nc->ndaemons >= 2 && count[0] >= 2 ? count[0] : 0;
+}
+
+/*
+ * The root: whether the communicator gets group rings for hierarchical
+ * all-reduces. The CPU executor runs them (host-memory ranks); the key at
+ * 0 turns them off, and so saves each rank its second set of links.
+ */
+static uint32_t nc_group_of(const struct ncomm *nc)
+{
+	if (!node.hier_min_bytes || nc->ngpu)
+		return 0;
+	return nc_block(nc);
+}
+
 static void root_complete(struct ncomm *nc)
 {
 	struct m_table *t;
@@ -1071,6 +1139,8 @@ static void root_complete(struct ncomm *nc)
 		nc->nchan = NODE_MAX_CHANNELS;
 	if (nc->nchan < 1)
 		nc->nchan = 1;
+	nc->group = nc_group_of(nc);
+	nc->hier_min_bytes = nc->group ? node.hier_min_bytes : 0;
 	nc->agree = calloc(AGREE_WINDOW, sizeof(*nc->agree));
 	t = calloc(1, sizeof(*t));
 	if (!t || !nc->agree) {
@@ -1081,6 +1151,8 @@ static void root_complete(struct ncomm *nc)
 	t->nranks = nc->nranks;
 	t->nchan = nc->nchan;
 	t->ndaemons = nc->ndaemons;
+	t->group = nc->group;
+	t->hier_min_bytes = nc->hier_min_bytes;
 	memcpy(t->owner, nc->owner, sizeof(t->owner));
 	memcpy(t->daemons, nc->daemons, sizeof(t->daemons));
 	memcpy(t->handles, nc->handles, sizeof(t->handles));
@@ -1126,6 +1198,15 @@ static int on_reg(struct conn *c, struct ncomm *nc, const struct m_reg *m)
 	return 0;
 }
 
+/* A joiner: does a rank here use a GPU (then all do, or the root failed the communicator)? */
+static int nc_has_gpu(const struct ncomm *nc)
+{
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		if (nc->have[r] && nc->gpu[r])
+			return 1;
+	return 0;
+}
+
 static int on_table(struct ncomm *nc, const struct m_table *t)
 {
 	int err;
@@ -1141,6 +1222,11 @@ static int on_table(struct ncomm *nc, const struct m_table *t)
 	nc->nchan = t->nchan;
 	nc->ndaemons = t->ndaemons;
 	memcpy(nc->owner, t->owner, sizeof(nc->owner));
+	/* Group rings only where every daemon holds the same block of host-memory ranks. */
+	if (t->group && (t->group != nc_block(nc) || nc_has_gpu(nc) || !t->hier_min_bytes))
+		return -EPROTO;
+	nc->group = t->group;
+	nc->hier_min_bytes = t->group ? t->hier_min_bytes : 0;
 	memcpy(nc->daemons, t->daemons, sizeof(nc->daemons));
 	/* Our own listens' handles stay ours (the connecting side's stage lives in them). */
 	for (uint32_t r = 0; r < nc->nranks; r++)
@@ -1602,7 +1688,7 @@ static int links_connect(struct ncomm *nc)
 		if (l->dir == L_SEND)
 			rc = net->connect(0, l->handle, &l->comm, &dh);
 		else
-			rc = net->accept(nc->listen[nc->ring[l->rank]][l->chan], &l->comm, &dh);
+			rc = net->accept(nc->listen[nc->ring[l->rank]][l->slot], &l->comm, &dh);
 		if (rc != ncclSuccess) {
 			l->comm = NULL;
 			return -EPIPE;
@@ -1617,7 +1703,7 @@ static int links_pollable(void);
 
 static int link_attach(struct ncomm *nc, struct link *l, const struct exec_backend *ex, void *priv)
 {
-	int r = ex->comm_link(priv, l->rank, l->chan, &l->el);
+	int r = ex->comm_link(priv, l->rank, l->chan, l->ring, &l->el);
 
 	if (r < 0)
 		return r;
@@ -2041,6 +2127,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 
 	memcpy(node.node_id, node_id, sizeof(node.node_id));
 	node.timeout_ms = cfg->net_timeout_ms;
+	node.hier_min_bytes = cfg->net_hier_min_bytes;
 	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
 	if (!cfg->listen[0])
 		return 0;
@@ -2179,6 +2266,7 @@ void node_configure(const struct collc_config *cfg)
 	pthread_mutex_lock(&node.mu);
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
+	node.hier_min_bytes = cfg->net_hier_min_bytes;
 	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
 	wake();
 	pthread_mutex_unlock(&node.mu);

@@ -29,7 +29,19 @@
 #include "proto/wire.h"
 
 /* Most channels a spanning communicator uses (the daemons agree on the least). */
-#define NODE_MAX_CHANNELS 2u
+#define NODE_MAX_CHANNELS  2u
+/*
+ * Incoming data links a rank listens for: one per channel of the ring, and
+ * one per channel of its group ring (hierarchical all-reduce, exec.h
+ * EXEC_RING_GROUP) at NODE_MAX_CHANNELS + channel.
+ */
+#define NODE_LINK_SLOTS    (2u * NODE_MAX_CHANNELS)
+/*
+ * The key net_hier_min_bytes' default: all-reduces of at least this many
+ * bytes a rank run hierarchically where the communicator allows
+ * (docs/design.md §6b; bench/RESULTS.md "Hierarchical all-reduce").
+ */
+#define NET_HIER_MIN_BYTES (4ull << 20)
 
 /* Starts the node thread when cfg->listen is set; 0 and nothing running otherwise. */
 int node_init(const struct collc_config *cfg, const uint8_t node_id[16]);

@@ -88,6 +88,9 @@ struct sched_cmd {
 			uint64_t seq;
 			int err;
 			uint32_t nchan;
+			/* CMD_NET_READY: the group rings' block (0: none), hierarchical from these bytes */
+			uint32_t group;
+			uint64_t hier_min_bytes;
 			uint8_t local[COLLC_MAX_RANKS]; /* ranks this collcd runs */
 			/* CMD_NET_READY: the ring's order, where not the ranks' (rank at each position) */
 			uint8_t reordered;

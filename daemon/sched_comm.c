@@ -457,7 +457,13 @@ static int comm_place(struct comm *cm)
 		pdev[p] = local[comm_ring_rank(cm, p)];
 		plocal[p] = cm->local[comm_ring_rank(cm, p)];
 	}
-	r = ex->comm_setup_part(cm->nranks, pdev, plocal, cm->ring, pcomm, &cm->exec_priv);
+	if (cm->net_group && !(ex->caps & EXEC_CAP_NET_HIER)) {
+		log_warn("communicator %llu: executor %s runs no hierarchical all-reduce",
+			 (unsigned long long)cm->id, ex->name);
+		return -ENOTSUP;
+	}
+	r = ex->comm_setup_part(cm->nranks, pdev, plocal, cm->ring, cm->net_group, pcomm,
+				&cm->exec_priv);
 	for (uint32_t p = 0; p < cm->nranks && r == 0; p++)
 		cm->comm_dev[comm_ring_rank(cm, p)] = pcomm[p];
 	if (r < 0)
@@ -647,6 +653,8 @@ static void net_ready(struct comm *cm, const struct sched_cmd *cmd)
 	}
 	cm->nlocal = n;
 	cm->net_nchan = (uint8_t)cmd->u.net.nchan;
+	cm->net_group = (uint8_t)cmd->u.net.group;
+	cm->net_hier_min_bytes = cmd->u.net.hier_min_bytes;
 	if (cmd->u.net.reordered) {
 		cm->ring = malloc(2 * (size_t)cm->nranks);
 		if (!cm->ring) {

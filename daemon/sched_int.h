@@ -239,7 +239,10 @@ struct comm {
 	 * daemons, local says which ranks run here (NULL: all of them).
 	 */
 	uint8_t net;
-	uint8_t net_nchan;    /* channels every daemon runs it on */
+	uint8_t net_nchan; /* channels every daemon runs it on */
+	/* Its group rings' block (node.c, the table): ranks of each daemon; 0: none. */
+	uint8_t net_group;
+	uint64_t net_hier_min_bytes; /* all-reduces of this many bytes a rank or more: COLLC_ALGO_HIER */
 	uint8_t warned_relay; /* said once that its executor runs no all-to-all across daemons */
 	uint8_t *local;
 	/*

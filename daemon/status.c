@@ -112,11 +112,13 @@ static void print_by_algo_proto(struct sbuf *b, const uint64_t *by_algo, const u
 {
 	sb_printf(b,
 		  "\"by_algo\": {\"ring\": %" PRIu64 ", \"oneshot\": %" PRIu64
-		  ", \"twoshot\": %" PRIu64 "}, \"by_proto\": {\"simple\": %" PRIu64
-		  ", \"ll\": %" PRIu64 ", \"ll128\": %" PRIu64 "}",
+		  ", \"twoshot\": %" PRIu64 ", \"hier\": %" PRIu64
+		  "}, \"by_proto\": {\"simple\": %" PRIu64 ", \"ll\": %" PRIu64
+		  ", \"ll128\": %" PRIu64 "}",
 		  by_algo[COLLC_ALGO_RING], by_algo[COLLC_ALGO_ONESHOT],
-		  by_algo[COLLC_ALGO_TWOSHOT], by_proto[COLLC_PROTO_SIMPLE],
-		  by_proto[COLLC_PROTO_LL], by_proto[COLLC_PROTO_LL128]);
+		  by_algo[COLLC_ALGO_TWOSHOT], by_algo[COLLC_ALGO_HIER],
+		  by_proto[COLLC_PROTO_SIMPLE], by_proto[COLLC_PROTO_LL],
+		  by_proto[COLLC_PROTO_LL128]);
 }
 
 /* The node layer's own report (other daemons), rendered under its lock. */

@@ -55,6 +55,13 @@ enum {
 	COLLC_ALGO_RING,
 	COLLC_ALGO_ONESHOT,
 	COLLC_ALGO_TWOSHOT,
+	/*
+	 * All-reduce across daemons (daemon/cpu/peer.c cpu_hier()): reduce-scatter
+	 * among the daemon's ranks, all-reduce of each segment on its group ring
+	 * across daemons, all-gather among the daemon's ranks. Chosen by the
+	 * scheduler only, never by the algo key.
+	 */
+	COLLC_ALGO_HIER,
 	COLLC_ALGO_MAX,
 };
 

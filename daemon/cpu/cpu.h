@@ -132,8 +132,16 @@ struct cpu_mbox {
 struct cpu_rank {
 	struct cpu_conn *send[COLLC_MAX_CHANNELS]; /* to rank + 1 */
 	struct cpu_conn *recv[COLLC_MAX_CHANNELS]; /* from rank - 1 */
-	struct cpu_mbox *mbox;                     /* every rank's: [rank * nchan + channel] */
-	const uint32_t *revoked;                   /* the communicator's abort word */
+	/*
+	 * The group ring (exec.h EXEC_RING_GROUP), where group is not 0: to
+	 * rank + group and from rank - group (mod nranks); ranks meet in the
+	 * mailboxes of their own block of group positions.
+	 */
+	struct cpu_conn *gsend[COLLC_MAX_CHANNELS];
+	struct cpu_conn *grecv[COLLC_MAX_CHANNELS];
+	uint32_t group;
+	struct cpu_mbox *mbox;   /* every rank's: [rank * nchan + channel] */
+	const uint32_t *revoked; /* the communicator's abort word */
 	uint32_t *broken;     /* a peer daemon's stream broke the relay's agreement (exec_link) */
 	const uint8_t *order; /* the rank at each ring position (comm_setup_part); NULL: itself */
 	uint32_t nchan;

@@ -60,9 +60,13 @@ struct cpu_comm {
 	uint32_t nranks;
 	struct cpu_conn *conns; /* nranks x nchan; conn [r][c] is rank r's receive side */
 	char **bufs;            /* the protocol buffers of each connection, CPU_CONN_BYTES() each */
-	uint64_t simple_bytes;  /* each connection's Simple ring (larger across daemons) */
-	struct cpu_mbox *mbox;  /* nranks x nchan */
-	char *oll;              /* the mailboxes' one-shot LL inboxes, oll_bytes() each */
+	/* The group rings (comm_setup_part's group), laid out as conns; NULL without. */
+	struct cpu_conn *gconns;
+	char **gbufs;
+	uint32_t group;
+	uint64_t simple_bytes; /* each connection's Simple ring (larger across daemons) */
+	struct cpu_mbox *mbox; /* nranks x nchan */
+	char *oll;             /* the mailboxes' one-shot LL inboxes, oll_bytes() each */
 	struct cpu_rank *ranks;
 	uint32_t revoked; /* the abort word: set once by cpu_comm_abort() */
 	uint32_t broken;  /* set once by a rank that received what no daemon agreed to */
@@ -138,6 +142,8 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 		return cpu_oneshot(&x);
 	case COLLC_ALGO_TWOSHOT:
 		return cpu_twoshot(&x);
+	case COLLC_ALGO_HIER:
+		return cpu_hier(&x);
 	}
 	return -EINVAL;
 }
@@ -406,16 +412,22 @@ static size_t oll_bytes(uint32_t nranks)
 	return collc_oll_inbox_lines(nranks, CPU_OLL_SLOT_LINES) * COLLC_LL_LINE_BYTES;
 }
 
+static void conns_free(const struct cpu_comm *cc, struct cpu_conn *conns, char **bufs)
+{
+	if (bufs)
+		for (size_t i = 0; i < (size_t)cc->nranks * nchan; i++)
+			if (bufs[i])
+				munmap(bufs[i], CPU_CONN_BYTES(cc->simple_bytes));
+	free(bufs);
+	free(conns);
+}
+
 static void comm_free(struct cpu_comm *cc)
 {
 	if (cc->oll)
 		munmap(cc->oll, (size_t)cc->nranks * nchan * oll_bytes(cc->nranks));
-	if (cc->bufs)
-		for (size_t i = 0; i < (size_t)cc->nranks * nchan; i++)
-			if (cc->bufs[i])
-				munmap(cc->bufs[i], CPU_CONN_BYTES(cc->simple_bytes));
-	free(cc->bufs);
-	free(cc->conns);
+	conns_free(cc, cc->conns, cc->bufs);
+	conns_free(cc, cc->gconns, cc->gbufs);
 	free(cc->mbox);
 	free(cc->ranks);
 	free(cc);
@@ -428,9 +440,42 @@ static void link_init(struct cpu_link *l, uint32_t proto, char *buf, uint64_t bu
 	l->buf_bytes = buf_bytes;
 }
 
-/* local NULL: every rank runs here; order NULL: the ring in rank order. */
+/* nranks x nchan connections with their protocol buffers; freed by conns_free() (also on error). */
+static int conns_make(const struct cpu_comm *cc, struct cpu_conn **ret_conns, char ***ret_bufs)
+{
+	size_t nconn = (size_t)cc->nranks * nchan;
+	struct cpu_conn *conns = aligned_alloc(64, nconn * sizeof(*conns));
+	char **bufs = calloc(nconn, sizeof(*bufs));
+
+	*ret_conns = conns;
+	*ret_bufs = bufs;
+	if (!conns || !bufs)
+		return -ENOMEM;
+	memset(conns, 0, nconn * sizeof(*conns));
+	for (size_t i = 0; i < nconn; i++) {
+		char *b;
+
+		/* Untouched pages cost nothing: small collectives use the first slots only. */
+		b = mmap(NULL, CPU_CONN_BYTES(cc->simple_bytes), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (b == MAP_FAILED)
+			return -ENOMEM;
+		bufs[i] = b;
+		/* Fresh pages are zero: no LL or LL128 flag (step + 1 >= 1) matches them. */
+		link_init(&conns[i].simple, COLLC_PROTO_SIMPLE, b, cc->simple_bytes);
+		link_init(&conns[i].ll, COLLC_PROTO_LL, b + cc->simple_bytes, CPU_LL_BUFFER_BYTES);
+		link_init(&conns[i].ll128, COLLC_PROTO_LL128,
+			  b + cc->simple_bytes + CPU_LL_BUFFER_BYTES, CPU_LL128_BUFFER_BYTES);
+	}
+	return 0;
+}
+
+/*
+ * local NULL: every rank runs here; order NULL: the ring in rank order;
+ * group 0: no group rings.
+ */
 static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *local,
-		      const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
+		      const uint8_t *order, uint32_t group, uint64_t *ret_comm_dev, void **ret_priv)
 {
 	struct cpu_comm *cc = calloc(1, sizeof(*cc));
 	size_t nconn = (size_t)nranks * nchan;
@@ -438,21 +483,23 @@ static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *lo
 
 	if (!cc)
 		return -ENOMEM;
-	if (nranks > COLLC_MAX_RANKS) {
+	if (nranks > COLLC_MAX_RANKS ||
+	    (group && (group < 2 || nranks % group || group == nranks))) {
 		free(cc);
 		return -EINVAL;
 	}
 	cc->nranks = nranks;
+	cc->group = group;
 	if (order)
 		memcpy(cc->order, order, nranks);
 	cc->simple_bytes = local ? CPU_NET_SIMPLE_BUFFER_BYTES : CPU_SIMPLE_BUFFER_BYTES;
-	cc->conns = aligned_alloc(64, nconn * sizeof(*cc->conns));
 	cc->mbox = aligned_alloc(64, nconn * sizeof(*cc->mbox));
-	cc->bufs = calloc(nconn, sizeof(*cc->bufs));
 	cc->ranks = calloc(nranks, sizeof(*cc->ranks));
-	if (!cc->conns || !cc->mbox || !cc->bufs || !cc->ranks)
+	if (!cc->mbox || !cc->ranks)
 		goto err_free;
-	memset(cc->conns, 0, nconn * sizeof(*cc->conns));
+	if (conns_make(cc, &cc->conns, &cc->bufs) < 0 ||
+	    (group && conns_make(cc, &cc->gconns, &cc->gbufs) < 0))
+		goto err_free;
 	memset(cc->mbox, 0, nconn * sizeof(*cc->mbox));
 	/* Lazily touched, like the connections; zero matches no flag (prims.h, LL). */
 	cc->oll = mmap(NULL, nconn * oll_bytes(nranks), PROT_READ | PROT_WRITE,
@@ -463,31 +510,21 @@ static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *lo
 	}
 	for (size_t i = 0; i < nconn; i++)
 		cc->mbox[i].oll = (union collc_ll_line *)(cc->oll + i * oll_bytes(nranks));
-	for (size_t i = 0; i < nconn; i++) {
-		char *b;
-
-		/* Untouched pages cost nothing: small collectives use the first slots only. */
-		b = mmap(NULL, CPU_CONN_BYTES(cc->simple_bytes), PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (b == MAP_FAILED)
-			goto err_free;
-		cc->bufs[i] = b;
-		/* Fresh pages are zero: no LL or LL128 flag (step + 1 >= 1) matches them. */
-		link_init(&cc->conns[i].simple, COLLC_PROTO_SIMPLE, b, cc->simple_bytes);
-		link_init(&cc->conns[i].ll, COLLC_PROTO_LL, b + cc->simple_bytes,
-			  CPU_LL_BUFFER_BYTES);
-		link_init(&cc->conns[i].ll128, COLLC_PROTO_LL128,
-			  b + cc->simple_bytes + CPU_LL_BUFFER_BYTES, CPU_LL128_BUFFER_BYTES);
-	}
 	for (uint32_t rk = 0; rk < nranks; rk++) {
 		cc->ranks[rk].mbox = cc->mbox;
 		cc->ranks[rk].revoked = &cc->revoked;
 		cc->ranks[rk].broken = &cc->broken;
 		cc->ranks[rk].order = order ? cc->order : NULL;
 		cc->ranks[rk].nchan = nchan;
+		cc->ranks[rk].group = group;
 		for (uint32_t c = 0; c < nchan; c++) {
 			cc->ranks[rk].recv[c] = &cc->conns[(size_t)rk * nchan + c];
 			cc->ranks[rk].send[c] = &cc->conns[(size_t)((rk + 1) % nranks) * nchan + c];
+			if (!group)
+				continue;
+			cc->ranks[rk].grecv[c] = &cc->gconns[(size_t)rk * nchan + c];
+			cc->ranks[rk].gsend[c] =
+				&cc->gconns[(size_t)((rk + group) % nranks) * nchan + c];
 		}
 	}
 	for (uint32_t rk = 0; rk < nranks; rk++) {
@@ -509,13 +546,14 @@ err_free:
 static int cpu_comm_setup(uint32_t nranks, const uint32_t *devids, uint64_t *ret_comm_dev,
 			  void **ret_priv)
 {
-	return comm_setup(nranks, devids, NULL, NULL, ret_comm_dev, ret_priv);
+	return comm_setup(nranks, devids, NULL, NULL, 0, ret_comm_dev, ret_priv);
 }
 
 static int cpu_comm_setup_part(uint32_t nranks, const uint32_t *devids, const uint8_t *local,
-			       const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
+			       const uint8_t *order, uint32_t group, uint64_t *ret_comm_dev,
+			       void **ret_priv)
 {
-	return comm_setup(nranks, devids, local, order, ret_comm_dev, ret_priv);
+	return comm_setup(nranks, devids, local, order, group, ret_comm_dev, ret_priv);
 }
 
 /* The proxy's view of a Simple ring (exec.h: struct exec_link). */
@@ -575,14 +613,16 @@ static void link_watch(void *p, int fd)
 	store_relaxed(&l->proxy_armed, 1u);
 }
 
-static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret)
+static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, uint32_t ring,
+			 struct exec_link *ret)
 {
 	struct cpu_comm *cc = priv;
+	struct cpu_conn *conns = ring == EXEC_RING_GROUP ? cc->gconns : cc->conns;
 	struct cpu_link *l;
 
-	if (rank >= cc->nranks || chan >= nchan)
+	if (rank >= cc->nranks || chan >= nchan || ring > EXEC_RING_GROUP || !conns)
 		return -EINVAL;
-	l = &cc->conns[(size_t)rank * nchan + chan].simple;
+	l = &conns[(size_t)rank * nchan + chan].simple;
 	*ret = (struct exec_link){
 		.l = l,
 		.buf = l->buf,
@@ -608,6 +648,16 @@ static void wake_all(uint32_t *seqw)
 	futex_wake(seqw, INT_MAX);
 }
 
+static void conn_wake_all(struct cpu_conn *cn)
+{
+	struct cpu_link *links[3] = { &cn->simple, &cn->ll, &cn->ll128 };
+
+	for (int k = 0; k < 3; k++) {
+		wake_all(&links[k]->tail_seq);
+		wake_all(&links[k]->head_seq);
+	}
+}
+
 static void cpu_comm_abort(void *priv)
 {
 	struct cpu_comm *cc = priv;
@@ -620,13 +670,9 @@ static void cpu_comm_abort(void *priv)
 	 */
 	store_release(&cc->revoked, 1u);
 	for (size_t i = 0; i < nconn; i++) {
-		struct cpu_link *links[3] = { &cc->conns[i].simple, &cc->conns[i].ll,
-					      &cc->conns[i].ll128 };
-
-		for (int k = 0; k < 3; k++) {
-			wake_all(&links[k]->tail_seq);
-			wake_all(&links[k]->head_seq);
-		}
+		conn_wake_all(&cc->conns[i]);
+		if (cc->gconns)
+			conn_wake_all(&cc->gconns[i]);
 		wake_all(&cc->mbox[i].seq);
 	}
 }
@@ -675,7 +721,8 @@ static void cpu_configure(const struct collc_config *cfg)
 static struct exec_backend cpu_backend = {
 	.name = "cpu",
 	.backend = COLLC_BACKEND_CPU,
-	.caps = EXEC_CAP_HOST_RANKS | EXEC_CAP_ONESHOT_INPLACE | EXEC_CAP_NET_RELAY,
+	.caps = EXEC_CAP_HOST_RANKS | EXEC_CAP_ONESHOT_INPLACE | EXEC_CAP_NET_RELAY |
+		EXEC_CAP_NET_HIER,
 	/* Its communicators outlive fini: sched_release() tears them down. */
 	.fini_frees = 0,
 	.fini = cpu_fini,

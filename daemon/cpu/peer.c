@@ -358,7 +358,10 @@ static int oneshot_ll(struct cpu_run *x)
  * read the range they write only themselves, and go through the scratch in
  * pieces (reduce_to()).
  */
-static int run(const struct cpu_run *x, int twoshot)
+static int group_ring(const struct cpu_run *x, const struct collc_work_item *whole, char *seg,
+		      uint64_t n);
+
+static int run(const struct cpu_run *x, int twoshot, const struct collc_work_item *whole)
 {
 	const struct collc_work_item *it = x->it;
 	const uint32_t me = it->rank;
@@ -366,8 +369,9 @@ static int run(const struct cpu_run *x, int twoshot)
 	struct peer_view pv;
 	struct collc_os_iter os;
 	struct collc_os_step s;
-	uint64_t lo, hi, phases = 0, held_bytes = 0;
+	uint64_t lo, hi, phases = 0, held_bytes = 0, seg_n = 0;
 	char *held = NULL; /* where the scratch's held result goes */
+	char *seg = NULL;  /* hierarchical: our segment of dst, reduced in phase 1 */
 	int r = 0;
 
 	share(x, it->count, &lo, &hi);
@@ -393,6 +397,8 @@ static int run(const struct cpu_run *x, int twoshot)
 			} else {
 				r = reduce_to(x, d, pv.src, s.src * es, s.nelem);
 			}
+			seg = d;
+			seg_n = s.nelem;
 			break;
 		case COLLC_OS_COPY:
 			/* A peer's dst holds its result once it posted the phase that wrote it. */
@@ -404,6 +410,11 @@ static int run(const struct cpu_run *x, int twoshot)
 				     bytes);
 			break;
 		default: /* COLLC_OS_MID, COLLC_OS_DONE */
+			/* Hierarchical: the segment across daemons before the peers copy it. */
+			if (whole && s.kind == COLLC_OS_MID)
+				r = group_ring(x, whole, seg, seg_n);
+			if (r < 0)
+				break;
 			phase_done(x);
 			phases++;
 			if (held || s.kind == COLLC_OS_DONE)
@@ -423,11 +434,85 @@ int cpu_oneshot(struct cpu_run *x)
 {
 	if (x->it->proto == COLLC_PROTO_LL && collc_oll_coll(x->it->coll))
 		return oneshot_ll(x);
-	return run(x, 0);
+	return run(x, 0, NULL);
 }
 
 /* Two-shot is an all-reduce algorithm; other collectives that carry it run one-shot. */
 int cpu_twoshot(struct cpu_run *x)
 {
-	return run(x, 1);
+	return run(x, 1, NULL);
+}
+
+/*
+ * Hierarchical all-reduce (COLLC_ALGO_HIER) on a communicator spanning
+ * daemons whose every daemon holds group consecutive ring positions (the
+ * block). It is two-shot among the block, with the daemons in its middle:
+ *
+ *   phase 1: rank i of the block reduces segment i of the channel's share
+ *            from the block's inputs into its own dst (reduce-scatter);
+ *   across:  the segment's all-reduce on rank i's group ring, the ranks at
+ *            place i of every block (cpu/ring.c over the group connections;
+ *            the proxy plays the ends on other daemons), in place in dst;
+ *   phase 2: after MID, rank i copies segment q from the dst of rank q of
+ *            its block (all-gather).
+ *
+ * The block's ranks meet in their own mailboxes (the block's first
+ * position's mailbox is the view's rank 0). AVG reduces as SUM up to the
+ * end of the ring and divides the segment by every rank of the
+ * communicator there. Each element is reduced within a block in block
+ * order and across daemons by the ring, once, and every rank copies the
+ * same bytes: all ranks receive the same result. The group ring crosses
+ * daemons, so its steps are Simple whatever the item says.
+ */
+static int group_ring(const struct cpu_run *x, const struct collc_work_item *whole, char *seg,
+		      uint64_t n)
+{
+	const uint32_t g = x->rk->group;
+	struct collc_work_item it = *x->it;
+	struct cpu_rank rk = *x->rk;
+	struct cpu_run y = *x;
+	int r;
+
+	it.algo = COLLC_ALGO_RING;
+	it.proto = COLLC_PROTO_SIMPLE;
+	it.nranks = whole->nranks / g;
+	it.rank = whole->rank / g;
+	it.root = 0;
+	it.nchannels = 1;
+	it.count = n;
+	it.sendbuf = it.recvbuf = (uint64_t)(uintptr_t)seg;
+	rk.send[x->ch] = x->rk->gsend[x->ch];
+	rk.recv[x->ch] = x->rk->grecv[x->ch];
+	rk.order = NULL;
+	y.it = &it;
+	y.rk = &rk;
+	y.share = 0;
+	y.direct_steps = 0;
+	r = cpu_ring(&y);
+	if (r == 0 && n && whole->redop == COLLC_AVG)
+		red_finish(seg, n, whole->dtype, COLLC_AVG, whole->nranks);
+	return r;
+}
+
+int cpu_hier(struct cpu_run *x)
+{
+	const struct collc_work_item *whole = x->it;
+	const uint32_t g = x->rk->group;
+	struct collc_work_item it;
+	struct cpu_rank rk;
+	struct cpu_run y;
+
+	if (!g || whole->coll != COLLC_OP_ALLREDUCE || whole->nranks % g || whole->nranks / g < 2)
+		return -EINVAL;
+	it = *whole;
+	it.nranks = g;
+	it.rank = whole->rank % g;
+	if (it.redop == COLLC_AVG)
+		it.redop = COLLC_SUM;
+	rk = *x->rk;
+	rk.mbox = x->rk->mbox + (size_t)(whole->rank - it.rank) * rk.nchan;
+	y = *x;
+	y.it = &it;
+	y.rk = &rk;
+	return run(&y, 1, whole);
 }

@@ -444,8 +444,12 @@ static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_
 }
 
 static int cuda_comm_setup_part(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
-				const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
+				const uint8_t *order, uint32_t group, uint64_t *ret_comm_dev,
+				void **ret_priv)
 {
+	/* No EXEC_CAP_NET_HIER: the grid's rings across daemons are the flat ones. */
+	if (group)
+		return -ENOTSUP;
 	return comm_setup(nranks, devs, local, order, ret_comm_dev, ret_priv);
 }
 
@@ -476,7 +480,8 @@ static int chan_patch(const struct ccomm *cc, uint32_t i, uint32_t c, size_t off
  * on). Called on the scheduler thread before any item of the communicator
  * is written, so no block has loaded these fields yet.
  */
-static int cuda_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_link *ret)
+static int cuda_comm_link(void *priv, uint32_t rank, uint32_t chan, uint32_t ring,
+			  struct exec_link *ret)
 {
 	struct ccomm *cc = priv;
 	uint32_t pv;
@@ -484,7 +489,7 @@ static int cuda_comm_link(void *priv, uint32_t rank, uint32_t chan, struct exec_
 	uint64_t d;
 	int r;
 
-	if (!cc->local || rank >= cc->nranks || chan >= nchan)
+	if (!cc->local || rank >= cc->nranks || chan >= nchan || ring != EXEC_RING_FLAT)
 		return -EINVAL;
 	pv = (rank + cc->nranks - 1) % cc->nranks;
 	/* Only rings between two daemons are the proxy's. */

@@ -9,6 +9,8 @@ multi-node tests. The JSON comes on stdin.
   mn_status.py listen      net.listen
   mn_status.py peers       one line per peer: addr comm role state bytes_sent
                            bytes_received inflight errors
+  mn_status.py algo NAME   totals.by_algo.NAME: collectives launched here with
+                           algorithm NAME (ring, oneshot, twoshot, hier)
 Exit 1 (with a message) when the JSON has no `net` object or lacks the field.
 """
 import json
@@ -18,6 +20,14 @@ import sys
 def main():
     what = sys.argv[1] if len(sys.argv) > 1 else "refused"
     doc = json.load(sys.stdin)
+    if what == "algo":
+        name = sys.argv[2] if len(sys.argv) > 2 else ""
+        by_algo = doc.get("totals", {}).get("by_algo", {}) if isinstance(doc, dict) else {}
+        if not isinstance(by_algo.get(name), int):
+            print(f"mn_status: no totals.by_algo.{name} in status --json", file=sys.stderr)
+            return 1
+        print(by_algo[name])
+        return 0
     net = doc.get("net") if isinstance(doc, dict) else None
     if not isinstance(net, dict):
         print("mn_status: no net object in status --json", file=sys.stderr)

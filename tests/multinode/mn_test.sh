@@ -9,7 +9,9 @@
 #                                    namespaces, links, clients, kill timing
 #   mn_test.sh correct NODES PER [rr|block [ARGS0 [ARGS]]]  every collective x dtype x op,
 #                                    random sizes; ARGS0: collcd arguments for node 0 (the
-#                                    root), ARGS for the others
+#                                    root), ARGS for the others; with net_hier_min_bytes=1
+#                                    (0) in ARGS0 every node must have run some (no)
+#                                    hierarchical all-reduces
 #   mn_test.sh a2a NODES PER [rr]    all-to-all and all-to-allv x dtype, random counts
 #                                    (zeros too), and counts that disagree: -EINVAL everywhere
 #   mn_test.sh p2p NODES PER [rr]    send/recv x dtype (fp8 too), random counts (zeros too),
@@ -173,6 +175,19 @@ correct | a2a | p2p)
 		*) [ "$eager" -gt 0 ] || mn_fail "no eager collective among the small ones" ;;
 		esac
 		echo "eager collectives on the root: $eager"
+		# Hierarchical all-reduces (docs/design.md §6b): where the root asked for them at
+		# every size, every daemon ran some, and none where the root turned them off.
+		for ((i = 0; i < nnodes; i++)); do
+			hier=$(mn_status_json "$i" | $PY "$here/mn_status.py" algo hier) ||
+				mn_fail "status --json of node $i has no totals.by_algo.hier"
+			case "${4:-}" in
+			*net_hier_min_bytes=1\ * | *net_hier_min_bytes=1) [ "$hier" -gt 0 ] ||
+				mn_fail "node $i ran no hierarchical all-reduce with net_hier_min_bytes=1 on the root" ;;
+			*net_hier_min_bytes=0*) [ "$hier" = 0 ] ||
+				mn_fail "node $i ran $hier hierarchical all-reduces with them off on the root" ;;
+			esac
+			echo "hierarchical all-reduces on node $i: $hier"
+		done
 	fi
 	mn_pass
 	;;

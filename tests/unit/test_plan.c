@@ -51,6 +51,8 @@ static void test_support_table(void **state)
 		assert_int_equal(plan_algo_supported(ops[i], COLLC_ALGO_TWOSHOT),
 				 ops[i] == COLLC_OP_ALLREDUCE);
 		assert_false(plan_algo_supported(ops[i], COLLC_ALGO_AUTO));
+		/* The scheduler alone picks it, across daemons (sched_launch.c). */
+		assert_false(plan_algo_supported(ops[i], COLLC_ALGO_HIER));
 	}
 	assert_false(plan_algo_supported(COLLC_OP_NOP, COLLC_ALGO_RING));
 	assert_false(plan_algo_supported(COLLC_OP_MAX, COLLC_ALGO_RING));
@@ -284,7 +286,8 @@ static void test_copies(void **state)
 		assert_false(plan_algo_supported(op, COLLC_ALGO_TWOSHOT));
 		assert_true(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_SIMPLE));
 		assert_false(plan_proto_supported(op, COLLC_ALGO_ONESHOT, COLLC_PROTO_LL));
-		for (uint32_t a = COLLC_ALGO_AUTO; a < COLLC_ALGO_MAX; a++)
+		/* The algo key's values. */
+		for (uint32_t a = COLLC_ALGO_AUTO; a < COLLC_ALGO_HIER; a++)
 			for (uint32_t pr = COLLC_PROTO_AUTO; pr < COLLC_PROTO_MAX; pr++) {
 				cfg.algo = a;
 				cfg.proto = pr;
@@ -336,7 +339,7 @@ static void test_no_peer_read(void **state)
 	struct plan p;
 
 	(void)state;
-	for (uint32_t algo = 0; algo < COLLC_ALGO_MAX; algo++)
+	for (uint32_t algo = 0; algo < COLLC_ALGO_HIER; algo++) /* the algo key's values */
 		for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
 			cfg.algo = algo;
 			plan_coll(&cfg, ops[o], 8 * KiB, 4, PLAN_NO_PEER_READ, &p);
@@ -364,7 +367,7 @@ static void test_inplace(void **state)
 	cfg.oneshot_max_bytes = 4 * MiB;
 	cfg.twoshot_max_bytes = 32 * MiB;
 	for (uint64_t bytes = 8; bytes <= 64 * MiB; bytes *= 2)
-		for (uint32_t algo = 0; algo < COLLC_ALGO_MAX; algo++)
+		for (uint32_t algo = 0; algo < COLLC_ALGO_HIER; algo++) /* the algo key's values */
 			for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
 				cfg.algo = algo;
 				plan_coll(&cfg, ops[o], bytes, 2, 0, &p);
@@ -445,7 +448,7 @@ static void test_sweep_invariants(void **state)
 	unsigned n = 0;
 
 	(void)state;
-	for (uint32_t algo = 0; algo < COLLC_ALGO_MAX; algo++)
+	for (uint32_t algo = 0; algo < COLLC_ALGO_HIER; algo++) /* the algo key's values */
 		for (uint32_t proto = 0; proto < COLLC_PROTO_MAX; proto++)
 			for (uint32_t ch = 1; ch <= 4; ch++)
 				for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
