@@ -39,9 +39,13 @@
 /*
  * The key net_hier_min_bytes' default: all-reduces of at least this many
  * bytes a rank run hierarchically where the communicator allows
- * (docs/design.md §6b; bench/RESULTS.md "Hierarchical all-reduce").
+ * (docs/design.md §6b). On two daemons with two ranks each they were at
+ * least as fast as the flat ring at every size measured, from 4 KiB (the
+ * smallest; below it all-reduces go eager by default) to 64 MiB, and
+ * 1.2-1.4x its pipelined busbw from 8 MiB (bench/RESULTS.md "Hierarchical
+ * all-reduce across daemons").
  */
-#define NET_HIER_MIN_BYTES (4ull << 20)
+#define NET_HIER_MIN_BYTES (4ull << 10)
 
 /* Starts the node thread when cfg->listen is set; 0 and nothing running otherwise. */
 int node_init(const struct collc_config *cfg, const uint8_t node_id[16]);
