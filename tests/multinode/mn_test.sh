@@ -24,6 +24,8 @@
 #   mn_test.sh kill [V]              kill -9 of node V's daemon mid-collective (2; 0: the root)
 #   mn_test.sh kill_a2a [V]          the same in the middle of all-to-alls
 #   mn_test.sh kill_p2p [V]          the same in the middle of sends and receives (a ring)
+#   mn_test.sh kill_hier [V]         the same in the middle of hierarchical all-reduces (two
+#                                    ranks a node, eager collectives off)
 #   mn_test.sh linkdown [V]          `ip link set down` on node V's link
 #   mn_test.sh restart               a daemon killed, restarted, serving new communicators
 #   mn_test.sh secret                an id with a flipped secret byte is refused
@@ -249,36 +251,52 @@ mismatch)
 	mn_wait_ranks 60 || mn_fail "mismatch across nodes, odd rank on the root's node"
 	mn_pass
 	;;
-kill | linkdown | kill_a2a | kill_p2p)
+kill | linkdown | kill_a2a | kill_p2p | kill_hier)
 	# X spans nodes 0 (its root), 1 and 2; Y only the two nodes the fault
 	# spares. The fault hits node V (mn_test.sh kill|linkdown [V], default 2).
 	# kill_a2a: X runs all-to-alls (the relay on the ring) instead of all-reduces;
-	# kill_p2p: each rank of X sends right and receives left (across nodes).
+	# kill_p2p: each rank of X sends right and receives left (across nodes);
+	# kill_hier: X has two ranks a node and no eager collectives, so its
+	# all-reduces from 4 KiB run hierarchically (group rings across the nodes).
 	v=${1:-2}
 	a2a=()
+	per=1
+	dargs=()
 	if [ "$case_name" = kill_a2a ]; then
 		a2a=(--loop-alltoall)
 		case_name=kill
 	elif [ "$case_name" = kill_p2p ]; then
 		a2a=(--loop-p2p)
 		case_name=kill
+	elif [ "$case_name" = kill_hier ]; then
+		per=2
+		dargs=(--set net_eager_max_bytes=0)
+		case_name=kill
 	fi
 	case "$v" in 0 | 1 | 2) ;; *) mn_fail "node $v: 0, 1 or 2" ;; esac
 	spared=()
 	for i in 0 1 2; do [ "$i" != "$v" ] && spared+=("$i"); done
 	mn_init "$case_name$v" 3
-	for i in 0 1 2; do mn_daemon_start "$i"; done
+	for i in 0 1 2; do mn_daemon_start "$i" "${dargs[@]}"; done
 	comm_start Y 2 "${spared[@]}" -- --mode check --min-s 6
-	for r in 0 1 2; do
+	nx=$((3 * per))
+	for ((r = 0; r < nx; r++)); do
+		node=$((r % 3))
 		extra=()
 		# Ranks on the killed daemon's node lose their own collcd.
-		[ "$case_name" = kill ] && [ "$r" = "$v" ] &&
+		[ "$case_name" = kill ] && [ "$node" = "$v" ] &&
 			extra=(--also-accept ECONNRESET --also-accept ENOTCONN --also-accept ESHUTDOWN)
 		# shellcheck disable=SC2046
-		rank_start X "$MN_DIR/id-X" "$r" "$r" 3 $( [ $r = 0 ] && echo --make-id) \
+		rank_start X "$MN_DIR/id-X" "$node" "$r" "$nx" $( [ $r = 0 ] && echo --make-id) \
 			$(loop_args X "$r") "${extra[@]}" "${a2a[@]}"
 	done
-	fault_when_ready X 3
+	fault_when_ready X "$nx"
+	if [ "$per" = 2 ]; then
+		hier=$(mn_status_json "${spared[0]}" | $PY "$here/mn_status.py" algo hier) ||
+			mn_fail "status --json of node ${spared[0]} has no totals.by_algo.hier"
+		[ "$hier" -gt 0 ] || mn_fail "X ran no hierarchical all-reduce before the fault"
+		echo "hierarchical all-reduces on node ${spared[0]} before the fault: $hier"
+	fi
 	if [ "$case_name" = kill ]; then
 		mn_daemon_kill "$v"
 	else
@@ -421,7 +439,7 @@ plugin)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|kill_hier [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
 	exit 2
 	;;
 esac
