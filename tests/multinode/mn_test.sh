@@ -264,14 +264,14 @@ kill | linkdown | kill_a2a | kill_p2p | kill_hier)
 	dargs=()
 	if [ "$case_name" = kill_a2a ]; then
 		a2a=(--loop-alltoall)
-		case_name=kill
+		case_name="kill"
 	elif [ "$case_name" = kill_p2p ]; then
 		a2a=(--loop-p2p)
-		case_name=kill
+		case_name="kill"
 	elif [ "$case_name" = kill_hier ]; then
 		per=2
 		dargs=(--set net_eager_max_bytes=0)
-		case_name=kill
+		case_name="kill"
 	fi
 	case "$v" in 0 | 1 | 2) ;; *) mn_fail "node $v: 0, 1 or 2" ;; esac
 	spared=()
