@@ -2670,8 +2670,13 @@ size_t node_status(char *out, size_t len, int json)
 				else
 					PUT(" %u", nc->ring[p]);
 			}
+			/* Group rings: the ranks of each daemon's block (hierarchical all-reduce). */
 			if (json)
-				PUT("]}");
+				PUT("], \"group\": %u, \"hier_min_bytes\": %llu}", nc->group,
+				    (unsigned long long)nc->hier_min_bytes);
+			else if (nc->group)
+				PUT(", groups of %u (hierarchical from %llu B)\n", nc->group,
+				    (unsigned long long)nc->hier_min_bytes);
 			else
 				PUT("\n");
 			first = 0;

@@ -11,6 +11,8 @@ multi-node tests. The JSON comes on stdin.
                            bytes_received inflight errors
   mn_status.py algo NAME   totals.by_algo.NAME: collectives launched here with
                            algorithm NAME (ring, oneshot, twoshot, hier)
+  mn_status.py groups      one line per peer: its communicator's group (ranks of
+                           each daemon with group rings, 0: none)
 Exit 1 (with a message) when the JSON has no `net` object or lacks the field.
 """
 import json
@@ -39,6 +41,12 @@ def main():
         print(net[what])
     elif what in ("transport", "listen"):
         print(net.get(what, ""))
+    elif what == "groups":
+        for p in net.get("peers", []):
+            if not isinstance(p.get("group"), int):
+                print("mn_status: a peer without group in status --json", file=sys.stderr)
+                return 1
+            print(p["group"])
     elif what == "peers":
         for p in net.get("peers", []):
             print(*(p.get(k, "?") for k in ("addr", "comm", "role", "state", "bytes_sent",

@@ -165,7 +165,28 @@ correct | a2a | p2p)
 	for ((r = 0; r < n; r++)); do
 		if [ "$place" = rr ]; then placement+=($((r % nnodes))); else placement+=($((r / per))); fi
 	done
-	comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd"
+	hier_all=0
+	case "${4:-}" in *net_hier_min_bytes=1\ * | *net_hier_min_bytes=1) hier_all=1 ;; esac
+	if [ "$hier_all" = 1 ]; then
+		comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd" --min-s 3
+		# While it runs, every node's status shows the group rings (the ranks of a
+		# daemon) once the rank table is known (0 before).
+		for ((i = 0; i < nnodes; i++)); do
+			ok=0
+			for ((t = 0; t < 30 && ok == 0; t++)); do
+				groups=$(mn_status_json "$i" | $PY "$here/mn_status.py" groups) ||
+					mn_fail "status --json of node $i: a peer without its group"
+				ok=1
+				[ -n "$groups" ] || ok=0
+				for gr in $groups; do [ "$gr" = "$per" ] || ok=0; done
+				[ "$ok" = 1 ] || sleep 0.1
+			done
+			[ "$ok" = 1 ] || mn_fail "node $i's status shows groups '$groups' while A runs, want $per"
+			echo "node $i's status: groups of $per"
+		done
+	else
+		comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd"
+	fi
 	mn_wait_ranks 120 || mn_fail "$mode on $nnodes nodes x $per ranks ($place)"
 	daemons_alive $(seq 0 $((nnodes - 1)))
 	if [ "$mode" = check ]; then
