@@ -79,7 +79,7 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "channels";
 	if (c->proto >= COLLC_PROTO_MAX)
 		return "proto";
-	if (c->algo >= COLLC_ALGO_MAX)
+	if (c->algo >= COLLC_ALGO_HIER) /* the algo key's values */
 		return "algo";
 	if (c->op_timeout_ms > 86400000u)
 		return "op_timeout_ms";

@@ -60,9 +60,11 @@ struct tcase {
 #define NCOLL_OPS (COLLC_OP_REDUCE + 1)
 
 static const char *const coll_names[NCOLL_OPS] = { "nop",       "allreduce",
-						      "allgather", "reduce_scatter",
-						      "broadcast", "reduce" };
-static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot" };
+						   "allgather", "reduce_scatter",
+						   "broadcast", "reduce" };
+/* The algo key takes the names before "hier" (the scheduler's across daemons alone). */
+static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot",
+							"hier" };
 static const char *const proto_names[COLLC_PROTO_MAX] = { "auto", "simple", "ll", "ll128" };
 
 static struct {
@@ -656,7 +658,7 @@ static int run_mixed(void)
 		return h_fail("%d processes failed", failed);
 	if (read_totals(&now))
 		return 1;
-	for (int a = COLLC_ALGO_RING; a < COLLC_ALGO_MAX; a++)
+	for (int a = COLLC_ALGO_RING; a < COLLC_ALGO_HIER; a++)
 		if (now.algo[a] == before.algo[a])
 			return h_fail("status: no collective ran %s", algo_names[a]);
 	for (int p = COLLC_PROTO_SIMPLE; p < COLLC_PROTO_MAX; p++)
@@ -682,7 +684,7 @@ static void parse(int argc, char **argv)
 			opt.proto = rc_name_index(proto_names, COLLC_PROTO_MAX, v);
 			i++;
 		} else if (strcmp(a, "--algo") == 0 && v) {
-			opt.algo = rc_name_index(algo_names, COLLC_ALGO_MAX, v);
+			opt.algo = rc_name_index(algo_names, COLLC_ALGO_HIER, v);
 			i++;
 		} else if (strcmp(a, "--ranks") == 0 && v) {
 			char *s = strdup(v), *save, *t;
