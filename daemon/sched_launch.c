@@ -797,8 +797,8 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 			p.nchannels = 1;
 		p.chunk_bytes = 0;
 		/* The table gave every daemon the same threshold: all choose alike. */
-		if (a->opcode == COLLC_OP_ALLREDUCE && cm->net_group &&
-		    (uint64_t)rank_bytes(sl, cm->nranks) >= cm->net_hier_min_bytes)
+		if ((a->opcode == COLLC_OP_ALLREDUCE || a->opcode == COLLC_OP_ALLGATHER) &&
+		    cm->net_group && (uint64_t)rank_bytes(sl, cm->nranks) >= cm->net_hier_min_bytes)
 			p.algo = COLLC_ALGO_HIER;
 	}
 	sl->coll_id = ++sched.next_coll_id;

@@ -56,10 +56,12 @@ enum {
 	COLLC_ALGO_ONESHOT,
 	COLLC_ALGO_TWOSHOT,
 	/*
-	 * All-reduce across daemons (daemon/cpu/peer.c cpu_hier()): reduce-scatter
-	 * among the daemon's ranks, all-reduce of each segment on its group ring
-	 * across daemons, all-gather among the daemon's ranks. Chosen by the
-	 * scheduler only, never by the algo key.
+	 * All-reduce and all-gather across daemons (daemon/cpu/peer.c
+	 * cpu_hier()): all-reduce reduce-scatters among the daemon's ranks,
+	 * all-reduces each segment on its group ring across daemons, and
+	 * all-gathers among the daemon's ranks; all-gather gathers on the group
+	 * rings, then among the daemon's ranks. Chosen by the scheduler only,
+	 * never by the algo key.
 	 */
 	COLLC_ALGO_HIER,
 	COLLC_ALGO_MAX,

@@ -44,6 +44,7 @@
 #include "daemon/log.h"
 #include "daemon/cpu/reduce.h"
 #include "proto/algo_oneshot.h"
+#include "proto/algo_ring.h"
 #include "proto/prims.h"
 #include "proto/shm.h"
 
@@ -494,15 +495,81 @@ static int group_ring(const struct cpu_run *x, const struct collc_work_item *who
 	return r;
 }
 
+/*
+ * Hierarchical all-gather: rank i of the block first gathers, on its group
+ * ring, the blocks of the ranks at place i of every daemon (cpu/ring.c, the
+ * blocks placed by communicator rank through the group's order); after MID
+ * it copies from each peer j of its block the blocks that j gathered so.
+ * A channel copies exactly the element ranges its own ring moved (the same
+ * ring arithmetic, replayed), since only the channel's peers wrote them
+ * before their MID. In place (our block of the output as the input) nothing
+ * is read that a peer writes: peers read only the blocks of our place from
+ * us, which we wrote before our MID.
+ */
+static int hier_allgather(const struct cpu_run *x, struct cpu_run *v, struct cpu_rank *grk)
+{
+	const struct collc_work_item *whole = x->it;
+	const uint32_t g = x->rk->group, d = whole->nranks / g, i = whole->rank % g;
+	const uint64_t es = x->es, bb = whole->count * es;
+	struct collc_work_item it = *whole;
+	struct cpu_run y = *x;
+	uint8_t order[COLLC_MAX_RANKS];
+	struct collc_ring_iter ri;
+	struct collc_ring_step s;
+	struct peer_view pv;
+	char *mine = (char *)(uintptr_t)whole->recvbuf;
+	int r;
+
+	for (uint32_t b = 0; b < d; b++)
+		order[b] = x->rk->order ? x->rk->order[b * g + i] : (uint8_t)(b * g + i);
+	r = barrier_before(v, &pv);
+	if (r < 0)
+		return r;
+	it.algo = COLLC_ALGO_RING;
+	it.proto = COLLC_PROTO_SIMPLE;
+	it.nranks = d;
+	it.rank = whole->rank / g;
+	it.root = 0;
+	grk->order = order;
+	y.it = &it;
+	y.rk = grk;
+	y.direct_steps = 0;
+	r = cpu_ring(&y);
+	if (r < 0)
+		return r;
+	phase_done(v);
+	r = wait_all_done(v, pv.done0 + 1);
+	if (r < 0)
+		return r;
+	if (collc_ring_begin(&ri, COLLC_OP_ALLGATHER, d, it.rank, 0, it.nchannels, y.share,
+			     it.count, cpu_chunk_elems(&y), es) < 0)
+		return -EINVAL;
+	/* Each round's chunk: the step that sends our own block names it. */
+	while (collc_ring_next(&ri, &s)) {
+		if (s.flags != COLLC_PRIM_COPY_SEND || s.nelem <= 0)
+			continue;
+		for (uint32_t j = 0; j < g; j++)
+			for (uint32_t b = 0; b < d && j != i; b++) {
+				uint32_t p = b * g + j;
+				uint64_t at = (x->rk->order ? x->rk->order[p] : p) * bb + s.src;
+
+				copy(mine + at, pv.dst[j] + at, (uint64_t)s.nelem * es);
+			}
+	}
+	phase_done(v);
+	return wait_all_done(v, pv.done0 + 2);
+}
+
 int cpu_hier(struct cpu_run *x)
 {
 	const struct collc_work_item *whole = x->it;
 	const uint32_t g = x->rk->group;
 	struct collc_work_item it;
-	struct cpu_rank rk;
+	struct cpu_rank rk, grk;
 	struct cpu_run y;
 
-	if (!g || whole->coll != COLLC_OP_ALLREDUCE || whole->nranks % g || whole->nranks / g < 2)
+	if (!g || whole->nranks % g || whole->nranks / g < 2 ||
+	    (whole->coll != COLLC_OP_ALLREDUCE && whole->coll != COLLC_OP_ALLGATHER))
 		return -EINVAL;
 	it = *whole;
 	it.nranks = g;
@@ -514,5 +581,11 @@ int cpu_hier(struct cpu_run *x)
 	y = *x;
 	y.it = &it;
 	y.rk = &rk;
+	if (whole->coll == COLLC_OP_ALLGATHER) {
+		grk = *x->rk;
+		grk.send[x->ch] = x->rk->gsend[x->ch];
+		grk.recv[x->ch] = x->rk->grecv[x->ch];
+		return hier_allgather(x, &y, &grk);
+	}
 	return run(&y, 1, whole);
 }

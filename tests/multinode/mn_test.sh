@@ -205,11 +205,11 @@ correct | a2a | p2p)
 				mn_fail "status --json of node $i has no totals.by_algo.hier"
 			case "${4:-}" in
 			*net_hier_min_bytes=1\ * | *net_hier_min_bytes=1) [ "$hier" -gt 0 ] ||
-				mn_fail "node $i ran no hierarchical all-reduce with net_hier_min_bytes=1 on the root" ;;
+				mn_fail "node $i ran no hierarchical collective with net_hier_min_bytes=1 on the root" ;;
 			*net_hier_min_bytes=0*) [ "$hier" = 0 ] ||
-				mn_fail "node $i ran $hier hierarchical all-reduces with them off on the root" ;;
+				mn_fail "node $i ran $hier hierarchical collectives with them off on the root" ;;
 			esac
-			echo "hierarchical all-reduces on node $i: $hier"
+			echo "hierarchical collectives on node $i: $hier"
 		done
 	fi
 	mn_pass

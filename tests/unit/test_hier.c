@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CPU executor's hierarchical all-reduce (daemon/cpu/peer.c cpu_hier()),
+ * The CPU executor's hierarchical all-reduce and all-gather (daemon/cpu/peer.c
+ * cpu_hier()),
  * every rank on a thread of its own over real mailboxes and Simple group
  * rings, as on D daemons of g ranks each but in one process (the proxy's
  * part, moving a group ring's steps between daemons, is the plain ring's and
  * is tested with it):
  *
- *   - a sequence of all-reduces (dtypes, ops, sizes that leave segments
- *     empty or odd, in place and not) on 2x2, 3x2 and 2x3 ranks, each
- *     result against a double-precision reference of the same random
- *     inputs, and every rank's result bytes equal to rank 0's;
+ *   - a sequence of all-reduces and all-gathers (dtypes, ops, sizes that
+ *     leave segments empty or odd, in place and not) on 2x2, 3x2 and 2x3
+ *     ranks, and 3x2 with the ranks round-robin (a ring order), each
+ *     all-reduce against a double-precision reference of the same random
+ *     inputs, each all-gather's blocks byte for byte, and every rank's
+ *     result bytes equal to rank 0's;
  *   - a rank that never arrives: the others wait, and end with -ECANCELED
  *     once the communicator is revoked, without a hang.
  *
@@ -41,13 +44,13 @@
 _Atomic uint32_t exec_spin_us = 0;
 
 #define MAXR  6
-#define NCOLL 12
+#define NCOLL 14
 
-/* One all-reduce of the sequence every rank runs. */
+/* One collective of the sequence every rank runs: an all-reduce or an all-gather. */
 struct coll {
-	int dtype, redop;
-	uint64_t count;
-	int inplace;
+	int coll, dtype, redop;
+	uint64_t count; /* per rank for an all-gather */
+	int inplace;    /* all-gather: the input is the rank's block of the output */
 };
 
 struct rank {
@@ -56,7 +59,8 @@ struct rank {
 	struct cpu_run x;
 	const struct coll *seq;
 	uint32_t ncoll;
-	char *in[NCOLL], *out[NCOLL]; /* in == out in place */
+	char *in[NCOLL], *out[NCOLL]; /* in place: in == out (all-gather: in its block) */
+	char *alloc[NCOLL];           /* what out and in point into */
 	int result;
 };
 
@@ -64,6 +68,7 @@ static struct cpu_conn gconn[MAXR] __attribute__((aligned(64)));
 static struct cpu_mbox mbox[MAXR] __attribute__((aligned(64)));
 static struct rank ranks[MAXR];
 static uint32_t zero, revoked, broken;
+static uint8_t order[MAXR]; /* the rank at each position (the ring's order across daemons) */
 
 static void *rank_main(void *arg)
 {
@@ -73,6 +78,7 @@ static void *rank_main(void *arg)
 	for (uint32_t k = 0; k < s->ncoll && s->result == 0; k++) {
 		const struct coll *c = &s->seq[k];
 
+		s->it.coll = (uint8_t)c->coll;
 		s->it.dtype = (uint8_t)c->dtype;
 		s->it.redop = (uint8_t)c->redop;
 		s->it.count = c->count;
@@ -85,9 +91,15 @@ static void *rank_main(void *arg)
 	return NULL;
 }
 
-/* Sets up n = d * g ranks, their group rings and mailboxes. */
-static void setup(uint32_t n, uint32_t g, const struct coll *seq, uint32_t ncoll)
+/*
+ * Sets up n = d * g ranks, their group rings and mailboxes; with_order: the
+ * ranks placed round-robin over the daemons, so position p holds rank
+ * order[p] (the ring's order across daemons) and all-gather's blocks go by rank.
+ */
+static void setup(uint32_t n, uint32_t g, const struct coll *seq, uint32_t ncoll, int with_order)
 {
+	for (uint32_t p = 0; p < n; p++)
+		order[p] = (uint8_t)(with_order ? (p % g) * (n / g) + p / g : p);
 	memset(gconn, 0, sizeof(gconn));
 	memset(mbox, 0, sizeof(mbox));
 	store_relaxed(&revoked, 0u);
@@ -110,6 +122,7 @@ static void setup(uint32_t n, uint32_t g, const struct coll *seq, uint32_t ncoll
 		s->rk.broken = &broken;
 		s->rk.nchan = 1;
 		s->rk.group = g;
+		s->rk.order = with_order ? order : NULL;
 		s->it = (struct collc_work_item){ .kind = COLLC_WORK_COLL,
 						  .coll = COLLC_OP_ALLREDUCE,
 						  .algo = COLLC_ALGO_HIER,
@@ -136,11 +149,8 @@ static void teardown_ranks(uint32_t n)
 	for (uint32_t p = 0; p < n; p++) {
 		struct rank *s = &ranks[p];
 
-		for (uint32_t k = 0; k < s->ncoll; k++) {
-			if (s->out[k] != s->in[k])
-				free(s->out[k]);
-			free(s->in[k]);
-		}
+		for (uint32_t k = 0; k < s->ncoll; k++)
+			free(s->alloc[k]);
 		free(s->x.scratch);
 		free(s->x.stage_in);
 		free(s->x.stage_out);
@@ -174,25 +184,62 @@ static void put(char *buf, int dtype, uint64_t i, double v)
 	}
 }
 
+/* The reference of element i of collective c from every position's input. */
+static double reference(const struct coll *c, char *const *in, uint32_t n, uint64_t i)
+{
+	double acc = value_of(in[0], c->dtype, i);
+
+	for (uint32_t p = 1; p < n; p++) {
+		double v = value_of(in[p], c->dtype, i);
+
+		switch (c->redop) {
+		case COLLC_PROD:
+			acc *= v;
+			break;
+		case COLLC_MIN:
+			acc = v < acc ? v : acc;
+			break;
+		case COLLC_MAX:
+			acc = v > acc ? v : acc;
+			break;
+		default: /* SUM, AVG */
+			acc += v;
+		}
+	}
+	if (c->redop == COLLC_AVG)
+		acc /= n;
+	/* Integer division truncates: exact. */
+	return c->dtype == COLLC_INT32 && c->redop == COLLC_AVG ? trunc(acc) : acc;
+}
+
 /* Runs seq on d daemons x g ranks and checks every result. */
-static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t ncoll, unsigned seed)
+static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t ncoll, unsigned seed,
+		    int with_order)
 {
 	const uint32_t n = d * g;
+	char *ref_in[NCOLL][MAXR];
 	pthread_t t[MAXR];
 
 	srand(seed);
-	setup(n, g, seq, ncoll);
+	setup(n, g, seq, ncoll, with_order);
 	for (uint32_t k = 0; k < ncoll; k++) {
 		const struct coll *c = &seq[k];
 		const size_t es = collc_dtype_bytes(c->dtype), bytes = c->count * es;
+		const size_t out_bytes = c->coll == COLLC_OP_ALLGATHER ? n * bytes : bytes;
 
 		for (uint32_t p = 0; p < n; p++) {
 			struct rank *s = &ranks[p];
 
-			s->in[k] = malloc(bytes + 8);
-			assert_non_null(s->in[k]);
-			s->out[k] = c->inplace ? s->in[k] : malloc(bytes + 8);
-			assert_non_null(s->out[k]);
+			s->alloc[k] = malloc(out_bytes + (c->inplace ? 0 : bytes) + 8);
+			assert_non_null(s->alloc[k]);
+			memset(s->alloc[k], 0x5a, out_bytes + (c->inplace ? 0 : bytes) + 8);
+			s->out[k] = s->alloc[k];
+			if (!c->inplace)
+				s->in[k] = s->alloc[k] + out_bytes + 8;
+			else if (c->coll == COLLC_OP_ALLGATHER)
+				s->in[k] = s->out[k] + order[p] * bytes;
+			else
+				s->in[k] = s->out[k];
 			for (uint64_t i = 0; i < c->count; i++) {
 				/* Small values: products of six stay exact in int32 and float. */
 				double v = (double)(rand() % 7 + 1) * (rand() % 2 ? 1 : -1);
@@ -201,20 +248,12 @@ static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t nco
 					v += (double)(rand() % 1000) / 1024.0;
 				put(s->in[k], c->dtype, i, v);
 			}
-			if (!c->inplace)
-				memset(s->out[k], 0x5a, bytes + 8);
+			/* The reference needs the inputs, which in place get overwritten. */
+			ref_in[k][p] = malloc(bytes + 1);
+			assert_non_null(ref_in[k][p]);
+			memcpy(ref_in[k][p], s->in[k], bytes);
 		}
 	}
-	/* The reference needs the inputs, which in place are overwritten: keep a copy. */
-	char *ref_in[NCOLL][MAXR];
-
-	for (uint32_t k = 0; k < ncoll; k++)
-		for (uint32_t p = 0; p < n; p++) {
-			size_t bytes = seq[k].count * collc_dtype_bytes(seq[k].dtype);
-
-			ref_in[k][p] = malloc(bytes + 1);
-			memcpy(ref_in[k][p], ranks[p].in[k], bytes);
-		}
 	/* A hang is a failure: the watchdog ends the test. */
 	alarm(120);
 	for (uint32_t p = 0; p < n; p++)
@@ -227,38 +266,25 @@ static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t nco
 	for (uint32_t k = 0; k < ncoll; k++) {
 		const struct coll *c = &seq[k];
 		const size_t es = collc_dtype_bytes(c->dtype), bytes = c->count * es;
+		const size_t out_bytes = c->coll == COLLC_OP_ALLGATHER ? n * bytes : bytes;
 
-		for (uint64_t i = 0; i < c->count; i++) {
-			double acc = value_of(ref_in[k][0], c->dtype, i), got, tol;
+		if (c->coll == COLLC_OP_ALLGATHER) {
+			/* Block order[p] holds position p's input, byte for byte. */
+			for (uint32_t p = 0; p < n; p++)
+				if (memcmp(ranks[0].out[k] + order[p] * bytes, ref_in[k][p], bytes))
+					fail_msg(
+						"collective %u (all-gather, count %llu%s): block %u is "
+						"not position %u's input",
+						k, (unsigned long long)c->count,
+						c->inplace ? ", in place" : "", order[p], p);
+		}
+		for (uint64_t i = 0; i < c->count && c->coll == COLLC_OP_ALLREDUCE; i++) {
+			double acc = reference(c, ref_in[k], n, i);
+			double got = value_of(ranks[0].out[k], c->dtype, i), tol = 0.0;
 
-			for (uint32_t p = 1; p < n; p++) {
-				double v = value_of(ref_in[k][p], c->dtype, i);
-
-				switch (c->redop) {
-				case COLLC_PROD:
-					acc *= v;
-					break;
-				case COLLC_MIN:
-					acc = v < acc ? v : acc;
-					break;
-				case COLLC_MAX:
-					acc = v > acc ? v : acc;
-					break;
-				default: /* SUM, AVG */
-					acc += v;
-				}
-			}
-			if (c->redop == COLLC_AVG)
-				acc /= n;
-			got = value_of(ranks[0].out[k], c->dtype, i);
-			if (c->dtype == COLLC_INT32) {
-				if (c->redop == COLLC_AVG)
-					acc = trunc(acc);
-				tol = 0.0; /* integer division truncates: exact */
-			} else {
+			if (c->dtype != COLLC_INT32)
 				tol = (c->dtype == COLLC_FLOAT32 ? 1e-5 : 1e-12) *
 				      (fabs(acc) + 8.0);
-			}
 			if (fabs(got - acc) > tol)
 				fail_msg(
 					"collective %u (dtype %d op %d count %llu%s): element %llu "
@@ -268,11 +294,11 @@ static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t nco
 					acc);
 		}
 		for (uint32_t p = 1; p < n; p++)
-			if (memcmp(ranks[p].out[k], ranks[0].out[k], bytes) != 0)
+			if (memcmp(ranks[p].out[k], ranks[0].out[k], out_bytes) != 0)
 				fail_msg("collective %u: rank %u's result differs from rank 0's", k,
 					 p);
-		for (uint32_t p = 0; p < n && !c->inplace; p++)
-			for (size_t b = bytes; b < bytes + 8; b++)
+		for (uint32_t p = 0; p < n; p++)
+			for (size_t b = out_bytes; b < out_bytes + 8; b++)
 				if ((unsigned char)ranks[p].out[k][b] != 0x5a)
 					fail_msg("collective %u: rank %u wrote past its buffer", k,
 						 p);
@@ -282,53 +308,65 @@ static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t nco
 	teardown_ranks(n);
 }
 
+#define AR COLLC_OP_ALLREDUCE
+#define AG COLLC_OP_ALLGATHER
+
 static const struct coll seq[NCOLL] = {
-	{ COLLC_FLOAT32, COLLC_SUM, 1000, 0 },
-	{ COLLC_FLOAT32, COLLC_AVG, 3, 1 }, /* segments of one element and empty ones */
-	{ COLLC_INT32, COLLC_SUM, 0, 0 },   /* count 0: every phase still meets */
-	{ COLLC_INT32, COLLC_PROD, 4097, 1 },
-	{ COLLC_INT32, COLLC_MIN, 77, 0 },
-	{ COLLC_INT32, COLLC_AVG, 5000, 0 },
-	{ COLLC_FLOAT64, COLLC_MAX, 1, 0 },
-	{ COLLC_FLOAT64, COLLC_SUM, 300001, 1 }, /* several ring chunks and rounds */
-	{ COLLC_FLOAT32, COLLC_SUM, 262147, 1 },
-	{ COLLC_FLOAT64, COLLC_AVG, 100003, 0 },
-	{ COLLC_FLOAT32, COLLC_PROD, 129, 1 },
-	{ COLLC_INT32, COLLC_MAX, 65536, 1 },
+	{ AR, COLLC_FLOAT32, COLLC_SUM, 1000, 0 },
+	{ AR, COLLC_FLOAT32, COLLC_AVG, 3, 1 }, /* segments of one element and empty ones */
+	{ AG, COLLC_INT32, COLLC_SUM, 0, 0 },   /* count 0: every phase still meets */
+	{ AR, COLLC_INT32, COLLC_PROD, 4097, 1 },
+	{ AG, COLLC_FLOAT32, COLLC_SUM, 77, 1 },
+	{ AR, COLLC_INT32, COLLC_AVG, 5000, 0 },
+	{ AG, COLLC_FLOAT64, COLLC_SUM, 1, 0 },
+	{ AR, COLLC_FLOAT64, COLLC_SUM, 300001, 1 }, /* several ring chunks and rounds */
+	{ AG, COLLC_FLOAT32, COLLC_SUM, 262147, 0 },
+	{ AR, COLLC_FLOAT64, COLLC_AVG, 100003, 0 },
+	{ AG, COLLC_INT32, COLLC_SUM, 65537, 1 },
+	{ AR, COLLC_INT32, COLLC_MAX, 65536, 1 },
+	{ AR, COLLC_INT32, COLLC_MIN, 77, 0 },
+	{ AR, COLLC_FLOAT32, COLLC_PROD, 129, 1 },
 };
 
 static void hier_2x2(void **state)
 {
 	(void)state;
-	run_seq(2, 2, seq, NCOLL, 1);
+	run_seq(2, 2, seq, NCOLL, 1, 0);
 }
 
 static void hier_3x2(void **state)
 {
 	(void)state;
-	run_seq(3, 2, seq, NCOLL, 2);
+	run_seq(3, 2, seq, NCOLL, 2, 0);
 }
 
 static void hier_2x3(void **state)
 {
 	(void)state;
-	run_seq(2, 3, seq, NCOLL, 3);
+	run_seq(2, 3, seq, NCOLL, 3, 0);
+}
+
+/* Ranks round-robin over the daemons: all-gather's blocks follow the ranks, not the positions. */
+static void hier_3x2_rr(void **state)
+{
+	(void)state;
+	run_seq(3, 2, seq, NCOLL, 4, 1);
 }
 
 /* The last rank never arrives: the others wait, then end with -ECANCELED on revocation. */
 static void hier_revoked(void **state)
 {
-	const struct coll one = { COLLC_FLOAT32, COLLC_SUM, 4096, 0 };
+	const struct coll one = { AR, COLLC_FLOAT32, COLLC_SUM, 4096, 0 };
 	const uint32_t n = 4;
 	pthread_t t[MAXR];
 
 	(void)state;
-	setup(n, 2, &one, 1);
+	setup(n, 2, &one, 1, 0);
 	for (uint32_t p = 0; p < n; p++) {
-		ranks[p].in[0] = calloc(4096, sizeof(float));
-		ranks[p].out[0] = calloc(4096, sizeof(float));
-		assert_non_null(ranks[p].in[0]);
-		assert_non_null(ranks[p].out[0]);
+		ranks[p].alloc[0] = calloc(2 * 4096, sizeof(float));
+		assert_non_null(ranks[p].alloc[0]);
+		ranks[p].in[0] = ranks[p].alloc[0];
+		ranks[p].out[0] = ranks[p].alloc[0] + 4096 * sizeof(float);
 	}
 	alarm(60);
 	for (uint32_t p = 0; p + 1 < n; p++)
@@ -346,11 +384,11 @@ static void hier_revoked(void **state)
 /* Not a hierarchical communicator, or not an all-reduce: -EINVAL before any wait. */
 static void hier_refuses(void **state)
 {
-	const struct coll one = { COLLC_FLOAT32, COLLC_SUM, 16, 0 };
+	const struct coll one = { AR, COLLC_FLOAT32, COLLC_SUM, 16, 0 };
 
 	(void)state;
-	setup(4, 2, &one, 1);
-	ranks[0].it.coll = COLLC_OP_ALLGATHER;
+	setup(4, 2, &one, 1, 0);
+	ranks[0].it.coll = COLLC_OP_BROADCAST;
 	assert_int_equal(cpu_hier(&ranks[0].x), -EINVAL);
 	ranks[0].it.coll = COLLC_OP_ALLREDUCE;
 	ranks[0].rk.group = 0;
@@ -366,8 +404,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(hier_2x2),     cmocka_unit_test(hier_3x2),
-		cmocka_unit_test(hier_2x3),     cmocka_unit_test(hier_revoked),
-		cmocka_unit_test(hier_refuses),
+		cmocka_unit_test(hier_2x3),     cmocka_unit_test(hier_3x2_rr),
+		cmocka_unit_test(hier_revoked), cmocka_unit_test(hier_refuses),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
