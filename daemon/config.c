@@ -262,7 +262,8 @@ static const struct key_desc keys[] = {
 	/*
 	 * On a communicator spanning daemons with the same number (2 or more) of
 	 * host-memory ranks on each, all-reduces of at least this many bytes a
-	 * rank run hierarchically (docs/design.md §6b); 0: the flat ring always.
+	 * rank, and all-gathers whose gathered buffer is that large, run
+	 * hierarchically (docs/design.md §6b); 0: the flat ring always.
 	 * The root's value when a communicator forms holds on all its daemons.
 	 */
 	KEY("net_hier_min_bytes", K_U64, net_hier_min_bytes, 0, 1ull << 40),

@@ -32,13 +32,14 @@
 #define NODE_MAX_CHANNELS  2u
 /*
  * Incoming data links a rank listens for: one per channel of the ring, and
- * one per channel of its group ring (hierarchical all-reduce, exec.h
+ * one per channel of its group ring (hierarchical collectives, exec.h
  * EXEC_RING_GROUP) at NODE_MAX_CHANNELS + channel.
  */
 #define NODE_LINK_SLOTS    (2u * NODE_MAX_CHANNELS)
 /*
  * The key net_hier_min_bytes' default: all-reduces of at least this many
- * bytes a rank run hierarchically where the communicator allows
+ * bytes a rank (all-gathers: the gathered buffer) run hierarchically where
+ * the communicator allows
  * (docs/design.md §6b). On two daemons with two ranks each they were at
  * least as fast as the flat ring at every size measured, from 4 KiB (the
  * smallest; below it all-reduces go eager by default) to 64 MiB, and
