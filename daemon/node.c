@@ -979,15 +979,16 @@ static int nc_plan_links(struct ncomm *nc)
 			if (nc->owner[prev] != nc->me)
 				nc_add_link(nc, L_RECV, p, c, EXEC_RING_FLAT, nc->owner[prev],
 					    NULL);
-			if (!g)
-				continue;
-			next = nc->ring[(p + g) % n];
-			prev = nc->ring[(p + n - g) % n];
-			nc_add_link(nc, L_SEND, (p + g) % n, c, EXEC_RING_GROUP, nc->owner[next],
-				    nc->handles[next][NODE_MAX_CHANNELS + c]);
-			nc_add_link(nc, L_RECV, p, c, EXEC_RING_GROUP, nc->owner[prev], NULL);
-			next = nc->ring[(p + 1) % n];
-			prev = nc->ring[(p + n - 1) % n];
+			if (g) {
+				uint32_t gnext = nc->ring[(p + g) % n],
+					 gprev = nc->ring[(p + n - g) % n];
+
+				nc_add_link(nc, L_SEND, (p + g) % n, c, EXEC_RING_GROUP,
+					    nc->owner[gnext],
+					    nc->handles[gnext][NODE_MAX_CHANNELS + c]);
+				nc_add_link(nc, L_RECV, p, c, EXEC_RING_GROUP, nc->owner[gprev],
+					    NULL);
+			}
 		}
 	}
 	/* Listens nobody will connect to. */

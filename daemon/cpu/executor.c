@@ -63,7 +63,6 @@ struct cpu_comm {
 	/* The group rings (comm_setup_part's group), laid out as conns; NULL without. */
 	struct cpu_conn *gconns;
 	char **gbufs;
-	uint32_t group;
 	uint64_t simple_bytes; /* each connection's Simple ring (larger across daemons) */
 	struct cpu_mbox *mbox; /* nranks x nchan */
 	char *oll;             /* the mailboxes' one-shot LL inboxes, oll_bytes() each */
@@ -489,7 +488,6 @@ static int comm_setup(uint32_t nranks, const uint32_t *devids, const uint8_t *lo
 		return -EINVAL;
 	}
 	cc->nranks = nranks;
-	cc->group = group;
 	if (order)
 		memcpy(cc->order, order, nranks);
 	cc->simple_bytes = local ? CPU_NET_SIMPLE_BUFFER_BYTES : CPU_SIMPLE_BUFFER_BYTES;

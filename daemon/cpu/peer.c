@@ -465,30 +465,49 @@ int cpu_twoshot(struct cpu_run *x)
  * same bytes: all ranks receive the same result. The group ring crosses
  * daemons, so its steps are Simple whatever the item says.
  */
+/*
+ * Points y at the group ring of x's rank (item `it`, rank view `rk`, both
+ * the caller's): it becomes whole's collective among the ranks at its place
+ * of every block, ring, Simple; rk sends and receives on the group
+ * connections of x's channel and places blocks by order (NULL: none).
+ */
+static void group_view(const struct cpu_run *x, const struct collc_work_item *whole,
+		       const uint8_t *order, struct collc_work_item *it, struct cpu_rank *rk,
+		       struct cpu_run *y)
+{
+	const uint32_t g = x->rk->group;
+
+	*it = *whole;
+	it->algo = COLLC_ALGO_RING;
+	it->proto = COLLC_PROTO_SIMPLE;
+	it->nranks = whole->nranks / g;
+	it->rank = whole->rank / g;
+	it->root = 0;
+	*rk = *x->rk;
+	rk->send[x->ch] = x->rk->gsend[x->ch];
+	rk->recv[x->ch] = x->rk->grecv[x->ch];
+	rk->order = order;
+	*y = *x;
+	y->it = it;
+	y->rk = rk;
+	y->direct_steps = 0;
+}
+
 static int group_ring(const struct cpu_run *x, const struct collc_work_item *whole, char *seg,
 		      uint64_t n)
 {
-	const uint32_t g = x->rk->group;
-	struct collc_work_item it = *x->it;
-	struct cpu_rank rk = *x->rk;
-	struct cpu_run y = *x;
+	struct collc_work_item it;
+	struct cpu_rank rk;
+	struct cpu_run y;
 	int r;
 
-	it.algo = COLLC_ALGO_RING;
-	it.proto = COLLC_PROTO_SIMPLE;
-	it.nranks = whole->nranks / g;
-	it.rank = whole->rank / g;
-	it.root = 0;
+	group_view(x, whole, NULL, &it, &rk, &y);
+	/* The segment alone, as one channel: it is this channel's already. */
+	it.redop = x->it->redop; /* the block view's: AVG sums until the end below */
 	it.nchannels = 1;
 	it.count = n;
 	it.sendbuf = it.recvbuf = (uint64_t)(uintptr_t)seg;
-	rk.send[x->ch] = x->rk->gsend[x->ch];
-	rk.recv[x->ch] = x->rk->grecv[x->ch];
-	rk.order = NULL;
-	y.it = &it;
-	y.rk = &rk;
 	y.share = 0;
-	y.direct_steps = 0;
 	r = cpu_ring(&y);
 	if (r == 0 && n && whole->redop == COLLC_AVG)
 		red_finish(seg, n, whole->dtype, COLLC_AVG, whole->nranks);
@@ -506,13 +525,14 @@ static int group_ring(const struct cpu_run *x, const struct collc_work_item *who
  * is read that a peer writes: peers read only the blocks of our place from
  * us, which we wrote before our MID.
  */
-static int hier_allgather(const struct cpu_run *x, struct cpu_run *v, struct cpu_rank *grk)
+static int hier_allgather(const struct cpu_run *x, struct cpu_run *v)
 {
 	const struct collc_work_item *whole = x->it;
 	const uint32_t g = x->rk->group, d = whole->nranks / g, i = whole->rank % g;
 	const uint64_t es = x->es, bb = whole->count * es;
-	struct collc_work_item it = *whole;
-	struct cpu_run y = *x;
+	struct collc_work_item it;
+	struct cpu_rank grk;
+	struct cpu_run y;
 	uint8_t order[COLLC_MAX_RANKS];
 	struct collc_ring_iter ri;
 	struct collc_ring_step s;
@@ -525,15 +545,7 @@ static int hier_allgather(const struct cpu_run *x, struct cpu_run *v, struct cpu
 	r = barrier_before(v, &pv);
 	if (r < 0)
 		return r;
-	it.algo = COLLC_ALGO_RING;
-	it.proto = COLLC_PROTO_SIMPLE;
-	it.nranks = d;
-	it.rank = whole->rank / g;
-	it.root = 0;
-	grk->order = order;
-	y.it = &it;
-	y.rk = grk;
-	y.direct_steps = 0;
+	group_view(x, whole, order, &it, &grk, &y);
 	r = cpu_ring(&y);
 	if (r < 0)
 		return r;
@@ -565,7 +577,7 @@ int cpu_hier(struct cpu_run *x)
 	const struct collc_work_item *whole = x->it;
 	const uint32_t g = x->rk->group;
 	struct collc_work_item it;
-	struct cpu_rank rk, grk;
+	struct cpu_rank rk;
 	struct cpu_run y;
 
 	if (!g || whole->nranks % g || whole->nranks / g < 2 ||
@@ -581,11 +593,7 @@ int cpu_hier(struct cpu_run *x)
 	y = *x;
 	y.it = &it;
 	y.rk = &rk;
-	if (whole->coll == COLLC_OP_ALLGATHER) {
-		grk = *x->rk;
-		grk.send[x->ch] = x->rk->gsend[x->ch];
-		grk.recv[x->ch] = x->rk->grecv[x->ch];
-		return hier_allgather(x, &y, &grk);
-	}
+	if (whole->coll == COLLC_OP_ALLGATHER)
+		return hier_allgather(x, &y);
 	return run(&y, 1, whole);
 }
