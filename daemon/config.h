@@ -51,7 +51,7 @@ struct collc_config {
 	uint32_t net_tcp_streams; /* fixed at start: tcp data sockets per link, 1..8 */
 	uint32_t net_timeout_ms;  /* a peer daemon silent this long fails its communicators */
 	uint64_t net_eager_max_bytes; /* eager collectives across daemons up to this (node.h); 0: none */
-	uint64_t net_hier_min_bytes; /* hierarchical all-reduces across daemons from this; 0: none */
+	uint64_t net_hier_min_bytes; /* hierarchical collectives across daemons from this; 0: none */
 	/*
 	 * CFG_AUTO_*: keys left at auto. Their field holds a placeholder (the
 	 * generic default) until cfg_resolve() fills in an executor's own value.

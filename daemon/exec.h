@@ -40,6 +40,8 @@
  * comm_setup_part takes a group size and comm_link serves EXEC_RING_GROUP.
  */
 #define EXEC_CAP_NET_HIER        16u
+/* With EXEC_CAP_NET_HIER: all-gathers and reduce-scatters too. */
+#define EXEC_CAP_NET_HIER_GATHER 32u
 
 /* Which ring of a communicator spanning daemons comm_link names. */
 enum {
@@ -202,7 +204,7 @@ struct exec_backend {
 	 * returns -ENOTSUP. group, where not 0 (EXEC_CAP_NET_HIER only): every
 	 * daemon holds group consecutive positions (nranks a multiple of it),
 	 * and the executor also makes the group rings (EXEC_RING_GROUP) that
-	 * hierarchical all-reduces run on.
+	 * hierarchical collectives run on.
 	 */
 	int (*comm_setup_part)(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
 			       const uint8_t *order, uint32_t group, uint64_t *ret_comm_dev,

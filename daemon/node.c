@@ -127,7 +127,7 @@ struct m_table {
 	uint32_t ndaemons;
 	/*
 	 * Ranks of every daemon where the group rings run (each daemon holds
-	 * as many, at least 2), else 0; hierarchical all-reduces from
+	 * as many, at least 2), else 0; hierarchical collectives from
 	 * hier_min_bytes a rank (the root's key net_hier_min_bytes).
 	 */
 	uint32_t group;
@@ -232,7 +232,7 @@ struct ncomm {
 	union net_addr root_addr;
 	uint32_t nranks, nchan, me, ndaemons;
 	uint32_t group;          /* the table's: ranks a daemon where group rings run, else 0 */
-	uint64_t hier_min_bytes; /* the table's: hierarchical all-reduces from this many bytes */
+	uint64_t hier_min_bytes; /* the table's: hierarchical collectives from this many bytes */
 	int stage;
 	int err;
 	int told;                      /* the scheduler heard of the failure (or caused it) */
@@ -1107,12 +1107,13 @@ static uint32_t nc_block(const struct ncomm *nc)
 
 /*
  * The root: whether the communicator gets group rings for hierarchical
- * all-reduces. The CPU executor runs them (host-memory ranks); the key at
- * 0 turns them off, and so saves each rank its second set of links.
+ * collectives (both executors run them; every rank uses a GPU or none
+ * does); the key at 0 turns them off, and so saves each rank its second
+ * set of links.
  */
 static uint32_t nc_group_of(const struct ncomm *nc)
 {
-	if (!node.hier_min_bytes || nc->ngpu)
+	if (!node.hier_min_bytes)
 		return 0;
 	return nc_block(nc);
 }
@@ -1199,15 +1200,6 @@ static int on_reg(struct conn *c, struct ncomm *nc, const struct m_reg *m)
 	return 0;
 }
 
-/* A joiner: does a rank here use a GPU (then all do, or the root failed the communicator)? */
-static int nc_has_gpu(const struct ncomm *nc)
-{
-	for (uint32_t r = 0; r < nc->nranks; r++)
-		if (nc->have[r] && nc->gpu[r])
-			return 1;
-	return 0;
-}
-
 static int on_table(struct ncomm *nc, const struct m_table *t)
 {
 	int err;
@@ -1223,8 +1215,8 @@ static int on_table(struct ncomm *nc, const struct m_table *t)
 	nc->nchan = t->nchan;
 	nc->ndaemons = t->ndaemons;
 	memcpy(nc->owner, t->owner, sizeof(nc->owner));
-	/* Group rings only where every daemon holds the same block of host-memory ranks. */
-	if (t->group && (t->group != nc_block(nc) || nc_has_gpu(nc) || !t->hier_min_bytes))
+	/* Group rings only where every daemon holds the same block of ranks. */
+	if (t->group && (t->group != nc_block(nc) || !t->hier_min_bytes))
 		return -EPROTO;
 	nc->group = t->group;
 	nc->hier_min_bytes = t->group ? t->hier_min_bytes : 0;
@@ -2671,7 +2663,7 @@ size_t node_status(char *out, size_t len, int json)
 				else
 					PUT(" %u", nc->ring[p]);
 			}
-			/* Group rings: the ranks of each daemon's block (hierarchical all-reduce). */
+			/* Group rings: the ranks of each daemon's block (hierarchical collectives). */
 			if (json)
 				PUT("], \"group\": %u, \"hier_min_bytes\": %llu}", nc->group,
 				    (unsigned long long)nc->hier_min_bytes);

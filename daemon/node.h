@@ -38,13 +38,14 @@
 #define NODE_LINK_SLOTS    (2u * NODE_MAX_CHANNELS)
 /*
  * The key net_hier_min_bytes' default: all-reduces of at least this many
- * bytes a rank (all-gathers: the gathered buffer) run hierarchically where
- * the communicator allows
+ * bytes a rank (all-gathers and reduce-scatters: the whole buffer) run
+ * hierarchically where the communicator allows
  * (docs/design.md §6b). On two daemons with two ranks each they were at
  * least as fast as the flat ring at every size measured, from 4 KiB (the
  * smallest; below it all-reduces go eager by default) to 64 MiB, and
  * 1.2-1.4x its pipelined busbw from 8 MiB (bench/RESULTS.md "Hierarchical
- * all-reduce across daemons").
+ * all-reduce across daemons"); all-gathers and reduce-scatters were never
+ * slower beyond the spread either.
  */
 #define NET_HIER_MIN_BYTES (4ull << 10)
 

@@ -56,6 +56,7 @@
 
 #include "daemon/cuda/device/common.h"
 #include "daemon/cuda/device/copy.h"
+#include "daemon/cuda/device/hier.h"
 #include "daemon/cuda/device/oneshot.h"
 #include "daemon/cuda/device/oneshot_ll.h"
 #include "daemon/cuda/device/ring.h"
@@ -119,7 +120,10 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 		r = oll_run(b, src, dst);
 	else if (b->algo == COLLC_ALGO_ONESHOT || b->algo == COLLC_ALGO_TWOSHOT)
 		r = oneshot(b, src, dst,
-			    b->algo == COLLC_ALGO_TWOSHOT && b->it->coll == COLLC_OP_ALLREDUCE);
+			    b->algo == COLLC_ALGO_TWOSHOT && b->it->coll == COLLC_OP_ALLREDUCE,
+			    NULL);
+	else if (b->algo == COLLC_ALGO_HIER)
+		r = hier_run(b, src, dst);
 	else
 		r = ring_run(b, src, dst);
 	if (b->trace)
@@ -539,6 +543,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 	b.revoked = NULL;
 	b.revoked_dev = NULL;
 	b.chan = chan;
+	b.peer_base = 0;
 	b.trace = a.trace;
 	b.state_of = 0;
 	b.t_alg = b.t_done = b.t_ollwait = 0;

@@ -458,7 +458,7 @@ static int comm_place(struct comm *cm)
 		plocal[p] = cm->local[comm_ring_rank(cm, p)];
 	}
 	if (cm->net_group && !(ex->caps & EXEC_CAP_NET_HIER)) {
-		log_warn("communicator %llu: executor %s runs no hierarchical all-reduce",
+		log_warn("communicator %llu: executor %s runs no hierarchical collective",
 			 (unsigned long long)cm->id, ex->name);
 		return -ENOTSUP;
 	}

@@ -56,12 +56,14 @@ enum {
 	COLLC_ALGO_ONESHOT,
 	COLLC_ALGO_TWOSHOT,
 	/*
-	 * All-reduce and all-gather across daemons (daemon/cpu/peer.c
-	 * cpu_hier()): all-reduce reduce-scatters among the daemon's ranks,
-	 * all-reduces each segment on its group ring across daemons, and
-	 * all-gathers among the daemon's ranks; all-gather gathers on the group
-	 * rings, then among the daemon's ranks. Chosen by the scheduler only,
-	 * never by the algo key.
+	 * All-reduce, all-gather and reduce-scatter across daemons
+	 * (daemon/cpu/peer.c cpu_hier()): all-reduce reduce-scatters among the
+	 * daemon's ranks, all-reduces each segment on its group ring across
+	 * daemons, and all-gathers among the daemon's ranks; all-gather
+	 * gathers on the group rings, then among the daemon's ranks;
+	 * reduce-scatter reduce-scatters on the group rings the daemon's sums
+	 * of its place's blocks. Chosen by the scheduler only, never by the
+	 * algo key.
 	 */
 	COLLC_ALGO_HIER,
 	COLLC_ALGO_MAX,

@@ -125,7 +125,7 @@ uint64_t cpu_chunk_elems(const struct cpu_run *x);
 int cpu_ring(struct cpu_run *x);
 int cpu_oneshot(struct cpu_run *x);
 int cpu_twoshot(struct cpu_run *x);
-/* Hierarchical all-reduce across daemons (the rank's cpu_rank.group rings). */
+/* Hierarchical all-reduce, all-gather, reduce-scatter across daemons (cpu_rank.group rings). */
 int cpu_hier(struct cpu_run *x);
 /* A copy-list item's share (any rank count, proto/algo_copy.h). */
 int cpu_copy(struct cpu_run *x, const struct collc_work_copies *list);

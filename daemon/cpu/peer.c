@@ -572,6 +572,80 @@ static int hier_allgather(const struct cpu_run *x, struct cpu_run *v)
 	return wait_all_done(v, pv.done0 + 2);
 }
 
+/*
+ * Hierarchical reduce-scatter: rank i of the block reduce-scatters, on its
+ * group ring, the blocks of the ranks at place i of every daemon, and the
+ * ring's input is the block's partial sum, made as the ring needs it: before
+ * each step that sends or reduces, one step's elements of that block are
+ * reduced from the block's inputs (in block order) into the scratch, and the
+ * step reads them from there. So every element crosses daemons once, as the
+ * ring's, and the block is read once, with no buffer but the scratch (one
+ * step). The steps are cut to the scratch's size alike on every rank of the
+ * ring, so sender and receiver agree on them. The block's peers read our
+ * input until their rings end: we leave only after every one posted its
+ * phase. In place (our block of the input is our output) nothing a peer
+ * reads is written: peers read from us only the blocks of their own place.
+ */
+static int hier_reduce_scatter(const struct cpu_run *x, struct cpu_run *v)
+{
+	const struct collc_work_item *whole = x->it;
+	const uint32_t g = x->rk->group, d = whole->nranks / g, i = whole->rank % g;
+	const uint64_t es = x->es;
+	const int op = whole->redop == COLLC_AVG ? COLLC_SUM : whole->redop;
+	struct collc_work_item it;
+	struct cpu_rank grk;
+	struct cpu_run y;
+	uint8_t order[COLLC_MAX_RANKS];
+	struct collc_ring_iter ri;
+	struct collc_ring_step s;
+	struct peer_view pv;
+	uint64_t piece;
+	char *out = (char *)(uintptr_t)whole->recvbuf;
+	int r;
+
+	for (uint32_t b = 0; b < d; b++)
+		order[b] = x->rk->order ? x->rk->order[b * g + i] : (uint8_t)(b * g + i);
+	r = barrier_before(v, &pv);
+	if (r < 0)
+		return r;
+	group_view(x, whole, order, &it, &grk, &y);
+	it.redop = (uint8_t)op;
+	r = cpu_prims_setup(&y);
+	if (r < 0)
+		return r;
+	/* The scratch is rewritten every step: no send may go from it later. */
+	y.direct_ok = 0;
+	piece = collc_min_u64(y.step_bytes, CPU_SCRATCH_BYTES) / es;
+	if (collc_ring_begin(&ri, COLLC_OP_REDUCE_SCATTER, d, it.rank, 0, it.nchannels, y.share,
+			     it.count, cpu_chunk_elems(&y), es) < 0)
+		return -EINVAL;
+	collc_ring_order(&ri, order);
+	while (r == 0 && collc_ring_next(&ri, &s)) {
+		uint64_t n = s.nelem > 0 ? (uint64_t)s.nelem : 0, e = 0;
+
+		do {
+			uint64_t m = collc_min_u64(piece, n - e), at = s.src + e * es;
+			char *dst = s.dst != COLLC_RING_NONE ? out + s.dst + e * es : NULL;
+
+			if (m) {
+				red_reduce(x->scratch, pv.src[0] + at, pv.src[1] + at, m,
+					   whole->dtype, op);
+				for (uint32_t j = 2; j < g; j++)
+					red_reduce(x->scratch, x->scratch, pv.src[j] + at, m,
+						   whole->dtype, op);
+			}
+			r = cpu_prim(&y, s.flags, x->scratch, dst, (int64_t)m);
+			if (r == 0 && dst && m && whole->redop == COLLC_AVG)
+				red_finish(dst, m, whole->dtype, COLLC_AVG, whole->nranks);
+			e += m;
+		} while (r == 0 && e < n);
+	}
+	if (r < 0)
+		return r;
+	phase_done(v);
+	return wait_all_done(v, pv.done0 + 1);
+}
+
 int cpu_hier(struct cpu_run *x)
 {
 	const struct collc_work_item *whole = x->it;
@@ -581,7 +655,8 @@ int cpu_hier(struct cpu_run *x)
 	struct cpu_run y;
 
 	if (!g || whole->nranks % g || whole->nranks / g < 2 ||
-	    (whole->coll != COLLC_OP_ALLREDUCE && whole->coll != COLLC_OP_ALLGATHER))
+	    (whole->coll != COLLC_OP_ALLREDUCE && whole->coll != COLLC_OP_ALLGATHER &&
+	     whole->coll != COLLC_OP_REDUCE_SCATTER))
 		return -EINVAL;
 	it = *whole;
 	it.nranks = g;
@@ -595,5 +670,7 @@ int cpu_hier(struct cpu_run *x)
 	y.rk = &rk;
 	if (whole->coll == COLLC_OP_ALLGATHER)
 		return hier_allgather(x, &y);
+	if (whole->coll == COLLC_OP_REDUCE_SCATTER)
+		return hier_reduce_scatter(x, &y);
 	return run(&y, 1, whole);
 }

@@ -307,7 +307,7 @@ static void cuda_comm_teardown(void *priv)
 	for (uint32_t r = 0; r < cc->nranks; r++)
 		cuda_vmm_free(&cc->mem[r]);
 	if (cc->x)
-		for (size_t i = 0; i < (size_t)cc->nranks * nchan; i++)
+		for (size_t i = 0; i < (cc->group ? 2 : 1) * (size_t)cc->nranks * nchan; i++)
 			if (cc->x[i])
 				cuda_xconn_give(cc->x[i]);
 	if (cc->revoke_idx != UINT32_MAX)
@@ -327,10 +327,12 @@ static int here(const uint8_t *local, uint32_t i)
  * Sets up the ranks that run here (local NULL: all of them). A connection
  * to a rank of another daemon is left empty (0) until comm_link gives it a
  * ring in mapped host memory; only the ring/Simple path runs across
- * daemons (sched_launch.c), so the other fields are never used there.
+ * daemons (sched_launch.c), and the hierarchical all-reduce over the group
+ * rings (group: the ranks of each daemon's block, else 0), so the other
+ * fields are never used there.
  */
 static int comm_setup(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
-		      const uint8_t *order, uint64_t *ret_comm_dev, void **ret_priv)
+		      const uint8_t *order, uint32_t group, uint64_t *ret_comm_dev, void **ret_priv)
 {
 	struct ccomm *cc = calloc(1, sizeof(*cc) + nranks * sizeof(struct vmm));
 	struct cuda_chan *img = calloc(1, sizeof(*img));
@@ -340,10 +342,11 @@ static int comm_setup(uint32_t nranks, const uint32_t *devs, const uint8_t *loca
 	if (!cc || !img)
 		goto err;
 	cc->nranks = nranks;
+	cc->group = group;
 	cc->revoke_idx = UINT32_MAX;
 	if (local) {
 		cc->local = malloc(nranks);
-		cc->x = calloc((size_t)nranks * nchan, sizeof(*cc->x));
+		cc->x = calloc((group ? 2 : 1) * (size_t)nranks * nchan, sizeof(*cc->x));
 		if (!cc->local || !cc->x)
 			goto err;
 		memcpy(cc->local, local, nranks);
@@ -407,6 +410,7 @@ static int comm_setup(uint32_t nranks, const uint32_t *devs, const uint8_t *loca
 				img->ordered = 1;
 				memcpy(img->order, order, nranks);
 			}
+			img->group = group;
 			rk.chan[c] = chan_addr(&cc->mem[i], c);
 			if (cudaMemcpyAsync((void *)(uintptr_t)chan_addr(&cc->mem[i], c), img,
 					    sizeof(*img), cudaMemcpyHostToDevice,
@@ -440,17 +444,17 @@ err:
 static int cuda_comm_setup(uint32_t nranks, const uint32_t *devs, uint64_t *ret_comm_dev,
 			   void **ret_priv)
 {
-	return comm_setup(nranks, devs, NULL, NULL, ret_comm_dev, ret_priv);
+	return comm_setup(nranks, devs, NULL, NULL, 0, ret_comm_dev, ret_priv);
 }
 
 static int cuda_comm_setup_part(uint32_t nranks, const uint32_t *devs, const uint8_t *local,
 				const uint8_t *order, uint32_t group, uint64_t *ret_comm_dev,
 				void **ret_priv)
 {
-	/* No EXEC_CAP_NET_HIER: the grid's rings across daemons are the flat ones. */
-	if (group)
-		return -ENOTSUP;
-	return comm_setup(nranks, devs, local, order, ret_comm_dev, ret_priv);
+	/* Group rings: whole blocks, of at least two ranks, on at least two daemons. */
+	if (group && (group < 2 || nranks % group || nranks / group < 2))
+		return -EINVAL;
+	return comm_setup(nranks, devs, local, order, group, ret_comm_dev, ret_priv);
 }
 
 /* Host-written fields of rank i's struct cuda_chan on channel c, rewritten in its GPU memory. */
@@ -471,11 +475,68 @@ static int chan_patch(const struct ccomm *cc, uint32_t i, uint32_t c, size_t off
 	return 0;
 }
 
+/* Rank's receive ring on channel chan (group: its group ring) is the xconn at device address d. */
+static int link_recv(const struct ccomm *cc, uint32_t rank, uint32_t chan, int group, uint64_t d)
+{
+	const uint64_t buf = d + offsetof(struct cuda_xconn, buf);
+	const uint64_t head = d + offsetof(struct cuda_xconn, head);
+	const uint64_t tail = d + offsetof(struct cuda_xconn, tail);
+	int r;
+
+	if (group) {
+		const uint64_t g[] = { buf, tail, head };
+
+		_Static_assert(offsetof(struct cuda_chan, g_head) ==
+				       offsetof(struct cuda_chan, g_buf) + 2 * sizeof(uint64_t),
+			       "g_buf .. g_head in a row");
+		return chan_patch(cc, rank, chan, offsetof(struct cuda_chan, g_buf), g, 3);
+	}
+	r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, buf_simple), &buf, 1);
+	if (r == 0)
+		r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, prev_head), &head, 1);
+	if (r == 0)
+		r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, tail_at), &tail, 1);
+	return r;
+}
+
+/* Rank pv's send ring on channel chan (group: its group ring) is the xconn at device address d. */
+static int link_send(const struct ccomm *cc, uint32_t pv, uint32_t chan, int group, uint64_t d)
+{
+	const uint64_t buf = d + offsetof(struct cuda_xconn, buf);
+	const uint64_t head = d + offsetof(struct cuda_xconn, head);
+	const uint64_t tail = d + offsetof(struct cuda_xconn, tail);
+	const uint64_t len = d + offsetof(struct cuda_xconn, len);
+	const uint64_t next[] = { buf, 0, 0, tail };
+	int r;
+
+	if (group) {
+		const uint64_t g[] = { buf, tail, head, len };
+
+		_Static_assert(offsetof(struct cuda_chan, g_next_len) ==
+				       offsetof(struct cuda_chan, g_next_buf) +
+					       3 * sizeof(uint64_t),
+			       "g_next_buf .. g_next_len in a row");
+		return chan_patch(cc, pv, chan, offsetof(struct cuda_chan, g_next_buf), g, 4);
+	}
+	/* The LL buffers stay 0: only Simple runs across daemons. */
+	_Static_assert(offsetof(struct cuda_chan, next_tail) ==
+			       offsetof(struct cuda_chan, next_simple) + 3 * sizeof(uint64_t),
+		       "next_simple .. next_tail in a row");
+	r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, next_simple), next, 4);
+	/* Not tail_at: pv's own receive ring may cross too (its own comm_link). */
+	if (r == 0)
+		r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, head_at), &head, 1);
+	if (r == 0)
+		r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, next_len), &len, 1);
+	return r;
+}
+
 /*
  * The Simple ring that rank receives on, on channel chan, where it crosses
- * daemons (exec.h comm_link). It lives in mapped host memory (xconn.c): if
+ * daemons (exec.h comm_link): the flat ring's (from rank - 1) or the group
+ * ring's (from rank - group). It lives in mapped host memory (xconn.c): if
  * the rank runs here, it becomes the rank's receive ring (buffer, tail, and
- * the head it posts); if its previous rank runs here, that rank's next
+ * the head it posts); if its previous rank runs here, that rank's send
  * ring (buffer, tail, the step lengths for the proxy, and the head it waits
  * on). Called on the scheduler thread before any item of the communicator
  * is written, so no block has loaded these fields yet.
@@ -484,56 +545,26 @@ static int cuda_comm_link(void *priv, uint32_t rank, uint32_t chan, uint32_t rin
 			  struct exec_link *ret)
 {
 	struct ccomm *cc = priv;
+	const int group = ring == EXEC_RING_GROUP;
 	uint32_t pv;
 	struct cuda_xconn *h, **slot;
 	uint64_t d;
 	int r;
 
-	if (!cc->local || rank >= cc->nranks || chan >= nchan || ring != EXEC_RING_FLAT)
+	if (!cc->local || rank >= cc->nranks || chan >= nchan ||
+	    (ring != EXEC_RING_FLAT && !(group && cc->group)))
 		return -EINVAL;
-	pv = (rank + cc->nranks - 1) % cc->nranks;
+	pv = (rank + cc->nranks - (group ? cc->group : 1)) % cc->nranks;
 	/* Only rings between two daemons are the proxy's. */
 	if (!cc->local[rank] == !cc->local[pv])
 		return -EINVAL;
-	slot = &cc->x[(size_t)rank * nchan + chan];
+	slot = &cc->x[((size_t)group * cc->nranks + rank) * nchan + chan];
 	if (!*slot) {
 		r = cuda_xconn_take(&h, &d);
 		if (r < 0)
 			return r;
-		if (cc->local[rank]) {
-			const uint64_t buf = d + offsetof(struct cuda_xconn, buf);
-			const uint64_t head = d + offsetof(struct cuda_xconn, head);
-			const uint64_t tail = d + offsetof(struct cuda_xconn, tail);
-
-			r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, buf_simple), &buf,
-				       1);
-			if (r == 0)
-				r = chan_patch(cc, rank, chan,
-					       offsetof(struct cuda_chan, prev_head), &head, 1);
-			if (r == 0)
-				r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, tail_at),
-					       &tail, 1);
-		} else {
-			const uint64_t next[] = { d + offsetof(struct cuda_xconn, buf), 0, 0,
-						  d + offsetof(struct cuda_xconn, tail) };
-			const uint64_t head = d + offsetof(struct cuda_xconn, head);
-			const uint64_t len = d + offsetof(struct cuda_xconn, len);
-
-			/* The LL buffers stay 0: only Simple runs across daemons. */
-			_Static_assert(offsetof(struct cuda_chan, next_tail) ==
-					       offsetof(struct cuda_chan, next_simple) +
-						       3 * sizeof(uint64_t),
-				       "next_simple .. next_tail in a row");
-			r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, next_simple), next,
-				       4);
-			/* Not tail_at: pv's own receive ring may cross too (its own comm_link). */
-			if (r == 0)
-				r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, head_at),
-					       &head, 1);
-			if (r == 0)
-				r = chan_patch(cc, pv, chan, offsetof(struct cuda_chan, next_len),
-					       &len, 1);
-		}
+		r = cc->local[rank] ? link_recv(cc, rank, chan, group, d)
+				    : link_send(cc, pv, chan, group, d);
 		if (r < 0) {
 			cuda_xconn_give(h);
 			return r;
@@ -727,7 +758,7 @@ static int cuda_copy(uint32_t dev, void *dst, const void *src, size_t bytes)
 static struct exec_backend cuda_backend = {
 	.name = "cuda",
 	.backend = COLLC_BACKEND_CUDA,
-	.caps = EXEC_CAP_DEVICE_RANKS,
+	.caps = EXEC_CAP_DEVICE_RANKS | EXEC_CAP_NET_HIER,
 	/* fini frees device memory with the contexts: sched_release() leaves it. */
 	.fini_frees = 1,
 	.fini = cuda_fini,

@@ -228,6 +228,20 @@ struct cuda_chan {
 	 */
 	uint32_t ordered;
 	uint8_t order[COLLC_MAX_RANKS];
+	/*
+	 * The group ring (hierarchical all-reduces across daemons, exec.h
+	 * EXEC_RING_GROUP): every daemon holds `group` consecutive positions,
+	 * and position p sends to p + group and receives from p - group, both
+	 * on other daemons, so both rings live in mapped host memory (struct
+	 * cuda_xconn), set by comm_link: the receive ring's buffer, tail (the
+	 * proxy's) and head (ours), the send ring's buffer, tail (ours), head
+	 * (the proxy's) and step lengths. group 0: no group ring.
+	 */
+	uint32_t group;
+	uint32_t reserved3;
+	uint64_t g_send_step, g_recv_step; /* private to the block, as send_step and recv_step */
+	uint64_t g_buf, g_tail, g_head;
+	uint64_t g_next_buf, g_next_tail, g_next_head, g_next_len;
 };
 
 /*

@@ -118,12 +118,14 @@ struct ccomm {
 	uint32_t revoke_idx; /* its abort word in revoke_words */
 	/*
 	 * Spanning daemons (comm_setup_part): local[r] for the ranks that run
-	 * here (the others have no mem), and per (rank, channel) the ring rank
-	 * receives on where it crosses to another daemon, taken by comm_link.
-	 * NULL both for a communicator of this daemon alone.
+	 * here (the others have no mem), and per (ring, rank, channel) the ring
+	 * rank receives on where it crosses to another daemon, taken by
+	 * comm_link: the flat ring's, then, where group is not 0, the group
+	 * ring's. NULL both for a communicator of this daemon alone.
 	 */
 	uint8_t *local;
-	struct cuda_xconn **x; /* nranks x nchan */
+	uint32_t group;        /* ranks a daemon where group rings run (hier.h), else 0 */
+	struct cuda_xconn **x; /* (group ? 2 : 1) x nranks x nchan */
 	struct vmm mem[];
 };
 
@@ -134,7 +136,7 @@ struct lane_track {
 /* executor.c: the GPUs and the configuration, set by exec_cuda_init(). */
 extern struct gpu *gpus;
 extern uint32_t ngpus, nlanes, nchan;
-extern uint32_t trace; /* config cuda_trace */
+extern uint32_t trace;       /* config cuda_trace */
 extern uint32_t breadcrumbs; /* config cuda_breadcrumbs; 0: gpus[].crumbs stays NULL */
 /*
  * Config cuda_idle_sleep_ns: how long an idle channel block sleeps between

@@ -19,14 +19,19 @@
 # 2 s, and it keeps serving). One RESULT line per
 # check, a summary last; exit status 0 when all pass.
 #
-#   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-4ranks-rr] [net-kill-4ranks]
+#   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-4ranks-flat] [net-4ranks-rr]
+#                                         [net-kill-4ranks]
 #
-# (net-4ranks-rr: net-4ranks with the ranks round-robin, 0 and 2 on the first
-# collcd, so the ring runs by daemon, 0 2 1 3; no argument: all four; each
+# (net-4ranks and net-4ranks-rr run all-reduces from 4 KiB hierarchically, on
+# the group rings, and check that collcd A's status counted some;
+# net-4ranks-flat: net-4ranks with net_hier_min_bytes=0 set on both (the flat
+# ring alone, none counted); net-4ranks-rr: net-4ranks with the ranks
+# round-robin, 0 and 2 on the first collcd, so the ring runs by daemon, 0 2 1
+# 3; no argument: all five; each
 # has its own time limit, 180 s each and 120 for the kill, and a run takes
 # about a minute on one H200)
 #
-# PREBUILT: a directory with collcd, collc-gpu-test and libcollc.so.1 (no
+# PREBUILT: a directory with collcd, collcctl, collc-gpu-test and libcollc.so.1 (no
 # build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
 # SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), KILL_MODE.
 #
@@ -135,7 +140,26 @@ stop_one() { # pid: SIGTERM, then SIGKILL after 10 s; its exit status in STOP_RC
 	wait "$pid"
 	STOP_RC=$?
 }
-WANT=" ${*:-net-2ranks net-4ranks net-4ranks-rr net-kill-4ranks} "
+WANT=" ${*:-net-2ranks net-4ranks net-4ranks-flat net-4ranks-rr net-kill-4ranks} "
+hier_count() { # sock: collectives collcd ran hierarchically so far (status --json totals.by_algo.hier)
+	"$BIN/collcctl" --socket "$1" status --json 2>/dev/null |
+		python3 "$(dirname "$0")/../multinode/mn_status.py" algo hier 2>/dev/null || echo none
+}
+hier_ran() { # label before more|none: collcd A's hierarchical count grew (more) or stayed (none)
+	[[ "$WANT" == *" $1 "* ]] || return 0
+	local now
+	now=$(hier_count "$SOCK_A")
+	if [ "$2" = none ] || [ "$now" = none ]; then
+		result "$1/hier FAIL no totals.by_algo.hier in collcd A's status (before $2, after $now)"
+		return 0
+	fi
+	case "$3" in
+	more) [ "$now" -gt "$2" ] && result "$1/hier PASS collcd A ran $((now - $2)) hierarchical all-reduces" ||
+		result "$1/hier FAIL collcd A ran no hierarchical all-reduce (group rings: 2 GPU ranks a daemon)" ;;
+	none) [ "$now" = "$2" ] && result "$1/hier PASS none with net_hier_min_bytes=0" ||
+		result "$1/hier FAIL collcd A ran $((now - $2)) hierarchical all-reduces with net_hier_min_bytes=0" ;;
+	esac
+}
 t() { # limit label scenario args...: one collc-gpu-test run, its RESULT lines kept
 	local limit=$1 label=$2; shift 2
 	[[ "$WANT" == *" $label "* ]] || return 0
@@ -160,12 +184,30 @@ if start_both; then
 	alive net-2ranks
 	# A GPU lane serves one communicator spanning daemons: let the last one's teardown end.
 	sleep 2
+	HIER0=$(hier_count "$SOCK_A")
 	t 180 net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
 	alive net-4ranks
+	hier_ran net-4ranks "$HIER0" more
+	sleep 2
+	# The same with the key at 0 on both (hot: the next communicators): the flat ring alone.
+	if [[ "$WANT" == *" net-4ranks-flat "* ]]; then
+		"$BIN/collcctl" --socket "$SOCK_A" set net_hier_min_bytes=0 >>"$LOGDIR/tests.log" 2>&1
+		"$BIN/collcctl" --socket "$SOCK_B" set net_hier_min_bytes=0 >>"$LOGDIR/tests.log" 2>&1
+	fi
+	HIER0=$(hier_count "$SOCK_A")
+	t 180 net-4ranks-flat net --gpus "$GPU,$GPU,$GPU,$GPU"
+	alive net-4ranks-flat
+	hier_ran net-4ranks-flat "$HIER0" none
+	if [[ "$WANT" == *" net-4ranks-flat "* ]]; then
+		"$BIN/collcctl" --socket "$SOCK_A" set net_hier_min_bytes=4096 >>"$LOGDIR/tests.log" 2>&1
+		"$BIN/collcctl" --socket "$SOCK_B" set net_hier_min_bytes=4096 >>"$LOGDIR/tests.log" 2>&1
+	fi
 	sleep 2
 	# Ranks round-robin: the ring runs 0 2 1 3, all-gather's and reduce-scatter's blocks by rank.
+	HIER0=$(hier_count "$SOCK_A")
 	t 180 net-4ranks-rr net --gpus "$GPU,$GPU,$GPU,$GPU" --round-robin
 	alive net-4ranks-rr
+	hier_ran net-4ranks-rr "$HIER0" more
 	sleep 2
 	NETKILL_BEFORE=
 	MPS_SERVER=$(echo get_server_list | timeout 5 nvidia-cuda-mps-control 2>/dev/null | head -n 1)

@@ -1,18 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The CPU executor's hierarchical all-reduce and all-gather (daemon/cpu/peer.c
- * cpu_hier()),
+ * The CPU executor's hierarchical all-reduce, all-gather and reduce-scatter
+ * (daemon/cpu/peer.c cpu_hier()),
  * every rank on a thread of its own over real mailboxes and Simple group
  * rings, as on D daemons of g ranks each but in one process (the proxy's
  * part, moving a group ring's steps between daemons, is the plain ring's and
  * is tested with it):
  *
- *   - a sequence of all-reduces and all-gathers (dtypes, ops, sizes that
- *     leave segments empty or odd, in place and not) on 2x2, 3x2 and 2x3
- *     ranks, and 3x2 with the ranks round-robin (a ring order), each
- *     all-reduce against a double-precision reference of the same random
- *     inputs, each all-gather's blocks byte for byte, and every rank's
- *     result bytes equal to rank 0's;
+ *   - a sequence of all-reduces, all-gathers and reduce-scatters (dtypes,
+ *     ops, sizes that leave segments empty or odd, in place and not) on 2x2,
+ *     3x2 and 2x3 ranks, and 3x2 with the ranks round-robin (a ring order),
+ *     each all-reduce and every rank's reduce-scatter block against a
+ *     double-precision reference of the same random inputs, each
+ *     all-gather's blocks byte for byte, and every rank's all-reduce and
+ *     all-gather result bytes equal to rank 0's;
  *   - a rank that never arrives: the others wait, and end with -ECANCELED
  *     once the communicator is revoked, without a hang.
  *
@@ -44,13 +45,13 @@
 _Atomic uint32_t exec_spin_us = 0;
 
 #define MAXR  6
-#define NCOLL 14
+#define NCOLL 20
 
-/* One collective of the sequence every rank runs: an all-reduce or an all-gather. */
+/* One collective of the sequence every rank runs: an all-reduce, all-gather or reduce-scatter. */
 struct coll {
 	int coll, dtype, redop;
-	uint64_t count; /* per rank for an all-gather */
-	int inplace;    /* all-gather: the input is the rank's block of the output */
+	uint64_t count; /* per rank for an all-gather and a reduce-scatter */
+	int inplace; /* all-gather: the input is the rank's block of the output; reduce-scatter: the reverse */
 };
 
 struct rank {
@@ -59,8 +60,9 @@ struct rank {
 	struct cpu_run x;
 	const struct coll *seq;
 	uint32_t ncoll;
-	char *in[NCOLL], *out[NCOLL]; /* in place: in == out (all-gather: in its block) */
-	char *alloc[NCOLL];           /* what out and in point into */
+	char *in[NCOLL],
+		*out[NCOLL]; /* in place: in == out (all-gather: in in its block, reduce-scatter: out) */
+	char *alloc[NCOLL]; /* what out and in point into */
 	int result;
 };
 
@@ -184,13 +186,13 @@ static void put(char *buf, int dtype, uint64_t i, double v)
 	}
 }
 
-/* The reference of element i of collective c from every position's input. */
-static double reference(const struct coll *c, char *const *in, uint32_t n, uint64_t i)
+/* The reference of element i of collective c from every position's input at element offset at. */
+static double reference(const struct coll *c, char *const *in, uint32_t n, uint64_t at, uint64_t i)
 {
-	double acc = value_of(in[0], c->dtype, i);
+	double acc = value_of(in[0], c->dtype, at + i);
 
 	for (uint32_t p = 1; p < n; p++) {
-		double v = value_of(in[p], c->dtype, i);
+		double v = value_of(in[p], c->dtype, at + i);
 
 		switch (c->redop) {
 		case COLLC_PROD:
@@ -212,12 +214,32 @@ static double reference(const struct coll *c, char *const *in, uint32_t n, uint6
 	return c->dtype == COLLC_INT32 && c->redop == COLLC_AVG ? trunc(acc) : acc;
 }
 
+/* Checks position p's result of collective k (count elements) against the reference at element at. */
+static void check_reduced(uint32_t k, const struct coll *c, char *const *ref_in, uint32_t n,
+			  uint32_t p, uint64_t at)
+{
+	for (uint64_t i = 0; i < c->count; i++) {
+		double acc = reference(c, ref_in, n, at, i);
+		double got = value_of(ranks[p].out[k], c->dtype, i), tol = 0.0;
+
+		if (c->dtype != COLLC_INT32)
+			tol = (c->dtype == COLLC_FLOAT32 ? 1e-5 : 1e-12) * (fabs(acc) + 8.0);
+		if (fabs(got - acc) > tol)
+			fail_msg(
+				"collective %u (coll %d dtype %d op %d count %llu%s): position %u's "
+				"element %llu is %.17g, the reference %.17g",
+				k, c->coll, c->dtype, c->redop, (unsigned long long)c->count,
+				c->inplace ? ", in place" : "", p, (unsigned long long)i, got, acc);
+	}
+}
+
 /* Runs seq on d daemons x g ranks and checks every result. */
 static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t ncoll, unsigned seed,
 		    int with_order)
 {
 	const uint32_t n = d * g;
 	char *ref_in[NCOLL][MAXR];
+	char *guard[NCOLL][MAXR]; /* the 8 bytes after the buffers that nobody may write */
 	pthread_t t[MAXR];
 
 	srand(seed);
@@ -226,21 +248,27 @@ static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t nco
 		const struct coll *c = &seq[k];
 		const size_t es = collc_dtype_bytes(c->dtype), bytes = c->count * es;
 		const size_t out_bytes = c->coll == COLLC_OP_ALLGATHER ? n * bytes : bytes;
+		const size_t in_bytes = c->coll == COLLC_OP_REDUCE_SCATTER ? n * bytes : bytes;
+		const size_t all = c->inplace ? collc_max_u64(in_bytes, out_bytes)
+					      : out_bytes + 8 + in_bytes;
 
 		for (uint32_t p = 0; p < n; p++) {
 			struct rank *s = &ranks[p];
 
-			s->alloc[k] = malloc(out_bytes + (c->inplace ? 0 : bytes) + 8);
+			s->alloc[k] = malloc(all + 8);
 			assert_non_null(s->alloc[k]);
-			memset(s->alloc[k], 0x5a, out_bytes + (c->inplace ? 0 : bytes) + 8);
-			s->out[k] = s->alloc[k];
-			if (!c->inplace)
+			memset(s->alloc[k], 0x5a, all + 8);
+			guard[k][p] = s->alloc[k] + all;
+			s->out[k] = s->in[k] = s->alloc[k];
+			if (!c->inplace) {
 				s->in[k] = s->alloc[k] + out_bytes + 8;
-			else if (c->coll == COLLC_OP_ALLGATHER)
+				guard[k][p] = s->alloc[k] + out_bytes;
+			} else if (c->coll == COLLC_OP_ALLGATHER) {
 				s->in[k] = s->out[k] + order[p] * bytes;
-			else
-				s->in[k] = s->out[k];
-			for (uint64_t i = 0; i < c->count; i++) {
+			} else if (c->coll == COLLC_OP_REDUCE_SCATTER) {
+				s->out[k] = s->in[k] + order[p] * bytes;
+			}
+			for (uint64_t i = 0; i < in_bytes / (es ? es : 1); i++) {
 				/* Small values: products of six stay exact in int32 and float. */
 				double v = (double)(rand() % 7 + 1) * (rand() % 2 ? 1 : -1);
 
@@ -249,9 +277,9 @@ static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t nco
 				put(s->in[k], c->dtype, i, v);
 			}
 			/* The reference needs the inputs, which in place get overwritten. */
-			ref_in[k][p] = malloc(bytes + 1);
+			ref_in[k][p] = malloc(in_bytes + 1);
 			assert_non_null(ref_in[k][p]);
-			memcpy(ref_in[k][p], s->in[k], bytes);
+			memcpy(ref_in[k][p], s->in[k], in_bytes);
 		}
 	}
 	/* A hang is a failure: the watchdog ends the test. */
@@ -278,28 +306,26 @@ static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t nco
 						k, (unsigned long long)c->count,
 						c->inplace ? ", in place" : "", order[p], p);
 		}
-		for (uint64_t i = 0; i < c->count && c->coll == COLLC_OP_ALLREDUCE; i++) {
-			double acc = reference(c, ref_in[k], n, i);
-			double got = value_of(ranks[0].out[k], c->dtype, i), tol = 0.0;
-
-			if (c->dtype != COLLC_INT32)
-				tol = (c->dtype == COLLC_FLOAT32 ? 1e-5 : 1e-12) *
-				      (fabs(acc) + 8.0);
-			if (fabs(got - acc) > tol)
-				fail_msg(
-					"collective %u (dtype %d op %d count %llu%s): element %llu "
-					"is %.17g, the reference %.17g",
-					k, c->dtype, c->redop, (unsigned long long)c->count,
-					c->inplace ? ", in place" : "", (unsigned long long)i, got,
-					acc);
+		if (c->coll == COLLC_OP_ALLREDUCE)
+			check_reduced(k, c, ref_in[k], n, 0, 0);
+		for (uint32_t p = 0; p < n && c->coll == COLLC_OP_REDUCE_SCATTER; p++) {
+			/* Position p holds the reduction of block order[p]; in place, nothing else changed. */
+			check_reduced(k, c, ref_in[k], n, p, order[p] * c->count);
+			for (uint32_t b = 0; b < n && c->inplace; b++)
+				if (b != order[p] && memcmp(ranks[p].in[k] + b * bytes,
+							    ref_in[k][p] + b * bytes, bytes))
+					fail_msg(
+						"collective %u (reduce-scatter in place): position "
+						"%u's input block %u was written",
+						k, p, b);
 		}
-		for (uint32_t p = 1; p < n; p++)
+		for (uint32_t p = 1; p < n && c->coll != COLLC_OP_REDUCE_SCATTER; p++)
 			if (memcmp(ranks[p].out[k], ranks[0].out[k], out_bytes) != 0)
 				fail_msg("collective %u: rank %u's result differs from rank 0's", k,
 					 p);
 		for (uint32_t p = 0; p < n; p++)
-			for (size_t b = out_bytes; b < out_bytes + 8; b++)
-				if ((unsigned char)ranks[p].out[k][b] != 0x5a)
+			for (size_t b = 0; b < 8; b++)
+				if ((unsigned char)guard[k][p][b] != 0x5a)
 					fail_msg("collective %u: rank %u wrote past its buffer", k,
 						 p);
 		for (uint32_t p = 0; p < n; p++)
@@ -310,6 +336,7 @@ static void run_seq(uint32_t d, uint32_t g, const struct coll *seq, uint32_t nco
 
 #define AR COLLC_OP_ALLREDUCE
 #define AG COLLC_OP_ALLGATHER
+#define RS COLLC_OP_REDUCE_SCATTER
 
 static const struct coll seq[NCOLL] = {
 	{ AR, COLLC_FLOAT32, COLLC_SUM, 1000, 0 },
@@ -326,6 +353,12 @@ static const struct coll seq[NCOLL] = {
 	{ AR, COLLC_INT32, COLLC_MAX, 65536, 1 },
 	{ AR, COLLC_INT32, COLLC_MIN, 77, 0 },
 	{ AR, COLLC_FLOAT32, COLLC_PROD, 129, 1 },
+	{ RS, COLLC_FLOAT32, COLLC_SUM, 1000, 0 },
+	{ RS, COLLC_FLOAT64, COLLC_AVG, 3, 1 },    /* pieces of one element */
+	{ RS, COLLC_INT32, COLLC_SUM, 0, 0 },      /* count 0: every step still runs */
+	{ RS, COLLC_INT32, COLLC_MIN, 300007, 1 }, /* several steps and rounds, in place */
+	{ RS, COLLC_FLOAT32, COLLC_PROD, 4099, 0 },
+	{ RS, COLLC_FLOAT64, COLLC_MAX, 270001, 0 }, /* chunks of several pieces */
 };
 
 static void hier_2x2(void **state)
@@ -381,7 +414,7 @@ static void hier_revoked(void **state)
 	teardown_ranks(n);
 }
 
-/* Not a hierarchical communicator, or not an all-reduce: -EINVAL before any wait. */
+/* Not a hierarchical communicator, or a collective it does not run: -EINVAL before any wait. */
 static void hier_refuses(void **state)
 {
 	const struct coll one = { AR, COLLC_FLOAT32, COLLC_SUM, 16, 0 };

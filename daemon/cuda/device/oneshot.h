@@ -81,7 +81,7 @@ __device__ int os_barrier(struct blk *b, int which, const char *src, char *dst)
 		os_abort = 0;
 	__syncthreads(); /* every thread's stores to our buffers come first */
 	if (t < n) {
-		struct cuda_chan *peer = (struct cuda_chan *)b->ch->peers[t];
+		struct cuda_chan *peer = (struct cuda_chan *)b->ch->peers[b->peer_base + t];
 		struct cuda_os_slot *s = &peer->os[me];
 		uint64_t *flag = which == OS_ARRIVE ? &s->arrive
 				 : which == OS_MID  ? &s->mid
@@ -119,19 +119,27 @@ __device__ __forceinline__ void oneshot_share(const struct blk *b, uint64_t *lo,
 	collc_oneshot_share(b->it->count, b->it->nchannels, b->share, 16 / b->es, lo, hi);
 }
 
+/* Hierarchical all-reduce: the segment's all-reduce across daemons (hier.h). */
+__device__ int hier_across(struct blk *b, const struct collc_work_item *whole, char *seg,
+			   uint64_t n);
+
 /*
  * One-shot or two-shot: the step sequence of proto/algo_oneshot.h, in rank
  * order and without rounds; MID and DONE are full barriers. A copy is a
  * one-source reduce_n() straight from the peer's pointer in sh_send /
- * sh_recv, which only ARRIVE writes.
+ * sh_recv, which only ARRIVE writes. whole, where not NULL: a hierarchical
+ * all-reduce's two-shot among a daemon's block (hier.h), whose segment
+ * crosses the daemons before MID.
  */
-__device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot)
+__device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, int twoshot,
+				    const struct collc_work_item *whole)
 {
 	const uint32_t n = b->it->nranks;
 	const uint64_t es = b->es;
-	uint64_t lo, hi;
+	uint64_t lo, hi, seg_n = 0;
 	struct collc_os_iter it;
 	struct collc_os_step s;
+	char *seg = NULL;
 	int r = 0;
 
 	oneshot_share(b, &lo, &hi);
@@ -140,13 +148,19 @@ __device__ __noinline__ int oneshot(struct blk *b, const char *src, char *dst, i
 		return -1;
 	b->os_gen++;
 	while (r == 0 && collc_oneshot_next(&it, &s)) {
-		if (s.kind == COLLC_OS_REDUCE)
+		if (s.kind == COLLC_OS_REDUCE) {
 			reduce_n(b, sh_send, n, s.src * es, dst, s.dst * es, s.nelem * es, 1);
-		else if (s.kind == COLLC_OS_COPY)
+			seg = dst + s.dst * es;
+			seg_n = s.nelem;
+		} else if (s.kind == COLLC_OS_COPY) {
 			reduce_n(b, (s.from_recv ? sh_recv : sh_send) + s.peer, 1, s.src * es, dst,
 				 s.dst * es, s.nelem * es, 0);
-		else /* OS_ARRIVE, OS_MID, OS_DONE */
-			r = os_barrier(b, s.kind, src, dst);
+		} else { /* OS_ARRIVE, OS_MID, OS_DONE */
+			if (whole && s.kind == OS_MID)
+				r = hier_across(b, whole, seg, seg_n);
+			if (r == 0)
+				r = os_barrier(b, s.kind, src, dst);
+		}
 	}
 	return r;
 }
