@@ -261,9 +261,10 @@ static const struct key_desc keys[] = {
 	KEY("net_eager_max_bytes", K_U64, net_eager_max_bytes, 0, NODE_EAGER_MAX),
 	/*
 	 * On a communicator spanning daemons with the same number (2 or more) of
-	 * host-memory ranks on each, all-reduces of at least this many bytes a
-	 * rank, and all-gathers and reduce-scatters whose whole buffer is that large, run
-	 * hierarchically (docs/design.md §6b); 0: the flat ring always.
+	 * ranks on each, all-reduces of at least this many bytes a rank, and
+	 * (host-memory ranks) all-gathers and reduce-scatters whose whole buffer
+	 * is that large, run hierarchically (docs/design.md §6b); 0: the flat
+	 * ring always.
 	 * The root's value when a communicator forms holds on all its daemons.
 	 */
 	KEY("net_hier_min_bytes", K_U64, net_hier_min_bytes, 0, 1ull << 40),
