@@ -262,8 +262,8 @@ static const struct key_desc keys[] = {
 	/*
 	 * On a communicator spanning daemons with the same number (2 or more) of
 	 * ranks on each, all-reduces of at least this many bytes a rank, and
-	 * (host-memory ranks) all-gathers and reduce-scatters whose whole buffer
-	 * is that large, run hierarchically (docs/design.md §6b); 0: the flat
+	 * all-gathers and reduce-scatters whose whole buffer is that large, run
+	 * hierarchically (docs/design.md §6b); 0: the flat
 	 * ring always.
 	 * The root's value when a communicator forms holds on all its daemons.
 	 */

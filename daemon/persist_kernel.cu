@@ -544,6 +544,7 @@ __global__ void __launch_bounds__(CUDA_THREADS, COLLC_GRID_BLOCKS_PER_SM)
 	b.revoked_dev = NULL;
 	b.chan = chan;
 	b.peer_base = 0;
+	b.order = NULL;
 	b.trace = a.trace;
 	b.state_of = 0;
 	b.t_alg = b.t_done = b.t_ollwait = 0;

@@ -799,7 +799,7 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		/*
 		 * The table gave every daemon the same threshold, and every rank
 		 * uses a GPU or none does (node.c), so every daemon's executor
-		 * is of one kind: all choose alike.
+		 * is of one kind, with the same caps: all choose alike.
 		 */
 		if ((a->opcode == COLLC_OP_ALLREDUCE ||
 		     ((a->opcode == COLLC_OP_ALLGATHER || a->opcode == COLLC_OP_REDUCE_SCATTER) &&

@@ -209,10 +209,11 @@ static int cuda_place(uint32_t nranks, const struct collc_msg_comm_init *const *
  * One rank's region: its struct cuda_rank, then per channel its struct
  * cuda_chan, its ring connection buffers and its one-shot LL inbox.
  */
-static size_t comm_region_bytes(uint32_t nranks)
+/* A rank's region: its channel states, buffers, one-shot LL inboxes and (group rings) scratch. */
+static size_t comm_region_bytes(uint32_t nranks, uint32_t group)
 {
-	return 4096 +
-	       (size_t)nchan * (CUDA_CHAN_STRIDE + CUDA_BUFS_STRIDE + CUDA_OLL_STRIDE(nranks));
+	return 4096 + (size_t)nchan * (CUDA_CHAN_STRIDE + CUDA_BUFS_STRIDE +
+				       CUDA_OLL_STRIDE(nranks) + (group ? CUDA_SIMPLE_SLOT : 0));
 }
 
 static uint64_t chan_addr(const struct vmm *v, uint32_t c)
@@ -230,6 +231,12 @@ static uint64_t oll_addr(const struct vmm *v, uint32_t c, uint32_t nranks)
 {
 	return (uint64_t)v->ptr + 4096 + (uint64_t)nchan * (CUDA_CHAN_STRIDE + CUDA_BUFS_STRIDE) +
 	       (uint64_t)c * CUDA_OLL_STRIDE(nranks);
+}
+
+/* Channel c's scratch for the hierarchical reduce-scatter (cuda_chan.g_scratch). */
+static uint64_t scratch_addr(const struct vmm *v, uint32_t c, uint32_t nranks)
+{
+	return oll_addr(v, nchan, nranks) + (uint64_t)c * CUDA_SIMPLE_SLOT;
 }
 
 /* Takes a cleared abort word; its index, or -ENOSPC. */
@@ -361,7 +368,8 @@ static int comm_setup(uint32_t nranks, const uint32_t *devs, const uint8_t *loca
 		if (!here(local, i))
 			continue;
 		g = &gpus[gpu_of(devs[i])];
-		r = cuda_vmm_alloc((int)gpu_of(devs[i]), comm_region_bytes(nranks), 0, &cc->mem[i]);
+		r = cuda_vmm_alloc((int)gpu_of(devs[i]), comm_region_bytes(nranks, group), 0,
+				   &cc->mem[i]);
 		if (r < 0)
 			goto err;
 		if (cudaMemsetAsync((void *)(uintptr_t)cc->mem[i].ptr, 0, cc->mem[i].size,
@@ -411,6 +419,8 @@ static int comm_setup(uint32_t nranks, const uint32_t *devs, const uint8_t *loca
 				memcpy(img->order, order, nranks);
 			}
 			img->group = group;
+			if (group)
+				img->g_scratch = scratch_addr(&cc->mem[i], c, nranks);
 			rk.chan[c] = chan_addr(&cc->mem[i], c);
 			if (cudaMemcpyAsync((void *)(uintptr_t)chan_addr(&cc->mem[i], c), img,
 					    sizeof(*img), cudaMemcpyHostToDevice,
@@ -758,7 +768,7 @@ static int cuda_copy(uint32_t dev, void *dst, const void *src, size_t bytes)
 static struct exec_backend cuda_backend = {
 	.name = "cuda",
 	.backend = COLLC_BACKEND_CUDA,
-	.caps = EXEC_CAP_DEVICE_RANKS | EXEC_CAP_NET_HIER,
+	.caps = EXEC_CAP_DEVICE_RANKS | EXEC_CAP_NET_HIER | EXEC_CAP_NET_HIER_GATHER,
 	/* fini frees device memory with the contexts: sched_release() leaves it. */
 	.fini_frees = 1,
 	.fini = cuda_fini,

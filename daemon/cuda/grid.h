@@ -242,6 +242,7 @@ struct cuda_chan {
 	uint64_t g_send_step, g_recv_step; /* private to the block, as send_step and recv_step */
 	uint64_t g_buf, g_tail, g_head;
 	uint64_t g_next_buf, g_next_tail, g_next_head, g_next_len;
+	uint64_t g_scratch; /* one Simple slot: a reduce-scatter step's partial sums (hier.h) */
 };
 
 /*

@@ -22,8 +22,9 @@
 #   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-4ranks-flat] [net-4ranks-rr]
 #                                         [net-kill-4ranks]
 #
-# (net-4ranks and net-4ranks-rr run all-reduces from 4 KiB hierarchically, on
-# the group rings, and check that collcd A's status counted some;
+# (net-4ranks and net-4ranks-rr run all-reduces, all-gathers and
+# reduce-scatters from 4 KiB hierarchically, on the group rings, and check
+# that collcd A's status counted some;
 # net-4ranks-flat: net-4ranks with net_hier_min_bytes=0 set on both (the flat
 # ring alone, none counted); net-4ranks-rr: net-4ranks with the ranks
 # round-robin, 0 and 2 on the first collcd, so the ring runs by daemon, 0 2 1
@@ -154,10 +155,10 @@ hier_ran() { # label before more|none: collcd A's hierarchical count grew (more)
 		return 0
 	fi
 	case "$3" in
-	more) [ "$now" -gt "$2" ] && result "$1/hier PASS collcd A ran $((now - $2)) hierarchical all-reduces" ||
-		result "$1/hier FAIL collcd A ran no hierarchical all-reduce (group rings: 2 GPU ranks a daemon)" ;;
+	more) [ "$now" -gt "$2" ] && result "$1/hier PASS collcd A ran $((now - $2)) hierarchical collectives" ||
+		result "$1/hier FAIL collcd A ran no hierarchical collective (group rings: 2 GPU ranks a daemon)" ;;
 	none) [ "$now" = "$2" ] && result "$1/hier PASS none with net_hier_min_bytes=0" ||
-		result "$1/hier FAIL collcd A ran $((now - $2)) hierarchical all-reduces with net_hier_min_bytes=0" ;;
+		result "$1/hier FAIL collcd A ran $((now - $2)) hierarchical collectives with net_hier_min_bytes=0" ;;
 	esac
 }
 t() { # limit label scenario args...: one collc-gpu-test run, its RESULT lines kept

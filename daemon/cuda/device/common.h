@@ -182,7 +182,8 @@ struct blk {
 	uint32_t *next_len; /* Simple across daemons: the step's bytes for the proxy; NULL: none */
 	uint32_t es, proto, algo, chan; /* chan: the block's channel (its connections) */
 	uint32_t peer_base; /* one-shot's rank t is ch->peers[peer_base + t] (hier.h: the block's first) */
-	uint32_t share;             /* the item's share it runs: (chan - chan_base) mod channels */
+	const uint8_t *order; /* hier.h: the group ring's order (ring_order()); NULL: the channel's */
+	uint32_t share;       /* the item's share it runs: (chan - chan_base) mod channels */
 	const uint32_t *revoked_of; /* the host abort word of state_of */
 	uint64_t state_of;          /* comm_id whose channel state the fields above hold; 0: none */
 	uint32_t trace;             /* COLLC_CUDA_TRACE: thread 0 fills the stamps below */

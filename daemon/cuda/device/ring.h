@@ -21,6 +21,14 @@ __device__ __forceinline__ int ring_prim(struct blk *b, const char *src, char *d
 		       (F & COLLC_P_DST) ? dst + s.dst : NULL, s.nelem);
 }
 
+/* The rank at each ring position (blk.order, else the channel's order); NULL: the positions. */
+__device__ __forceinline__ const uint8_t *ring_order(const struct blk *b)
+{
+	if (b->order)
+		return b->order;
+	return b->ch->ordered ? b->ch->order : NULL;
+}
+
 /* One channel's share of a ring collective, with this protocol's chunk; -1 when aborted. */
 __device__ int ring_run(struct blk *b, const char *src, char *dst)
 {
@@ -29,13 +37,12 @@ __device__ int ring_run(struct blk *b, const char *src, char *dst)
 	int r = 0;
 
 	if (collc_ring_begin(&ri, b->it->coll, b->it->nranks, b->it->rank, (uint32_t)b->it->root,
-			     b->it->nchannels, b->share, b->it->count, chunk_bytes(b->proto) / b->es,
-			     b->es) < 0)
+			     b->it->nchannels, b->share, b->it->count,
+			     chunk_bytes(b->proto) / b->es, b->es) < 0)
 		return -1;
 	/* Only these two place blocks by rank: the others keep their one load less. */
-	if ((b->it->coll == COLLC_OP_ALLGATHER || b->it->coll == COLLC_OP_REDUCE_SCATTER) &&
-	    b->ch->ordered)
-		collc_ring_order(&ri, b->ch->order);
+	if (b->it->coll == COLLC_OP_ALLGATHER || b->it->coll == COLLC_OP_REDUCE_SCATTER)
+		collc_ring_order(&ri, ring_order(b));
 	while (r == 0 && collc_ring_next(&ri, &s)) {
 		switch (s.flags) {
 		case COLLC_PRIM_SEND:
