@@ -493,6 +493,24 @@ static void group_view(const struct cpu_run *x, const struct collc_work_item *wh
 	y->direct_steps = 0;
 }
 
+/*
+ * All-gather's and reduce-scatter's start: the block's ranks meet in the
+ * block's view v (pv: their buffers), and y becomes x's group ring with
+ * order (filled here: the rank at each of its positions, the ranks at our
+ * place of every block) placing the blocks.
+ */
+static int group_meet(const struct cpu_run *x, const struct cpu_run *v, uint8_t *order,
+		      struct collc_work_item *it, struct cpu_rank *grk, struct cpu_run *y,
+		      struct peer_view *pv)
+{
+	const uint32_t g = x->rk->group, d = x->it->nranks / g, i = x->it->rank % g;
+
+	for (uint32_t b = 0; b < d; b++)
+		order[b] = x->rk->order ? x->rk->order[b * g + i] : (uint8_t)(b * g + i);
+	group_view(x, x->it, order, it, grk, y);
+	return barrier_before(v, pv);
+}
+
 static int group_ring(const struct cpu_run *x, const struct collc_work_item *whole, char *seg,
 		      uint64_t n)
 {
@@ -540,12 +558,9 @@ static int hier_allgather(const struct cpu_run *x, struct cpu_run *v)
 	char *mine = (char *)(uintptr_t)whole->recvbuf;
 	int r;
 
-	for (uint32_t b = 0; b < d; b++)
-		order[b] = x->rk->order ? x->rk->order[b * g + i] : (uint8_t)(b * g + i);
-	r = barrier_before(v, &pv);
+	r = group_meet(x, v, order, &it, &grk, &y, &pv);
 	if (r < 0)
 		return r;
-	group_view(x, whole, order, &it, &grk, &y);
 	r = cpu_ring(&y);
 	if (r < 0)
 		return r;
@@ -589,7 +604,7 @@ static int hier_allgather(const struct cpu_run *x, struct cpu_run *v)
 static int hier_reduce_scatter(const struct cpu_run *x, struct cpu_run *v)
 {
 	const struct collc_work_item *whole = x->it;
-	const uint32_t g = x->rk->group, d = whole->nranks / g, i = whole->rank % g;
+	const uint32_t g = x->rk->group, d = whole->nranks / g;
 	const uint64_t es = x->es;
 	const int op = whole->redop == COLLC_AVG ? COLLC_SUM : whole->redop;
 	struct collc_work_item it;
@@ -603,12 +618,9 @@ static int hier_reduce_scatter(const struct cpu_run *x, struct cpu_run *v)
 	char *out = (char *)(uintptr_t)whole->recvbuf;
 	int r;
 
-	for (uint32_t b = 0; b < d; b++)
-		order[b] = x->rk->order ? x->rk->order[b * g + i] : (uint8_t)(b * g + i);
-	r = barrier_before(v, &pv);
+	r = group_meet(x, v, order, &it, &grk, &y, &pv);
 	if (r < 0)
 		return r;
-	group_view(x, whole, order, &it, &grk, &y);
 	it.redop = (uint8_t)op;
 	r = cpu_prims_setup(&y);
 	if (r < 0)
