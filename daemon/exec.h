@@ -36,12 +36,11 @@
  */
 #define EXEC_CAP_NET_RELAY       8u
 /*
- * Runs hierarchical all-reduces across daemons (COLLC_ALGO_HIER): its
- * comm_setup_part takes a group size and comm_link serves EXEC_RING_GROUP.
+ * Runs hierarchical all-reduces, all-gathers and reduce-scatters across
+ * daemons (COLLC_ALGO_HIER): its comm_setup_part takes a group size and
+ * comm_link serves EXEC_RING_GROUP.
  */
 #define EXEC_CAP_NET_HIER        16u
-/* With EXEC_CAP_NET_HIER: all-gathers and reduce-scatters too. */
-#define EXEC_CAP_NET_HIER_GATHER 32u
 
 /* Which ring of a communicator spanning daemons comm_link names. */
 enum {

@@ -796,14 +796,9 @@ int sched_launch(struct comm *cm, struct slot *sl, uint64_t *inflight)
 		    (uint64_t)rank_bytes(sl, cm->nranks) < NET_ONE_CHANNEL_BYTES)
 			p.nchannels = 1;
 		p.chunk_bytes = 0;
-		/*
-		 * The table gave every daemon the same threshold, and every rank
-		 * uses a GPU or none does (node.c), so every daemon's executor
-		 * is of one kind, with the same caps: all choose alike.
-		 */
-		if ((a->opcode == COLLC_OP_ALLREDUCE ||
-		     ((a->opcode == COLLC_OP_ALLGATHER || a->opcode == COLLC_OP_REDUCE_SCATTER) &&
-		      (se->ex->caps & EXEC_CAP_NET_HIER_GATHER))) &&
+		/* The table gave every daemon the same threshold: all choose alike. */
+		if ((a->opcode == COLLC_OP_ALLREDUCE || a->opcode == COLLC_OP_ALLGATHER ||
+		     a->opcode == COLLC_OP_REDUCE_SCATTER) &&
 		    cm->net_group && (uint64_t)rank_bytes(sl, cm->nranks) >= cm->net_hier_min_bytes)
 			p.algo = COLLC_ALGO_HIER;
 	}

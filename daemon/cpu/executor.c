@@ -720,7 +720,7 @@ static struct exec_backend cpu_backend = {
 	.name = "cpu",
 	.backend = COLLC_BACKEND_CPU,
 	.caps = EXEC_CAP_HOST_RANKS | EXEC_CAP_ONESHOT_INPLACE | EXEC_CAP_NET_RELAY |
-		EXEC_CAP_NET_HIER | EXEC_CAP_NET_HIER_GATHER,
+		EXEC_CAP_NET_HIER,
 	/* Its communicators outlive fini: sched_release() tears them down. */
 	.fini_frees = 0,
 	.fini = cpu_fini,

@@ -606,7 +606,6 @@ static int hier_reduce_scatter(const struct cpu_run *x, struct cpu_run *v)
 	const struct collc_work_item *whole = x->it;
 	const uint32_t g = x->rk->group, d = whole->nranks / g;
 	const uint64_t es = x->es;
-	const int op = whole->redop == COLLC_AVG ? COLLC_SUM : whole->redop;
 	struct collc_work_item it;
 	struct cpu_rank grk;
 	struct cpu_run y;
@@ -621,7 +620,7 @@ static int hier_reduce_scatter(const struct cpu_run *x, struct cpu_run *v)
 	r = group_meet(x, v, order, &it, &grk, &y, &pv);
 	if (r < 0)
 		return r;
-	it.redop = (uint8_t)op;
+	it.redop = v->it->redop; /* the block view's: AVG sums until the end below */
 	r = cpu_prims_setup(&y);
 	if (r < 0)
 		return r;
@@ -639,13 +638,9 @@ static int hier_reduce_scatter(const struct cpu_run *x, struct cpu_run *v)
 			uint64_t m = collc_min_u64(piece, n - e), at = s.src + e * es;
 			char *dst = s.dst != COLLC_RING_NONE ? out + s.dst + e * es : NULL;
 
-			if (m) {
-				red_reduce(x->scratch, pv.src[0] + at, pv.src[1] + at, m,
-					   whole->dtype, op);
-				for (uint32_t j = 2; j < g; j++)
-					red_reduce(x->scratch, x->scratch, pv.src[j] + at, m,
-						   whole->dtype, op);
-			}
+			/* The block view sums AVG: its finish divides nothing. */
+			if (m)
+				reduce_all(v, x->scratch, pv.src, at, m);
 			r = cpu_prim(&y, s.flags, x->scratch, dst, (int64_t)m);
 			if (r == 0 && dst && m && whole->redop == COLLC_AVG)
 				red_finish(dst, m, whole->dtype, COLLC_AVG, whole->nranks);

@@ -768,7 +768,7 @@ static int cuda_copy(uint32_t dev, void *dst, const void *src, size_t bytes)
 static struct exec_backend cuda_backend = {
 	.name = "cuda",
 	.backend = COLLC_BACKEND_CUDA,
-	.caps = EXEC_CAP_DEVICE_RANKS | EXEC_CAP_NET_HIER | EXEC_CAP_NET_HIER_GATHER,
+	.caps = EXEC_CAP_DEVICE_RANKS | EXEC_CAP_NET_HIER,
 	/* fini frees device memory with the contexts: sched_release() leaves it. */
 	.fini_frees = 1,
 	.fini = cuda_fini,

@@ -46,33 +46,7 @@ struct hier_conns {
 	uint32_t *next_len;
 };
 
-/* The group ring's connections and steps, as the channel state keeps them. */
-__device__ __forceinline__ struct hier_conns hier_group(const struct cuda_chan *ch)
-{
-	struct hier_conns c = { ch->g_send_step,
-				ch->g_recv_step,
-				(char *)(uintptr_t)ch->g_buf,
-				(char *)(uintptr_t)ch->g_next_buf,
-				(uint64_t *)(uintptr_t)ch->g_next_tail,
-				(uint64_t *)(uintptr_t)ch->g_head,
-				(uint64_t *)(uintptr_t)ch->g_next_head,
-				(uint64_t *)(uintptr_t)ch->g_tail,
-				(uint32_t *)(uintptr_t)ch->g_next_len };
-
-	return c;
-}
-
-/* Stores the group ring's steps back once every thread is done with them. */
-__device__ __forceinline__ void hier_keep_steps(struct blk *b, const struct hier_conns *c)
-{
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		b->ch->g_send_step = c->send_step;
-		b->ch->g_recv_step = c->recv_step;
-	}
-}
-
-/* Swaps the block's ring connections with c (the group ring's, then back). */
+/* Swaps the block's ring connections with c. */
 __device__ __forceinline__ void hier_swap(struct blk *b, struct hier_conns *c)
 {
 	struct hier_conns t = { b->send_step, b->recv_step, b->my_simple,
@@ -91,36 +65,78 @@ __device__ __forceinline__ void hier_swap(struct blk *b, struct hier_conns *c)
 	*c = t;
 }
 
+/*
+ * The block's connections become the group ring's, as the channel state
+ * keeps them; c holds the flat ring's until hier_leave().
+ */
+__device__ __forceinline__ void hier_enter(struct blk *b, struct hier_conns *c)
+{
+	const struct cuda_chan *ch = b->ch;
+
+	*c = (struct hier_conns){ ch->g_send_step,
+				  ch->g_recv_step,
+				  (char *)(uintptr_t)ch->g_buf,
+				  (char *)(uintptr_t)ch->g_next_buf,
+				  (uint64_t *)(uintptr_t)ch->g_next_tail,
+				  (uint64_t *)(uintptr_t)ch->g_head,
+				  (uint64_t *)(uintptr_t)ch->g_next_head,
+				  (uint64_t *)(uintptr_t)ch->g_tail,
+				  (uint32_t *)(uintptr_t)ch->g_next_len };
+	hier_swap(b, c);
+}
+
+/* The flat ring's connections back; the group ring's steps stored once every thread is done. */
+__device__ __forceinline__ void hier_leave(struct blk *b, struct hier_conns *c)
+{
+	hier_swap(b, c);
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		b->ch->g_send_step = c->send_step;
+		b->ch->g_recv_step = c->recv_step;
+	}
+}
+
+/* AVG's end: divides bytes of the result at p by every rank of the item (as whole). */
+__device__ void hier_avg(struct blk *b, const struct collc_work_item *whole, char *p,
+			 uint64_t bytes)
+{
+	const struct collc_work_item *view = b->it;
+
+	__syncthreads(); /* every thread's stores of p come first */
+	if (threadIdx.x == 0)
+		hier_seg[0] = (uint64_t)(uintptr_t)p;
+	__syncthreads();
+	b->it = whole;
+	reduce_n(b, hier_seg, 1, 0, p, 0, bytes, 1);
+	__syncthreads();
+	b->it = view;
+}
+
 /* All-reduce: the segment's all-reduce on the group ring, before MID (oneshot()). */
 __device__ int hier_across(struct blk *b, const struct collc_work_item *whole, char *seg,
 			   uint64_t n)
 {
 	const struct collc_work_item *view = b->it;
-	struct hier_conns g = hier_group(b->ch);
 	const uint32_t share = b->share;
+	struct hier_conns c;
 	int r;
 
 	if (threadIdx.x == 0) {
 		hier_view[1].nchannels = 1;
 		hier_view[1].count = n;
 		hier_view[1].sendbuf = hier_view[1].recvbuf = (uint64_t)(uintptr_t)seg;
-		hier_seg[0] = (uint64_t)(uintptr_t)seg;
 	}
 	__syncthreads();
 	/* The segment alone, as one channel: it is this channel's already. */
 	b->it = &hier_view[1];
 	b->share = 0;
-	hier_swap(b, &g);
+	hier_enter(b, &c);
 	r = ring_run(b, seg, seg);
-	hier_swap(b, &g);
+	hier_leave(b, &c);
 	b->share = share;
-	hier_keep_steps(b, &g);
-	if (r == 0 && n && whole->redop == COLLC_AVG) {
-		b->it = whole;
-		reduce_n(b, hier_seg, 1, 0, seg, 0, n * b->es, 1);
-		__syncthreads();
-	}
 	b->it = view;
+	if (r == 0 && n && whole->redop == COLLC_AVG)
+		hier_avg(b, whole, seg, n * b->es);
 	return r;
 }
 
@@ -130,7 +146,7 @@ __device__ int hier_allgather(struct blk *b, const struct collc_work_item *whole
 {
 	const uint32_t g = b->ch->group, i = whole->rank % g, d = whole->nranks / g;
 	const uint64_t es = b->es, bb = whole->count * es;
-	struct hier_conns c = hier_group(b->ch);
+	struct hier_conns c;
 	struct collc_ring_iter ri;
 	struct collc_ring_step s;
 	int r;
@@ -141,12 +157,11 @@ __device__ int hier_allgather(struct blk *b, const struct collc_work_item *whole
 		return r;
 	b->it = &hier_view[1];
 	b->order = hier_order;
-	hier_swap(b, &c);
+	hier_enter(b, &c);
 	r = ring_run(b, src, dst);
-	hier_swap(b, &c);
+	hier_leave(b, &c);
 	b->order = NULL;
 	b->it = &hier_view[0];
-	hier_keep_steps(b, &c);
 	if (r == 0)
 		r = os_barrier(b, OS_MID, src, dst);
 	if (r < 0)
@@ -184,7 +199,7 @@ __device__ int hier_reduce_scatter(struct blk *b, const struct collc_work_item *
 	const uint32_t g = b->ch->group;
 	const uint64_t es = b->es, piece = CUDA_SIMPLE_SLOT / es;
 	char *scratch = (char *)(uintptr_t)b->ch->g_scratch;
-	struct hier_conns c = hier_group(b->ch);
+	struct hier_conns c;
 	struct collc_ring_iter ri;
 	struct collc_ring_step s;
 	int r;
@@ -199,7 +214,7 @@ __device__ int hier_reduce_scatter(struct blk *b, const struct collc_work_item *
 		return -1;
 	collc_ring_order(&ri, hier_order);
 	b->it = &hier_view[1];
-	hier_swap(b, &c);
+	hier_enter(b, &c);
 	while (r == 0 && collc_ring_next(&ri, &s)) {
 		uint64_t n = s.nelem > 0 ? (uint64_t)s.nelem : 0, e = 0;
 
@@ -219,22 +234,14 @@ __device__ int hier_reduce_scatter(struct blk *b, const struct collc_work_item *
 			else
 				r = hier_rs_prim<COLLC_PRIM_RECV_REDUCE_COPY>(b, scratch, d,
 									      (int64_t)m);
-			if (r == 0 && d && m && whole->redop == COLLC_AVG) {
-				__syncthreads();
-				if (threadIdx.x == 0)
-					hier_seg[0] = (uint64_t)(uintptr_t)d;
-				__syncthreads();
-				b->it = whole;
-				reduce_n(b, hier_seg, 1, 0, d, 0, m * es, 1);
-				b->it = &hier_view[1];
-			}
+			if (r == 0 && d && m && whole->redop == COLLC_AVG)
+				hier_avg(b, whole, d, m * es);
 			__syncthreads();
 			e += m;
 		} while (r == 0 && e < n);
 	}
-	hier_swap(b, &c);
+	hier_leave(b, &c);
 	b->it = &hier_view[0];
-	hier_keep_steps(b, &c);
 	if (r < 0)
 		return r;
 	return os_barrier(b, OS_DONE, src, dst);
@@ -265,9 +272,11 @@ __device__ int hier_run(struct blk *b, const char *src, char *dst)
 		hier_view[1].nranks = whole->nranks / g;
 		hier_view[1].rank = whole->rank / g;
 		hier_view[1].root = 0;
-		for (uint32_t k = 0; k < whole->nranks / g; k++)
-			hier_order[k] = b->ch->ordered ? b->ch->order[k * g + i]
-						       : (uint8_t)(k * g + i);
+		/* All-gather and reduce-scatter place blocks by rank: the ranks at our place. */
+		if (whole->coll != COLLC_OP_ALLREDUCE)
+			for (uint32_t k = 0; k < whole->nranks / g; k++)
+				hier_order[k] = b->ch->ordered ? b->ch->order[k * g + i]
+							       : (uint8_t)(k * g + i);
 	}
 	__syncthreads();
 	b->it = &hier_view[0];
