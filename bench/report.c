@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/proc.h"
 #include "bench/report.h"
 
 struct derived {
@@ -167,6 +168,25 @@ static int mode_width(const struct report *rp)
 	return w;
 }
 
+/* Daemons pinned to CPUs (bench/run-multinode.sh --pin): where each runs; ranks follow them. */
+static void print_placement(FILE *f, const struct bench_cfg *cfg)
+{
+	int any = 0;
+
+	for (int i = 0; i < cfg->nsockets; i++) {
+		char cpus[128];
+		cpu_set_t set;
+		pid_t pid = bench_socket_pid(cfg->sockets[i]);
+
+		if (pid <= 0 || bench_pid_cpus(pid, &set, cpus, sizeof(cpus)) <= 0)
+			continue;
+		fprintf(f, "%s daemon %d on CPUs %s", any ? "," : "# placement:", i, cpus);
+		any = 1;
+	}
+	if (any)
+		fprintf(f, "; each rank and raw TCP stream on its daemon's CPUs\n");
+}
+
 /* The raw TCP limit of an inter-node run: the slower direction (GB/s); 0 when not measured. */
 static double tcp_limit(const struct report *rp)
 {
@@ -238,14 +258,17 @@ static void print_header(FILE *f, const struct report *rp)
 		"#       busbw = algbw * %s; ops/s = 1 / pipe\n"
 		"# busbw1: one collective on its own, busbw from p50 = size / p50 * the same factor\n",
 		pipe_how,
-		cfg->coll == BENCH_ALLREDUCE                                        ? "2(n-1)/n"
+		cfg->coll == BENCH_ALLREDUCE ? "2(n-1)/n"
 		: cfg->coll == BENCH_ALLGATHER || cfg->coll == BENCH_REDUCE_SCATTER ||
 				cfg->coll == BENCH_ALLTOALL
 			? "(n-1)/n"
 			: "1");
-	if (cfg->nsockets > 1)
-		fprintf(f, "# ranks round-robin over %d collcd daemons (rank r on daemon r %% %d)\n",
+	if (cfg->nsockets > 1) {
+		fprintf(f,
+			"# ranks round-robin over %d collcd daemons (rank r on daemon r %% %d)\n",
 			cfg->nsockets, cfg->nsockets);
+		print_placement(f, cfg);
+	}
 	if (tcp_ok)
 		fprintf(f,
 			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back (%s);\n"

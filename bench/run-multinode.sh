@@ -8,14 +8,18 @@
 # namespaces measured in the same run. Needs root and iproute2. Not part of CI.
 #
 #   bench/run-multinode.sh [--build DIR] [--nodes N] [--ranks-per-node P] [--mpi | --mpi-local]
-#                          [--collcd PATH] [--daemon-arg ARG]... [-- collc-bench arguments...]
+#                          [--pin] [--collcd PATH] [--daemon-arg ARG]... [-- collc-bench arguments...]
 #
 # --mpi adds --vs-mpi --mpi-btl tcp: Open MPI's ob1 over TCP, its ranks placed
 # as collc's, round-robin over the nodes' namespaces (mpirun in the first
 # starts orted in the others through an rsh agent that enters their
 # namespaces), its traffic over the same bridge; --mpi-local puts every MPI
 # rank in the first namespace, over its loopback. --collcd runs another collcd binary (an A/B of two
-# builds with the same clients). Defaults: build/, 2 nodes, 1 rank per node, sizes
+# builds with the same clients). --pin gives each node a slice of the CPUs of
+# its own, as separate machines have (tests/multinode/netns.sh mn_cpus): its
+# collcd runs there, collc-bench's ranks and raw TCP streams follow their
+# daemon, and with --mpi so do Open MPI's ranks of that node. Without it,
+# every node's threads share every core. Defaults: build/, 2 nodes, 1 rank per node, sizes
 # 8 B to 64 MiB, 20 iterations. After the table: each daemon's net status and its
 # CPU time over the run (user + system).
 set -u
@@ -35,9 +39,10 @@ while [ $# -gt 0 ]; do
 	--mpi) mpi=(--vs-mpi --mpi-btl tcp); mpi_across=1; shift ;;
 	--mpi-local) mpi=(--vs-mpi --mpi-btl tcp); mpi_across=0; shift ;;
 	--collcd) collcd=$2; shift 2 ;;
+	--pin) export MN_PIN=1; shift ;;
 	--daemon-arg) daemon_args+=("$2"); shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,20p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,24p' "$0"; exit 0 ;;
 	*) echo "run-multinode.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -63,10 +68,11 @@ if [ "$mpi_across" = 1 ]; then
 		echo 'host=$1; shift'
 		echo 'case $host in'
 		for ((i = 0; i < nodes; i++)); do
-			echo "$(mn_addr "$i")) ns=$(mn_ns "$i") ;;"
+			echo "$(mn_addr "$i")) ns=$(mn_ns "$i") cpus=$([ "${MN_PIN:-0}" = 1 ] && mn_cpus "$i") ;;"
 		done
 		echo '*) echo "mpi-agent: unknown host $host" >&2; exit 1 ;;'
 		echo 'esac'
+		echo '[ -n "$cpus" ] && exec ip netns exec "$ns" taskset -c "$cpus" /bin/sh -c "$*"'
 		echo 'exec ip netns exec "$ns" /bin/sh -c "$*"'
 	} >"$agent"
 	chmod +x "$agent"
@@ -81,7 +87,10 @@ if [ "$mpi_across" = 1 ]; then
 		mpi+=(--mpirun-arg "$a")
 	done
 fi
-ip netns exec "$(mn_ns 0)" "$bench" --socket "$sockets" --nranks $((nodes * per)) \
+# With --pin, collc-bench (and mpirun, with the ranks it starts itself) on node 0's CPUs.
+pin0=()
+[ "${MN_PIN:-0}" = 1 ] && pin0=(taskset -c "$(mn_cpus 0)")
+ip netns exec "$(mn_ns 0)" "${pin0[@]}" "$bench" --socket "$sockets" --nranks $((nodes * per)) \
 	--min-bytes 8 --max-bytes 64M --iters 20 "${mpi[@]}" "$@"
 rc=$?
 tck=$(getconf CLK_TCK)

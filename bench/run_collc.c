@@ -460,6 +460,14 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 	size_t es = collc_dtype_bytes(cfg->dtype);
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	int r, status = 1;
+
+	/* Across daemons a rank runs on its daemon's CPUs, as a client on that node would. */
+	if (cfg->nsockets > 1) {
+		pid_t daemon = bench_socket_pid(bench_rank_socket(cfg, rank));
+
+		if (daemon > 0)
+			bench_follow_cpus(daemon);
+	}
 	char msg[256];
 
 	if (cfg->cuda) {

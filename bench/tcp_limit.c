@@ -46,35 +46,8 @@ struct tl_dir {
 
 struct tl_shared {
 	struct tl_dir dir[2];
+	volatile int pinned; /* a stream process took its daemon's CPUs */
 };
-
-/* The pid of the process behind a unix socket (SO_PEERCRED): collcd. */
-static pid_t socket_pid(const char *path)
-{
-	static const int types[] = { SOCK_SEQPACKET, SOCK_STREAM };
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
-		int fd = socket(AF_UNIX, types[i] | SOCK_CLOEXEC, 0), r;
-
-		if (fd < 0)
-			return -errno;
-		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-		if (r == 0)
-			r = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-		close(fd);
-		if (r == 0)
-			return cred.pid;
-		if (errno != EPROTOTYPE)
-			return -errno;
-	}
-	return -EPROTOTYPE;
-}
 
 /* Non-loopback IPv4 addresses of the current namespace, up to TL_ADDRS. */
 static int own_addrs(struct tl_dir *d)
@@ -250,8 +223,8 @@ int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, st
 	int fa, fb, same, bad = 0;
 
 	memset(ret, 0, sizeof(*ret));
-	pa = socket_pid(sock_a);
-	pb = socket_pid(sock_b);
+	pa = bench_socket_pid(sock_a);
+	pb = bench_socket_pid(sock_b);
 	if (pa <= 0 || pb <= 0) {
 		snprintf(ret->err, sizeof(ret->err), "no daemon's pid from %s",
 			 pa <= 0 ? sock_a : sock_b);
@@ -278,12 +251,18 @@ int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, st
 	/* dir 0: a -> b (receiver in b), dir 1: b -> a (receiver in a). */
 	for (int k = 0; k < 4; k++) {
 		int dir = k & 1, recv = k < 2;
-		int fd = (dir == 0) == recv ? fb : fa;
+		int in_b = (dir == 0) == recv;
 
 		pids[k] = bench_fork();
-		if (pids[k] == 0)
+		if (pids[k] == 0) {
+			int fd = in_b ? fb : fa;
+
+			/* On the CPUs of that namespace's daemon, where collc's traffic runs. */
+			if (bench_follow_cpus(in_b ? pb : pa) > 0)
+				sh->pinned = 1;
 			_exit(recv ? receiver(fd, same, &sh->dir[dir])
 				   : sender(fd, &sh->dir[dir], seconds));
+		}
 	}
 	close(fa);
 	close(fb);
@@ -311,9 +290,9 @@ int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, st
 		ret->ok = 1;
 		snprintf(ret->where, sizeof(ret->where),
 			 "collcd %d's namespace <-> %s in collcd %d's%s, one stream each way at "
-			 "once for %.1f s",
+			 "once for %.1f s%s",
 			 (int)pa, sh->dir[0].addrs[0], (int)pb, same ? " (the same one)" : "",
-			 seconds);
+			 seconds, sh->pinned ? ", each end on its daemon's CPUs" : "");
 	}
 	munmap(sh, sizeof(*sh));
 	return ret->ok ? 0 : -1;

@@ -23,7 +23,9 @@
 # Environment: COLLCD, COLLCCTL, MN_CLIENT (binaries; set by ctest),
 # MN_SCALE=N (sanitizer builds: every wait N times longer), MN_LOCAL=1 (harness check without the inter-node feature: no --listen, and
 # every rank uses node 0's collcd), MN_KEEP=1 (keep the directory and logs),
-# MN_DAEMON_ARGS (more collcd arguments for every node).
+# MN_DAEMON_ARGS (more collcd arguments for every node), MN_PIN=1 (each node's
+# collcd on a CPU slice of its own, mn_cpus: nodes on one machine otherwise
+# share every core, which no two real nodes do).
 
 # iproute2 lives in /usr/sbin (/sbin), which a non-login PATH may lack.
 case ":$PATH:" in
@@ -113,6 +115,7 @@ mn_reap_stale() {
 mn_init() {
 	local name=$1 n=$2 i br
 	MN_NAME=$name
+	MN_NODES=$n
 	MN_RANK_PIDS=()
 	MN_DPIDS=()
 	MN_NAMESPACES=()
@@ -180,8 +183,10 @@ mn_daemon_start() {
 	fi
 	# shellcheck disable=SC2206
 	args+=(${MN_DAEMON_ARGS:-} "$@")
-	echo "--- collcd ${args[*]}" >>"$MN_DIR/n$i/log"
-	ip netns exec "$(mn_ns "$i")" "$COLLCD" "${args[@]}" >>"$MN_DIR/n$i/log" 2>&1 &
+	local pin=()
+	[ "${MN_PIN:-0}" = 1 ] && pin=(taskset -c "$(mn_cpus "$i")")
+	echo "--- ${pin[*]} collcd ${args[*]}" >>"$MN_DIR/n$i/log"
+	ip netns exec "$(mn_ns "$i")" "${pin[@]}" "$COLLCD" "${args[@]}" >>"$MN_DIR/n$i/log" 2>&1 &
 	MN_DPIDS[i]=$!
 	for ((t = 0; t < 100 * ${MN_SCALE:-1}; t++)); do
 		if ! kill -0 "${MN_DPIDS[i]}" 2>/dev/null; then
@@ -191,6 +196,20 @@ mn_daemon_start() {
 		sleep 0.1
 	done
 	mn_fail "collcd of node $i does not answer on $sock after $((10 * ${MN_SCALE:-1})) s"
+}
+
+# mn_cpus I: node I's CPUs with MN_PIN=1 (taskset's list): the online CPUs cut
+# into one contiguous slice a node, or CPU I modulo their count when there are
+# fewer CPUs than nodes. The nodes of run N are mn_init's N.
+mn_cpus() {
+	local i=$1 n=${MN_NODES:-1} c per
+	c=$(getconf _NPROCESSORS_ONLN)
+	if [ "$c" -lt "$n" ]; then
+		echo $((i % c))
+		return
+	fi
+	per=$((c / n))
+	echo "$((i * per))-$((i * per + per - 1))"
 }
 
 mn_daemon_kill() {
