@@ -199,6 +199,7 @@ struct conn {
 	uint8_t *out;
 	size_t out_len, out_off, out_cap;
 	uint64_t bytes_sent, bytes_recv;
+	int rx_blocked; /* the last recv, between messages, would block; poll() has not said otherwise since */
 };
 
 enum { L_SEND, L_RECV };
@@ -272,7 +273,8 @@ static struct {
 	int running;
 	int stopping;
 	int lfd;
-	int efd; /* wakes the thread */
+	int lfd_blocked; /* accept would block; poll() has not said otherwise since */
+	int efd;         /* wakes the thread */
 	union net_addr laddr;
 	char listen_str[80];
 	struct net_transport t;
@@ -1448,6 +1450,8 @@ static int auth_step(struct conn *c)
 /* Reads and handles what arrived; 0 when the connection ended. */
 static int conn_read(struct conn *c, uint64_t now)
 {
+	if (c->rx_blocked)
+		return 1;
 	for (;;) {
 		size_t want;
 		ssize_t n;
@@ -1461,8 +1465,13 @@ static int conn_read(struct conn *c, uint64_t now)
 		n = want ? recv(c->fd, c->in + c->in_len, want, MSG_DONTWAIT) : 0;
 		if (want && n == 0)
 			return -EPIPE;
+		if (want && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			/* Between messages: not tried again until sleep_poll() sees it readable. */
+			c->rx_blocked = c->in_len == 0;
+			return 1;
+		}
 		if (want && n < 0)
-			return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -EPIPE;
+			return -EPIPE;
 		c->in_len += (size_t)n;
 		c->bytes_recv += (uint64_t)n;
 		c->last_rx_ns = now;
@@ -1494,14 +1503,17 @@ static void accept_conns(void)
 {
 	int one = 1;
 
-	for (;;) {
+	while (!node.lfd_blocked) {
 		union net_addr a;
 		socklen_t alen = sizeof(a);
 		int fd = accept4(node.lfd, &a.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct conn *c;
 
-		if (fd < 0)
+		if (fd < 0) {
+			/* Nothing to accept (or a failed one): wait for poll() to say more came. */
+			node.lfd_blocked = 1;
 			return;
+		}
 		c = conn_new(fd, 0);
 		if (!c) {
 			node.refused_full++;
@@ -1978,31 +1990,59 @@ static struct pollfd *pollset(size_t want)
 }
 
 /*
+ * What poll() saw: a connection, the listener or a data socket that became
+ * ready may be tried again (their reads and the tcp transport's transfers
+ * are not retried while they would block). Matched by descriptor, since the
+ * lists may have changed while the lock was dropped (a descriptor reused
+ * meanwhile only costs one try that would block).
+ */
+static void poll_seen(const struct pollfd *pf, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (pf[k].revents && pf[k].fd == node.lfd)
+			node.lfd_blocked = 0;
+	for (struct conn *c = node.conns; c; c = c->next)
+		for (size_t k = 0; k < n && c->rx_blocked; k++)
+			if (pf[k].revents && pf[k].fd == c->fd)
+				c->rx_blocked = 0;
+	if (!links_pollable())
+		return;
+	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
+		if (nc->stage != NC_ATTACHED)
+			continue;
+		for (uint32_t i = 0; i < nc->nlinks; i++)
+			if (nc->links[i].comm)
+				net_tcp_poll_seen(nc->links[i].comm, pf, (int)n);
+		if (nc->p2p)
+			np2p_poll_seen(nc->p2p, pf, (int)n);
+	}
+}
+
+/*
  * Sleeps until something can move: the eventfd (the scheduler called in,
  * or a rank posted on a watched link), a connection, or a data socket that
  * became readable or writable. The timeout only paces heartbeats and
  * retries; nap: links come up, or a transport without pollable sockets has
- * steps in flight (polled every NAP_NS); fast: rings that cannot be watched
- * are in use, so the sockets are polled with a timeout of NAP_NS.
+ * steps in flight (the connections polled for NAP_NS); fast: rings that
+ * cannot be watched are in use, so the sockets are polled with a timeout of
+ * NAP_NS; peek: no sleep, only a look at what became ready.
  */
-static void sleep_poll(int nap, int fast)
+static void sleep_poll(int nap, int fast, int peek)
 {
 	size_t want = 2 + node.nconns, n = 0;
 	int timeout = (int)(node.timeout_ms / 8 > 50 ? 50 : node.timeout_ms / 8);
+	int data = links_pollable(); /* the links' and pair places' sockets too */
 	struct timespec nap_ts = { 0, NAP_NS };
 	struct pollfd *pf;
+	int r;
 
-	if (nap && !links_pollable()) {
-		struct timespec ts = { 0, NAP_NS };
-
-		pthread_mutex_unlock(&node.mu);
-		nanosleep(&ts, NULL);
-		pthread_mutex_lock(&node.mu);
-		return;
-	}
-	if (nap)
+	if (nap && !data)
+		fast = 1; /* the transport's steps are polled on this timer */
+	else if (nap)
 		timeout = 1; /* links coming up: connect and accept have no sockets to show */
-	for (struct ncomm *nc = node.comms; nc; nc = nc->next)
+	if (peek)
+		timeout = 0, fast = 0;
+	for (struct ncomm *nc = node.comms; nc && data; nc = nc->next)
 		if (nc->stage == NC_ATTACHED)
 			want += (size_t)(nc->nlinks + 2 * nc->ndaemons) * (1 + NET_TCP_MAX_STREAMS);
 	pf = pollset(want);
@@ -2026,19 +2066,19 @@ static void sleep_poll(int nap, int fast)
 								    ? POLLOUT
 								    : 0))
 			};
-	for (struct ncomm *nc = node.comms; nc && n < want; nc = nc->next) {
+	for (struct ncomm *nc = node.comms; nc && n < want && data; nc = nc->next) {
 		if (nc->stage != NC_ATTACHED)
 			continue;
 		for (uint32_t i = 0; i < nc->nlinks && n < want; i++)
 			if (nc->links[i].comm)
 				n += (size_t)net_tcp_pollfds(nc->links[i].comm, pf + n,
 							     (int)(want - n));
-		if (nc->p2p && n < want && links_pollable())
+		if (nc->p2p && n < want)
 			n += (size_t)np2p_pollfds(nc->p2p, pf + n, (int)(want - n));
 	}
 	pthread_mutex_unlock(&node.mu);
-	if ((fast ? ppoll(pf, n, &nap_ts, NULL) : poll(pf, n, timeout)) > 0 &&
-	    (pf[0].revents & POLLIN)) {
+	r = fast ? ppoll(pf, n, &nap_ts, NULL) : poll(pf, n, timeout);
+	if (r > 0 && (pf[0].revents & POLLIN)) {
 		uint64_t v;
 
 		if (read(node.efd, &v, sizeof(v)) < 0) {
@@ -2046,6 +2086,8 @@ static void sleep_poll(int nap, int fast)
 		}
 	}
 	pthread_mutex_lock(&node.mu);
+	if (r > 0)
+		poll_seen(pf, n);
 }
 
 static void *node_main(void *arg)
@@ -2078,14 +2120,15 @@ static void *node_main(void *arg)
 		if (!idle_since)
 			idle_since = now;
 		if (busy && now - idle_since < node.spin_ns) {
-			pthread_mutex_unlock(&node.mu);
-			cpu_relax();
-			pthread_mutex_lock(&node.mu);
+			sleep_poll(0, 0, 1);
 			continue;
 		}
-		if (!nap && sleep_prepare())
+		/* A rank posted meanwhile: go on, but take in what the sockets have first. */
+		if (!nap && sleep_prepare()) {
+			sleep_poll(0, 0, 1);
 			continue;
-		sleep_poll(nap, fast);
+		}
+		sleep_poll(nap, fast, 0);
 	}
 	pthread_mutex_unlock(&node.mu);
 	return NULL;
@@ -2114,7 +2157,8 @@ static void net_logger(ncclDebugLogLevel level, unsigned long flags, const char 
 static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16])
 {
 	struct net_tcp_opts to = { .ifname = cfg->net_ifname[0] ? cfg->net_ifname : NULL,
-				   .nstreams = (int)cfg->net_tcp_streams };
+				   .nstreams = (int)cfg->net_tcp_streams,
+				   .poll_driven = 1 };
 	struct net_ib_opts io = { .ifname = to.ifname };
 	int r;
 

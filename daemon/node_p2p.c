@@ -867,6 +867,16 @@ int np2p_pollfds(struct np2p *p, struct pollfd *pf, int max)
 	return n;
 }
 
+void np2p_poll_seen(struct np2p *p, const struct pollfd *pf, int n)
+{
+	for (uint32_t e = 0; e < p->nd; e++) {
+		if (p->peers[e].rcomm)
+			net_tcp_poll_seen(p->peers[e].rcomm, pf, n);
+		if (p->peers[e].scomm)
+			net_tcp_poll_seen(p->peers[e].scomm, pf, n);
+	}
+}
+
 void np2p_bytes(const struct np2p *p, uint32_t e, uint64_t *sent, uint64_t *received)
 {
 	*sent = *received = 0;

@@ -41,6 +41,8 @@ int np2p_expire(struct np2p *p, uint64_t cookie);
 int np2p_step(struct np2p *p, int *busy, int *pending);
 /* The data sockets worth a poll() (the tcp transport only). */
 int np2p_pollfds(struct np2p *p, struct pollfd *pf, int max);
+/* What poll() saw on those sockets (net_tcp_poll_seen()). */
+void np2p_poll_seen(struct np2p *p, const struct pollfd *pf, int n);
 /* Bytes moved to and from daemon e. */
 void np2p_bytes(const struct np2p *p, uint32_t e, uint64_t *sent, uint64_t *received);
 /* Messages from peers that broke the protocol (before the communicator failed). */

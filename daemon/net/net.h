@@ -164,6 +164,14 @@ extern const ncclNet_v8_t net_ib;
 struct net_tcp_opts {
 	const char *ifname;
 	int nstreams; /* data sockets per connection, 1..NET_TCP_MAX_STREAMS */
+	/*
+	 * 1: the caller sleeps in poll() on net_tcp_pollfds() and reports what
+	 * it saw with net_tcp_poll_seen(); a socket whose last transfer would
+	 * block is then left alone until poll says it is ready, instead of a
+	 * system call that fails with EAGAIN at every test(). 0 (NCCL's way, the
+	 * plugin): test() tries every socket with work each time.
+	 */
+	int poll_driven;
 };
 #define NET_TCP_MAX_STREAMS     8
 #define NET_TCP_DEFAULT_STREAMS 2
@@ -177,6 +185,11 @@ int net_tcp_configure(const struct net_tcp_opts *opts);
  */
 struct pollfd;
 int net_tcp_pollfds(void *comm, struct pollfd *pf, int max);
+/*
+ * With poll_driven: the sockets of comm that appear in pf[0..n) with events
+ * in revents may move again (readable, writable, hung up or failed).
+ */
+void net_tcp_poll_seen(void *comm, const struct pollfd *pf, int n);
 
 /* Options of the ib transport; set before init. ifname: the interface of the
  * out-of-band socket that exchanges queue pair numbers (as for tcp);

@@ -20,7 +20,11 @@
  * listener at a time, as NCCL pairs one listen with one connect.
  *
  * Requests come from a fixed pool per comm (NCCL_NET_MAX_REQUESTS): no
- * allocation per message. test() moves bytes until every socket would block.
+ * allocation per message. test() moves bytes until every socket would block;
+ * under a caller that polls (net_tcp_opts.poll_driven, collcd's node thread)
+ * a socket that would block before its next piece began is not tried again
+ * before poll() reports it ready (net_tcp_poll_seen()), so idle sockets cost
+ * no system calls.
  * Host memory only: CUDA and DMA-BUF registrations are refused with a log
  * line, and iflush has nothing to flush.
  */
@@ -141,6 +145,8 @@ struct tcp_comm {
 	struct tcp_req *q[NCCL_NET_MAX_REQUESTS];
 	uint32_t qhead, qtail;
 	struct tcp_cursor cur[MAX_SOCKS];
+	/* poll_driven: socket i would block and poll() has not said otherwise since. */
+	uint8_t blocked[MAX_SOCKS];
 	struct tcp_req reqs[NCCL_NET_MAX_REQUESTS];
 };
 
@@ -168,6 +174,7 @@ static struct {
 	int nstreams;
 	char opt_ifname[IF_NAMESIZE];
 	int opt_nstreams;
+	int poll_driven;
 } g = { .opt_nstreams = NET_TCP_DEFAULT_STREAMS };
 
 #define LOG(lvl, ...)                                                                              \
@@ -184,6 +191,7 @@ int net_tcp_configure(const struct net_tcp_opts *opts)
 	    collc__net_opt_ifname(g.opt_ifname, opts->ifname) < 0)
 		return -EINVAL;
 	g.opt_nstreams = opts->nstreams;
+	g.poll_driven = opts->poll_driven;
 	return 0;
 }
 
@@ -620,10 +628,22 @@ static void part_done(struct tcp_comm *c, int i)
 	}
 }
 
-/* Moves bytes of [p, p + len) from *off on; 1: all moved, 0: would block. */
+/*
+ * Moves bytes of [p, p + len) from *off on; 1: all moved, 0: would block.
+ * poll_driven: a socket whose next piece has not begun (an idle link, a
+ * posted receive with nothing sent yet) waits for poll(); one in the middle
+ * of a piece is tried again at once, as the rest streams in.
+ */
 static int xfer(struct tcp_comm *c, int i, char *p, size_t len, size_t *off)
 {
-	return collc__net_xfer(c->fd[i], p, len, off, c->kind == COMM_SEND);
+	int r;
+
+	if (c->blocked[i])
+		return 0;
+	r = collc__net_xfer(c->fd[i], p, len, off, c->kind == COMM_SEND);
+	if (r == 0 && g.poll_driven && *off == 0)
+		c->blocked[i] = 1;
+	return r;
 }
 
 /* The header of message k has arrived: match it to a receive of the group. */
@@ -752,6 +772,18 @@ int net_tcp_pollfds(void *comm, struct pollfd *pf, int max)
 					   .events = c->kind == COMM_SEND ? POLLOUT : POLLIN };
 	}
 	return n;
+}
+
+void net_tcp_poll_seen(void *comm, const struct pollfd *pf, int n)
+{
+	struct tcp_comm *c = comm;
+
+	if (!c || (c->kind != COMM_SEND && c->kind != COMM_RECV))
+		return;
+	for (int i = 0; i < c->nsocks; i++)
+		for (int k = 0; k < n && c->blocked[i]; k++)
+			if (pf[k].fd == c->fd[i] && pf[k].revents)
+				c->blocked[i] = 0;
 }
 
 static ncclResult_t tcp_test(void *request, int *done, int *sizes)

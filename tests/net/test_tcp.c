@@ -345,20 +345,102 @@ static void t_impostor(void **state)
 	pair_close(&p);
 }
 
+/* Both comms' sockets with work, through poll() and back (what collcd's node thread does). */
+static void poll_both(struct pair *p, int timeout_ms)
+{
+	struct pollfd pf[2 * MAX_SOCKS];
+	int n = net_tcp_pollfds(p->rcomm, pf, MAX_SOCKS);
+
+	n += net_tcp_pollfds(p->scomm, pf + n, MAX_SOCKS);
+	if (n && poll(pf, (nfds_t)n, timeout_ms) > 0) {
+		net_tcp_poll_seen(p->rcomm, pf, n);
+		net_tcp_poll_seen(p->scomm, pf, n);
+	}
+}
+
+/*
+ * poll_driven: a socket that would block is not tried again until poll()
+ * says it is ready, so a message that arrived meanwhile stays unread until
+ * the caller polls; then every size, through small socket buffers (many
+ * partial transfers), completes by polling and testing alone.
+ */
+static void t_poll_driven(void **state)
+{
+	static const size_t sizes[] = { 5, INLINE_MAX + 1, (3u << 20) + 7, MIN_CHUNK, 0 };
+	struct net_tcp_opts o = { .ifname = "lo", .nstreams = 2, .poll_driven = 1 };
+	int small = 128 << 10, rsize, tag = 3, got = -1, done = 0;
+	struct pair p;
+	uint8_t *src = malloc(4u << 20), *dst = malloc(4u << 20);
+	void *dptr = dst, *sreq = NULL, *rreq = NULL;
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	assert_int_equal(net_tcp_configure(&o), 0);
+	pair_open(&p);
+	for (int i = 0; i < ((struct tcp_comm *)p.scomm)->nsocks; i++) {
+		struct tcp_comm *sc = p.scomm, *rc = p.rcomm;
+
+		assert_int_equal(
+			setsockopt(sc->fd[i], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+		assert_int_equal(
+			setsockopt(rc->fd[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
+	}
+	/* Nothing sent yet: the receive would block, and its socket is left alone after. */
+	rsize = 64;
+	assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &tag, NULL, &rreq), ncclSuccess);
+	assert_int_equal(net->test(rreq, &done, &got), ncclSuccess);
+	assert_false(done);
+	fill(src, 64, &seed);
+	assert_int_equal(net->isend(p.scomm, src, 64, tag, NULL, &sreq), ncclSuccess);
+	for (int k = 0; k < 50 && sreq; k++) {
+		send_poll(&sreq);
+		usleep(1000);
+	}
+	assert_null(sreq);
+	assert_int_equal(net->test(rreq, &done, &got), ncclSuccess);
+	assert_false(done); /* the bytes are there, but nobody polled */
+	for (int64_t end = ms_now() + WAIT_MS; !done; poll_both(&p, 100)) {
+		assert_true(ms_now() < end);
+		assert_int_equal(net->test(rreq, &done, &got), ncclSuccess);
+	}
+	assert_int_equal(got, 64);
+	check_bytes(src, dst, 64, "poll-driven message");
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		int sd = 0, rd = 0;
+
+		fill(src, sizes[i], &seed);
+		rsize = 4 << 20;
+		tag = (int)i + 10;
+		assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &tag, NULL, &rreq),
+				 ncclSuccess);
+		assert_int_equal(net->isend(p.scomm, src, (int)sizes[i], tag, NULL, &sreq),
+				 ncclSuccess);
+		for (int64_t end = ms_now() + WAIT_MS; !sd || !rd; poll_both(&p, 100)) {
+			assert_true(ms_now() < end);
+			if (!sd)
+				assert_int_equal(net->test(sreq, &sd, NULL), ncclSuccess);
+			if (!rd)
+				assert_int_equal(net->test(rreq, &rd, &got), ncclSuccess);
+		}
+		assert_int_equal(got, (int)sizes[i]);
+		check_bytes(src, dst, sizes[i], "poll-driven sizes");
+	}
+	pair_close(&p);
+	free(src);
+	free(dst);
+	o.poll_driven = 0;
+	assert_int_equal(net_tcp_configure(&o), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_share),
-		cmocka_unit_test(t_options),
-		cmocka_unit_test(t_streams),
-		cmocka_unit_test(t_bad_handle),
-		cmocka_unit_test(t_partial_io),
-		cmocka_unit_test(t_soak),
-		cmocka_unit_test(t_connect_refused),
-		cmocka_unit_test(t_receiver_closed),
-		cmocka_unit_test(t_impostor),
-		cmocka_unit_test(t_inline_pollfds),
-		TCP_CASES,
+		cmocka_unit_test(t_share),           cmocka_unit_test(t_options),
+		cmocka_unit_test(t_streams),         cmocka_unit_test(t_bad_handle),
+		cmocka_unit_test(t_partial_io),      cmocka_unit_test(t_soak),
+		cmocka_unit_test(t_connect_refused), cmocka_unit_test(t_receiver_closed),
+		cmocka_unit_test(t_impostor),        cmocka_unit_test(t_inline_pollfds),
+		cmocka_unit_test(t_poll_driven),     TCP_CASES,
 	};
 
 	return cmocka_run_group_tests(tests, setup, NULL);
