@@ -104,8 +104,13 @@ struct sched_cmd {
 			size_t len;
 		} status;
 	} u;
-	void (*done)(struct sched_cmd *cmd); /* runs on the control thread */
-	void *owner;                         /* the control session */
+	/*
+	 * Runs on the control thread, except for the node thread's commands
+	 * (CMD_NET_*), whose done only frees them: the scheduler runs it itself
+	 * (sched_net_cmd_end()) instead of waking the control loop for each.
+	 */
+	void (*done)(struct sched_cmd *cmd);
+	void *owner; /* the control session */
 };
 
 /* The scheduler serves every executor the registry started (exec_count()). */

@@ -680,7 +680,7 @@ void sched_net_cmd(struct sched_cmd *cmd)
 	struct slot *sl;
 
 	if (!cm || !cm->net) {
-		sched_cmd_finish(cmd, 0);
+		sched_net_cmd_end(cmd);
 		return;
 	}
 	switch (cmd->type) {
@@ -734,5 +734,5 @@ void sched_net_cmd(struct sched_cmd *cmd)
 	default:
 		break;
 	}
-	sched_cmd_finish(cmd, 0);
+	sched_net_cmd_end(cmd);
 }

@@ -405,6 +405,8 @@ int sched_graphs_armed(void);
 
 /* scheduler.c: commands */
 void sched_cmd_finish(struct sched_cmd *cmd, int result);
+/* A node thread's command (CMD_NET_*) is through: freed here, on the scheduler's thread. */
+void sched_net_cmd_end(struct sched_cmd *cmd);
 
 /* sched_ring.c: submission and completion rings */
 /* The checks of an SQE against the client's registrations; fills sr's buffers. */

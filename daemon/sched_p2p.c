@@ -580,7 +580,7 @@ void sched_p2p_net_cmd(struct sched_cmd *cmd)
 		;
 	if (cm && cm->net && (cmd->u.net.seq & NET_A2A_TAG)) {
 		sched_a2a_block_done(cm, cmd->u.net.seq & ~NET_A2A_TAG, cmd->u.net.err);
-		sched_cmd_finish(cmd, 0);
+		sched_net_cmd_end(cmd);
 		return;
 	}
 	/* Gone, or ended already (revoked, failed at posting): nothing to do. */
@@ -598,7 +598,7 @@ void sched_p2p_net_cmd(struct sched_cmd *cmd)
 		sched.by_op[op->sqe.opcode]++;
 		op_finish(cm, op, err);
 	}
-	sched_cmd_finish(cmd, 0);
+	sched_net_cmd_end(cmd);
 }
 
 /* Ranks that some unmatched send or receive waits for. */

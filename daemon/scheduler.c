@@ -82,6 +82,16 @@ void sched_cmd_finish(struct sched_cmd *cmd, int result)
 	params.notify_done();
 }
 
+void sched_net_cmd_end(struct sched_cmd *cmd)
+{
+	/*
+	 * The node thread's done only frees the command (node.c cmd_free()):
+	 * waking the control loop for it cost a thread switch a collective.
+	 */
+	cmd->result = 0;
+	cmd->done(cmd);
+}
+
 void sched_run_done(void)
 {
 	struct sched_cmd *list, *next;
