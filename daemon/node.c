@@ -200,6 +200,7 @@ struct conn {
 	size_t out_len, out_off, out_cap;
 	uint64_t bytes_sent, bytes_recv;
 	int rx_blocked; /* the last recv, between messages, would block; poll() has not said otherwise since */
+	uint32_t pfi; /* its entry in the last poll set (sleep_poll()) */
 };
 
 enum { L_SEND, L_RECV };
@@ -217,6 +218,7 @@ struct link {
 	void *mh;
 	struct exec_link el;
 	int attached;
+	uint32_t pf_at, pf_n;  /* its sockets' entries in the last poll set */
 	uint64_t done, posted; /* steps */
 	void *req[LINK_SLOTS_MAX];
 	uint64_t bytes;
@@ -256,9 +258,10 @@ struct ncomm {
 	uint64_t deadline_ns; /* JOINING (joiner) and LINKING end by then */
 	uint64_t inflight;
 	uint64_t errors;
-	uint64_t link_lost_ns; /* when a data link ended at its peer (0: none) */
-	struct agree *agree;   /* root: AGREE_WINDOW, by seq */
-	struct np2p *p2p;      /* sends and receives between daemons; NULL once failed */
+	uint64_t link_lost_ns;        /* when a data link ended at its peer (0: none) */
+	struct agree *agree;          /* root: AGREE_WINDOW, by seq */
+	struct np2p *p2p;             /* sends and receives between daemons; NULL once failed */
+	uint32_t p2p_pf_at, p2p_pf_n; /* its sockets' entries in the last poll set */
 	/* Root: every daemon's send/recv listens, [d][e]: d's for e (M_P2PL). */
 	uint8_t (*p2ph)[COLLC_MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
 	uint8_t p2pl_have[COLLC_MAX_RANKS];
@@ -1992,29 +1995,30 @@ static struct pollfd *pollset(size_t want)
 /*
  * What poll() saw: a connection, the listener or a data socket that became
  * ready may be tried again (their reads and the tcp transport's transfers
- * are not retried while they would block). Matched by descriptor, since the
- * lists may have changed while the lock was dropped (a descriptor reused
- * meanwhile only costs one try that would block).
+ * are not retried while they would block). Each finds its entries where
+ * sleep_poll() put them; what came or went while the lock was dropped finds
+ * another descriptor there and is left as it is (a new one starts unblocked).
  */
 static void poll_seen(const struct pollfd *pf, size_t n)
 {
-	for (size_t k = 0; k < n; k++)
-		if (pf[k].revents && pf[k].fd == node.lfd)
-			node.lfd_blocked = 0;
+	if (node.lfd >= 0 && n > 1 && pf[1].fd == node.lfd && pf[1].revents)
+		node.lfd_blocked = 0;
 	for (struct conn *c = node.conns; c; c = c->next)
-		for (size_t k = 0; k < n && c->rx_blocked; k++)
-			if (pf[k].revents && pf[k].fd == c->fd)
-				c->rx_blocked = 0;
+		if (c->pfi < n && pf[c->pfi].fd == c->fd && pf[c->pfi].revents)
+			c->rx_blocked = 0;
 	if (!links_pollable())
 		return;
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		if (nc->stage != NC_ATTACHED)
 			continue;
-		for (uint32_t i = 0; i < nc->nlinks; i++)
-			if (nc->links[i].comm)
-				net_tcp_poll_seen(nc->links[i].comm, pf, (int)n);
-		if (nc->p2p)
-			np2p_poll_seen(nc->p2p, pf, (int)n);
+		for (uint32_t i = 0; i < nc->nlinks; i++) {
+			const struct link *l = &nc->links[i];
+
+			if (l->comm && l->pf_n && l->pf_at + l->pf_n <= n)
+				net_tcp_poll_seen(l->comm, pf + l->pf_at, (int)l->pf_n);
+		}
+		if (nc->p2p && nc->p2p_pf_n && nc->p2p_pf_at + nc->p2p_pf_n <= n)
+			np2p_poll_seen(nc->p2p, pf + nc->p2p_pf_at, (int)nc->p2p_pf_n);
 	}
 }
 
@@ -2059,7 +2063,7 @@ static void sleep_poll(int nap, int fast, int peek)
 		pf[n++] = (struct pollfd){ .fd = node.lfd, .events = POLLIN };
 	for (struct conn *c = node.conns; c && n < want; c = c->next)
 		if (c->fd >= 0)
-			pf[n++] = (struct pollfd){
+			pf[c->pfi = (uint32_t)n++] = (struct pollfd){
 				.fd = c->fd,
 				.events = (short)(POLLIN | (c->state == C_CONNECTING ||
 									    c->out_off < c->out_len
@@ -2069,12 +2073,20 @@ static void sleep_poll(int nap, int fast, int peek)
 	for (struct ncomm *nc = node.comms; nc && n < want && data; nc = nc->next) {
 		if (nc->stage != NC_ATTACHED)
 			continue;
-		for (uint32_t i = 0; i < nc->nlinks && n < want; i++)
-			if (nc->links[i].comm)
-				n += (size_t)net_tcp_pollfds(nc->links[i].comm, pf + n,
-							     (int)(want - n));
-		if (nc->p2p && n < want)
-			n += (size_t)np2p_pollfds(nc->p2p, pf + n, (int)(want - n));
+		for (uint32_t i = 0; i < nc->nlinks && n < want; i++) {
+			struct link *l = &nc->links[i];
+
+			l->pf_at = (uint32_t)n;
+			l->pf_n = l->comm ? (uint32_t)net_tcp_pollfds(l->comm, pf + n,
+								      (int)(want - n))
+					  : 0;
+			n += l->pf_n;
+		}
+		if (nc->p2p && n < want) {
+			nc->p2p_pf_at = (uint32_t)n;
+			nc->p2p_pf_n = (uint32_t)np2p_pollfds(nc->p2p, pf + n, (int)(want - n));
+			n += nc->p2p_pf_n;
+		}
 	}
 	pthread_mutex_unlock(&node.mu);
 	r = fast ? ppoll(pf, n, &nap_ts, NULL) : poll(pf, n, timeout);
