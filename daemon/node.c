@@ -2044,8 +2044,10 @@ static void sleep_poll(int nap, int fast, int peek)
 		fast = 1; /* the transport's steps are polled on this timer */
 	else if (nap)
 		timeout = 1; /* links coming up: connect and accept have no sockets to show */
-	if (peek)
-		timeout = 0, fast = 0;
+	if (peek) {
+		timeout = 0;
+		fast = 0;
+	}
 	for (struct ncomm *nc = node.comms; nc && data; nc = nc->next)
 		if (nc->stage == NC_ATTACHED)
 			want += (size_t)(nc->nlinks + 2 * nc->ndaemons) * (1 + NET_TCP_MAX_STREAMS);

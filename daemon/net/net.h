@@ -166,9 +166,10 @@ struct net_tcp_opts {
 	int nstreams; /* data sockets per connection, 1..NET_TCP_MAX_STREAMS */
 	/*
 	 * 1: the caller sleeps in poll() on net_tcp_pollfds() and reports what
-	 * it saw with net_tcp_poll_seen(); a socket whose last transfer would
-	 * block is then left alone until poll says it is ready, instead of a
-	 * system call that fails with EAGAIN at every test(). 0 (NCCL's way, the
+	 * it saw with net_tcp_poll_seen(); a socket that would block before its
+	 * next piece began is then left alone until poll says it is ready,
+	 * instead of a system call that fails with EAGAIN at every test() (one
+	 * in the middle of a piece is tried again at once). 0 (NCCL's way, the
 	 * plugin): test() tries every socket with work each time.
 	 */
 	int poll_driven;

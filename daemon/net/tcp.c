@@ -145,7 +145,7 @@ struct tcp_comm {
 	struct tcp_req *q[NCCL_NET_MAX_REQUESTS];
 	uint32_t qhead, qtail;
 	struct tcp_cursor cur[MAX_SOCKS];
-	/* poll_driven: socket i would block and poll() has not said otherwise since. */
+	/* poll_driven: socket i would block before its next piece; poll() has not said otherwise since. */
 	uint8_t blocked[MAX_SOCKS];
 	struct tcp_req reqs[NCCL_NET_MAX_REQUESTS];
 };

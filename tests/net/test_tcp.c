@@ -114,21 +114,25 @@ static void t_bad_handle(void **state)
 /* Small socket buffers: sends and receives of a share are partial, so the
  * paths that resume mid-way run. (Below loopback's MSS of ~64 KiB, TCP's
  * silly-window avoidance stalls on persist timers, which tests nothing.) */
-static void t_partial_io(void **state)
+static void pair_small_buffers(struct pair *p)
 {
-	struct pair p;
-	struct tcp_comm *sc, *rc;
-	int i, small = 128 << 10;
+	struct tcp_comm *sc = p->scomm, *rc = p->rcomm;
+	int small = 128 << 10;
 
-	pair_open(&p);
-	sc = p.scomm;
-	rc = p.rcomm;
-	for (i = 0; i < sc->nsocks; i++) {
+	for (int i = 0; i < sc->nsocks; i++) {
 		assert_int_equal(
 			setsockopt(sc->fd[i], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
 		assert_int_equal(
 			setsockopt(rc->fd[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
 	}
+}
+
+static void t_partial_io(void **state)
+{
+	struct pair p;
+
+	pair_open(&p);
+	pair_small_buffers(&p);
 	send_one(&p, (3 << 20) + 5, 1);
 	send_one(&p, 0, 2);
 	send_one(&p, MIN_CHUNK + 1, 3);
@@ -367,8 +371,10 @@ static void poll_both(struct pair *p, int timeout_ms)
 static void t_poll_driven(void **state)
 {
 	static const size_t sizes[] = { 5, INLINE_MAX + 1, (3u << 20) + 7, MIN_CHUNK, 0 };
-	struct net_tcp_opts o = { .ifname = "lo", .nstreams = 2, .poll_driven = 1 };
-	int small = 128 << 10, rsize, tag = 3, got = -1, done = 0;
+	struct net_tcp_opts o = { .ifname = "lo",
+				  .nstreams = NET_TCP_DEFAULT_STREAMS,
+				  .poll_driven = 1 };
+	int rsize, tag = 3, got = -1, done = 0;
 	struct pair p;
 	uint8_t *src = malloc(4u << 20), *dst = malloc(4u << 20);
 	void *dptr = dst, *sreq = NULL, *rreq = NULL;
@@ -377,14 +383,7 @@ static void t_poll_driven(void **state)
 	assert_non_null(dst);
 	assert_int_equal(net_tcp_configure(&o), 0);
 	pair_open(&p);
-	for (int i = 0; i < ((struct tcp_comm *)p.scomm)->nsocks; i++) {
-		struct tcp_comm *sc = p.scomm, *rc = p.rcomm;
-
-		assert_int_equal(
-			setsockopt(sc->fd[i], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
-		assert_int_equal(
-			setsockopt(rc->fd[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
-	}
+	pair_small_buffers(&p);
 	/* Nothing sent yet: the receive would block, and its socket is left alone after. */
 	rsize = 64;
 	assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &tag, NULL, &rreq), ncclSuccess);
