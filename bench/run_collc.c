@@ -460,6 +460,7 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 	size_t es = collc_dtype_bytes(cfg->dtype);
 	int depth = cfg->depth < cfg->iters ? cfg->depth : cfg->iters;
 	int r, status = 1;
+	char msg[256];
 
 	/* Across daemons a rank runs on its daemon's CPUs, as a client on that node would. */
 	if (cfg->nsockets > 1) {
@@ -468,8 +469,6 @@ int collc_rank_main(const struct bench_cfg *cfg, const void *uid, int rank,
 		if (daemon > 0)
 			bench_follow_cpus(daemon);
 	}
-	char msg[256];
-
 	if (cfg->cuda) {
 		cuda_err_t e;
 
