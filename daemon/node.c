@@ -89,7 +89,8 @@ enum {
 	M_ALLDONE,
 	M_P2PL,
 	M_P2PT,
-	M_EAGER, /* root -> joiners: an eager collective's result in place of its GO (node.h) */
+	M_EAGER,   /* root -> joiners: an eager collective's result in place of its GO (node.h) */
+	M_PEER_IN, /* root -> joiner of two daemons: the root's view and inputs (node.h) */
 	M_TYPE_MAX
 };
 #define AGREE_WINDOW 1024u /* the scheduler's COMM_WINDOW: collectives open at once */
@@ -165,15 +166,22 @@ struct m_seq {
 };
 _Static_assert(sizeof(struct node_coll) == 56, "node_coll wire size");
 
-/* Root: where collective seq stands across the daemons. */
+/*
+ * Where collective seq stands across the daemons: on the root, every
+ * daemon's view; on the joiner of two daemons, its own and the root's
+ * (PEER_IN, node.h).
+ */
 struct agree {
 	uint64_t seq;
 	struct node_coll d;
 	uint32_t ndesc, ndone;
 	uint8_t bad, used;     /* bad: 0, or the positive errno every rank gets */
+	uint8_t sent_in;       /* two daemons: this daemon sent the other its ranks' inputs */
 	uint64_t vsend, vrecv; /* all-to-allv: the daemons' digests added up */
 	uint32_t neager;       /* daemons whose inputs are in `in` */
-	uint8_t *in;           /* eager: nranks x in_bytes, by rank (node.h) */
+	uint32_t peer_len;
+	uint8_t *in;      /* eager: nranks x in_bytes, by rank (node.h) */
+	uint8_t *peer_in; /* two daemons: the other daemon's inputs, peer_len bytes */
 };
 
 enum { C_CONNECTING, C_AUTH, C_UP, C_CLOSED };
@@ -259,7 +267,7 @@ struct ncomm {
 	uint64_t inflight;
 	uint64_t errors;
 	uint64_t link_lost_ns;        /* when a data link ended at its peer (0: none) */
-	struct agree *agree;          /* root: AGREE_WINDOW, by seq */
+	struct agree *agree;          /* root, joiner of two daemons: AGREE_WINDOW, by seq */
 	struct np2p *p2p;             /* sends and receives between daemons; NULL once failed */
 	uint32_t p2p_pf_at, p2p_pf_n; /* its sockets' entries in the last poll set */
 	/* Root: every daemon's send/recv listens, [d][e]: d's for e (M_P2PL). */
@@ -294,7 +302,7 @@ static struct {
 	uint32_t inflight;             /* collectives in flight on spanning communicators */
 	/* Communicators failed here with -EPROTO: a peer's data broke what was agreed. */
 	uint64_t proto_errors;
-	uint64_t eager; /* root: collectives answered with their result (node.h) */
+	uint64_t eager; /* collectives that ran eagerly here (node.h) */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 static uint64_t mono_ns(void)
@@ -647,8 +655,10 @@ static void nc_free(struct ncomm *nc)
 	node.gone_recv += nc->p2p_gone_recv;
 	free(nc->links);
 	free(nc->handles);
-	for (uint32_t i = 0; nc->agree && i < AGREE_WINDOW; i++)
+	for (uint32_t i = 0; nc->agree && i < AGREE_WINDOW; i++) {
 		free(nc->agree[i].in);
+		free(nc->agree[i].peer_in);
+	}
 	free(nc->agree);
 	free(nc->p2ph);
 	free(nc);
@@ -656,7 +666,7 @@ static void nc_free(struct ncomm *nc)
 
 static void cmd_free(struct sched_cmd *cmd)
 {
-	if (cmd->type == CMD_NET_EAGER)
+	if (cmd->type == CMD_NET_EAGER || cmd->type == CMD_NET_PEER_IN)
 		free(cmd->u.net.data);
 	free(cmd);
 }
@@ -731,19 +741,32 @@ static int conn_room(const struct conn *c, size_t len)
 }
 
 /*
+ * The bytes of eager inputs daemon `from` owes for d (node.h): none where
+ * it holds no rank that contributes; UINT64_MAX when d cannot go eager.
+ */
+static uint64_t eager_owed(const struct ncomm *nc, const struct node_coll *d, uint32_t from)
+{
+	uint64_t in, out, want = 0;
+
+	if (!node_eager_sizes(d, nc->nranks, NODE_EAGER_MAX, &in, &out))
+		return UINT64_MAX;
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		want += nc->owner[r] == from && node_eager_contributes(d, r) ? in : 0;
+	return want;
+}
+
+/*
  * Root: daemon `from`'s inputs of eager collective a (the parts of `in`, in
  * order), into a->in by rank. -EPROTO when they are not what its ranks owe.
  */
 static int root_eager_in(struct ncomm *nc, struct agree *a, uint32_t from,
 			 const struct iovec *parts, uint32_t nparts)
 {
-	uint64_t in, out, want = 0, len = 0, off = 0;
+	uint64_t in, out, want = eager_owed(nc, &a->d, from), len = 0, off = 0;
 	uint32_t p = 0;
 
 	if (!node_eager_sizes(&a->d, nc->nranks, NODE_EAGER_MAX, &in, &out))
 		return -EPROTO;
-	for (uint32_t r = 0; r < nc->nranks; r++)
-		want += nc->owner[r] == from && node_eager_contributes(&a->d, r) ? in : 0;
 	for (uint32_t i = 0; i < nparts; i++)
 		len += parts[i].iov_len;
 	if (len != want)
@@ -787,6 +810,7 @@ static int root_eager_in(struct ncomm *nc, struct agree *a, uint32_t from,
 static int root_eager(struct ncomm *nc, struct agree *a)
 {
 	struct m_seq m = { .seq = a->seq };
+	const uint8_t *by_rank[COLLC_MAX_RANKS];
 	struct sched_cmd *cmd;
 	uint64_t in, out;
 	uint8_t *res;
@@ -803,7 +827,9 @@ static int root_eager(struct ncomm *nc, struct agree *a)
 		free(res);
 		return 1;
 	}
-	node_eager_compute(&a->d, nc->nranks, a->in, in, res);
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		by_rank[r] = a->in + (uint64_t)r * in;
+	node_eager_compute(&a->d, nc->nranks, by_rank, in, res);
 	for (uint32_t d = 1; d < nc->ndaemons; d++)
 		if (conn_sendv(nc->peers[d], M_EAGER, &m, sizeof(m),
 			       &(struct iovec){ .iov_base = res, .iov_len = out }, 1) < 0) {
@@ -819,34 +845,123 @@ static int root_eager(struct ncomm *nc, struct agree *a)
 	return 0;
 }
 
-/* Root: daemon from's view of collective d->seq, with its ranks' inputs when d->eager. */
-static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
-		     const struct iovec *parts, uint32_t nparts)
+/* Do two daemons' views describe the same collective? */
+static int same_coll(const struct node_coll *a, const struct node_coll *b)
+{
+	return a->opcode == b->opcode && a->dtype == b->dtype && a->count == b->count &&
+	       a->redop == b->redop && a->root == b->root;
+}
+
+/* Collective seq's place in the window, taken afresh where it held another. */
+static struct agree *agree_of(struct ncomm *nc, const struct node_coll *d)
 {
 	struct agree *a = &nc->agree[d->seq % AGREE_WINDOW];
-	struct m_seq go = { .seq = d->seq };
-	int r;
 
 	if (!a->used || a->seq != d->seq) {
 		free(a->in);
+		free(a->peer_in);
 		memset(a, 0, sizeof(*a));
 		a->used = 1;
 		a->seq = d->seq;
 		a->d = *d;
-	} else if (a->d.opcode != d->opcode || a->d.dtype != d->dtype || a->d.count != d->count ||
-		   a->d.redop != d->redop || a->d.root != d->root) {
+	} else if (!same_coll(&a->d, d)) {
 		a->bad = EINVAL;
 	}
+	return a;
+}
+
+/*
+ * Two daemons (node.h): the other daemon's inputs of collective a, kept for
+ * our scheduler. -EPROTO when they are not what its ranks owe by its own
+ * descriptor d.
+ */
+static int pair_keep(struct ncomm *nc, struct agree *a, const struct node_coll *d, uint32_t from,
+		     const struct iovec *parts, uint32_t nparts)
+{
+	uint64_t want = eager_owed(nc, d, from), len = 0;
+	uint8_t *p;
+
+	for (uint32_t i = 0; i < nparts; i++)
+		len += parts[i].iov_len;
+	if (len != want || a->peer_in)
+		return -EPROTO;
+	/* None owed (a broadcast's other daemon) still counts as sent. */
+	p = a->peer_in = malloc(len ? len : 1);
+	if (!p)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nparts; i++) {
+		memcpy(p, parts[i].iov_base, parts[i].iov_len);
+		p += parts[i].iov_len;
+	}
+	a->peer_len = (uint32_t)len;
+	return 0;
+}
+
+/*
+ * Two daemons, both views of collective a here: eager when both sent their
+ * inputs and the views match (both daemons see the same two and decide
+ * alike). 1: our scheduler computes the result from the other daemon's
+ * inputs (CMD_NET_PEER_IN); 0: the root's GO decides; -ENOMEM fails the
+ * communicator, since the other daemon may have gone eager.
+ */
+static int pair_decide(struct ncomm *nc, struct agree *a)
+{
+	struct sched_cmd *cmd;
+
+	if (a->bad || !a->sent_in || !a->peer_in)
+		return 0;
+	cmd = net_cmd(CMD_NET_PEER_IN, nc, 0);
+	if (!cmd)
+		return -ENOMEM;
+	cmd->u.net.seq = a->seq;
+	cmd->u.net.data = a->peer_in;
+	cmd->u.net.len = a->peer_len;
+	a->peer_in = NULL;
+	sched_post(cmd);
+	node.eager++;
+	return 1;
+}
+
+/*
+ * Root of two daemons: our own ranks' inputs go to the joiner at once
+ * (PEER_IN), where its queue has room; the joiner's are kept.
+ */
+static int root_pair_in(struct ncomm *nc, struct agree *a, const struct node_coll *d, uint32_t from,
+			const struct iovec *parts, uint32_t nparts)
+{
+	uint64_t len = 0;
+
+	if (from != nc->me)
+		return pair_keep(nc, a, d, from, parts, nparts);
+	for (uint32_t i = 0; i < nparts; i++)
+		len += parts[i].iov_len;
+	if (!conn_room(nc->peers[1], sizeof(*d) + len))
+		return 0;
+	if (conn_sendv(nc->peers[1], M_PEER_IN, d, sizeof(*d), parts, nparts) < 0)
+		return -EPIPE;
+	a->sent_in = 1;
+	return 0;
+}
+
+/* Root: daemon from's view of collective d->seq, with its ranks' inputs when d->eager. */
+static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
+		     const struct iovec *parts, uint32_t nparts)
+{
+	struct agree *a = agree_of(nc, d);
+	struct m_seq go = { .seq = d->seq };
+	int r = 0;
+
 	/* A daemon's own verdict (sched_launch.c net_verdict()); anything else is EINVAL. */
 	if (d->bad && !a->bad)
 		a->bad = d->bad == EOPNOTSUPP ? EOPNOTSUPP : EINVAL;
 	a->vsend += d->vsend;
 	a->vrecv += d->vrecv;
-	if (d->eager && !a->bad) {
+	if (d->eager && nc->ndaemons == 2)
+		r = root_pair_in(nc, a, d, from, parts, nparts);
+	else if (d->eager && !a->bad)
 		r = root_eager_in(nc, a, from, parts, nparts);
-		if (r < 0)
-			return r;
-	}
+	if (r < 0)
+		return r;
 	if (++a->ndesc < nc->ndaemons)
 		return 0;
 	/* Every count of an all-to-allv agrees when what is sent adds up to what is expected. */
@@ -858,9 +973,16 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 			 (unsigned long long)d->seq,
 			 a->bad == EOPNOTSUPP ? "is not supported across daemons"
 					      : "differs between daemons");
-	r = !a->bad && a->neager == nc->ndaemons ? root_eager(nc, a) : 1;
+	/* r: 0 when answered eagerly, 1 to answer with GO. */
+	if (nc->ndaemons == 2) {
+		r = pair_decide(nc, a);
+		if (r >= 0)
+			r = !r;
+	} else
+		r = !a->bad && a->neager == nc->ndaemons ? root_eager(nc, a) : 1;
 	free(a->in);
-	a->in = NULL;
+	free(a->peer_in);
+	a->in = a->peer_in = NULL;
 	if (r < 0)
 		return r;
 	if (r == 0) {
@@ -871,6 +993,32 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 		return -EPIPE;
 	post_seq(CMD_NET_GO, nc, d->seq, go.err);
 	return 0;
+}
+
+/*
+ * Joiner of two daemons: its own view of collective d->seq as it sent it
+ * (own), or the root's with the root's inputs (PEER_IN). Once both are
+ * here, eager or the root's GO (pair_decide()).
+ */
+static int joiner_pair(struct ncomm *nc, const struct node_coll *d, int own, const struct iovec *in)
+{
+	struct agree *a = agree_of(nc, d);
+	int r;
+
+	if (own) {
+		a->sent_in = d->eager != 0;
+	} else {
+		r = pair_keep(nc, a, d, 0, in, 1);
+		if (r < 0)
+			return r;
+	}
+	if (++a->ndesc < 2)
+		return 0;
+	r = pair_decide(nc, a);
+	free(a->peer_in);
+	a->peer_in = NULL;
+	a->used = 0;
+	return r < 0 ? r : 0;
 }
 
 /* Root: a daemon ran collective seq. */
@@ -1230,6 +1378,12 @@ static int on_table(struct ncomm *nc, const struct m_table *t)
 	for (uint32_t r = 0; r < nc->nranks; r++)
 		if (t->owner[r] != nc->me)
 			memcpy(nc->handles[r], t->handles[r], sizeof(nc->handles[r]));
+	/* Between two daemons the joiner keeps the root's eager inputs too (node.h). */
+	if (nc->ndaemons == 2) {
+		nc->agree = calloc(AGREE_WINDOW, sizeof(*nc->agree));
+		if (!nc->agree)
+			return -ENOMEM;
+	}
 	err = nc_plan_links(nc);
 	return err < 0 ? err : nc_p2p_start(nc);
 }
@@ -1280,7 +1434,19 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 		}
 		memcpy(cmd->u.net.data, body + sizeof(*q), cmd->u.net.len);
 		sched_post(cmd);
+		node.eager++;
 		return 0;
+	}
+	case M_PEER_IN: {
+		const struct node_coll *d = (const struct node_coll *)body;
+
+		/* It may come before our links are up: it waits in agree for our own view. */
+		if (h->len < sizeof(*d) || nc->root || c != nc->ctl || !nc->agree ||
+		    nc->ndaemons != 2 || d->eager != 1 || d->bad)
+			return -EPROTO;
+		return joiner_pair(nc, d, 0,
+				   &(struct iovec){ .iov_base = (void *)(body + sizeof(*d)),
+						    .iov_len = h->len - sizeof(*d) });
 	}
 	case M_DONE:
 		if (h->len != sizeof(*q) || !nc->root || nc->stage != NC_ATTACHED)
@@ -2476,6 +2642,8 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 			if (conn_sendv(nc->ctl, M_COLL, &sent, sizeof(sent), parts,
 				       sent.eager ? nparts : 0) < 0)
 				r = -EPIPE;
+			else if (nc->ndaemons == 2)
+				r = joiner_pair(nc, &sent, 1, NULL);
 		}
 		if (r < 0)
 			nc_fail(nc, r, 1);

@@ -100,9 +100,20 @@ struct node_coll {
  * gathered buffer of an all-gather). No ring runs, no DONE or ALLDONE
  * follows. Where any daemon sent no inputs (its memory is not host memory,
  * or its queue to the root was full) the root answers with a plain GO and
- * the ring runs. 1 and the sizes when d may go eager among nranks ranks,
- * the inputs the root holds and the result each at most limit bytes (the
- * key net_eager_max_bytes, on the root NODE_EAGER_MAX).
+ * the ring runs.
+ *
+ * Between two daemons the inputs cross once instead of there and back: the
+ * root sends its ranks' inputs to the joiner as well (PEER_IN, with its
+ * descriptor) as soon as they are ready, and each daemon's scheduler
+ * computes the result from its own ranks' buffers and the other daemon's
+ * inputs (CMD_NET_PEER_IN), in rank order as the root would, so both hold
+ * the same bytes. Both daemons see the same two descriptors and decide
+ * alike: eager when both sent inputs and the descriptors match; otherwise
+ * the root answers with a GO (an error where they differ) and the ring runs.
+ *
+ * 1 and the sizes when d may go eager among nranks ranks, the inputs a
+ * daemon holds and the result each at most limit bytes (the key
+ * net_eager_max_bytes; what arrives is checked against NODE_EAGER_MAX).
  */
 #define NODE_EAGER_MAX (2u << 20)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
@@ -112,11 +123,13 @@ static inline int node_eager_contributes(const struct node_coll *d, uint32_t ran
 	return d->opcode != COLLC_OP_BROADCAST || rank == d->root;
 }
 /*
- * The root's result of eager collective d (daemon/node_eager.c): in holds
- * every rank's input at rank x in_bytes (a broadcast's root alone), out
- * takes the result (node_eager_sizes()' out bytes).
+ * The result of eager collective d (daemon/node_eager.c): in[r] is rank r's
+ * input, in_bytes each (a broadcast reads its root's alone), out takes the
+ * result (node_eager_sizes()' out bytes; a reduce-scatter's caller may pass
+ * one block of every input and of the result, in_bytes the block's bytes).
+ * out may be in[0] or in[1] exactly, else it shares no byte with an input.
  */
-void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_t *in,
+void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_t *const *in,
 			uint64_t in_bytes, uint8_t *out);
 /*
  * parts: (d->eager) the inputs of the ranks here that contribute, one part
@@ -170,7 +183,7 @@ int node_p2p_expire(uint64_t comm_id, uint64_t cookie);
 /* Totals for metrics. */
 struct node_counters {
 	uint64_t accepted, refused;
-	uint64_t eager; /* root: collectives answered with their result (eager) */
+	uint64_t eager; /* collectives that ran eagerly on this daemon (node.h) */
 	uint64_t bytes_sent, bytes_received;
 	uint32_t peers, running;
 };

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Eager collectives across daemons (node.h): which collectives may ride on
- * the agreement, and the result the root computes from every contributing
+ * the agreement, and the result a daemon computes from every contributing
  * rank's input. Pure functions of the agreed descriptor: every daemon and
  * the root size a collective alike, and a hostile descriptor (any count,
  * dtype, op or root) only makes it ineligible.
@@ -54,23 +54,27 @@ int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit,
 	return 1;
 }
 
-void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_t *in,
+void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_t *const *in,
 			uint64_t in_bytes, uint8_t *out)
 {
 	const size_t n = in_bytes / collc_dtype_bytes((int)d->dtype);
 
 	switch (d->opcode) {
 	case COLLC_OP_BROADCAST:
-		memcpy(out, in + (uint64_t)d->root * in_bytes, in_bytes);
+		memmove(out, in[d->root], in_bytes);
 		return;
 	case COLLC_OP_ALLGATHER:
-		memcpy(out, in, (size_t)nranks * in_bytes);
+		for (uint32_t r = 0; r < nranks; r++)
+			memmove(out + (uint64_t)r * in_bytes, in[r], in_bytes);
 		return;
 	default: /* all-reduce, reduce, reduce-scatter: in rank order, one result for every rank */
-		memcpy(out, in, in_bytes);
-		for (uint32_t r = 1; r < nranks; r++)
-			red_reduce(out, out, in + (uint64_t)r * in_bytes, n, (int)d->dtype,
-				   (int)d->redop);
+		if (nranks < 2) {
+			memmove(out, in[0], in_bytes);
+			return;
+		}
+		red_reduce(out, in[0], in[1], n, (int)d->dtype, (int)d->redop);
+		for (uint32_t r = 2; r < nranks; r++)
+			red_reduce(out, out, in[r], n, (int)d->dtype, (int)d->redop);
 		red_finish(out, n, (int)d->dtype, (int)d->redop, nranks);
 	}
 }

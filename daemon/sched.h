@@ -36,6 +36,8 @@ enum sched_cmd_type {
 	CMD_NET_DONE,  /* every daemon executed collective u.net.seq */
 	CMD_NET_P2P,   /* a send or receive across daemons ended: u.net.seq its cookie, err */
 	CMD_NET_EAGER, /* collective u.net.seq ran eagerly (node.h): u.net.data, its result */
+	/* Collective u.net.seq runs eagerly here (node.h): u.net.data, the other daemon's inputs. */
+	CMD_NET_PEER_IN,
 };
 
 struct sched_cmd {
@@ -95,7 +97,7 @@ struct sched_cmd {
 			/* CMD_NET_READY: the ring's order, where not the ranks' (rank at each position) */
 			uint8_t reordered;
 			uint8_t ring[COLLC_MAX_RANKS];
-			void *data; /* CMD_NET_EAGER: malloc'ed, freed with the command */
+			void *data; /* CMD_NET_EAGER, _PEER_IN: malloc'ed, freed with the command */
 			uint32_t len;
 		} net;
 		struct {

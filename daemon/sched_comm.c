@@ -678,6 +678,7 @@ void sched_net_cmd(struct sched_cmd *cmd)
 {
 	struct comm *cm = comm_by_id(cmd->u.net.comm_id);
 	struct slot *sl;
+	int r;
 
 	if (!cm || !cm->net) {
 		sched_net_cmd_end(cmd);
@@ -717,14 +718,18 @@ void sched_net_cmd(struct sched_cmd *cmd)
 		}
 		break;
 	case CMD_NET_EAGER:
+	case CMD_NET_PEER_IN:
 		if (!cm->ready || !cm->slots)
 			break;
 		sl = sched_slot_of(cm, cmd->u.net.seq);
 		if (sl->seq != cmd->u.net.seq || sl->net != NET_ASKED || sl->state != SLOT_ARRIVING)
 			break;
-		if (sched_net_eager_done(cm, sl, cmd->u.net.data, cmd->u.net.len) < 0) {
-			/* Not the result of what was asked: only a broken or hostile root sends it. */
-			sched_comm_revoke(cm, -EPROTO);
+		r = cmd->type == CMD_NET_EAGER
+			    ? sched_net_eager_done(cm, sl, cmd->u.net.data, cmd->u.net.len)
+			    : sched_net_eager_peer(cm, sl, cmd->u.net.data, cmd->u.net.len);
+		if (r < 0) {
+			/* Not what was asked (only a broken or hostile peer sends it), or no memory. */
+			sched_comm_revoke(cm, r);
 			break;
 		}
 		sl->net = NET_NONE;

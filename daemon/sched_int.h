@@ -436,6 +436,13 @@ void sched_comm_advance_done(struct comm *cm);
  * receive buffers of the ranks here. -EPROTO when len is not its result's.
  */
 int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, uint32_t len);
+/*
+ * Eager collective sl between two daemons: its result from the inputs of
+ * the ranks here and the other daemon's (peer, len bytes, its contributing
+ * ranks' in rank order), into the receive buffers of the ranks here.
+ * -EPROTO when len is not what the other daemon's ranks owe; -ENOMEM.
+ */
+int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, uint32_t len);
 void sched_comm_revoke(struct comm *cm, int err);
 void sched_client_free(struct sched_client *c);
 void sched_comm_free(struct comm *cm);

@@ -401,8 +401,9 @@ static int spans_meet(const struct mr *m1, uint64_t off1, uint64_t len1, const s
 }
 
 /*
- * Eager reads a rank's inputs when it asks and writes its result when the
- * answer comes, both possibly before an earlier collective of the
+ * Eager reads a rank's inputs when it asks (and between two daemons again
+ * when the other daemon's come) and writes its result when the answer
+ * comes, all possibly before an earlier collective of the
  * communicator ran: so only where no earlier one still pending on a rank
  * here writes what this one reads, or touches what it writes (collectives
  * run in submission order, collc(3)).
@@ -493,6 +494,17 @@ static void net_ask(struct comm *cm, struct slot *sl)
 	node_coll_ready(cm->id, &d, parts, n > 0 ? (uint32_t)n : 0);
 }
 
+/* Where rank r takes eager collective d's result: its receive buffer; NULL: not here, or none. */
+static uint8_t *eager_dst(const struct comm *cm, const struct slot *sl, const struct node_coll *d,
+			  uint32_t r)
+{
+	const struct slot_rank *sr = &sl->ranks[r];
+
+	if (!comm_rank_local(cm, r) || (d->opcode == COLLC_OP_REDUCE && r != d->root))
+		return NULL;
+	return (uint8_t *)(uintptr_t)buf_addr(sr->recv_mr, sr->sqe.recv_off);
+}
+
 int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, uint32_t len)
 {
 	const struct node_coll d = net_desc(cm, sl);
@@ -501,19 +513,110 @@ int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, u
 	if (!node_eager_sizes(&d, cm->nranks, NODE_EAGER_MAX, &in, &out) || len != out)
 		return -EPROTO;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
-		const struct slot_rank *sr = &sl->ranks[r];
+		uint8_t *dst = eager_dst(cm, sl, &d, r);
 		uint64_t from = 0, n = out;
-		char *dst;
 
-		if (!comm_rank_local(cm, r) || (d.opcode == COLLC_OP_REDUCE && r != d.root))
-			continue;
 		if (d.opcode == COLLC_OP_REDUCE_SCATTER) {
 			n = out / cm->nranks;
 			from = r * n;
 		}
-		dst = (char *)(uintptr_t)buf_addr(sr->recv_mr, sr->sqe.recv_off);
 		if (dst)
 			memmove(dst, res + from, n);
+	}
+	sched_record_latency(sl->t_first_ns, (uint64_t)rank_bytes(sl, cm->nranks));
+	return 0;
+}
+
+/*
+ * May node_eager_compute() write its n bytes at dst while it reads in[]?
+ * Where no input shares a byte with dst, or one lies exactly where its
+ * bytes go (a reduction's first two inputs, a gathered or broadcast input
+ * in place); otherwise the result is computed aside (a client's buffers
+ * overlapping each other some other way).
+ */
+static int eager_dst_safe(const struct node_coll *d, uint32_t nranks, const uint8_t *const *in,
+			  uint64_t in_bytes, const uint8_t *dst, uint64_t n)
+{
+	const uintptr_t lo = (uintptr_t)dst, hi = lo + n;
+
+	for (uint32_t r = 0; r < nranks; r++) {
+		const uintptr_t p = (uintptr_t)in[r];
+
+		if (!in[r] || p >= hi || p + in_bytes <= lo)
+			continue;
+		if (d->opcode == COLLC_OP_ALLGATHER && p == lo + (uint64_t)r * in_bytes)
+			continue;
+		if (d->opcode != COLLC_OP_ALLGATHER && p == lo &&
+		    (d->opcode == COLLC_OP_BROADCAST || r < 2))
+			continue;
+		return 0;
+	}
+	return 1;
+}
+
+/* The result (n bytes of it) into dst, or aside and then into dst. */
+static int eager_compute_into(const struct node_coll *d, uint32_t nranks, const uint8_t *const *in,
+			      uint64_t in_bytes, uint8_t *dst, uint64_t n)
+{
+	uint8_t *res;
+
+	if (eager_dst_safe(d, nranks, in, in_bytes, dst, n)) {
+		node_eager_compute(d, nranks, in, in_bytes, dst);
+		return 0;
+	}
+	res = malloc(n);
+	if (!res)
+		return -ENOMEM;
+	node_eager_compute(d, nranks, in, in_bytes, res);
+	memcpy(dst, res, n);
+	free(res);
+	return 0;
+}
+
+int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, uint32_t len)
+{
+	const struct node_coll d = net_desc(cm, sl);
+	const uint8_t *in[COLLC_MAX_RANKS] = { NULL }, *blk[COLLC_MAX_RANKS];
+	uint64_t in_bytes, out, off = 0;
+	uint8_t *first = NULL;
+
+	if (!node_eager_sizes(&d, cm->nranks, NODE_EAGER_MAX, &in_bytes, &out))
+		return -EPROTO;
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+
+		if (!node_eager_contributes(&d, r))
+			continue;
+		if (comm_rank_local(cm, r)) {
+			in[r] = (const uint8_t *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off);
+			continue;
+		}
+		if (len - off < in_bytes)
+			return -EPROTO;
+		in[r] = peer + off;
+		off += in_bytes;
+	}
+	if (off != len)
+		return -EPROTO;
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		uint8_t *dst = eager_dst(cm, sl, &d, r);
+		const uint64_t n = out / cm->nranks;
+
+		if (!dst)
+			continue;
+		if (d.opcode == COLLC_OP_REDUCE_SCATTER) {
+			/* Only this rank's block of the result, from that block of every input. */
+			for (uint32_t k = 0; k < cm->nranks; k++)
+				blk[k] = in[k] + (uint64_t)r * n;
+			if (eager_compute_into(&d, cm->nranks, blk, n, dst, n) < 0)
+				return -ENOMEM;
+		} else if (!first) {
+			if (eager_compute_into(&d, cm->nranks, in, in_bytes, dst, out) < 0)
+				return -ENOMEM;
+			first = dst;
+		} else {
+			memmove(dst, first, out);
+		}
 	}
 	sched_record_latency(sl->t_first_ns, (uint64_t)rank_bytes(sl, cm->nranks));
 	return 0;

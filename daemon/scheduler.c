@@ -326,6 +326,7 @@ static void run_cmd(const struct collc_config *cfg, struct sched_cmd *cmd)
 	case CMD_NET_GO:
 	case CMD_NET_DONE:
 	case CMD_NET_EAGER:
+	case CMD_NET_PEER_IN:
 		sched_net_cmd(cmd);
 		return;
 	case CMD_NET_P2P:

@@ -397,8 +397,8 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 				     "Bytes received from other daemons (control and data).",
 				     nct.bytes_received);
 			metric_total(&b, "collc_net_eager_total",
-				     "Collectives this daemon, their root, computed and answered "
-				     "with their result (eager).",
+				     "Collectives that ran eagerly on this daemon (their inputs "
+				     "travelled with the agreement, no ring ran).",
 				     nct.eager);
 		}
 	}

@@ -11,7 +11,8 @@
  *   check      every collective x every dtype x every op (reductions) at
  *              random sizes, --rounds times, each result against the
  *              double-precision reference (tests/common/refcheck.h) and each
- *              send buffer checked unchanged; then, once, each collective
+ *              send buffer checked unchanged, and an all-reduce of each
+ *              dtype in place; then, once, each collective
  *              at about --big-count elements (default 2^20, 0: none); more
  *              rounds until --min-s
  *              seconds passed (for a communicator that must keep running
@@ -193,6 +194,7 @@ struct op {
 	enum rc_coll coll;
 	struct rc_case c;
 	int root;
+	int in_place; /* all-reduce: the result over the input (recv == send) */
 };
 
 static uint64_t draw(uint64_t *rs, uint64_t n)
@@ -262,12 +264,17 @@ static int run_checked(struct collc_ctx *ctx, struct collc_comm *comm, const str
 	snprintf(what, sizeof(what), "%s %s %s count %zu root %d", rc_coll_name(op->coll),
 		 rc_dtype_name(op->c.dtype), reduces ? rc_op_name(op->c.op) : "-", op->c.count,
 		 op->root);
+	if (op->in_place) {
+		strncat(what, " in place", sizeof(what) - strlen(what) - 1);
+		recv = send;
+	}
 	r = run_op(ctx, comm, op, send, recv, o.wait_ms);
 	if (r < 0) {
 		say("FAIL: %s: %s", what, err_str(r));
 		return 1;
 	}
-	if (check_op(op, send, recv, what)) {
+	if (op->in_place ? rc_check_coll(&op->c, op->coll, o.nranks, o.rank, op->root, recv, what)
+			 : check_op(op, send, recv, what)) {
 		say("FAIL: %s: wrong result", what);
 		return 1;
 	}
@@ -298,6 +305,18 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 						return 1;
 					ndone++;
 				}
+		}
+		/* In place: an all-reduce of each dtype, a random op, over its input. */
+		for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++) {
+			struct op op = { .coll = RC_ALLREDUCE, .in_place = 1 };
+
+			op.c.dtype = (collc_dtype)dt;
+			op.c.op = (collc_redop)draw(&rs, 5);
+			op.c.count = draw_count(&rs, RC_ALLREDUCE);
+			op.c.seed = rc_mix(rs ^ ndone);
+			if (run_checked(ctx, comm, &op, send, recv))
+				return 1;
+			ndone++;
 		}
 		/* Once: each collective at --big-count (many chunks and ring slots), a random dtype and op. */
 		for (int k = 0; round == 0 && o.big_count && k < RC_NUM_COLLS; k++) {

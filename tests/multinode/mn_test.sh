@@ -190,14 +190,18 @@ correct | a2a | p2p)
 	mn_wait_ranks 120 || mn_fail "$mode on $nnodes nodes x $per ranks ($place)"
 	daemons_alive $(seq 0 $((nnodes - 1)))
 	if [ "$mode" = check ]; then
-		# The root (node 0) answered small collectives eagerly unless a daemon turned it off.
-		eager=$(mn_status_json 0 | $PY "$here/mn_status.py" eager) ||
-			mn_fail "status --json of node 0 has no net.eager counter"
-		case "${4:-}${5:-}" in
-		*net_eager_max_bytes=0*) [ "$eager" = 0 ] || mn_fail "$eager eager collectives with eager off" ;;
-		*) [ "$eager" -gt 0 ] || mn_fail "no eager collective among the small ones" ;;
-		esac
-		echo "eager collectives on the root: $eager"
+		# Every daemon ran small collectives eagerly (between two, each computed them
+		# itself from the other's inputs), and none did where any daemon turned it off.
+		for ((i = 0; i < nnodes; i++)); do
+			eager=$(mn_status_json "$i" | $PY "$here/mn_status.py" eager) ||
+				mn_fail "status --json of node $i has no net.eager counter"
+			case "${4:-}${5:-}" in
+			*net_eager_max_bytes=0*) [ "$eager" = 0 ] ||
+				mn_fail "node $i: $eager eager collectives with eager off" ;;
+			*) [ "$eager" -gt 0 ] || mn_fail "node $i: no eager collective among the small ones" ;;
+			esac
+			echo "eager collectives on node $i: $eager"
+		done
 		# Hierarchical all-reduces (docs/design.md §6b): where the root asked for them at
 		# every size, every daemon ran some, and none where the root turned them off.
 		for ((i = 0; i < nnodes; i++)); do

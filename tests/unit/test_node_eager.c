@@ -114,7 +114,8 @@ static void one(enum rc_coll coll, collc_dtype dtype, collc_redop op, uint32_t n
 	struct node_coll d = desc(opcode, dtype, count, op, root);
 	struct rc_case c = { .dtype = dtype, .op = op, .count = count, .seed = seed };
 	uint64_t in_bytes, out_bytes, es = collc_dtype_bytes(dtype);
-	uint8_t *in, *out;
+	const uint8_t *ptr[COLLC_MAX_RANKS];
+	uint8_t *in, *out, *again;
 	char what[160];
 
 	if (coll == RC_ALLGATHER || coll == RC_BROADCAST)
@@ -128,7 +129,9 @@ static void one(enum rc_coll coll, collc_dtype dtype, collc_redop op, uint32_t n
 	for (uint32_t r = 0; r < nranks; r++)
 		if (node_eager_contributes(&d, r))
 			rc_fill_coll(&c, coll, (int)nranks, (int)r, in + r * in_bytes);
-	node_eager_compute(&d, nranks, in, in_bytes, out);
+	for (uint32_t r = 0; r < nranks; r++)
+		ptr[r] = in + r * in_bytes;
+	node_eager_compute(&d, nranks, ptr, in_bytes, out);
 	for (uint32_t r = 0; r < nranks; r++) {
 		const uint8_t *mine = out;
 
@@ -142,6 +145,26 @@ static void one(enum rc_coll coll, collc_dtype dtype, collc_redop op, uint32_t n
 	}
 	for (int i = 0; i < 16; i++)
 		assert_int_equal(out[out_bytes + (uint64_t)i], 0xa5);
+	/* The same bytes where out is an input (in place), and block by block (reduce-scatter). */
+	again = malloc((size_t)nranks * in_bytes);
+	assert_non_null(again);
+	if (coll == RC_ALLREDUCE || coll == RC_REDUCE) {
+		for (uint32_t k = 0; k < 2; k++) {
+			memcpy(again, in, (size_t)nranks * in_bytes);
+			for (uint32_t r = 0; r < nranks; r++)
+				ptr[r] = again + r * in_bytes;
+			node_eager_compute(&d, nranks, ptr, in_bytes, again + k * in_bytes);
+			assert_memory_equal(again + k * in_bytes, out, out_bytes);
+		}
+	} else if (coll == RC_REDUCE_SCATTER) {
+		for (uint32_t b = 0; b < nranks; b++) {
+			for (uint32_t r = 0; r < nranks; r++)
+				ptr[r] = in + r * in_bytes + b * count * es;
+			node_eager_compute(&d, nranks, ptr, count * es, again + b * count * es);
+		}
+		assert_memory_equal(again, out, out_bytes);
+	}
+	free(again);
 	free(in);
 	free(out);
 }
