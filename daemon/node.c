@@ -956,7 +956,7 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 		a->bad = d->bad == EOPNOTSUPP ? EOPNOTSUPP : EINVAL;
 	a->vsend += d->vsend;
 	a->vrecv += d->vrecv;
-	if (d->eager && nc->ndaemons == 2)
+	if (d->eager && node_eager_pair(d, nc->ndaemons, nc->nranks))
 		r = root_pair_in(nc, a, d, from, parts, nparts);
 	else if (d->eager && !a->bad)
 		r = root_eager_in(nc, a, from, parts, nparts);
@@ -974,7 +974,7 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 			 a->bad == EOPNOTSUPP ? "is not supported across daemons"
 					      : "differs between daemons");
 	/* r: 0 when answered eagerly, 1 to answer with GO. */
-	if (nc->ndaemons == 2) {
+	if (node_eager_pair(&a->d, nc->ndaemons, nc->nranks)) {
 		r = pair_decide(nc, a);
 		if (r >= 0)
 			r = !r;
@@ -1442,7 +1442,7 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 
 		/* It may come before our links are up: it waits in agree for our own view. */
 		if (h->len < sizeof(*d) || nc->root || c != nc->ctl || !nc->agree ||
-		    nc->ndaemons != 2 || d->eager != 1 || d->bad)
+		    !node_eager_pair(d, nc->ndaemons, nc->nranks) || d->eager != 1 || d->bad)
 			return -EPROTO;
 		return joiner_pair(nc, d, 0,
 				   &(struct iovec){ .iov_base = (void *)(body + sizeof(*d)),
@@ -2642,7 +2642,7 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 			if (conn_sendv(nc->ctl, M_COLL, &sent, sizeof(sent), parts,
 				       sent.eager ? nparts : 0) < 0)
 				r = -EPIPE;
-			else if (nc->ndaemons == 2)
+			else if (node_eager_pair(&sent, nc->ndaemons, nc->nranks))
 				r = joiner_pair(nc, &sent, 1, NULL);
 		}
 		if (r < 0)

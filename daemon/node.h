@@ -102,7 +102,8 @@ struct node_coll {
  * or its queue to the root was full) the root answers with a plain GO and
  * the ring runs.
  *
- * Between two daemons the inputs cross once instead of there and back: the
+ * Between two daemons, where every rank's input together is at most
+ * NODE_PAIR_MAX bytes, the inputs cross once instead of there and back: the
  * root sends its ranks' inputs to the joiner as well (PEER_IN, with its
  * descriptor) as soon as they are ready, and each daemon's scheduler
  * computes the result from its own ranks' buffers and the other daemon's
@@ -118,6 +119,16 @@ struct node_coll {
 #define NODE_EAGER_MAX (2u << 20)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
+/*
+ * Does eager collective d go both ways at once (PEER_IN) among ndaemons
+ * daemons? Two, and every rank's input together at most NODE_PAIR_MAX: with
+ * one rank a daemon it was faster pipelined at 64 and 128 KiB and as fast
+ * one at a time, but at 256 KiB as fast pipelined and 16% slower one at a
+ * time than the round trip through the root (bench/RESULTS.md, "Eager
+ * inputs both ways at once").
+ */
+#define NODE_PAIR_MAX (256u << 10)
+int node_eager_pair(const struct node_coll *d, uint32_t ndaemons, uint32_t nranks);
 static inline int node_eager_contributes(const struct node_coll *d, uint32_t rank)
 {
 	return d->opcode != COLLC_OP_BROADCAST || rank == d->root;

@@ -54,6 +54,14 @@ int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit,
 	return 1;
 }
 
+int node_eager_pair(const struct node_coll *d, uint32_t ndaemons, uint32_t nranks)
+{
+	uint64_t in, out;
+
+	return ndaemons == 2 && node_eager_sizes(d, nranks, NODE_EAGER_MAX, &in, &out) &&
+	       in * nranks <= NODE_PAIR_MAX;
+}
+
 void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_t *const *in,
 			uint64_t in_bytes, uint8_t *out)
 {

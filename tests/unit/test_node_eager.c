@@ -7,6 +7,7 @@
  * ranks on random data, checked for every rank against the tests'
  * long double reference (tests/common/refcheck.c).
  */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,6 +31,27 @@ static struct node_coll desc(uint32_t opcode, uint32_t dtype, uint64_t count, ui
 				   .count = count,
 				   .redop = redop,
 				   .root = root };
+}
+
+/* Both ways at once between two daemons only, up to NODE_PAIR_MAX of inputs in all. */
+static void test_pair(void **state)
+{
+	struct node_coll d =
+		desc(COLLC_OP_ALLREDUCE, COLLC_FLOAT32, NODE_PAIR_MAX / 8, COLLC_SUM, 0);
+
+	(void)state;
+	assert_int_equal(node_eager_pair(&d, 2, 2), 1);
+	assert_int_equal(node_eager_pair(&d, 3, 2), 0);
+	assert_int_equal(node_eager_pair(&d, 1, 2), 0);
+	assert_int_equal(node_eager_pair(&d, 2, 4), 0); /* four ranks: twice the bytes */
+	d.count++;
+	assert_int_equal(node_eager_pair(&d, 2, 2), 0);
+	/* What cannot go eager at all does not go both ways either. */
+	d = desc(COLLC_OP_ALLREDUCE, COLLC_FLOAT32, 16, COLLC_SUM, 0);
+	d.bad = EINVAL;
+	assert_int_equal(node_eager_pair(&d, 2, 2), 0);
+	d = desc(COLLC_OP_ALLTOALL, COLLC_FLOAT32, 16, COLLC_SUM, 0);
+	assert_int_equal(node_eager_pair(&d, 2, 2), 0);
 }
 
 static void test_sizes(void **state)
@@ -196,6 +218,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),
+		cmocka_unit_test(test_pair),
 		cmocka_unit_test(test_compute),
 	};
 
