@@ -978,8 +978,9 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 		r = pair_decide(nc, a);
 		if (r >= 0)
 			r = !r;
-	} else
+	} else {
 		r = !a->bad && a->neager == nc->ndaemons ? root_eager(nc, a) : 1;
+	}
 	free(a->in);
 	free(a->peer_in);
 	a->in = a->peer_in = NULL;
