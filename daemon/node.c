@@ -740,6 +740,16 @@ static int conn_room(const struct conn *c, size_t len)
 	       c->out_len - c->out_off + sizeof(struct msg_hdr) + len + OUT_RESERVE <= c->out_cap;
 }
 
+/* The bytes of n parts together. */
+static uint64_t iov_bytes(const struct iovec *v, uint32_t n)
+{
+	uint64_t len = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		len += v[i].iov_len;
+	return len;
+}
+
 /*
  * The bytes of eager inputs daemon `from` owes for d (node.h): none where
  * it holds no rank that contributes; UINT64_MAX when d cannot go eager.
@@ -762,14 +772,12 @@ static uint64_t eager_owed(const struct ncomm *nc, const struct node_coll *d, ui
 static int root_eager_in(struct ncomm *nc, struct agree *a, uint32_t from,
 			 const struct iovec *parts, uint32_t nparts)
 {
-	uint64_t in, out, want = eager_owed(nc, &a->d, from), len = 0, off = 0;
+	uint64_t in, out, off = 0;
 	uint32_t p = 0;
 
 	if (!node_eager_sizes(&a->d, nc->nranks, NODE_EAGER_MAX, &in, &out))
 		return -EPROTO;
-	for (uint32_t i = 0; i < nparts; i++)
-		len += parts[i].iov_len;
-	if (len != want)
+	if (iov_bytes(parts, nparts) != eager_owed(nc, &a->d, from))
 		return -EPROTO;
 	if (!a->in) {
 		a->in = malloc((size_t)nc->nranks * in);
@@ -878,12 +886,10 @@ static struct agree *agree_of(struct ncomm *nc, const struct node_coll *d)
 static int pair_keep(struct ncomm *nc, struct agree *a, const struct node_coll *d, uint32_t from,
 		     const struct iovec *parts, uint32_t nparts)
 {
-	uint64_t want = eager_owed(nc, d, from), len = 0;
+	uint64_t len = iov_bytes(parts, nparts);
 	uint8_t *p;
 
-	for (uint32_t i = 0; i < nparts; i++)
-		len += parts[i].iov_len;
-	if (len != want || a->peer_in)
+	if (len != eager_owed(nc, d, from) || a->peer_in)
 		return -EPROTO;
 	/* None owed (a broadcast's other daemon) still counts as sent. */
 	p = a->peer_in = malloc(len ? len : 1);
@@ -924,18 +930,12 @@ static int pair_decide(struct ncomm *nc, struct agree *a)
 
 /*
  * Root of two daemons: our own ranks' inputs go to the joiner at once
- * (PEER_IN), where its queue has room; the joiner's are kept.
+ * (PEER_IN), where its queue has room.
  */
-static int root_pair_in(struct ncomm *nc, struct agree *a, const struct node_coll *d, uint32_t from,
-			const struct iovec *parts, uint32_t nparts)
+static int root_send_pair_in(struct ncomm *nc, struct agree *a, const struct node_coll *d,
+			     const struct iovec *parts, uint32_t nparts)
 {
-	uint64_t len = 0;
-
-	if (from != nc->me)
-		return pair_keep(nc, a, d, from, parts, nparts);
-	for (uint32_t i = 0; i < nparts; i++)
-		len += parts[i].iov_len;
-	if (!conn_room(nc->peers[1], sizeof(*d) + len))
+	if (!conn_room(nc->peers[1], sizeof(*d) + iov_bytes(parts, nparts)))
 		return 0;
 	if (conn_sendv(nc->peers[1], M_PEER_IN, d, sizeof(*d), parts, nparts) < 0)
 		return -EPIPE;
@@ -957,7 +957,8 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 	a->vsend += d->vsend;
 	a->vrecv += d->vrecv;
 	if (d->eager && node_eager_pair(d, nc->ndaemons, nc->nranks))
-		r = root_pair_in(nc, a, d, from, parts, nparts);
+		r = from == nc->me ? root_send_pair_in(nc, a, d, parts, nparts)
+				   : pair_keep(nc, a, d, from, parts, nparts);
 	else if (d->eager && !a->bad)
 		r = root_eager_in(nc, a, from, parts, nparts);
 	if (r < 0)
@@ -2626,11 +2627,8 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 {
 	struct node_coll sent = *d;
 	struct ncomm *nc;
-	uint64_t len = 0;
 	int r = 0;
 
-	for (uint32_t i = 0; i < nparts; i++)
-		len += parts[i].iov_len;
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc && nc->stage == NC_ATTACHED) {
@@ -2638,7 +2636,7 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 			r = root_coll(nc, d, nc->me, parts, nparts);
 		} else {
 			/* No room for the inputs: ask plainly (the ring runs). */
-			if (!conn_room(nc->ctl, sizeof(sent) + len))
+			if (!conn_room(nc->ctl, sizeof(sent) + iov_bytes(parts, nparts)))
 				sent.eager = 0;
 			if (conn_sendv(nc->ctl, M_COLL, &sent, sizeof(sent), parts,
 				       sent.eager ? nparts : 0) < 0)
