@@ -54,6 +54,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	cfg->cuda_breadcrumbs = 1;
 	snprintf(cfg->net, sizeof(cfg->net), "auto");
 	cfg->net_timeout_ms = 2000;
+	cfg->net_spin_us = NET_SPIN_US;
 	cfg->net_eager_max_bytes = NODE_EAGER_MAX;
 	cfg->net_hier_min_bytes = NET_HIER_MIN_BYTES;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
@@ -253,6 +254,8 @@ static const struct key_desc keys[] = {
 	KEY_FIXED("net_tcp_streams", K_U32, net_tcp_streams, 1, NET_TCP_MAX_STREAMS),
 	/* A peer daemon silent this long fails the communicators it spans (-ETIMEDOUT). */
 	KEY("net_timeout_ms", K_U32, net_timeout_ms, 100, 600000),
+	/* The node thread polls the network this long, yielding, while collectives cross daemons. */
+	KEY("net_spin_us", K_U32, net_spin_us, 0, 1000000),
 	/*
 	 * Small collectives of host memory across daemons ride on the agreement,
 	 * computed once by the root (daemon/node.h), while what the root holds and

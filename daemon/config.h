@@ -50,6 +50,7 @@ struct collc_config {
 	char net_ifname[16]; /* fixed at start: interface for data ("": the first up one) */
 	uint32_t net_tcp_streams; /* fixed at start: tcp data sockets per link, 1..8 */
 	uint32_t net_timeout_ms;  /* a peer daemon silent this long fails its communicators */
+	uint32_t net_spin_us;     /* the node thread polls this long, yielding, before it sleeps */
 	uint64_t net_eager_max_bytes; /* eager collectives across daemons up to this (node.h); 0: none */
 	uint64_t net_hier_min_bytes; /* hierarchical collectives across daemons from this; 0: none */
 	/*

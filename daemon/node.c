@@ -35,6 +35,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +266,7 @@ struct ncomm {
 	uint64_t retry_ns;
 	uint64_t deadline_ns; /* JOINING (joiner) and LINKING end by then */
 	uint64_t inflight;
+	uint64_t asked; /* collectives our scheduler asked about (node_coll_ready()), not yet answered */
 	uint64_t errors;
 	uint64_t link_lost_ns;        /* when a data link ended at its peer (0: none) */
 	struct agree *agree;          /* root, joiner of two daemons: AGREE_WINDOW, by seq */
@@ -293,7 +295,7 @@ static struct {
 	uint8_t node_id[16];
 	uint32_t timeout_ms;
 	uint64_t hier_min_bytes; /* net_hier_min_bytes, read when this daemon roots a communicator */
-	uint64_t spin_ns;        /* exec_spin_us */
+	uint64_t spin_ns;        /* net_spin_us */
 	struct conn *conns;
 	uint32_t nconns;
 	struct ncomm *comms;
@@ -302,7 +304,8 @@ static struct {
 	uint32_t inflight;             /* collectives in flight on spanning communicators */
 	/* Communicators failed here with -EPROTO: a peer's data broke what was agreed. */
 	uint64_t proto_errors;
-	uint64_t eager; /* collectives that ran eagerly here (node.h) */
+	uint64_t rx_msgs; /* control messages taken in: the node thread's spin goes on */
+	uint64_t eager;   /* collectives that ran eagerly here (node.h) */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 static uint64_t mono_ns(void)
@@ -724,6 +727,13 @@ static void post_seq(enum sched_cmd_type type, const struct ncomm *nc, uint64_t 
 	sched_post(cmd);
 }
 
+/* Our scheduler has its answer to one collective it asked about (node_coll_ready()). */
+static void nc_answered(struct ncomm *nc)
+{
+	if (nc->asked)
+		nc->asked--;
+}
+
 /* Sends to every joiner; -EPIPE when one cannot take it. */
 static int root_broadcast(struct ncomm *nc, uint16_t type, const void *body, uint32_t len)
 {
@@ -849,6 +859,7 @@ static int root_eager(struct ncomm *nc, struct agree *a)
 	cmd->u.net.data = res;
 	cmd->u.net.len = (uint32_t)out;
 	sched_post(cmd);
+	nc_answered(nc);
 	node.eager++;
 	return 0;
 }
@@ -924,6 +935,7 @@ static int pair_decide(struct ncomm *nc, struct agree *a)
 	cmd->u.net.len = a->peer_len;
 	a->peer_in = NULL;
 	sched_post(cmd);
+	nc_answered(nc);
 	node.eager++;
 	return 1;
 }
@@ -994,6 +1006,7 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 	if (root_broadcast(nc, M_GO, &go, sizeof(go)) < 0)
 		return -EPIPE;
 	post_seq(CMD_NET_GO, nc, d->seq, go.err);
+	nc_answered(nc);
 	return 0;
 }
 
@@ -1397,6 +1410,7 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 	const struct m_abort *a;
 	const struct m_seq *q = (const struct m_seq *)body;
 
+	node.rx_msgs++;
 	if (!nc)
 		return -EPIPE;
 	switch (h->type) {
@@ -1436,6 +1450,7 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 		}
 		memcpy(cmd->u.net.data, body + sizeof(*q), cmd->u.net.len);
 		sched_post(cmd);
+		nc_answered(nc);
 		node.eager++;
 		return 0;
 	}
@@ -1461,6 +1476,8 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 		if (q->err != 0 && q->err != -EINVAL && q->err != -EOPNOTSUPP)
 			return -EPROTO;
 		post_seq(h->type == M_GO ? CMD_NET_GO : CMD_NET_DONE, nc, q->seq, q->err);
+		if (h->type == M_GO)
+			nc_answered(nc);
 		return 0;
 	case M_PING:
 		return h->len == 0 ? 0 : -EPROTO;
@@ -2093,7 +2110,7 @@ static int comms_step(uint64_t now, int *busy, int *nap, int *fast)
 				if (pending && !links_pollable())
 					*nap = 1;
 			}
-			if (nc->inflight)
+			if (nc->inflight || nc->asked)
 				*busy = 1;
 			if (*busy && !links_pollable())
 				*nap = 1;
@@ -2190,6 +2207,12 @@ static void poll_seen(const struct pollfd *pf, size_t n)
 	}
 }
 
+enum poll_mode {
+	POLL_SLEEP, /* until something can move */
+	POLL_PEEK,  /* no sleep, only a look at what became ready */
+	POLL_YIELD, /* the same look, after giving the core to whoever waits for it */
+};
+
 /*
  * Sleeps until something can move: the eventfd (the scheduler called in,
  * or a rank posted on a watched link), a connection, or a data socket that
@@ -2197,10 +2220,11 @@ static void poll_seen(const struct pollfd *pf, size_t n)
  * retries; nap: links come up, or a transport without pollable sockets has
  * steps in flight (the connections polled for NAP_NS); fast: rings that
  * cannot be watched are in use, so the sockets are polled with a timeout of
- * NAP_NS; peek: no sleep, only a look at what became ready.
+ * NAP_NS. Other modes than POLL_SLEEP do not sleep.
  */
-static void sleep_poll(int nap, int fast, int peek)
+static void sleep_poll(int nap, int fast, enum poll_mode mode)
 {
+	int peek = mode != POLL_SLEEP;
 	size_t want = 2 + node.nconns, n = 0;
 	int timeout = (int)(node.timeout_ms / 8 > 50 ? 50 : node.timeout_ms / 8);
 	int data = links_pollable(); /* the links' and pair places' sockets too */
@@ -2259,6 +2283,8 @@ static void sleep_poll(int nap, int fast, int peek)
 		}
 	}
 	pthread_mutex_unlock(&node.mu);
+	if (mode == POLL_YIELD)
+		sched_yield();
 	r = fast ? ppoll(pf, n, &nap_ts, NULL) : poll(pf, n, timeout);
 	if (r > 0 && (pf[0].revents & POLLIN)) {
 		uint64_t v;
@@ -2280,37 +2306,38 @@ static void *node_main(void *arg)
 	pthread_setname_np(pthread_self(), "collc-node");
 	pthread_mutex_lock(&node.mu);
 	while (!node.stopping) {
-		uint64_t now = mono_ns();
+		uint64_t now = mono_ns(), rx = node.rx_msgs;
 		int busy = load_relaxed(&node.inflight) != 0, nap = 0, fast = 0, moved;
 
 		accept_conns();
 		conns_step(now);
-		moved = comms_step(now, &busy, &nap, &fast);
+		moved = comms_step(now, &busy, &nap, &fast) | (node.rx_msgs != rx);
 		if (moved) {
 			idle_since = 0;
 			continue;
 		}
 		/*
-		 * While data flows, spin for exec_spin_us like the executor's
-		 * threads (0 on small hosts, where a spinner takes the core from
-		 * the threads it waits for; yielding there cost whole time slices
-		 * under load), then sleep until an event: the ranks' posts
-		 * (exec_link.watch), the sockets, or the scheduler's calls;
-		 * rings without a watch (the grid's) are polled every NAP_NS
-		 * while their communicator has a collective in flight.
+		 * While collectives across daemons are in flight or asked about,
+		 * keep looking for net_spin_us after the last thing that moved (a
+		 * link's step or a control message), yielding the core between
+		 * looks so that a thread woken on it (the scheduler, a rank) runs
+		 * at once (NET_SPIN_US says why), then sleep until an event: the
+		 * ranks' posts (exec_link.watch), the sockets, or the scheduler's
+		 * calls; rings without a watch (the grid's) are polled every
+		 * NAP_NS while their communicator has a collective in flight.
 		 */
 		if (!idle_since)
 			idle_since = now;
 		if (busy && now - idle_since < node.spin_ns) {
-			sleep_poll(0, 0, 1);
+			sleep_poll(0, 0, POLL_YIELD);
 			continue;
 		}
 		/* A rank posted meanwhile: go on, but take in what the sockets have first. */
 		if (!nap && sleep_prepare()) {
-			sleep_poll(0, 0, 1);
+			sleep_poll(0, 0, POLL_PEEK);
 			continue;
 		}
-		sleep_poll(nap, fast, 0);
+		sleep_poll(nap, fast, POLL_SLEEP);
 	}
 	pthread_mutex_unlock(&node.mu);
 	return NULL;
@@ -2347,7 +2374,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 	memcpy(node.node_id, node_id, sizeof(node.node_id));
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.hier_min_bytes = cfg->net_hier_min_bytes;
-	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
+	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;
 	if (!cfg->listen[0])
 		return 0;
 	r = parse_listen(cfg->listen, &node.laddr);
@@ -2486,7 +2513,7 @@ void node_configure(const struct collc_config *cfg)
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
 	node.hier_min_bytes = cfg->net_hier_min_bytes;
-	node.spin_ns = (uint64_t)cfg->exec_spin_us * 1000;
+	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;
 	wake();
 	pthread_mutex_unlock(&node.mu);
 }
@@ -2632,6 +2659,7 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc && nc->stage == NC_ATTACHED) {
+		nc->asked++;
 		if (nc->root) {
 			r = root_coll(nc, d, nc->me, parts, nparts);
 		} else {

@@ -48,6 +48,15 @@
  * slower beyond the spread either.
  */
 #define NET_HIER_MIN_BYTES (4ull << 10)
+/*
+ * The key net_spin_us' default. While collectives across daemons are in
+ * flight the node thread keeps looking at its sockets this long after the
+ * last message, giving its core to any other thread between looks
+ * (sched_yield()), before it sleeps in poll(): a message that finds it
+ * awake costs no wake-up of a sleeping thread on another core (measured
+ * on the 2-core VM: 34 us each way).
+ */
+#define NET_SPIN_US        200
 
 /* Starts the node thread when cfg->listen is set; 0 and nothing running otherwise. */
 int node_init(const struct collc_config *cfg, const uint8_t node_id[16]);
