@@ -8,7 +8,8 @@
 # namespaces measured in the same run. Needs root and iproute2. Not part of CI.
 #
 #   bench/run-multinode.sh [--build DIR] [--nodes N] [--ranks-per-node P] [--mpi | --mpi-local]
-#                          [--pin] [--collcd PATH] [--daemon-arg ARG]... [-- collc-bench arguments...]
+#                          [--pin] [--cc NAME] [--collcd PATH] [--daemon-arg ARG]...
+#                          [-- collc-bench arguments...]
 #
 # --mpi adds --vs-mpi --mpi-btl tcp: Open MPI's ob1 over TCP, its ranks placed
 # as collc's, round-robin over the nodes' namespaces (mpirun in the first
@@ -19,7 +20,11 @@
 # its own, as separate machines have (tests/multinode/netns.sh mn_cpus): its
 # collcd runs there, collc-bench's ranks and raw TCP streams follow their
 # daemon, and with --mpi so do Open MPI's ranks of that node. Without it,
-# every node's threads share every core. Defaults: build/, 2 nodes, 1 rank per node, sizes
+# every node's threads share every core. --cc sets the TCP congestion control
+# inside the namespaces only (net.ipv4.tcp_congestion_control is per
+# namespace; they inherit the host's, which the table's header names: on veth,
+# bbr's paced segments leave from both nodes' cores and arrive reordered,
+# bench/RESULTS.md). Defaults: build/, 2 nodes, 1 rank per node, sizes
 # 8 B to 64 MiB, 20 iterations. After the table: each daemon's net status and its
 # CPU time over the run (user + system).
 set -u
@@ -30,6 +35,7 @@ per=1
 mpi=()
 mpi_across=0
 collcd=
+cc=
 daemon_args=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -40,9 +46,10 @@ while [ $# -gt 0 ]; do
 	--mpi-local) mpi=(--vs-mpi --mpi-btl tcp); mpi_across=0; shift ;;
 	--collcd) collcd=$2; shift 2 ;;
 	--pin) export MN_PIN=1; shift ;;
+	--cc) cc=$2; shift 2 ;;
 	--daemon-arg) daemon_args+=("$2"); shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,24p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,29p' "$0"; exit 0 ;;
 	*) echo "run-multinode.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -54,6 +61,11 @@ bench=$build/bench/collc-bench
 # shellcheck source=../tests/multinode/netns.sh
 . "$here/../tests/multinode/netns.sh"
 mn_init bench "$nodes"
+for ((i = 0; i < nodes && ${#cc}; i++)); do
+	ip netns exec "$(mn_ns "$i")" sysctl -qw net.ipv4.tcp_congestion_control="$cc" ||
+		mn_fail "congestion control $cc is not available"
+done
+echo "# tcp congestion control in the namespaces: $(ip netns exec "$(mn_ns 0)" sysctl -n net.ipv4.tcp_congestion_control)"
 sockets=
 for ((i = 0; i < nodes; i++)); do
 	mn_daemon_start "$i" "${daemon_args[@]}"
