@@ -58,6 +58,8 @@
 
 #define MSG_MAGIC       0x4e4c4c43u              /* "CLLN" */
 #define MSG_MAX         (NODE_EAGER_MAX + 1024u) /* largest body: an eager COLL or its answer */
+/* Eager payloads from this size are received into a buffer of their own (rx_prefix()). */
+#define RX_OWN_MIN      (16u << 10)
 /*
  * Queued output of one connection: the agreement's small messages of a whole
  * window (OUT_RESERVE, never taken by eager payloads, conn_room()) and two
@@ -205,6 +207,11 @@ struct conn {
 	char addr[64];
 	uint8_t *in; /* a frame before the handshake, a message after */
 	size_t in_len;
+	/* The message's payload past its first rx_pre bytes, when it has a buffer of its own (rx_prefix()). */
+	int rx_hdr; /* the message's header is in and was checked (rx_start()) */
+	uint32_t rx_pre;
+	uint8_t *rx_data;
+	size_t rx_len, rx_got;
 	uint8_t *out;
 	size_t out_len, out_off, out_cap;
 	uint64_t bytes_sent, bytes_recv;
@@ -549,6 +556,74 @@ static int conn_flush(struct conn *c)
 	return 0;
 }
 
+/*
+ * Where a message's payload starts: past an eager collective's descriptor
+ * (COLL, PEER_IN) or its answer's seq (EAGER). From RX_OWN_MIN bytes the
+ * payload is received into a buffer of its own, which the handler keeps
+ * (conn_take()) instead of copying it out of c->in. UINT32_MAX: the whole
+ * body goes to c->in.
+ */
+static uint32_t rx_prefix(const struct msg_hdr *h)
+{
+	uint32_t pre;
+
+	switch (h->type) {
+	case M_COLL:
+	case M_PEER_IN:
+		pre = sizeof(struct node_coll);
+		break;
+	case M_EAGER:
+		pre = sizeof(struct m_seq);
+		break;
+	default:
+		return UINT32_MAX;
+	}
+	return h->len >= pre + RX_OWN_MIN ? pre : UINT32_MAX;
+}
+
+/* A header came in: is it one, and where does its body go? */
+static int rx_start(struct conn *c, const struct msg_hdr *h)
+{
+	if (h->magic != MSG_MAGIC || h->type < M_REG || h->type >= M_TYPE_MAX || h->len > MSG_MAX)
+		return -EPROTO;
+	c->rx_hdr = 1;
+	c->rx_pre = rx_prefix(h);
+	if (c->rx_pre != UINT32_MAX) {
+		c->rx_len = h->len - c->rx_pre;
+		c->rx_got = 0;
+		c->rx_data = malloc(c->rx_len);
+		if (!c->rx_data)
+			c->rx_pre = UINT32_MAX; /* into c->in, as any other */
+	}
+	return 0;
+}
+
+/* The payload of the message being handled, past its first pre bytes of body. */
+static const uint8_t *rx_payload(const struct conn *c, const uint8_t *body, uint32_t pre)
+{
+	return c->rx_data ? c->rx_data : body + pre;
+}
+
+/*
+ * Len bytes at p, in a buffer the caller frees: the connection's own when p
+ * is the payload conn_read() received into one (c may be NULL: no
+ * connection), else a copy. NULL: no memory.
+ */
+static uint8_t *conn_take(struct conn *c, const void *p, size_t len)
+{
+	uint8_t *q;
+
+	if (c && c->rx_data && c->rx_data == p && c->rx_len == len) {
+		q = c->rx_data;
+		c->rx_data = NULL;
+		return q;
+	}
+	q = malloc(len ? len : 1);
+	if (q)
+		memcpy(q, p, len);
+	return q;
+}
+
 /* Communicators */
 
 static struct ncomm *nc_by_id(uint64_t id)
@@ -890,27 +965,20 @@ static struct agree *agree_of(struct ncomm *nc, const struct node_coll *d)
 }
 
 /*
- * Two daemons (node.h): the other daemon's inputs of collective a, kept for
- * our scheduler. -EPROTO when they are not what its ranks owe by its own
- * descriptor d.
+ * Two daemons (node.h): the other daemon's inputs of collective a, as they
+ * came in its message on c, kept for our scheduler. -EPROTO when they are
+ * not what its ranks owe by its own descriptor d.
  */
 static int pair_keep(struct ncomm *nc, struct agree *a, const struct node_coll *d, uint32_t from,
-		     const struct iovec *parts, uint32_t nparts)
+		     struct conn *c, const struct iovec *in)
 {
-	uint64_t len = iov_bytes(parts, nparts);
-	uint8_t *p;
-
-	if (len != eager_owed(nc, d, from) || a->peer_in)
+	if (in->iov_len != eager_owed(nc, d, from) || a->peer_in)
 		return -EPROTO;
 	/* None owed (a broadcast's other daemon) still counts as sent. */
-	p = a->peer_in = malloc(len ? len : 1);
-	if (!p)
+	a->peer_in = conn_take(c, in->iov_base, in->iov_len);
+	if (!a->peer_in)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < nparts; i++) {
-		memcpy(p, parts[i].iov_base, parts[i].iov_len);
-		p += parts[i].iov_len;
-	}
-	a->peer_len = (uint32_t)len;
+	a->peer_len = (uint32_t)in->iov_len;
 	return 0;
 }
 
@@ -955,8 +1023,12 @@ static int root_send_pair_in(struct ncomm *nc, struct agree *a, const struct nod
 	return 0;
 }
 
-/* Root: daemon from's view of collective d->seq, with its ranks' inputs when d->eager. */
-static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
+/*
+ * Root: daemon from's view of collective d->seq, with its ranks' inputs when
+ * d->eager: in our own ranks' buffers (c NULL), or in one part as they came
+ * on connection c.
+ */
+static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from, struct conn *c,
 		     const struct iovec *parts, uint32_t nparts)
 {
 	struct agree *a = agree_of(nc, d);
@@ -970,7 +1042,7 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 	a->vrecv += d->vrecv;
 	if (d->eager && node_eager_pair(d, nc->ndaemons, nc->nranks))
 		r = from == nc->me ? root_send_pair_in(nc, a, d, parts, nparts)
-				   : pair_keep(nc, a, d, from, parts, nparts);
+				   : pair_keep(nc, a, d, from, c, parts);
 	else if (d->eager && !a->bad)
 		r = root_eager_in(nc, a, from, parts, nparts);
 	if (r < 0)
@@ -1012,18 +1084,20 @@ static int root_coll(struct ncomm *nc, const struct node_coll *d, uint32_t from,
 
 /*
  * Joiner of two daemons: its own view of collective d->seq as it sent it
- * (own), or the root's with the root's inputs (PEER_IN). Once both are
- * here, eager or the root's GO (pair_decide()).
+ * (c NULL), or the root's with the root's inputs, in as they came on c
+ * (PEER_IN). Once both are here, eager or the root's GO (pair_decide()).
  */
-static int joiner_pair(struct ncomm *nc, const struct node_coll *d, int own, const struct iovec *in)
+static int joiner_pair(struct ncomm *nc, const struct node_coll *d, struct conn *c,
+		       const struct iovec *in)
 {
+	int own = c == NULL;
 	struct agree *a = agree_of(nc, d);
 	int r;
 
 	if (own) {
 		a->sent_in = d->eager != 0;
 	} else {
-		r = pair_keep(nc, a, d, 0, in, 1);
+		r = pair_keep(nc, a, d, 0, c, in);
 		if (r < 0)
 			return r;
 	}
@@ -1426,8 +1500,9 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 			from++;
 		if (from == nc->ndaemons)
 			return -EPROTO;
-		return root_coll(nc, d, from,
-				 &(struct iovec){ .iov_base = (void *)(body + sizeof(*d)),
+		return root_coll(nc, d, from, c,
+				 &(struct iovec){ .iov_base =
+							  (void *)rx_payload(c, body, sizeof(*d)),
 						  .iov_len = h->len - sizeof(*d) },
 				 1);
 	}
@@ -1443,12 +1518,11 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 			return -ENOMEM;
 		cmd->u.net.seq = q->seq;
 		cmd->u.net.len = h->len - (uint32_t)sizeof(*q);
-		cmd->u.net.data = malloc(cmd->u.net.len ? cmd->u.net.len : 1);
+		cmd->u.net.data = conn_take(c, rx_payload(c, body, sizeof(*q)), cmd->u.net.len);
 		if (!cmd->u.net.data) {
 			free(cmd);
 			return -ENOMEM;
 		}
-		memcpy(cmd->u.net.data, body + sizeof(*q), cmd->u.net.len);
 		sched_post(cmd);
 		nc_answered(nc);
 		node.eager++;
@@ -1461,8 +1535,9 @@ static int on_msg(struct conn *c, const struct msg_hdr *h, const uint8_t *body)
 		if (h->len < sizeof(*d) || nc->root || c != nc->ctl || !nc->agree ||
 		    !node_eager_pair(d, nc->ndaemons, nc->nranks) || d->eager != 1 || d->bad)
 			return -EPROTO;
-		return joiner_pair(nc, d, 0,
-				   &(struct iovec){ .iov_base = (void *)(body + sizeof(*d)),
+		return joiner_pair(nc, d, c,
+				   &(struct iovec){ .iov_base =
+							    (void *)rx_payload(c, body, sizeof(*d)),
 						    .iov_len = h->len - sizeof(*d) });
 	}
 	case M_DONE:
@@ -1641,16 +1716,30 @@ static int conn_read(struct conn *c, uint64_t now)
 	if (c->rx_blocked)
 		return 1;
 	for (;;) {
-		size_t want;
+		const struct msg_hdr *h = (const struct msg_hdr *)c->in;
+		struct iovec v[2];
+		struct msghdr mh = { .msg_iov = v };
+		size_t want = 0, to_in;
 		ssize_t n;
+		int r;
 
+		/* What c->in still lacks (the frame, the header, the body or its prefix), then the payload. */
 		if (c->state == C_AUTH)
-			want = NET_AUTH_FRAME_BYTES - c->in_len;
-		else if (c->in_len < sizeof(struct msg_hdr))
-			want = sizeof(struct msg_hdr) - c->in_len;
+			to_in = NET_AUTH_FRAME_BYTES - c->in_len;
+		else if (c->in_len < sizeof(*h))
+			to_in = sizeof(*h) - c->in_len;
 		else
-			want = sizeof(struct msg_hdr) + ((struct msg_hdr *)c->in)->len - c->in_len;
-		n = want ? recv(c->fd, c->in + c->in_len, want, MSG_DONTWAIT) : 0;
+			to_in = sizeof(*h) + (c->rx_pre == UINT32_MAX ? h->len : c->rx_pre) -
+				c->in_len;
+		if (to_in)
+			v[mh.msg_iovlen++] =
+				(struct iovec){ .iov_base = c->in + c->in_len, .iov_len = to_in };
+		if (c->rx_data && c->rx_got < c->rx_len)
+			v[mh.msg_iovlen++] = (struct iovec){ .iov_base = c->rx_data + c->rx_got,
+							     .iov_len = c->rx_len - c->rx_got };
+		for (size_t i = 0; i < mh.msg_iovlen; i++)
+			want += v[i].iov_len;
+		n = want ? recvmsg(c->fd, &mh, MSG_DONTWAIT) : 0;
 		if (want && n == 0)
 			return -EPIPE;
 		if (want && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -1660,7 +1749,8 @@ static int conn_read(struct conn *c, uint64_t now)
 		}
 		if (want && n < 0)
 			return -EPIPE;
-		c->in_len += (size_t)n;
+		c->in_len += (size_t)n < to_in ? (size_t)n : to_in;
+		c->rx_got += (size_t)n > to_in ? (size_t)n - to_in : 0;
 		c->bytes_recv += (uint64_t)n;
 		c->last_rx_ns = now;
 		if (c->state == C_AUTH) {
@@ -1668,22 +1758,25 @@ static int conn_read(struct conn *c, uint64_t now)
 				return 0;
 			continue;
 		}
-		if (c->in_len >= sizeof(struct msg_hdr)) {
-			const struct msg_hdr *h = (const struct msg_hdr *)c->in;
-			int r;
-
-			if (h->magic != MSG_MAGIC || h->type < M_REG || h->type >= M_TYPE_MAX ||
-			    h->len > MSG_MAX)
-				return -EPROTO;
-			if (c->in_len < sizeof(*h) + h->len)
-				continue;
-			r = on_msg(c, h, c->in + sizeof(*h));
-			c->in_len = 0;
+		if (c->in_len < sizeof(*h))
+			continue;
+		if (!c->rx_hdr) {
+			r = rx_start(c, h);
 			if (r < 0)
 				return r;
-			if (c->state != C_UP)
-				return 0;
 		}
+		if (c->in_len < sizeof(*h) + (c->rx_pre == UINT32_MAX ? h->len : c->rx_pre) ||
+		    (c->rx_data && c->rx_got < c->rx_len))
+			continue;
+		r = on_msg(c, h, c->in + sizeof(*h));
+		free(c->rx_data);
+		c->rx_data = NULL;
+		c->rx_hdr = 0;
+		c->in_len = 0;
+		if (r < 0)
+			return r;
+		if (c->state != C_UP)
+			return 0;
 	}
 }
 
@@ -1809,6 +1902,7 @@ static void conns_step(uint64_t now)
 			node.gone_sent += c->bytes_sent;
 			node.gone_recv += c->bytes_recv;
 			free(c->in);
+			free(c->rx_data);
 			free(c->out);
 			free(c);
 			continue;
@@ -2475,6 +2569,7 @@ void node_fini(void)
 		next = c->next;
 		conn_close(c);
 		free(c->in);
+		free(c->rx_data);
 		free(c->out);
 		free(c);
 	}
@@ -2661,7 +2756,7 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 	if (nc && nc->stage == NC_ATTACHED) {
 		nc->asked++;
 		if (nc->root) {
-			r = root_coll(nc, d, nc->me, parts, nparts);
+			r = root_coll(nc, d, nc->me, NULL, parts, nparts);
 		} else {
 			/* No room for the inputs: ask plainly (the ring runs). */
 			if (!conn_room(nc->ctl, sizeof(sent) + iov_bytes(parts, nparts)))
@@ -2670,7 +2765,7 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 				       sent.eager ? nparts : 0) < 0)
 				r = -EPIPE;
 			else if (node_eager_pair(&sent, nc->ndaemons, nc->nranks))
-				r = joiner_pair(nc, &sent, 1, NULL);
+				r = joiner_pair(nc, &sent, NULL, NULL);
 		}
 		if (r < 0)
 			nc_fail(nc, r, 1);
