@@ -130,13 +130,16 @@ int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit,
 		     uint64_t *ret_out);
 /*
  * Does eager collective d go both ways at once (PEER_IN) among ndaemons
- * daemons? Two, and every rank's input together at most NODE_PAIR_MAX: with
- * one rank a daemon it was faster pipelined at 64 and 128 KiB and as fast
- * one at a time, but at 256 KiB as fast pipelined and 16% slower one at a
- * time than the round trip through the root (bench/RESULTS.md, "Eager
- * inputs both ways at once").
+ * daemons? Two, and every rank's input together, which each daemon then
+ * holds, at most NODE_PAIR_MAX. Against the round trip through the root,
+ * with one rank a daemon: pipelined 20-25% faster at 64 and 128 KiB, and
+ * since the node thread polls while collectives cross daemons, one at a
+ * time and pipelined about a third faster from 256 KiB to 1 MiB; with two
+ * ranks a daemon 15-20% faster pipelined from 128 to 512 KiB
+ * (bench/RESULTS.md, "Eager inputs both ways at once" and "Both ways at
+ * once up to 2 MiB").
  */
-#define NODE_PAIR_MAX (256u << 10)
+#define NODE_PAIR_MAX NODE_EAGER_MAX
 int node_eager_pair(const struct node_coll *d, uint32_t ndaemons, uint32_t nranks);
 static inline int node_eager_contributes(const struct node_coll *d, uint32_t rank)
 {
