@@ -34,7 +34,9 @@
 #
 # PREBUILT: a directory with collcd, collcctl, collc-gpu-test and libcollc.so.1 (no
 # build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
-# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), KILL_MODE.
+# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), KILL_MODE,
+# COLLCD_SET ("KEY=VALUE ...": a --set for each, on both collcd; for A/B runs)
+# and COLLCD_BIN (another collcd binary than PREBUILT's, same clients).
 #
 # KILL_MODE=mps (the default): netkill first ends the second collcd's MPS
 # client (`terminate_client`), then sends SIGKILL. Both collcd are clients of
@@ -115,8 +117,11 @@ start_one() { # sock addr port log [ns]: starts one collcd (its pid in STARTED);
 	rm -f "$1" "$1.admin"
 	# nsenter, not `ip netns exec`: the network alone (no sysfs remount), and none of IP's environment.
 	[ -n "${5:-}" ] && in=(nsenter "--net=/run/netns/$5")
-	"${in[@]}" "$BIN/collcd" --backend cuda --socket "$1" --listen "$2:$3" --max-channels 8 \
-		--devices $((GPU + 1)) --foreground --log-level info >>"$4" 2>&1 &
+	local set=()
+	for kv in ${COLLCD_SET:-}; do set+=(--set "$kv"); done
+	"${in[@]}" "${COLLCD_BIN:-$BIN/collcd}" --backend cuda --socket "$1" --listen "$2:$3" \
+		--max-channels 8 --devices $((GPU + 1)) --foreground --log-level info "${set[@]}" \
+		>>"$4" 2>&1 &
 	STARTED=$!
 	wait_socket "$1" "$STARTED" 400
 }
