@@ -53,6 +53,7 @@ static const char *const keys[] = {
 	"net",
 	"net_ifname",
 	"net_timeout_ms",
+	"net_spin_us",
 };
 
 static int memfd = -1;
