@@ -207,8 +207,8 @@ struct conn {
 	char addr[64];
 	uint8_t *in; /* a frame before the handshake, a message after */
 	size_t in_len;
-	/* The message's payload past its first rx_pre bytes, when it has a buffer of its own (rx_prefix()). */
 	int rx_hdr; /* the message's header is in and was checked (rx_start()) */
+	/* The message's payload past its first rx_pre bytes, when it has a buffer of its own (rx_prefix()). */
 	uint32_t rx_pre;
 	uint8_t *rx_data;
 	size_t rx_len, rx_got;
