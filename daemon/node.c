@@ -207,7 +207,6 @@ struct conn {
 	char addr[64];
 	uint8_t *in; /* a frame before the handshake, a message after */
 	size_t in_len;
-	int rx_hdr; /* the message's header is in and was checked (rx_start()) */
 	/* The message's payload past its first rx_pre bytes, when it has a buffer of its own (rx_prefix()). */
 	uint32_t rx_pre;
 	uint8_t *rx_data;
@@ -586,7 +585,6 @@ static int rx_start(struct conn *c, const struct msg_hdr *h)
 {
 	if (h->magic != MSG_MAGIC || h->type < M_REG || h->type >= M_TYPE_MAX || h->len > MSG_MAX)
 		return -EPROTO;
-	c->rx_hdr = 1;
 	c->rx_pre = rx_prefix(h);
 	if (c->rx_pre != UINT32_MAX) {
 		c->rx_len = h->len - c->rx_pre;
@@ -598,6 +596,12 @@ static int rx_start(struct conn *c, const struct msg_hdr *h)
 	return 0;
 }
 
+/* How much of message h (its header checked) c->in takes: all of it, or up to its payload. */
+static size_t rx_in_bytes(const struct conn *c, const struct msg_hdr *h)
+{
+	return sizeof(*h) + (c->rx_pre == UINT32_MAX ? h->len : c->rx_pre);
+}
+
 /* The payload of the message being handled, past its first pre bytes of body. */
 static const uint8_t *rx_payload(const struct conn *c, const uint8_t *body, uint32_t pre)
 {
@@ -605,15 +609,15 @@ static const uint8_t *rx_payload(const struct conn *c, const uint8_t *body, uint
 }
 
 /*
- * Len bytes at p, in a buffer the caller frees: the connection's own when p
- * is the payload conn_read() received into one (c may be NULL: no
- * connection), else a copy. NULL: no memory.
+ * Len bytes at p, of the message being handled on c, in a buffer the caller
+ * frees: the connection's own when p is the payload conn_read() received
+ * into one, else a copy. NULL: no memory.
  */
 static uint8_t *conn_take(struct conn *c, const void *p, size_t len)
 {
 	uint8_t *q;
 
-	if (c && c->rx_data && c->rx_data == p && c->rx_len == len) {
+	if (c->rx_data && c->rx_data == p && c->rx_len == len) {
 		q = c->rx_data;
 		c->rx_data = NULL;
 		return q;
@@ -1719,7 +1723,7 @@ static int conn_read(struct conn *c, uint64_t now)
 		const struct msg_hdr *h = (const struct msg_hdr *)c->in;
 		struct iovec v[2];
 		struct msghdr mh = { .msg_iov = v };
-		size_t want = 0, to_in;
+		size_t want = 0, to_in, had = c->in_len;
 		ssize_t n;
 		int r;
 
@@ -1729,8 +1733,7 @@ static int conn_read(struct conn *c, uint64_t now)
 		else if (c->in_len < sizeof(*h))
 			to_in = sizeof(*h) - c->in_len;
 		else
-			to_in = sizeof(*h) + (c->rx_pre == UINT32_MAX ? h->len : c->rx_pre) -
-				c->in_len;
+			to_in = rx_in_bytes(c, h) - c->in_len;
 		if (to_in)
 			v[mh.msg_iovlen++] =
 				(struct iovec){ .iov_base = c->in + c->in_len, .iov_len = to_in };
@@ -1760,18 +1763,17 @@ static int conn_read(struct conn *c, uint64_t now)
 		}
 		if (c->in_len < sizeof(*h))
 			continue;
-		if (!c->rx_hdr) {
+		if (had < sizeof(*h)) {
+			/* This read completed the header. */
 			r = rx_start(c, h);
 			if (r < 0)
 				return r;
 		}
-		if (c->in_len < sizeof(*h) + (c->rx_pre == UINT32_MAX ? h->len : c->rx_pre) ||
-		    (c->rx_data && c->rx_got < c->rx_len))
+		if (c->in_len < rx_in_bytes(c, h) || (c->rx_data && c->rx_got < c->rx_len))
 			continue;
 		r = on_msg(c, h, c->in + sizeof(*h));
 		free(c->rx_data);
 		c->rx_data = NULL;
-		c->rx_hdr = 0;
 		c->in_len = 0;
 		if (r < 0)
 			return r;
