@@ -8,8 +8,8 @@
  * deadline, and a peer that breaks the protocol loses its connection and,
  * once authenticated, fails only the communicator it belongs to.
  *
- * Control connections carry framed messages after the auth handshake
- * (daemon/net/auth.c): REG (joiner -> root: a local rank, its daemon's
+ * Control connections carry framed messages (node_wire.h) after the auth
+ * handshake (daemon/net/auth.c): REG (joiner -> root: a local rank, its daemon's
  * channel count and the handles of its incoming data links), TABLE (root ->
  * joiners: who owns each rank, the agreed channel count, every rank's
  * handles), P2PL and P2PT (the send/recv links' handles, gathered and
@@ -52,12 +52,11 @@
 #include "daemon/net/sock.h"
 #include "daemon/node.h"
 #include "daemon/node_p2p.h"
+#include "daemon/node_wire.h"
 #include "daemon/sched.h"
 #include "proto/shm.h"
 #include "proto/work.h"
 
-#define MSG_MAGIC       0x4e4c4c43u              /* "CLLN" */
-#define MSG_MAX         (NODE_EAGER_MAX + 1024u) /* largest body: an eager COLL or its answer */
 /* Eager payloads from this size are received into a buffer of their own (rx_prefix()). */
 #define RX_OWN_MIN      (16u << 10)
 /*
@@ -81,93 +80,7 @@
  */
 #define LINK_GRACE_NS   (200ull * 1000000)
 
-enum {
-	M_REG = 1,
-	M_TABLE,
-	M_PING,
-	M_ABORT,
-	M_COLL,
-	M_GO,
-	M_DONE,
-	M_ALLDONE,
-	M_P2PL,
-	M_P2PT,
-	M_EAGER,   /* root -> joiners: an eager collective's result in place of its GO (node.h) */
-	M_PEER_IN, /* root -> joiner of two daemons: the root's view and inputs (node.h) */
-	M_TYPE_MAX
-};
 #define AGREE_WINDOW 1024u /* the scheduler's COMM_WINDOW: collectives open at once */
-
-struct msg_hdr {
-	uint32_t magic;
-	uint16_t type;
-	uint16_t reserved;
-	uint32_t len; /* body bytes */
-	uint32_t reserved2;
-};
-_Static_assert(sizeof(struct msg_hdr) == 16, "msg_hdr wire size");
-
-struct wire_addr {
-	uint16_t family;
-	uint16_t port; /* network order */
-	uint8_t addr[16];
-};
-_Static_assert(sizeof(struct wire_addr) == 20, "wire_addr size");
-
-struct m_reg {
-	uint32_t rank;
-	uint32_t nranks;
-	uint32_t max_chan;
-	uint32_t gpu;          /* the rank uses a GPU (every rank or none, across daemons) */
-	struct wire_addr from; /* the joiner's listen address, for status */
-	uint8_t pad[4];
-	uint8_t handles[NODE_LINK_SLOTS][NCCL_NET_HANDLE_MAXSIZE];
-};
-
-struct m_table {
-	uint32_t nranks;
-	uint32_t nchan;
-	uint32_t you; /* the receiver's daemon index */
-	uint32_t ndaemons;
-	/*
-	 * Ranks of every daemon where the group rings run (each daemon holds
-	 * as many, at least 2), else 0; hierarchical collectives from
-	 * hier_min_bytes a rank (the root's key net_hier_min_bytes).
-	 */
-	uint32_t group;
-	uint32_t reserved;
-	uint64_t hier_min_bytes;
-	uint8_t owner[COLLC_MAX_RANKS];
-	struct wire_addr daemons[COLLC_MAX_RANKS];
-	uint8_t handles[COLLC_MAX_RANKS][NODE_LINK_SLOTS][NCCL_NET_HANDLE_MAXSIZE];
-};
-_Static_assert(sizeof(struct m_table) <= MSG_MAX, "a table fits a message");
-
-struct m_abort {
-	int32_t err;
-	uint32_t reserved;
-};
-
-/*
- * The send/recv links (node_p2p.c), after the table: each daemon listens
- * once for every other one. M_P2PL (joiner -> root): handles[e] is the
- * sender's listen for daemon e. M_P2PT (root -> joiner): handles[d] is
- * daemon d's listen for the receiver.
- */
-struct m_p2ph {
-	uint32_t from;
-	uint32_t ndaemons;
-	uint8_t handles[COLLC_MAX_RANKS][NCCL_NET_HANDLE_MAXSIZE];
-};
-_Static_assert(sizeof(struct m_p2ph) <= MSG_MAX, "p2p handles fit a message");
-
-/* M_GO, M_DONE and M_ALLDONE. */
-struct m_seq {
-	uint64_t seq;
-	int32_t err;
-	uint32_t reserved;
-};
-_Static_assert(sizeof(struct node_coll) == 56, "node_coll wire size");
 
 /*
  * Where collective seq stands across the daemons: on the root, every
@@ -1714,6 +1627,23 @@ static int auth_step(struct conn *c)
 	return 1;
 }
 
+/*
+ * An authenticated peer sent message h that breaks the protocol (-EPROTO,
+ * or a REG the root refuses, -EINVAL): counted and named; err ends the
+ * connection and fails its communicator. Other errors (no memory, a broken
+ * socket) pass as they are.
+ */
+static int conn_refused(const struct conn *c, const struct msg_hdr *h, int err)
+{
+	if (err != -EPROTO && err != -EINVAL)
+		return err;
+	node.proto_errors++;
+	log_warn("daemon %s: communicator %llu: message type %u of %u bytes refused: %s", c->addr,
+		 c->nc ? (unsigned long long)c->nc->id : 0ull, (unsigned)h->type, (unsigned)h->len,
+		 strerror(-err));
+	return err;
+}
+
 /* Reads and handles what arrived; 0 when the connection ended. */
 static int conn_read(struct conn *c, uint64_t now)
 {
@@ -1767,7 +1697,7 @@ static int conn_read(struct conn *c, uint64_t now)
 			/* This read completed the header. */
 			r = rx_start(c, h);
 			if (r < 0)
-				return r;
+				return conn_refused(c, h, r);
 		}
 		if (c->in_len < rx_in_bytes(c, h) || (c->rx_data && c->rx_got < c->rx_len))
 			continue;
@@ -1776,7 +1706,7 @@ static int conn_read(struct conn *c, uint64_t now)
 		c->rx_data = NULL;
 		c->in_len = 0;
 		if (r < 0)
-			return r;
+			return h->type == M_ABORT ? r : conn_refused(c, h, r);
 		if (c->state != C_UP)
 			return 0;
 	}
