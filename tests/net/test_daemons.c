@@ -54,23 +54,34 @@
  *   test_daemons garbage                hundreds of connections with garbage,
  *                                       nothing, or a truncated handshake: refused
  *                                       and counted, collectives still run
+ *   test_daemons peer                   a peer that holds the secret sends hostile
+ *                                       control messages, to the root (14 kinds) and,
+ *                                       playing the root, to a joiner (12 kinds): each
+ *                                       is counted, fails only its communicator (the
+ *                                       rank gets an error within 2 s), collectives
+ *                                       still run
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <collc.h>
 
+#include "daemon/net/auth.h"
+#include "daemon/node_wire.h"
 #include "harness.h"
 #include "p2pcheck.h"
 #include "raw.h"
@@ -1331,16 +1342,41 @@ static const struct refusal refuse_mismatch = { mismatch, "after the mismatch" }
 static const struct refusal refuse_p2p = { p2p_refusal, "after the send and receive" };
 
 /* Refusals counted in daemon 0's status. */
+/* The number after "key": in the status --json of the daemon at sock; -1 when there is none. */
+static long status_count_at(const char *sock, const char *key)
+{
+	char cmd[512], out[16384], pat[64];
+	const char *p;
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), sock);
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	if (h_run_capture(cmd, out, sizeof(out)) != 0)
+		return -1;
+	p = strstr(out, pat);
+	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+static long status_count(const char *key)
+{
+	return status_count_at(h_sock, key);
+}
+
 static long refused_count(void)
 {
-	char cmd[512], out[8192];
+	return status_count("refused");
+}
+
+/* The root daemon's listen port (the net object's: the config says port 0); 0 when unknown. */
+static uint16_t root_listen_port(void)
+{
+	char cmd[512], out[16384];
 	const char *p;
 
 	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0)
-		return -1;
-	p = strstr(out, "\"refused\": ");
-	return p ? strtol(p + 11, NULL, 10) : -1;
+	if (h_run_capture(cmd, out, sizeof(out)) != 0 || !(p = strstr(out, "\"transport\"")) ||
+	    !(p = strstr(p, "\"listen\": \"")) || !(p = strchr(p + 11, ':')))
+		return 0;
+	return (uint16_t)atoi(p + 1);
 }
 
 static int secret_rank(int rank, int nranks, void *arg)
@@ -1518,25 +1554,16 @@ static int test_kill(int sig_, int which)
 /* Connections that are not collcd daemons: nothing may come of them. */
 static int test_garbage(void)
 {
-	char cmd[512], out[16384], port[16];
-	const char *p;
 	long before, after;
 	int fds[300], n = 0, failed = 0;
 	struct sockaddr_in a = { .sin_family = AF_INET };
 
 	start_daemons(2);
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-	/* The net object's listen (the config's says port 0). */
-	if (h_run_capture(cmd, out, sizeof(out)) != 0 || !(p = strstr(out, "\"transport\"")) ||
-	    !(p = strstr(p, "\"listen\": \"")))
-		return finish(h_fail("no listen address in status"));
-	p = strchr(p + 11, ':');
-	snprintf(port, sizeof(port), "%.*s", (int)strcspn(p + 1, "\""), p + 1);
-	a.sin_port = htons((uint16_t)atoi(port));
+	a.sin_port = htons(root_listen_port());
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	before = refused_count();
 	if (!a.sin_port)
-		return finish(h_fail("no port in %s", out));
+		return finish(h_fail("no listen port in the root daemon's status"));
 	for (int i = 0; i < 300; i++) {
 		uint8_t junk[200];
 		uint64_t st = h_seed + (uint64_t)i;
@@ -1578,6 +1605,460 @@ static int test_garbage(void)
 		failed |= h_fail(
 			"the root daemon counted only %ld refusals of %d garbage connections",
 			after - before, 300);
+	return finish(failed);
+}
+
+/*
+ * A peer that holds the secret, then breaks the protocol: the test plays a
+ * joining daemon of a 3-rank communicator whose rank 0 waits in comm_init
+ * on the root daemon (rank 2 never comes). After the handshake it sends,
+ * mostly after a valid REG of rank 1, one kind of hostile message; the
+ * root daemon must count a protocol error, end rank 0's comm_init with an
+ * error within 2 s, and keep serving others.
+ */
+enum peer_case {
+	PC_MAGIC,      /* a header with another magic */
+	PC_TYPE,       /* a type that does not exist */
+	PC_LONG,       /* a length over MSG_MAX */
+	PC_REG_SIZE,   /* REG of another size */
+	PC_REG_RANK,   /* REG of a rank past nranks */
+	PC_REG_NRANKS, /* REG with another nranks */
+	PC_REG_TWICE,  /* the same rank twice */
+	PC_COLL,       /* a collective before the table */
+	PC_DONE,       /* DONE of a collective never asked for */
+	PC_TABLE,      /* a table, sent to the root */
+	PC_EAGER,      /* an eager result, sent to the root */
+	PC_PEER_IN,    /* the root's inputs, sent to the root */
+	PC_P2PL,       /* send/recv handles before the links */
+	PC_RANDOM,     /* messages of random type, length and bytes */
+	PC_COUNT
+};
+
+static const char *const peer_case_names[PC_COUNT] = {
+	"bad magic",  "unknown type",      "oversized length",  "REG size",
+	"REG rank",   "REG nranks",        "REG twice",         "COLL early",
+	"DONE",       "TABLE to the root", "EAGER to the root", "PEER_IN to the root",
+	"P2PL early", "random messages",
+};
+
+/* A header claiming len bytes of body, and the body (none: body NULL), in one send. */
+static void peer_send(int fd, uint32_t magic, uint16_t type, const void *body, uint32_t len)
+{
+	struct msg_hdr h = { .magic = magic, .type = type, .len = len };
+	struct iovec v[2] = { { &h, sizeof(h) }, { (void *)body, body ? len : 0 } };
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = 2 };
+
+	/* The daemon may close the connection at any point: a failed write is expected. */
+	if (sendmsg(fd, &m, MSG_NOSIGNAL) < 0 && errno != EPIPE && errno != ECONNRESET)
+		h_log("peer: send: %s", strerror(errno));
+}
+
+/* 64 messages of valid magic, any type (M_PING of no body is the only harmless one) and length. */
+static void peer_random(int fd, uint64_t st)
+{
+	static uint8_t body[4096];
+
+	for (int i = 0; i < 64; i++) {
+		uint16_t type = (uint16_t)(h_rand(&st) % (M_TYPE_MAX + 2));
+		uint32_t len = (uint32_t)(h_rand(&st) % sizeof(body));
+
+		for (uint32_t b = 0; b < len; b++)
+			body[b] = (uint8_t)h_rand(&st);
+		peer_send(fd, MSG_MAGIC, type, body, len);
+	}
+}
+
+static void peer_reg(int fd, uint32_t rank, uint32_t nranks, uint32_t len)
+{
+	struct m_reg m = { .rank = rank, .nranks = nranks, .max_chan = 1 };
+
+	peer_send(fd, MSG_MAGIC, M_REG, &m, len);
+}
+
+static void peer_hostile(int fd, enum peer_case k)
+{
+	static union {
+		struct m_table t;
+		struct m_p2ph p;
+		uint8_t raw[4096];
+	} body;
+	struct node_coll d = { .seq = 0,
+			       .opcode = COLLC_OP_ALLREDUCE,
+			       .dtype = COLLC_FLOAT32,
+			       .count = 4,
+			       .eager = 1 };
+	struct m_seq q = { .seq = 5 };
+	uint64_t st = h_seed ^ 0x70656572ull;
+
+	memset(&body, 0, sizeof(body));
+	switch (k) {
+	case PC_MAGIC:
+		peer_send(fd, MSG_MAGIC ^ 1u, M_PING, NULL, 0);
+		break;
+	case PC_TYPE:
+		peer_send(fd, MSG_MAGIC, M_TYPE_MAX + 3, NULL, 0);
+		break;
+	case PC_LONG:
+		peer_send(fd, MSG_MAGIC, M_COLL, NULL, MSG_MAX + 1);
+		break;
+	case PC_REG_SIZE:
+		peer_reg(fd, 1, 3, 8);
+		break;
+	case PC_REG_RANK:
+		peer_reg(fd, 7, 3, sizeof(struct m_reg));
+		break;
+	case PC_REG_NRANKS:
+		peer_reg(fd, 1, 5, sizeof(struct m_reg));
+		break;
+	case PC_REG_TWICE:
+		peer_reg(fd, 1, 3, sizeof(struct m_reg));
+		break;
+	case PC_COLL:
+		memcpy(body.raw, &d, sizeof(d));
+		peer_send(fd, MSG_MAGIC, M_COLL, body.raw, sizeof(d) + 64);
+		break;
+	case PC_DONE:
+		peer_send(fd, MSG_MAGIC, M_DONE, &q, sizeof(q));
+		break;
+	case PC_TABLE:
+		body.t.nranks = 3;
+		body.t.nchan = 1;
+		body.t.you = 1;
+		body.t.ndaemons = 2;
+		peer_send(fd, MSG_MAGIC, M_TABLE, &body.t, sizeof(body.t));
+		break;
+	case PC_EAGER:
+		peer_send(fd, MSG_MAGIC, M_EAGER, body.raw, sizeof(q) + 16);
+		break;
+	case PC_PEER_IN:
+		memcpy(body.raw, &d, sizeof(d));
+		peer_send(fd, MSG_MAGIC, M_PEER_IN, body.raw, sizeof(d) + 16);
+		break;
+	case PC_P2PL:
+		body.p.ndaemons = 2;
+		peer_send(fd, MSG_MAGIC, M_P2PL, &body.p, sizeof(body.p));
+		break;
+	default:
+		peer_random(fd, st);
+		break;
+	}
+}
+
+/* Rank 0 of the case's communicator: comm_init's result and when it came. */
+static int peer_root_rank(void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	int r;
+
+	(void)arg;
+	if (collc_connect(h_sock, &ctx) < 0)
+		return 1;
+	r = collc_comm_init(ctx, &sh->id, 3, 0, -1, &comm);
+	sh->err_ns[0] = h_now_ns();
+	sh->errs[0] = (uint32_t)-r;
+	collc_disconnect(ctx);
+	return 0;
+}
+
+/* A connection to the root daemon that passed the handshake with the id's secret; -1: none. */
+static int peer_join(uint16_t port)
+{
+	const struct collc_uid *u = (const struct collc_uid *)&sh->id;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	uint64_t t0 = h_now_ns();
+	struct net_auth auth;
+
+	_Static_assert(sizeof(struct collc_uid) <= sizeof(sh->id), "a unique id holds a uid");
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	net_auth_init(&auth, NULL, NULL);
+	/* Until rank 0's comm_init reached its daemon: before, the id is unknown there. */
+	while (h_now_ns() - t0 < 10000000000ull) {
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+		if (fd < 0)
+			return -1;
+		/* As a daemon's: each message leaves at once (timing the refusal, not Nagle). */
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		    net_auth_socket_initiator(&auth, fd, u->nonce, u->secret) == NET_AUTH_OK)
+			return fd;
+		close(fd);
+		h_sleep_us(20000);
+	}
+	return -1;
+}
+
+/*
+ * The other way: the test plays the root daemon of a 2-rank communicator
+ * (an id naming its own listen port), rank 1 joins it through daemon 1,
+ * and after the handshake and the joiner's REG the "root" sends one kind
+ * of hostile message. Daemon 1 must count a protocol error, end rank 1's
+ * comm_init with an error within 2 s, and keep serving others.
+ */
+enum root_case {
+	RC_TABLE_YOU,      /* a table that names the joiner the root */
+	RC_TABLE_NCHAN,    /* no channels */
+	RC_TABLE_NDAEMONS, /* more daemons than ranks can be */
+	RC_TABLE_OWNER,    /* the joiner's rank owned by another daemon */
+	RC_TABLE_GROUP,    /* group rings the blocks do not allow */
+	RC_TABLE_SIZE,     /* a table of another size */
+	RC_GO,             /* GO before the table */
+	RC_EAGER,          /* an eager result before the table */
+	RC_P2PT,           /* send/recv handles before the links */
+	RC_REG,            /* a REG, sent to a joiner */
+	RC_COLL,           /* a collective, sent to a joiner */
+	RC_RANDOM,         /* messages of random type, length and bytes */
+	RC_COUNT
+};
+
+static const char *const root_case_names[RC_COUNT] = {
+	"TABLE you",   "TABLE nchan",     "TABLE ndaemons",   "TABLE owner",
+	"TABLE group", "TABLE size",      "GO early",         "EAGER early",
+	"P2PT early",  "REG to a joiner", "COLL to a joiner", "random messages",
+};
+
+static void root_hostile(int fd, enum root_case k)
+{
+	static struct m_table t;
+	struct m_seq q = { .seq = 0 };
+	struct m_reg m = { .rank = 0, .nranks = 2, .max_chan = 1 };
+	struct node_coll d = { .opcode = COLLC_OP_ALLREDUCE, .dtype = COLLC_FLOAT32, .count = 1 };
+	static struct m_p2ph p2p;
+
+	/* A table as the root sends it, then one field made wrong. */
+	memset(&t, 0, sizeof(t));
+	t.nranks = 2;
+	t.nchan = 1;
+	t.you = 1;
+	t.ndaemons = 2;
+	t.owner[1] = 1;
+	switch (k) {
+	case RC_TABLE_YOU:
+		t.you = 0;
+		break;
+	case RC_TABLE_NCHAN:
+		t.nchan = 0;
+		break;
+	case RC_TABLE_NDAEMONS:
+		t.ndaemons = COLLC_MAX_RANKS + 1;
+		break;
+	case RC_TABLE_OWNER:
+		t.owner[1] = 0;
+		break;
+	case RC_TABLE_GROUP:
+		t.group = 2;
+		t.hier_min_bytes = 1;
+		break;
+	default:
+		break;
+	}
+	switch (k) {
+	case RC_TABLE_SIZE:
+		peer_send(fd, MSG_MAGIC, M_TABLE, &t, sizeof(t) - 8);
+		break;
+	case RC_GO:
+		peer_send(fd, MSG_MAGIC, M_GO, &q, sizeof(q));
+		break;
+	case RC_EAGER:
+		peer_send(fd, MSG_MAGIC, M_EAGER, &q, sizeof(q));
+		break;
+	case RC_P2PT:
+		p2p.ndaemons = 2;
+		peer_send(fd, MSG_MAGIC, M_P2PT, &p2p, sizeof(p2p));
+		break;
+	case RC_REG:
+		peer_send(fd, MSG_MAGIC, M_REG, &m, sizeof(m));
+		break;
+	case RC_COLL:
+		peer_send(fd, MSG_MAGIC, M_COLL, &d, sizeof(d));
+		break;
+	case RC_RANDOM:
+		peer_random(fd, h_seed ^ 0x726f6f74ull);
+		break;
+	default:
+		peer_send(fd, MSG_MAGIC, M_TABLE, &t, sizeof(t));
+		break;
+	}
+}
+
+/* Rank 1 of the fake root's communicator, on daemon 1. */
+static int root_joiner_rank(void *arg)
+{
+	struct collc_ctx *ctx;
+	struct collc_comm *comm;
+	int r;
+
+	(void)arg;
+	if (collc_connect(socks[1], &ctx) < 0)
+		return 1;
+	r = collc_comm_init(ctx, &sh->id2, 2, 1, -1, &comm);
+	sh->err_ns[1] = h_now_ns();
+	sh->errs[1] = (uint32_t)-r;
+	collc_disconnect(ctx);
+	return 0;
+}
+
+static const uint8_t *fake_secret;
+
+static int fake_lookup(void *arg, const uint8_t *id, uint8_t *ret_secret)
+{
+	const struct collc_uid *u = arg;
+
+	if (memcmp(id, u->nonce, NET_AUTH_ID_BYTES) != 0)
+		return -ENOENT;
+	memcpy(ret_secret, fake_secret, NET_AUTH_SECRET_BYTES);
+	return 0;
+}
+
+/* The joiner's first message, a REG of rank 1, within 10 s; 0 when it came. */
+static int fake_read_reg(int fd)
+{
+	struct msg_hdr h;
+	struct m_reg m;
+	struct timeval tv = { .tv_sec = 10 };
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (recv(fd, &h, sizeof(h), MSG_WAITALL) != (ssize_t)sizeof(h) || h.magic != MSG_MAGIC ||
+	    h.type != M_REG || h.len != sizeof(m) ||
+	    recv(fd, &m, sizeof(m), MSG_WAITALL) != (ssize_t)sizeof(m))
+		return -1;
+	return m.rank == 1 && m.nranks == 2 ? 0 : -1;
+}
+
+static int test_fake_root(void)
+{
+	struct collc_uid *u = (struct collc_uid *)&sh->id2;
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(a);
+	int failed = 0, lfd, one = 1;
+
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(lfd, 4) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&a, &alen) < 0)
+		return h_fail("fake root: listen: %s", strerror(errno));
+	for (int k = 0; k < RC_COUNT && !failed; k++) {
+		long before = status_count_at(socks[1], "protocol_errors"), after;
+		struct pollfd pf = { .fd = lfd, .events = POLLIN };
+		struct net_auth auth;
+		uint8_t id[NET_AUTH_ID_BYTES];
+		uint64_t sent = 0, t0;
+		pid_t rank;
+		int fd = -1, st;
+
+		/* An id of daemon 0's (another node to daemon 1) that names our port. */
+		h_unique_id(&sh->id2);
+		u->net_family = AF_INET;
+		u->net_port = a.sin_port;
+		memset(u->net_addr, 0, sizeof(u->net_addr));
+		memcpy(u->net_addr, &a.sin_addr, 4);
+		fake_secret = u->secret;
+		net_auth_init(&auth, fake_lookup, u);
+		sh->errs[1] = 0;
+		sh->err_ns[1] = 0;
+		rank = h_fork(root_joiner_rank, NULL);
+		if (poll(&pf, 1, 10000) == 1)
+			fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0 || net_auth_socket_responder(&auth, fd, id) != NET_AUTH_OK ||
+		    fake_read_reg(fd) < 0) {
+			failed |= h_fail("%s: daemon 1 did not join the fake root",
+					 root_case_names[k]);
+		} else {
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			sent = h_now_ns();
+			root_hostile(fd, (enum root_case)k);
+		}
+		for (t0 = h_now_ns(); h_now_ns() - t0 < 10000000000ull; h_sleep_us(5000))
+			if (waitpid(rank, &st, WNOHANG) == rank)
+				break;
+		if (!sh->err_ns[1]) {
+			failed |= h_fail("%s: rank 1's comm_init did not end", root_case_names[k]);
+			kill(rank, SIGKILL);
+			waitpid(rank, NULL, 0);
+		} else if (sent) {
+			double ms = (double)(sh->err_ns[1] - sent) / 1e6;
+
+			h_log("fake root, %s: comm_init %s after %.1f ms", root_case_names[k],
+			      strerror((int)sh->errs[1]), ms);
+			if (!sh->errs[1])
+				failed |= h_fail("%s: comm_init succeeded", root_case_names[k]);
+			if (ms > 2000)
+				failed |= h_fail("%s: no error within 2 s", root_case_names[k]);
+		}
+		if (fd >= 0)
+			close(fd);
+		after = status_count_at(socks[1], "protocol_errors");
+		if (before < 0 || after <= before)
+			failed |= h_fail(
+				"%s: daemon 1 counted no protocol error (%ld before, %ld after)",
+				root_case_names[k], before, after);
+	}
+	close(lfd);
+	return failed;
+}
+
+static int test_peer(void)
+{
+	uint16_t port;
+	int failed = 0;
+
+	start_daemons(2);
+	port = root_listen_port();
+	if (!port)
+		return finish(h_fail("no listen port in the root daemon's status"));
+	for (int k = 0; k < PC_COUNT; k++) {
+		long before = status_count("protocol_errors"), after;
+		uint64_t sent, t0;
+		pid_t root;
+		int fd, st = 0;
+
+		h_unique_id(&sh->id);
+		sh->errs[0] = 0;
+		sh->err_ns[0] = 0;
+		root = h_fork(peer_root_rank, NULL);
+		fd = peer_join(port);
+		if (fd < 0) {
+			failed |= h_fail("%s: the handshake with the right secret failed",
+					 peer_case_names[k]);
+			kill(root, SIGKILL);
+			waitpid(root, NULL, 0);
+			break;
+		}
+		if (k != PC_REG_SIZE && k != PC_REG_RANK && k != PC_REG_NRANKS)
+			peer_reg(fd, 1, 3, sizeof(struct m_reg));
+		sent = h_now_ns();
+		peer_hostile(fd, (enum peer_case)k);
+		/* Rank 0 ends: comm_init failed (or, wrongly, never does). */
+		for (t0 = h_now_ns(); h_now_ns() - t0 < 10000000000ull; h_sleep_us(5000))
+			if (waitpid(root, &st, WNOHANG) == root)
+				break;
+		if (!sh->err_ns[0]) {
+			failed |= h_fail("%s: rank 0's comm_init did not end", peer_case_names[k]);
+			kill(root, SIGKILL);
+			waitpid(root, NULL, 0);
+		} else {
+			double ms = (double)(sh->err_ns[0] - sent) / 1e6;
+
+			h_log("%s: comm_init %s after %.1f ms", peer_case_names[k],
+			      strerror((int)sh->errs[0]), ms);
+			if (!sh->errs[0])
+				failed |= h_fail("%s: comm_init succeeded", peer_case_names[k]);
+			if (ms > 2000)
+				failed |= h_fail("%s: no error within 2 s", peer_case_names[k]);
+		}
+		close(fd);
+		after = status_count("protocol_errors");
+		if (before < 0 || after <= before)
+			failed |= h_fail("%s: no protocol error counted (%ld before, %ld after)",
+					 peer_case_names[k], before, after);
+	}
+	if (!failed)
+		failed |= test_fake_root();
+	/* Both daemons still serve: a fresh communicator across them works. */
+	h_unique_id(&sh->id);
+	if (!failed)
+		failed |= h_run_ranks(2, coll_rank, NULL);
 	return finish(failed);
 }
 
@@ -1639,5 +2120,7 @@ int main(int argc, char **argv)
 		return test_kill(SIGSTOP, 1);
 	if (!strcmp(what, "garbage"))
 		return test_garbage();
+	if (!strcmp(what, "peer"))
+		return test_peer();
 	h_die("unknown case %s", what);
 }
