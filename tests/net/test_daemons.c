@@ -1744,21 +1744,62 @@ static void peer_hostile(int fd, enum peer_case k)
 	}
 }
 
-/* Rank 0 of the case's communicator: comm_init's result and when it came. */
-static int peer_root_rank(void *arg)
+/* A rank that waits in comm_init on daemon sock for a partner that breaks the protocol. */
+struct waiter {
+	const char *sock;
+	const struct collc_unique_id *id;
+	int nranks, rank;
+};
+
+/* comm_init's result and when it came, in sh->errs and sh->err_ns at the rank. */
+static int waiter_rank(void *arg)
 {
+	const struct waiter *w = arg;
 	struct collc_ctx *ctx;
 	struct collc_comm *comm;
 	int r;
 
-	(void)arg;
-	if (collc_connect(h_sock, &ctx) < 0)
+	if (collc_connect(w->sock, &ctx) < 0)
 		return 1;
-	r = collc_comm_init(ctx, &sh->id, 3, 0, -1, &comm);
-	sh->err_ns[0] = h_now_ns();
-	sh->errs[0] = (uint32_t)-r;
+	r = collc_comm_init(ctx, w->id, w->nranks, w->rank, -1, &comm);
+	sh->err_ns[w->rank] = h_now_ns();
+	sh->errs[w->rank] = (uint32_t)-r;
 	collc_disconnect(ctx);
 	return 0;
+}
+
+/*
+ * After the hostile message went out at sent (0: it never did): the waiter
+ * must end within 10 s, with an error within 2 s of sent, and the daemon at
+ * sock must have counted a protocol error since `before`. 1 when it failed.
+ */
+static int waiter_end(const char *what, const struct waiter *w, pid_t pid, uint64_t sent,
+		      long before)
+{
+	int failed = 0, st;
+	long after;
+
+	for (uint64_t t0 = h_now_ns(); h_now_ns() - t0 < 10000000000ull; h_sleep_us(5000))
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			break;
+	if (!sh->err_ns[w->rank]) {
+		failed |= h_fail("%s: rank %d's comm_init did not end", what, w->rank);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	} else if (sent) {
+		double ms = (double)(sh->err_ns[w->rank] - sent) / 1e6;
+
+		h_log("%s: comm_init %s after %.1f ms", what, strerror((int)sh->errs[w->rank]), ms);
+		if (!sh->errs[w->rank])
+			failed |= h_fail("%s: comm_init succeeded", what);
+		if (ms > 2000)
+			failed |= h_fail("%s: no error within 2 s", what);
+	}
+	after = status_count_at(w->sock, "protocol_errors");
+	if (before < 0 || after <= before)
+		failed |= h_fail("%s: no protocol error counted (%ld before, %ld after)", what,
+				 before, after);
+	return failed;
 }
 
 /* A connection to the root daemon that passed the handshake with the id's secret; -1: none. */
@@ -1882,23 +1923,6 @@ static void root_hostile(int fd, enum root_case k)
 	}
 }
 
-/* Rank 1 of the fake root's communicator, on daemon 1. */
-static int root_joiner_rank(void *arg)
-{
-	struct collc_ctx *ctx;
-	struct collc_comm *comm;
-	int r;
-
-	(void)arg;
-	if (collc_connect(socks[1], &ctx) < 0)
-		return 1;
-	r = collc_comm_init(ctx, &sh->id2, 2, 1, -1, &comm);
-	sh->err_ns[1] = h_now_ns();
-	sh->errs[1] = (uint32_t)-r;
-	collc_disconnect(ctx);
-	return 0;
-}
-
 static const uint8_t *fake_secret;
 
 static int fake_lookup(void *arg, const uint8_t *id, uint8_t *ret_secret)
@@ -1930,6 +1954,7 @@ static int test_fake_root(void)
 {
 	struct collc_uid *u = (struct collc_uid *)&sh->id2;
 	struct sockaddr_in a = { .sin_family = AF_INET };
+	const struct waiter w = { .sock = socks[1], .id = &sh->id2, .nranks = 2, .rank = 1 };
 	socklen_t alen = sizeof(a);
 	int failed = 0, lfd, one = 1;
 
@@ -1939,13 +1964,14 @@ static int test_fake_root(void)
 	    getsockname(lfd, (struct sockaddr *)&a, &alen) < 0)
 		return h_fail("fake root: listen: %s", strerror(errno));
 	for (int k = 0; k < RC_COUNT && !failed; k++) {
-		long before = status_count_at(socks[1], "protocol_errors"), after;
+		long before = status_count_at(w.sock, "protocol_errors");
 		struct pollfd pf = { .fd = lfd, .events = POLLIN };
 		struct net_auth auth;
 		uint8_t id[NET_AUTH_ID_BYTES];
-		uint64_t sent = 0, t0;
+		char what[64];
+		uint64_t sent = 0;
 		pid_t rank;
-		int fd = -1, st;
+		int fd = -1;
 
 		/* An id of daemon 0's (another node to daemon 1) that names our port. */
 		h_unique_id(&sh->id2);
@@ -1955,44 +1981,23 @@ static int test_fake_root(void)
 		memcpy(u->net_addr, &a.sin_addr, 4);
 		fake_secret = u->secret;
 		net_auth_init(&auth, fake_lookup, u);
-		sh->errs[1] = 0;
-		sh->err_ns[1] = 0;
-		rank = h_fork(root_joiner_rank, NULL);
+		snprintf(what, sizeof(what), "fake root, %s", root_case_names[k]);
+		sh->errs[w.rank] = 0;
+		sh->err_ns[w.rank] = 0;
+		rank = h_fork(waiter_rank, (void *)&w);
 		if (poll(&pf, 1, 10000) == 1)
 			fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd < 0 || net_auth_socket_responder(&auth, fd, id) != NET_AUTH_OK ||
 		    fake_read_reg(fd) < 0) {
-			failed |= h_fail("%s: daemon 1 did not join the fake root",
-					 root_case_names[k]);
+			failed |= h_fail("%s: daemon 1 did not join the fake root", what);
 		} else {
 			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 			sent = h_now_ns();
 			root_hostile(fd, (enum root_case)k);
 		}
-		for (t0 = h_now_ns(); h_now_ns() - t0 < 10000000000ull; h_sleep_us(5000))
-			if (waitpid(rank, &st, WNOHANG) == rank)
-				break;
-		if (!sh->err_ns[1]) {
-			failed |= h_fail("%s: rank 1's comm_init did not end", root_case_names[k]);
-			kill(rank, SIGKILL);
-			waitpid(rank, NULL, 0);
-		} else if (sent) {
-			double ms = (double)(sh->err_ns[1] - sent) / 1e6;
-
-			h_log("fake root, %s: comm_init %s after %.1f ms", root_case_names[k],
-			      strerror((int)sh->errs[1]), ms);
-			if (!sh->errs[1])
-				failed |= h_fail("%s: comm_init succeeded", root_case_names[k]);
-			if (ms > 2000)
-				failed |= h_fail("%s: no error within 2 s", root_case_names[k]);
-		}
+		failed |= waiter_end(what, &w, rank, sent, before);
 		if (fd >= 0)
 			close(fd);
-		after = status_count_at(socks[1], "protocol_errors");
-		if (before < 0 || after <= before)
-			failed |= h_fail(
-				"%s: daemon 1 counted no protocol error (%ld before, %ld after)",
-				root_case_names[k], before, after);
 	}
 	close(lfd);
 	return failed;
@@ -2000,6 +2005,7 @@ static int test_fake_root(void)
 
 static int test_peer(void)
 {
+	const struct waiter w = { .sock = h_sock, .id = &sh->id, .nranks = 3, .rank = 0 };
 	uint16_t port;
 	int failed = 0;
 
@@ -2007,51 +2013,29 @@ static int test_peer(void)
 	port = root_listen_port();
 	if (!port)
 		return finish(h_fail("no listen port in the root daemon's status"));
-	for (int k = 0; k < PC_COUNT; k++) {
-		long before = status_count("protocol_errors"), after;
-		uint64_t sent, t0;
+	for (int k = 0; k < PC_COUNT && !failed; k++) {
+		long before = status_count_at(w.sock, "protocol_errors");
+		uint64_t sent = 0;
 		pid_t root;
-		int fd, st = 0;
+		int fd;
 
 		h_unique_id(&sh->id);
-		sh->errs[0] = 0;
-		sh->err_ns[0] = 0;
-		root = h_fork(peer_root_rank, NULL);
+		sh->errs[w.rank] = 0;
+		sh->err_ns[w.rank] = 0;
+		root = h_fork(waiter_rank, (void *)&w);
 		fd = peer_join(port);
 		if (fd < 0) {
 			failed |= h_fail("%s: the handshake with the right secret failed",
 					 peer_case_names[k]);
-			kill(root, SIGKILL);
-			waitpid(root, NULL, 0);
-			break;
-		}
-		if (k != PC_REG_SIZE && k != PC_REG_RANK && k != PC_REG_NRANKS)
-			peer_reg(fd, 1, 3, sizeof(struct m_reg));
-		sent = h_now_ns();
-		peer_hostile(fd, (enum peer_case)k);
-		/* Rank 0 ends: comm_init failed (or, wrongly, never does). */
-		for (t0 = h_now_ns(); h_now_ns() - t0 < 10000000000ull; h_sleep_us(5000))
-			if (waitpid(root, &st, WNOHANG) == root)
-				break;
-		if (!sh->err_ns[0]) {
-			failed |= h_fail("%s: rank 0's comm_init did not end", peer_case_names[k]);
-			kill(root, SIGKILL);
-			waitpid(root, NULL, 0);
 		} else {
-			double ms = (double)(sh->err_ns[0] - sent) / 1e6;
-
-			h_log("%s: comm_init %s after %.1f ms", peer_case_names[k],
-			      strerror((int)sh->errs[0]), ms);
-			if (!sh->errs[0])
-				failed |= h_fail("%s: comm_init succeeded", peer_case_names[k]);
-			if (ms > 2000)
-				failed |= h_fail("%s: no error within 2 s", peer_case_names[k]);
+			if (k != PC_REG_SIZE && k != PC_REG_RANK && k != PC_REG_NRANKS)
+				peer_reg(fd, 1, 3, sizeof(struct m_reg));
+			sent = h_now_ns();
+			peer_hostile(fd, (enum peer_case)k);
 		}
-		close(fd);
-		after = status_count("protocol_errors");
-		if (before < 0 || after <= before)
-			failed |= h_fail("%s: no protocol error counted (%ld before, %ld after)",
-					 peer_case_names[k], before, after);
+		failed |= waiter_end(peer_case_names[k], &w, root, sent, before);
+		if (fd >= 0)
+			close(fd);
 	}
 	if (!failed)
 		failed |= test_fake_root();
