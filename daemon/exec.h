@@ -121,6 +121,24 @@ struct exec_link {
 	 */
 	void (*direct)(void *l);
 	const char *(*src)(void *l, uint64_t step);
+	/*
+	 * Receiving straight into the rank's buffers (NULL: every step lands in
+	 * its slot). The proxy calls recv_direct() at attach, before the
+	 * communicator's first collective, when its transport receives into any
+	 * host memory; from then on it posts the receive of step s only once
+	 * s < known() (acquire: D1' pairs with D1 in the executor) as well as
+	 * s < head + nslots, and lands it where dst() names: len bytes exactly
+	 * at a place in the rank's buffers, or the slot (NULL, up to slot_bytes).
+	 * The rank names step s before it posts the head that lets the proxy
+	 * post s, or, past its head, with a wake-up like a post's. Its
+	 * collective ends only once every step it named so has landed; a
+	 * revoked communicator's links are closed before its items are
+	 * abandoned (node_comm_revoke()), so the proxy never writes a buffer
+	 * whose collective ended.
+	 */
+	void (*recv_direct)(void *l);
+	uint64_t (*known)(void *l);
+	char *(*dst)(void *l, uint64_t step, uint32_t *ret_len);
 };
 
 /* What every executor is handed at start. */

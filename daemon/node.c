@@ -149,6 +149,9 @@ struct link {
 	uint32_t pf_at, pf_n;  /* its sockets' entries in the last poll set */
 	uint64_t done, posted; /* steps */
 	void *req[LINK_SLOTS_MAX];
+	/* L_RECV straight into the rank's buffers (exec_link.recv_direct): each step's exact length, 0: its slot. */
+	int recv_direct;
+	uint32_t want[LINK_SLOTS_MAX];
 	uint64_t bytes;
 };
 
@@ -223,8 +226,9 @@ static struct {
 	uint32_t inflight;             /* collectives in flight on spanning communicators */
 	/* Communicators failed here with -EPROTO: a peer's data broke what was agreed. */
 	uint64_t proto_errors;
-	uint64_t rx_msgs; /* control messages taken in: the node thread's spin goes on */
-	uint64_t eager;   /* collectives that ran eagerly here (node.h) */
+	uint64_t rx_msgs;     /* control messages taken in: the node thread's spin goes on */
+	uint64_t eager;       /* collectives that ran eagerly here (node.h) */
+	uint64_t recv_direct; /* bytes received straight into ranks' buffers (exec_link.dst) */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 static uint64_t mono_ns(void)
@@ -1938,6 +1942,11 @@ static int link_attach(struct ncomm *nc, struct link *l, const struct exec_backe
 	 */
 	if (l->dir == L_SEND && l->el.direct && l->el.src && links_pollable())
 		l->el.direct(l->el.l);
+	/* ... and receives into any: the rank's steps may land in its own buffers. */
+	l->recv_direct = l->dir == L_RECV && l->el.recv_direct && l->el.known && l->el.dst &&
+			 links_pollable();
+	if (l->recv_direct)
+		l->el.recv_direct(l->el.l);
 	/* Steps continue from where the ring stands (a fresh ring: 0). */
 	l->done = l->posted = l->dir == L_SEND ? l->el.head(l->el.l) : l->el.tail(l->el.l);
 	l->attached = 1;
@@ -1977,16 +1986,27 @@ static int link_step(struct link *l)
 		}
 	} else {
 		uint64_t head = e->head(e->l);
+		uint64_t known = l->recv_direct ? e->known(e->l) : UINT64_MAX;
 
-		while (l->posted < head + e->nslots && l->posted - l->done < e->nslots) {
-			uint32_t s = (uint32_t)(l->posted % e->nslots);
-			void *data = e->buf + (size_t)s * e->slot_bytes, *req = NULL;
-			int size = (int)e->slot_bytes, tag = 0;
+		while (l->posted < head + e->nslots && l->posted < known &&
+		       l->posted - l->done < e->nslots) {
+			uint32_t s = (uint32_t)(l->posted % e->nslots), want = 0;
+			void *data = l->recv_direct ? e->dst(e->l, l->posted, &want) : NULL,
+			     *req = NULL;
+			int size, tag = 0;
 
+			if (!data) {
+				data = e->buf + (size_t)s * e->slot_bytes;
+				want = 0;
+			} else if (want == 0 || want > e->slot_bytes) {
+				return -EINVAL;
+			}
+			size = want ? (int)want : (int)e->slot_bytes;
 			if (net->irecv(l->comm, 1, &data, &size, &tag, &l->mh, &req) != ncclSuccess)
 				return -EPIPE;
 			if (!req)
 				break;
+			l->want[s] = want;
 			l->req[s] = req;
 			l->posted++;
 			moved = 1;
@@ -2006,9 +2026,13 @@ static int link_step(struct link *l)
 		if (l->dir == L_SEND) {
 			e->post_head(e->l, l->done);
 		} else {
-			if (size < 0 || (uint32_t)size > e->slot_bytes)
+			/* A step landing in the rank's buffer fills it exactly: the daemons agreed on it. */
+			if (size < 0 || (uint32_t)size > e->slot_bytes ||
+			    (l->want[s] && (uint32_t)size != l->want[s]))
 				return -EPROTO;
 			l->bytes += (uint64_t)size;
+			if (l->want[s])
+				node.recv_direct += (uint64_t)size;
 			e->post_tail(e->l, l->done, (uint32_t)size);
 		}
 	}
@@ -2180,7 +2204,8 @@ static int sleep_prepare(void)
 			if (l->dir == L_SEND)
 				ready = e->tail(e->l) > l->posted;
 			else
-				ready = l->posted < e->head(e->l) + e->nslots;
+				ready = l->posted < e->head(e->l) + e->nslots &&
+					(!l->recv_direct || l->posted < e->known(e->l));
 		}
 	}
 	return ready;
@@ -2871,15 +2896,19 @@ size_t node_status(char *out, size_t len, int json)
 		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
 		    (unsigned long long)refused);
 	else
-		PUT("net: %s, listening on %s, %llu handshakes accepted, %llu refused, %llu eager\n",
+		PUT("net: %s, listening on %s, %llu handshakes accepted, %llu refused, %llu eager, "
+		    "%llu B received straight into rank buffers\n",
 		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
-		    (unsigned long long)refused, (unsigned long long)node.eager);
+		    (unsigned long long)refused, (unsigned long long)node.eager,
+		    (unsigned long long)node.recv_direct);
 	for (int i = 1; json && i < NET_AUTH_NREASONS; i++)
 		PUT("%s\"%s\": %llu", i > 1 ? ", " : "", net_auth_reason_name(i),
 		    (unsigned long long)node.auth.refused[i]);
 	if (json)
-		PUT("}, \"protocol_errors\": %llu, \"eager\": %llu, \"peers\": [",
-		    (unsigned long long)node.proto_errors, (unsigned long long)node.eager);
+		PUT("}, \"protocol_errors\": %llu, \"eager\": %llu, \"received_direct\": %llu, "
+		    "\"peers\": [",
+		    (unsigned long long)node.proto_errors, (unsigned long long)node.eager,
+		    (unsigned long long)node.recv_direct);
 	/* One entry per (communicator, other daemon). */
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		for (uint32_t d = 0; d < (nc->ndaemons ? nc->ndaemons : 1); d++) {

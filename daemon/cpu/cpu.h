@@ -25,6 +25,11 @@
 #define CPU_SLOT_BYTES               (64u << 10)
 #define CPU_NET_SLOT_BYTES           (1024u << 10)
 #define CPU_CHUNK_STEPS              4u
+/*
+ * A proxy receiving straight into a rank's buffers: steps past the end of an
+ * item it may land in their slots before the next item names its own.
+ */
+#define CPU_RECV_BEYOND              2u
 #define CPU_SIMPLE_BUFFER_BYTES      (CPU_SLOT_BYTES * COLLC_STEPS)
 #define CPU_NET_SIMPLE_BUFFER_BYTES  (CPU_NET_SLOT_BYTES * COLLC_STEPS)
 #define CPU_LL_STEP_LINES            512u
@@ -76,6 +81,14 @@ struct cpu_link {
 	uint32_t head_seq;                          /* futex word for a sleeping sender */
 	uint32_t recv_waiting;                      /* the receiver sleeps on tail_seq */
 	/*
+	 * Simple, proxied and recv_direct: steps whose landing place is named
+	 * (exec_link.known), and the place of each: a rank buffer of dst_len
+	 * bytes exactly, or NULL for its slot (exec_link.dst).
+	 */
+	uint64_t dst_pub;
+	char *step_dst[COLLC_STEPS];
+	uint32_t dst_len[COLLC_STEPS];
+	/*
 	 * A network proxy plays the far end (exec_link.watch): it arms this
 	 * before it sleeps, and whoever posts tail or head next disarms it and
 	 * writes proxy_fd, an eventfd set by watch.
@@ -88,6 +101,12 @@ struct cpu_link {
 	 * own buffer (exec_link.direct).
 	 */
 	uint32_t direct;
+	/*
+	 * Set by the proxy before the communicator's first collective, like
+	 * direct: it receives a step only once the receiver named where the
+	 * step lands (dst_pub), possibly in the receiver's own buffer.
+	 */
+	uint32_t recv_direct;
 	/* Private to the sender's thread. */
 	uint64_t send_step __attribute__((aligned(64)));
 	/* Private to the receiver's thread. */

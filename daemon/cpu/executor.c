@@ -601,6 +601,27 @@ static const char *link_src(void *p, uint64_t step)
 	return ((struct cpu_link *)p)->step_src[step % COLLC_STEPS];
 }
 
+static void link_recv_direct(void *p)
+{
+	/* Before any item of the communicator: the FIFO's publish orders it for the receiver. */
+	store_relaxed(&((struct cpu_link *)p)->recv_direct, 1u);
+}
+
+static uint64_t link_known(void *p)
+{
+	/* D1' (proxy): pairs with D1 in prims.c dst_publish(): step_dst and dst_len first. */
+	return load_acquire(&((struct cpu_link *)p)->dst_pub);
+}
+
+static char *link_dst(void *p, uint64_t step, uint32_t *ret_len)
+{
+	const struct cpu_link *l = p;
+
+	/* Read after known() passed step (D1'). */
+	*ret_len = l->dst_len[step % COLLC_STEPS];
+	return l->step_dst[step % COLLC_STEPS];
+}
+
 static void link_watch(void *p, int fd)
 {
 	struct cpu_link *l = p;
@@ -635,6 +656,9 @@ static int cpu_comm_link(void *priv, uint32_t rank, uint32_t chan, uint32_t ring
 		.broken = &cc->broken,
 		.direct = link_direct,
 		.src = link_src,
+		.recv_direct = link_recv_direct,
+		.known = link_known,
+		.dst = link_dst,
 	};
 	return 0;
 }

@@ -22,6 +22,16 @@
 #include "proto/prims.h"
 #include "proto/work.h"
 
+/* Where a run ahead of the item's calls stands (prims.c). */
+struct cpu_ahead {
+	uint64_t at; /* the link step of the next receive step it yields */
+	int flags;   /* the call being walked */
+	char *dst;
+	uint64_t bytes;
+	uint64_t j, n; /* its receive steps yielded, and in all */
+	int over;      /* the item makes no more calls: at is its end */
+};
+
 /* One channel thread running one item. */
 struct cpu_run {
 	const struct collc_work_item *it;
@@ -45,6 +55,15 @@ struct cpu_run {
 	 */
 	int direct_ok;
 	uint64_t direct_steps; /* steps published that way by this item */
+	/*
+	 * The algorithm's next primitive call, run ahead of the item (0 when it
+	 * makes no more), so that a proxy receiving straight into the rank's
+	 * buffers (cpu_link.recv_direct) knows where each step lands; NULL:
+	 * every step lands in its slot (cpu_prims_ahead()).
+	 */
+	int (*ahead)(struct cpu_run *x, int *ret_flags, char **ret_dst, int64_t *ret_nelem);
+	void *ahead_arg;
+	struct cpu_ahead la; /* private to prims.c */
 };
 
 /* Waiting (cpu/prims.c) */
@@ -118,6 +137,15 @@ int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t n
  * the proxy has sent them all (the client may reuse the buffers next).
  */
 int cpu_prims_flush(struct cpu_run *x);
+/*
+ * From now on the item's later receives are named ahead (cpu_run.ahead):
+ * fn yields the algorithm's calls in the order the item makes them, from
+ * the next one. After cpu_prims_setup(), before the item's first call.
+ */
+void cpu_prims_ahead(struct cpu_run *x,
+		     int (*fn)(struct cpu_run *x, int *ret_flags, char **ret_dst,
+			       int64_t *ret_nelem),
+		     void *arg);
 /* Elements per ring chunk: the item's chunk_bytes, else one chunk of the protocol. */
 uint64_t cpu_chunk_elems(const struct cpu_run *x);
 

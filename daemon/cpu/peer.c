@@ -491,6 +491,7 @@ static void group_view(const struct cpu_run *x, const struct collc_work_item *wh
 	y->it = it;
 	y->rk = rk;
 	y->direct_steps = 0;
+	y->ahead = NULL; /* cpu_ring() walks its own steps ahead; other calls land in slots */
 }
 
 /*

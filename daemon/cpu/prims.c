@@ -261,27 +261,6 @@ static void ll128_send(struct cpu_link *l, const char *res, uint64_t len)
 
 /* One step of a primitive */
 
-/* Waits for step recv_step and returns its payload (in the slot, or staged). */
-static int recv_begin(struct cpu_run *x, uint64_t len, const char **ret_in)
-{
-	struct cpu_link *l = x->recv;
-	int r;
-
-	switch (l->proto) {
-	case COLLC_PROTO_SIMPLE:
-		r = wait_step(x, can_recv, &l->tail, l->recv_step, &l->tail_seq, &l->recv_waiting);
-		*ret_in = slot_of(l, l->recv_step);
-		return r;
-	case COLLC_PROTO_LL:
-		*ret_in = x->stage_in;
-		return ll_recv(x, l, len);
-	default:
-		*ret_in = x->stage_in;
-		return ll128_recv(x, l, len);
-	}
-}
-
-/* R2: pairs with S2 in can_send(): the step was read before its slot is handed back. */
 /*
  * After a post of tail or head: a network proxy sleeping on this link
  * (exec_link.watch) wakes through its eventfd. One relaxed load on links
@@ -304,11 +283,135 @@ static void proxy_kick(struct cpu_link *l)
 	}
 }
 
+/* Steps a call of bytes takes: an empty call still takes one. */
+static uint64_t prim_steps(const struct cpu_run *x, uint64_t bytes)
+{
+	return bytes ? collc_div_up(bytes, x->step_bytes) : 1;
+}
+
+void cpu_prims_ahead(struct cpu_run *x,
+		     int (*fn)(struct cpu_run *x, int *ret_flags, char **ret_dst,
+			       int64_t *ret_nelem),
+		     void *arg)
+{
+	x->ahead = fn;
+	x->ahead_arg = arg;
+	x->la = (struct cpu_ahead){ .at = x->recv->recv_step };
+}
+
+/*
+ * Walks the item's calls ahead to its next receive step (link step la.at);
+ * where it lands: in dst when the call only lands it there (no reduction on
+ * the way), else its slot (NULL). 0 when the item has no more.
+ */
+static int ahead_next(struct cpu_run *x, char **ret_dst, uint32_t *ret_len)
+{
+	struct cpu_ahead *a = &x->la;
+	uint64_t off, len;
+
+	while (a->j == a->n) {
+		int64_t nelem = 0;
+
+		if (a->over || !x->ahead(x, &a->flags, &a->dst, &nelem)) {
+			a->over = 1;
+			return 0;
+		}
+		a->bytes = nelem > 0 ? (uint64_t)nelem * x->es : 0;
+		a->j = 0;
+		a->n = (a->flags & COLLC_P_RECV) ? prim_steps(x, a->bytes) : 0;
+	}
+	off = a->j++ * x->step_bytes;
+	len = a->bytes ? collc_min_u64(x->step_bytes, a->bytes - off) : 0;
+	*ret_len = (uint32_t)len;
+	*ret_dst = (a->flags & COLLC_P_DST) && !(a->flags & COLLC_P_REDUCE) && a->dst && len
+			   ? a->dst + off
+			   : NULL;
+	a->at++;
+	return 1;
+}
+
+/*
+ * Names where the link's steps land, up to the receiver's window (the
+ * proxy may post up to head + COLLC_STEPS): the item's own, walked ahead
+ * (cpu_run.ahead), then the slots for the next item's first
+ * CPU_RECV_BEYOND steps only, which may land while this item ends; the
+ * next item names the rest of its steps. Without a walk ahead, every step
+ * lands in its slot. Returns 1 when it named any.
+ */
+static int dst_publish(struct cpu_run *x, struct cpu_link *l)
+{
+	uint64_t k = l->dst_pub, end = l->recv_step + COLLC_STEPS;
+	uint64_t first = k;
+
+	if (!load_relaxed(&l->recv_direct))
+		return 0;
+	/* Steps named before this item started (its predecessor's slots). */
+	while (x->ahead && x->la.at < k) {
+		char *d;
+		uint32_t len;
+
+		if (!ahead_next(x, &d, &len))
+			break;
+	}
+	for (; k < end; k++) {
+		char *d = NULL;
+		uint32_t len = 0;
+
+		if (x->ahead && !ahead_next(x, &d, &len) && k >= x->la.at + CPU_RECV_BEYOND)
+			break;
+		l->step_dst[k % COLLC_STEPS] = d;
+		l->dst_len[k % COLLC_STEPS] = len;
+	}
+	if (k == first)
+		return 0;
+	/* D1: pairs with D1' in the proxy (exec_link.known): step_dst and dst_len, then dst_pub. */
+	store_release(&l->dst_pub, k);
+	return 1;
+}
+
+/* Where step lands: where dst_publish() named it (the rank's buffer), or its slot. */
+static char *landed_at(const struct cpu_link *l, uint64_t step)
+{
+	char *d = load_relaxed(&l->recv_direct) ? l->step_dst[step % COLLC_STEPS] : NULL;
+
+	return d ? d : slot_of(l, step);
+}
+
+/* Waits for step recv_step and returns its payload (in the slot, the rank's buffer, or staged). */
+static int recv_begin(struct cpu_run *x, uint64_t len, const char **ret_in)
+{
+	struct cpu_link *l = x->recv;
+	int r;
+
+	switch (l->proto) {
+	case COLLC_PROTO_SIMPLE:
+		if (dst_publish(x, l)) {
+			/* K2 as in cpu_post(): the names are stored before the proxy's arm is read. */
+			fence_seq_cst();
+			proxy_kick(l);
+		}
+		r = wait_step(x, can_recv, &l->tail, l->recv_step, &l->tail_seq, &l->recv_waiting);
+		*ret_in = landed_at(l, l->recv_step);
+		return r;
+	case COLLC_PROTO_LL:
+		*ret_in = x->stage_in;
+		return ll_recv(x, l, len);
+	default:
+		*ret_in = x->stage_in;
+		return ll128_recv(x, l, len);
+	}
+}
+
+/* R2: pairs with S2 in can_send(): the step was read before its slot is handed back. */
 static void recv_end(struct cpu_run *x)
 {
 	struct cpu_link *l = x->recv;
 
-	cpu_post(&l->head, ++l->recv_step, &l->head_seq, &l->send_waiting);
+	l->recv_step++;
+	/* The step the proxy may post next is named before the head that lets it (D1). */
+	if (l->proto == COLLC_PROTO_SIMPLE)
+		dst_publish(x, l);
+	cpu_post(&l->head, l->recv_step, &l->head_seq, &l->send_waiting);
 	proxy_kick(l);
 }
 
@@ -368,7 +471,7 @@ int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t n
 	const struct collc_work_item *it = x->it;
 	uint64_t bytes = nelem > 0 ? (uint64_t)nelem * x->es : 0;
 	uint64_t sb = x->step_bytes;
-	uint64_t nsteps = bytes ? collc_div_up(bytes, sb) : 1;
+	uint64_t nsteps = prim_steps(x, bytes);
 	int r;
 
 	for (uint64_t s = 0; s < nsteps; s++) {
@@ -405,9 +508,13 @@ int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t n
 				red_finish(d, n, it->dtype, it->redop, it->nranks);
 			res = d;
 		}
-		/* Not a received slot (handed back below) nor scratch: the item's own buffers. */
+		/*
+		 * Not a received slot (handed back below) nor scratch: the item's own
+		 * buffers (in, too, when the step landed straight in dst).
+		 */
 		if (flags & COLLC_P_SEND)
-			send_end(x, out, res, len, x->direct_ok && res != in && res != out);
+			send_end(x, out, res, len,
+				 x->direct_ok && (res != in || (in && in == d)) && res != out);
 		if (flags & COLLC_P_RECV)
 			recv_end(x);
 	}

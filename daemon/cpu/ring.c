@@ -19,10 +19,23 @@ static char *at(uint64_t p, uint64_t off)
 	return p && off != COLLC_RING_NONE ? (char *)(uintptr_t)p + off : NULL;
 }
 
+/* The walk ahead (cpu_prims_ahead()): the same steps, from a copy of the iterator. */
+static int ring_ahead(struct cpu_run *x, int *ret_flags, char **ret_dst, int64_t *ret_nelem)
+{
+	struct collc_ring_step s;
+
+	if (!collc_ring_next(x->ahead_arg, &s))
+		return 0;
+	*ret_flags = s.flags;
+	*ret_dst = at(x->it->recvbuf, s.dst);
+	*ret_nelem = s.nelem;
+	return 1;
+}
+
 int cpu_ring(struct cpu_run *x)
 {
 	const struct collc_work_item *it = x->it;
-	struct collc_ring_iter ri;
+	struct collc_ring_iter ri, ahead;
 	struct collc_ring_step s;
 	int r = cpu_prims_setup(x);
 
@@ -32,8 +45,13 @@ int cpu_ring(struct cpu_run *x)
 			     x->share, it->count, cpu_chunk_elems(x), x->es) < 0)
 		return -EINVAL;
 	collc_ring_order(&ri, x->rk->order);
-	/* The user's buffers: a proxied send may go straight from them (prims.c). */
+	/*
+	 * The user's buffers: a proxied send may go straight from them, and a
+	 * proxied receive straight into them (prims.c).
+	 */
 	x->direct_ok = 1;
+	ahead = ri;
+	cpu_prims_ahead(x, ring_ahead, &ahead);
 	while (r == 0 && collc_ring_next(&ri, &s))
 		r = cpu_prim(x, s.flags, at(it->sendbuf, s.src), at(it->recvbuf, s.dst), s.nelem);
 	if (r == 0)

@@ -334,6 +334,18 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 				return 1;
 			ndone++;
 		}
+		/* And an all-reduce at --big-count in place: steps may land in the buffer it reads. */
+		if (round == 0 && o.big_count) {
+			struct op op = { .coll = RC_ALLREDUCE, .in_place = 1 };
+
+			op.c.dtype = (collc_dtype)draw(&rs, COLLC_NUM_DTYPES);
+			op.c.op = (collc_redop)draw(&rs, 5);
+			op.c.count = o.big_count - (size_t)draw(&rs, o.big_count / 8);
+			op.c.seed = rc_mix(rs ^ ndone);
+			if (run_checked(ctx, comm, &op, send, recv))
+				return 1;
+			ndone++;
+		}
 		if (round + 1 < o.rounds)
 			continue;
 		more = 0;

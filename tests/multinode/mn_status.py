@@ -5,6 +5,8 @@ multi-node tests. The JSON comes on stdin.
 
   mn_status.py refused     net.refused: handshakes and connections refused so far
   mn_status.py eager       net.eager: collectives a root answered with their result
+  mn_status.py received_direct  net.received_direct: bytes received straight into
+                           rank buffers
   mn_status.py transport   net.transport
   mn_status.py listen      net.listen
   mn_status.py peers       one line per peer: addr comm role state bytes_sent
@@ -34,7 +36,7 @@ def main():
     if not isinstance(net, dict):
         print("mn_status: no net object in status --json", file=sys.stderr)
         return 1
-    if what in ("refused", "eager"):
+    if what in ("refused", "eager", "received_direct"):
         if not isinstance(net.get(what), int):
             print(f"mn_status: no net.{what} counter in status --json", file=sys.stderr)
             return 1

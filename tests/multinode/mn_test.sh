@@ -18,6 +18,9 @@
 #                                    every rank to every rank and a ring of 16 outstanding
 #                                    each way, checked byte for byte; counts that differ
 #                                    across nodes: -EINVAL on both sides, nothing written
+#   mn_test.sh big NODES PER         every collective once at 4 Mi elements and an all-reduce
+#                                    in place, checked; every node received ring steps
+#                                    straight into rank buffers (net.received_direct)
 #   mn_test.sh two_comms             two communicators over the same daemons at once
 #   mn_test.sh two_comms_late        communicators made while another one runs there
 #   mn_test.sh mismatch              -EINVAL on every rank across nodes
@@ -216,6 +219,26 @@ correct | a2a | p2p)
 			echo "hierarchical collectives on node $i: $hier"
 		done
 	fi
+	mn_pass
+	;;
+big)
+	nnodes=${1:?nodes}
+	per=${2:?ranks per node}
+	mn_init "big${nnodes}x$per" "$nnodes"
+	for ((i = 0; i < nnodes; i++)); do mn_daemon_start "$i"; done
+	placement=()
+	for ((r = 0; r < nnodes * per; r++)); do placement+=($((r / per))); done
+	comm_start A $((nnodes * per)) "${placement[@]}" -- --mode check --rounds 1 \
+		--big-count 4194304
+	mn_wait_ranks 120 || mn_fail "large collectives on $nnodes nodes x $per ranks"
+	daemons_alive $(seq 0 $((nnodes - 1)))
+	# Their all-gather steps landed in the ranks' buffers, not the ring's slots.
+	for ((i = 0; i < nnodes; i++)); do
+		direct=$(mn_status_json "$i" | $PY "$here/mn_status.py" received_direct) ||
+			mn_fail "status --json of node $i has no net.received_direct counter"
+		[ "$direct" -gt 0 ] || mn_fail "node $i received nothing straight into rank buffers"
+		echo "node $i received $direct B straight into rank buffers"
+	done
 	mn_pass
 	;;
 two_comms)
