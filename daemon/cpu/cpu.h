@@ -25,11 +25,6 @@
 #define CPU_SLOT_BYTES               (64u << 10)
 #define CPU_NET_SLOT_BYTES           (1024u << 10)
 #define CPU_CHUNK_STEPS              4u
-/*
- * A proxy receiving straight into a rank's buffers: steps past the end of an
- * item it may land in their slots before the next item names its own.
- */
-#define CPU_RECV_BEYOND              2u
 #define CPU_SIMPLE_BUFFER_BYTES      (CPU_SLOT_BYTES * COLLC_STEPS)
 #define CPU_NET_SIMPLE_BUFFER_BYTES  (CPU_NET_SLOT_BYTES * COLLC_STEPS)
 #define CPU_LL_STEP_LINES            512u

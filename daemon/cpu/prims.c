@@ -333,10 +333,11 @@ static int ahead_next(struct cpu_run *x, char **ret_dst, uint32_t *ret_len)
 /*
  * Names where the link's steps land, up to the receiver's window (the
  * proxy may post up to head + COLLC_STEPS): the item's own, walked ahead
- * (cpu_run.ahead), then the slots for the next item's first
- * CPU_RECV_BEYOND steps only, which may land while this item ends; the
- * next item names the rest of its steps. Without a walk ahead, every step
- * lands in its slot. Returns 1 when it named any.
+ * (cpu_run.ahead), and none past its end: the next item names its own, so
+ * they too may land in its buffers (naming the next item's first steps
+ * slots, to be posted while this item ends, measured no faster:
+ * bench/RESULTS.md). Without a walk ahead, every step of the window lands
+ * in its slot. Returns 1 when it named any.
  */
 static int dst_publish(struct cpu_run *x, struct cpu_link *l)
 {
@@ -345,7 +346,10 @@ static int dst_publish(struct cpu_run *x, struct cpu_link *l)
 
 	if (!load_relaxed(&l->recv_direct))
 		return 0;
-	/* Steps named before this item started (its predecessor's slots). */
+	/* Steps consumed before the proxy said recv_direct (none, but a ring that ran earlier). */
+	if (k < l->recv_step)
+		k = l->recv_step;
+	/* Steps named before this item started (slots, by an item without a walk ahead). */
 	while (x->ahead && x->la.at < k) {
 		char *d;
 		uint32_t len;
@@ -357,7 +361,7 @@ static int dst_publish(struct cpu_run *x, struct cpu_link *l)
 		char *d = NULL;
 		uint32_t len = 0;
 
-		if (x->ahead && !ahead_next(x, &d, &len) && k >= x->la.at + CPU_RECV_BEYOND)
+		if (x->ahead && !ahead_next(x, &d, &len))
 			break;
 		l->step_dst[k % COLLC_STEPS] = d;
 		l->dst_len[k % COLLC_STEPS] = len;

@@ -5,11 +5,13 @@
  *
  * The rank (receiver) names where each step lands before the proxy may post
  * it: step_dst[k % STEPS] (SLOT, or the rank's buffer), then dst_pub = k + 1
- * (D1: release, after the names). Its own item's steps are named as it walks
- * them ahead (odd steps land in its buffer here, even ones in their slot), up
- * to its window recv_step + STEPS; past the end of its item only BEYOND steps,
- * as slots; the next item names the rest. It names more before it waits for a
- * step, and after each step it consumed, before head = step + 1 (R2).
+ * (D1: release, after the names). It names more before it waits for a step,
+ * and after each step it consumed, before head = step + 1 (R2), up to its
+ * window recv_step + STEPS. An even item walks its steps ahead: it names its
+ * own (some land in its buffer) and none past its end. An odd item is one
+ * without a walk ahead (cpu_copy_relay(), the hierarchical reduce-scatter):
+ * it names slots for its whole window, into the next item, which then finds
+ * its first steps named already.
  *
  * The proxy posts step k once k < head + STEPS (S2) and k < dst_pub (D1':
  * acquire), reading the name then; later (any interleaving) the step's data
@@ -23,11 +25,11 @@
  * the proxy never lands data in a slot the rank has not finished reading;
  * some steps land in the rank's buffer (not vacuous); no invalid end state.
  *
- * -DSTEPS=n -DNSTEPS=n -DISTEPS=n -DBEYOND=n; -DBROKEN=1: dst_pub stored
- * before the names; 2: the rank names one step past its window (the name of a
- * step not yet consumed is overwritten); 3: the proxy posts by head alone,
- * ignoring dst_pub; 4: the rank names steps only after consuming one, never
- * before it waits (the first step is never named: a deadlock).
+ * -DSTEPS=n -DNSTEPS=n -DISTEPS=n; -DBROKEN=1: dst_pub stored before the
+ * names; 2: the rank names one step past its window (the name of a step not
+ * yet consumed is overwritten); 3: the proxy posts by head alone, ignoring
+ * dst_pub; 4: the rank names steps only after consuming one, never before it
+ * waits (the first step is never named: a deadlock).
  */
 #ifndef STEPS
 #define STEPS 2
@@ -38,9 +40,6 @@
 #ifndef ISTEPS
 #define ISTEPS 3
 #endif
-#ifndef BEYOND
-#define BEYOND 1
-#endif
 #ifndef BROKEN
 #define BROKEN 0
 #endif
@@ -50,6 +49,8 @@
 #define NAME_BUF 1
 /* The first step past the item of step s. */
 #define ITEM_END(s) (((s) / ISTEPS + 1) * ISTEPS)
+/* The item of step s walks its steps ahead. */
+#define WALKS(s) (((s) / ISTEPS) % 2 == 0)
 
 byte slot_data[STEPS];  /* the ring's slots */
 byte buf_data[NSTEPS];  /* the rank's buffer, a cell per step */
@@ -63,19 +64,19 @@ byte read_done;   /* steps the rank finished reading */
 byte landed_buf;  /* steps that landed in the rank's buffer */
 
 /*
- * The rank at step rs, in the item ending at ie, names steps up to its
- * window; its own item's odd STEPS-blocks land in its buffer (so a step's
+ * The rank at step rs, in the item of step cur, names steps up to its
+ * window. A walking item's odd STEPS-blocks land in its buffer (so a step's
  * name differs from that of the step STEPS before it, whose entry it reuses).
  */
-inline publish(rs, ie)
+inline publish(rs, cur)
 {
 	k = dst_pub;
 	do
 	:: k >= rs + STEPS + (BROKEN == 2) -> break
-	:: k >= ie + BEYOND -> break
+	:: WALKS(cur) && k >= ITEM_END(cur) -> break
 	:: else ->
 		if
-		:: k < ie && (k / STEPS) % 2 == 1 -> name = NAME_BUF
+		:: WALKS(cur) && (k / STEPS) % 2 == 1 -> name = NAME_BUF
 		:: else -> name = NAME_SLOT
 		fi;
 #if BROKEN == 1
@@ -98,7 +99,7 @@ active proctype rank()
 	:: step == NSTEPS -> break
 	:: else ->
 #if BROKEN != 4
-		publish(step, ITEM_END(step));
+		publish(step, step);
 #endif
 		tail >= step + 1;	/* R1: pairs with S1 */
 		if
@@ -109,7 +110,7 @@ active proctype rank()
 		read_done = step + 1;
 		step++;
 		/* Still in the item of the step it consumed: the next item names its own. */
-		publish(step, ITEM_END(step - 1));
+		publish(step, step - 1);
 		head = step	/* R2: pairs with S2 */
 	od
 }
