@@ -519,6 +519,12 @@ static size_t rx_in_bytes(const struct conn *c, const struct msg_hdr *h)
 	return sizeof(*h) + (c->rx_pre == UINT32_MAX ? h->len : c->rx_pre);
 }
 
+/* Bytes of the message's payload still to come into its own buffer (rx_data). */
+static size_t rx_data_left(const struct conn *c)
+{
+	return c->rx_data ? c->rx_len - c->rx_got : 0;
+}
+
 /* The payload of the message being handled, past its first pre bytes of body. */
 static const uint8_t *rx_payload(const struct conn *c, const uint8_t *body, uint32_t pre)
 {
@@ -1671,9 +1677,9 @@ static int conn_read(struct conn *c, uint64_t now)
 		if (to_in)
 			v[mh.msg_iovlen++] =
 				(struct iovec){ .iov_base = c->in + c->in_len, .iov_len = to_in };
-		if (c->rx_data && c->rx_got < c->rx_len)
+		if (rx_data_left(c))
 			v[mh.msg_iovlen++] = (struct iovec){ .iov_base = c->rx_data + c->rx_got,
-							     .iov_len = c->rx_len - c->rx_got };
+							     .iov_len = rx_data_left(c) };
 		for (size_t i = 0; i < mh.msg_iovlen; i++)
 			want += v[i].iov_len;
 		n = want ? recvmsg(c->fd, &mh, MSG_DONTWAIT) : 0;
@@ -1703,7 +1709,7 @@ static int conn_read(struct conn *c, uint64_t now)
 			if (r < 0)
 				return conn_refused(c, h, r);
 		}
-		if (c->in_len < rx_in_bytes(c, h) || (c->rx_data && c->rx_got < c->rx_len))
+		if (c->in_len < rx_in_bytes(c, h) || rx_data_left(c))
 			continue;
 		r = on_msg(c, h, c->in + sizeof(*h));
 		free(c->rx_data);

@@ -245,6 +245,15 @@ static const collc_dtype dtypes[] = { COLLC_FLOAT32, COLLC_INT32, COLLC_FLOAT64,
 				      COLLC_UINT8 };
 static const collc_redop ops[] = { COLLC_SUM, COLLC_MAX, COLLC_PROD, COLLC_MIN, COLLC_AVG };
 
+/* collcctl status --json of the daemon at sock into out; 0, or nonzero when it failed. */
+static int status_json(const char *sock, char *out, size_t len)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), sock);
+	return h_run_capture(cmd, out, len);
+}
+
 /*
  * The ring as daemon 0 reports it (status --json, "ring"): every rank once,
  * each daemon's ranks next to each other in ascending order, so the ring
@@ -254,11 +263,10 @@ static int ring_check; /* test_coll: one communicator, rank 0 on daemon 0 */
 
 static int check_ring(int nranks)
 {
-	char cmd[512], out[16384], *p;
+	char out[16384], *p;
 	int ring[P2P_MAX_RANKS], seen[P2P_MAX_RANKS] = { 0 }, n = 0, cross = 0;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), socks[0]);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0 || !(p = strstr(out, "\"ring\": [")))
+	if (status_json(socks[0], out, sizeof(out)) != 0 || !(p = strstr(out, "\"ring\": [")))
 		return h_fail("no ring in daemon 0's status");
 	p += strlen("\"ring\": [");
 	while (n < nranks && *p != ']') {
@@ -531,10 +539,9 @@ static int test_coll(int nd, int nranks)
 
 	start_daemons(nd);
 	if (daemon_args[7]) {
-		char cmd[512], out[16384];
+		char out[16384];
 
-		snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-		if (h_run_capture(cmd, out, sizeof(out)) != 0 ||
+		if (status_json(h_sock, out, sizeof(out)) != 0 ||
 		    !strstr(out, "\"transport\": \"plugin:collc\""))
 			return finish(h_fail("collcd does not report the plugin as its transport"));
 	}
@@ -1345,12 +1352,11 @@ static const struct refusal refuse_p2p = { p2p_refusal, "after the send and rece
 /* The number after "key": in the status --json of the daemon at sock; -1 when there is none. */
 static long status_count_at(const char *sock, const char *key)
 {
-	char cmd[512], out[16384], pat[64];
+	char out[16384], pat[64];
 	const char *p;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), sock);
 	snprintf(pat, sizeof(pat), "\"%s\": ", key);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0)
+	if (status_json(sock, out, sizeof(out)) != 0)
 		return -1;
 	p = strstr(out, pat);
 	return p ? strtol(p + strlen(pat), NULL, 10) : -1;
@@ -1369,11 +1375,10 @@ static long refused_count(void)
 /* The root daemon's listen port (the net object's: the config says port 0); 0 when unknown. */
 static uint16_t root_listen_port(void)
 {
-	char cmd[512], out[16384];
+	char out[16384];
 	const char *p;
 
-	snprintf(cmd, sizeof(cmd), "%s --socket %s status --json", h_collcctl(), h_sock);
-	if (h_run_capture(cmd, out, sizeof(out)) != 0 || !(p = strstr(out, "\"transport\"")) ||
+	if (status_json(h_sock, out, sizeof(out)) != 0 || !(p = strstr(out, "\"transport\"")) ||
 	    !(p = strstr(p, "\"listen\": \"")) || !(p = strchr(p + 11, ':')))
 		return 0;
 	return (uint16_t)atoi(p + 1);
