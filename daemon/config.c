@@ -55,7 +55,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	snprintf(cfg->net, sizeof(cfg->net), "auto");
 	cfg->net_timeout_ms = 2000;
 	cfg->net_spin_us = NET_SPIN_US;
-	cfg->net_eager_max_bytes = NODE_EAGER_MAX;
+	cfg->net_eager_max_bytes = NODE_EAGER_DEFAULT;
 	cfg->net_hier_min_bytes = NET_HIER_MIN_BYTES;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
 			 CFG_AUTO_ONESHOT_LL_MAX_BYTES | CFG_AUTO_ONESHOT_MAX_BYTES |

@@ -126,6 +126,13 @@ struct node_coll {
  * net_eager_max_bytes; what arrives is checked against NODE_EAGER_MAX).
  */
 #define NODE_EAGER_MAX (2u << 20)
+/*
+ * net_eager_max_bytes by default: from 1 MiB held the ring, now that its
+ * gather steps land in the output, took 35% less time one at a time than
+ * eager between two daemons (1 MiB, one rank a daemon; 512 KiB, two) and
+ * no more pipelined (bench/RESULTS.md, "The eager limit at 1 MiB").
+ */
+#define NODE_EAGER_DEFAULT (1u << 20)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
 /*
