@@ -346,7 +346,7 @@ static int dst_publish(struct cpu_run *x, struct cpu_link *l)
 
 	if (!load_relaxed(&l->recv_direct))
 		return 0;
-	/* Steps consumed before the proxy said recv_direct (none, but a ring that ran earlier). */
+	/* Steps consumed before the proxy set recv_direct need no name. */
 	if (k < l->recv_step)
 		k = l->recv_step;
 	/* Steps named before this item started (slots, by an item without a walk ahead). */
