@@ -54,7 +54,7 @@ const char *collc_strerror(int err)
 	case -EOVERFLOW:
 		return "size overflows";
 	case -EPROTO:
-		return "protocol error talking to collcd";
+		return "protocol error: collcd, or a peer daemon, sent what was not agreed";
 	case -EPERM:
 		return "permission denied";
 	case -EDQUOT:

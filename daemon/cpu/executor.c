@@ -94,6 +94,32 @@ static void single_rank(const struct collc_work_item *it, size_t es, uint32_t sh
 		red_finish(dst + off * es, n, it->dtype, it->redop, 1);
 }
 
+/* Runs x's share of its item on this channel; what the algorithm returned. */
+static int run_algo(struct cpu_run *x, const struct collc_work_copies *copies)
+{
+	const struct collc_work_item *it = x->it;
+
+	if (collc_copy_coll(it->coll) && it->algo == COLLC_ALGO_RING && it->nranks > 1)
+		return cpu_copy_relay(x, copies);
+	if (collc_copy_coll(it->coll))
+		return cpu_copy(x, copies);
+	if (it->nranks == 1) {
+		single_rank(it, x->es, x->share);
+		return 0;
+	}
+	switch (it->algo) {
+	case COLLC_ALGO_RING:
+		return cpu_ring(x);
+	case COLLC_ALGO_ONESHOT:
+		return cpu_oneshot(x);
+	case COLLC_ALGO_TWOSHOT:
+		return cpu_twoshot(x);
+	case COLLC_ALGO_HIER:
+		return cpu_hier(x);
+	}
+	return -EINVAL;
+}
+
 static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_work_item *it,
 		    uint32_t share, uint64_t pos)
 {
@@ -110,41 +136,24 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 		.stage_in = c->mem + CPU_SCRATCH_BYTES,
 		.stage_out = c->mem + CPU_SCRATCH_BYTES + CPU_STAGE_BYTES,
 	};
+	int r;
 
 	if (!x.es || it->nranks > COLLC_MAX_RANKS || it->rank >= it->nranks)
 		return -EINVAL;
 	/* A revoked communicator's items still queued are abandoned without a start. */
 	if (load_acquire(x.revoked))
 		return -ECANCELED;
-	if (collc_copy_coll(it->coll) && it->algo == COLLC_ALGO_RING && it->nranks > 1) {
-		int r = cpu_copy_relay(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
-
-		/*
-		 * P1: pairs with P1' in node.c (nc_broken()): stored before the
-		 * item's work_consumed (F2), so the proxy sees it before this
-		 * daemon reports the collective done, and fails it everywhere.
-		 */
-		if (r == -EPROTO)
-			store_release(x.rk->broken, 1u);
-		return r;
-	}
-	if (collc_copy_coll(it->coll))
-		return cpu_copy(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
-	if (it->nranks == 1) {
-		single_rank(it, x.es, share);
-		return 0;
-	}
-	switch (it->algo) {
-	case COLLC_ALGO_RING:
-		return cpu_ring(&x);
-	case COLLC_ALGO_ONESHOT:
-		return cpu_oneshot(&x);
-	case COLLC_ALGO_TWOSHOT:
-		return cpu_twoshot(&x);
-	case COLLC_ALGO_HIER:
-		return cpu_hier(&x);
-	}
-	return -EINVAL;
+	r = run_algo(&x, &d->fifo->copies[pos & (COLLC_FIFO_DEPTH - 1)]);
+	/*
+	 * A step of another length than both daemons agreed (prims.c
+	 * recv_begin()), or a relay block of one: the peer is broken or hostile.
+	 * P1: pairs with P1' in node.c (nc_broken()): stored before the item's
+	 * work_consumed (F2), so the proxy sees it before this daemon reports
+	 * the collective done, and fails it everywhere.
+	 */
+	if (r == -EPROTO)
+		store_release(x.rk->broken, 1u);
+	return r;
 }
 
 /* Channel threads */

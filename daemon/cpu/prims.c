@@ -396,6 +396,14 @@ static int recv_begin(struct cpu_run *x, uint64_t len, const char **ret_in)
 		}
 		r = wait_step(x, can_recv, &l->tail, l->recv_step, &l->tail_seq, &l->recv_waiting);
 		*ret_in = landed_at(l, l->recv_step);
+		/*
+		 * After R1: its sender, or the proxy that received it from another
+		 * daemon, stored the step's length before tail (S1). Both ends
+		 * compute it from what the daemons agreed; another length means a
+		 * broken or hostile peer, and the rest of the slot is stale.
+		 */
+		if (r == 0 && l->step_len[l->recv_step % COLLC_STEPS] != len)
+			return -EPROTO;
 		return r;
 	case COLLC_PROTO_LL:
 		*ret_in = x->stage_in;

@@ -1103,7 +1103,8 @@ static int errno_of(const char *s)
 		      { "ECANCELED", ECANCELED },
 		      { "ESHUTDOWN", ESHUTDOWN },
 		      { "EIO", EIO },
-		      { "ECONNREFUSED", ECONNREFUSED } };
+		      { "ECONNREFUSED", ECONNREFUSED },
+		      { "EPROTO", EPROTO } };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcmp(s, names[i].name) == 0)
@@ -1130,7 +1131,7 @@ static void usage(FILE *f)
 		"usage: mn_client --id-file F --rank R --nranks N [--make-id] [--socket S]\n"
 		"         [--mode check|mismatch|loop|init-fail|make-id|a2a|p2p] [--seed S] [--rounds K]\n"
 		"         [--max-count N] [--big-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
-		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|...] [--flip-byte OFF]\n"
+		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|EPROTO|...] [--flip-byte OFF]\n"
 		"         [--id-wait-ms MS] [--wait-ms MS] [--loop-alltoall] [--loop-p2p]\n");
 }
 

@@ -36,7 +36,7 @@ def main():
     if not isinstance(net, dict):
         print("mn_status: no net object in status --json", file=sys.stderr)
         return 1
-    if what in ("refused", "eager", "received_direct"):
+    if what in ("refused", "eager", "received_direct", "protocol_errors"):
         if not isinstance(net.get(what), int):
             print(f"mn_status: no net.{what} counter in status --json", file=sys.stderr)
             return 1

@@ -35,6 +35,8 @@
 #   mn_test.sh garbage               hundreds of hostile connections on the listen port
 #   mn_test.sh plugin                the tcp transport through the plugin loader (collectives,
 #                                    send/recv)
+#   mn_test.sh hostile short|long    node 1's plugin sends one step 8 bytes short or long once
+#                                    the links are up: EPROTO or EPIPE, nothing wrong delivered
 #   mn_test.sh bench                 collc-bench --socket A,B across two daemons
 #
 # Fault tests: a communicator X over the nodes runs all-reduces until the
@@ -486,8 +488,48 @@ plugin)
 	done
 	mn_pass
 	;;
+hostile)
+	# A peer daemon whose data links break the agreement once they are up
+	# (hostile_plugin.c through the plugin loader, eager collectives off so
+	# every all-reduce runs the ring): once the fault marker exists, node 1
+	# sends its next step HOW (short: 8 bytes short; long: 8 bytes long).
+	# Communicator X's ranks must end with EPROTO (a rank received a step of
+	# a length no daemon agreed to, and X failed everywhere) or EPIPE (the
+	# transport refused a message longer than the receive) within the bound,
+	# every earlier result right; both daemons keep serving a new
+	# communicator.
+	: "${MN_PLUGIN_DIR:?MN_PLUGIN_DIR must name the folder of the net plugins}"
+	how=${1:?short or long}
+	mn_init "hostile_$how" 2
+	export LD_LIBRARY_PATH=$MN_PLUGIN_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	mn_daemon_start 0 --net plugin:collchostile --set net_eager_max_bytes=0
+	export COLLC_HOSTILE_MODE=$how COLLC_HOSTILE_ARM=$MN_DIR/fault
+	mn_daemon_start 1 --net plugin:collchostile --set net_eager_max_bytes=0
+	unset COLLC_HOSTILE_MODE COLLC_HOSTILE_ARM
+	before=$(mn_status_json 0 | $PY "$here/mn_status.py" protocol_errors) ||
+		mn_fail "status --json of node 0 has no net.protocol_errors"
+	for r in 0 1; do
+		# shellcheck disable=SC2046
+		rank_start X "$MN_DIR/id-X" "$r" "$r" 2 $( [ $r = 0 ] && echo --make-id) \
+			$(loop_args X "$r") --also-accept EPROTO
+	done
+	fault_when_ready X 2
+	mn_wait_ranks 60 || mn_fail "ranks after node 1's $how step"
+	grep -h "collchostile: sent" "$MN_DIR/n1/log" >&2 ||
+		mn_fail "node 1's plugin sent no $how step"
+	daemons_alive 0 1
+	after=$(mn_status_json 0 | $PY "$here/mn_status.py" protocol_errors) ||
+		mn_fail "status --json of node 0 has no net.protocol_errors"
+	mn_log "protocol errors counted by node 0: $before before, $after after"
+	if [ "$how" = short ] && [ "$after" -le "$before" ]; then
+		mn_fail "node 0 received a short step and counted no protocol error"
+	fi
+	comm_start B 2 0 1 -- --mode check
+	mn_wait_ranks 120 || mn_fail "a communicator over both daemons after the $how step"
+	mn_pass
+	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|kill_hier [V]|linkdown [V]|restart|secret|garbage|plugin|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|kill_hier [V]|linkdown [V]|restart|secret|garbage|plugin|hostile short|long|bench" >&2
 	exit 2
 	;;
 esac
