@@ -289,6 +289,12 @@ static uint64_t prim_steps(const struct cpu_run *x, uint64_t bytes)
 	return bytes ? collc_div_up(bytes, x->step_bytes) : 1;
 }
 
+/* Payload bytes of step s of a call of bytes (both ends of a link compute it alike). */
+static uint64_t prim_step_len(const struct cpu_run *x, uint64_t bytes, uint64_t s)
+{
+	return bytes ? collc_min_u64(x->step_bytes, bytes - s * x->step_bytes) : 0;
+}
+
 void cpu_prims_ahead(struct cpu_run *x,
 		     int (*fn)(struct cpu_run *x, int *ret_flags, char **ret_dst,
 			       int64_t *ret_nelem),
@@ -320,8 +326,8 @@ static int ahead_next(struct cpu_run *x, char **ret_dst, uint32_t *ret_len)
 		a->j = 0;
 		a->n = (a->flags & COLLC_P_RECV) ? prim_steps(x, a->bytes) : 0;
 	}
-	off = a->j++ * x->step_bytes;
-	len = a->bytes ? collc_min_u64(x->step_bytes, a->bytes - off) : 0;
+	off = a->j * x->step_bytes;
+	len = prim_step_len(x, a->bytes, a->j++);
 	*ret_len = (uint32_t)len;
 	*ret_dst = (a->flags & COLLC_P_DST) && !(a->flags & COLLC_P_REDUCE) && a->dst && len
 			   ? a->dst + off
@@ -488,7 +494,7 @@ int cpu_prim(struct cpu_run *x, int flags, const char *src, char *dst, int64_t n
 
 	for (uint64_t s = 0; s < nsteps; s++) {
 		uint64_t off = s * sb;
-		uint64_t len = bytes ? collc_min_u64(sb, bytes - off) : 0;
+		uint64_t len = prim_step_len(x, bytes, s);
 		size_t n = len / x->es;
 		const char *in = NULL, *res;
 		char *out = NULL, *d = at(dst, off);
