@@ -104,6 +104,7 @@ __device__ int run_item(struct blk *b, const struct cuda_grid_args &a)
 		b->my_head = b->ch->head_at ? (uint64_t *)(uintptr_t)b->ch->head_at : &b->ch->head;
 		b->my_tail = b->ch->tail_at ? (uint64_t *)(uintptr_t)b->ch->tail_at : &b->ch->tail;
 		b->next_len = (uint32_t *)(uintptr_t)b->ch->next_len;
+		b->prev_x = (struct cuda_xconn *)(uintptr_t)b->ch->prev_x;
 		b->state_of = b->it->comm_id;
 	}
 	b->revoked = b->revoked_of;

@@ -499,13 +499,19 @@ static int link_recv(const struct ccomm *cc, uint32_t rank, uint32_t chan, int g
 		_Static_assert(offsetof(struct cuda_chan, g_head) ==
 				       offsetof(struct cuda_chan, g_buf) + 2 * sizeof(uint64_t),
 			       "g_buf .. g_head in a row");
-		return chan_patch(cc, rank, chan, offsetof(struct cuda_chan, g_buf), g, 3);
+		r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, g_buf), g, 3);
+		/* The step lengths the proxy posts, which the grid checks (prims.h). */
+		if (r == 0)
+			r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, g_prev_x), &d, 1);
+		return r;
 	}
 	r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, buf_simple), &buf, 1);
 	if (r == 0)
 		r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, prev_head), &head, 1);
 	if (r == 0)
 		r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, tail_at), &tail, 1);
+	if (r == 0)
+		r = chan_patch(cc, rank, chan, offsetof(struct cuda_chan, prev_x), &d, 1);
 	return r;
 }
 

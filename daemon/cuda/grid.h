@@ -216,9 +216,10 @@ struct cuda_chan {
 	 */
 	uint64_t head_at;
 	uint64_t tail_at;
-	uint64_t next_len;               /* a cuda_xconn's len[] when rank + 1 is remote; 0: none */
-	uint64_t peers[COLLC_MAX_RANKS]; /* every rank's struct cuda_chan for this channel */
-	uint64_t oll_inbox;              /* our one-shot LL inbox (union collc_ll_line *) */
+	uint64_t next_len; /* a cuda_xconn's len[] when rank + 1 is remote; 0: none */
+	uint64_t prev_x;   /* our receive cuda_xconn when rank - 1 is remote; 0: none */
+	uint64_t peers[COLLC_MAX_RANKS];    /* every rank's struct cuda_chan for this channel */
+	uint64_t oll_inbox;                 /* our one-shot LL inbox (union collc_ll_line *) */
 	uint64_t oll_peer[COLLC_MAX_RANKS]; /* every rank's one-shot LL inbox on this channel */
 	struct cuda_os_slot os[COLLC_MAX_RANKS];
 	/*
@@ -243,6 +244,7 @@ struct cuda_chan {
 	uint64_t g_buf, g_tail, g_head;
 	uint64_t g_next_buf, g_next_tail, g_next_head, g_next_len;
 	uint64_t g_scratch; /* one Simple slot: a reduce-scatter step's partial sums (hier.h) */
+	uint64_t g_prev_x;  /* the group ring's receive struct cuda_xconn */
 };
 
 /*
@@ -262,7 +264,13 @@ struct cuda_xconn {
 	uint64_t head; /* steps consumed from buf */
 	uint64_t reserved1[15];
 	uint32_t len[COLLC_STEPS]; /* payload bytes of the step in each slot, before tail */
-	uint32_t reserved2[1024 - 64 - COLLC_STEPS];
+	/*
+	 * A receive ring's: set by the grid when a step landed with another
+	 * length than it computed (a broken or hostile peer daemon); the proxy
+	 * then fails the communicator with EPROTO (P1 in prims.h, P1' in node.c).
+	 */
+	uint32_t broken;
+	uint32_t reserved2[1024 - 64 - COLLC_STEPS - 1];
 	uint8_t buf[CUDA_SIMPLE_BYTES]; /* COLLC_STEPS slots of CUDA_SIMPLE_SLOT */
 };
 _Static_assert(offsetof(struct cuda_xconn, buf) == 4096, "xconn payload page aligned");

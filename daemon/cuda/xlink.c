@@ -56,7 +56,7 @@ void cuda_xconn_link(struct cuda_xconn *h, struct exec_link *ret)
 		.post_head = xl_post_head,
 		/* The grid cannot write an eventfd: the proxy polls (node.c). */
 		.watch = NULL,
-		/* No relay runs on the grid across daemons (EXEC_CAP_NET_RELAY). */
-		.broken = NULL,
+		/* A receive ring's step of another length than the grid computed (prims.h). */
+		.broken = &h->broken,
 	};
 }

@@ -10,9 +10,9 @@
  *
  *   collc-gpu-test SCENARIO --socket PATH --gpus 0,1[,..] [--seed N] [--big]
  *                  [--iters N] [--label TEXT] [--socket2 PATH] [--kill-pid PID]
- *                  [--round-robin]
+ *                  [--arm-file F] [--round-robin]
  *   SCENARIO: sweep | copies | latency | stream | interleave | regtraffic | kill |
- *             net | netkill
+ *             net | netkill | nethostile
  *   (net, netkill: a communicator across two collcd, --socket (the root, with
  *   --listen) and --socket2; the first half of the ranks on the first, the
  *   rest on the second; net with --round-robin: even ranks on the first, odd
@@ -29,7 +29,11 @@
  *   daemon's ranks must end them with -EPIPE within 2 s, then run a new
  *   communicator of their own. $COLLC_NETKILL_BEFORE, if set, is a shell
  *   command run just before the SIGKILL, inside the 2 s: net-daemons.sh ends
- *   the second collcd's MPS client with it when both share a GPU.)
+ *   the second collcd's MPS client with it when both share a GPU. nethostile:
+ *   the second collcd runs the hostile test plugin; the parent creates
+ *   --arm-file during checked 4 MiB all-reduces, one step goes out 8 bytes
+ *   short, and every rank must end with -EPROTO within 2 s, no result wrong,
+ *   then run a new communicator over both collcd.)
  *   (stream: stream-ordered and graph-captured all-reduces, and their latency,
  *   through the path libcollc chose: $COLLC_STREAM_PATH=kernel forces the gate kernel)
  *   (copies: all-to-all, all-to-allv and send/recv, checked byte for byte)
@@ -43,6 +47,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <sched.h>
@@ -91,7 +96,7 @@ struct shared {
 	uint64_t fails[MAXR][STREAM_BASE + NSTREAM];
 	double lat_us[MAXR]; /* latency: median client call -> completion */
 	double lat_p99_us[MAXR];
-	double value[MAXR][4]; /* scenario specific numbers */
+	double value[MAXR][5]; /* scenario specific numbers */
 	int ready[MAXR];
 	volatile int phase; /* kill scenario: parent <-> children */
 	uint64_t go[2];     /* per communicator: the last round its rank 0 started */
@@ -102,6 +107,7 @@ struct shared {
 static const char *sock_path;
 static const char *sock2_path; /* net, netkill: the second collcd */
 static pid_t kill_pid;         /* netkill: the second collcd's pid */
+static const char *arm_file;   /* nethostile: created to arm the second collcd's plugin */
 static int gpus[MAXR], ngpus;
 static uint64_t seed = 1;
 static int big, iters = 10000;
@@ -1909,6 +1915,91 @@ static int child_netkill(const struct collc_unique_id *ids, int n, int me)
 	return r && order_ok && lost > 0 ? 0 : 1;
 }
 
+/*
+ * nethostile: the second collcd loads the test plugin that plays a hostile
+ * peer (tests/multinode/hostile_plugin.c), armed by the file --arm-file
+ * names. Every rank runs all-reduces of NETHOSTILE_COUNT float32 across the
+ * two collcd, one at a time, each result checked exactly (integers, a new
+ * pattern every round, so a stale slot cannot pass), until one fails; the
+ * parent creates the arm file, and the second collcd's next step goes out
+ * 8 bytes short. value: [0] right results, [1] the error, [2] its time,
+ * [3] wrong results; then a new communicator over both collcd ([4]: 1 when
+ * its checked all-reduce passed).
+ */
+#define NETHOSTILE_COUNT ((size_t)1 << 20) /* float32 elements: 4 MiB */
+
+static float hostile_value(size_t i, int rank, uint64_t round)
+{
+	return (float)((i * 7 + (size_t)rank * 13 + round) % 1024);
+}
+
+static int child_nethostile(const struct collc_unique_id *ids, int n, int me)
+{
+	const double t_end = now_us() + 40e6;
+	float *h;
+	struct rank_ctx rc, rc2;
+	uint64_t round, right = 0, wrong = 0;
+	int r = 0;
+
+	if (rank_open(&rc, &ids[0], n, me, gpus[me], NETHOSTILE_COUNT * 4) < 0)
+		return 1;
+	h = (float *)rc.hsend;
+	for (round = 0; now_us() < t_end; round++) {
+		collc_req req;
+
+		for (size_t i = 0; i < NETHOSTILE_COUNT; i++)
+			h[i] = hostile_value(i, me, round);
+		CK(cudaMemcpy(rc.dsend, h, NETHOSTILE_COUNT * 4, cudaMemcpyHostToDevice));
+		CK(cudaMemset(rc.drecv, 0xa5, NETHOSTILE_COUNT * 4));
+		CK(cudaDeviceSynchronize());
+		r = collc_allreduce(rc.comm, rc.dsend, rc.drecv, NETHOSTILE_COUNT, COLLC_FLOAT32,
+				    COLLC_SUM, &req);
+		if (r == 0)
+			r = collc_wait(rc.ctx, req, 15000);
+		if (r < 0)
+			break;
+		CK(cudaMemcpy(rc.hrecv, rc.drecv, NETHOSTILE_COUNT * 4, cudaMemcpyDeviceToHost));
+		for (size_t i = 0; i < NETHOSTILE_COUNT; i++) {
+			float want = 0, got = ((const float *)rc.hrecv)[i];
+
+			for (int k = 0; k < n; k++)
+				want += hostile_value(i, k, round);
+			if (got != want) {
+				fprintf(stderr,
+					"FAILED CHECK %s: rank %d round %llu element %zu: %g, want %g\n",
+					label, me, (unsigned long long)round, i, got, want);
+				wrong++;
+				break;
+			}
+		}
+		if (wrong)
+			break;
+		right++;
+		sh->ready[me] = 1;
+	}
+	sh->value[me][0] = (double)right;
+	sh->value[me][1] = r;
+	sh->value[me][2] = now_us();
+	sh->value[me][3] = (double)wrong;
+	if (r == 0)
+		return 1; /* no error within 40 s, or a wrong result */
+	/*
+	 * Both collcd keep serving: a new communicator over them, once the
+	 * failed one's teardown ended (a GPU lane serves one communicator
+	 * across daemons at a time: net-daemons.sh waits 2 s between scenarios).
+	 */
+	collc_comm_destroy(rc.comm);
+	sleep(2);
+	if (rank_open(&rc2, &ids[1], n, me, gpus[me], (size_t)8 << 20) < 0)
+		return 1;
+	{
+		const struct check ck = { "after the hostile step", -1, BUF_ALLOC, BUF_ALLOC };
+
+		sh->value[me][4] = run_case(&rc2, &ck, 2, 0, COLLC_FLOAT32, COLLC_SUM, 1 << 20);
+	}
+	return sh->value[me][4] == 1 ? 0 : 1;
+}
+
 /* Parent */
 
 /* totals.aborted_items of `collcctl status --json` ($COLLCCTL, --socket); -1 when unknown. */
@@ -2038,6 +2129,11 @@ static int child_netkill0(const struct collc_unique_id *ids, int n, int me)
 	return child_netkill(g_ids, n, me);
 }
 
+static int child_nethostile0(const struct collc_unique_id *ids, int n, int me)
+{
+	return child_nethostile(g_ids, n, me);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -2049,6 +2145,7 @@ int main(int argc, char **argv)
 		{ "label", required_argument, NULL, 'l' },
 		{ "socket2", required_argument, NULL, 'T' },
 		{ "kill-pid", required_argument, NULL, 'K' },
+		{ "arm-file", required_argument, NULL, 'A' },
 		{ "round-robin", no_argument, NULL, 'R' },
 		{ 0 },
 	};
@@ -2084,6 +2181,9 @@ int main(int argc, char **argv)
 		case 'K':
 			kill_pid = (pid_t)atoi(optarg);
 			break;
+		case 'A':
+			arm_file = optarg;
+			break;
 		case 'R':
 			round_robin = 1;
 			break;
@@ -2094,16 +2194,19 @@ int main(int argc, char **argv)
 	if (optind >= argc || ngpus < 1) {
 		fprintf(stderr,
 			"usage: collc-gpu-test sweep|copies|latency|stream|interleave|regtraffic|kill --socket P --gpus 0,1\n"
-			"       collc-gpu-test net|netkill --socket P --socket2 Q --gpus 0,0[,0,0] [--kill-pid PID]\n");
+			"       collc-gpu-test net|netkill|nethostile --socket P --socket2 Q --gpus 0,0[,0,0]\n"
+			"                      [--kill-pid PID] [--arm-file F]\n");
 		return 2;
 	}
 	scen = argv[optind];
-	net_mode = strcmp(scen, "net") == 0 || strcmp(scen, "netkill") == 0;
+	net_mode = strcmp(scen, "net") == 0 || strcmp(scen, "netkill") == 0 ||
+		   strcmp(scen, "nethostile") == 0;
 	if (net_mode &&
-	    (!sock2_path || ngpus < 2 || (strcmp(scen, "netkill") == 0 && kill_pid <= 0))) {
+	    (!sock2_path || ngpus < 2 || (strcmp(scen, "netkill") == 0 && kill_pid <= 0) ||
+	     (strcmp(scen, "nethostile") == 0 && !arm_file))) {
 		fprintf(stderr,
 			"%s needs --socket2, two ranks or more (--gpus) and, for netkill, "
-			"--kill-pid\n",
+			"--kill-pid, for nethostile, --arm-file\n",
 			scen);
 		return 2;
 	}
@@ -2354,6 +2457,40 @@ int main(int argc, char **argv)
 		       label, bad || !all || !ok || worst > 2000 ? "FAIL" : "PASS", na,
 		       (int)sh->value[0][0], (int)sh->value[0][1], NETKILL_QUEUE, worst,
 		       (int)sh->value[0][3] == 1 ? "correct" : "FAILED");
+	} else if (strcmp(scen, "nethostile") == 0) {
+		double t_arm, worst = 0;
+		int all = 0, ok = 1, fd;
+
+		unlink(arm_file);
+		for (int i = 0; i < ngpus; i++)
+			pids[i] = spawn(child_nethostile0, ids, ngpus, i);
+		for (int t = 0; t < 30000 && !all; t++) {
+			all = 1;
+			for (int i = 0; i < ngpus; i++)
+				all &= sh->ready[i];
+			if (!all)
+				usleep(1000);
+		}
+		usleep(200000);
+		t_arm = now_us();
+		fd = open(arm_file, O_CREAT | O_WRONLY, 0644);
+		if (fd >= 0)
+			close(fd);
+		bad = wait_all(pids, ngpus, 90);
+		for (int i = 0; i < ngpus; i++) {
+			double ms = (sh->value[i][2] - t_arm) / 1000.0;
+
+			if (ms > worst)
+				worst = ms;
+			ok &= sh->value[i][0] > 0 && (int)sh->value[i][1] == -EPROTO &&
+			      sh->value[i][3] == 0 && sh->value[i][4] == 1;
+		}
+		printf("RESULT %s/hostile-step %s %d ranks: %.0f right all-reduces (rank 0), then %d "
+		       "(%s), last %.1f ms after the arm (limit 2000), %.0f wrong results, a new "
+		       "communicator over both collcd after it %s\n",
+		       label, bad || !all || fd < 0 || !ok || worst > 2000 ? "FAIL" : "PASS", ngpus,
+		       sh->value[0][0], (int)sh->value[0][1], collc_strerror((int)sh->value[0][1]),
+		       worst, sh->value[0][3], sh->value[0][4] == 1 ? "correct" : "FAILED");
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", scen);
 		return 2;

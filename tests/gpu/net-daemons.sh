@@ -16,11 +16,15 @@
 # and on side streams forked as ncclGroupEnd does (stream-sendrecv-ncclgroup);
 # then netkill (kill -9 of the second collcd mid-run, its MPS
 # client ended first, KILL_MODE below: -EPIPE on the first one's ranks within
-# 2 s, and it keeps serving). One RESULT line per
+# 2 s, and it keeps serving); then net-hostile: both collcd again on the
+# hostile test plugin (tests/multinode/hostile_plugin.c), the second armed
+# mid-run to send one step 8 bytes short: both GPU ranks must end with
+# -EPROTO within 2 s, no result wrong, and a new communicator over both
+# collcd must run. One RESULT line per
 # check, a summary last; exit status 0 when all pass.
 #
 #   PREBUILT=dir tests/gpu/net-daemons.sh [net-2ranks] [net-4ranks] [net-4ranks-flat] [net-4ranks-rr]
-#                                         [net-kill-4ranks]
+#                                         [net-kill-4ranks] [net-hostile]
 #
 # (net-4ranks and net-4ranks-rr run all-reduces, all-gathers and
 # reduce-scatters from 4 KiB hierarchically, on the group rings, and check
@@ -28,12 +32,12 @@
 # net-4ranks-flat: net-4ranks with net_hier_min_bytes=0 set on both (the flat
 # ring alone, none counted); net-4ranks-rr: net-4ranks with the ranks
 # round-robin, 0 and 2 on the first collcd, so the ring runs by daemon, 0 2 1
-# 3; no argument: all five; each
-# has its own time limit, 180 s each and 120 for the kill, and a run takes
+# 3; no argument: all six; each
+# has its own time limit, 180 s each, 120 for the kill and 150 for net-hostile, and a run takes
 # about a minute on one H200)
 #
-# PREBUILT: a directory with collcd, collcctl, collc-gpu-test and libcollc.so.1 (no
-# build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
+# PREBUILT: a directory with collcd, collcctl, collc-gpu-test and libcollc.so.1, and for
+# net-hostile libnccl-net-collc.so and libnccl-net-collchostile.so (no build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
 # SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), KILL_MODE,
 # COLLCD_SET ("KEY=VALUE ...": a --set for each, on both collcd; for A/B runs)
 # and COLLCD_BIN (another collcd binary than PREBUILT's, same clients).
@@ -112,6 +116,7 @@ if [ "${NETNS:-0}" = 1 ]; then
 fi
 
 STARTED=
+START_ARGS=()
 start_one() { # sock addr port log [ns]: starts one collcd (its pid in STARTED); 1 if it did not come up
 	local in=()
 	rm -f "$1" "$1.admin"
@@ -121,7 +126,7 @@ start_one() { # sock addr port log [ns]: starts one collcd (its pid in STARTED);
 	for kv in ${COLLCD_SET:-}; do set+=(--set "$kv"); done
 	"${in[@]}" "${COLLCD_BIN:-$BIN/collcd}" --backend cuda --socket "$1" --listen "$2:$3" \
 		--max-channels 8 --devices $((GPU + 1)) --foreground --log-level info "${set[@]}" \
-		>>"$4" 2>&1 &
+		"${START_ARGS[@]}" >>"$4" 2>&1 &
 	STARTED=$!
 	wait_socket "$1" "$STARTED" 400
 }
@@ -146,7 +151,7 @@ stop_one() { # pid: SIGTERM, then SIGKILL after 10 s; its exit status in STOP_RC
 	wait "$pid"
 	STOP_RC=$?
 }
-WANT=" ${*:-net-2ranks net-4ranks net-4ranks-flat net-4ranks-rr net-kill-4ranks} "
+WANT=" ${*:-net-2ranks net-4ranks net-4ranks-flat net-4ranks-rr net-kill-4ranks net-hostile} "
 hier_count() { # sock: collectives collcd ran hierarchically so far (status --json totals.by_algo.hier)
 	"$BIN/collcctl" --socket "$1" status --json 2>/dev/null |
 		python3 "$(dirname "$0")/../multinode/mn_status.py" algo hier 2>/dev/null || echo none
@@ -244,6 +249,32 @@ else
 	tail -n 5 "$LOGDIR/collcd-a.log" "$LOGDIR/collcd-b.log"
 	stop_one "$PID_A"
 	stop_one "$PID_B"
+fi
+# Both collcd again on the hostile test plugin (tests/multinode/hostile_plugin.c),
+# B's armed by a file collc-gpu-test creates mid-run: one of B's steps goes out
+# 8 bytes short, and the grid that receives it must fail the communicator.
+if [[ "$WANT" == *" net-hostile "* ]]; then
+	ARM=$LOGDIR/hostile-arm
+	rm -f "$ARM"
+	na= nb=
+	[ "${NETNS:-0}" = 1 ] && na=${NS[0]} nb=${NS[1]}
+	START_ARGS=(--net plugin:collchostile)
+	start_one "$SOCK_A" "$ADDR_A" "$PORT_A" "$LOGDIR/collcd-a.log" "$na"; ra=$?
+	PID_A=$STARTED
+	export COLLC_HOSTILE_MODE=short COLLC_HOSTILE_ARM=$ARM
+	start_one "$SOCK_B" "$ADDR_B" "$PORT_B" "$LOGDIR/collcd-b.log" "$nb"; rb=$?
+	PID_B=$STARTED
+	unset COLLC_HOSTILE_MODE COLLC_HOSTILE_ARM
+	START_ARGS=()
+	if [ "$ra" = 0 ] && [ "$rb" = 0 ]; then
+		t 150 net-hostile nethostile --gpus "$GPU,$GPU" --arm-file "$ARM"
+		alive net-hostile
+		grep -h "collchostile: sent" "$LOGDIR/collcd-b.log" >>"$LOGDIR/tests.log"
+	else
+		result "net-hostile FAIL the collcd on the hostile plugin did not start (collcd-a.log, collcd-b.log)"
+	fi
+	stop_one "$PID_B"
+	stop_one "$PID_A"
 fi
 [ "$MPS_STARTED" = 1 ] && echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
 grep -i "error\|warn" "$LOGDIR/collcd-a.log" "$LOGDIR/collcd-b.log" | head -20 >"$LOGDIR/collcd-warnings.txt"

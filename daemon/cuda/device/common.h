@@ -180,6 +180,7 @@ struct blk {
 	char *my_simple, *my_ll, *my_ll128, *nx_simple, *nx_ll, *nx_ll128;
 	uint64_t *next_tail, *prev_head, *my_head, *my_tail;
 	uint32_t *next_len; /* Simple across daemons: the step's bytes for the proxy; NULL: none */
+	struct cuda_xconn *prev_x; /* Simple across daemons: our receive ring; NULL: none */
 	uint32_t es, proto, algo, chan; /* chan: the block's channel (its connections) */
 	uint32_t peer_base; /* one-shot's rank t is ch->peers[peer_base + t] (hier.h: the block's first) */
 	const uint8_t *order; /* hier.h: the group ring's order (ring_order()); NULL: the channel's */

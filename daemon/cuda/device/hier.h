@@ -44,14 +44,15 @@ struct hier_conns {
 	char *my_simple, *nx_simple;
 	uint64_t *next_tail, *prev_head, *my_head, *my_tail;
 	uint32_t *next_len;
+	struct cuda_xconn *prev_x;
 };
 
 /* Swaps the block's ring connections with c. */
 __device__ __forceinline__ void hier_swap(struct blk *b, struct hier_conns *c)
 {
-	struct hier_conns t = { b->send_step, b->recv_step, b->my_simple,
-				b->nx_simple, b->next_tail, b->prev_head,
-				b->my_head,   b->my_tail,   b->next_len };
+	struct hier_conns t = { b->send_step, b->recv_step, b->my_simple, b->nx_simple,
+				b->next_tail, b->prev_head, b->my_head,   b->my_tail,
+				b->next_len,  b->prev_x };
 
 	b->send_step = c->send_step;
 	b->recv_step = c->recv_step;
@@ -62,6 +63,7 @@ __device__ __forceinline__ void hier_swap(struct blk *b, struct hier_conns *c)
 	b->my_head = c->my_head;
 	b->my_tail = c->my_tail;
 	b->next_len = c->next_len;
+	b->prev_x = c->prev_x;
 	*c = t;
 }
 
@@ -81,7 +83,8 @@ __device__ __forceinline__ void hier_enter(struct blk *b, struct hier_conns *c)
 				  (uint64_t *)(uintptr_t)ch->g_head,
 				  (uint64_t *)(uintptr_t)ch->g_next_head,
 				  (uint64_t *)(uintptr_t)ch->g_tail,
-				  (uint32_t *)(uintptr_t)ch->g_next_len };
+				  (uint32_t *)(uintptr_t)ch->g_next_len,
+				  (struct cuda_xconn *)(uintptr_t)ch->g_prev_x };
 	hier_swap(b, c);
 }
 

@@ -77,6 +77,22 @@ __device__ __noinline__ int prim(struct blk *b, const char *src, char *dst, int6
 			if (!p_abort && (flags & COLLC_P_RECV) && b->proto == COLLC_PROTO_SIMPLE &&
 			    wait_ge(b, b->my_tail, b->recv_step + 1) < 0)
 				p_abort = 1;
+			/*
+			 * A ring that crosses from another daemon: the proxy stored the
+			 * step's bytes before its tail (X3, acquired by R1). Both ends
+			 * compute them from what the daemons agreed: another length is a
+			 * broken or hostile peer, and the rest of the slot is stale.
+			 * P1: the mark, then the item's work_consumed behind the system
+			 * fence (E1); pairs with P1' in node.c nc_broken(), which fails
+			 * the communicator with EPROTO everywhere.
+			 */
+			if (!p_abort && (flags & COLLC_P_RECV) && b->prev_x &&
+			    b->proto == COLLC_PROTO_SIMPLE &&
+			    ld_vol32(&b->prev_x->len[collc_slot(b->recv_step, COLLC_STEPS)]) !=
+				    (uint32_t)len) {
+				st_vol32(&b->prev_x->broken, 1u);
+				p_abort = 1;
+			}
 		}
 		__syncthreads();
 		if (p_abort)
