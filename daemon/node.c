@@ -2739,8 +2739,9 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 
 /*
  * Did a rank here receive what the daemons did not agree to (a hostile or
- * broken peer)? P1': pairs with P1 in the CPU executor: the scheduler
- * acquired the item's work_consumed before it asks.
+ * broken peer)? P1': pairs with P1 in the CPU executor (run_item()) and in
+ * the grid (cuda/device/prims.h): the scheduler acquired the item's
+ * work_consumed before it asks.
  */
 static int nc_broken(const struct ncomm *nc)
 {
