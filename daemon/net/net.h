@@ -176,6 +176,8 @@ struct net_tcp_opts {
 };
 #define NET_TCP_MAX_STREAMS     8
 #define NET_TCP_DEFAULT_STREAMS 2
+/* Data sockets a link where new connections default to bbr (config.c). */
+#define NET_TCP_BBR_STREAMS 4
 int net_tcp_configure(const struct net_tcp_opts *opts);
 /*
  * collc's own extension of the built-in tcp transport (not in the table):
