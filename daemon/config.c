@@ -98,10 +98,13 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	 * waits for acknowledgements a loaded peer sends late. More connections
 	 * carry more: on 2 cores, 1-8 MiB all-reduces between two daemons took
 	 * 15-40% less time with 4 streams than with 1 under bbr, while under
-	 * cubic 4 cost 13% at 1 MiB (bench/RESULTS.md).
+	 * cubic 4 cost 13% at 1 MiB (bench/RESULTS.md). The eager limit comes
+	 * down for the same reason (node.h NODE_EAGER_BBR).
 	 */
-	if (tcp_windowed_cc())
+	if (tcp_windowed_cc()) {
 		cfg->net_tcp_streams = NET_TCP_BBR_STREAMS;
+		cfg->net_eager_max_bytes = NODE_EAGER_BBR;
+	}
 }
 
 void cfg_resolve(const struct collc_config *cfg, const struct cfg_exec_defaults *d,

@@ -133,6 +133,14 @@ struct node_coll {
  * no more pipelined (bench/RESULTS.md, "The eager limit at 1 MiB").
  */
 #define NODE_EAGER_DEFAULT (1u << 20)
+/*
+ * ... and where the namespace's congestion control is bbr: eager inputs
+ * travel on the one control connection, whose window bbr keeps near its
+ * bandwidth-delay estimate, and from 1 MiB held (512 KiB all-reduces, one
+ * rank a daemon) the ring over the data sockets took 35% less time
+ * (bench/RESULTS.md, "Four data sockets under bbr").
+ */
+#define NODE_EAGER_BBR (512u << 10)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
 /*
