@@ -125,7 +125,7 @@ struct node_coll {
  * daemon holds and the result each at most limit bytes (the key
  * net_eager_max_bytes; what arrives is checked against NODE_EAGER_MAX).
  */
-#define NODE_EAGER_MAX (2u << 20)
+#define NODE_EAGER_MAX     (2u << 20)
 /*
  * net_eager_max_bytes by default: from 1 MiB held the ring, now that its
  * gather steps land in the output, took 35% less time one at a time than
@@ -140,7 +140,7 @@ struct node_coll {
  * rank a daemon) the ring over the data sockets took 35% less time
  * (bench/RESULTS.md, "Four data sockets under bbr").
  */
-#define NODE_EAGER_BBR (512u << 10)
+#define NODE_EAGER_BBR     (512u << 10)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
 /*
