@@ -2046,6 +2046,24 @@ static pid_t spawn(int (*fn)(const struct collc_unique_id *, int, int),
 	return p;
 }
 
+/* Spawns a rank of fn per GPU; 1 once every one said ready (sh->ready) within 30 s, else 0. */
+static int spawn_ready(int (*fn)(const struct collc_unique_id *, int, int),
+		       const struct collc_unique_id *ids, pid_t *pids)
+{
+	int all = 0;
+
+	for (int i = 0; i < ngpus; i++)
+		pids[i] = spawn(fn, ids, ngpus, i);
+	for (int t = 0; t < 30000 && !all; t++) {
+		all = 1;
+		for (int i = 0; i < ngpus; i++)
+			all &= sh->ready[i];
+		if (!all)
+			usleep(1000);
+	}
+	return all;
+}
+
 static int wait_all(pid_t *pids, int n, int timeout_s)
 {
 	int bad = 0;
@@ -2414,17 +2432,9 @@ int main(int argc, char **argv)
 	} else if (strcmp(scen, "netkill") == 0) {
 		const int na = (ngpus + 1) / 2;
 		double t_kill, worst = 0;
-		int all = 0, ok = 1;
+		int all, ok = 1;
 
-		for (int i = 0; i < ngpus; i++)
-			pids[i] = spawn(child_netkill0, ids, ngpus, i);
-		for (int t = 0; t < 30000 && !all; t++) {
-			all = 1;
-			for (int i = 0; i < ngpus; i++)
-				all &= sh->ready[i];
-			if (!all)
-				usleep(1000);
-		}
+		all = spawn_ready(child_netkill0, ids, pids);
 		usleep(200000); /* 64 MiB all-reduces in flight across the daemons */
 		t_kill = now_us();
 		if (getenv("COLLC_NETKILL_BEFORE") && *getenv("COLLC_NETKILL_BEFORE")) {
@@ -2459,18 +2469,10 @@ int main(int argc, char **argv)
 		       (int)sh->value[0][3] == 1 ? "correct" : "FAILED");
 	} else if (strcmp(scen, "nethostile") == 0) {
 		double t_arm, worst = 0;
-		int all = 0, ok = 1, fd;
+		int all, ok = 1, fd;
 
 		unlink(arm_file);
-		for (int i = 0; i < ngpus; i++)
-			pids[i] = spawn(child_nethostile0, ids, ngpus, i);
-		for (int t = 0; t < 30000 && !all; t++) {
-			all = 1;
-			for (int i = 0; i < ngpus; i++)
-				all &= sh->ready[i];
-			if (!all)
-				usleep(1000);
-		}
+		all = spawn_ready(child_nethostile0, ids, pids);
 		usleep(200000);
 		t_arm = now_us();
 		fd = open(arm_file, O_CREAT | O_WRONLY, 0644);
