@@ -2139,6 +2139,12 @@ static int comms_step(uint64_t now, int *busy, int *nap, int *fast)
 					*busy = *nap = 1;
 					break;
 				}
+				if (r == -EPROTO) {
+					log_err("communicator %llu: a step from daemon %u landed with "
+						"another length than agreed: failing it everywhere",
+						(unsigned long long)nc->id, l->peer);
+					node.proto_errors++;
+				}
 				if (r < 0) {
 					nc_fail(nc, r == -EPROTO || r == -EINVAL ? r : -EPIPE, 1);
 					break;

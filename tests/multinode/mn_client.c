@@ -30,6 +30,8 @@
  *              later one must fail too, as promptly. Gives up (fails) after
  *              --max-s without an error;
  *              --loop-alltoall runs all-to-alls instead (each byte checked);
+ *              --loop-allgather all-gathers (checked), whose steps across
+ *              daemons land straight in the ranks' buffers;
  *   init-fail  collc_comm_init must fail (an id the daemons must refuse,
  *              e.g. with --flip-byte); success fails the test;
  *   make-id    only writes a fresh id to --id-file (with --make-id implied);
@@ -79,7 +81,7 @@ enum mode { M_CHECK, M_MISMATCH, M_LOOP, M_INIT_FAIL, M_MAKE_ID, M_A2A, M_P2P };
 
 static struct {
 	const char *id_file, *socket, *marker, *ready_file;
-	int make_id, rank, nranks, mode, rounds, odd, flip_byte, loop_a2a, loop_p2p;
+	int make_id, rank, nranks, mode, rounds, odd, flip_byte, loop_a2a, loop_p2p, loop_ag;
 	int bound_ms, max_s, min_s, id_wait_ms, wait_ms;
 	size_t max_count, big_count;
 	uint64_t seed;
@@ -980,11 +982,14 @@ static void slot_submit(struct collc_comm *comm, struct slot *s, uint64_t *rs)
 		slot_submit_p2p(comm, s, rs);
 		return;
 	}
-	s->op.coll = RC_ALLREDUCE;
+	s->op.coll = o.loop_ag ? RC_ALLGATHER : RC_ALLREDUCE;
 	s->op.c = (struct rc_case){ COLLC_FLOAT32, COLLC_SUM, 0, 0 };
 	s->op.c.count = o.max_count / 2 + (size_t)draw(rs, o.max_count / 2);
+	/* --loop-allgather: the gathered buffer holds what one all-reduce would. */
+	if (o.loop_ag)
+		s->op.c.count = s->op.c.count / (size_t)o.nranks + 1;
 	s->op.c.seed = *rs;
-	rc_fill_coll(&s->op.c, RC_ALLREDUCE, o.nranks, o.rank, s->send);
+	rc_fill_coll(&s->op.c, s->op.coll, o.nranks, o.rank, s->send);
 	s->submitted = rc_submit(comm, s->op.coll, &s->op.c, s->op.root, s->send, s->recv, &s->req);
 	if (s->submitted == 0)
 		s->submitted = 1;
@@ -1132,7 +1137,8 @@ static void usage(FILE *f)
 		"         [--mode check|mismatch|loop|init-fail|make-id|a2a|p2p] [--seed S] [--rounds K]\n"
 		"         [--max-count N] [--big-count N] [--odd R] [--marker F] [--ready-file F] [--bound-ms MS]\n"
 		"         [--max-s S] [--min-s S] [--also-accept ECONNRESET|ENOTCONN|EPROTO|...] [--flip-byte OFF]\n"
-		"         [--id-wait-ms MS] [--wait-ms MS] [--loop-alltoall] [--loop-p2p]\n");
+		"         [--id-wait-ms MS] [--wait-ms MS] [--loop-alltoall] [--loop-p2p]\n"
+		"         [--loop-allgather]\n");
 }
 
 int main(int argc, char **argv)
@@ -1160,6 +1166,7 @@ int main(int argc, char **argv)
 		{ "wait-ms", required_argument, NULL, 'w' },
 		{ "loop-alltoall", no_argument, NULL, 'L' },
 		{ "loop-p2p", no_argument, NULL, 'P' },
+		{ "loop-allgather", no_argument, NULL, 'G' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -1208,6 +1215,9 @@ int main(int argc, char **argv)
 			break;
 		case 'L':
 			o.loop_a2a = 1;
+			break;
+		case 'G':
+			o.loop_ag = 1;
 			break;
 		case 'P':
 			o.loop_p2p = 1;

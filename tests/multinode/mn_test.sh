@@ -37,6 +37,8 @@
 #                                    send/recv)
 #   mn_test.sh hostile short|long    node 1's plugin sends one step 8 bytes short or long once
 #                                    the links are up: EPROTO or EPIPE, nothing wrong delivered
+#   mn_test.sh hostile_direct        node 1's tcp transport sends one header 8 bytes short:
+#                                    node 0's proxy refuses the step that lands in a rank's buffer
 #   mn_test.sh bench                 collc-bench --socket A,B across two daemons
 #
 # Fault tests: a communicator X over the nodes runs all-reduces until the
@@ -528,8 +530,44 @@ hostile)
 	mn_wait_ranks 120 || mn_fail "a communicator over both daemons after the $how step"
 	mn_pass
 	;;
+hostile_direct)
+	# Node 1's built-in tcp transport lies about one message's length once the
+	# links are up (hostile_send.c, preloaded): the header of its next step
+	# says 8 bytes fewer than follow. Communicator X runs all-gathers (eager
+	# off), whose steps across daemons land straight in the ranks' buffers, so
+	# node 0's proxy finds the step shorter than its rank named: EPROTO on
+	# every rank within the bound, nothing wrong delivered, the error logged
+	# and counted there; both daemons serve a new communicator.
+	: "${MN_HOSTILE_SEND:?MN_HOSTILE_SEND must name libcollc-hostile-send.so}"
+	mn_init hostile_direct 2
+	mn_daemon_start 0 --set net_eager_max_bytes=0
+	export LD_PRELOAD=$MN_HOSTILE_SEND COLLC_HOSTILE_ARM=$MN_DIR/fault
+	mn_daemon_start 1 --set net_eager_max_bytes=0
+	unset LD_PRELOAD COLLC_HOSTILE_ARM
+	before=$(mn_status_json 0 | $PY "$here/mn_status.py" protocol_errors) ||
+		mn_fail "status --json of node 0 has no net.protocol_errors"
+	for r in 0 1; do
+		# shellcheck disable=SC2046
+		rank_start X "$MN_DIR/id-X" "$r" "$r" 2 $( [ $r = 0 ] && echo --make-id) \
+			$(loop_args X "$r") --loop-allgather --also-accept EPROTO
+	done
+	fault_when_ready X 2
+	mn_wait_ranks 60 || mn_fail "ranks after node 1's short header"
+	grep -h "collc-hostile-send: a header said" "$MN_DIR/n1/log" >&2 ||
+		mn_fail "node 1 sent no short header"
+	grep -h "landed with another length" "$MN_DIR/n0/log" >&2 ||
+		mn_fail "node 0's proxy did not refuse the short step"
+	daemons_alive 0 1
+	after=$(mn_status_json 0 | $PY "$here/mn_status.py" protocol_errors) ||
+		mn_fail "status --json of node 0 has no net.protocol_errors"
+	mn_log "protocol errors counted by node 0: $before before, $after after"
+	[ "$after" -gt "$before" ] || mn_fail "node 0 counted no protocol error"
+	comm_start B 2 0 1 -- --mode check
+	mn_wait_ranks 120 || mn_fail "a communicator over both daemons after the short header"
+	mn_pass
+	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|kill_hier [V]|linkdown [V]|restart|secret|garbage|plugin|hostile short|long|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|kill_hier [V]|linkdown [V]|restart|secret|garbage|plugin|hostile short|long|hostile_direct|bench" >&2
 	exit 2
 	;;
 esac
