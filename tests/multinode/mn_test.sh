@@ -121,6 +121,37 @@ refused_count() {
 	echo "$out" | $PY "$here/mn_status.py" refused
 }
 
+# hostile_loop [ARG]...: communicator X over nodes 0 and 1 in the loop mode (EPROTO
+# accepted, ARGs added) until the hostile step that node 1 sends once the fault
+# marker exists; node 0's protocol errors before it go to HOSTILE_BEFORE.
+hostile_loop() {
+	local out r
+	out=$(mn_status_json 0) && HOSTILE_BEFORE=$(echo "$out" | $PY "$here/mn_status.py" protocol_errors) ||
+		mn_fail "status --json of node 0 has no net.protocol_errors"
+	for r in 0 1; do
+		# shellcheck disable=SC2046
+		rank_start X "$MN_DIR/id-X" "$r" "$r" 2 $( [ $r = 0 ] && echo --make-id) \
+			$(loop_args X "$r") --also-accept EPROTO "$@"
+	done
+	fault_when_ready X 2
+	mn_wait_ranks 60 || mn_fail "ranks after node 1's hostile step"
+}
+
+# hostile_after COUNTED: both daemons still serve (a new communicator over them);
+# with COUNTED 1, node 0 must have counted a protocol error since hostile_loop.
+hostile_after() {
+	local out after
+	daemons_alive 0 1
+	out=$(mn_status_json 0) && after=$(echo "$out" | $PY "$here/mn_status.py" protocol_errors) ||
+		mn_fail "status --json of node 0 has no net.protocol_errors"
+	mn_log "protocol errors counted by node 0: $HOSTILE_BEFORE before, $after after"
+	if [ "$1" = 1 ] && [ "$after" -le "$HOSTILE_BEFORE" ]; then
+		mn_fail "node 0 counted no protocol error"
+	fi
+	comm_start B 2 0 1 -- --mode check
+	mn_wait_ranks 120 || mn_fail "a communicator over both daemons after the hostile step"
+}
+
 case "$case_name" in
 harness)
 	# The scaffolding without the inter-node feature: one collcd (node 0), ranks
@@ -508,26 +539,10 @@ hostile)
 	export COLLC_HOSTILE_MODE=$how COLLC_HOSTILE_ARM=$MN_DIR/fault
 	mn_daemon_start 1 --net plugin:collchostile --set net_eager_max_bytes=0
 	unset COLLC_HOSTILE_MODE COLLC_HOSTILE_ARM
-	before=$(mn_status_json 0 | $PY "$here/mn_status.py" protocol_errors) ||
-		mn_fail "status --json of node 0 has no net.protocol_errors"
-	for r in 0 1; do
-		# shellcheck disable=SC2046
-		rank_start X "$MN_DIR/id-X" "$r" "$r" 2 $( [ $r = 0 ] && echo --make-id) \
-			$(loop_args X "$r") --also-accept EPROTO
-	done
-	fault_when_ready X 2
-	mn_wait_ranks 60 || mn_fail "ranks after node 1's $how step"
+	hostile_loop
 	grep -h "collchostile: sent" "$MN_DIR/n1/log" >&2 ||
 		mn_fail "node 1's plugin sent no $how step"
-	daemons_alive 0 1
-	after=$(mn_status_json 0 | $PY "$here/mn_status.py" protocol_errors) ||
-		mn_fail "status --json of node 0 has no net.protocol_errors"
-	mn_log "protocol errors counted by node 0: $before before, $after after"
-	if [ "$how" = short ] && [ "$after" -le "$before" ]; then
-		mn_fail "node 0 received a short step and counted no protocol error"
-	fi
-	comm_start B 2 0 1 -- --mode check
-	mn_wait_ranks 120 || mn_fail "a communicator over both daemons after the $how step"
+	hostile_after "$([ "$how" = short ] && echo 1 || echo 0)"
 	mn_pass
 	;;
 hostile_direct)
@@ -544,26 +559,12 @@ hostile_direct)
 	export LD_PRELOAD=$MN_HOSTILE_SEND COLLC_HOSTILE_ARM=$MN_DIR/fault
 	mn_daemon_start 1 --set net_eager_max_bytes=0
 	unset LD_PRELOAD COLLC_HOSTILE_ARM
-	before=$(mn_status_json 0 | $PY "$here/mn_status.py" protocol_errors) ||
-		mn_fail "status --json of node 0 has no net.protocol_errors"
-	for r in 0 1; do
-		# shellcheck disable=SC2046
-		rank_start X "$MN_DIR/id-X" "$r" "$r" 2 $( [ $r = 0 ] && echo --make-id) \
-			$(loop_args X "$r") --loop-allgather --also-accept EPROTO
-	done
-	fault_when_ready X 2
-	mn_wait_ranks 60 || mn_fail "ranks after node 1's short header"
+	hostile_loop --loop-allgather
 	grep -h "collc-hostile-send: a header said" "$MN_DIR/n1/log" >&2 ||
 		mn_fail "node 1 sent no short header"
 	grep -h "landed with another length" "$MN_DIR/n0/log" >&2 ||
 		mn_fail "node 0's proxy did not refuse the short step"
-	daemons_alive 0 1
-	after=$(mn_status_json 0 | $PY "$here/mn_status.py" protocol_errors) ||
-		mn_fail "status --json of node 0 has no net.protocol_errors"
-	mn_log "protocol errors counted by node 0: $before before, $after after"
-	[ "$after" -gt "$before" ] || mn_fail "node 0 counted no protocol error"
-	comm_start B 2 0 1 -- --mode check
-	mn_wait_ranks 120 || mn_fail "a communicator over both daemons after the short header"
+	hostile_after 1
 	mn_pass
 	;;
 *)
