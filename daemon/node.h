@@ -137,8 +137,8 @@ struct node_coll {
  * ... and where the namespace's congestion control is bbr: eager inputs
  * travel on the one control connection, whose window bbr keeps near its
  * bandwidth-delay estimate, and from 1 MiB held (512 KiB all-reduces, one
- * rank a daemon) the ring over the data sockets took 35% less time
- * (bench/RESULTS.md, "Four data sockets under bbr").
+ * rank a daemon) the ring over the data sockets took 28-36% less time
+ * (bench/RESULTS.md, "The eager limit at 512 KiB under bbr").
  */
 #define NODE_EAGER_BBR     (512u << 10)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,

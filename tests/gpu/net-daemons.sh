@@ -116,7 +116,9 @@ if [ "${NETNS:-0}" = 1 ]; then
 fi
 
 STARTED=
-START_ARGS=()
+START_ENV=()  # start_one: NAME=VALUE for that collcd's environment
+START_ARGS=() # more collcd options, for both
+B_ENV=()      # NAME=VALUE for the second collcd's environment alone
 start_one() { # sock addr port log [ns]: starts one collcd (its pid in STARTED); 1 if it did not come up
 	local in=()
 	rm -f "$1" "$1.admin"
@@ -124,7 +126,7 @@ start_one() { # sock addr port log [ns]: starts one collcd (its pid in STARTED);
 	[ -n "${5:-}" ] && in=(nsenter "--net=/run/netns/$5")
 	local set=()
 	for kv in ${COLLCD_SET:-}; do set+=(--set "$kv"); done
-	"${in[@]}" "${COLLCD_BIN:-$BIN/collcd}" --backend cuda --socket "$1" --listen "$2:$3" \
+	"${in[@]}" env "${START_ENV[@]}" "${COLLCD_BIN:-$BIN/collcd}" --backend cuda --socket "$1" --listen "$2:$3" \
 		--max-channels 8 --devices $((GPU + 1)) --foreground --log-level info "${set[@]}" \
 		"${START_ARGS[@]}" >>"$4" 2>&1 &
 	STARTED=$!
@@ -136,7 +138,9 @@ start_both() {
 	start_one "$SOCK_A" "$ADDR_A" "$PORT_A" "$LOGDIR/collcd-a.log" "$na"; local ra=$?
 	PID_A=$STARTED
 	[ "$ra" = 0 ] || return 1
+	START_ENV=("${B_ENV[@]}")
 	start_one "$SOCK_B" "$ADDR_B" "$PORT_B" "$LOGDIR/collcd-b.log" "$nb"; local rb=$?
+	START_ENV=()
 	PID_B=$STARTED
 	[ "$rb" = 0 ]
 }
@@ -256,17 +260,11 @@ fi
 if [[ "$WANT" == *" net-hostile "* ]]; then
 	ARM=$LOGDIR/hostile-arm
 	rm -f "$ARM"
-	na= nb=
-	[ "${NETNS:-0}" = 1 ] && na=${NS[0]} nb=${NS[1]}
 	START_ARGS=(--net plugin:collchostile)
-	start_one "$SOCK_A" "$ADDR_A" "$PORT_A" "$LOGDIR/collcd-a.log" "$na"; ra=$?
-	PID_A=$STARTED
-	export COLLC_HOSTILE_MODE=short COLLC_HOSTILE_ARM=$ARM
-	start_one "$SOCK_B" "$ADDR_B" "$PORT_B" "$LOGDIR/collcd-b.log" "$nb"; rb=$?
-	PID_B=$STARTED
-	unset COLLC_HOSTILE_MODE COLLC_HOSTILE_ARM
-	START_ARGS=()
-	if [ "$ra" = 0 ] && [ "$rb" = 0 ]; then
+	B_ENV=(COLLC_HOSTILE_MODE=short "COLLC_HOSTILE_ARM=$ARM")
+	start_both; rc=$?
+	START_ARGS=() B_ENV=()
+	if [ "$rc" = 0 ]; then
 		t 150 net-hostile nethostile --gpus "$GPU,$GPU" --arm-file "$ARM"
 		alive net-hostile
 		grep -h "collchostile: sent" "$LOGDIR/collcd-b.log" >>"$LOGDIR/tests.log"

@@ -73,12 +73,13 @@ static ncclResult_t hostile_isend(void *sendComm, void *data, int size, int tag,
 		len = size - HOSTILE_DELTA;
 	} else {
 		if (extra_cap < (size_t)size + HOSTILE_DELTA) {
-			free(extra);
+			char *p = realloc(extra, (size_t)size + HOSTILE_DELTA);
+
+			if (!p)
+				return ncclSystemError;
+			extra = p;
 			extra_cap = (size_t)size + HOSTILE_DELTA;
-			extra = malloc(extra_cap);
 		}
-		if (!extra)
-			return ncclSystemError;
 		memcpy(extra, data, (size_t)size);
 		memset(extra + size, 0x5a, HOSTILE_DELTA);
 		from = extra;
