@@ -149,6 +149,12 @@ struct exec_init {
 	const struct collc_config *cfg; /* the start config: keys fixed at start (cuda_lanes, ...) */
 	/* Wakes the scheduler; executors call it after publishing work_consumed. */
 	void (*notify)(void);
+	/*
+	 * The same after an item a channel consumed without running it (not
+	 * its share): wakes the scheduler only where it sleeps waiting for
+	 * FIFO room, the one thing such an item can give it.
+	 */
+	void (*notify_skipped)(void);
 };
 
 struct exec_backend {

@@ -300,6 +300,7 @@ int main(int argc, char **argv)
 	ei.require_mps = o.require_mps;
 	ei.cfg = &cfg;
 	ei.notify = sched_notify;
+	ei.notify_skipped = sched_notify_skipped;
 	r = exec_start(o.backend ? o.backend : "auto", &ei);
 	if (r < 0) {
 		log_err("backend %s: %s", o.backend ? o.backend : "auto", strerror(-r));

@@ -126,6 +126,12 @@ struct sched_params {
  * (exec_init), called after they publish work_consumed. Any thread.
  */
 void sched_notify(void);
+/*
+ * The same for an item an executor's channel consumed without running it:
+ * only a collective waiting for FIFO room needs to hear of it, so the
+ * scheduler is woken only when it sleeps with one (exec_init.notify_skipped).
+ */
+void sched_notify_skipped(void);
 
 int sched_init(const struct sched_params *p);
 /* Stops the scheduler thread and ends the commands it did not run. */

@@ -35,8 +35,9 @@ static struct sched_params params;
 static struct collc_doorbell *doorbell;
 static int doorbell_fd = -1;
 static uint32_t stop_requested;
-static uint32_t sleeping; /* the scheduler sleeps on the doorbell */
-static uint32_t stall;    /* tests: freeze the loop */
+static uint32_t sleeping;    /* the scheduler sleeps on the doorbell */
+static uint32_t room_wanted; /* ... with a FIFO full (sched_notify_skipped()) */
+static uint32_t stall;       /* tests: freeze the loop */
 static uint64_t loops;
 
 static pthread_mutex_t cmd_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -58,6 +59,26 @@ void sched_notify(void)
 	fence_seq_cst();
 	if (load_relaxed(&sleeping))
 		wake_scheduler();
+}
+
+void sched_notify_skipped(void)
+{
+	/*
+	 * N2: pairs with S1 like N1: either the scheduler's look before it
+	 * sleeps sees the item consumed, or this sees it asleep with a FIFO full.
+	 */
+	fence_seq_cst();
+	if (load_relaxed(&sleeping) && load_relaxed(&room_wanted))
+		wake_scheduler();
+}
+
+/* Is some FIFO full, so that a channel consuming an item it skips gives room? */
+static uint32_t fifo_full(void)
+{
+	for (uint32_t d = 0; d < sched.ndevs; d++)
+		if (!sched_fifo_has_room(d))
+			return 1;
+	return 0;
 }
 
 void sched_post(struct sched_cmd *cmd)
@@ -581,7 +602,12 @@ static void sleep_until_work(int timers, uint64_t nap_ns)
 
 	set_need_wakeup(1);
 	store_relaxed(&sleeping, 1u);
-	/* S1: pairs with A2 in the client (tail store, fence, flags load) and N1 in executors. */
+	/*
+	 * Room only shrinks when this thread appends: a FIFO with room now has
+	 * it until we wake, and one full now is what N2 looks for.
+	 */
+	store_relaxed(&room_wanted, fifo_full());
+	/* S1: pairs with A2 in the client (tail store, fence, flags load), N1 and N2 in executors. */
 	fence_seq_cst();
 	if (!work_visible() && !completion_visible(&inflight) && !launch_unblocked() &&
 	    !load_relaxed(&stop_requested)) {

@@ -75,7 +75,8 @@ struct cpu_comm {
 static struct cpu_dev *devs;
 static uint32_t ndevs, nchan;
 static uint32_t stopping;
-static void (*notify)(void); /* wakes the scheduler (exec_init) */
+static void (*notify)(void);         /* wakes the scheduler (exec_init) */
+static void (*notify_skipped)(void); /* ... after an item not ours to run */
 
 /* One rank alone: its result is its own input. */
 static void single_rank(const struct collc_work_item *it, size_t es, uint32_t share)
@@ -289,6 +290,7 @@ static void *chan_main(void *arg)
 		struct collc_consumed *wc = &d->fifo->ctrl.work_consumed[c->id];
 		struct collc_work_item it;
 		uint32_t share;
+		int ours;
 
 		if (wait_item(d, slot, pos + 1) < 0)
 			break;
@@ -304,8 +306,8 @@ static void *chan_main(void *arg)
 				it.kind = COLLC_WORK_NONE; /* consumed, not run */
 		}
 		share = collc_item_share(it.chan_base, c->id, nchan);
-		if (it.kind == COLLC_WORK_COLL && share < it.nchannels &&
-		    !load_relaxed(&d->fifo->ctrl.abort)) {
+		ours = it.kind != COLLC_WORK_COLL || share < it.nchannels;
+		if (it.kind == COLLC_WORK_COLL && ours && !load_relaxed(&d->fifo->ctrl.abort)) {
 			int r = run_item(d, c, &it, share, pos);
 
 			if (r == -ECANCELED && !load_relaxed(&stopping))
@@ -323,7 +325,15 @@ static void *chan_main(void *arg)
 		}
 		/* E1: pairs with F1/F2 in the scheduler: results are written, the slot is free. */
 		store_release(&wc->value, pos + 1);
-		notify();
+		/*
+		 * The scheduler waits on the channels an item names; a skip
+		 * only frees its FIFO slot: waking it for every one cost two
+		 * thread switches an item where channels go unused.
+		 */
+		if (ours || !notify_skipped)
+			notify();
+		else
+			notify_skipped();
 		if (it.kind == COLLC_WORK_QUIT)
 			break;
 	}
@@ -787,6 +797,7 @@ int exec_cpu_init(const struct exec_init *init, const struct exec_backend **ret)
 	ndevs = ndevices;
 	nchan = max_channels;
 	notify = init->notify;
+	notify_skipped = init->notify_skipped;
 	store_relaxed(&exec_spin_us, init->cfg->exec_spin_us);
 	for (uint32_t d = 0; d < ndevices; d++) {
 		devs[d].id = d;
