@@ -231,6 +231,34 @@ static struct {
 	uint64_t recv_direct; /* bytes received straight into ranks' buffers (exec_link.dst) */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
+/*
+ * The scheduler's calls that need no answer (node_coll_ready() without
+ * inputs, node_coll_done(), node_inflight()) do not wait for node.mu while
+ * the node thread holds it: they queue here and the node thread takes them
+ * in at the top of its next pass. On a small host the scheduler and the node
+ * thread share a core, and each call that waited for the lock cost two
+ * thread switches (bench/RESULTS.md, "The scheduler's calls queue").
+ * One producer, the scheduler thread; consumers hold node.mu (the node
+ * thread, or the scheduler once it has the lock: reqs_run()), so they keep
+ * the calls' order.
+ */
+#define NODE_REQS 256u
+enum { REQ_READY, REQ_DONE, REQ_INFLIGHT };
+struct node_req {
+	uint32_t type;
+	int32_t delta; /* REQ_INFLIGHT */
+	uint64_t comm_id;
+	uint64_t seq;       /* REQ_DONE */
+	struct node_coll d; /* REQ_READY */
+};
+static struct {
+	struct node_req q[NODE_REQS];
+	uint64_t head;   /* the scheduler's: requests queued */
+	uint64_t tail;   /* under node.mu: requests taken in */
+	uint32_t asleep; /* the node thread sleeps in poll(): a push writes the eventfd */
+} reqs;
+static int reqs_run(void);
+
 static uint64_t mono_ns(void)
 {
 	struct timespec ts;
@@ -2370,11 +2398,12 @@ static void *node_main(void *arg)
 	pthread_mutex_lock(&node.mu);
 	while (!node.stopping) {
 		uint64_t now = mono_ns(), rx = node.rx_msgs;
-		int busy = load_relaxed(&node.inflight) != 0, nap = 0, fast = 0, moved;
+		int moved = reqs_run(), nap = 0, fast = 0;
+		int busy = load_relaxed(&node.inflight) != 0;
 
 		accept_conns();
 		conns_step(now);
-		moved = comms_step(now, &busy, &nap, &fast) | (node.rx_msgs != rx);
+		moved |= comms_step(now, &busy, &nap, &fast) | (node.rx_msgs != rx);
 		if (moved) {
 			idle_since = 0;
 			continue;
@@ -2400,7 +2429,12 @@ static void *node_main(void *arg)
 			sleep_poll(0, 0, POLL_PEEK);
 			continue;
 		}
-		sleep_poll(nap, fast, POLL_SLEEP);
+		store_relaxed(&reqs.asleep, 1u);
+		/* Q3': pairs with Q3 in req_push(). */
+		fence_seq_cst();
+		if (load_relaxed(&reqs.head) == reqs.tail)
+			sleep_poll(nap, fast, POLL_SLEEP);
+		store_relaxed(&reqs.asleep, 0u);
 	}
 	pthread_mutex_unlock(&node.mu);
 	return NULL;
@@ -2571,9 +2605,80 @@ void node_listen_addr(uint16_t *ret_family, uint16_t *ret_port, uint8_t ret_addr
 	memcpy(ret_addr, w.addr, 16);
 }
 
-void node_configure(const struct collc_config *cfg)
+static void req_run(const struct node_req *q, const struct iovec *parts, uint32_t nparts);
+
+/* With node.mu held: runs what the scheduler queued, in its order. Returns 1 if any. */
+static int reqs_run(void)
+{
+	/* Q1': pairs with Q1 in req_push(): the request is whole. */
+	const uint64_t t0 = reqs.tail, h = load_acquire(&reqs.head);
+
+	for (uint64_t t = t0; t != h; t++) {
+		struct node_req q = reqs.q[t % NODE_REQS];
+
+		/* Q2: pairs with Q2' in req_push(): the slot was read, it may be written again. */
+		store_release(&reqs.tail, t + 1);
+		req_run(&q, NULL, 0);
+	}
+	return h != t0;
+}
+
+/* Scheduler thread: node.mu, with what it queued before run first. */
+static void lock_sched(void)
 {
 	pthread_mutex_lock(&node.mu);
+	reqs_run();
+}
+
+/* Scheduler thread: 0 when the ring is full. */
+static int req_push(const struct node_req *q)
+{
+	uint64_t h = reqs.head;
+
+	/* Q2': pairs with Q2 in reqs_run(). */
+	if (h - load_acquire(&reqs.tail) >= NODE_REQS)
+		return 0;
+	reqs.q[h % NODE_REQS] = *q;
+	/* Q1: pairs with Q1' in reqs_run(). */
+	store_release(&reqs.head, h + 1);
+	/*
+	 * Q3: pairs with Q3' in node_main(): either the thread sees the
+	 * request before it sleeps, or we see it asleep and wake it. The
+	 * eventfd outlives node_fini() (it stays open), so no lock is needed.
+	 */
+	fence_seq_cst();
+	if (load_relaxed(&reqs.asleep)) {
+		uint64_t one = 1;
+
+		if (write(node.efd, &one, sizeof(one)) < 0) {
+			/* Already readable: the thread wakes anyway. */
+		}
+	}
+	return 1;
+}
+
+/*
+ * Scheduler thread: runs q at once if node.mu is free, queues it if the node
+ * thread holds it, and waits for the lock only where q reads the caller's
+ * memory (parts) or the queue is full.
+ */
+static void req_call(const struct node_req *q, const struct iovec *parts, uint32_t nparts)
+{
+	if (pthread_mutex_trylock(&node.mu) != 0) {
+		if (!nparts && req_push(q))
+			return;
+		pthread_mutex_lock(&node.mu);
+	}
+	reqs_run();
+	req_run(q, parts, nparts);
+	if (q->type != REQ_INFLIGHT || q->delta > 0)
+		wake();
+	pthread_mutex_unlock(&node.mu);
+}
+
+void node_configure(const struct collc_config *cfg)
+{
+	lock_sched();
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
 	node.hier_min_bytes = cfg->net_hier_min_bytes;
@@ -2596,7 +2701,7 @@ int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, ui
 
 	if (uid->net_family != AF_INET && uid->net_family != AF_INET6)
 		return -EINVAL;
-	pthread_mutex_lock(&node.mu);
+	lock_sched();
 	if (!node.running) {
 		r = -ENOTSUP;
 		goto out;
@@ -2661,7 +2766,7 @@ int node_comm_attach(uint64_t comm_id, const struct exec_backend *ex, void *priv
 
 	if (!ex->comm_link)
 		return -ENOTSUP;
-	pthread_mutex_lock(&node.mu);
+	lock_sched();
 	nc = nc_by_id(comm_id);
 	if (!nc || nc->stage != NC_READY) {
 		r = nc && nc->stage == NC_DEAD ? nc->err : -EPIPE;
@@ -2685,7 +2790,7 @@ void node_comm_revoke(uint64_t comm_id, int err)
 {
 	struct ncomm *nc;
 
-	pthread_mutex_lock(&node.mu);
+	lock_sched();
 	nc = nc_by_id(comm_id);
 	if (nc) {
 		nc->told = 1;
@@ -2699,7 +2804,7 @@ void node_comm_release(uint64_t comm_id)
 {
 	struct ncomm *nc;
 
-	pthread_mutex_lock(&node.mu);
+	lock_sched();
 	nc = nc_by_id(comm_id);
 	if (nc) {
 		if (nc->stage != NC_DEAD) {
@@ -2713,14 +2818,13 @@ void node_comm_release(uint64_t comm_id)
 	pthread_mutex_unlock(&node.mu);
 }
 
-void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct iovec *parts,
-		     uint32_t nparts)
+static void coll_ready(uint64_t comm_id, const struct node_coll *d, const struct iovec *parts,
+		       uint32_t nparts)
 {
 	struct node_coll sent = *d;
 	struct ncomm *nc;
 	int r = 0;
 
-	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc && nc->stage == NC_ATTACHED) {
 		nc->asked++;
@@ -2739,8 +2843,14 @@ void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct i
 		if (r < 0)
 			nc_fail(nc, r, 1);
 	}
-	wake();
-	pthread_mutex_unlock(&node.mu);
+}
+
+void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct iovec *parts,
+		     uint32_t nparts)
+{
+	struct node_req q = { .type = REQ_READY, .comm_id = comm_id, .d = *d };
+
+	req_call(&q, parts, nparts);
 }
 
 /*
@@ -2758,13 +2868,12 @@ static int nc_broken(const struct ncomm *nc)
 	return 0;
 }
 
-void node_coll_done(uint64_t comm_id, uint64_t seq)
+static void coll_done(uint64_t comm_id, uint64_t seq)
 {
 	struct m_seq m = { .seq = seq };
 	struct ncomm *nc;
 	int r = 0;
 
-	pthread_mutex_lock(&node.mu);
 	nc = nc_by_id(comm_id);
 	if (nc && nc->stage == NC_ATTACHED && nc_broken(nc)) {
 		log_err("communicator %llu: collective %llu received data the daemons did not agree "
@@ -2780,22 +2889,40 @@ void node_coll_done(uint64_t comm_id, uint64_t seq)
 		if (r < 0)
 			nc_fail(nc, r, 1);
 	}
-	wake();
-	pthread_mutex_unlock(&node.mu);
+}
+
+void node_coll_done(uint64_t comm_id, uint64_t seq)
+{
+	struct node_req q = { .type = REQ_DONE, .comm_id = comm_id, .seq = seq };
+
+	req_call(&q, NULL, 0);
 }
 
 void node_inflight(uint64_t comm_id, int delta)
 {
+	struct node_req q = { .type = REQ_INFLIGHT, .comm_id = comm_id, .delta = delta };
+
+	req_call(&q, NULL, 0);
+}
+
+static void req_run(const struct node_req *q, const struct iovec *parts, uint32_t nparts)
+{
 	struct ncomm *nc;
 
-	pthread_mutex_lock(&node.mu);
-	nc = nc_by_id(comm_id);
-	if (nc)
-		nc->inflight += (uint64_t)(int64_t)delta;
-	fetch_add(&node.inflight, (uint32_t)delta);
-	if (delta > 0)
-		wake();
-	pthread_mutex_unlock(&node.mu);
+	switch (q->type) {
+	case REQ_READY:
+		coll_ready(q->comm_id, &q->d, parts, nparts);
+		break;
+	case REQ_DONE:
+		coll_done(q->comm_id, q->seq);
+		break;
+	case REQ_INFLIGHT:
+		nc = nc_by_id(q->comm_id);
+		if (nc)
+			nc->inflight += (uint64_t)(int64_t)q->delta;
+		fetch_add(&node.inflight, (uint32_t)q->delta);
+		break;
+	}
 }
 
 int node_p2p_post(uint64_t comm_id, const struct node_p2p *p)
@@ -2803,7 +2930,7 @@ int node_p2p_post(uint64_t comm_id, const struct node_p2p *p)
 	struct ncomm *nc;
 	int r;
 
-	pthread_mutex_lock(&node.mu);
+	lock_sched();
 	nc = nc_by_id(comm_id);
 	if (!nc || !nc->p2p || (nc->stage != NC_READY && nc->stage != NC_ATTACHED)) {
 		r = nc && nc->stage == NC_DEAD ? nc->err : -EPIPE;
@@ -2823,7 +2950,7 @@ int node_p2p_expire(uint64_t comm_id, uint64_t cookie)
 	struct ncomm *nc;
 	int r = 0;
 
-	pthread_mutex_lock(&node.mu);
+	lock_sched();
 	nc = nc_by_id(comm_id);
 	/* Failed: the scheduler's revocation ends it. */
 	if (nc && nc->p2p)
