@@ -168,10 +168,8 @@ _Static_assert(sizeof(struct collc_consumed) == 64, "consumed size");
  */
 struct collc_fifo_ctrl {
 	struct collc_consumed work_consumed[COLLC_MAX_CHANNELS];
-	uint32_t abort;      /* nonzero: abandon every item and exit */
-	uint32_t exec_sleep; /* CPU executor: channels asleep on `bell` */
-	uint32_t bell;       /* CPU executor: futex word bumped after appends */
-	uint32_t reserved0;
+	uint32_t abort;        /* nonzero: abandon every item and exit */
+	uint32_t reserved0[3]; /* 0 (the CPU executor's sleepers keep to its own memory) */
 	uint64_t published; /* written by the host: items [0, published) are whole (B1) */
 	uint32_t reserved[10];
 };

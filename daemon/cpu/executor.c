@@ -41,6 +41,9 @@ struct cpu_chan {
 	uint32_t id;
 	uint8_t started;
 	char *mem; /* scratch and staging, private to the thread */
+	/* The thread sleeps on bell (wait_item()); cpu_kick() wakes the channels an item names. */
+	uint32_t asleep;
+	uint32_t bell;
 };
 
 #define CPU_CHAN_MEM_BYTES (CPU_SCRATCH_BYTES + 2 * CPU_STAGE_BYTES)
@@ -51,6 +54,7 @@ struct cpu_dev {
 	pthread_mutex_t start_lock;
 	uint32_t active;
 	struct cpu_chan chans[COLLC_MAX_CHANNELS];
+	uint64_t kicked; /* the scheduler's: items cpu_kick() has woken channels for */
 	/* Gated items this device leads (proto/work.h): decision words, and the host's cancel. */
 	uint64_t gate_dec[COLLC_FIFO_DEPTH];
 	uint64_t gate_cancel;
@@ -171,7 +175,8 @@ static int item_ready(const struct collc_fifo_ctrl *ctl, const struct collc_work
 	return load_acquire(&ctl->published) >= want && load_acquire(&slot->seq) == want;
 }
 
-static int wait_item(struct cpu_dev *d, const struct collc_work_item *slot, uint64_t want)
+static int wait_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_work_item *slot,
+		     uint64_t want)
 {
 	struct collc_fifo_ctrl *ctl = &d->fifo->ctrl;
 	uint64_t spin_ns = (uint64_t)load_relaxed(&exec_spin_us) * 1000, t0 = now_ns();
@@ -186,17 +191,17 @@ static int wait_item(struct cpu_dev *d, const struct collc_work_item *slot, uint
 			break;
 		cpu_relax();
 	}
-	fetch_add(&ctl->exec_sleep, 1);
+	store_relaxed(&c->asleep, 1u);
 	for (;;) {
-		uint32_t b = load_acquire(&ctl->bell);
+		uint32_t b = load_acquire(&c->bell);
 
-		/* K1: pairs with K2 in cpu_kick(): we see the seq or it sees exec_sleep. */
+		/* K1: pairs with K2 in cpu_kick(): we see the seq or it sees us asleep. */
 		fence_seq_cst();
 		if (item_ready(ctl, slot, want) || load_relaxed(&stopping))
 			break;
-		futex_wait(&ctl->bell, b, 200000000);
+		futex_wait(&c->bell, b, 200000000);
 	}
-	fetch_add(&ctl->exec_sleep, (uint32_t)-1);
+	store_relaxed(&c->asleep, 0u);
 	return item_ready(ctl, slot, want) ? 0 : -ECANCELED;
 }
 
@@ -292,7 +297,7 @@ static void *chan_main(void *arg)
 		uint32_t share;
 		int ours;
 
-		if (wait_item(d, slot, pos + 1) < 0)
+		if (wait_item(d, c, slot, pos + 1) < 0)
 			break;
 		it = *slot;
 		if (it.gate & COLLC_ITEM_GATED) {
@@ -398,16 +403,48 @@ static uint32_t cpu_gate_outcome(uint32_t dev, uint64_t pos)
 				  pos + 1);
 }
 
+static void chan_wake(struct cpu_chan *c)
+{
+	fetch_add(&c->bell, 1);
+	futex_wake(&c->bell, 1);
+}
+
+/*
+ * After the scheduler published items [d->kicked, published): wakes the
+ * channels that run one of them. A channel an item does not name consumes
+ * it (a skip) when it next wakes: woken for every item, the unused channels
+ * cost the core two thread switches each. So that skipped items never fill
+ * the FIFO, a channel more than half the FIFO behind is woken too, as are
+ * all channels for an item that is not a plain collective (gated, quit,
+ * signal). Scheduler thread only.
+ */
 static void cpu_kick(uint32_t dev)
 {
-	struct collc_fifo_ctrl *ctl = &devs[dev].fifo->ctrl;
+	struct cpu_dev *d = &devs[dev];
+	struct collc_fifo_ctrl *ctl = &d->fifo->ctrl;
+	const uint64_t pub = load_relaxed(&ctl->published); /* this thread's own store */
+	uint64_t mask = 0;
 
+	for (uint64_t p = d->kicked; p < pub && mask != ~0ull; p++) {
+		const struct collc_work_item *it = &d->fifo->items[p & (COLLC_FIFO_DEPTH - 1)];
+
+		if (it->kind != COLLC_WORK_COLL || it->gate || it->nchannels >= nchan) {
+			mask = ~0ull;
+			break;
+		}
+		for (uint32_t k = 0; k < it->nchannels; k++)
+			mask |= 1ull << ((it->chan_base + k) % nchan);
+	}
+	d->kicked = pub;
+	for (uint32_t c = 0; c < nchan; c++)
+		/* F1: as the scheduler's room check reads it. */
+		if (pub - load_acquire(&ctl->work_consumed[c].value) > COLLC_FIFO_DEPTH / 2)
+			mask |= 1ull << c;
 	/* K2: pairs with K1 in wait_item(). */
 	fence_seq_cst();
-	if (load_relaxed(&ctl->exec_sleep)) {
-		fetch_add(&ctl->bell, 1);
-		futex_wake(&ctl->bell, INT_MAX);
-	}
+	for (uint32_t c = 0; c < nchan; c++)
+		if ((mask >> c & 1) && load_relaxed(&d->chans[c].asleep))
+			chan_wake(&d->chans[c]);
 }
 
 /* Host-memory ranks take one virtual device each: rank r runs on device r. */
@@ -737,10 +774,8 @@ static void cpu_fini(void)
 {
 	store_relaxed(&stopping, 1u);
 	for (uint32_t d = 0; d < ndevs; d++) {
-		struct collc_fifo_ctrl *ctl = &devs[d].fifo->ctrl;
-
-		fetch_add(&ctl->bell, 1);
-		futex_wake(&ctl->bell, INT_MAX);
+		for (uint32_t c = 0; c < nchan; c++)
+			chan_wake(&devs[d].chans[c]);
 		for (uint32_t c = 0; c < nchan; c++)
 			if (devs[d].chans[c].started)
 				pthread_join(devs[d].chans[c].thread, NULL);
