@@ -232,12 +232,16 @@ static struct {
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
 /*
- * The scheduler's calls that need no answer (node_coll_ready() without
- * inputs, node_coll_done(), node_inflight()) do not wait for node.mu while
- * the node thread holds it: they queue here and the node thread takes them
- * in at the top of its next pass. On a small host the scheduler and the node
- * thread share a core, and each call that waited for the lock cost two
- * thread switches (bench/RESULTS.md, "The scheduler's calls queue").
+ * On a small host the scheduler's calls that need no answer
+ * (node_coll_ready() without inputs, node_coll_done(), node_inflight()) do
+ * not wait for node.mu while the node thread holds it: they queue here and
+ * the node thread takes them in at the top of its next pass. There the
+ * scheduler and the node thread share a core, and each call that waited for
+ * the lock cost two thread switches (bench/RESULTS.md, "Thread switches
+ * across daemons"). With cores to spare (more than 4, as config.c decides
+ * for spinning) the scheduler waits for the lock on a core of its own and
+ * runs the call itself, as it always did: there is no switch to save, and
+ * GPU ranks across daemons on 16 cores measured no gain from the queue.
  * One producer, the scheduler thread; consumers hold node.mu (the node
  * thread, or the scheduler once it has the lock: reqs_run()), so they keep
  * the calls' order.
@@ -256,6 +260,7 @@ static struct {
 	uint64_t head;   /* the scheduler's: requests queued */
 	uint64_t tail;   /* under node.mu: requests taken in */
 	uint32_t asleep; /* the node thread sleeps in poll(): a push writes the eventfd */
+	int on;          /* a small host: calls queue (set at node_init()) */
 } reqs;
 static int reqs_run(void);
 
@@ -2469,6 +2474,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 	int r;
 
 	memcpy(node.node_id, node_id, sizeof(node.node_id));
+	reqs.on = sysconf(_SC_NPROCESSORS_ONLN) <= 4;
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.hier_min_bytes = cfg->net_hier_min_bytes;
 	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;
@@ -2658,14 +2664,14 @@ static int req_push(const struct node_req *q)
 }
 
 /*
- * Scheduler thread: runs q at once if node.mu is free, queues it if the node
- * thread holds it, and waits for the lock only where q reads the caller's
- * memory (parts) or the queue is full.
+ * Scheduler thread: runs q at once if node.mu is free; if the node thread
+ * holds it, queues q on a small host (reqs.on), and waits for the lock
+ * otherwise, where q reads the caller's memory (parts) or the queue is full.
  */
 static void req_call(const struct node_req *q, const struct iovec *parts, uint32_t nparts)
 {
 	if (pthread_mutex_trylock(&node.mu) != 0) {
-		if (!nparts && req_push(q))
+		if (reqs.on && !nparts && req_push(q))
 			return;
 		pthread_mutex_lock(&node.mu);
 	}
