@@ -27,6 +27,7 @@
 #include "daemon/sched.h"
 #include "daemon/sched_int.h"
 #include "daemon/status.h"
+#include "proto/prims.h"
 
 struct sched_state sched;
 
@@ -198,15 +199,33 @@ static void snapshot_device(uint32_t g, struct status_device *d)
 {
 	const struct fifo_host *fh = &sched.fifos[g];
 	const struct exec_backend *ex = sched.execs[fh->exec_idx].ex;
+	uint64_t low;
 
 	d->id = g;
 	d->backend = ex->name;
 	ex->device_name(fh->dev, d->name, sizeof(d->name));
 	d->nchannels = ex->max_channels;
 	d->tail = fh->tail;
+	low = d->tail;
 	for (uint32_t ch = 0; ch < d->nchannels; ch++) {
 		d->consumed[ch] = load_acquire(&fh->f->ctrl.work_consumed[ch].value);
 		d->aborted[ch] = load_relaxed(&fh->f->ctrl.work_consumed[ch].aborted);
+		if (d->consumed[ch] < low)
+			low = d->consumed[ch];
+	}
+	/* The items from low on are ours and not overwritten: no channel passed them all. */
+	for (uint64_t p = low; p < d->tail; p++) {
+		const struct collc_work_item *it = &fh->f->items[p & (COLLC_FIFO_DEPTH - 1)];
+		int left = 0;
+
+		for (uint32_t ch = 0; ch < d->nchannels; ch++)
+			if (d->consumed[ch] <= p &&
+			    (it->kind != COLLC_WORK_COLL ||
+			     collc_item_share(it->chan_base, ch, d->nchannels) < it->nchannels)) {
+				d->inflight[ch]++;
+				left = 1;
+			}
+		d->depth += (uint64_t)left;
 	}
 }
 

@@ -83,16 +83,6 @@ static void print_ranks(struct sbuf *b, uint64_t mask, uint32_t nranks, const ch
 		}
 }
 
-static uint64_t fifo_low(const struct status_device *d)
-{
-	uint64_t low = d->tail;
-
-	for (uint32_t ch = 0; ch < d->nchannels; ch++)
-		if (d->consumed[ch] < low)
-			low = d->consumed[ch];
-	return low;
-}
-
 /* A comm's or the totals' launch counts, as JSON members. */
 static const char *const op_names[COLLC_OP_MAX] = {
 	"nop",    "allreduce", "allgather", "reduce_scatter", "broadcast",
@@ -209,12 +199,12 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 			  "%s\n  {\"id\": %u, \"name\": \"%s\", \"backend\": \"%s\", "
 			  "\"fifo_depth\": %" PRIu64 ", \"fifo_tail\": %" PRIu64
 			  ", \"channels\": [",
-			  i ? "," : "", d->id, d->name, d->backend, d->tail - fifo_low(d), d->tail);
+			  i ? "," : "", d->id, d->name, d->backend, d->depth, d->tail);
 		for (uint32_t ch = 0; ch < d->nchannels; ch++)
 			sb_printf(b,
 				  "%s{\"id\": %u, \"inflight\": %" PRIu64
 				  ", \"work_consumed\": %" PRIu64 ", \"aborted\": %" PRIu64 "}",
-				  ch ? ", " : "", ch, d->tail - d->consumed[ch], d->consumed[ch],
+				  ch ? ", " : "", ch, d->inflight[ch], d->consumed[ch],
 				  d->aborted[ch]);
 		sb_printf(b, "]}");
 	}
@@ -293,10 +283,10 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 	for (uint32_t i = 0; i < s->ndevices; i++) {
 		const struct status_device *d = &s->devices[i];
 
-		sb_printf(b, "%-7s %-5" PRIu64, d->name, d->tail - fifo_low(d));
+		sb_printf(b, "%-7s %-5" PRIu64, d->name, d->depth);
 		for (uint32_t ch = 0; ch < d->nchannels; ch++)
 			sb_printf(b, " %u:%" PRIu64 "(%" PRIu64 ")", ch, d->consumed[ch],
-				  d->tail - d->consumed[ch]);
+				  d->inflight[ch]);
 		sb_printf(b, "\n");
 	}
 }
@@ -448,7 +438,7 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 				&b,
 				"collc_channel_inflight{device=\"%s\",backend=\"%s\",channel=\"%u\"} %" PRIu64
 				"\n",
-				d->name, d->backend, ch, d->tail - d->consumed[ch]);
+				d->name, d->backend, ch, d->inflight[ch]);
 	}
 	metric_head(&b, "collc_collective_latency_seconds", "histogram",
 		    "Time from the last rank's submission to completion.");

@@ -44,6 +44,13 @@ struct status_device {
 	uint64_t tail;
 	uint64_t consumed[COLLC_MAX_CHANNELS];
 	uint64_t aborted[COLLC_MAX_CHANNELS];
+	/*
+	 * Items each channel has yet to run, and items some channel has yet to
+	 * run: items a channel only skips are not its work, though it may pass
+	 * them late (the CPU executor's channels skip when they next wake).
+	 */
+	uint64_t inflight[COLLC_MAX_CHANNELS];
+	uint64_t depth;
 };
 
 struct status_exec {
@@ -68,7 +75,7 @@ struct status_snapshot {
 	uint64_t batches, batch_items; /* work batches published, and the items they held */
 	uint64_t stream_colls, graph_fires, gate_ns; /* sched_int.h */
 	uint64_t gated_items, gated_fired, gated_skipped;
-	uint64_t done_items, done_map_failures;      /* sched_int.h */
+	uint64_t done_items, done_map_failures; /* sched_int.h */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	uint64_t by_op[COLLC_OP_MAX]; /* launched, per COLLC_OP_* (a send/recv pair counts in both) */
