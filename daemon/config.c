@@ -42,6 +42,11 @@ static int tcp_windowed_cc(void)
  * (struct cfg_exec_defaults in its table, with the measurements behind it);
  * the field keeps a placeholder so that "auto" reads back unchanged.
  */
+int cfg_small_host(void)
+{
+	return sysconf(_SC_NPROCESSORS_ONLN) <= 4;
+}
+
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -84,7 +89,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	 * 8-byte all-reduce p50 590 us spinning, 150 us not).
 	 */
 	cfg->net_tcp_streams = 1;
-	if (sysconf(_SC_NPROCESSORS_ONLN) > 4) {
+	if (!cfg_small_host()) {
 		cfg->sched_spin_us = 100;
 		cfg->gate_spin_us = 100000;
 		cfg->exec_spin_us = 50;

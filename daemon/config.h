@@ -90,6 +90,12 @@ extern const char *const cfg_auto_keys[];
 
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels);
 /*
+ * A host of at most 4 cores: collcd's threads share cores, so waiting by
+ * spinning takes a core from the thread waited for (cfg_defaults()), and the
+ * node thread takes the scheduler's calls from a queue (node.c).
+ */
+int cfg_small_host(void);
+/*
  * Applies one "key=value" to cfg. On error returns -EINVAL and writes a
  * message to err; cfg is then unchanged.
  */

@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "common/atomics.h"
+#include "daemon/config.h"
 #include "daemon/log.h"
 #include "daemon/net/auth.h"
 #include "daemon/net/net.h"
@@ -238,8 +239,7 @@ static struct {
  * the node thread takes them in at the top of its next pass. There the
  * scheduler and the node thread share a core, and each call that waited for
  * the lock cost two thread switches (bench/RESULTS.md, "Thread switches
- * across daemons"). With cores to spare (more than 4, as config.c decides
- * for spinning) the scheduler waits for the lock on a core of its own and
+ * across daemons"). With cores to spare (cfg_small_host() false) the scheduler waits for the lock on a core of its own and
  * runs the call itself, as it always did: there is no switch to save, and
  * GPU ranks across daemons on 16 cores measured no gain from the queue.
  * One producer, the scheduler thread; consumers hold node.mu (the node
@@ -2474,7 +2474,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 	int r;
 
 	memcpy(node.node_id, node_id, sizeof(node.node_id));
-	reqs.on = sysconf(_SC_NPROCESSORS_ONLN) <= 4;
+	reqs.on = cfg_small_host();
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.hier_min_bytes = cfg->net_hier_min_bytes;
 	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;

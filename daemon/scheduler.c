@@ -27,7 +27,6 @@
 #include "daemon/sched.h"
 #include "daemon/sched_int.h"
 #include "daemon/status.h"
-#include "proto/prims.h"
 
 struct sched_state sched;
 
@@ -219,9 +218,7 @@ static void snapshot_device(uint32_t g, struct status_device *d)
 		int left = 0;
 
 		for (uint32_t ch = 0; ch < d->nchannels; ch++)
-			if (d->consumed[ch] <= p &&
-			    (it->kind != COLLC_WORK_COLL ||
-			     collc_item_share(it->chan_base, ch, d->nchannels) < it->nchannels)) {
+			if (d->consumed[ch] <= p && collc_item_ours(it, ch, d->nchannels)) {
 				d->inflight[ch]++;
 				left = 1;
 			}

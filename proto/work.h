@@ -143,6 +143,17 @@ _Static_assert(offsetof(struct collc_work_item, done_val) == 112, "work_item.don
 _Static_assert(offsetof(struct collc_work_item, gate) == 116, "work_item.gate");
 _Static_assert(offsetof(struct collc_work_item, seq) == 120, "work_item.seq");
 
+/*
+ * Does channel ch of an executor with nch channels take item it as its own:
+ * its share of a collective (collc_item_share() below nchannels), or an item
+ * of another kind, which every channel takes? The other channels skip it.
+ */
+COLLC_HD int collc_item_ours(const struct collc_work_item *it, uint32_t ch, uint32_t nch)
+{
+	return it->kind != COLLC_WORK_COLL ||
+	       collc_item_share(it->chan_base, ch, nch) < it->nchannels;
+}
+
 #define COLLC_ITEM_GATED  0x1u
 #define COLLC_ITEM_LEADER 0x2u
 
@@ -170,7 +181,7 @@ struct collc_fifo_ctrl {
 	struct collc_consumed work_consumed[COLLC_MAX_CHANNELS];
 	uint32_t abort;        /* nonzero: abandon every item and exit */
 	uint32_t reserved0[3]; /* 0 (the CPU executor's sleepers keep to its own memory) */
-	uint64_t published; /* written by the host: items [0, published) are whole (B1) */
+	uint64_t published;    /* written by the host: items [0, published) are whole (B1) */
 	uint32_t reserved[10];
 };
 _Static_assert(sizeof(struct collc_fifo_ctrl) == 64 * COLLC_MAX_CHANNELS + 64, "fifo_ctrl size");

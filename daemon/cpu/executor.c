@@ -311,7 +311,7 @@ static void *chan_main(void *arg)
 				it.kind = COLLC_WORK_NONE; /* consumed, not run */
 		}
 		share = collc_item_share(it.chan_base, c->id, nchan);
-		ours = it.kind != COLLC_WORK_COLL || share < it.nchannels;
+		ours = collc_item_ours(&it, c->id, nchan);
 		if (it.kind == COLLC_WORK_COLL && ours && !load_relaxed(&d->fifo->ctrl.abort)) {
 			int r = run_item(d, c, &it, share, pos);
 
@@ -425,15 +425,12 @@ static void cpu_kick(uint32_t dev)
 	const uint64_t pub = load_relaxed(&ctl->published); /* this thread's own store */
 	uint64_t mask = 0;
 
-	for (uint64_t p = d->kicked; p < pub && mask != ~0ull; p++) {
+	for (uint64_t p = d->kicked; p < pub; p++) {
 		const struct collc_work_item *it = &d->fifo->items[p & (COLLC_FIFO_DEPTH - 1)];
 
-		if (it->kind != COLLC_WORK_COLL || it->gate || it->nchannels >= nchan) {
-			mask = ~0ull;
-			break;
-		}
-		for (uint32_t k = 0; k < it->nchannels; k++)
-			mask |= 1ull << ((it->chan_base + k) % nchan);
+		for (uint32_t c = 0; c < nchan; c++)
+			if (it->gate || collc_item_ours(it, c, nchan))
+				mask |= 1ull << c;
 	}
 	d->kicked = pub;
 	for (uint32_t c = 0; c < nchan; c++)
