@@ -13,11 +13,15 @@
 
 /*
  * Geometry. Simple: 8 slots of 64 KiB, 4 steps a chunk (256 KiB chunks);
- * on a communicator that spans daemons 8 slots of 1 MiB (4 MiB chunks),
- * since every step that crosses daemons costs the proxy a wake-up and a
- * system call each way (bench/RESULTS.md: from 16 MiB, all-reduces got
- * 1.1-1.4x the busbw of NCCL's 512 KiB net steps, with 15% less CPU;
- * 2 MiB gained less and doubled the memory). LL: 8 steps of 512 lines, 4 KiB
+ * on a communicator that spans daemons 8 slots of 1 MiB, since every step
+ * that crosses daemons costs the proxy a wake-up and a system call each way
+ * (the all-to-all relay steps whole slots), and rings walk chunks of
+ * CPU_NET_CHUNK_BYTES there, one step each that fills half a slot:
+ * under bbr, steps of 1 MiB (4 MiB chunks before) left the ring at
+ * 0.55-0.65x the busbw of 512 KiB ones from 8 MiB, with cubic unchanged
+ * (bench/RESULTS.md, "Ring steps of 512 KiB across daemons"). Every rank
+ * of such a communicator has these connections, so every daemon walks the
+ * ring alike. LL: 8 steps of 512 lines, 4 KiB
  * of payload a step. LL128: 8 steps of 256 lines, 30 KiB of payload a step.
  * LL and LL128 chunks are one step, as in NCCL. The CUDA grid uses NCCL's
  * larger buffers; the arithmetic is the same (proto/prims.h).
@@ -25,6 +29,7 @@
 #define CPU_SLOT_BYTES               (64u << 10)
 #define CPU_NET_SLOT_BYTES           (1024u << 10)
 #define CPU_CHUNK_STEPS              4u
+#define CPU_NET_CHUNK_BYTES          (512u << 10)
 #define CPU_SIMPLE_BUFFER_BYTES      (CPU_SLOT_BYTES * COLLC_STEPS)
 #define CPU_NET_SIMPLE_BUFFER_BYTES  (CPU_NET_SLOT_BYTES * COLLC_STEPS)
 #define CPU_LL_STEP_LINES            512u

@@ -577,9 +577,11 @@ uint64_t cpu_chunk_elems(const struct cpu_run *x)
 {
 	uint64_t b = x->it->chunk_bytes;
 
-	if (!b)
-		b = x->it->proto == COLLC_PROTO_SIMPLE
-			    ? collc_chunk_bytes(x->send->buf_bytes, COLLC_STEPS, CPU_CHUNK_STEPS)
-			    : x->step_bytes;
+	if (!b && x->it->proto != COLLC_PROTO_SIMPLE)
+		b = x->step_bytes;
+	else if (!b && x->send->buf_bytes == CPU_NET_SIMPLE_BUFFER_BYTES)
+		b = CPU_NET_CHUNK_BYTES; /* a communicator that spans daemons (cpu.h) */
+	else if (!b)
+		b = collc_chunk_bytes(x->send->buf_bytes, COLLC_STEPS, CPU_CHUNK_STEPS);
 	return collc_max_u64(1, b / x->es);
 }
