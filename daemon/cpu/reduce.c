@@ -27,6 +27,35 @@
 #define IVDEP
 #endif
 
+/*
+ * Every loop is also built for x86-64-v3 (AVX2) and x86-64-v4 (AVX-512),
+ * and the loader picks the one the CPU runs (an ifunc). It is the same C,
+ * so the same IEEE operations element by element, and no variant fuses a
+ * multiply and an add (-ffp-contract=off, CMakeLists.txt): every variant
+ * gives the same bits, and so does every daemon of a communicator
+ * (tests/unit/test_reduce_variants.c builds each alone and compares). The
+ * bfloat16 and float16 loops convert in vector registers there, 2-3x
+ * faster on a 512 KiB buffer; float32 and the integers were memory-bound
+ * already (bench/RESULTS.md, "Reductions built for AVX2 and AVX-512").
+ */
+/* ThreadSanitizer's hooks crash in an ifunc resolver: one variant there. */
+#if defined(__SANITIZE_THREAD__)
+#define REDUCE_TSAN
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define REDUCE_TSAN
+#endif
+#endif
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(COLLC_REDUCE_ONE_VARIANT) &&       \
+	!defined(REDUCE_TSAN)
+#if __has_attribute(target_clones)
+#define VARIANTS __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef VARIANTS
+#define VARIANTS
+#endif
+
 typedef void (*reduce_fn)(void *dst, const void *a, const void *b, size_t n);
 typedef void (*finish_fn)(void *buf, size_t n, uint32_t nranks);
 
@@ -171,7 +200,7 @@ uint16_t red_float_to_bf16(float f)
 
 /* dst = a op b on elements of type T, computed in type F. */
 #define DEFINE_REDUCE_IN(name, T, F, TOF, FROMF, OP)                                               \
-	static void name(void *dst_, const void *a_, const void *b_, size_t n)                     \
+	VARIANTS static void name(void *dst_, const void *a_, const void *b_, size_t n)            \
 	{                                                                                          \
 		T *dst = dst_;                                                                     \
 		const T *a = a_, *b = b_;                                                          \
@@ -281,7 +310,7 @@ static const reduce_fn reducers[COLLC_NUM_DTYPES][COLLC_NUM_REDOPS] = {
 
 /* Floats divide in F, blocked like the reductions so that gcc vectorizes. */
 #define DEFINE_FINISH_FP(name, T, F, TOF, FROMF)                                                   \
-	static void name(void *buf_, size_t n, uint32_t nranks)                                    \
+	VARIANTS static void name(void *buf_, size_t n, uint32_t nranks)                           \
 	{                                                                                          \
 		T *buf = buf_;                                                                     \
 		F d = (F)nranks;                                                                   \
