@@ -7,8 +7,8 @@
  * lengths around the loops' blocks, and the AVG finish at several rank
  * counts. collcd's loader picks one of these variants per machine, so two
  * daemons of a communicator must get the same bits from each. Variants this
- * CPU cannot run are left out, and the test says which ran; it fails where
- * it could compare none.
+ * CPU cannot run are left out, and the test says which ran (SKIPPED on a
+ * CPU that runs neither: collcd then runs the x86-64 build alone).
  *
  * COLLC_TEST_SEED=N reproduces a run.
  */
@@ -128,9 +128,9 @@ static void test_variants_agree(void **state)
 		printf("x86-64 and %s agree on every dtype x op\n", v->name);
 	}
 	if (!compared) {
-		fprintf(stderr,
-			"this CPU runs neither x86-64-v3 nor x86-64-v4: nothing compared\n");
-		fail();
+		/* Nor does collcd pick either here: it runs the x86-64 build alone. */
+		fprintf(stderr, "SKIPPED: this CPU runs neither x86-64-v3 nor x86-64-v4\n");
+		skip();
 	}
 }
 
