@@ -28,15 +28,19 @@
 #endif
 
 /*
- * Every loop is also built for x86-64-v3 (AVX2) and x86-64-v4 (AVX-512),
- * and the loader picks the one the CPU runs (an ifunc). It is the same C,
- * so the same IEEE operations element by element, and no variant fuses a
- * multiply and an add (-ffp-contract=off, CMakeLists.txt): every variant
- * gives the same bits, and so does every daemon of a communicator
- * (tests/unit/test_reduce_variants.c builds each alone and compares). The
- * bfloat16 and float16 loops convert in vector registers there, 2-3x
- * faster on a 512 KiB buffer; float32 and the integers were memory-bound
- * already (bench/RESULTS.md, "Reductions built for AVX2 and AVX-512").
+ * The loops are also built for newer x86-64 levels, and the loader picks
+ * the one the CPU runs (an ifunc): the loops of the native types
+ * (integers, float32, float64) for x86-64-v3 (AVX2), those that convert
+ * float16 and bfloat16 also for x86-64-v4 (AVX-512), where they convert in
+ * vector registers. fp8 looks its codes up in a table and keeps one build.
+ * It is the same C, so the same IEEE operations element by element, and no
+ * variant fuses a multiply and an add (-ffp-contract=off, CMakeLists.txt):
+ * every variant gives the same bits, and so does every daemon of a
+ * communicator (tests/unit/test_reduce_variants.c builds each alone and
+ * compares). On one core (bench/RESULTS.md, "Reductions built for AVX2 and
+ * AVX-512"): bfloat16 and float16 3x faster on -v4, int32 10% on -v3, and
+ * the native types 10-15% slower on -v4 than on -v3 while in L2, hence
+ * their shorter list.
  */
 /* ThreadSanitizer's hooks crash in an ifunc resolver: one variant there. */
 #if defined(__SANITIZE_THREAD__)
@@ -49,12 +53,16 @@
 #if defined(__x86_64__) && defined(__has_attribute) && !defined(COLLC_REDUCE_ONE_VARIANT) &&       \
 	!defined(REDUCE_TSAN)
 #if __has_attribute(target_clones)
-#define VARIANTS __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define VARIANTS_NATIVE __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define VARIANTS_CONVERT                                                                           \
+	__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 #endif
-#ifndef VARIANTS
-#define VARIANTS
+#ifndef VARIANTS_NATIVE
+#define VARIANTS_NATIVE
+#define VARIANTS_CONVERT
 #endif
+#define VARIANTS_NONE
 
 typedef void (*reduce_fn)(void *dst, const void *a, const void *b, size_t n);
 typedef void (*finish_fn)(void *buf, size_t n, uint32_t nranks);
@@ -199,7 +207,7 @@ uint16_t red_float_to_bf16(float f)
 #define AS_IS(x) (x)
 
 /* dst = a op b on elements of type T, computed in type F. */
-#define DEFINE_REDUCE_IN(name, T, F, TOF, FROMF, OP)                                               \
+#define DEFINE_REDUCE_IN(name, T, F, TOF, FROMF, OP, VARIANTS)                                     \
 	VARIANTS static void name(void *dst_, const void *a_, const void *b_, size_t n)            \
 	{                                                                                          \
 		T *dst = dst_;                                                                     \
@@ -219,11 +227,12 @@ uint16_t red_float_to_bf16(float f)
 		}                                                                                  \
 	}
 
-#define DEFINE_REDUCE(name, T, OP) DEFINE_REDUCE_IN(name, T, T, AS_IS, AS_IS, OP)
+#define DEFINE_REDUCE(name, T, OP) DEFINE_REDUCE_IN(name, T, T, AS_IS, AS_IS, OP, VARIANTS_NATIVE)
 #define DEFINE_REDUCE16(name, TOF, FROMF, OP)                                                      \
-	DEFINE_REDUCE_IN(name, uint16_t, float, TOF, FROMF, OP)
+	DEFINE_REDUCE_IN(name, uint16_t, float, TOF, FROMF, OP, VARIANTS_CONVERT)
 /* fp8 reduces in float and rounds back (nearest even, saturating) after every step: proto/fp8.h. */
-#define DEFINE_REDUCE8(name, TOF, FROMF, OP) DEFINE_REDUCE_IN(name, uint8_t, float, TOF, FROMF, OP)
+#define DEFINE_REDUCE8(name, TOF, FROMF, OP)                                                       \
+	DEFINE_REDUCE_IN(name, uint8_t, float, TOF, FROMF, OP, VARIANTS_NONE)
 
 /*
  * Two's complement SUM and PROD are the same bits for signed and unsigned:
@@ -309,7 +318,7 @@ static const reduce_fn reducers[COLLC_NUM_DTYPES][COLLC_NUM_REDOPS] = {
 	}
 
 /* Floats divide in F, blocked like the reductions so that gcc vectorizes. */
-#define DEFINE_FINISH_FP(name, T, F, TOF, FROMF)                                                   \
+#define DEFINE_FINISH_FP(name, T, F, TOF, FROMF, VARIANTS)                                         \
 	VARIANTS static void name(void *buf_, size_t n, uint32_t nranks)                           \
 	{                                                                                          \
 		T *buf = buf_;                                                                     \
@@ -330,12 +339,12 @@ DEFINE_FINISH_INT(avg_i32, int32_t, int64_t)
 DEFINE_FINISH_INT(avg_u32, uint32_t, uint32_t)
 DEFINE_FINISH_INT(avg_i64, int64_t, int64_t)
 DEFINE_FINISH_INT(avg_u64, uint64_t, uint64_t)
-DEFINE_FINISH_FP(avg_f16, uint16_t, float, h2f, f2h)
-DEFINE_FINISH_FP(avg_bf16, uint16_t, float, bf2f, f2bf)
-DEFINE_FINISH_FP(avg_f32, float, float, AS_IS, AS_IS)
-DEFINE_FINISH_FP(avg_f64, double, double, AS_IS, AS_IS)
-DEFINE_FINISH_FP(avg_e4m3, uint8_t, float, e4m3_to_f, collc_float_to_e4m3)
-DEFINE_FINISH_FP(avg_e5m2, uint8_t, float, e5m2_to_f, collc_float_to_e5m2)
+DEFINE_FINISH_FP(avg_f16, uint16_t, float, h2f, f2h, VARIANTS_CONVERT)
+DEFINE_FINISH_FP(avg_bf16, uint16_t, float, bf2f, f2bf, VARIANTS_CONVERT)
+DEFINE_FINISH_FP(avg_f32, float, float, AS_IS, AS_IS, VARIANTS_NATIVE)
+DEFINE_FINISH_FP(avg_f64, double, double, AS_IS, AS_IS, VARIANTS_NATIVE)
+DEFINE_FINISH_FP(avg_e4m3, uint8_t, float, e4m3_to_f, collc_float_to_e4m3, VARIANTS_NONE)
+DEFINE_FINISH_FP(avg_e5m2, uint8_t, float, e5m2_to_f, collc_float_to_e5m2, VARIANTS_NONE)
 
 static const finish_fn finishers[COLLC_NUM_DTYPES] = {
 	[COLLC_INT8] = avg_i8,     [COLLC_UINT8] = avg_u8,         [COLLC_INT32] = avg_i32,
