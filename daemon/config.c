@@ -89,7 +89,17 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	 * 8-byte all-reduce p50 590 us spinning, 150 us not).
 	 */
 	cfg->net_tcp_streams = 1;
+	/*
+	 * One channel across daemons on a small host: every step of each
+	 * channel passes through the same node thread and the same core, and a
+	 * second channel only added hand-offs (2 cores, one rank a daemon: 1 MiB
+	 * all-reduces 9-16% less time with one, 64 MiB 4-15% less; two ranks a
+	 * daemon 3-23% less up to 8 MiB; bench/RESULTS.md, "One channel across
+	 * daemons on a small host").
+	 */
+	cfg->net_channels = 1;
 	if (!cfg_small_host()) {
+		cfg->net_channels = NODE_MAX_CHANNELS;
 		cfg->sched_spin_us = 100;
 		cfg->gate_spin_us = 100000;
 		cfg->exec_spin_us = 50;
@@ -308,6 +318,12 @@ static const struct key_desc keys[] = {
 	 * The root's value when a communicator forms holds on all its daemons.
 	 */
 	KEY("net_hier_min_bytes", K_U64, net_hier_min_bytes, 0, 1ull << 40),
+	/*
+	 * Most channels a communicator spanning daemons uses: each of its
+	 * daemons offers its own value when the communicator forms and the least
+	 * holds; 1 on hosts of 4 cores or fewer, else 2.
+	 */
+	KEY("net_channels", K_U32, net_channels, 1, NODE_MAX_CHANNELS),
 };
 
 const char *const cfg_auto_keys[] = {

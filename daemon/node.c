@@ -218,6 +218,7 @@ static struct {
 	uint8_t node_id[16];
 	uint32_t timeout_ms;
 	uint64_t hier_min_bytes; /* net_hier_min_bytes, read when this daemon roots a communicator */
+	uint32_t max_chan;       /* net_channels: what this daemon offers a forming communicator */
 	uint64_t spin_ns;        /* net_spin_us */
 	struct conn *conns;
 	uint32_t nconns;
@@ -1845,7 +1846,7 @@ static void joiner_send_regs(struct ncomm *nc)
 		memset(&m, 0, sizeof(m));
 		m.rank = r;
 		m.nranks = nc->nranks;
-		m.max_chan = NODE_MAX_CHANNELS;
+		m.max_chan = node.max_chan;
 		m.gpu = nc->gpu[r];
 		addr_to_wire(&node.laddr, &m.from);
 		memcpy(m.handles, nc->handles[r], sizeof(m.handles));
@@ -2477,6 +2478,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 	reqs.on = cfg_small_host();
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.hier_min_bytes = cfg->net_hier_min_bytes;
+	node.max_chan = cfg->net_channels;
 	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;
 	if (!cfg->listen[0])
 		return 0;
@@ -2688,6 +2690,7 @@ void node_configure(const struct collc_config *cfg)
 	node.timeout_ms = cfg->net_timeout_ms;
 	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
 	node.hier_min_bytes = cfg->net_hier_min_bytes;
+	node.max_chan = cfg->net_channels;
 	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;
 	wake();
 	pthread_mutex_unlock(&node.mu);
@@ -2727,7 +2730,7 @@ int node_join(uint64_t comm_id, const struct collc_uid *uid, uint32_t nranks, ui
 		memcpy(nc->secret, uid->secret, sizeof(nc->secret));
 		nc->nranks = nranks;
 		nc->root = memcmp(uid->node_id, node.node_id, sizeof(uid->node_id)) == 0;
-		nc->min_chan = NODE_MAX_CHANNELS;
+		nc->min_chan = node.max_chan; /* the root's own offer */
 		nc->deadline_ns = mono_ns() + JOIN_TIMEOUT_NS;
 		if (nc->root) {
 			nc->ndaemons = 1;
@@ -3118,15 +3121,19 @@ size_t node_status(char *out, size_t len, int json)
 				else
 					PUT(" %u", nc->ring[p]);
 			}
-			/* Group rings: the ranks of each daemon's block (hierarchical collectives). */
-			if (json)
-				PUT("], \"group\": %u, \"hier_min_bytes\": %llu}", nc->group,
+			/* Its agreed channels; group rings: each daemon's block (hierarchical). */
+			if (json) {
+				PUT("], \"channels\": %u, \"group\": %u, \"hier_min_bytes\": %llu}",
+				    nc->links ? nc->nchan : 0, nc->group,
 				    (unsigned long long)nc->hier_min_bytes);
-			else if (nc->group)
-				PUT(", groups of %u (hierarchical from %llu B)\n", nc->group,
-				    (unsigned long long)nc->hier_min_bytes);
-			else
+			} else {
+				if (nc->links)
+					PUT(", %u channel%s", nc->nchan, nc->nchan == 1 ? "" : "s");
+				if (nc->group)
+					PUT(", groups of %u (hierarchical from %llu B)", nc->group,
+					    (unsigned long long)nc->hier_min_bytes);
 				PUT("\n");
+			}
 			first = 0;
 		}
 	}

@@ -15,6 +15,8 @@ multi-node tests. The JSON comes on stdin.
                            algorithm NAME (ring, oneshot, twoshot, hier)
   mn_status.py groups      one line per peer: its communicator's group (ranks of
                            each daemon with group rings, 0: none)
+  mn_status.py channels    one line per peer: its communicator's agreed channels
+                           (0 before the rank table is known)
 Exit 1 (with a message) when the JSON has no `net` object or lacks the field.
 """
 import json
@@ -43,12 +45,13 @@ def main():
         print(net[what])
     elif what in ("transport", "listen"):
         print(net.get(what, ""))
-    elif what == "groups":
+    elif what in ("groups", "channels"):
+        key = "group" if what == "groups" else "channels"
         for p in net.get("peers", []):
-            if not isinstance(p.get("group"), int):
-                print("mn_status: a peer without group in status --json", file=sys.stderr)
+            if not isinstance(p.get(key), int):
+                print(f"mn_status: a peer without {key} in status --json", file=sys.stderr)
                 return 1
-            print(p["group"])
+            print(p[key])
     elif what == "peers":
         for p in net.get("peers", []):
             print(*(p.get(k, "?") for k in ("addr", "comm", "role", "state", "bytes_sent",

@@ -205,7 +205,35 @@ correct | a2a | p2p)
 	done
 	hier_all=0
 	case "${4:-}" in *net_hier_min_bytes=1\ * | *net_hier_min_bytes=1) hier_all=1 ;; esac
-	if [ "$hier_all" = 1 ]; then
+	# net_channels named: every daemon offers its own value and the least holds.
+	# Its default: 1 on hosts of 4 cores or fewer, else 2 (daemon/config.c).
+	want_chan=
+	case "${4:-}${5:-}" in *net_channels=*)
+		want_chan=2
+		for a in "${args0[*]}" "${args1[*]}"; do
+			offer=2
+			[ "$(getconf _NPROCESSORS_ONLN)" -le 4 ] && offer=1
+			case "$a" in *net_channels=1*) offer=1 ;; *net_channels=2*) offer=2 ;; esac
+			[ "$offer" -lt "$want_chan" ] && want_chan=$offer
+		done ;;
+	esac
+	if [ -n "$want_chan" ]; then
+		comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd" --min-s 3
+		# While it runs, every node's status shows the agreed channels.
+		for ((i = 0; i < nnodes; i++)); do
+			ok=0
+			for ((t = 0; t < 30 && ok == 0; t++)); do
+				chans=$(mn_status_json "$i" | $PY "$here/mn_status.py" channels) ||
+					mn_fail "status --json of node $i: a peer without its channels"
+				ok=1
+				[ -n "$chans" ] || ok=0
+				for c in $chans; do [ "$c" = "$want_chan" ] || ok=0; done
+				[ "$ok" = 1 ] || sleep 0.1
+			done
+			[ "$ok" = 1 ] || mn_fail "node $i's status shows channels '$chans' while A runs, want $want_chan"
+			echo "node $i's status: $want_chan channels"
+		done
+	elif [ "$hier_all" = 1 ]; then
 		comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd" --min-s 3
 		# While it runs, every node's status shows the group rings (the ranks of a
 		# daemon) once the rank table is known (0 before).
