@@ -93,9 +93,9 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	 * One channel across daemons on a small host: every step of each
 	 * channel passes through the same node thread and the same core, and a
 	 * second channel only added hand-offs (2 cores, one rank a daemon: 1 MiB
-	 * all-reduces 9-16% less time with one, 64 MiB 4-15% less; two ranks a
-	 * daemon 3-23% less up to 8 MiB; bench/RESULTS.md, "One channel across
-	 * daemons on a small host").
+	 * all-reduces 8-16% less time with one, under bbr 4-16 MiB 10-22% less;
+	 * two ranks a daemon 3-23% less up to 8 MiB; bench/RESULTS.md, "One
+	 * channel across daemons on a small host").
 	 */
 	cfg->net_channels = 1;
 	if (!cfg_small_host()) {

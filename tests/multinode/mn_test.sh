@@ -11,7 +11,9 @@
 #                                    random sizes; ARGS0: collcd arguments for node 0 (the
 #                                    root), ARGS for the others; with net_hier_min_bytes=1
 #                                    (0) in ARGS0 every node must have run some (no)
-#                                    hierarchical all-reduces
+#                                    hierarchical all-reduces; with net_channels in ARGS0
+#                                    or ARGS, every node's status must show the least
+#                                    channels offered
 #   mn_test.sh a2a NODES PER [rr]    all-to-all and all-to-allv x dtype, random counts
 #                                    (zeros too), and counts that disagree: -EINVAL everywhere
 #   mn_test.sh p2p NODES PER [rr]    send/recv x dtype (fp8 too), random counts (zeros too),
@@ -115,6 +117,27 @@ daemons_alive() {
 }
 
 # refused_count I: node I's refusals so far (runs in a command substitution: no mn_fail here).
+# status_shows NODES QUERY WANT: every peer in each node's status --json has
+# mn_status.py QUERY equal to WANT within 3 s, else the case fails.
+status_shows() {
+	local i t ok vals v seen
+	for ((i = 0; i < $1; i++)); do
+		ok=0
+		seen=
+		for ((t = 0; t < 30 && ok == 0; t++)); do
+			vals=$(mn_status_json "$i" | $PY "$here/mn_status.py" "$2") ||
+				mn_fail "status --json of node $i: a peer without its $2"
+			ok=1
+			[ -n "$vals" ] || ok=0
+			[ -z "$vals" ] || seen=$vals
+			for v in $vals; do [ "$v" = "$3" ] || ok=0; done
+			[ "$ok" = 1 ] || sleep 0.1
+		done
+		[ "$ok" = 1 ] || mn_fail "node $i's status showed $2 '$seen' while A ran, want $3"
+		echo "node $i's status: $2 $3"
+	done
+}
+
 refused_count() {
 	local out
 	out=$(mn_status_json "$1") || return 1
@@ -217,42 +240,15 @@ correct | a2a | p2p)
 			[ "$offer" -lt "$want_chan" ] && want_chan=$offer
 		done ;;
 	esac
-	if [ -n "$want_chan" ]; then
-		comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd" --min-s 3
-		# While it runs, every node's status shows the agreed channels.
-		for ((i = 0; i < nnodes; i++)); do
-			ok=0
-			for ((t = 0; t < 30 && ok == 0; t++)); do
-				chans=$(mn_status_json "$i" | $PY "$here/mn_status.py" channels) ||
-					mn_fail "status --json of node $i: a peer without its channels"
-				ok=1
-				[ -n "$chans" ] || ok=0
-				for c in $chans; do [ "$c" = "$want_chan" ] || ok=0; done
-				[ "$ok" = 1 ] || sleep 0.1
-			done
-			[ "$ok" = 1 ] || mn_fail "node $i's status shows channels '$chans' while A runs, want $want_chan"
-			echo "node $i's status: $want_chan channels"
-		done
-	elif [ "$hier_all" = 1 ]; then
-		comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd" --min-s 3
-		# While it runs, every node's status shows the group rings (the ranks of a
-		# daemon) once the rank table is known (0 before).
-		for ((i = 0; i < nnodes; i++)); do
-			ok=0
-			for ((t = 0; t < 30 && ok == 0; t++)); do
-				groups=$(mn_status_json "$i" | $PY "$here/mn_status.py" groups) ||
-					mn_fail "status --json of node $i: a peer without its group"
-				ok=1
-				[ -n "$groups" ] || ok=0
-				for gr in $groups; do [ "$gr" = "$per" ] || ok=0; done
-				[ "$ok" = 1 ] || sleep 0.1
-			done
-			[ "$ok" = 1 ] || mn_fail "node $i's status shows groups '$groups' while A runs, want $per"
-			echo "node $i's status: groups of $per"
-		done
-	else
-		comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd"
-	fi
+	# Where the status is checked while A runs, A runs for at least 3 s.
+	min_s=()
+	[ -n "$want_chan" ] || [ "$hier_all" = 1 ] && min_s=(--min-s 3)
+	comm_start A "$n" "${placement[@]}" -- --mode "$mode" --odd "$odd" "${min_s[@]}"
+	# Every node's status shows the agreed channels, and the group rings (the
+	# ranks of a daemon) where all-reduces run hierarchically, once the rank
+	# table is known (0 before).
+	[ -z "$want_chan" ] || status_shows "$nnodes" channels "$want_chan"
+	[ "$hier_all" = 0 ] || status_shows "$nnodes" groups "$per"
 	mn_wait_ranks 120 || mn_fail "$mode on $nnodes nodes x $per ranks ($place)"
 	daemons_alive $(seq 0 $((nnodes - 1)))
 	if [ "$mode" = check ]; then
