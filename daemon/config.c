@@ -37,16 +37,16 @@ static int tcp_windowed_cc(void)
 	return strncmp(name, "bbr", 3) == 0;
 }
 
-/*
- * The generic defaults. Keys marked auto here take each executor's own value
- * (struct cfg_exec_defaults in its table, with the measurements behind it);
- * the field keeps a placeholder so that "auto" reads back unchanged.
- */
 int cfg_small_host(void)
 {
 	return sysconf(_SC_NPROCESSORS_ONLN) <= 4;
 }
 
+/*
+ * The generic defaults. Keys marked auto here take each executor's own value
+ * (struct cfg_exec_defaults in its table, with the measurements behind it);
+ * the field keeps a placeholder so that "auto" reads back unchanged.
+ */
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 {
 	memset(cfg, 0, sizeof(*cfg));

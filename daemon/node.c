@@ -240,8 +240,9 @@ static struct {
  * the node thread takes them in at the top of its next pass. There the
  * scheduler and the node thread share a core, and each call that waited for
  * the lock cost two thread switches (bench/RESULTS.md, "Thread switches
- * across daemons"). With cores to spare (cfg_small_host() false) the scheduler waits for the lock on a core of its own and
- * runs the call itself, as it always did: there is no switch to save, and
+ * across daemons"). With cores to spare (cfg_small_host() false) the
+ * scheduler waits for the lock on a core of its own and runs the call
+ * itself, as it always did: there is no switch to save, and
  * GPU ranks across daemons on 16 cores measured no gain from the queue.
  * One producer, the scheduler thread; consumers hold node.mu (the node
  * thread, or the scheduler once it has the lock: reqs_run()), so they keep
@@ -2466,6 +2467,15 @@ static void net_logger(ncclDebugLogLevel level, unsigned long flags, const char 
 		log_debug("%s", msg);
 }
 
+/* The keys that may change while collcd runs (node_configure()), as start-up takes them too. */
+static void take_keys(const struct collc_config *cfg)
+{
+	node.timeout_ms = cfg->net_timeout_ms;
+	node.hier_min_bytes = cfg->net_hier_min_bytes;
+	node.max_chan = cfg->net_channels;
+	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;
+}
+
 static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16])
 {
 	struct net_tcp_opts to = { .ifname = cfg->net_ifname[0] ? cfg->net_ifname : NULL,
@@ -2476,10 +2486,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 
 	memcpy(node.node_id, node_id, sizeof(node.node_id));
 	reqs.on = cfg_small_host();
-	node.timeout_ms = cfg->net_timeout_ms;
-	node.hier_min_bytes = cfg->net_hier_min_bytes;
-	node.max_chan = cfg->net_channels;
-	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;
+	take_keys(cfg);
 	if (!cfg->listen[0])
 		return 0;
 	r = parse_listen(cfg->listen, &node.laddr);
@@ -2687,11 +2694,8 @@ static void req_call(const struct node_req *q, const struct iovec *parts, uint32
 void node_configure(const struct collc_config *cfg)
 {
 	lock_sched();
-	node.timeout_ms = cfg->net_timeout_ms;
+	take_keys(cfg);
 	node.auth.timeout_ms = (int)cfg->net_timeout_ms;
-	node.hier_min_bytes = cfg->net_hier_min_bytes;
-	node.max_chan = cfg->net_channels;
-	node.spin_ns = (uint64_t)cfg->net_spin_us * 1000;
 	wake();
 	pthread_mutex_unlock(&node.mu);
 }

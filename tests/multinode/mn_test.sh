@@ -116,7 +116,6 @@ daemons_alive() {
 	done
 }
 
-# refused_count I: node I's refusals so far (runs in a command substitution: no mn_fail here).
 # status_shows NODES QUERY WANT: every peer in each node's status --json has
 # mn_status.py QUERY equal to WANT within 3 s, else the case fails.
 status_shows() {
@@ -138,6 +137,7 @@ status_shows() {
 	done
 }
 
+# refused_count I: node I's refusals so far (runs in a command substitution: no mn_fail here).
 refused_count() {
 	local out
 	out=$(mn_status_json "$1") || return 1
@@ -233,9 +233,10 @@ correct | a2a | p2p)
 	want_chan=
 	case "${4:-}${5:-}" in *net_channels=*)
 		want_chan=2
+		host_offer=2
+		[ "$(getconf _NPROCESSORS_ONLN)" -le 4 ] && host_offer=1
 		for a in "${args0[*]}" "${args1[*]}"; do
-			offer=2
-			[ "$(getconf _NPROCESSORS_ONLN)" -le 4 ] && offer=1
+			offer=$host_offer
 			case "$a" in *net_channels=1*) offer=1 ;; *net_channels=2*) offer=2 ;; esac
 			[ "$offer" -lt "$want_chan" ] && want_chan=$offer
 		done ;;
