@@ -115,8 +115,8 @@ for ((i = 0; i < nodes; i++)); do
 	mn_status_json "$i" | /usr/bin/python3 -c '
 import json, sys
 net = json.load(sys.stdin).get("net", {})
-print("#   transport %s listen %s eager %s" % (net.get("transport"), net.get("listen"),
-                                          net.get("eager")))
+print("#   transport %s listen %s eager %s (received in place %s)" % (
+    net.get("transport"), net.get("listen"), net.get("eager"), net.get("eager_landed")))
 for p in net.get("peers", []):
     print("#   peer " + " ".join("%s=%s" % kv for kv in p.items()))' 2>/dev/null
 	echo "#   collcd cpu ${cpu:-?} s (user + system)"

@@ -99,6 +99,10 @@ struct agree {
 	uint32_t peer_len;
 	uint8_t *in;      /* eager: nranks x in_bytes, by rank (node.h) */
 	uint8_t *peer_in; /* two daemons: the other daemon's inputs, peer_len bytes */
+	/* Two daemons: where the other daemon's inputs may land (node_coll_ready()), nland places. */
+	struct iovec land[NODE_LAND_MAX];
+	uint32_t nland;
+	uint8_t peer_landed; /* ... and they did: peer_len bytes, no peer_in */
 };
 
 enum { C_CONNECTING, C_AUTH, C_UP, C_CLOSED };
@@ -121,9 +125,17 @@ struct conn {
 	char addr[64];
 	uint8_t *in; /* a frame before the handshake, a message after */
 	size_t in_len;
-	/* The message's payload past its first rx_pre bytes, when it has a buffer of its own (rx_prefix()). */
+	/*
+	 * The message's payload past its first rx_pre bytes, when it goes
+	 * elsewhere than c->in (rx_prefix()): into a buffer of its own
+	 * (rx_data), or straight into ranks' buffers (rx_land, an agreement's
+	 * places, rx_dest()); rx_ready once one of them is chosen.
+	 */
 	uint32_t rx_pre;
+	int rx_ready;
 	uint8_t *rx_data;
+	const struct iovec *rx_land;
+	uint32_t rx_nland;
 	size_t rx_len, rx_got;
 	uint8_t *out;
 	size_t out_len, out_off, out_cap;
@@ -228,8 +240,9 @@ static struct {
 	uint32_t inflight;             /* collectives in flight on spanning communicators */
 	/* Communicators failed here with -EPROTO: a peer's data broke what was agreed. */
 	uint64_t proto_errors;
-	uint64_t rx_msgs;     /* control messages taken in: the node thread's spin goes on */
-	uint64_t eager;       /* collectives that ran eagerly here (node.h) */
+	uint64_t rx_msgs; /* control messages taken in: the node thread's spin goes on */
+	uint64_t eager;   /* collectives that ran eagerly here (node.h) */
+	uint64_t landed;  /* ... whose other daemon's inputs were received in place (rx_dest()) */
 	uint64_t recv_direct; /* bytes received straight into ranks' buffers (exec_link.dst) */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
@@ -410,6 +423,12 @@ static void conn_close(struct conn *c)
 		close(c->fd);
 	c->fd = -1;
 	c->state = C_CLOSED;
+	/* Nothing more lands in ranks' buffers (node_comm_revoke(), node_comm_release()). */
+	if (c->rx_land) {
+		c->rx_land = NULL;
+		c->rx_nland = 0;
+		c->rx_ready = 0;
+	}
 }
 
 /* Queues bytes; -ENOBUFS when the peer does not read (the connection then fails). */
@@ -511,8 +530,9 @@ static int conn_flush(struct conn *c)
  * Where a message's payload starts: past an eager collective's descriptor
  * (COLL, PEER_IN) or its answer's seq (EAGER). From RX_OWN_MIN bytes the
  * payload is received into a buffer of its own, which the handler keeps
- * (conn_take()) instead of copying it out of c->in. UINT32_MAX: the whole
- * body goes to c->in.
+ * (conn_take()) instead of copying it out of c->in, or, once the
+ * descriptor is in, where the agreement lets it land (rx_dest()).
+ * UINT32_MAX: the whole body goes to c->in.
  */
 static uint32_t rx_prefix(const struct msg_hdr *h)
 {
@@ -532,6 +552,16 @@ static uint32_t rx_prefix(const struct msg_hdr *h)
 	return h->len >= pre + RX_OWN_MIN ? pre : UINT32_MAX;
 }
 
+/* The payload into a buffer of its own, or (none free) into c->in as any other body. */
+static void rx_own(struct conn *c)
+{
+	c->rx_data = malloc(c->rx_len);
+	if (c->rx_data)
+		c->rx_ready = 1;
+	else
+		c->rx_pre = UINT32_MAX;
+}
+
 /* A header came in: is it one, and where does its body go? */
 static int rx_start(struct conn *c, const struct msg_hdr *h)
 {
@@ -541,11 +571,99 @@ static int rx_start(struct conn *c, const struct msg_hdr *h)
 	if (c->rx_pre != UINT32_MAX) {
 		c->rx_len = h->len - c->rx_pre;
 		c->rx_got = 0;
-		c->rx_data = malloc(c->rx_len);
-		if (!c->rx_data)
-			c->rx_pre = UINT32_MAX; /* into c->in, as any other */
+		/* A view's inputs wait for its descriptor: they may land in place (rx_dest()). */
+		if (h->type == M_EAGER)
+			rx_own(c);
 	}
 	return 0;
+}
+
+static int same_coll(const struct node_coll *a, const struct node_coll *b);
+
+/*
+ * The agreement whose places view d's inputs, coming on c, land in: two
+ * daemons, our own view of the collective here alone, with inputs we sent,
+ * places our scheduler named (node_coll_ready()) and d the same collective,
+ * its inputs exactly what the places take. NULL: into a buffer of their own.
+ */
+static struct agree *rx_land_at(const struct conn *c, const struct msg_hdr *h,
+				const struct node_coll *d)
+{
+	struct ncomm *nc = c->nc;
+	const int to_joiner = h->type == M_PEER_IN;
+	struct agree *a;
+	uint64_t in, out, want;
+
+	if (!nc || nc->stage != NC_ATTACHED || !nc->agree || d->eager != 1 || d->bad ||
+	    !node_eager_pair(d, nc->ndaemons, nc->nranks) ||
+	    c != (to_joiner ? nc->ctl : nc->peers[1]) || (nc->root == to_joiner))
+		return NULL;
+	a = &nc->agree[d->seq % AGREE_WINDOW];
+	if (!a->used || a->seq != d->seq || !a->nland || a->ndesc != 1 || !a->sent_in ||
+	    a->peer_in || a->peer_landed || a->bad || !same_coll(&a->d, d))
+		return NULL;
+	/* What the other daemon's contributing ranks owe (eager_owed() of d). */
+	node_eager_sizes(d, nc->nranks, NODE_EAGER_MAX, &in, &out);
+	want = 0;
+	for (uint32_t r = 0; r < nc->nranks; r++)
+		want += nc->owner[r] != nc->me && node_eager_contributes(d, r) ? in : 0;
+	if (want != c->rx_len)
+		return NULL;
+	want = 0;
+	for (uint32_t k = 0; k < a->nland; k++)
+		want += a->land[k].iov_len;
+	return want == c->rx_len ? a : NULL;
+}
+
+/* The view's descriptor is in (c->in): where its inputs go. */
+static void rx_dest(struct conn *c, const struct msg_hdr *h)
+{
+	const struct node_coll *d = (const struct node_coll *)(c->in + sizeof(*h));
+	const struct agree *a = rx_land_at(c, h, d);
+
+	if (!a) {
+		rx_own(c);
+		return;
+	}
+	c->rx_land = a->land;
+	c->rx_nland = a->nland;
+	c->rx_ready = 1;
+}
+
+/* The places the rest of the payload goes, from rx_got on, into v (room for n). */
+static uint32_t rx_payload_iov(const struct conn *c, struct iovec *v, uint32_t n)
+{
+	size_t skip = c->rx_got;
+	uint32_t k = 0;
+
+	if (!c->rx_ready || c->rx_got == c->rx_len)
+		return 0;
+	if (!c->rx_land) {
+		v[0] = (struct iovec){ .iov_base = c->rx_data + skip, .iov_len = c->rx_len - skip };
+		return 1;
+	}
+	for (uint32_t i = 0; i < c->rx_nland && k < n; i++) {
+		const struct iovec *p = &c->rx_land[i];
+
+		if (skip >= p->iov_len) {
+			skip -= p->iov_len;
+			continue;
+		}
+		v[k++] = (struct iovec){ .iov_base = (uint8_t *)p->iov_base + skip,
+					 .iov_len = p->iov_len - skip };
+		skip = 0;
+	}
+	return k;
+}
+
+/* The message is handled: its payload's places are forgotten. */
+static void rx_end(struct conn *c)
+{
+	free(c->rx_data);
+	c->rx_data = NULL;
+	c->rx_land = NULL;
+	c->rx_nland = 0;
+	c->rx_ready = 0;
 }
 
 /* How much of message h (its header checked) c->in takes: all of it, or up to its payload. */
@@ -554,10 +672,10 @@ static size_t rx_in_bytes(const struct conn *c, const struct msg_hdr *h)
 	return sizeof(*h) + (c->rx_pre == UINT32_MAX ? h->len : c->rx_pre);
 }
 
-/* Bytes of the message's payload still to come into its own buffer (rx_data). */
+/* Bytes of the message's payload still to come into its places (rx_data or rx_land). */
 static size_t rx_data_left(const struct conn *c)
 {
-	return c->rx_data ? c->rx_len - c->rx_got : 0;
+	return c->rx_ready ? c->rx_len - c->rx_got : 0;
 }
 
 /* The payload of the message being handled, past its first pre bytes of body. */
@@ -928,14 +1046,24 @@ static struct agree *agree_of(struct ncomm *nc, const struct node_coll *d)
 
 /*
  * Two daemons (node.h): the other daemon's inputs of collective a, as they
- * came in its message on c, kept for our scheduler. -EPROTO when they are
- * not what its ranks owe by its own descriptor d.
+ * came in its message on c, kept for our scheduler, or already where
+ * they landed (rx_dest()). -EPROTO when they are not what its ranks owe by
+ * its own descriptor d.
  */
 static int pair_keep(struct ncomm *nc, struct agree *a, const struct node_coll *d, uint32_t from,
 		     struct conn *c, const struct iovec *in)
 {
-	if (in->iov_len != eager_owed(nc, d, from) || a->peer_in)
+	if (in->iov_len != eager_owed(nc, d, from) || a->peer_in || a->peer_landed)
 		return -EPROTO;
+	a->nland = 0; /* nothing more lands for it */
+	if (c->rx_land) {
+		if (c->rx_land != a->land)
+			return -EPROTO;
+		a->peer_landed = 1;
+		a->peer_len = (uint32_t)in->iov_len;
+		node.landed++;
+		return 0;
+	}
 	/* None owed (a broadcast's other daemon) still counts as sent. */
 	a->peer_in = conn_take(c, in->iov_base, in->iov_len);
 	if (!a->peer_in)
@@ -948,14 +1076,15 @@ static int pair_keep(struct ncomm *nc, struct agree *a, const struct node_coll *
  * Two daemons, both views of collective a here: eager when both sent their
  * inputs and the views match (both daemons see the same two and decide
  * alike). 1: our scheduler computes the result from the other daemon's
- * inputs (CMD_NET_PEER_IN); 0: the root's GO decides; -ENOMEM fails the
- * communicator, since the other daemon may have gone eager.
+ * inputs (CMD_NET_PEER_IN; no data where they landed in place); 0: the
+ * root's GO decides; -ENOMEM fails the communicator, since the other
+ * daemon may have gone eager.
  */
 static int pair_decide(struct ncomm *nc, struct agree *a)
 {
 	struct sched_cmd *cmd;
 
-	if (a->bad || !a->sent_in || !a->peer_in)
+	if (a->bad || !a->sent_in || (!a->peer_in && !a->peer_landed))
 		return 0;
 	cmd = net_cmd(CMD_NET_PEER_IN, nc, 0);
 	if (!cmd)
@@ -1696,7 +1825,7 @@ static int conn_read(struct conn *c, uint64_t now)
 		return 1;
 	for (;;) {
 		const struct msg_hdr *h = (const struct msg_hdr *)c->in;
-		struct iovec v[2];
+		struct iovec v[1 + NODE_LAND_MAX];
 		struct msghdr mh = { .msg_iov = v };
 		size_t want = 0, to_in, had = c->in_len;
 		ssize_t n;
@@ -1712,9 +1841,7 @@ static int conn_read(struct conn *c, uint64_t now)
 		if (to_in)
 			v[mh.msg_iovlen++] =
 				(struct iovec){ .iov_base = c->in + c->in_len, .iov_len = to_in };
-		if (rx_data_left(c))
-			v[mh.msg_iovlen++] = (struct iovec){ .iov_base = c->rx_data + c->rx_got,
-							     .iov_len = rx_data_left(c) };
+		mh.msg_iovlen += rx_payload_iov(c, v + mh.msg_iovlen, NODE_LAND_MAX);
 		for (size_t i = 0; i < mh.msg_iovlen; i++)
 			want += v[i].iov_len;
 		n = want ? recvmsg(c->fd, &mh, MSG_DONTWAIT) : 0;
@@ -1744,11 +1871,14 @@ static int conn_read(struct conn *c, uint64_t now)
 			if (r < 0)
 				return conn_refused(c, h, r);
 		}
-		if (c->in_len < rx_in_bytes(c, h) || rx_data_left(c))
+		if (c->in_len < rx_in_bytes(c, h))
+			continue;
+		if (c->rx_pre != UINT32_MAX && !c->rx_ready)
+			rx_dest(c, h);
+		if (rx_data_left(c) || c->in_len < rx_in_bytes(c, h))
 			continue;
 		r = on_msg(c, h, c->in + sizeof(*h));
-		free(c->rx_data);
-		c->rx_data = NULL;
+		rx_end(c);
 		c->in_len = 0;
 		if (r < 0)
 			return h->type == M_ABORT ? r : conn_refused(c, h, r);
@@ -2620,7 +2750,13 @@ void node_listen_addr(uint16_t *ret_family, uint16_t *ret_port, uint8_t ret_addr
 	memcpy(ret_addr, w.addr, 16);
 }
 
-static void req_run(const struct node_req *q, const struct iovec *parts, uint32_t nparts);
+/* What a request reads of its caller's memory: it runs before the call returns, never queued. */
+struct req_mem {
+	const struct iovec *parts, *land; /* REQ_READY (node_coll_ready()) */
+	uint32_t nparts, nland;
+};
+static const struct req_mem req_none;
+static void req_run(const struct node_req *q, const struct req_mem *m);
 
 /* With node.mu held: runs what the scheduler queued, in its order. Returns 1 if any. */
 static int reqs_run(void)
@@ -2633,7 +2769,7 @@ static int reqs_run(void)
 
 		/* Q2: pairs with Q2' in req_push(): the slot was read, it may be written again. */
 		store_release(&reqs.tail, t + 1);
-		req_run(&q, NULL, 0);
+		req_run(&q, &req_none);
 	}
 	return h != t0;
 }
@@ -2675,17 +2811,17 @@ static int req_push(const struct node_req *q)
 /*
  * Scheduler thread: runs q at once if node.mu is free; if the node thread
  * holds it, queues q on a small host (reqs.on), and waits for the lock
- * otherwise, where q reads the caller's memory (parts) or the queue is full.
+ * otherwise, where q reads the caller's memory (m) or the queue is full.
  */
-static void req_call(const struct node_req *q, const struct iovec *parts, uint32_t nparts)
+static void req_call(const struct node_req *q, const struct req_mem *m)
 {
 	if (pthread_mutex_trylock(&node.mu) != 0) {
-		if (reqs.on && !nparts && req_push(q))
+		if (reqs.on && m == &req_none && req_push(q))
 			return;
 		pthread_mutex_lock(&node.mu);
 	}
 	reqs_run();
-	req_run(q, parts, nparts);
+	req_run(q, m);
 	if (q->type != REQ_INFLIGHT || q->delta > 0)
 		wake();
 	pthread_mutex_unlock(&node.mu);
@@ -2831,8 +2967,25 @@ void node_comm_release(uint64_t comm_id)
 	pthread_mutex_unlock(&node.mu);
 }
 
+/*
+ * Two daemons: where the other daemon's inputs of d may land (node.h), kept
+ * while our own view, with the inputs we sent, is all that is here.
+ */
+static void land_keep(struct ncomm *nc, const struct node_coll *d, const struct iovec *land,
+		      uint32_t nland)
+{
+	struct agree *a = &nc->agree[d->seq % AGREE_WINDOW];
+
+	if (!nland || nland > NODE_LAND_MAX || !node_eager_pair(d, nc->ndaemons, nc->nranks) ||
+	    !a->used || a->seq != d->seq || a->ndesc != 1 || !a->sent_in || a->peer_in ||
+	    a->peer_landed || a->bad)
+		return;
+	memcpy(a->land, land, nland * sizeof(*land));
+	a->nland = nland;
+}
+
 static void coll_ready(uint64_t comm_id, const struct node_coll *d, const struct iovec *parts,
-		       uint32_t nparts)
+		       uint32_t nparts, const struct iovec *land, uint32_t nland)
 {
 	struct node_coll sent = *d;
 	struct ncomm *nc;
@@ -2855,15 +3008,18 @@ static void coll_ready(uint64_t comm_id, const struct node_coll *d, const struct
 		}
 		if (r < 0)
 			nc_fail(nc, r, 1);
+		else
+			land_keep(nc, d, land, nland);
 	}
 }
 
 void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct iovec *parts,
-		     uint32_t nparts)
+		     uint32_t nparts, const struct iovec *land, uint32_t nland)
 {
 	struct node_req q = { .type = REQ_READY, .comm_id = comm_id, .d = *d };
+	const struct req_mem m = { .parts = parts, .nparts = nparts, .land = land, .nland = nland };
 
-	req_call(&q, parts, nparts);
+	req_call(&q, nparts || nland ? &m : &req_none);
 }
 
 /*
@@ -2908,23 +3064,23 @@ void node_coll_done(uint64_t comm_id, uint64_t seq)
 {
 	struct node_req q = { .type = REQ_DONE, .comm_id = comm_id, .seq = seq };
 
-	req_call(&q, NULL, 0);
+	req_call(&q, &req_none);
 }
 
 void node_inflight(uint64_t comm_id, int delta)
 {
 	struct node_req q = { .type = REQ_INFLIGHT, .comm_id = comm_id, .delta = delta };
 
-	req_call(&q, NULL, 0);
+	req_call(&q, &req_none);
 }
 
-static void req_run(const struct node_req *q, const struct iovec *parts, uint32_t nparts)
+static void req_run(const struct node_req *q, const struct req_mem *m)
 {
 	struct ncomm *nc;
 
 	switch (q->type) {
 	case REQ_READY:
-		coll_ready(q->comm_id, &q->d, parts, nparts);
+		coll_ready(q->comm_id, &q->d, m->parts, m->nparts, m->land, m->nland);
 		break;
 	case REQ_DONE:
 		coll_done(q->comm_id, q->seq);
@@ -2980,6 +3136,7 @@ void node_counters(struct node_counters *out)
 	out->running = (uint32_t)node.running;
 	out->accepted = node.auth.accepted;
 	out->eager = node.eager;
+	out->eager_landed = node.landed;
 	out->refused = node.refused_full;
 	for (int i = 1; i < NET_AUTH_NREASONS; i++)
 		out->refused += node.auth.refused[i];
@@ -3049,19 +3206,19 @@ size_t node_status(char *out, size_t len, int json)
 		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
 		    (unsigned long long)refused);
 	else
-		PUT("net: %s, listening on %s, %llu handshakes accepted, %llu refused, %llu eager, "
-		    "%llu B received straight into rank buffers\n",
+		PUT("net: %s, listening on %s, %llu handshakes accepted, %llu refused, %llu eager "
+		    "(%llu received in place), %llu B received straight into rank buffers\n",
 		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
 		    (unsigned long long)refused, (unsigned long long)node.eager,
-		    (unsigned long long)node.recv_direct);
+		    (unsigned long long)node.landed, (unsigned long long)node.recv_direct);
 	for (int i = 1; json && i < NET_AUTH_NREASONS; i++)
 		PUT("%s\"%s\": %llu", i > 1 ? ", " : "", net_auth_reason_name(i),
 		    (unsigned long long)node.auth.refused[i]);
 	if (json)
-		PUT("}, \"protocol_errors\": %llu, \"eager\": %llu, \"received_direct\": %llu, "
-		    "\"peers\": [",
+		PUT("}, \"protocol_errors\": %llu, \"eager\": %llu, \"eager_landed\": %llu, "
+		    "\"received_direct\": %llu, \"peers\": [",
 		    (unsigned long long)node.proto_errors, (unsigned long long)node.eager,
-		    (unsigned long long)node.recv_direct);
+		    (unsigned long long)node.landed, (unsigned long long)node.recv_direct);
 	/* One entry per (communicator, other daemon). */
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		for (uint32_t d = 0; d < (nc->ndaemons ? nc->ndaemons : 1); d++) {

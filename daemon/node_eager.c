@@ -69,11 +69,14 @@ void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_
 
 	switch (d->opcode) {
 	case COLLC_OP_BROADCAST:
-		memmove(out, in[d->root], in_bytes);
+		if (out != in[d->root])
+			memmove(out, in[d->root], in_bytes);
 		return;
 	case COLLC_OP_ALLGATHER:
+		/* An input already in its place (in place, or received there) stays. */
 		for (uint32_t r = 0; r < nranks; r++)
-			memmove(out + (uint64_t)r * in_bytes, in[r], in_bytes);
+			if (out + (uint64_t)r * in_bytes != in[r])
+				memmove(out + (uint64_t)r * in_bytes, in[r], in_bytes);
 		return;
 	default: /* all-reduce, reduce, reduce-scatter: in rank order, one result for every rank */
 		if (nranks < 2) {

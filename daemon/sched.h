@@ -36,7 +36,10 @@ enum sched_cmd_type {
 	CMD_NET_DONE,  /* every daemon executed collective u.net.seq */
 	CMD_NET_P2P,   /* a send or receive across daemons ended: u.net.seq its cookie, err */
 	CMD_NET_EAGER, /* collective u.net.seq ran eagerly (node.h): u.net.data, its result */
-	/* Collective u.net.seq runs eagerly here (node.h): u.net.data, the other daemon's inputs. */
+	/*
+	 * Collective u.net.seq runs eagerly here (node.h): u.net.data, the other
+	 * daemon's inputs; NULL where they landed in place (node_coll_ready()).
+	 */
 	CMD_NET_PEER_IN,
 };
 

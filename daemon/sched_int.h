@@ -439,8 +439,9 @@ int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, u
 /*
  * Eager collective sl between two daemons: its result from the inputs of
  * the ranks here and the other daemon's (peer, len bytes, its contributing
- * ranks' in rank order), into the receive buffers of the ranks here.
- * -EPROTO when len is not what the other daemon's ranks owe; -ENOMEM.
+ * ranks' in rank order; peer NULL: they are where net_ask() let them land),
+ * into the receive buffers of the ranks here. -EPROTO when len is not what
+ * the other daemon's ranks owe; -ENOMEM.
  */
 int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, uint32_t len);
 void sched_comm_revoke(struct comm *cm, int err);

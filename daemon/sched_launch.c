@@ -477,23 +477,6 @@ static int net_eager_inputs(struct comm *cm, const struct slot *sl, const struct
 	return n;
 }
 
-/* Across daemons the root compares every daemon's view first (CMD_NET_GO, or eager). */
-static void net_ask(struct comm *cm, struct slot *sl)
-{
-	struct node_coll d = net_desc(cm, sl);
-	struct iovec parts[COLLC_MAX_RANKS];
-	int n = -1;
-
-	d.bad = net_verdict(cm, sl);
-	if (d.opcode == COLLC_OP_ALLTOALLV && !d.bad)
-		net_digests(cm, sl, &d);
-	if (!d.bad)
-		n = net_eager_inputs(cm, sl, &d, parts);
-	d.eager = n >= 0;
-	sl->net = NET_ASKED;
-	node_coll_ready(cm->id, &d, parts, n > 0 ? (uint32_t)n : 0);
-}
-
 /* Where rank r takes eager collective d's result: its receive buffer; NULL: not here, or none. */
 static uint8_t *eager_dst(const struct comm *cm, const struct slot *sl, const struct node_coll *d,
 			  uint32_t r)
@@ -503,6 +486,78 @@ static uint8_t *eager_dst(const struct comm *cm, const struct slot *sl, const st
 	if (!comm_rank_local(cm, r) || (d->opcode == COLLC_OP_REDUCE && r != d->root))
 		return NULL;
 	return (uint8_t *)(uintptr_t)buf_addr(sr->recv_mr, sr->sqe.recv_off);
+}
+
+/*
+ * Where the other daemon's inputs of eager collective d may land (node.h
+ * node_coll_ready()): in the first result buffer here, where the result is
+ * then computed in place from them: an all-reduce's or reduce's one other
+ * input over that buffer, each other rank's input of an all-gather at its
+ * place in the gathered buffer, a broadcast's root's input over it. Fills
+ * land in the order the inputs come (rank order) and returns their count;
+ * 0 where they may not land: a reduce-scatter, more than one input to
+ * reduce from there, no result here, or a place an input here overlaps.
+ */
+static uint32_t net_eager_land(const struct comm *cm, const struct slot *sl,
+			       const struct node_coll *d, struct iovec *land)
+{
+	uint8_t *first = NULL;
+	uint64_t in, out;
+	uint32_t n = 0;
+
+	if (d->opcode == COLLC_OP_REDUCE_SCATTER ||
+	    !node_eager_sizes(d, cm->nranks, NODE_EAGER_MAX, &in, &out))
+		return 0;
+	for (uint32_t r = 0; r < cm->nranks && !first; r++)
+		first = eager_dst(cm, sl, d, r);
+	if (!first)
+		return 0;
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		if (comm_rank_local(cm, r) || !node_eager_contributes(d, r))
+			continue;
+		if (n == NODE_LAND_MAX || (n && d->opcode != COLLC_OP_ALLGATHER))
+			return 0;
+		land[n++] = (struct iovec){
+			.iov_base = d->opcode == COLLC_OP_ALLGATHER ? first + (uint64_t)r * in
+								    : first,
+			.iov_len = in,
+		};
+	}
+	for (uint32_t r = 0; r < cm->nranks; r++) {
+		const struct slot_rank *sr = &sl->ranks[r];
+		uintptr_t p;
+
+		if (!comm_rank_local(cm, r) || !node_eager_contributes(d, r))
+			continue;
+		p = (uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off);
+		for (uint32_t k = 0; k < n; k++) {
+			const uintptr_t lo = (uintptr_t)land[k].iov_base;
+
+			if (p < lo + in && lo < p + in)
+				return 0;
+		}
+	}
+	return n;
+}
+
+/* Across daemons the root compares every daemon's view first (CMD_NET_GO, or eager). */
+static void net_ask(struct comm *cm, struct slot *sl)
+{
+	struct node_coll d = net_desc(cm, sl);
+	struct iovec parts[COLLC_MAX_RANKS], land[NODE_LAND_MAX];
+	uint32_t nland = 0;
+	int n = -1;
+
+	d.bad = net_verdict(cm, sl);
+	if (d.opcode == COLLC_OP_ALLTOALLV && !d.bad)
+		net_digests(cm, sl, &d);
+	if (!d.bad)
+		n = net_eager_inputs(cm, sl, &d, parts);
+	d.eager = n >= 0;
+	if (d.eager)
+		nland = net_eager_land(cm, sl, &d, land);
+	sl->net = NET_ASKED;
+	node_coll_ready(cm->id, &d, parts, n > 0 ? (uint32_t)n : 0, land, nland);
 }
 
 int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, uint32_t len)
@@ -577,11 +632,19 @@ int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, 
 {
 	const struct node_coll d = net_desc(cm, sl);
 	const uint8_t *in[COLLC_MAX_RANKS] = { NULL }, *blk[COLLC_MAX_RANKS];
+	struct iovec land[NODE_LAND_MAX];
 	uint64_t in_bytes, out, off = 0;
 	uint8_t *first = NULL;
+	uint32_t nland = 0, k = 0;
 
 	if (!node_eager_sizes(&d, cm->nranks, NODE_EAGER_MAX, &in_bytes, &out))
 		return -EPROTO;
+	/* No data: they landed where net_ask() said they may, and the result is computed there. */
+	if (!peer) {
+		nland = net_eager_land(cm, sl, &d, land);
+		if (!nland)
+			return -EPROTO;
+	}
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 
@@ -591,9 +654,9 @@ int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, 
 			in[r] = (const uint8_t *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off);
 			continue;
 		}
-		if (len - off < in_bytes)
+		if (len - off < in_bytes || (!peer && k == nland))
 			return -EPROTO;
-		in[r] = peer + off;
+		in[r] = peer ? peer + off : land[k++].iov_base;
 		off += in_bytes;
 	}
 	if (off != len)

@@ -390,6 +390,11 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 				     "Collectives that ran eagerly on this daemon (their inputs "
 				     "travelled with the agreement, no ring ran).",
 				     nct.eager);
+			metric_total(
+				&b, "collc_net_eager_landed_total",
+				"Eager collectives between two daemons whose other daemon's "
+				"inputs were received straight into the ranks' result buffers.",
+				nct.eager_landed);
 		}
 	}
 	metric_total(&b, "collc_items_aborted_total",

@@ -11,8 +11,10 @@
  *   check      every collective x every dtype x every op (reductions) at
  *              random sizes, --rounds times, each result against the
  *              double-precision reference (tests/common/refcheck.h) and each
- *              send buffer checked unchanged, and an all-reduce of each
- *              dtype in place; then, once, each collective
+ *              send buffer checked unchanged, each collective but
+ *              reduce-scatter x dtype at 16-64 KiB a rank four times (eager
+ *              inputs received in place between two daemons), and an
+ *              all-reduce of each dtype in place; then, once, each collective
  *              at about --big-count elements (default 2^20, 0: none); more
  *              rounds until --min-s
  *              seconds passed (for a communicator that must keep running
@@ -307,6 +309,34 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 						return 1;
 					ndone++;
 				}
+		}
+		/*
+		 * Eager sizes whose inputs cross into a buffer of their own or, between
+		 * two daemons, into the ranks' result buffers (daemon/node.h
+		 * node_coll_ready()): each collective but reduce-scatter, each dtype,
+		 * 16-64 KiB a rank, four times (each daemon's view comes first in some).
+		 */
+		for (int k = 0; k < RC_NUM_COLLS * 4; k++) {
+			struct op op = { .coll = (enum rc_coll)(k % RC_NUM_COLLS) };
+			/* What the buffers hold: max_count elements gathered (draw_count()). */
+			size_t cap = op.coll == RC_ALLGATHER ? o.max_count / (size_t)o.nranks
+							     : o.max_count;
+
+			if (op.coll == RC_REDUCE_SCATTER)
+				continue;
+			for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++) {
+				op.c.dtype = (collc_dtype)dt;
+				op.c.op = (collc_redop)draw(&rs, 5);
+				op.c.count =
+					((16u << 10) + draw(&rs, 48u << 10)) / collc_dtype_size(dt);
+				if (op.c.count > cap)
+					op.c.count = cap ? cap : 1;
+				op.c.seed = rc_mix(rs ^ ndone);
+				op.root = (int)draw(&rs, (uint64_t)o.nranks);
+				if (run_checked(ctx, comm, &op, send, recv))
+					return 1;
+				ndone++;
+			}
 		}
 		/* In place: an all-reduce of each dtype, a random op, over its input. */
 		for (int dt = 0; dt < COLLC_NUM_DTYPES; dt++) {

@@ -5,6 +5,9 @@ multi-node tests. The JSON comes on stdin.
 
   mn_status.py refused     net.refused: handshakes and connections refused so far
   mn_status.py eager       net.eager: collectives a root answered with their result
+  mn_status.py eager_landed  net.eager_landed: eager collectives between two daemons
+                           whose other daemon's inputs were received straight into
+                           the ranks' result buffers
   mn_status.py received_direct  net.received_direct: bytes received straight into
                            rank buffers
   mn_status.py transport   net.transport
@@ -38,7 +41,7 @@ def main():
     if not isinstance(net, dict):
         print("mn_status: no net object in status --json", file=sys.stderr)
         return 1
-    if what in ("refused", "eager", "received_direct", "protocol_errors"):
+    if what in ("refused", "eager", "eager_landed", "received_direct", "protocol_errors"):
         if not isinstance(net.get(what), int):
             print(f"mn_status: no net.{what} counter in status --json", file=sys.stderr)
             return 1

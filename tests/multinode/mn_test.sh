@@ -13,7 +13,8 @@
 #                                    (0) in ARGS0 every node must have run some (no)
 #                                    hierarchical all-reduces; with net_channels in ARGS0
 #                                    or ARGS, every node's status must show the least
-#                                    channels offered
+#                                    channels offered; between two nodes of one rank
+#                                    some eager collectives' inputs landed in rank buffers
 #   mn_test.sh a2a NODES PER [rr]    all-to-all and all-to-allv x dtype, random counts
 #                                    (zeros too), and counts that disagree: -EINVAL everywhere
 #   mn_test.sh p2p NODES PER [rr]    send/recv x dtype (fp8 too), random counts (zeros too),
@@ -265,6 +266,24 @@ correct | a2a | p2p)
 			esac
 			echo "eager collectives on node $i: $eager"
 		done
+		# Between two daemons the other daemon's inputs land in the ranks' result
+		# buffers where the daemon's own view came first (daemon/node.h
+		# node_coll_ready()): with one rank a daemon (every kind may land; 35 in
+		# a run of correct_2x1) some did on one daemon or the other; with three
+		# daemons, or eager off, none.
+		landed=0
+		for ((i = 0; i < nnodes; i++)); do
+			l=$(mn_status_json "$i" | $PY "$here/mn_status.py" eager_landed) ||
+				mn_fail "status --json of node $i has no net.eager_landed counter"
+			landed=$((landed + l))
+		done
+		case "$nnodes:${4:-}${5:-}" in
+		*net_eager_max_bytes=0* | [3-9]:*) [ "$landed" = 0 ] ||
+			mn_fail "$landed eager collectives received in place, where none may be" ;;
+		2:*) [ "$per" != 1 ] || [ "$landed" -gt 0 ] ||
+			mn_fail "no eager collective between two daemons received in place" ;;
+		esac
+		echo "eager collectives received in place: $landed"
 		# Hierarchical all-reduces (docs/design.md §6b): where the root asked for them at
 		# every size, every daemon ran some, and none where the root turned them off.
 		for ((i = 0; i < nnodes; i++)); do
