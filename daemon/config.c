@@ -24,11 +24,14 @@ static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot
  * congestion control whose window follows its own estimate of the
  * bandwidth-delay product (bbr), 0 otherwise or when it cannot tell.
  */
-static int tcp_windowed_cc(void)
+static int tcp_windowed_cc(const char *cc)
 {
 	char name[32] = "";
-	FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+	FILE *f;
 
+	if (cc && cc[0])
+		return strncmp(cc, "bbr", 3) == 0;
+	f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
 	if (!f)
 		return 0;
 	if (!fgets(name, sizeof(name), f))
@@ -48,6 +51,11 @@ int cfg_small_host(void)
  * the field keeps a placeholder so that "auto" reads back unchanged.
  */
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
+{
+	cfg_defaults_cc(cfg, max_channels, NULL);
+}
+
+void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char *cc)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	cfg->max_channels = max_channels;
@@ -116,7 +124,7 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 	 * cubic 4 cost 13% at 1 MiB (bench/RESULTS.md). The eager limit comes
 	 * down for the same reason (node.h NODE_EAGER_BBR).
 	 */
-	if (tcp_windowed_cc()) {
+	if (tcp_windowed_cc(cc)) {
 		cfg->net_tcp_streams = NET_TCP_BBR_STREAMS;
 		cfg->net_eager_max_bytes = NODE_EAGER_BBR;
 	}
@@ -299,6 +307,13 @@ static const struct key_desc keys[] = {
 	KEY_STR_FIXED("net_ifname", net_ifname),
 	/* Fixed at start. Data sockets per tcp link (a step is split over them). */
 	KEY_FIXED("net_tcp_streams", K_U32, net_tcp_streams, 1, NET_TCP_MAX_STREAMS),
+	/*
+	 * Fixed at start. TCP congestion control of collcd's sockets to other
+	 * daemons (control and data); empty: the network namespace's. Where set,
+	 * the defaults that depend on it (net_tcp_streams, net_eager_max_bytes)
+	 * follow it (cfg_defaults_cc()).
+	 */
+	KEY_STR_FIXED("net_tcp_congestion", net_tcp_congestion),
 	/* A peer daemon silent this long fails the communicators it spans (-ETIMEDOUT). */
 	KEY("net_timeout_ms", K_U32, net_timeout_ms, 100, 600000),
 	/* The node thread polls the network this long, yielding, while collectives cross daemons. */

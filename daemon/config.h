@@ -49,8 +49,10 @@ struct collc_config {
 	char net[64];        /* fixed at start: auto, tcp, ib or plugin:NAME */
 	char net_ifname[16]; /* fixed at start: interface for data ("": the first up one) */
 	uint32_t net_tcp_streams; /* fixed at start: tcp data sockets per link, 1..8 */
-	uint32_t net_timeout_ms;  /* a peer daemon silent this long fails its communicators */
-	uint32_t net_spin_us;     /* the node thread polls this long, yielding, before it sleeps */
+	/* fixed at start: TCP congestion control of sockets to other daemons ("": the namespace's) */
+	char net_tcp_congestion[16];
+	uint32_t net_timeout_ms; /* a peer daemon silent this long fails its communicators */
+	uint32_t net_spin_us;    /* the node thread polls this long, yielding, before it sleeps */
 	uint64_t net_eager_max_bytes; /* eager collectives across daemons up to this (node.h); 0: none */
 	uint64_t net_hier_min_bytes; /* hierarchical collectives across daemons from this; 0: none */
 	uint32_t net_channels;       /* channels a communicator spanning daemons may use (node.h) */
@@ -90,6 +92,12 @@ int cfg_key_is_auto(const struct collc_config *cfg, const char *key);
 extern const char *const cfg_auto_keys[];
 
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels);
+/*
+ * The defaults where collcd's TCP sockets take congestion control cc (the
+ * key net_tcp_congestion; NULL or "": the network namespace's, as
+ * cfg_defaults()): bbr gets more data sockets and a lower eager limit.
+ */
+void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char *cc);
 /*
  * A host of at most 4 cores: collcd's threads share cores, so waiting by
  * spinning takes a core from the thread waited for (cfg_defaults()), and the

@@ -193,18 +193,28 @@ static int parse_options(int argc, char **argv, struct options *o)
  */
 static int build_config(const struct options *o, struct collc_config *cfg)
 {
-	char err[256];
+	char err[256], cc[sizeof(cfg->net_tcp_congestion)] = "";
 
-	cfg_defaults(cfg, o->max_channels ? o->max_channels : COLLC_MAX_CHANNELS);
-	if (o->config_path && cfg_apply_file(cfg, o->config_path, err, sizeof(err)) < 0) {
-		fprintf(stderr, "collcd: %s\n", err);
-		return -EINVAL;
-	}
-	for (int i = 0; i < o->nsets; i++)
-		if (cfg_apply_kv(cfg, o->sets[i], err, sizeof(err)) < 0) {
-			fprintf(stderr, "collcd: --set %s: %s\n", o->sets[i], err);
+	/*
+	 * Twice where net_tcp_congestion is set: the second time on the
+	 * defaults for that congestion control, so that only what the file and
+	 * --set name themselves overrides them.
+	 */
+	for (int pass = 0; pass < 2; pass++) {
+		cfg_defaults_cc(cfg, o->max_channels ? o->max_channels : COLLC_MAX_CHANNELS, cc);
+		if (o->config_path && cfg_apply_file(cfg, o->config_path, err, sizeof(err)) < 0) {
+			fprintf(stderr, "collcd: %s\n", err);
 			return -EINVAL;
 		}
+		for (int i = 0; i < o->nsets; i++)
+			if (cfg_apply_kv(cfg, o->sets[i], err, sizeof(err)) < 0) {
+				fprintf(stderr, "collcd: --set %s: %s\n", o->sets[i], err);
+				return -EINVAL;
+			}
+		if (!cfg->net_tcp_congestion[0] || pass)
+			break;
+		memcpy(cc, cfg->net_tcp_congestion, sizeof(cc));
+	}
 	return 0;
 }
 

@@ -232,6 +232,7 @@ static struct {
 	uint64_t hier_min_bytes; /* net_hier_min_bytes, read when this daemon roots a communicator */
 	uint32_t max_chan;       /* net_channels: what this daemon offers a forming communicator */
 	uint64_t spin_ns;        /* net_spin_us */
+	char congestion[16];     /* net_tcp_congestion: its sockets' ("": the namespace's) */
 	struct conn *conns;
 	uint32_t nconns;
 	struct ncomm *comms;
@@ -2629,6 +2630,15 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 		log_err("net must be auto, tcp, ib or plugin:NAME, got '%s'", cfg->net);
 		return -EINVAL;
 	}
+	r = collc__net_set_congestion(cfg->net_tcp_congestion);
+	if (r < 0) {
+		log_err("net_tcp_congestion '%s': %s (see /proc/sys/net/ipv4/"
+			"tcp_available_congestion_control)",
+			cfg->net_tcp_congestion,
+			r == -ENOENT ? "not available here" : strerror(-r));
+		return r;
+	}
+	snprintf(node.congestion, sizeof(node.congestion), "%s", cfg->net_tcp_congestion);
 	net_tcp_configure(&to);
 	net_ib_configure(&io);
 	/* auto: a plugin named the way NCCL takes one, else ib where it runs, else tcp. */
@@ -3174,11 +3184,28 @@ static const char *stage_name(int s)
 	return s >= 0 && s <= NC_DEAD ? names[s] : "?";
 }
 
+/* The congestion control of our TCP sockets: net_tcp_congestion, else the namespace's. */
+static void congestion_now(char *out, size_t len)
+{
+	FILE *f;
+
+	snprintf(out, len, "%s", node.congestion[0] ? node.congestion : "?");
+	if (node.congestion[0])
+		return;
+	f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+	if (!f)
+		return;
+	if (fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
 size_t node_status(char *out, size_t len, int json)
 {
 	size_t n = 0;
 	uint64_t refused = 0;
 	int first = 1;
+	char cc[32];
 
 #define PUT(...)                                                                                   \
 	do {                                                                                       \
@@ -3200,15 +3227,17 @@ size_t node_status(char *out, size_t len, int json)
 	for (int i = 1; i < NET_AUTH_NREASONS; i++)
 		refused += node.auth.refused[i];
 	refused += node.refused_full;
+	congestion_now(cc, sizeof(cc));
 	if (json)
-		PUT("{\"transport\": \"%s\", \"listen\": \"%s\", \"accepted\": %llu, "
-		    "\"refused\": %llu, \"refused_by_reason\": {",
-		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
+		PUT("{\"transport\": \"%s\", \"listen\": \"%s\", \"tcp_congestion\": \"%s\", "
+		    "\"accepted\": %llu, \"refused\": %llu, \"refused_by_reason\": {",
+		    node.t.what, node.listen_str, cc, (unsigned long long)node.auth.accepted,
 		    (unsigned long long)refused);
 	else
-		PUT("net: %s, listening on %s, %llu handshakes accepted, %llu refused, %llu eager "
-		    "(%llu received in place), %llu B received straight into rank buffers\n",
-		    node.t.what, node.listen_str, (unsigned long long)node.auth.accepted,
+		PUT("net: %s, listening on %s, TCP congestion control %s, %llu handshakes accepted, "
+		    "%llu refused, %llu eager (%llu received in place), %llu B received straight "
+		    "into rank buffers\n",
+		    node.t.what, node.listen_str, cc, (unsigned long long)node.auth.accepted,
 		    (unsigned long long)refused, (unsigned long long)node.eager,
 		    (unsigned long long)node.landed, (unsigned long long)node.recv_direct);
 	for (int i = 1; json && i < NET_AUTH_NREASONS; i++)

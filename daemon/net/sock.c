@@ -64,17 +64,8 @@ int collc__net_opt_ifname(char opt[IF_NAMESIZE], const char *ifname)
 	return 0;
 }
 
-/* A nonblocking stream socket with option opt of level set to 1 (opt < 0:
- * none). fd or -errno. */
-static int stream_socket(int family, int level, int opt)
-{
-	int fd, one = 1;
-
-	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd >= 0 && opt >= 0)
-		setsockopt(fd, level, opt, &one, sizeof(one));
-	return fd < 0 ? -errno : fd;
-}
+/* collc__net_set_congestion(): "" for the namespace's (names are under 16 bytes, TCP_CA_NAME_MAX). */
+static char congestion[16];
 
 /* Closes fd after a failed call, keeping that call's errno. */
 static int close_failed(int fd)
@@ -83,6 +74,43 @@ static int close_failed(int fd)
 
 	close(fd);
 	return -err;
+}
+
+/* A nonblocking stream socket with option opt of level set to 1 (opt < 0:
+ * none) and the congestion control chosen. fd or -errno. */
+static int stream_socket(int family, int level, int opt)
+{
+	int fd, one = 1;
+
+	fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (opt >= 0)
+		setsockopt(fd, level, opt, &one, sizeof(one));
+	if (congestion[0] &&
+	    setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, congestion, strlen(congestion)) < 0)
+		return close_failed(fd);
+	return fd;
+}
+
+int collc__net_set_congestion(const char *name)
+{
+	int fd;
+
+	if (!name || !name[0]) {
+		congestion[0] = '\0';
+		return 0;
+	}
+	if (strlen(name) >= sizeof(congestion))
+		return -EINVAL;
+	snprintf(congestion, sizeof(congestion), "%s", name);
+	fd = stream_socket(AF_INET, SOL_SOCKET, -1);
+	if (fd < 0) {
+		congestion[0] = '\0';
+		return fd;
+	}
+	close(fd);
+	return 0;
 }
 
 int collc__net_listen(union net_addr *a, int backlog, int reuseaddr)

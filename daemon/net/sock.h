@@ -31,8 +31,15 @@ static inline socklen_t net_addr_len(const union net_addr *a)
  * was, when it does not fit. */
 int collc__net_opt_ifname(char opt[IF_NAMESIZE], const char *ifname);
 
+/* The TCP congestion control the sockets below take (TCP_CONGESTION; the
+ * key net_tcp_congestion), "" or NULL: the network namespace's. Set once,
+ * before any socket is made. -EINVAL for a name too long, else what the
+ * kernel says of it on a socket of its own (-ENOENT: not available here). */
+int collc__net_set_congestion(const char *name);
+
 /* A nonblocking socket listening on *a (port 0: any), with the bound address
- * written back to *a; SO_REUSEADDR when reuseaddr. fd or -errno. */
+ * written back to *a; SO_REUSEADDR when reuseaddr. The sockets it accepts
+ * keep its congestion control. fd or -errno. */
 int collc__net_listen(union net_addr *a, int backlog, int reuseaddr);
 
 /* A nonblocking socket whose connect to *peer has started; TCP_NODELAY first

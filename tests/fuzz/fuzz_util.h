@@ -42,7 +42,8 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->net_eager_max_bytes == b->net_eager_max_bytes &&
 	       a->net_hier_min_bytes == b->net_hier_min_bytes &&
 	       a->net_tcp_streams == b->net_tcp_streams && !strcmp(a->listen, b->listen) &&
-	       !strcmp(a->net, b->net) && !strcmp(a->net_ifname, b->net_ifname);
+	       !strcmp(a->net, b->net) && !strcmp(a->net_ifname, b->net_ifname) &&
+	       !strcmp(a->net_tcp_congestion, b->net_tcp_congestion);
 }
 
 /* A string key: terminated inside its field, no blanks, quotes or backslashes. */
@@ -117,6 +118,8 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "net";
 	if (!fuzz_cfg_str_ok(c->net_ifname, sizeof(c->net_ifname)))
 		return "net_ifname";
+	if (!fuzz_cfg_str_ok(c->net_tcp_congestion, sizeof(c->net_tcp_congestion)))
+		return "net_tcp_congestion";
 	return NULL;
 }
 

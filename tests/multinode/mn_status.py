@@ -11,6 +11,8 @@ multi-node tests. The JSON comes on stdin.
   mn_status.py received_direct  net.received_direct: bytes received straight into
                            rank buffers
   mn_status.py transport   net.transport
+  mn_status.py tcp_congestion  net.tcp_congestion: the congestion control of the
+                           daemon's TCP sockets
   mn_status.py listen      net.listen
   mn_status.py peers       one line per peer: addr comm role state bytes_sent
                            bytes_received inflight errors
@@ -46,7 +48,7 @@ def main():
             print(f"mn_status: no net.{what} counter in status --json", file=sys.stderr)
             return 1
         print(net[what])
-    elif what in ("transport", "listen"):
+    elif what in ("transport", "listen", "tcp_congestion"):
         print(net.get(what, ""))
     elif what in ("groups", "channels"):
         key = "group" if what == "groups" else "channels"

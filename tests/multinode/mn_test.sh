@@ -24,6 +24,9 @@
 #   mn_test.sh big NODES PER         every collective once at 4 Mi elements and an all-reduce
 #                                    in place, checked; every node received ring steps
 #                                    straight into rank buffers (net.received_direct)
+#   mn_test.sh congestion            net_tcp_congestion: one node's sockets take the key's
+#                                    congestion control, the other's the namespace's; an
+#                                    unknown name stops collcd at start
 #   mn_test.sh two_comms             two communicators over the same daemons at once
 #   mn_test.sh two_comms_late        communicators made while another one runs there
 #   mn_test.sh mismatch              -EINVAL on every rank across nodes
@@ -320,6 +323,53 @@ big)
 	done
 	mn_pass
 	;;
+congestion)
+	# net_tcp_congestion (collcd.conf(5)): node 0's sockets to other daemons take
+	# the key's congestion control (reno), node 1's, without it, their namespace's
+	# (cubic, set here in both); a name the kernel lacks stops collcd at start.
+	mn_init congestion 2
+	for ((i = 0; i < 2; i++)); do
+		ip netns exec "$(mn_ns "$i")" sysctl -qw net.ipv4.tcp_congestion_control=cubic ||
+			mn_fail "cannot set node $i's congestion control to cubic"
+	done
+	out=$(mn_bounded 10 ip netns exec "$(mn_ns 0)" "$COLLCD" --foreground --backend cpu \
+		--socket "$MN_DIR/bad.sock" --admin-socket "$MN_DIR/bad.sock.admin" \
+		--listen "$(mn_addr 0):$MN_PORT" --set net_ifname=eth0 \
+		--set net_tcp_congestion=nosuchcc 2>&1)
+	rc=$?
+	[ "$rc" != 0 ] && [ "$rc" != 124 ] && [ "$rc" != 137 ] ||
+		mn_fail "collcd with net_tcp_congestion=nosuchcc: exit $rc, want a refusal at start"
+	case "$out" in *"net_tcp_congestion 'nosuchcc'"*) ;;
+	*) mn_fail "collcd refused nosuchcc without naming the key: $(echo "$out" | tail -n 3)" ;;
+	esac
+	echo "net_tcp_congestion=nosuchcc refused at start (exit $rc)"
+	mn_daemon_start 0 --set net_tcp_congestion=reno
+	mn_daemon_start 1
+	comm_start A 2 0 1 -- --mode check --min-s 3
+	# While A runs: every established TCP socket of each namespace is collcd's.
+	for ((i = 0; i < 2; i++)); do
+		want=cubic
+		[ "$i" = 0 ] && want=reno
+		ok=0
+		for ((t = 0; t < 30 && ok == 0; t++)); do
+			ccs=$(ip netns exec "$(mn_ns "$i")" ss -tinH state established |
+				grep -owE 'reno|cubic|bbr|dctcp|htcp|vegas|westwood' | sort | uniq -c)
+			# Control and data sockets up, and all of them with the wanted one.
+			[ -n "$ccs" ] && [ "$(echo "$ccs" | wc -l)" = 1 ] &&
+				[ "$(echo "$ccs" | awk '{print $2}')" = "$want" ] &&
+				[ "$(echo "$ccs" | awk '{print $1}')" -ge 2 ] && ok=1
+			[ "$ok" = 1 ] || sleep 0.1
+		done
+		[ "$ok" = 1 ] || mn_fail "node $i's sockets: $(echo $ccs), want all $want"
+		shown=$(mn_status_json "$i" | $PY "$here/mn_status.py" tcp_congestion) ||
+			mn_fail "status --json of node $i has no net.tcp_congestion"
+		[ "$shown" = "$want" ] || mn_fail "node $i's status shows $shown, want $want"
+		echo "node $i: sockets and status $want: $(echo $ccs)"
+	done
+	mn_wait_ranks 120 || mn_fail "collectives with net_tcp_congestion on node 0"
+	daemons_alive 0 1
+	mn_pass
+	;;
 two_comms)
 	# Two communicators over the same two daemons at once, rooted on different
 	# daemons, each with every collective x dtype x op for at least 5 s.
@@ -612,7 +662,7 @@ hostile_direct)
 	mn_pass
 	;;
 *)
-	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|kill_hier [V]|linkdown [V]|restart|secret|garbage|plugin|hostile short|long|hostile_direct|bench" >&2
+	echo "usage: $0 harness|correct NODES PER [rr|block [ARGS0 [ARGS]]]|a2a NODES PER [rr]|p2p NODES PER [rr]|congestion|two_comms|two_comms_late|mismatch|kill [V]|kill_a2a [V]|kill_p2p [V]|kill_hier [V]|linkdown [V]|restart|secret|garbage|plugin|hostile short|long|hostile_direct|bench" >&2
 	exit 2
 	;;
 esac
