@@ -285,6 +285,18 @@ static int run_checked(struct collc_ctx *ctx, struct collc_comm *comm, const str
 	return 0;
 }
 
+/* run_checked() with a fresh seed and a random root; counts it in *ndone. 0, or 1 as it. */
+static int run_drawn(struct collc_ctx *ctx, struct collc_comm *comm, struct op *op, void *send,
+		     void *recv, uint64_t *rs, uint64_t *ndone)
+{
+	op->c.seed = rc_mix(*rs ^ *ndone);
+	op->root = (int)draw(rs, (uint64_t)o.nranks);
+	if (run_checked(ctx, comm, op, send, recv))
+		return 1;
+	(*ndone)++;
+	return 0;
+}
+
 static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send, void *recv)
 {
 	uint64_t rs = rc_mix(o.seed), ndone = 0;
@@ -303,11 +315,8 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 					op.c.dtype = (collc_dtype)dt;
 					op.c.op = (collc_redop)p;
 					op.c.count = draw_count(&rs, coll);
-					op.c.seed = rc_mix(rs ^ ndone);
-					op.root = (int)draw(&rs, (uint64_t)o.nranks);
-					if (run_checked(ctx, comm, &op, send, recv))
+					if (run_drawn(ctx, comm, &op, send, recv, &rs, &ndone))
 						return 1;
-					ndone++;
 				}
 		}
 		/*
@@ -331,11 +340,8 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 					((16u << 10) + draw(&rs, 48u << 10)) / collc_dtype_size(dt);
 				if (op.c.count > cap)
 					op.c.count = cap ? cap : 1;
-				op.c.seed = rc_mix(rs ^ ndone);
-				op.root = (int)draw(&rs, (uint64_t)o.nranks);
-				if (run_checked(ctx, comm, &op, send, recv))
+				if (run_drawn(ctx, comm, &op, send, recv, &rs, &ndone))
 					return 1;
-				ndone++;
 			}
 		}
 		/* In place: an all-reduce of each dtype, a random op, over its input. */
@@ -360,11 +366,8 @@ static int mode_check(struct collc_ctx *ctx, struct collc_comm *comm, void *send
 			if (op.coll == RC_ALLGATHER || op.coll == RC_REDUCE_SCATTER)
 				n /= (size_t)o.nranks;
 			op.c.count = n ? n : 1;
-			op.c.seed = rc_mix(rs ^ ndone);
-			op.root = (int)draw(&rs, (uint64_t)o.nranks);
-			if (run_checked(ctx, comm, &op, send, recv))
+			if (run_drawn(ctx, comm, &op, send, recv, &rs, &ndone))
 				return 1;
-			ndone++;
 		}
 		/* And an all-reduce at --big-count in place: steps may land in the buffer it reads. */
 		if (round == 0 && o.big_count) {
