@@ -24,6 +24,7 @@
 #include "daemon/cpu/reduce.h"
 #include "proto/dtype.h"
 #include "proto/fp8.h"
+#include "tests/unit/float_bits.h"
 
 #define GUARD  64 /* canary elements after every output buffer */
 #define CANARY 0xa5
@@ -112,22 +113,6 @@ static double half_value(uint16_t h)
 	else
 		v = ldexp(1024 + m, e - 25);
 	return (h & 0x8000) ? -v : v;
-}
-
-static float bits_to_float(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
-
-static uint32_t float_to_bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
 }
 
 static double bf16_value(uint16_t b)

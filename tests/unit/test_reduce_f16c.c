@@ -28,24 +28,9 @@
 
 #include "daemon/cpu/reduce.h"
 #include "include/collc.h"
+#include "tests/unit/float_bits.h"
 
 #define NHALF 65536u
-
-static uint32_t bits(float f)
-{
-	uint32_t u;
-
-	memcpy(&u, &f, sizeof(u));
-	return u;
-}
-
-static float from_bits(uint32_t u)
-{
-	float f;
-
-	memcpy(&f, &u, sizeof(f));
-	return f;
-}
 
 /* As reduce.c decides: AVX2, and F16C (CPUID leaf 1, ECX bit 29). */
 static int f16c_runs(void)
@@ -96,9 +81,9 @@ static void test_every_float_to_half(void **state)
 			in[k] = (uint32_t)(u + (uint64_t)k);
 		cvt_ps_ph(in, out);
 		for (int k = 0; k < 8; k++)
-			if (out[k] != red_float_to_half(from_bits(in[k]))) {
+			if (out[k] != red_float_to_half(bits_to_float(in[k]))) {
 				fprintf(stderr, "float %#x: F16C %#x, f2h %#x\n", in[k], out[k],
-					red_float_to_half(from_bits(in[k])));
+					red_float_to_half(bits_to_float(in[k])));
 				fail();
 			}
 		u += 8;
@@ -118,7 +103,7 @@ static void test_every_half_to_float(void **state)
 			in[k] = (uint16_t)(u + (uint32_t)k);
 		cvt_ph_ps(in, out);
 		for (int k = 0; k < 8; k++) {
-			uint32_t want = bits(red_half_to_float(in[k]));
+			uint32_t want = float_to_bits(red_half_to_float(in[k]));
 
 			if (is_snan_half(in[k])) {
 				snans++;
