@@ -329,7 +329,8 @@ congestion)
 	# (cubic, set here in both); a name the kernel lacks stops collcd at start.
 	mn_init congestion 2
 	for ((i = 0; i < 2; i++)); do
-		ip netns exec "$(mn_ns "$i")" sysctl -qw net.ipv4.tcp_congestion_control=cubic ||
+		ip netns exec "$(mn_ns "$i")" sh -c \
+			'echo cubic >/proc/sys/net/ipv4/tcp_congestion_control' ||
 			mn_fail "cannot set node $i's congestion control to cubic"
 	done
 	out=$(mn_bounded 10 ip netns exec "$(mn_ns 0)" "$COLLCD" --foreground --backend cpu \
