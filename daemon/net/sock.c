@@ -104,7 +104,10 @@ int collc__net_set_congestion(const char *name)
 	if (strlen(name) >= sizeof(congestion))
 		return -EINVAL;
 	snprintf(congestion, sizeof(congestion), "%s", name);
+	/* A host may have IPv4 or IPv6 alone. */
 	fd = stream_socket(AF_INET, SOL_SOCKET, -1);
+	if (fd == -EAFNOSUPPORT)
+		fd = stream_socket(AF_INET6, SOL_SOCKET, -1);
 	if (fd < 0) {
 		congestion[0] = '\0';
 		return fd;
