@@ -5,9 +5,9 @@
 #   ASan+UBSan  every test but the labels model|bench|sanitize-skip. The
 #               full-length kill -9 (200 trials) and soak (2 min) carry
 #               sanitize-skip; their short variants (rel_kill9_short: 20
-#               trials, rel_soak_short: 20 s) run here instead, as does
-#               unit_reduce_f16c (2^32 inputs; unit_reduce and
-#               unit_reduce_variants run the same loops here). The fuzz
+#               trials, rel_soak_short: 20 s) run here instead.
+#               unit_reduce_f16c (2^32 inputs) carries it too; unit_reduce
+#               and unit_reduce_variants run the same loops here. The fuzz
 #               targets (ASan+UBSan builds themselves) run for
 #               COLLC_FUZZ_SECONDS (20) each.
 #   TSan        the tests labelled "concurrency".
