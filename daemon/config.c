@@ -19,24 +19,31 @@ static const char *const proto_names[COLLC_PROTO_MAX] = { "auto", "simple", "ll"
 static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot",
 							"hier" };
 
+void cfg_tcp_congestion(const char *cc, char *out, size_t len)
+{
+	FILE *f;
+
+	snprintf(out, len, "%s", cc && cc[0] ? cc : "?");
+	if (cc && cc[0])
+		return;
+	f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+	if (!f)
+		return;
+	if (fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(f);
+}
+
 /*
- * 1 when new TCP connections in collcd's network namespace default to a
- * congestion control whose window follows its own estimate of the
+ * 1 when collcd's new TCP connections take a congestion control (cc, else
+ * the namespace's) whose window follows its own estimate of the
  * bandwidth-delay product (bbr), 0 otherwise or when it cannot tell.
  */
 static int tcp_windowed_cc(const char *cc)
 {
-	char name[32] = "";
-	FILE *f;
+	char name[32];
 
-	if (cc && cc[0])
-		return strncmp(cc, "bbr", 3) == 0;
-	f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
-	if (!f)
-		return 0;
-	if (!fgets(name, sizeof(name), f))
-		name[0] = '\0';
-	fclose(f);
+	cfg_tcp_congestion(cc, name, sizeof(name));
 	return strncmp(name, "bbr", 3) == 0;
 }
 

@@ -99,6 +99,12 @@ void cfg_defaults(struct collc_config *cfg, uint32_t max_channels);
  */
 void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char *cc);
 /*
+ * The TCP congestion control collcd's sockets take, into out: cc (the key
+ * net_tcp_congestion) where set, else the network namespace's now; "?" when
+ * it cannot tell.
+ */
+void cfg_tcp_congestion(const char *cc, char *out, size_t len);
+/*
  * A host of at most 4 cores: collcd's threads share cores, so waiting by
  * spinning takes a core from the thread waited for (cfg_defaults()), and the
  * node thread takes the scheduler's calls from a queue (node.c).

@@ -232,7 +232,6 @@ static struct {
 	uint64_t hier_min_bytes; /* net_hier_min_bytes, read when this daemon roots a communicator */
 	uint32_t max_chan;       /* net_channels: what this daemon offers a forming communicator */
 	uint64_t spin_ns;        /* net_spin_us */
-	char congestion[16];     /* net_tcp_congestion: its sockets' ("": the namespace's) */
 	struct conn *conns;
 	uint32_t nconns;
 	struct ncomm *comms;
@@ -580,6 +579,7 @@ static int rx_start(struct conn *c, const struct msg_hdr *h)
 }
 
 static int same_coll(const struct node_coll *a, const struct node_coll *b);
+static uint64_t eager_owed(const struct ncomm *nc, const struct node_coll *d, uint32_t from);
 
 /*
  * The agreement whose places view d's inputs, coming on c, land in: two
@@ -593,7 +593,7 @@ static struct agree *rx_land_at(const struct conn *c, const struct msg_hdr *h,
 	struct ncomm *nc = c->nc;
 	const int to_joiner = h->type == M_PEER_IN;
 	struct agree *a;
-	uint64_t in, out, want;
+	uint64_t want = 0;
 
 	if (!nc || nc->stage != NC_ATTACHED || !nc->agree || d->eager != 1 || d->bad ||
 	    !node_eager_pair(d, nc->ndaemons, nc->nranks) ||
@@ -603,14 +603,9 @@ static struct agree *rx_land_at(const struct conn *c, const struct msg_hdr *h,
 	if (!a->used || a->seq != d->seq || !a->nland || a->ndesc != 1 || !a->sent_in ||
 	    a->peer_in || a->peer_landed || a->bad || !same_coll(&a->d, d))
 		return NULL;
-	/* What the other daemon's contributing ranks owe (eager_owed() of d). */
-	node_eager_sizes(d, nc->nranks, NODE_EAGER_MAX, &in, &out);
-	want = 0;
-	for (uint32_t r = 0; r < nc->nranks; r++)
-		want += nc->owner[r] != nc->me && node_eager_contributes(d, r) ? in : 0;
-	if (want != c->rx_len)
+	/* The other daemon (the root's index 0, its joiner's 1) owes what the places take. */
+	if (eager_owed(nc, d, to_joiner ? 0 : 1) != c->rx_len)
 		return NULL;
-	want = 0;
 	for (uint32_t k = 0; k < a->nland; k++)
 		want += a->land[k].iov_len;
 	return want == c->rx_len ? a : NULL;
@@ -2638,7 +2633,6 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 			r == -ENOENT ? "not available here" : strerror(-r));
 		return r;
 	}
-	snprintf(node.congestion, sizeof(node.congestion), "%s", cfg->net_tcp_congestion);
 	net_tcp_configure(&to);
 	net_ib_configure(&io);
 	/* auto: a plugin named the way NCCL takes one, else ib where it runs, else tcp. */
@@ -3184,22 +3178,6 @@ static const char *stage_name(int s)
 	return s >= 0 && s <= NC_DEAD ? names[s] : "?";
 }
 
-/* The congestion control of our TCP sockets: net_tcp_congestion, else the namespace's. */
-static void congestion_now(char *out, size_t len)
-{
-	FILE *f;
-
-	snprintf(out, len, "%s", node.congestion[0] ? node.congestion : "?");
-	if (node.congestion[0])
-		return;
-	f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
-	if (!f)
-		return;
-	if (fgets(out, (int)len, f))
-		out[strcspn(out, "\n")] = '\0';
-	fclose(f);
-}
-
 size_t node_status(char *out, size_t len, int json)
 {
 	size_t n = 0;
@@ -3227,7 +3205,7 @@ size_t node_status(char *out, size_t len, int json)
 	for (int i = 1; i < NET_AUTH_NREASONS; i++)
 		refused += node.auth.refused[i];
 	refused += node.refused_full;
-	congestion_now(cc, sizeof(cc));
+	cfg_tcp_congestion(collc__net_congestion(), cc, sizeof(cc));
 	if (json)
 		PUT("{\"transport\": \"%s\", \"listen\": \"%s\", \"tcp_congestion\": \"%s\", "
 		    "\"accepted\": %llu, \"refused\": %llu, \"refused_by_reason\": {",

@@ -116,6 +116,11 @@ int collc__net_set_congestion(const char *name)
 	return 0;
 }
 
+const char *collc__net_congestion(void)
+{
+	return congestion;
+}
+
 int collc__net_listen(union net_addr *a, int backlog, int reuseaddr)
 {
 	socklen_t len = net_addr_len(a);

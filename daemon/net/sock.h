@@ -36,6 +36,8 @@ int collc__net_opt_ifname(char opt[IF_NAMESIZE], const char *ifname);
  * before any socket is made. -EINVAL for a name too long, else what the
  * kernel says of it on a socket of its own (-ENOENT: not available here). */
 int collc__net_set_congestion(const char *name);
+/* The name set there ("": none, the namespace's). */
+const char *collc__net_congestion(void);
 
 /* A nonblocking socket listening on *a (port 0: any), with the bound address
  * written back to *a; SO_REUSEADDR when reuseaddr. The sockets it accepts
