@@ -383,7 +383,7 @@ static const finish_fn finishers[COLLC_NUM_DTYPES] = {
  * as the loops above: VCVTPS2PH gives f2h()'s half for every float, and
  * VCVTPH2PS h2f()'s float for every half but a signaling NaN, which it
  * quiets (bit 22), a bit that f2h() sets on every NaN anyway and that every
- * op keeps or sets (tests/unit/test_reduce.c proves all three over every
+ * op keeps or sets (tests/unit/test_reduce_f16c.c proves all three over every
  * float, every half, and every signaling NaN against every half and op).
  * Picked at load where the CPU has F16C and AVX2; a build for such a CPU
  * alone (-march=x86-64-v3 or later) always takes them. 512 KiB of float16
@@ -430,9 +430,8 @@ F16C_TARGET static inline __m256 v_prod(__m256 x, __m256 y)
 	_mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT))
 
 /*
- * Whole BLOCKs here, the tail in the loop above: the compiler orders a NaN
- * pair's operands in that loop's scalar tail its own way, and the tail must
- * give the same bits as there.
+ * Whole BLOCKs here, the tail (under BLOCK elements) in the loop above,
+ * which gives the same bits.
  */
 #define DEFINE_REDUCE_F16C(name, VOP, generic)                                                     \
 	F16C_TARGET static void name(void *dst_, const void *a_, const void *b_, size_t n)         \
