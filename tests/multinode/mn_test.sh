@@ -271,7 +271,7 @@ correct | a2a | p2p)
 		done
 		# Between two daemons the other daemon's inputs land in the ranks' result
 		# buffers where the daemon's own view came first (daemon/node.h
-		# node_coll_ready()): with one rank a daemon (every kind may land; 35 in
+		# node_coll_ready()): with one rank a daemon (every kind may land; 232 in
 		# a run of correct_2x1) some did on one daemon or the other; with three
 		# daemons, or eager off, none.
 		landed=0
