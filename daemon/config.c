@@ -2,9 +2,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "daemon/config.h"
@@ -19,13 +23,12 @@ static const char *const proto_names[COLLC_PROTO_MAX] = { "auto", "simple", "ll"
 static const char *const algo_names[COLLC_ALGO_MAX] = { "auto", "ring", "oneshot", "twoshot",
 							"hier" };
 
-void cfg_tcp_congestion(const char *cc, char *out, size_t len)
+/* The network namespace's default congestion control into out; "?" when it cannot tell. */
+static void cc_namespace(char *out, size_t len)
 {
 	FILE *f;
 
-	snprintf(out, len, "%s", cc && cc[0] ? cc : "?");
-	if (cc && cc[0])
-		return;
+	snprintf(out, len, "?");
 	f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
 	if (!f)
 		return;
@@ -34,16 +37,73 @@ void cfg_tcp_congestion(const char *cc, char *out, size_t len)
 	fclose(f);
 }
 
+/* Whether this process may give a TCP socket congestion control name. */
+static int cc_settable(const char *name)
+{
+	int fd, ok;
+
+	/* A host may have IPv4 or IPv6 alone. */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	ok = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) == 0;
+	close(fd);
+	return ok;
+}
+
+const char *cfg_cc_auto(const char *ns, int (*settable)(const char *name))
+{
+	if (strncmp(ns, "bbr", 3))
+		return "";
+	if (settable("cubic"))
+		return "cubic";
+	if (settable("reno"))
+		return "reno";
+	return "";
+}
+
+/* "auto" for this process, found once: the namespace and the permissions do not change. */
+static char auto_cc[16];
+static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
+
+static void auto_find(void)
+{
+	char ns[32];
+
+	cc_namespace(ns, sizeof(ns));
+	snprintf(auto_cc, sizeof(auto_cc), "%s", cfg_cc_auto(ns, cc_settable));
+}
+
+void cfg_tcp_congestion_pick(const char *key, char *out, size_t len)
+{
+	if (key && !strcmp(key, "auto")) {
+		pthread_once(&auto_once, auto_find);
+		key = auto_cc;
+	}
+	snprintf(out, len, "%s", key ? key : "");
+}
+
+void cfg_tcp_congestion(const char *cc, char *out, size_t len)
+{
+	if (cc && cc[0])
+		snprintf(out, len, "%s", cc);
+	else
+		cc_namespace(out, len);
+}
+
 /*
- * 1 when collcd's new TCP connections take a congestion control (cc, else
- * the namespace's) whose window follows its own estimate of the
+ * 1 when collcd's new TCP connections take a congestion control (the key's
+ * pick, else the namespace's) whose window follows its own estimate of the
  * bandwidth-delay product (bbr), 0 otherwise or when it cannot tell.
  */
-static int tcp_windowed_cc(const char *cc)
+static int tcp_windowed_cc(const char *key)
 {
-	char name[32];
+	char pick[16], name[32];
 
-	cfg_tcp_congestion(cc, name, sizeof(name));
+	cfg_tcp_congestion_pick(key, pick, sizeof(pick));
+	cfg_tcp_congestion(pick, name, sizeof(name));
 	return strncmp(name, "bbr", 3) == 0;
 }
 
@@ -59,7 +119,7 @@ int cfg_small_host(void)
  */
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels)
 {
-	cfg_defaults_cc(cfg, max_channels, NULL);
+	cfg_defaults_cc(cfg, max_channels, "auto");
 }
 
 void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char *cc)
@@ -91,6 +151,7 @@ void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char
 	cfg->cuda_trace = 0;
 	cfg->cuda_breadcrumbs = 1;
 	snprintf(cfg->net, sizeof(cfg->net), "auto");
+	snprintf(cfg->net_tcp_congestion, sizeof(cfg->net_tcp_congestion), "auto");
 	cfg->net_timeout_ms = 2000;
 	cfg->net_spin_us = NET_SPIN_US;
 	cfg->net_eager_max_bytes = NODE_EAGER_DEFAULT;
@@ -128,13 +189,12 @@ void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char
 	 * waits for acknowledgements a loaded peer sends late. More connections
 	 * carry more: on 2 cores, 1-8 MiB all-reduces between two daemons took
 	 * 15-40% less time with 4 streams than with 1 under bbr, while under
-	 * cubic 4 cost 13% at 1 MiB (bench/RESULTS.md). The eager limit comes
-	 * down for the same reason (node.h NODE_EAGER_BBR).
+	 * cubic 4 cost 13% at 1 MiB (bench/RESULTS.md). "auto" does not take
+	 * bbr (cfg_cc_auto()); an explicit bbr, or a namespace's where the key
+	 * is empty, does.
 	 */
-	if (tcp_windowed_cc(cc)) {
+	if (tcp_windowed_cc(cc))
 		cfg->net_tcp_streams = NET_TCP_BBR_STREAMS;
-		cfg->net_eager_max_bytes = NODE_EAGER_BBR;
-	}
 }
 
 void cfg_resolve(const struct collc_config *cfg, const struct cfg_exec_defaults *d,
@@ -316,9 +376,9 @@ static const struct key_desc keys[] = {
 	KEY_FIXED("net_tcp_streams", K_U32, net_tcp_streams, 1, NET_TCP_MAX_STREAMS),
 	/*
 	 * Fixed at start. TCP congestion control of collcd's sockets to other
-	 * daemons (control and data); empty: the network namespace's. Where set,
-	 * the defaults that depend on it (net_tcp_streams, net_eager_max_bytes)
-	 * follow it (cfg_defaults_cc()).
+	 * daemons (control and data); auto: the network namespace's, except
+	 * bbr's (cfg_cc_auto()); empty: the namespace's. The defaults that
+	 * depend on it (net_tcp_streams) follow it (cfg_defaults_cc()).
 	 */
 	KEY_STR_FIXED("net_tcp_congestion", net_tcp_congestion),
 	/* A peer daemon silent this long fails the communicators it spans (-ETIMEDOUT). */

@@ -93,15 +93,29 @@ extern const char *const cfg_auto_keys[];
 
 void cfg_defaults(struct collc_config *cfg, uint32_t max_channels);
 /*
- * The defaults where collcd's TCP sockets take congestion control cc (the
- * key net_tcp_congestion; NULL or "": the network namespace's, as
- * cfg_defaults()): bbr gets more data sockets and a lower eager limit.
+ * The defaults where the key net_tcp_congestion is cc ("auto", as
+ * cfg_defaults(); "": the network namespace's): bbr gets more data sockets.
  */
 void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char *cc);
 /*
- * The TCP congestion control collcd's sockets take, into out: cc (the key
- * net_tcp_congestion) where set, else the network namespace's now; "?" when
- * it cannot tell.
+ * The congestion control that net_tcp_congestion "auto" gives collcd's TCP
+ * sockets in a namespace whose default is ns: "" (ns's own), except where ns
+ * is bbr (any version), whose pacing at its bandwidth estimate holds back
+ * the bursts of collectives on links of microseconds (bench/RESULTS.md,
+ * "Congestion control auto"): there cubic, else reno, the first that
+ * settable() accepts (an unprivileged collcd may set only those in
+ * net.ipv4.tcp_allowed_congestion_control, which always has reno).
+ */
+const char *cfg_cc_auto(const char *ns, int (*settable)(const char *name));
+/*
+ * The name collcd gives its TCP sockets for key net_tcp_congestion, into
+ * out: "auto" resolved (cfg_cc_auto(), found once a process), else the key;
+ * "": none, the namespace's.
+ */
+void cfg_tcp_congestion_pick(const char *key, char *out, size_t len);
+/*
+ * The TCP congestion control collcd's sockets take, into out: cc (a pick)
+ * where set, else the network namespace's now; "?" when it cannot tell.
  */
 void cfg_tcp_congestion(const char *cc, char *out, size_t len);
 /*

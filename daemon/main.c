@@ -193,12 +193,12 @@ static int parse_options(int argc, char **argv, struct options *o)
  */
 static int build_config(const struct options *o, struct collc_config *cfg)
 {
-	char err[256], cc[sizeof(cfg->net_tcp_congestion)] = "";
+	char err[256], cc[sizeof(cfg->net_tcp_congestion)] = "auto";
 
 	/*
-	 * Twice where net_tcp_congestion is set: the second time on the
-	 * defaults for that congestion control, so that only what the file and
-	 * --set name themselves overrides them.
+	 * Twice where net_tcp_congestion is set to other than auto: the second
+	 * time on the defaults for that congestion control, so that only what
+	 * the file and --set name themselves overrides them.
 	 */
 	for (int pass = 0; pass < 2; pass++) {
 		cfg_defaults_cc(cfg, o->max_channels ? o->max_channels : COLLC_MAX_CHANNELS, cc);
@@ -211,7 +211,7 @@ static int build_config(const struct options *o, struct collc_config *cfg)
 				fprintf(stderr, "collcd: --set %s: %s\n", o->sets[i], err);
 				return -EINVAL;
 			}
-		if (!cfg->net_tcp_congestion[0] || pass)
+		if (!strcmp(cfg->net_tcp_congestion, cc) || pass)
 			break;
 		memcpy(cc, cfg->net_tcp_congestion, sizeof(cc));
 	}

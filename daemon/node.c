@@ -2608,6 +2608,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 				   .nstreams = (int)cfg->net_tcp_streams,
 				   .poll_driven = 1 };
 	struct net_ib_opts io = { .ifname = to.ifname };
+	char cc[sizeof(cfg->net_tcp_congestion)];
 	int r;
 
 	memcpy(node.node_id, node_id, sizeof(node.node_id));
@@ -2625,7 +2626,8 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 		log_err("net must be auto, tcp, ib or plugin:NAME, got '%s'", cfg->net);
 		return -EINVAL;
 	}
-	r = collc__net_set_congestion(cfg->net_tcp_congestion);
+	cfg_tcp_congestion_pick(cfg->net_tcp_congestion, cc, sizeof(cc));
+	r = collc__net_set_congestion(cc);
 	if (r < 0) {
 		log_err("net_tcp_congestion '%s': %s (see /proc/sys/net/ipv4/"
 			"tcp_available_congestion_control)",

@@ -127,20 +127,16 @@ struct node_coll {
  */
 #define NODE_EAGER_MAX     (2u << 20)
 /*
- * net_eager_max_bytes by default: from 1 MiB held the ring, now that its
- * gather steps land in the output, took 35% less time one at a time than
- * eager between two daemons (1 MiB, one rank a daemon; 512 KiB, two) and
- * no more pipelined (bench/RESULTS.md, "The eager limit at 1 MiB").
+ * net_eager_max_bytes by default. Where the one other daemon's input lands
+ * in place (the scheduler's net_eager_land()), eager took 15-18% less time
+ * one at a time than the ring up to 2 MiB held (1 MiB all-reduces, one
+ * rank a daemon) and under bbr 512 KiB all-reduces 15-37% less. Where
+ * inputs are received aside, the scheduler halves the limit: with two ranks
+ * a daemon, 512 KiB all-reduces (2 MiB held) took 3% more time one at a
+ * time and 10-20% more pipelined eager than by the ring (bench/RESULTS.md,
+ * "The eager limit at 2 MiB").
  */
-#define NODE_EAGER_DEFAULT (1u << 20)
-/*
- * ... and where the namespace's congestion control is bbr: eager inputs
- * travel on the one control connection, whose window bbr keeps near its
- * bandwidth-delay estimate, and from 1 MiB held (512 KiB all-reduces, one
- * rank a daemon) the ring over the data sockets took 28-36% less time
- * (bench/RESULTS.md, "The eager limit at 512 KiB under bbr").
- */
-#define NODE_EAGER_BBR     (512u << 10)
+#define NODE_EAGER_DEFAULT NODE_EAGER_MAX
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
 /*

@@ -435,6 +435,12 @@ static int eager_clear_of_earlier(struct comm *cm, const struct slot *sl)
 	return 1;
 }
 
+/* The key net_eager_max_bytes as cm's executor has it. */
+static uint64_t eager_limit(const struct comm *cm)
+{
+	return sched.execs[cm->exec_idx].cfg.net_eager_max_bytes;
+}
+
 /*
  * An eager collective's inputs (node.h): those of the ranks here that
  * contribute, in rank order, when every buffer here is host memory that
@@ -448,9 +454,7 @@ static int net_eager_inputs(struct comm *cm, const struct slot *sl, const struct
 	uint64_t in, out;
 	int n = 0;
 
-	if (sl->gated ||
-	    !node_eager_sizes(d, cm->nranks, sched.execs[cm->exec_idx].cfg.net_eager_max_bytes, &in,
-			      &out))
+	if (sl->gated || !node_eager_sizes(d, cm->nranks, eager_limit(cm), &in, &out))
 		return -1;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
@@ -545,6 +549,7 @@ static void net_ask(struct comm *cm, struct slot *sl)
 {
 	struct node_coll d = net_desc(cm, sl);
 	struct iovec parts[COLLC_MAX_RANKS], land[NODE_LAND_MAX];
+	uint64_t in, out;
 	uint32_t nland = 0;
 	int n = -1;
 
@@ -553,9 +558,19 @@ static void net_ask(struct comm *cm, struct slot *sl)
 		net_digests(cm, sl, &d);
 	if (!d.bad)
 		n = net_eager_inputs(cm, sl, &d, parts);
-	d.eager = n >= 0;
-	if (d.eager)
+	if (n >= 0)
 		nland = net_eager_land(cm, sl, &d, land);
+	/*
+	 * Inputs received aside and then reduced from there cost more: the
+	 * limit is halved unless the one other input lands in place (node.h
+	 * NODE_EAGER_DEFAULT).
+	 */
+	if (n >= 0 && nland != 1 &&
+	    !node_eager_sizes(&d, cm->nranks, eager_limit(cm) / 2, &in, &out)) {
+		n = -1;
+		nland = 0;
+	}
+	d.eager = n >= 0;
 	sl->net = NET_ASKED;
 	node_coll_ready(cm->id, &d, parts, n > 0 ? (uint32_t)n : 0, land, nland);
 }

@@ -10,8 +10,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <cmocka.h>
 
+#include "daemon/net/net.h"
+#include "daemon/node.h"
 #include "daemon/plan.c"
 
 #define KiB (1ull << 10)
@@ -481,6 +484,56 @@ static void test_sweep_invariants(void **state)
 	assert_int_equal(n, 4 * 4 * 4 * 5 * 10 * 6);
 }
 
+/* The congestion control "auto" picks, with a stand-in for the kernel's answer. */
+static const char *cc_refused[4];
+
+static int fake_settable(const char *name)
+{
+	for (int i = 0; i < 4 && cc_refused[i]; i++)
+		if (!strcmp(name, cc_refused[i]))
+			return 0;
+	return 1;
+}
+
+static void test_congestion_auto(void **state)
+{
+	struct collc_config c;
+	char pick[16];
+
+	(void)state;
+	memset(cc_refused, 0, sizeof(cc_refused));
+	/* Any namespace default but bbr stays. */
+	assert_string_equal(cfg_cc_auto("cubic", fake_settable), "");
+	assert_string_equal(cfg_cc_auto("dctcp", fake_settable), "");
+	assert_string_equal(cfg_cc_auto("reno", fake_settable), "");
+	assert_string_equal(cfg_cc_auto("?", fake_settable), "");
+	/* bbr, of any version, gives way to cubic, else reno, else stays. */
+	assert_string_equal(cfg_cc_auto("bbr", fake_settable), "cubic");
+	assert_string_equal(cfg_cc_auto("bbr3", fake_settable), "cubic");
+	cc_refused[0] = "cubic";
+	assert_string_equal(cfg_cc_auto("bbr", fake_settable), "reno");
+	cc_refused[1] = "reno";
+	assert_string_equal(cfg_cc_auto("bbr", fake_settable), "");
+
+	/* An explicit name, or "", is taken as it is. */
+	cfg_tcp_congestion_pick("reno", pick, sizeof(pick));
+	assert_string_equal(pick, "reno");
+	cfg_tcp_congestion_pick("", pick, sizeof(pick));
+	assert_string_equal(pick, "");
+
+	/* The default is auto; bbr alone gets more data sockets; one eager limit for all. */
+	cfg_defaults(&c, 4);
+	assert_string_equal(c.net_tcp_congestion, "auto");
+	assert_int_equal(c.net_eager_max_bytes, NODE_EAGER_MAX);
+	cfg_defaults_cc(&c, 4, "bbr");
+	assert_int_equal(c.net_tcp_streams, NET_TCP_BBR_STREAMS);
+	assert_int_equal(c.net_eager_max_bytes, NODE_EAGER_MAX);
+	cfg_defaults_cc(&c, 4, "cubic");
+	assert_int_not_equal(c.net_tcp_streams, NET_TCP_BBR_STREAMS);
+	cfg_defaults_cc(&c, 4, "reno");
+	assert_int_not_equal(c.net_tcp_streams, NET_TCP_BBR_STREAMS);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -497,6 +550,7 @@ int main(void)
 		cmocka_unit_test(test_inplace),
 		cmocka_unit_test(test_resolve),
 		cmocka_unit_test(test_sweep_invariants),
+		cmocka_unit_test(test_congestion_auto),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
