@@ -2635,6 +2635,14 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 			r == -ENOENT ? "not available here" : strerror(-r));
 		return r;
 	}
+	if (!strcmp(cfg->net_tcp_congestion, "auto") && cc[0]) {
+		char ns[32];
+
+		cfg_tcp_congestion("", ns, sizeof(ns));
+		log_info("net_tcp_congestion auto: sockets to other daemons take %s, not the "
+			 "namespace's %s",
+			 cc, ns);
+	}
 	net_tcp_configure(&to);
 	net_ib_configure(&io);
 	/* auto: a plugin named the way NCCL takes one, else ib where it runs, else tcp. */

@@ -336,10 +336,12 @@ congestion)
 	case " $avail " in *" cubic "*) want0=cubic ;; esac
 	if ip netns exec "$(mn_ns 0)" sh -c \
 		'echo bbr >/proc/sys/net/ipv4/tcp_congestion_control' 2>/dev/null; then
+		ns0=bbr
 		echo "node 0's namespace on bbr: auto must give its sockets $want0"
 	else
 		# Not silently: the run says which case it checked.
 		want0=$(ip netns exec "$(mn_ns 0)" cat /proc/sys/net/ipv4/tcp_congestion_control)
+		ns0=$want0
 		echo "NOTE: bbr cannot be a namespace's default here (available: $avail);" \
 			"auto checked on $want0, which it must keep"
 	fi
@@ -384,6 +386,11 @@ congestion)
 		[ "$shown" = "$want" ] || mn_fail "node $i's status shows $shown, want $want"
 		echo "node $i: sockets and status $want: $(echo $ccs)"
 	done
+	# collcd says at start when auto set aside the namespace's bbr.
+	if [ "$ns0" = bbr ]; then
+		grep -q "net_tcp_congestion auto: sockets to other daemons take $want0, not the namespace's bbr" \
+			"$MN_DIR/n0/log" || mn_fail "node 0's log does not say that auto took $want0"
+	fi
 	mn_wait_ranks 120 || mn_fail "collectives with net_tcp_congestion on both nodes"
 	daemons_alive 0 1
 	mn_pass
