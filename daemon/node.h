@@ -131,14 +131,24 @@ struct node_coll {
  * in place (the scheduler's net_eager_land()), eager took 15-18% less time
  * one at a time than the ring up to 2 MiB held (1 MiB all-reduces, one
  * rank a daemon) and under bbr 512 KiB all-reduces 15-37% less. Where
- * inputs are received aside, the scheduler halves the limit: with two ranks
+ * inputs are received aside, node_eager_limit() halves it: with two ranks
  * a daemon, 512 KiB all-reduces (2 MiB held) took 3% more time one at a
  * time and 10-20% more pipelined eager than by the ring (bench/RESULTS.md,
- * "The eager limit at 2 MiB").
+ * "Congestion control auto and the eager limit at 2 MiB").
  */
 #define NODE_EAGER_DEFAULT NODE_EAGER_MAX
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
+/*
+ * The limit for node_eager_sizes() where the key net_eager_max_bytes is key
+ * and nland places here take the other daemon's inputs (node_coll_ready()):
+ * the key where its one input lands in place, half of it where inputs are
+ * received aside and reduced from there (NODE_EAGER_DEFAULT).
+ */
+static inline uint64_t node_eager_limit(uint64_t key, uint32_t nland)
+{
+	return nland == 1 ? key : key / 2;
+}
 /*
  * Does eager collective d go both ways at once (PEER_IN) among ndaemons
  * daemons? Two, and every rank's input together, which each daemon then

@@ -560,13 +560,9 @@ static void net_ask(struct comm *cm, struct slot *sl)
 		n = net_eager_inputs(cm, sl, &d, parts);
 	if (n >= 0)
 		nland = net_eager_land(cm, sl, &d, land);
-	/*
-	 * Inputs received aside and then reduced from there cost more: the
-	 * limit is halved unless the one other input lands in place (node.h
-	 * NODE_EAGER_DEFAULT).
-	 */
-	if (n >= 0 && nland != 1 &&
-	    !node_eager_sizes(&d, cm->nranks, eager_limit(cm) / 2, &in, &out)) {
+	/* Inputs received aside and then reduced from there cost more. */
+	if (n >= 0 && !node_eager_sizes(&d, cm->nranks, node_eager_limit(eager_limit(cm), nland),
+					&in, &out)) {
 		n = -1;
 		nland = 0;
 	}

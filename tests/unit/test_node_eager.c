@@ -191,6 +191,28 @@ static void one(enum rc_coll coll, collc_dtype dtype, collc_redop op, uint32_t n
 	free(out);
 }
 
+/* The limit by landing: a 1 MiB all-reduce between two ranks holds 2 MiB. */
+static void test_limit(void **state)
+{
+	const struct node_coll d =
+		desc(COLLC_OP_ALLREDUCE, COLLC_FLOAT32, (1u << 20) / 4, COLLC_SUM, 0);
+	const struct node_coll half =
+		desc(COLLC_OP_ALLREDUCE, COLLC_FLOAT32, (512u << 10) / 4, COLLC_SUM, 0);
+	uint64_t in, out;
+
+	(void)state;
+	assert_int_equal(node_eager_limit(NODE_EAGER_DEFAULT, 1), NODE_EAGER_DEFAULT);
+	assert_true(node_eager_sizes(&d, 2, node_eager_limit(NODE_EAGER_DEFAULT, 1), &in, &out));
+	/* Received aside (no place, or several inputs to reduce): half. */
+	assert_false(node_eager_sizes(&d, 2, node_eager_limit(NODE_EAGER_DEFAULT, 0), &in, &out));
+	assert_false(node_eager_sizes(&d, 2, node_eager_limit(NODE_EAGER_DEFAULT, 2), &in, &out));
+	assert_true(node_eager_sizes(&half, 2, node_eager_limit(NODE_EAGER_DEFAULT, 0), &in, &out));
+	/* Two ranks a daemon: a 512 KiB all-reduce holds 2 MiB, received aside. */
+	assert_false(
+		node_eager_sizes(&half, 4, node_eager_limit(NODE_EAGER_DEFAULT, 0), &in, &out));
+	assert_int_equal(node_eager_limit(0, 1), 0);
+}
+
 static void test_compute(void **state)
 {
 	static const uint32_t ranks[] = { 2, 3, 5 };
@@ -219,6 +241,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sizes),
 		cmocka_unit_test(test_pair),
+		cmocka_unit_test(test_limit),
 		cmocka_unit_test(test_compute),
 	};
 
