@@ -859,6 +859,7 @@ static void post_cmd(enum sched_cmd_type type, const struct ncomm *nc, int err)
 		return;
 	cmd->u.net.nchan = nc->nchan;
 	cmd->u.net.group = nc->group;
+	cmd->u.net.pair = nc->ndaemons == 2;
 	cmd->u.net.hier_min_bytes = nc->hier_min_bytes;
 	for (uint32_t r = 0; r < nc->nranks; r++)
 		cmd->u.net.local[r] = nc->owner[r] == nc->me;

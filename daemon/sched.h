@@ -97,6 +97,7 @@ struct sched_cmd {
 			uint32_t group;
 			uint64_t hier_min_bytes;
 			uint8_t local[COLLC_MAX_RANKS]; /* ranks this collcd runs */
+			uint8_t pair; /* CMD_NET_READY: it spans two daemons exactly */
 			/* CMD_NET_READY: the ring's order, where not the ranks' (rank at each position) */
 			uint8_t reordered;
 			uint8_t ring[COLLC_MAX_RANKS];

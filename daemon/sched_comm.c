@@ -654,6 +654,7 @@ static void net_ready(struct comm *cm, const struct sched_cmd *cmd)
 	cm->nlocal = n;
 	cm->net_nchan = (uint8_t)cmd->u.net.nchan;
 	cm->net_group = (uint8_t)cmd->u.net.group;
+	cm->net_pair = cmd->u.net.pair ? 1 : 0;
 	cm->net_hier_min_bytes = cmd->u.net.hier_min_bytes;
 	if (cmd->u.net.reordered) {
 		cm->ring = malloc(2 * (size_t)cm->nranks);

@@ -242,6 +242,7 @@ struct comm {
 	uint8_t net_nchan; /* channels every daemon runs it on */
 	/* Its group rings' block (node.c, the table): ranks of each daemon; 0: none. */
 	uint8_t net_group;
+	uint8_t net_pair; /* spans two daemons exactly: eager inputs may land in place */
 	uint64_t net_hier_min_bytes; /* all-reduces of this many bytes a rank or more (AG, RS: the whole buffer): COLLC_ALGO_HIER */
 	uint8_t warned_relay; /* said once that its executor runs no all-to-all across daemons */
 	uint8_t *local;

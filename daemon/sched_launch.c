@@ -500,7 +500,8 @@ static uint8_t *eager_dst(const struct comm *cm, const struct slot *sl, const st
  * place in the gathered buffer, a broadcast's root's input over it. Fills
  * land in the order the inputs come (rank order) and returns their count;
  * 0 where they may not land: a reduce-scatter, more than one input to
- * reduce from there, no result here, or a place an input here overlaps.
+ * reduce from there, more than two daemons, no result here, or a place an
+ * input here overlaps.
  */
 static uint32_t net_eager_land(const struct comm *cm, const struct slot *sl,
 			       const struct node_coll *d, struct iovec *land)
@@ -509,7 +510,7 @@ static uint32_t net_eager_land(const struct comm *cm, const struct slot *sl,
 	uint64_t in, out;
 	uint32_t n = 0;
 
-	if (d->opcode == COLLC_OP_REDUCE_SCATTER ||
+	if (!cm->net_pair || d->opcode == COLLC_OP_REDUCE_SCATTER ||
 	    !node_eager_sizes(d, cm->nranks, NODE_EAGER_MAX, &in, &out))
 		return 0;
 	for (uint32_t r = 0; r < cm->nranks && !first; r++)
