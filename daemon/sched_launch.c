@@ -435,26 +435,21 @@ static int eager_clear_of_earlier(struct comm *cm, const struct slot *sl)
 	return 1;
 }
 
-/* The key net_eager_max_bytes as cm's executor has it. */
-static uint64_t eager_limit(const struct comm *cm)
-{
-	return sched.execs[cm->exec_idx].cfg.net_eager_max_bytes;
-}
-
 /*
  * An eager collective's inputs (node.h): those of the ranks here that
  * contribute, in rank order, when every buffer here is host memory that
- * collcd maps and no earlier collective stands in the way. Fills parts (one
- * per contributing rank here, where its input lies: node_coll_ready() reads
- * them before it returns) and returns their count, -1 to ask plainly.
+ * collcd maps, what it holds fits limit, and no earlier collective stands in
+ * the way. Fills parts (one per contributing rank here, where its input
+ * lies: node_coll_ready() reads them before it returns) and returns their
+ * count, -1 to ask plainly.
  */
 static int net_eager_inputs(struct comm *cm, const struct slot *sl, const struct node_coll *d,
-			    struct iovec *parts)
+			    uint64_t limit, struct iovec *parts)
 {
 	uint64_t in, out;
 	int n = 0;
 
-	if (sl->gated || !node_eager_sizes(d, cm->nranks, eager_limit(cm), &in, &out))
+	if (sl->gated || !node_eager_sizes(d, cm->nranks, limit, &in, &out))
 		return -1;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
@@ -550,24 +545,23 @@ static void net_ask(struct comm *cm, struct slot *sl)
 {
 	struct node_coll d = net_desc(cm, sl);
 	struct iovec parts[COLLC_MAX_RANKS], land[NODE_LAND_MAX];
-	uint64_t in, out;
 	uint32_t nland = 0;
 	int n = -1;
 
 	d.bad = net_verdict(cm, sl);
 	if (d.opcode == COLLC_OP_ALLTOALLV && !d.bad)
 		net_digests(cm, sl, &d);
-	if (!d.bad)
-		n = net_eager_inputs(cm, sl, &d, parts);
-	if (n >= 0)
+	if (!d.bad) {
+		/* Inputs received aside and then reduced from there cost more. */
 		nland = net_eager_land(cm, sl, &d, land);
-	/* Inputs received aside and then reduced from there cost more. */
-	if (n >= 0 && !node_eager_sizes(&d, cm->nranks, node_eager_limit(eager_limit(cm), nland),
-					&in, &out)) {
-		n = -1;
-		nland = 0;
+		n = net_eager_inputs(
+			cm, sl, &d,
+			node_eager_limit(sched.execs[cm->exec_idx].cfg.net_eager_max_bytes, nland),
+			parts);
 	}
 	d.eager = n >= 0;
+	if (!d.eager)
+		nland = 0;
 	sl->net = NET_ASKED;
 	node_coll_ready(cm->id, &d, parts, n > 0 ? (uint32_t)n : 0, land, nland);
 }
