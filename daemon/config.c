@@ -2,17 +2,15 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "daemon/config.h"
 #include "daemon/net/net.h"
+#include "daemon/net/sock.h"
 #include "daemon/node.h"
 #include "proto/work.h"
 
@@ -37,20 +35,9 @@ static void cc_namespace(char *out, size_t len)
 	fclose(f);
 }
 
-/* Whether this process may give a TCP socket congestion control name. */
 static int cc_settable(const char *name)
 {
-	int fd, ok;
-
-	/* A host may have IPv4 or IPv6 alone. */
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return 0;
-	ok = setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) == 0;
-	close(fd);
-	return ok;
+	return collc__net_congestion_settable(name) == 0;
 }
 
 const char *cfg_cc_auto(const char *ns, int (*settable)(const char *name))

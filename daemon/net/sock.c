@@ -93,9 +93,25 @@ static int stream_socket(int family, int level, int opt)
 	return fd;
 }
 
+int collc__net_congestion_settable(const char *name)
+{
+	int fd, r = 0;
+
+	/* A host may have IPv4 or IPv6 alone. */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 && errno == EAFNOSUPPORT)
+		fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, strlen(name)) < 0)
+		r = -errno;
+	close(fd);
+	return r;
+}
+
 int collc__net_set_congestion(const char *name)
 {
-	int fd;
+	int r;
 
 	if (!name || !name[0]) {
 		congestion[0] = '\0';
@@ -103,16 +119,10 @@ int collc__net_set_congestion(const char *name)
 	}
 	if (strlen(name) >= sizeof(congestion))
 		return -EINVAL;
+	r = collc__net_congestion_settable(name);
+	if (r < 0)
+		return r;
 	snprintf(congestion, sizeof(congestion), "%s", name);
-	/* A host may have IPv4 or IPv6 alone. */
-	fd = stream_socket(AF_INET, SOL_SOCKET, -1);
-	if (fd == -EAFNOSUPPORT)
-		fd = stream_socket(AF_INET6, SOL_SOCKET, -1);
-	if (fd < 0) {
-		congestion[0] = '\0';
-		return fd;
-	}
-	close(fd);
 	return 0;
 }
 

@@ -36,6 +36,10 @@ int collc__net_opt_ifname(char opt[IF_NAMESIZE], const char *ifname);
  * before any socket is made. -EINVAL for a name too long, else what the
  * kernel says of it on a socket of its own (-ENOENT: not available here). */
 int collc__net_set_congestion(const char *name);
+/* Whether this process may give a TCP socket congestion control name: 0, or
+ * what the kernel says on a socket of its own (-ENOENT: not available here,
+ * -EPERM: not in net.ipv4.tcp_allowed_congestion_control for it). */
+int collc__net_congestion_settable(const char *name);
 /* The name set there ("": none, the namespace's). */
 const char *collc__net_congestion(void);
 
