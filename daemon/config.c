@@ -152,6 +152,7 @@ void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char
 	 * 8-byte all-reduce p50 590 us spinning, 150 us not).
 	 */
 	cfg->net_tcp_streams = 1;
+	cfg->net_tcp_helpers = 0;
 	/*
 	 * One channel across daemons on a small host: every step of each
 	 * channel passes through the same node thread and the same core, and a
@@ -168,6 +169,14 @@ void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char
 		cfg->exec_spin_us = 50;
 		/* On 2 cores one stream took 10% less CPU for the same bytes (bench/RESULTS.md). */
 		cfg->net_tcp_streams = NET_TCP_DEFAULT_STREAMS;
+		/*
+		 * With cores to spare the node thread's socket copies were the
+		 * ceiling (16 cores: busbw half of one TCP stream, the thread at a
+		 * full core); a helper per link moves its data sockets' bytes, and
+		 * the ring it speeds up overtakes eager from 512 KiB all-reduces.
+		 */
+		cfg->net_tcp_helpers = 1;
+		cfg->net_eager_max_bytes = NODE_EAGER_HELPERS;
 	}
 	/*
 	 * bbr keeps about twice its estimate of the bandwidth-delay product in
@@ -361,6 +370,12 @@ static const struct key_desc keys[] = {
 	KEY_STR_FIXED("net_ifname", net_ifname),
 	/* Fixed at start. Data sockets per tcp link (a step is split over them). */
 	KEY_FIXED("net_tcp_streams", K_U32, net_tcp_streams, 1, NET_TCP_MAX_STREAMS),
+	/*
+	 * Fixed at start. 1: each tcp link's data sockets move their bytes in a
+	 * thread of the link's own, the node thread keeping headers and
+	 * completions; 0: the node thread moves every byte.
+	 */
+	KEY_FIXED("net_tcp_helpers", K_U32, net_tcp_helpers, 0, 1),
 	/*
 	 * Fixed at start. TCP congestion control of collcd's sockets to other
 	 * daemons (control and data); auto: the network namespace's, except

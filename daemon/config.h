@@ -49,6 +49,7 @@ struct collc_config {
 	char net[64];        /* fixed at start: auto, tcp, ib or plugin:NAME */
 	char net_ifname[16]; /* fixed at start: interface for data ("": the first up one) */
 	uint32_t net_tcp_streams; /* fixed at start: tcp data sockets per link, 1..8 */
+	uint32_t net_tcp_helpers; /* fixed at start: 1: a thread per tcp link moves its data sockets */
 	/* fixed at start: TCP congestion control of sockets to other daemons ("": the namespace's) */
 	char net_tcp_congestion[16];
 	uint32_t net_timeout_ms; /* a peer daemon silent this long fails its communicators */

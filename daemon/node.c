@@ -2607,7 +2607,8 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 {
 	struct net_tcp_opts to = { .ifname = cfg->net_ifname[0] ? cfg->net_ifname : NULL,
 				   .nstreams = (int)cfg->net_tcp_streams,
-				   .poll_driven = 1 };
+				   .poll_driven = 1,
+				   .helpers = (int)cfg->net_tcp_helpers };
 	struct net_ib_opts io = { .ifname = to.ifname };
 	char cc[sizeof(cfg->net_tcp_congestion)];
 	int r;

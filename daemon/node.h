@@ -137,6 +137,16 @@ struct node_coll {
  * "Congestion control auto and the eager limit at 2 MiB").
  */
 #define NODE_EAGER_DEFAULT NODE_EAGER_MAX
+/*
+ * net_eager_max_bytes by default on hosts with cores to spare, whose tcp
+ * links move their data sockets in helper threads (net_tcp_helpers): there
+ * the ring overtook eager from 512 KiB all-reduces between two daemons (16
+ * cores, loopback: 512 KiB 236-255 us one at a time against eager's
+ * 262-319, 1 MiB 302-328 against 539-619), while 256 KiB stayed faster
+ * eager (120-157 against 181-206; bench/RESULTS.md, "Helper threads for
+ * the tcp links").
+ */
+#define NODE_EAGER_HELPERS (512u << 10)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
 /*

@@ -173,11 +173,19 @@ struct net_tcp_opts {
 	 * plugin): test() tries every socket with work each time.
 	 */
 	int poll_driven;
+	/*
+	 * 1: each connected comm's data sockets move their bytes in a helper
+	 * thread of the comm's own, the caller's thread keeping socket 0 and
+	 * the completions (tcp.c); with poll_driven the caller then hears of
+	 * the helper's completions on an eventfd net_tcp_pollfds() names. 0
+	 * (the plugin's default): the caller's thread moves every socket.
+	 */
+	int helpers;
 };
 #define NET_TCP_MAX_STREAMS     8
 #define NET_TCP_DEFAULT_STREAMS 2
 /* Data sockets a link where new connections default to bbr (config.c). */
-#define NET_TCP_BBR_STREAMS 4
+#define NET_TCP_BBR_STREAMS     4
 int net_tcp_configure(const struct net_tcp_opts *opts);
 /*
  * collc's own extension of the built-in tcp transport (not in the table):

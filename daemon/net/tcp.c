@@ -27,6 +27,20 @@
  * no system calls.
  * Host memory only: CUDA and DMA-BUF registrations are refused with a log
  * line, and iflush has nothing to flush.
+ *
+ * With net_tcp_opts.helpers, each comm's data sockets move their bytes in a
+ * thread of the comm's own (the helper), as NCCL's socket transport moves
+ * them in helper threads: the caller's thread keeps socket 0 (headers and
+ * inline payloads) and the completions, so one proxy thread serving many
+ * comms no longer makes every copy itself. The caller publishes requests
+ * (qtail) and arrived headers (nhdr) with release; the helper acquires
+ * them; each socket's part of a request ends with an acq_rel decrement of
+ * parts_left, and the last one publishes done (P1/P1'). A helper with
+ * nothing to move sleeps in poll() on its sockets and an eventfd the caller
+ * writes when it published work while the helper said it sleeps (H1/H1');
+ * the helper writes another eventfd, which net_tcp_pollfds() names, when it
+ * completed a request (H2). tests/model/tcp_helper.pml checks H1/H1' with
+ * spin.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -37,6 +51,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -46,9 +61,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "common/atomics.h"
 
 #define HANDLE_MAGIC 0x636f6c6c63546370ULL /* "collcTcp" */
 #define HELLO_MAGIC  0x434c5448u           /* "CLTH" */
@@ -111,8 +129,8 @@ struct tcp_sub {
 struct tcp_req {
 	struct net_req head; /* comm: its struct tcp_comm */
 	int n;
-	int nhdr;       /* receive: headers parsed so far */
-	int parts_left; /* n * (1 + nstreams) socket shares to go */
+	int nhdr;       /* receive: headers parsed so far (released to the helper) */
+	int parts_left; /* n * (1 + nstreams) socket shares to go (P1) */
 	struct tcp_sub sub[MAX_RECVS];
 	uint8_t order[MAX_RECVS]; /* message k of the group -> sub */
 };
@@ -147,6 +165,14 @@ struct tcp_comm {
 	struct tcp_cursor cur[MAX_SOCKS];
 	/* poll_driven: socket i would block before its next piece; poll() has not said otherwise since. */
 	uint8_t blocked[MAX_SOCKS];
+	/* The helper (net_tcp_opts.helpers): sockets 1..nstreams are its own. */
+	int helper_on;
+	pthread_t helper;
+	int work_fd;            /* eventfd: work published while the helper sleeps (H1) */
+	int done_fd;            /* eventfd: the helper completed a request (H2) */
+	uint32_t helper_asleep; /* H1': the helper is about to sleep */
+	uint32_t helper_stop;
+	int helper_err; /* the helper's sticky error, taken over by progress() */
 	struct tcp_req reqs[NCCL_NET_MAX_REQUESTS];
 };
 
@@ -175,6 +201,7 @@ static struct {
 	char opt_ifname[IF_NAMESIZE];
 	int opt_nstreams;
 	int poll_driven;
+	int helpers;
 } g = { .opt_nstreams = NET_TCP_DEFAULT_STREAMS };
 
 #define LOG(lvl, ...)                                                                              \
@@ -187,11 +214,12 @@ static struct {
 
 int net_tcp_configure(const struct net_tcp_opts *opts)
 {
-	if (opts->nstreams < 1 || opts->nstreams > NET_TCP_MAX_STREAMS ||
-	    collc__net_opt_ifname(g.opt_ifname, opts->ifname) < 0)
+	if (opts->nstreams < 1 || opts->nstreams > NET_TCP_MAX_STREAMS || opts->helpers < 0 ||
+	    opts->helpers > 1 || collc__net_opt_ifname(g.opt_ifname, opts->ifname) < 0)
 		return -EINVAL;
 	g.opt_nstreams = opts->nstreams;
 	g.poll_driven = opts->poll_driven;
+	g.helpers = opts->helpers;
 	return 0;
 }
 
@@ -211,7 +239,8 @@ static ncclResult_t tcp_init(ncclDebugLogger_t logFunction)
 		  g.addr.sa.sa_family == AF_INET6 ? (void *)&g.addr.in6.sin6_addr
 						  : (void *)&g.addr.in.sin_addr,
 		  host, sizeof(host));
-	INFO("tcp: interface %s address %s, %d streams per connection", g.ifname, host, g.nstreams);
+	INFO("tcp: interface %s address %s, %d streams per connection%s", g.ifname, host,
+	     g.nstreams, g.helpers ? ", moved by a helper thread per connection" : "");
 	g.inited = 1;
 	return ncclSuccess;
 }
@@ -293,6 +322,8 @@ err_free:
 	return ncclSystemError;
 }
 
+static void helper_start(struct tcp_comm *c);
+
 static struct tcp_comm *comm_new(int kind, int nstreams)
 {
 	struct tcp_comm *c = calloc(1, sizeof(*c));
@@ -303,6 +334,7 @@ static struct tcp_comm *comm_new(int kind, int nstreams)
 	c->kind = kind;
 	c->nstreams = nstreams;
 	c->nsocks = 1 + nstreams;
+	c->work_fd = c->done_fd = -1;
 	for (i = 0; i < MAX_SOCKS; i++)
 		c->fd[i] = -1;
 	for (i = 0; i < NCCL_NET_MAX_REQUESTS; i++)
@@ -310,12 +342,15 @@ static struct tcp_comm *comm_new(int kind, int nstreams)
 	return c;
 }
 
+static void helper_stop(struct tcp_comm *c);
+
 static void comm_free(struct tcp_comm *c)
 {
 	int i;
 
 	if (!c)
 		return;
+	helper_stop(c);
 	for (i = 0; i < MAX_SOCKS; i++)
 		if (c->fd[i] >= 0)
 			close(c->fd[i]);
@@ -396,6 +431,7 @@ static ncclResult_t tcp_connect(int dev, void *opaque_handle, void **sendComm,
 	}
 	if (up == c->nsocks) {
 		h->stage = NULL;
+		helper_start(c);
 		*sendComm = c;
 	}
 	return ncclSuccess;
@@ -485,6 +521,7 @@ static ncclResult_t tcp_accept(void *listenComm, void **recvComm,
 	c->conn_id = l->conn_id;
 	l->conn_id = 0;
 	l->ngroup = 0;
+	helper_start(c);
 	*recvComm = c;
 	return ncclSuccess;
 }
@@ -532,12 +569,21 @@ static int mr_ok(void *mhandle)
 
 static ncclResult_t progress(void *comm);
 
-/* A free request of a healthy comm; *ret_r NULL when none is free now. */
+static void helper_kick(struct tcp_comm *c);
+
+/*
+ * A free request of a healthy comm; *ret_r NULL when none is free now. The
+ * queue's head passes the requests that completed first (completion is in
+ * order: part_done()), so it moves only in the caller's thread.
+ */
 static ncclResult_t req_get(struct tcp_comm *c, struct tcp_req **ret_r)
 {
 	*ret_r = NULL;
 	if (c->error)
 		return c->error;
+	/* P1' (caller): pairs with P1 in part_done(). */
+	while (c->qhead != c->qtail && load_acquire(&c->q[c->qhead & QMASK]->head.done))
+		c->qhead++;
 	if (c->qtail - c->qhead < NCCL_NET_MAX_REQUESTS)
 		*ret_r = collc__net_req_get(c->reqs, sizeof(c->reqs[0]));
 	return ncclSuccess;
@@ -547,8 +593,11 @@ static ncclResult_t req_get(struct tcp_comm *c, struct tcp_req **ret_r)
 static void req_post(struct tcp_comm *c, struct tcp_req *r, void **request)
 {
 	r->parts_left = r->n * c->nsocks;
-	c->q[c->qtail++ & QMASK] = r;
+	c->q[c->qtail & QMASK] = r;
+	/* Q1: pairs with Q1' in the helper (has_work(), sock_step()): the request is whole. */
+	store_release(&c->qtail, c->qtail + 1);
 	*request = r;
+	helper_kick(c);
 	progress(c);
 }
 
@@ -609,8 +658,14 @@ static void share(size_t size, int nstreams, int s, size_t *b, size_t *e)
 	*e = size - *b < chunk ? size : *b + chunk;
 }
 
-/* Socket i is done with message k of its current request. */
-static void part_done(struct tcp_comm *c, int i)
+/*
+ * Socket i is done with message k of its current request. 1 when that
+ * completed the request: every socket passed it, hence every older request,
+ * so completion is in order (and, with the helper, so is its visibility:
+ * each thread's decrements come in its order, chained by acq_rel). r is the
+ * caller's again once done is seen: nothing here touches it after.
+ */
+static int part_done(struct tcp_comm *c, int i)
 {
 	struct tcp_cursor *cu = &c->cur[i];
 	struct tcp_req *r = c->q[cu->qi & QMASK];
@@ -620,12 +675,11 @@ static void part_done(struct tcp_comm *c, int i)
 		cu->k = 0;
 		cu->qi++;
 	}
-	if (--r->parts_left == 0) {
-		/* Every socket passed r, hence every older request: completion is in order. */
-		r->head.done = 1;
-		while (c->qhead != c->qtail && c->q[c->qhead & QMASK]->head.done)
-			c->qhead++;
-	}
+	/* P1: pairs with P1' in req_get() and tcp_test(): this socket's bytes of r moved first. */
+	if (__atomic_sub_fetch(&r->parts_left, 1, __ATOMIC_ACQ_REL) != 0)
+		return 0;
+	store_release(&r->head.done, 1);
+	return 1;
 }
 
 /*
@@ -641,7 +695,8 @@ static int xfer(struct tcp_comm *c, int i, char *p, size_t len, size_t *off)
 	if (c->blocked[i])
 		return 0;
 	r = collc__net_xfer(c->fd[i], p, len, off, c->kind == COMM_SEND);
-	if (r == 0 && g.poll_driven && *off == 0)
+	/* The helper, too, sleeps in poll() on its sockets. */
+	if (r == 0 && (g.poll_driven || (i > 0 && c->helper_on)) && *off == 0)
 		c->blocked[i] = 1;
 	return r;
 }
@@ -662,17 +717,23 @@ static int header_arrived(struct tcp_req *r, const struct tcp_msg_hdr *h)
 		return -EMSGSIZE;
 	r->sub[j].filled = 1;
 	r->sub[j].size = h->size;
-	r->order[r->nhdr++] = j;
+	r->order[r->nhdr] = j;
+	/* Q2: pairs with Q2' in the helper's sock_step(): the header's size and place first. */
+	store_release(&r->nhdr, r->nhdr + 1);
 	return 0;
 }
 
-/* Progress of socket i as far as it goes; >0: it moved, 0: idle, <0: error. */
-static int sock_step(struct tcp_comm *c, int i)
+/*
+ * Progress of socket i as far as it goes; >0: it moved, 0: idle, <0: error.
+ * *ret_completed counts the requests it completed.
+ */
+static int sock_step(struct tcp_comm *c, int i, int *ret_completed)
 {
 	struct tcp_cursor *cu = &c->cur[i];
 	int moved = 0, rc;
 
-	while (cu->qi != c->qtail) {
+	/* Q1' (helper; the caller's own store otherwise): pairs with Q1 in req_post(). */
+	while (cu->qi != load_acquire(&c->qtail)) {
 		struct tcp_req *r = c->q[cu->qi & QMASK];
 		size_t off0 = cu->off;
 
@@ -691,8 +752,12 @@ static int sock_step(struct tcp_comm *c, int i)
 				moved |= cu->off != off0;
 				if (!rc)
 					break;
-				if (c->kind == COMM_RECV && (rc = header_arrived(r, &cu->hdr)) < 0)
-					return rc;
+				if (c->kind == COMM_RECV) {
+					rc = header_arrived(r, &cu->hdr);
+					if (rc < 0)
+						return rc;
+					helper_kick(c);
+				}
 			}
 			/* Socket 0 parses headers in order: message k's is the last one matched. */
 			s = &r->sub[r->order[cu->k]];
@@ -710,7 +775,8 @@ static int sock_step(struct tcp_comm *c, int i)
 			struct tcp_sub *s;
 			size_t b = 0, e = 0;
 
-			if (cu->k >= r->nhdr)
+			/* Q2' (helper): pairs with Q2 in header_arrived(). */
+			if (cu->k >= load_acquire(&r->nhdr))
 				break; /* its header has not arrived yet */
 			s = &r->sub[r->order[cu->k]];
 			if (s->size > INLINE_MAX)
@@ -722,35 +788,208 @@ static int sock_step(struct tcp_comm *c, int i)
 			if (!rc)
 				break;
 		}
-		part_done(c, i);
+		*ret_completed += part_done(c, i);
 		moved = 1;
 	}
 	return moved;
 }
 
+/* The comm failed on socket i with rc (< 0): the error to report. */
+static ncclResult_t sock_failed(const struct tcp_comm *c, int i, int rc)
+{
+	WARN("tcp: connection %016llx %s failed on socket %d: %s", (unsigned long long)c->conn_id,
+	     c->kind == COMM_SEND ? "send" : "receive", i, strerror(-rc));
+	return rc == -ECONNRESET || rc == -EPIPE ? ncclRemoteError : ncclSystemError;
+}
+
+/* The caller's sockets: all of them, or socket 0 where the helper has the rest. */
 static ncclResult_t progress(void *comm)
 {
 	struct tcp_comm *c = comm;
-	int i, rc, moved;
+	int i, rc, moved, completed = 0;
+	const int nsocks = c->helper_on ? 1 : c->nsocks;
 
 	if (c->error)
 		return c->error;
+	if (c->helper_on && (rc = load_acquire(&c->helper_err)) != 0)
+		return c->error = (ncclResult_t)rc;
 	do {
 		moved = 0;
-		for (i = 0; i < c->nsocks; i++) {
-			rc = sock_step(c, i);
-			if (rc < 0) {
-				WARN("tcp: connection %016llx %s failed: %s",
-				     (unsigned long long)c->conn_id,
-				     c->kind == COMM_SEND ? "send" : "receive", strerror(-rc));
-				c->error = rc == -ECONNRESET || rc == -EPIPE ? ncclRemoteError
-									     : ncclSystemError;
-				return c->error;
-			}
+		for (i = 0; i < nsocks; i++) {
+			rc = sock_step(c, i, &completed);
+			if (rc < 0)
+				return c->error = sock_failed(c, i, rc);
 			moved |= rc;
 		}
 	} while (moved);
 	return ncclSuccess;
+}
+
+/* Does socket i have a piece to move now (its request posted, its header here)? */
+static int has_work(struct tcp_comm *c, int i)
+{
+	const struct tcp_cursor *cu = &c->cur[i];
+
+	/* Q1', Q2' as in sock_step(). */
+	if (cu->qi == load_acquire(&c->qtail))
+		return 0;
+	return i == 0 || cu->k < load_acquire(&c->q[cu->qi & QMASK]->nhdr);
+}
+
+static void eventfd_add(int fd)
+{
+	uint64_t one = 1;
+
+	if (write(fd, &one, sizeof(one)) < 0) {
+		/* Only a full counter fails: the reader wakes anyway. */
+	}
+}
+
+static void eventfd_drain(int fd)
+{
+	uint64_t v;
+
+	if (read(fd, &v, sizeof(v)) < 0) {
+		/* Nonblocking and empty: nothing to drain. */
+	}
+}
+
+/* Caller: work was published (a request, or a header the helper's sockets wait for). */
+static void helper_kick(struct tcp_comm *c)
+{
+	if (!c->helper_on)
+		return;
+	/* H1: pairs with H1' in helper_main(): either it sees the work, or we see it asleep. */
+	fence_seq_cst();
+	if (load_relaxed(&c->helper_asleep))
+		eventfd_add(c->work_fd);
+}
+
+/*
+ * The helper: moves sockets 1..nstreams until stopped. A socket error is
+ * kept for the caller (helper_err) and the helper stops moving bytes; the
+ * caller's next test() reports it.
+ */
+/*
+ * One try of every helper socket: 1 when any moved, 0 when none could, -1
+ * when one failed (kept in helper_err for the caller's test()). H2: the
+ * caller may sleep in poll() on done_fd (net_tcp_pollfds()), so a request
+ * completed here, or a failure, writes it.
+ */
+static int helper_pass(struct tcp_comm *c)
+{
+	int i, rc, moved = 0, completed = 0, failed = 0;
+
+	for (i = 1; i < c->nsocks && !failed; i++) {
+		rc = sock_step(c, i, &completed);
+		if (rc < 0) {
+			store_release(&c->helper_err, (int)sock_failed(c, i, rc));
+			failed = 1;
+		}
+		moved |= rc > 0;
+	}
+	if (completed || failed)
+		eventfd_add(c->done_fd);
+	return failed ? -1 : moved;
+}
+
+static void *helper_main(void *arg)
+{
+	struct tcp_comm *c = arg;
+	struct pollfd pf[MAX_SOCKS];
+	int idx[MAX_SOCKS];
+
+	while (!load_acquire(&c->helper_stop)) {
+		int i, n = 0, r = helper_pass(c);
+
+		if (r < 0)
+			break;
+		if (r > 0)
+			continue;
+		/*
+		 * H1': pairs with H1 in helper_kick(): say we sleep, then try every
+		 * socket once more, since work published before the fence is seen
+		 * here and work after it writes work_fd (a share of none, an inline
+		 * message's, moves without its socket ever turning ready). What
+		 * still has work now would block: poll() says when it can move.
+		 */
+		store_relaxed(&c->helper_asleep, 1u);
+		fence_seq_cst();
+		r = helper_pass(c);
+		if (r != 0) {
+			store_relaxed(&c->helper_asleep, 0u);
+			if (r < 0)
+				break;
+			continue;
+		}
+		for (i = 1; i < c->nsocks; i++)
+			if (has_work(c, i)) {
+				idx[n] = i;
+				pf[n++] = (struct pollfd){ .fd = c->fd[i],
+							   .events = c->kind == COMM_SEND
+									     ? POLLOUT
+									     : POLLIN };
+			}
+		pf[n] = (struct pollfd){ .fd = c->work_fd, .events = POLLIN };
+		r = poll(pf, (nfds_t)n + 1, -1);
+		store_relaxed(&c->helper_asleep, 0u);
+		if (r <= 0)
+			continue; /* EINTR */
+		for (i = 0; i < n; i++)
+			if (pf[i].revents)
+				c->blocked[idx[i]] = 0;
+		if (pf[n].revents)
+			eventfd_drain(c->work_fd);
+	}
+	/* A failed helper waits to be stopped; the caller's test() reports the error. */
+	while (!load_acquire(&c->helper_stop)) {
+		struct pollfd w = { .fd = c->work_fd, .events = POLLIN };
+
+		if (poll(&w, 1, -1) > 0)
+			eventfd_drain(c->work_fd);
+	}
+	return NULL;
+}
+
+/* A connected comm: its helper, where configured; without one the caller moves every socket. */
+static void helper_start(struct tcp_comm *c)
+{
+	int r;
+
+	if (!g.helpers || c->nstreams < 1)
+		return;
+	c->work_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	c->done_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->work_fd < 0 || c->done_fd < 0) {
+		WARN("tcp: no eventfd for a helper thread: %s; the caller moves every socket",
+		     strerror(errno));
+		goto fail;
+	}
+	c->helper_on = 1;
+	r = pthread_create(&c->helper, NULL, helper_main, c);
+	if (r == 0)
+		return;
+	c->helper_on = 0;
+	WARN("tcp: no helper thread: %s; the caller moves every socket", strerror(r));
+fail:
+	if (c->work_fd >= 0)
+		close(c->work_fd);
+	if (c->done_fd >= 0)
+		close(c->done_fd);
+	c->work_fd = c->done_fd = -1;
+}
+
+static void helper_stop(struct tcp_comm *c)
+{
+	if (!c->helper_on)
+		return;
+	store_release(&c->helper_stop, 1u);
+	eventfd_add(c->work_fd);
+	pthread_join(c->helper, NULL);
+	c->helper_on = 0;
+	close(c->work_fd);
+	close(c->done_fd);
+	c->work_fd = c->done_fd = -1;
 }
 
 int net_tcp_pollfds(void *comm, struct pollfd *pf, int max)
@@ -760,7 +999,10 @@ int net_tcp_pollfds(void *comm, struct pollfd *pf, int max)
 
 	if (!c || c->error || (c->kind != COMM_SEND && c->kind != COMM_RECV))
 		return 0;
-	for (i = 0; i < c->nsocks && n < max; i++) {
+	/* The helper's sockets are its own; the caller hears of its completions (H2). */
+	if (c->helper_on && c->qhead != c->qtail && n < max)
+		pf[n++] = (struct pollfd){ .fd = c->done_fd, .events = POLLIN };
+	for (i = 0; i < (c->helper_on ? 1 : c->nsocks) && n < max; i++) {
 		const struct tcp_cursor *cu = &c->cur[i];
 
 		/* Idle sockets stay out: unread bytes of an unposted message would wake us forever. */
@@ -780,7 +1022,10 @@ void net_tcp_poll_seen(void *comm, const struct pollfd *pf, int n)
 
 	if (!c || (c->kind != COMM_SEND && c->kind != COMM_RECV))
 		return;
-	for (int i = 0; i < c->nsocks; i++)
+	for (int k = 0; k < n && c->helper_on; k++)
+		if (pf[k].fd == c->done_fd && pf[k].revents)
+			eventfd_drain(c->done_fd);
+	for (int i = 0; i < (c->helper_on ? 1 : c->nsocks); i++)
 		for (int k = 0; k < n && c->blocked[i]; k++)
 			if (pf[k].fd == c->fd[i] && pf[k].revents)
 				c->blocked[i] = 0;
@@ -789,13 +1034,23 @@ void net_tcp_poll_seen(void *comm, const struct pollfd *pf, int n)
 static ncclResult_t tcp_test(void *request, int *done, int *sizes)
 {
 	struct tcp_req *r = request;
-	ncclResult_t rc = collc__net_req_test(request, done, progress);
+	ncclResult_t rc;
 	int i;
 
-	if (*done && sizes)
+	*done = 0;
+	if (!r || !r->head.used)
+		return ncclInvalidArgument;
+	rc = progress(r->head.comm);
+	/* P1' (caller): pairs with P1 in part_done(): every socket's bytes of r moved. */
+	if (rc != ncclSuccess || !load_acquire(&r->head.done))
+		return rc;
+	/* One thread per comm calls (net.h): the slot is not reused before the sizes are read. */
+	*done = 1;
+	if (sizes)
 		for (i = 0; i < r->n; i++)
 			sizes[i] = (int)r->sub[i].size;
-	return rc;
+	r->head.used = 0;
+	return ncclSuccess;
 }
 
 static ncclResult_t tcp_close_comm(void *comm)

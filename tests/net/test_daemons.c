@@ -95,9 +95,13 @@ static char socks[MAX_DAEMONS][160];
 static pid_t dpids[MAX_DAEMONS];
 static char logs[MAX_DAEMONS][192];
 
-/* The last two are "--net plugin:collc" in the plugin case. */
+/*
+ * The last two are "--net plugin:collc" in the plugin case, "--set
+ * net_tcp_helpers=1" in the helpers cases.
+ */
 static const char *daemon_args[] = { "--backend",     "cpu", "--listen", "127.0.0.1:0", "--set",
 				     "net_ifname=lo", NULL,  NULL,       NULL };
+static int plugin_case;
 
 /* Daemon 0 is the harness's; the others are started here on sockets beside it. */
 static void start_daemon(int d)
@@ -538,7 +542,7 @@ static int test_coll(int nd, int nranks)
 	int failed;
 
 	start_daemons(nd);
-	if (daemon_args[7]) {
+	if (plugin_case) {
 		char out[16384];
 
 		if (status_json(h_sock, out, sizeof(out)) != 0 ||
@@ -2093,7 +2097,14 @@ int main(int argc, char **argv)
 		setenv("NCCL_SOCKET_IFNAME", "lo", 1);
 		daemon_args[6] = "--net";
 		daemon_args[7] = "plugin:collc";
+		plugin_case = 1;
 		return test_coll(2, 3);
+	}
+	if (!strcmp(what, "helpers") || !strcmp(what, "kill_helpers")) {
+		/* Every tcp link's data sockets moved by a helper thread (tcp.c). */
+		daemon_args[6] = "--set";
+		daemon_args[7] = "net_tcp_helpers=1";
+		return what[0] == 'h' ? test_coll(3, 6) : test_kill(SIGKILL, 1);
 	}
 	if (!strcmp(what, "secret"))
 		return test_secret();

@@ -9,9 +9,12 @@
 #include "daemon/net/tcp.c"
 #include "tcp_cases.h"
 
+/* --helpers: every comm's data sockets move in its helper thread (tcp.c). */
+static int helpers;
+
 static int use_lo(int nstreams)
 {
-	struct net_tcp_opts o = { .ifname = "lo", .nstreams = nstreams };
+	struct net_tcp_opts o = { .ifname = "lo", .nstreams = nstreams, .helpers = helpers };
 
 	if (net_tcp_configure(&o) < 0 || net_tcp.init(test_logger) != ncclSuccess)
 		return -1;
@@ -62,8 +65,13 @@ static void t_share(void **state)
 
 static void t_options(void **state)
 {
+	struct net_tcp_opts h = { .ifname = "lo", .nstreams = 1, .helpers = 2 };
 	struct net_tcp_opts o = { .ifname = "lo", .nstreams = 0 };
 
+	/* A helper per comm or none. */
+	assert_int_equal(net_tcp_configure(&h), -EINVAL);
+	h.helpers = -1;
+	assert_int_equal(net_tcp_configure(&h), -EINVAL);
 	assert_int_equal(net_tcp_configure(&o), -EINVAL);
 	o.nstreams = NET_TCP_MAX_STREAMS + 1;
 	assert_int_equal(net_tcp_configure(&o), -EINVAL);
@@ -431,7 +439,102 @@ static void t_poll_driven(void **state)
 	assert_int_equal(net_tcp_configure(&o), 0);
 }
 
-int main(void)
+/*
+ * Helpers under a poll-driven caller, as collcd's node thread runs them: the
+ * caller's poll set names socket 0 and the helper's completion eventfd, never
+ * a data socket, and every size completes through small socket buffers by
+ * polling and testing alone (the helper's completions wake the caller).
+ */
+static void t_helper_poll(void **state)
+{
+	static const size_t sizes[] = { 5, INLINE_MAX + 1, (3u << 20) + 7, MIN_CHUNK, 0, 1u << 20 };
+	struct net_tcp_opts o = {
+		.ifname = "lo", .nstreams = NET_TCP_MAX_STREAMS, .poll_driven = 1, .helpers = 1
+	};
+	int rsize, tag, got = -1;
+	struct pair p;
+	uint8_t *src = malloc(4u << 20), *dst = malloc(4u << 20);
+	void *dptr = dst, *sreq = NULL, *rreq = NULL;
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	assert_int_equal(net_tcp_configure(&o), 0);
+	pair_open(&p);
+	pair_small_buffers(&p);
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		int sd = 0, rd = 0;
+
+		fill(src, sizes[i], &seed);
+		rsize = 4 << 20;
+		tag = (int)i + 20;
+		assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &tag, NULL, &rreq),
+				 ncclSuccess);
+		assert_int_equal(net->isend(p.scomm, src, (int)sizes[i], tag, NULL, &sreq),
+				 ncclSuccess);
+		for (int64_t end = ms_now() + WAIT_MS;;) {
+			struct pollfd pf[2 * MAX_SOCKS];
+			const struct tcp_comm *sc = p.scomm, *rc = p.rcomm;
+			int n;
+
+			assert_true(ms_now() < end);
+			if (!sd)
+				assert_int_equal(net->test(sreq, &sd, NULL), ncclSuccess);
+			if (!rd)
+				assert_int_equal(net->test(rreq, &rd, &got), ncclSuccess);
+			if (sd && rd)
+				break;
+			n = net_tcp_pollfds(p.rcomm, pf, MAX_SOCKS);
+			n += net_tcp_pollfds(p.scomm, pf + n, MAX_SOCKS);
+			for (int k = 0; k < n; k++)
+				for (int j = 1; j < sc->nsocks; j++) {
+					assert_int_not_equal(pf[k].fd, sc->fd[j]);
+					assert_int_not_equal(pf[k].fd, rc->fd[j]);
+				}
+			/* Something pending always wakes the caller: a socket or the helper (H2). */
+			assert_true(n > 0);
+			assert_true(poll(pf, (nfds_t)n, 5000) > 0);
+			net_tcp_poll_seen(p.rcomm, pf, n);
+			net_tcp_poll_seen(p.scomm, pf, n);
+		}
+		assert_int_equal(got, (int)sizes[i]);
+		check_bytes(src, dst, sizes[i], "helper sizes");
+	}
+	pair_close(&p);
+	free(src);
+	free(dst);
+	o.poll_driven = 0;
+	o.helpers = helpers;
+	assert_int_equal(net_tcp_configure(&o), 0);
+}
+
+/*
+ * Many small messages one at a time: each is inline, so the helper's share
+ * of it is empty and moves only when the helper sees its header, which
+ * arrives at any point of the helper's loop (H1/H1').
+ */
+static void t_helper_inline_storm(void **state)
+{
+	struct pair p;
+	uint8_t src[64], dst[64];
+
+	pair_open(&p);
+	for (int k = 0; k < 20000; k++) {
+		void *dptr = dst, *sreq = NULL, *rreq = NULL;
+		int rsize = sizeof(dst), tag = k & 0xffff, ssize = -1, got = -1;
+		size_t n = 1 + (size_t)k % sizeof(src);
+
+		fill(src, n, &seed);
+		assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &tag, NULL, &rreq),
+				 ncclSuccess);
+		assert_int_equal(net->isend(p.scomm, src, (int)n, tag, NULL, &sreq), ncclSuccess);
+		wait_both(sreq, rreq, &ssize, &got);
+		assert_int_equal(got, (int)n);
+		check_bytes(src, dst, n, "inline storm");
+	}
+	pair_close(&p);
+}
+
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_share),           cmocka_unit_test(t_options),
@@ -441,6 +544,20 @@ int main(void)
 		cmocka_unit_test(t_impostor),        cmocka_unit_test(t_inline_pollfds),
 		cmocka_unit_test(t_poll_driven),     TCP_CASES,
 	};
+	/* The same traffic with a helper thread per comm (net_tcp_helpers). */
+	const struct CMUnitTest helper_tests[] = {
+		cmocka_unit_test(t_streams),
+		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_soak),
+		cmocka_unit_test(t_receiver_closed),
+		cmocka_unit_test(t_helper_poll),
+		cmocka_unit_test(t_helper_inline_storm),
+		TCP_CASES,
+	};
 
+	if (argc > 1 && !strcmp(argv[1], "--helpers")) {
+		helpers = 1;
+		return cmocka_run_group_tests(helper_tests, setup, NULL);
+	}
 	return cmocka_run_group_tests(tests, setup, NULL);
 }
