@@ -370,6 +370,17 @@ static void poll_both(struct pair *p, int timeout_ms)
 	}
 }
 
+/* Posts a receive of up to 4 MiB into dptr and a send of size random bytes from src, tagged tag. */
+static void post_both(struct pair *p, uint8_t *src, void *dptr, size_t size, int tag, void **sreq,
+		      void **rreq)
+{
+	int rsize = 4 << 20;
+
+	fill(src, size, &seed);
+	assert_int_equal(net->irecv(p->rcomm, 1, &dptr, &rsize, &tag, NULL, rreq), ncclSuccess);
+	assert_int_equal(net->isend(p->scomm, src, (int)size, tag, NULL, sreq), ncclSuccess);
+}
+
 /*
  * poll_driven: a socket that would block is not tried again until poll()
  * says it is ready, so a message that arrived meanwhile stays unread until
@@ -415,13 +426,7 @@ static void t_poll_driven(void **state)
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		int sd = 0, rd = 0;
 
-		fill(src, sizes[i], &seed);
-		rsize = 4 << 20;
-		tag = (int)i + 10;
-		assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &tag, NULL, &rreq),
-				 ncclSuccess);
-		assert_int_equal(net->isend(p.scomm, src, (int)sizes[i], tag, NULL, &sreq),
-				 ncclSuccess);
+		post_both(&p, src, dptr, sizes[i], (int)i + 10, &sreq, &rreq);
 		for (int64_t end = ms_now() + WAIT_MS; !sd || !rd; poll_both(&p, 100)) {
 			assert_true(ms_now() < end);
 			if (!sd)
@@ -451,10 +456,10 @@ static void t_helper_poll(void **state)
 	struct net_tcp_opts o = {
 		.ifname = "lo", .nstreams = NET_TCP_MAX_STREAMS, .poll_driven = 1, .helpers = 1
 	};
-	int rsize, tag, got = -1;
+	int got = -1;
 	struct pair p;
 	uint8_t *src = malloc(4u << 20), *dst = malloc(4u << 20);
-	void *dptr = dst, *sreq = NULL, *rreq = NULL;
+	void *sreq = NULL, *rreq = NULL;
 
 	assert_non_null(src);
 	assert_non_null(dst);
@@ -464,13 +469,7 @@ static void t_helper_poll(void **state)
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		int sd = 0, rd = 0;
 
-		fill(src, sizes[i], &seed);
-		rsize = 4 << 20;
-		tag = (int)i + 20;
-		assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &tag, NULL, &rreq),
-				 ncclSuccess);
-		assert_int_equal(net->isend(p.scomm, src, (int)sizes[i], tag, NULL, &sreq),
-				 ncclSuccess);
+		post_both(&p, src, dst, sizes[i], (int)i + 20, &sreq, &rreq);
 		for (int64_t end = ms_now() + WAIT_MS;;) {
 			struct pollfd pf[2 * MAX_SOCKS];
 			const struct tcp_comm *sc = p.scomm, *rc = p.rcomm;
