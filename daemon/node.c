@@ -290,11 +290,9 @@ static uint64_t mono_ns(void)
 /* With mu held (node_fini closes efd under it). */
 static void wake(void)
 {
-	uint64_t one = 1;
-
-	if (node.efd >= 0 && write(node.efd, &one, sizeof(one)) < 0) {
-		/* Already readable (counter full): the thread wakes anyway. */
-	}
+	/* A full counter fails the write; the thread wakes anyway. */
+	if (node.efd >= 0)
+		(void)eventfd_write(node.efd, 1);
 }
 
 static void addr_str(const union net_addr *a, char *out, size_t len)
@@ -2511,13 +2509,8 @@ static void sleep_poll(int nap, int fast, enum poll_mode mode)
 	if (mode == POLL_YIELD)
 		sched_yield();
 	r = fast ? ppoll(pf, n, &nap_ts, NULL) : poll(pf, n, timeout);
-	if (r > 0 && (pf[0].revents & POLLIN)) {
-		uint64_t v;
-
-		if (read(node.efd, &v, sizeof(v)) < 0) {
-			/* Nothing to drain. */
-		}
-	}
+	if (r > 0 && (pf[0].revents & POLLIN))
+		(void)eventfd_read(node.efd, &(eventfd_t){ 0 });
 	pthread_mutex_lock(&node.mu);
 	if (r > 0)
 		poll_seen(pf, n);
@@ -2814,13 +2807,8 @@ static int req_push(const struct node_req *q)
 	 * eventfd outlives node_fini() (it stays open), so no lock is needed.
 	 */
 	fence_seq_cst();
-	if (load_relaxed(&reqs.asleep)) {
-		uint64_t one = 1;
-
-		if (write(node.efd, &one, sizeof(one)) < 0) {
-			/* Already readable: the thread wakes anyway. */
-		}
-	}
+	if (load_relaxed(&reqs.asleep))
+		(void)eventfd_write(node.efd, 1);
 	return 1;
 }
 

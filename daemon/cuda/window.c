@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -294,9 +295,7 @@ static int slow_poll_ms(uint64_t consumed)
 
 void cuda_svc_wake(void)
 {
-	uint64_t one = 1;
-
-	(void)!write(svc_efd, &one, sizeof(one));
+	(void)eventfd_write(svc_efd, 1);
 }
 
 void *cuda_svc_main(void *arg)
@@ -348,10 +347,8 @@ void *cuda_svc_main(void *arg)
 			usleep(SVC_POLL_US);
 		else if (store_relaxed(&svc_slow, 1u), fence_seq_cst(),
 			 poll(pfd, n, slow_poll_ms(consumed)) > 0) {
-			uint64_t v;
-
 			if (pfd[0].revents & POLLIN)
-				(void)!read(svc_efd, &v, sizeof(v));
+				(void)eventfd_read(svc_efd, &(eventfd_t){ 0 });
 			pthread_mutex_lock(&mem_lock);
 			for (size_t i = 1; i < n; i++) {
 				if (!(pfd[i].revents & (POLLHUP | POLLERR | POLLIN)))

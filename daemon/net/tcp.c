@@ -825,7 +825,7 @@ static ncclResult_t progress(void *comm)
 	return ncclSuccess;
 }
 
-/* Does socket i have a piece to move now (its request posted, its header here)? */
+/* Does helper socket i have a piece to move now (its request posted, its header here)? */
 static int has_work(struct tcp_comm *c, int i)
 {
 	const struct tcp_cursor *cu = &c->cur[i];
@@ -833,25 +833,7 @@ static int has_work(struct tcp_comm *c, int i)
 	/* Q1', Q2' as in sock_step(). */
 	if (cu->qi == load_acquire(&c->qtail))
 		return 0;
-	return i == 0 || cu->k < load_acquire(&c->q[cu->qi & QMASK]->nhdr);
-}
-
-static void eventfd_add(int fd)
-{
-	uint64_t one = 1;
-
-	if (write(fd, &one, sizeof(one)) < 0) {
-		/* Only a full counter fails: the reader wakes anyway. */
-	}
-}
-
-static void eventfd_drain(int fd)
-{
-	uint64_t v;
-
-	if (read(fd, &v, sizeof(v)) < 0) {
-		/* Nonblocking and empty: nothing to drain. */
-	}
+	return cu->k < load_acquire(&c->q[cu->qi & QMASK]->nhdr);
 }
 
 /* Caller: work was published (a request, or a header the helper's sockets wait for). */
@@ -862,14 +844,9 @@ static void helper_kick(struct tcp_comm *c)
 	/* H1: pairs with H1' in helper_main(): either it sees the work, or we see it asleep. */
 	fence_seq_cst();
 	if (load_relaxed(&c->helper_asleep))
-		eventfd_add(c->work_fd);
+		(void)eventfd_write(c->work_fd, 1);
 }
 
-/*
- * The helper: moves sockets 1..nstreams until stopped. A socket error is
- * kept for the caller (helper_err) and the helper stops moving bytes; the
- * caller's next test() reports it.
- */
 /*
  * One try of every helper socket: 1 when any moved, 0 when none could, -1
  * when one failed (kept in helper_err for the caller's test()). H2: the
@@ -889,10 +866,15 @@ static int helper_pass(struct tcp_comm *c)
 		moved |= rc > 0;
 	}
 	if (completed || failed)
-		eventfd_add(c->done_fd);
+		(void)eventfd_write(c->done_fd, 1);
 	return failed ? -1 : moved;
 }
 
+/*
+ * The helper: moves sockets 1..nstreams until stopped. A socket error is
+ * kept for the caller (helper_err) and the helper stops moving bytes; the
+ * caller's next test() reports it.
+ */
 static void *helper_main(void *arg)
 {
 	struct tcp_comm *c = arg;
@@ -939,14 +921,14 @@ static void *helper_main(void *arg)
 			if (pf[i].revents)
 				c->blocked[idx[i]] = 0;
 		if (pf[n].revents)
-			eventfd_drain(c->work_fd);
+			(void)eventfd_read(c->work_fd, &(eventfd_t){ 0 });
 	}
 	/* A failed helper waits to be stopped; the caller's test() reports the error. */
 	while (!load_acquire(&c->helper_stop)) {
 		struct pollfd w = { .fd = c->work_fd, .events = POLLIN };
 
 		if (poll(&w, 1, -1) > 0)
-			eventfd_drain(c->work_fd);
+			(void)eventfd_read(c->work_fd, &(eventfd_t){ 0 });
 	}
 	return NULL;
 }
@@ -984,7 +966,7 @@ static void helper_stop(struct tcp_comm *c)
 	if (!c->helper_on)
 		return;
 	store_release(&c->helper_stop, 1u);
-	eventfd_add(c->work_fd);
+	(void)eventfd_write(c->work_fd, 1);
 	pthread_join(c->helper, NULL);
 	c->helper_on = 0;
 	close(c->work_fd);
@@ -999,7 +981,11 @@ int net_tcp_pollfds(void *comm, struct pollfd *pf, int max)
 
 	if (!c || c->error || (c->kind != COMM_SEND && c->kind != COMM_RECV))
 		return 0;
-	/* The helper's sockets are its own; the caller hears of its completions (H2). */
+	/*
+	 * The helper's sockets are its own; the caller hears of its completions
+	 * (H2). The queue is not retired here: a request the helper completed
+	 * after the caller's last test() must still wake it through done_fd.
+	 */
 	if (c->helper_on && c->qhead != c->qtail && n < max)
 		pf[n++] = (struct pollfd){ .fd = c->done_fd, .events = POLLIN };
 	for (i = 0; i < (c->helper_on ? 1 : c->nsocks) && n < max; i++) {
@@ -1024,7 +1010,7 @@ void net_tcp_poll_seen(void *comm, const struct pollfd *pf, int n)
 		return;
 	for (int k = 0; k < n && c->helper_on; k++)
 		if (pf[k].fd == c->done_fd && pf[k].revents)
-			eventfd_drain(c->done_fd);
+			(void)eventfd_read(c->done_fd, &(eventfd_t){ 0 });
 	for (int i = 0; i < (c->helper_on ? 1 : c->nsocks); i++)
 		for (int k = 0; k < n && c->blocked[i]; k++)
 			if (pf[k].fd == c->fd[i] && pf[k].revents)

@@ -22,6 +22,7 @@ static int use_lo(int nstreams)
 	return 0;
 }
 
+/* Before the group, and after each test that configures the transport (pass or fail). */
 static int setup(void **state)
 {
 	return use_lo(NET_TCP_DEFAULT_STREAMS);
@@ -87,7 +88,6 @@ static void t_options(void **state)
 	assert_int_equal(net_tcp_configure(&o), 0);
 	assert_int_equal(net_tcp.init(NULL), ncclSuccess);
 	assert_true(g.ifname[0] != 0);
-	assert_int_equal(use_lo(NET_TCP_DEFAULT_STREAMS), 0);
 }
 
 /* 1, 3 and the most streams move the same bytes. */
@@ -105,7 +105,6 @@ static void t_streams(void **state)
 		send_one(&p, 3, 2);
 		pair_close(&p);
 	}
-	assert_int_equal(use_lo(NET_TCP_DEFAULT_STREAMS), 0);
 }
 
 /* A handle that is not a tcp handle is refused by connect. */
@@ -440,8 +439,6 @@ static void t_poll_driven(void **state)
 	pair_close(&p);
 	free(src);
 	free(dst);
-	o.poll_driven = 0;
-	assert_int_equal(net_tcp_configure(&o), 0);
 }
 
 /*
@@ -501,9 +498,6 @@ static void t_helper_poll(void **state)
 	pair_close(&p);
 	free(src);
 	free(dst);
-	o.poll_driven = 0;
-	o.helpers = helpers;
-	assert_int_equal(net_tcp_configure(&o), 0);
 }
 
 /*
@@ -536,20 +530,26 @@ static void t_helper_inline_storm(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_share),           cmocka_unit_test(t_options),
-		cmocka_unit_test(t_streams),         cmocka_unit_test(t_bad_handle),
-		cmocka_unit_test(t_partial_io),      cmocka_unit_test(t_soak),
-		cmocka_unit_test(t_connect_refused), cmocka_unit_test(t_receiver_closed),
-		cmocka_unit_test(t_impostor),        cmocka_unit_test(t_inline_pollfds),
-		cmocka_unit_test(t_poll_driven),     TCP_CASES,
+		cmocka_unit_test(t_share),
+		cmocka_unit_test_teardown(t_options, setup),
+		cmocka_unit_test_teardown(t_streams, setup),
+		cmocka_unit_test(t_bad_handle),
+		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_soak),
+		cmocka_unit_test(t_connect_refused),
+		cmocka_unit_test(t_receiver_closed),
+		cmocka_unit_test(t_impostor),
+		cmocka_unit_test(t_inline_pollfds),
+		cmocka_unit_test_teardown(t_poll_driven, setup),
+		TCP_CASES,
 	};
 	/* The same traffic with a helper thread per comm (net_tcp_helpers). */
 	const struct CMUnitTest helper_tests[] = {
-		cmocka_unit_test(t_streams),
+		cmocka_unit_test_teardown(t_streams, setup),
 		cmocka_unit_test(t_partial_io),
 		cmocka_unit_test(t_soak),
 		cmocka_unit_test(t_receiver_closed),
-		cmocka_unit_test(t_helper_poll),
+		cmocka_unit_test_teardown(t_helper_poll, setup),
 		cmocka_unit_test(t_helper_inline_storm),
 		TCP_CASES,
 	};
