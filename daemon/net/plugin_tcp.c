@@ -3,27 +3,58 @@
  * libnccl-net-collc.so: the tcp transport as an NCCL net plugin. NCCL
  * configures plugins through the environment only, so this wrapper reads
  * COLLC_NET_IFNAME (else NCCL_SOCKET_IFNAME, an exact interface name, '='
- * prefix allowed) and COLLC_NET_STREAMS before the transport's own init.
+ * prefix allowed), COLLC_NET_STREAMS (sockets per connection) and
+ * COLLC_NET_HELPERS (0 or 1: a helper thread per connection moves its data
+ * sockets, as NCCL_SOCKET_NTHREADS does for NCCL's own socket transport)
+ * before the transport's own init. A value that does not parse fails init.
  * The version script exports ncclNetPlugin_v8 and nothing else.
  */
 #include "net.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <unistd.h>
+
+/* *ret_v from the variable name when set; -EINVAL when it is not a whole number. */
+static int env_int(const char *name, int *ret_v)
+{
+	const char *s = getenv(name);
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < -1000000 || v > 1000000)
+		return -EINVAL;
+	*ret_v = (int)v;
+	return 0;
+}
 
 static ncclResult_t plugin_init(ncclDebugLogger_t logFunction)
 {
-	struct net_tcp_opts o = { .ifname = getenv("COLLC_NET_IFNAME"),
-				  .nstreams = NET_TCP_DEFAULT_STREAMS };
-	const char *s = getenv("COLLC_NET_STREAMS");
+	struct net_tcp_opts o = {
+		.ifname = getenv("COLLC_NET_IFNAME"),
+		.nstreams = NET_TCP_DEFAULT_STREAMS,
+		/* collcd's default (collcd.conf(5)): on hosts of more than 4 cores */
+		.helpers = sysconf(_SC_NPROCESSORS_ONLN) > 4
+	};
 
 	if (!o.ifname)
 		o.ifname = getenv("NCCL_SOCKET_IFNAME");
 	if (o.ifname && *o.ifname == '=')
 		o.ifname++;
-	if (s && *s)
-		o.nstreams = atoi(s);
-	if (net_tcp_configure(&o) < 0)
+	if (env_int("COLLC_NET_STREAMS", &o.nstreams) < 0 ||
+	    env_int("COLLC_NET_HELPERS", &o.helpers) < 0 || net_tcp_configure(&o) < 0) {
+		if (logFunction)
+			logFunction(
+				NCCL_LOG_WARN, 0, __FILE__, __LINE__,
+				"collc: COLLC_NET_STREAMS must be 1-%d and COLLC_NET_HELPERS 0 or 1, "
+				"and the interface name short enough",
+				NET_TCP_MAX_STREAMS);
 		return ncclInvalidArgument;
+	}
 	return net_tcp.init(logFunction);
 }
 

@@ -13,7 +13,7 @@
 #
 # Environment: PREBUILT (a directory holding libnccl-net-collc.so; else it is
 # built into BUILD, default build-gpu), OUT (logs), MAXBYTES (67108864),
-# ITERS (20), MODES (collc,socket).
+# ITERS (20), MODES (collc,collc-nohelp,socket).
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-$ROOT/build-gpu}
@@ -45,7 +45,7 @@ nvidia-cuda-mps-control -d && sleep 0.5
 
 LD_LIBRARY_PATH=$PLUGIN_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} \
 	timeout 500 python3 "$ROOT/tests/gpu/nccl_net_plugin.py" --out "$LOGDIR" \
-	--modes "${MODES:-collc,socket}" --max-bytes "${MAXBYTES:-67108864}" --iters "${ITERS:-20}" \
+	--modes "${MODES:-collc,collc-nohelp,socket}" --max-bytes "${MAXBYTES:-67108864}" --iters "${ITERS:-20}" \
 	>"$LOGDIR/nccl_net_plugin.out" 2>&1
 rc=$?
 echo quit | nvidia-cuda-mps-control >/dev/null 2>&1

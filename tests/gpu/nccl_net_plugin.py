@@ -7,15 +7,17 @@ Two ranks, each a process on the first GPU, each told that it runs on a host
 of its own (NCCL_HOSTID), with NCCL's shared-memory and P2P transports off:
 NCCL then connects them through its network transport. In mode "collc" that
 is collc's tcp transport loaded as an NCCL net plugin (NCCL_NET_PLUGIN=collc,
-NCCL_NET=collc: NCCL fails rather than fall back); in mode "socket", for
-comparison in the same run, NCCL's own Socket transport. Both over loopback.
+NCCL_NET=collc: NCCL fails rather than fall back) with its defaults (a helper
+thread per connection on hosts of more than 4 cores); "collc-nohelp" is the
+same with COLLC_NET_HELPERS=0; in mode "socket", for comparison in the same
+run, NCCL's own Socket transport. All over loopback.
 
 Every result is checked against a reference computed in float64 from both
 ranks' inputs (two float32 summands: a float32 sum is within half a
 float32 ulp of it; gathers and broadcasts must be bit for bit), NCCL's log must name the transport on every
 channel it opened, and all_reduce is timed with CUDA events.
 
-  nccl_net_plugin.py --out DIR [--modes collc,socket] [--max-bytes N] [--iters N]
+  nccl_net_plugin.py --out DIR [--modes collc,collc-nohelp,socket] [--max-bytes N] [--iters N]
 
 The plugin must be on LD_LIBRARY_PATH (tests/gpu/nccl-net-plugin.sh sets it).
 Prints RESULT lines and a table; exit status 1 when a check failed.
@@ -43,10 +45,14 @@ def mode_env(mode, out):
         "NCCL_DEBUG_SUBSYS": "INIT,NET",
         "NCCL_DEBUG_FILE": os.path.join(out, "nccl-%s.%%p.log" % mode),
     }
-    if mode == "collc":
+    if mode in ("collc", "collc-nohelp"):
         env.update({"NCCL_NET_PLUGIN": "collc", "NCCL_NET": "collc", "COLLC_NET_IFNAME": "lo"})
-    else:
+        if mode == "collc-nohelp":
+            env["COLLC_NET_HELPERS"] = "0"
+    elif mode == "socket":
         env.update({"NCCL_NET_PLUGIN": "none", "NCCL_NET": "Socket"})
+    else:
+        raise ValueError("unknown mode %r (collc, collc-nohelp, socket)" % mode)
     return env
 
 
@@ -172,7 +178,7 @@ def main():
     failed, table = 0, []
     for i, mode in enumerate(args.modes.split(",")):
         res = run_mode(mode, args, 29600 + i)
-        want = "NET/collc" if mode == "collc" else "NET/Socket"
+        want = "NET/collc" if mode.startswith("collc") else "NET/Socket"
         seen = transport_seen(args.out, mode)
         other = {k: v for k, v in seen.items() if k != want}
         if seen.get(want) and not other:
@@ -207,9 +213,9 @@ def main():
     print("# all_reduce float32 sum, 2 ranks on one GPU, NCCL's net transport over loopback; "
           "time per collective back to back on one stream (CUDA events, max over ranks); "
           "busbw = bytes / time for 2 ranks")
-    print("%-8s %12s %12s %12s" % ("net", "bytes", "us", "busbw GB/s"))
+    print("%-13s %12s %12s %12s" % ("net", "bytes", "us", "busbw GB/s"))
     for mode, nbytes, t, bw in table:
-        print("%-8s %12d %12.1f %12.3f" % (mode, nbytes, t, bw))
+        print("%-13s %12d %12.1f %12.3f" % (mode, nbytes, t, bw))
     return 1 if failed else 0
 
 

@@ -4,23 +4,28 @@
  * libnccl-net-collc.so is dlopen'ed and its ncclNetPlugin_v8 table driven,
  * which proves the table's ABI as an NCCL plugin sees it. CMake passes the
  * plugin's path (COLLC_NET_PLUGIN_PATH) and puts its folder on
- * LD_LIBRARY_PATH so that the bare name "collc" resolves too.
+ * LD_LIBRARY_PATH so that the bare name "collc" resolves too. With
+ * --helpers the plugin is configured through COLLC_NET_HELPERS=1 and the
+ * same cases run with a helper thread per connection.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
 
 #include "tcp_cases.h"
 
 static struct net_transport loaded;
+static const char *helpers = "0";
 
 static int setup(void **state)
 {
 	setenv("COLLC_NET_IFNAME", "lo", 1);
 	setenv("COLLC_NET_STREAMS", "3", 1);
+	setenv("COLLC_NET_HELPERS", helpers, 1);
 	if (net_load("plugin:" COLLC_NET_PLUGIN_PATH, NULL, test_logger, &loaded) < 0)
 		return -1;
 	net = loaded.net;
@@ -102,15 +107,69 @@ static void t_auto(void **state)
 		assert_int_equal(net_load("ib", NULL, NULL, &t), -ENODEV);
 }
 
-int main(void)
+/* Threads of this process now. */
+static int threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+/*
+ * COLLC_NET_HELPERS: a helper thread per connection (one each for the send
+ * and the receive side) or none; anything but 0 or 1 fails the plugin's
+ * init, as a bad COLLC_NET_STREAMS does. The group's setting is restored.
+ */
+static void t_plugin_helpers(void **state)
+{
+	static const char *const bad[] = { "2", "-1", "yes", "1x", "" };
+	struct net_transport t;
+
+	for (int on = 0; on <= 1; on++) {
+		struct pair p;
+		int before;
+
+		setenv("COLLC_NET_HELPERS", on ? "1" : "0", 1);
+		assert_int_equal(net_load("plugin:" COLLC_NET_PLUGIN_PATH, NULL, NULL, &t), 0);
+		before = threads();
+		pair_open(&p);
+		assert_int_equal(threads(), before + 2 * on);
+		send_one(&p, (1 << 20) + 5, 1);
+		send_one(&p, 7, 2);
+		pair_close(&p);
+		assert_int_equal(threads(), before);
+		net_unload(&t);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setenv("COLLC_NET_HELPERS", bad[i], 1);
+		/* Unset and empty take the default; the others are refused. */
+		if (*bad[i])
+			assert_int_equal(net_load("plugin:" COLLC_NET_PLUGIN_PATH, NULL, NULL, &t),
+					 -EIO);
+	}
+	setenv("COLLC_NET_STREAMS", "99", 1);
+	assert_int_equal(net_load("plugin:" COLLC_NET_PLUGIN_PATH, NULL, NULL, &t), -EIO);
+	setenv("COLLC_NET_STREAMS", "3", 1);
+	setenv("COLLC_NET_HELPERS", helpers, 1);
+	assert_int_equal(net_load("plugin:" COLLC_NET_PLUGIN_PATH, NULL, NULL, &t), 0);
+	net_unload(&t);
+}
+
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_plugin_table),
-		cmocka_unit_test(t_by_name),
-		cmocka_unit_test(t_missing),
-		cmocka_unit_test(t_auto),
-		TCP_CASES,
+		cmocka_unit_test(t_plugin_table),   cmocka_unit_test(t_by_name),
+		cmocka_unit_test(t_missing),        cmocka_unit_test(t_auto),
+		cmocka_unit_test(t_plugin_helpers), TCP_CASES,
 	};
 
+	if (argc > 1 && !strcmp(argv[1], "--helpers"))
+		helpers = "1";
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
