@@ -35,12 +35,16 @@
  * comms no longer makes every copy itself. The caller publishes requests
  * (qtail) and arrived headers (nhdr) with release; the helper acquires
  * them; each socket's part of a request ends with an acq_rel decrement of
- * parts_left, and the last one publishes done (P1/P1'). A helper with
+ * parts_left, and the last one publishes done (P1/P1'). Only parts with
+ * bytes count: socket 0 subtracts a message's empty shares once its header
+ * moved, so an inline message completes without waiting for the helper,
+ * and a request is retired (its slot and pool entry reused) only once done
+ * and every data socket's cursor passed it (R1/R1'). A helper with
  * nothing to move sleeps in poll() on its sockets and an eventfd the caller
  * writes when it published work while the helper said it sleeps (H1/H1');
  * the helper writes another eventfd, which net_tcp_pollfds() names, when it
- * completed a request (H2). tests/model/tcp_helper.pml checks H1/H1' with
- * spin.
+ * passed or completed a request (H2). tests/model/tcp_helper.pml checks
+ * H1/H1' and H2 with spin.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -130,7 +134,10 @@ struct tcp_req {
 	struct net_req head; /* comm: its struct tcp_comm */
 	int n;
 	int nhdr;       /* receive: headers parsed so far (released to the helper) */
-	int parts_left; /* n * (1 + nstreams) socket shares to go (P1) */
+	int parts_left; /* socket shares with bytes to go (P1); empty ones subtracted */
+	uint32_t qidx;  /* its place in the comm's queue */
+	int released;   /* test() said done; free once retired */
+	int retired;    /* the queue passed it; free once test() said done */
 	struct tcp_sub sub[MAX_RECVS];
 	uint8_t order[MAX_RECVS]; /* message k of the group -> sub */
 };
@@ -138,7 +145,7 @@ _Static_assert(offsetof(struct tcp_req, head) == 0, "a request is its head to co
 
 /* Where one socket stands: request q[qi], message k of it, byte off. */
 struct tcp_cursor {
-	uint32_t qi;
+	uint32_t qi; /* R1: released by the socket's thread once done with q[qi - 1] */
 	int k;
 	size_t off;
 	struct tcp_msg_hdr hdr;
@@ -571,19 +578,40 @@ static ncclResult_t progress(void *comm);
 
 static void helper_kick(struct tcp_comm *c);
 
+/* Has every data socket's cursor passed r (so no thread reads it again)? */
+static int req_passed(const struct tcp_comm *c, const struct tcp_req *r)
+{
+	for (int i = 1; i < c->nsocks; i++)
+		/* R1': pairs with R1 in part_done(). */
+		if ((int32_t)(load_acquire(&c->cur[i].qi) - r->qidx) <= 0)
+			return 0;
+	return 1;
+}
+
 /*
  * A free request of a healthy comm; *ret_r NULL when none is free now. The
- * queue's head passes the requests that completed first (completion is in
- * order: part_done()), so it moves only in the caller's thread.
+ * queue's head first passes the requests that are done and that every
+ * socket passed, in order; it moves only in the caller's thread. A request
+ * test() already reported goes back to the pool then; one it has not waits
+ * for test().
  */
 static ncclResult_t req_get(struct tcp_comm *c, struct tcp_req **ret_r)
 {
 	*ret_r = NULL;
 	if (c->error)
 		return c->error;
-	/* P1' (caller): pairs with P1 in part_done(). */
-	while (c->qhead != c->qtail && load_acquire(&c->q[c->qhead & QMASK]->head.done))
+	while (c->qhead != c->qtail) {
+		struct tcp_req *r = c->q[c->qhead & QMASK];
+
+		/* P1' (caller): pairs with P1 in part_done(). */
+		if (!load_acquire(&r->head.done) || !req_passed(c, r))
+			break;
 		c->qhead++;
+		if (r->released)
+			r->head.used = 0;
+		else
+			r->retired = 1;
+	}
 	if (c->qtail - c->qhead < NCCL_NET_MAX_REQUESTS)
 		*ret_r = collc__net_req_get(c->reqs, sizeof(c->reqs[0]));
 	return ncclSuccess;
@@ -593,6 +621,7 @@ static ncclResult_t req_get(struct tcp_comm *c, struct tcp_req **ret_r)
 static void req_post(struct tcp_comm *c, struct tcp_req *r, void **request)
 {
 	r->parts_left = r->n * c->nsocks;
+	r->qidx = c->qtail;
 	c->q[c->qtail & QMASK] = r;
 	/* Q1: pairs with Q1' in the helper (has_work(), sock_step()): the request is whole. */
 	store_release(&c->qtail, c->qtail + 1);
@@ -658,28 +687,58 @@ static void share(size_t size, int nstreams, int s, size_t *b, size_t *e)
 	*e = size - *b < chunk ? size : *b + chunk;
 }
 
+/* Data socket i's share [*b, *e) of message s: empty for an inline message (it rides socket 0). */
+static void sock_share(const struct tcp_comm *c, const struct tcp_sub *s, int i, size_t *b,
+		       size_t *e)
+{
+	*b = *e = 0;
+	if (s->size > INLINE_MAX)
+		share(s->size, c->nstreams, i - 1, b, e);
+}
+
 /*
- * Socket i is done with message k of its current request. 1 when that
- * completed the request: every socket passed it, hence every older request,
- * so completion is in order (and, with the helper, so is its visibility:
- * each thread's decrements come in its order, chained by acq_rel). r is the
- * caller's again once done is seen: nothing here touches it after.
+ * Socket 0 moved message s's header: its empty shares will never count
+ * (the data sockets pass them without a decrement), so take them off now,
+ * before socket 0's own part, which keeps parts_left above 0 until then.
  */
-static int part_done(struct tcp_comm *c, int i)
+static void empty_shares_done(const struct tcp_comm *c, struct tcp_req *r, const struct tcp_sub *s)
+{
+	int i, n = 0;
+	size_t b, e;
+
+	for (i = 1; i < c->nsocks; i++) {
+		sock_share(c, s, i, &b, &e);
+		n += e == b;
+	}
+	if (n)
+		__atomic_sub_fetch(&r->parts_left, n, __ATOMIC_ACQ_REL);
+}
+
+/*
+ * Socket i is done with message k of its current request; counted: its
+ * share had bytes (empty ones were taken off by empty_shares_done()). 1
+ * when that completed the request. Completion need not be in order (an
+ * inline message completes while an older one's data still moves), so a
+ * request is reused only once retired (req_get(), R1').
+ */
+static int part_done(struct tcp_comm *c, int i, int counted)
 {
 	struct tcp_cursor *cu = &c->cur[i];
 	struct tcp_req *r = c->q[cu->qi & QMASK];
+	int last = ++cu->k == r->n, completed = 0;
 
 	cu->off = 0;
-	if (++cu->k == r->n) {
-		cu->k = 0;
-		cu->qi++;
-	}
 	/* P1: pairs with P1' in req_get() and tcp_test(): this socket's bytes of r moved first. */
-	if (__atomic_sub_fetch(&r->parts_left, 1, __ATOMIC_ACQ_REL) != 0)
-		return 0;
-	store_release(&r->head.done, 1);
-	return 1;
+	if (counted && __atomic_sub_fetch(&r->parts_left, 1, __ATOMIC_ACQ_REL) == 0) {
+		store_release(&r->head.done, 1);
+		completed = 1;
+	}
+	if (last) {
+		cu->k = 0;
+		/* R1: pairs with R1' in req_passed(): nothing here reads r after. */
+		store_release(&cu->qi, cu->qi + 1);
+	}
+	return completed;
 }
 
 /*
@@ -725,9 +784,9 @@ static int header_arrived(struct tcp_req *r, const struct tcp_msg_hdr *h)
 
 /*
  * Progress of socket i as far as it goes; >0: it moved, 0: idle, <0: error.
- * *ret_completed counts the requests it completed.
+ * *ret_passed counts the message parts it finished, empty ones included.
  */
-static int sock_step(struct tcp_comm *c, int i, int *ret_completed)
+static int sock_step(struct tcp_comm *c, int i, int *ret_passed)
 {
 	struct tcp_cursor *cu = &c->cur[i];
 	int moved = 0, rc;
@@ -736,6 +795,7 @@ static int sock_step(struct tcp_comm *c, int i, int *ret_completed)
 	while (cu->qi != load_acquire(&c->qtail)) {
 		struct tcp_req *r = c->q[cu->qi & QMASK];
 		size_t off0 = cu->off;
+		int counted = 1;
 
 		if (i == 0) {
 			struct tcp_sub *s;
@@ -758,8 +818,9 @@ static int sock_step(struct tcp_comm *c, int i, int *ret_completed)
 						return rc;
 					helper_kick(c);
 				}
+				/* Socket 0 parses headers in order: message k's is the last one matched. */
+				empty_shares_done(c, r, &r->sub[r->order[cu->k]]);
 			}
-			/* Socket 0 parses headers in order: message k's is the last one matched. */
 			s = &r->sub[r->order[cu->k]];
 			if (s->size && s->size <= INLINE_MAX) {
 				po = cu->off - sizeof(cu->hdr);
@@ -779,16 +840,17 @@ static int sock_step(struct tcp_comm *c, int i, int *ret_completed)
 			if (cu->k >= load_acquire(&r->nhdr))
 				break; /* its header has not arrived yet */
 			s = &r->sub[r->order[cu->k]];
-			if (s->size > INLINE_MAX)
-				share(s->size, c->nstreams, i - 1, &b, &e);
-			rc = xfer(c, i, s->data + b, e - b, &cu->off);
+			sock_share(c, s, i, &b, &e);
+			counted = e > b;
+			rc = counted ? xfer(c, i, s->data + b, e - b, &cu->off) : 1;
 			if (rc < 0)
 				return rc;
 			moved |= cu->off != off0;
 			if (!rc)
 				break;
 		}
-		*ret_completed += part_done(c, i);
+		part_done(c, i, counted);
+		++*ret_passed;
 		moved = 1;
 	}
 	return moved;
@@ -806,7 +868,7 @@ static ncclResult_t sock_failed(const struct tcp_comm *c, int i, int rc)
 static ncclResult_t progress(void *comm)
 {
 	struct tcp_comm *c = comm;
-	int i, rc, moved, completed = 0;
+	int i, rc, moved, passed = 0;
 	const int nsocks = c->helper_on ? 1 : c->nsocks;
 
 	if (c->error)
@@ -816,7 +878,7 @@ static ncclResult_t progress(void *comm)
 	do {
 		moved = 0;
 		for (i = 0; i < nsocks; i++) {
-			rc = sock_step(c, i, &completed);
+			rc = sock_step(c, i, &passed);
 			if (rc < 0)
 				return c->error = sock_failed(c, i, rc);
 			moved |= rc;
@@ -851,21 +913,22 @@ static void helper_kick(struct tcp_comm *c)
  * One try of every helper socket: 1 when any moved, 0 when none could, -1
  * when one failed (kept in helper_err for the caller's test()). H2: the
  * caller may sleep in poll() on done_fd (net_tcp_pollfds()), so a request
- * completed here, or a failure, writes it.
+ * completed here, one passed (the caller may wait to retire it), or a
+ * failure writes it.
  */
 static int helper_pass(struct tcp_comm *c)
 {
-	int i, rc, moved = 0, completed = 0, failed = 0;
+	int i, rc, moved = 0, passed = 0, failed = 0;
 
 	for (i = 1; i < c->nsocks && !failed; i++) {
-		rc = sock_step(c, i, &completed);
+		rc = sock_step(c, i, &passed);
 		if (rc < 0) {
 			store_release(&c->helper_err, (int)sock_failed(c, i, rc));
 			failed = 1;
 		}
 		moved |= rc > 0;
 	}
-	if (completed || failed)
+	if (passed || failed)
 		(void)eventfd_write(c->done_fd, 1);
 	return failed ? -1 : moved;
 }
@@ -948,9 +1011,13 @@ static void helper_start(struct tcp_comm *c)
 		goto fail;
 	}
 	c->helper_on = 1;
+	c->helper_stop = 0;
 	r = pthread_create(&c->helper, NULL, helper_main, c);
-	if (r == 0)
+	if (r == 0) {
+		/* Named before connect() returns, so a count by name (tests, top -H) finds it. */
+		pthread_setname_np(c->helper, "collc-tcp-help");
 		return;
+	}
 	c->helper_on = 0;
 	WARN("tcp: no helper thread: %s; the caller moves every socket", strerror(r));
 fail:
@@ -984,7 +1051,8 @@ int net_tcp_pollfds(void *comm, struct pollfd *pf, int max)
 	/*
 	 * The helper's sockets are its own; the caller hears of its completions
 	 * (H2). The queue is not retired here: a request the helper completed
-	 * after the caller's last test() must still wake it through done_fd.
+	 * or passed after the caller's last test() must still wake it through
+	 * done_fd.
 	 */
 	if (c->helper_on && c->qhead != c->qtail && n < max)
 		pf[n++] = (struct pollfd){ .fd = c->done_fd, .events = POLLIN };
@@ -1024,7 +1092,8 @@ static ncclResult_t tcp_test(void *request, int *done, int *sizes)
 	int i;
 
 	*done = 0;
-	if (!r || !r->head.used)
+	/* A request test() reported done is the caller's no more (released). */
+	if (!r || !r->head.used || r->released)
 		return ncclInvalidArgument;
 	rc = progress(r->head.comm);
 	/* P1' (caller): pairs with P1 in part_done(): every socket's bytes of r moved. */
@@ -1035,7 +1104,10 @@ static ncclResult_t tcp_test(void *request, int *done, int *sizes)
 	if (sizes)
 		for (i = 0; i < r->n; i++)
 			sizes[i] = (int)r->sub[i].size;
-	r->head.used = 0;
+	if (r->retired)
+		r->head.used = 0;
+	else
+		r->released = 1;
 	return ncclSuccess;
 }
 

@@ -9,11 +9,16 @@
  * each inline or not as the search chooses.
  *
  * Caller, per message: publish the header, fence, and write work_fd if the
- * helper said it sleeps (H1); then wait for the message to complete.
+ * helper said it sleeps (H1). An inline message completes on socket 0
+ * alone (its empty shares do not count), but its request is reused only
+ * once the helper passed it (R1/R1'): so the caller, whose pool this model
+ * lets run dry after the last message, waits for every share to be passed,
+ * sleeping in poll() on done_fd and draining it before it looks again.
  * Helper (helper_main()): a pass over its socket; if nothing moved, say it
  * sleeps (asleep), fence, and pass once more (H1'); if still nothing moved,
  * poll() on the data socket where it has work and on work_fd, then say it
- * is awake and drain work_fd.
+ * is awake and drain work_fd. A pass that passed any share writes done_fd
+ * (H2).
  *
  * Promela executes one statement at a time in a sequentially consistent
  * memory: this checks the protocol's logic; the fences the code names make
@@ -26,7 +31,9 @@
  * -DNMSG=n; -DBROKEN=1: the helper's look after saying it sleeps is the
  * poll set alone, not a pass (an empty share that came between its pass and
  * that look is polled on its socket, which never turns readable); 2: the
- * caller never writes work_fd.
+ * caller never writes work_fd; 3: the helper writes done_fd only for shares
+ * with bytes, as when it wrote it only for completions it made (the caller
+ * waiting to reuse an inline message's request sleeps on).
  */
 #ifndef NMSG
 #define NMSG 3
@@ -42,19 +49,33 @@ byte cur;           /* the helper's cursor: the message its socket moves next */
 bit asleep;         /* H1' */
 bit work_fd;        /* the eventfd is readable */
 byte done;          /* shares moved, in order */
+bit done_fd;        /* H2: the caller's eventfd is readable */
 
-/* One try of the data socket: moves every share it can; moved: any did. */
+/*
+ * One try of the data socket: moves every share it can; moved: any did.
+ * Then H2: done_fd when it passed any (BROKEN 3: any with bytes).
+ */
 inline pass(moved)
 {
 	moved = 0;
+	wrote = 0;
 	do
 	:: cur < nhdr && (inl[cur] || arrived[cur]) ->
 		assert(cur == done);
+#if BROKEN == 3
+		wrote = wrote || !inl[cur];
+#else
+		wrote = 1;
+#endif
 		done++;
 		cur++;
 		moved = 1
 	:: else -> break
-	od
+	od;
+	if
+	:: wrote -> done_fd = 1
+	:: else -> skip
+	fi
 }
 
 proctype caller()
@@ -77,8 +98,11 @@ proctype caller()
 #endif
 		k++
 	od;
-	/* test() until every message completed */
-	(done == NMSG)
+	/* req_get() until every request is retired: poll() on done_fd, drain, look again */
+	do
+	:: done == NMSG -> break
+	:: else -> (done_fd == 1); done_fd = 0
+	od
 }
 
 proctype network()
@@ -93,7 +117,7 @@ proctype network()
 
 proctype helper()
 {
-	bit moved;
+	bit moved, wrote;
 
 	do
 	:: done == NMSG -> break

@@ -242,16 +242,11 @@ static void t_soak(void **state)
 			perm[i] = perm[j];
 			perm[j] = t;
 		}
-		assert_int_equal(net->irecv(p.rcomm, n, data, maxs, tags, NULL, &rreq),
-				 ncclSuccess);
-		assert_non_null(rreq);
+		rreq = irecv_retry(p.rcomm, n, data, maxs, tags, NULL);
 		for (i = 0; i < n; i++) {
 			int k = perm[i];
 
-			assert_int_equal(net->isend(p.scomm, src[k], sizes[k], tags[k], NULL,
-						    &sreq[i]),
-					 ncclSuccess);
-			assert_non_null(sreq[i]);
+			sreq[i] = isend_retry(p.scomm, src[k], sizes[k], tags[k], NULL);
 		}
 		while (!done) {
 			assert_int_equal(net->test(rreq, &done, got), ncclSuccess);
@@ -376,8 +371,8 @@ static void post_both(struct pair *p, uint8_t *src, void *dptr, size_t size, int
 	int rsize = 4 << 20;
 
 	fill(src, size, &seed);
-	assert_int_equal(net->irecv(p->rcomm, 1, &dptr, &rsize, &tag, NULL, rreq), ncclSuccess);
-	assert_int_equal(net->isend(p->scomm, src, (int)size, tag, NULL, sreq), ncclSuccess);
+	*rreq = irecv_retry(p->rcomm, 1, &dptr, &rsize, &tag, NULL);
+	*sreq = isend_retry(p->scomm, src, (int)size, tag, NULL);
 }
 
 /*
@@ -502,8 +497,10 @@ static void t_helper_poll(void **state)
 
 /*
  * Many small messages one at a time: each is inline, so the helper's share
- * of it is empty and moves only when the helper sees its header, which
- * arrives at any point of the helper's loop (H1/H1').
+ * of it is empty. The message completes without the helper, but its
+ * request is reused only once the helper passed that share, which it does
+ * when it sees the header, arriving at any point of its loop (H1/H1'): a
+ * helper that missed one would leave the pool full and the posts failing.
  */
 static void t_helper_inline_storm(void **state)
 {
@@ -512,19 +509,75 @@ static void t_helper_inline_storm(void **state)
 
 	pair_open(&p);
 	for (int k = 0; k < 20000; k++) {
-		void *dptr = dst, *sreq = NULL, *rreq = NULL;
+		void *dptr = dst, *sreq, *rreq;
 		int rsize = sizeof(dst), tag = k & 0xffff, ssize = -1, got = -1;
 		size_t n = 1 + (size_t)k % sizeof(src);
 
 		fill(src, n, &seed);
-		assert_int_equal(net->irecv(p.rcomm, 1, &dptr, &rsize, &tag, NULL, &rreq),
-				 ncclSuccess);
-		assert_int_equal(net->isend(p.scomm, src, (int)n, tag, NULL, &sreq), ncclSuccess);
+		rreq = irecv_retry(p.rcomm, 1, &dptr, &rsize, &tag, NULL);
+		sreq = isend_retry(p.scomm, src, (int)n, tag, NULL);
 		wait_both(sreq, rreq, &ssize, &got);
 		assert_int_equal(got, (int)n);
 		check_bytes(src, dst, n, "inline storm");
 	}
 	pair_close(&p);
+}
+
+/*
+ * Only shares with bytes count: with both helpers held off (as if never
+ * scheduled), an inline message completes on socket 0 alone, a larger one
+ * does not; its requests stay out of the pool until the data sockets
+ * passed them (R1/R1'), and once the helpers run again everything
+ * completes and is retired.
+ */
+static void t_helper_inline_alone(void **state)
+{
+	uint8_t *src = malloc(1 << 20), *dst = malloc(4 << 20), small[100];
+	void *sreq, *rreq, *bsreq, *brreq;
+	struct tcp_comm *sc, *rc;
+	int got = -1, done = 0;
+	struct pair p;
+
+	assert_non_null(src);
+	assert_non_null(dst);
+	pair_open(&p);
+	sc = p.scomm;
+	rc = p.rcomm;
+	assert_true(sc->helper_on && rc->helper_on);
+	helper_stop(sc);
+	helper_stop(rc);
+	sc->helper_on = rc->helper_on = 1; /* the data sockets are a helper's, which does not run */
+
+	post_both(&p, small, dst, sizeof(small), 1, &sreq, &rreq);
+	wait_both(sreq, rreq, NULL, &got);
+	assert_int_equal(got, (int)sizeof(small));
+	check_bytes(small, dst, sizeof(small), "inline without the helper");
+	/* Reported done, yet not back in the pool: the data sockets have not passed them. */
+	assert_int_equal(((struct tcp_req *)sreq)->head.used, 1);
+	assert_int_equal(((struct tcp_req *)rreq)->head.used, 1);
+	assert_int_equal(net->test(sreq, &done, NULL), ncclInvalidArgument);
+
+	post_both(&p, src, dst, 1 << 20, 2, &bsreq, &brreq);
+	for (int k = 0; k < 200; k++) {
+		assert_int_equal(net->test(brreq, &done, NULL), ncclSuccess);
+		assert_int_equal(done, 0);
+	}
+	sc->helper_on = rc->helper_on = 0;
+	helper_start(sc);
+	helper_start(rc);
+	assert_true(sc->helper_on && rc->helper_on);
+	wait_both(bsreq, brreq, NULL, &got);
+	assert_int_equal(got, 1 << 20);
+	check_bytes(src, dst, 1 << 20, "after the helpers ran");
+	/* The next post retires all four. */
+	post_both(&p, small, dst, 7, 3, &sreq, &rreq);
+	wait_both(sreq, rreq, NULL, &got);
+	assert_int_equal(got, 7);
+	assert_int_equal(sc->qtail - sc->qhead, 1);
+	assert_int_equal(rc->qtail - rc->qhead, 1);
+	pair_close(&p);
+	free(src);
+	free(dst);
 }
 
 int main(int argc, char **argv)
@@ -551,6 +604,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(t_receiver_closed),
 		cmocka_unit_test_teardown(t_helper_poll, setup),
 		cmocka_unit_test(t_helper_inline_storm),
+		cmocka_unit_test(t_helper_inline_alone),
 		TCP_CASES,
 	};
 
