@@ -12,6 +12,7 @@
 #include "net.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -26,7 +27,7 @@ static int env_int(const char *name, int *ret_v)
 		return 0;
 	errno = 0;
 	v = strtol(s, &end, 10);
-	if (errno || *end || v < -1000000 || v > 1000000)
+	if (errno || *end || v < INT_MIN || v > INT_MAX)
 		return -EINVAL;
 	*ret_v = (int)v;
 	return 0;

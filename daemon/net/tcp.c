@@ -716,29 +716,26 @@ static void empty_shares_done(const struct tcp_comm *c, struct tcp_req *r, const
 
 /*
  * Socket i is done with message k of its current request; counted: its
- * share had bytes (empty ones were taken off by empty_shares_done()). 1
- * when that completed the request. Completion need not be in order (an
+ * share had bytes (empty ones were taken off by empty_shares_done()); the
+ * last counted part publishes done. Completion need not be in order (an
  * inline message completes while an older one's data still moves), so a
  * request is reused only once retired (req_get(), R1').
  */
-static int part_done(struct tcp_comm *c, int i, int counted)
+static void part_done(struct tcp_comm *c, int i, int counted)
 {
 	struct tcp_cursor *cu = &c->cur[i];
 	struct tcp_req *r = c->q[cu->qi & QMASK];
-	int last = ++cu->k == r->n, completed = 0;
+	int last = ++cu->k == r->n;
 
 	cu->off = 0;
 	/* P1: pairs with P1' in req_get() and tcp_test(): this socket's bytes of r moved first. */
-	if (counted && __atomic_sub_fetch(&r->parts_left, 1, __ATOMIC_ACQ_REL) == 0) {
+	if (counted && __atomic_sub_fetch(&r->parts_left, 1, __ATOMIC_ACQ_REL) == 0)
 		store_release(&r->head.done, 1);
-		completed = 1;
-	}
 	if (last) {
 		cu->k = 0;
 		/* R1: pairs with R1' in req_passed(): nothing here reads r after. */
 		store_release(&cu->qi, cu->qi + 1);
 	}
-	return completed;
 }
 
 /*
