@@ -238,6 +238,15 @@ struct exec_backend {
 	 */
 	int (*comm_link)(void *priv, uint32_t rank, uint32_t chan, uint32_t ring,
 			 struct exec_link *ret);
+	/*
+	 * Nonzero once a rank of the communicator received a step or relay
+	 * block of another length than the daemons agreed: the word(s) that
+	 * exec_link.broken shows the proxy. Read by the scheduler after it
+	 * acquired the items' work_consumed (P1'' pairs with P1, stored before
+	 * it), to end a collective that ran here on its ranks before every
+	 * daemon ran it only where nothing broke. NULL: never nonzero.
+	 */
+	int (*comm_broken)(void *priv);
 	/* Frees them; no item referring to them is in any FIFO any more. */
 	void (*comm_teardown)(void *priv);
 	/* Human name of a device for status. */

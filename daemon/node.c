@@ -243,6 +243,7 @@ static struct {
 	uint64_t rx_msgs; /* control messages taken in: the node thread's spin goes on */
 	uint64_t eager;   /* collectives that ran eagerly here (node.h) */
 	uint64_t landed;  /* ... whose other daemon's inputs were received in place (rx_dest()) */
+	uint64_t early_ends;  /* node_coll_done()'s ended */
 	uint64_t recv_direct; /* bytes received straight into ranks' buffers (exec_link.dst) */
 } node = { .mu = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .efd = -1 };
 
@@ -268,6 +269,7 @@ struct node_req {
 	int32_t delta; /* REQ_INFLIGHT */
 	uint64_t comm_id;
 	uint64_t seq;       /* REQ_DONE */
+	uint8_t ended;      /* REQ_DONE: node_coll_done()'s */
 	struct node_coll d; /* REQ_READY */
 };
 static struct {
@@ -3064,9 +3066,9 @@ static void coll_done(uint64_t comm_id, uint64_t seq)
 	}
 }
 
-void node_coll_done(uint64_t comm_id, uint64_t seq)
+void node_coll_done(uint64_t comm_id, uint64_t seq, int ended)
 {
-	struct node_req q = { .type = REQ_DONE, .comm_id = comm_id, .seq = seq };
+	struct node_req q = { .type = REQ_DONE, .comm_id = comm_id, .seq = seq, .ended = !!ended };
 
 	req_call(&q, &req_none);
 }
@@ -3088,6 +3090,7 @@ static void req_run(const struct node_req *q, const struct req_mem *m)
 		break;
 	case REQ_DONE:
 		coll_done(q->comm_id, q->seq);
+		node.early_ends += q->ended;
 		break;
 	case REQ_INFLIGHT:
 		nc = nc_by_id(q->comm_id);
@@ -3141,6 +3144,7 @@ void node_counters(struct node_counters *out)
 	out->accepted = node.auth.accepted;
 	out->eager = node.eager;
 	out->eager_landed = node.landed;
+	out->early_ends = node.early_ends;
 	out->refused = node.refused_full;
 	for (int i = 1; i < NET_AUTH_NREASONS; i++)
 		out->refused += node.auth.refused[i];
@@ -3213,19 +3217,21 @@ size_t node_status(char *out, size_t len, int json)
 		    (unsigned long long)refused);
 	else
 		PUT("net: %s, listening on %s, TCP congestion control %s, %llu handshakes accepted, "
-		    "%llu refused, %llu eager (%llu received in place), %llu B received straight "
-		    "into rank buffers\n",
+		    "%llu refused, %llu eager (%llu received in place), %llu ended before every "
+		    "daemon ran them, %llu B received straight into rank buffers\n",
 		    node.t.what, node.listen_str, cc, (unsigned long long)node.auth.accepted,
 		    (unsigned long long)refused, (unsigned long long)node.eager,
-		    (unsigned long long)node.landed, (unsigned long long)node.recv_direct);
+		    (unsigned long long)node.landed, (unsigned long long)node.early_ends,
+		    (unsigned long long)node.recv_direct);
 	for (int i = 1; json && i < NET_AUTH_NREASONS; i++)
 		PUT("%s\"%s\": %llu", i > 1 ? ", " : "", net_auth_reason_name(i),
 		    (unsigned long long)node.auth.refused[i]);
 	if (json)
 		PUT("}, \"protocol_errors\": %llu, \"eager\": %llu, \"eager_landed\": %llu, "
-		    "\"received_direct\": %llu, \"peers\": [",
+		    "\"early_ends\": %llu, \"received_direct\": %llu, \"peers\": [",
 		    (unsigned long long)node.proto_errors, (unsigned long long)node.eager,
-		    (unsigned long long)node.landed, (unsigned long long)node.recv_direct);
+		    (unsigned long long)node.landed, (unsigned long long)node.early_ends,
+		    (unsigned long long)node.recv_direct);
 	/* One entry per (communicator, other daemon). */
 	for (struct ncomm *nc = node.comms; nc; nc = nc->next) {
 		for (uint32_t d = 0; d < (nc->ndaemons ? nc->ndaemons : 1); d++) {

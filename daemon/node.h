@@ -206,8 +206,11 @@ void node_eager_compute(const struct node_coll *d, uint32_t nranks, const uint8_
 #define NODE_LAND_MAX 4u
 void node_coll_ready(uint64_t comm_id, const struct node_coll *d, const struct iovec *parts,
 		     uint32_t nparts, const struct iovec *land, uint32_t nland);
-/* Collective seq ran here; CMD_NET_DONE follows once it ran on every daemon. */
-void node_coll_done(uint64_t comm_id, uint64_t seq);
+/*
+ * Collective seq ran here; CMD_NET_DONE follows once it ran on every daemon.
+ * ended: the scheduler ended it on its ranks already (counted for status).
+ */
+void node_coll_done(uint64_t comm_id, uint64_t seq, int ended);
 /* Collectives of a spanning communicator in flight: delta +1 at launch, -1 at reap. */
 void node_inflight(uint64_t comm_id, int delta);
 
@@ -255,6 +258,8 @@ struct node_counters {
 	uint64_t eager; /* collectives that ran eagerly on this daemon (node.h) */
 	/* ... whose other daemon's inputs were received in place (node_coll_ready()) */
 	uint64_t eager_landed;
+	/* ring collectives ended on the ranks here before every daemon ran them */
+	uint64_t early_ends;
 	uint64_t bytes_sent, bytes_received;
 	uint32_t peers, running;
 };

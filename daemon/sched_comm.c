@@ -35,8 +35,8 @@ uint32_t sched_slot_pending_count(const struct comm *cm)
 	return n;
 }
 
-/* Ends collective seq for every rank that submitted it; frees its references. */
-void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
+/* Ends it for every rank that submitted it and still waits; frees their references. */
+static void slot_end_ranks(struct comm *cm, struct slot *sl, int res)
 {
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		struct slot_rank *sr = &sl->ranks[r];
@@ -69,7 +69,23 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 		if (sl->t_gate_ns)
 			sched.gate_ns += now_ns() - sl->t_gate_ns;
 	}
+}
+
+/* Ends collective seq for every rank that submitted it; frees its references. */
+void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
+{
+	/* Ended on the ranks when it ran here (sched_slot_end_early()): nothing is owed. */
+	if (!sl->ended_early)
+		slot_end_ranks(cm, sl, res);
+	sl->ended_early = 0;
 	sl->state = SLOT_DONE;
+}
+
+void sched_slot_end_early(struct comm *cm, struct slot *sl)
+{
+	sched_record_latency(sl->t_start_ns, sl->bytes);
+	slot_end_ranks(cm, sl, 0);
+	sl->ended_early = 1;
 }
 
 void sched_comm_advance_done(struct comm *cm)
@@ -221,6 +237,8 @@ void sched_collect(void)
  * Has rank r's part of every collective in flight ended? Its item consumed
  * by its executor, or (the moment between) its done word stored: its client
  * may have seen the end and left, while the other ranks' items still run.
+ * Across daemons, only collectives that ended here early count: the client
+ * saw their end, and they wait only for the other daemons' word.
  */
 static int rank_through(const struct comm *cm, uint32_t r)
 {
@@ -230,8 +248,10 @@ static int rank_through(const struct comm *cm, uint32_t r)
 		const struct slot *sl = &cm->slots[s % COMM_WINDOW];
 		const struct slot_rank *sr = &sl->ranks[r];
 
-		if (sl->seq != s || sl->state != SLOT_INFLIGHT)
+		if (sl->seq != s || sl->state != SLOT_INFLIGHT || sl->ended_early)
 			continue;
+		if (cm->local)
+			return 0;
 		if (!sched_coll_done_on(cm->devs[r], sr->fifo_pos, sl->chan_base, sl->nchannels) &&
 		    !(sr->client && sched_done_seen(sr->client, &sr->sqe)))
 			return 0;
@@ -252,10 +272,12 @@ void sched_member_leave(struct member *mb, int err)
 	 * A rank that leaves once its part of everything in flight has ended
 	 * holds none of it up: those collectives finish (nothing new starts),
 	 * and the communicator is revoked once they have
-	 * (sched_comm_advance_done()). Otherwise the others can no longer
+	 * (sched_comm_advance_done()). Across daemons that is once every
+	 * daemon ran them: revoking before would end them on a daemon still
+	 * receiving their last steps. Otherwise the others can no longer
 	 * complete anything that needs this rank.
 	 */
-	if (!cm->local && !cm->revoked && cm->inflight && rank_through(cm, mb->rank)) {
+	if (!cm->revoked && cm->inflight && rank_through(cm, mb->rank)) {
 		if (!cm->leave_err)
 			cm->leave_err = err;
 		return;

@@ -117,6 +117,11 @@ struct slot {
 	uint32_t gate_dev;   /* gated: the leader's device and its item's position */
 	uint64_t gate_pos;
 	uint8_t net; /* spanning daemons: NET_* below */
+	/*
+	 * Spanning daemons: its ranks here have their result (it ran here), and
+	 * it holds its slot until it ran on every daemon (NET_DONE).
+	 */
+	uint8_t ended_early;
 	uint8_t nchannels;
 	uint8_t chan_base;
 	uint8_t algo, proto;
@@ -431,6 +436,12 @@ void sched_mr_release(struct sched_client *c, uint32_t id);
 struct slot *sched_slot_of(struct comm *cm, uint64_t seq);
 uint32_t sched_slot_pending_count(const struct comm *cm);
 void sched_slot_finish(struct comm *cm, struct slot *sl, int res);
+/*
+ * Across daemons: sl ran here, so every local rank's buffers hold its result
+ * and nothing touches them any more: its ranks end now, with success; the
+ * slot stays in flight until every daemon ran it (sched_slot_finish()).
+ */
+void sched_slot_end_early(struct comm *cm, struct slot *sl);
 void sched_comm_advance_done(struct comm *cm);
 /*
  * Eager collective sl (node.h) ended with result res (len bytes): into the

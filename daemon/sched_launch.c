@@ -708,6 +708,27 @@ static void net_ask_ahead(struct comm *cm)
 }
 
 /*
+ * Collective sl ran here: its ranks here end now (sched_slot_end_early()),
+ * and the root hears of it; the slot waits for every daemon's (CMD_NET_DONE)
+ * before it is reused, and the communicator for it before its links close.
+ */
+static void net_ran_here(struct comm *cm, struct slot *sl)
+{
+	const struct exec_backend *ex = sched.execs[cm->exec_idx].ex;
+	/*
+	 * A rank that received what the daemons did not agree to ended its
+	 * item all the same: the node layer fails the communicator everywhere
+	 * instead of reporting it done, and its ranks end with that error.
+	 */
+	const int ok = !ex->comm_broken || !ex->comm_broken(cm->exec_priv);
+
+	sl->net = NET_EXECUTED;
+	if (ok)
+		sched_slot_end_early(cm, sl);
+	node_coll_done(cm->id, sl->seq, ok);
+}
+
+/*
  * Reports every collective that ran here, not only the oldest: they run in
  * FIFO order on the same channels, so the first one not yet run ends it.
  */
@@ -720,10 +741,8 @@ static void net_report_ahead(struct comm *cm)
 			continue;
 		if (sl->state != SLOT_INFLIGHT || !sched_slot_executed(cm, sl))
 			break;
-		if (sl->net == NET_GO) {
-			sl->net = NET_EXECUTED;
-			node_coll_done(cm->id, sl->seq);
-		}
+		if (sl->net == NET_GO)
+			net_ran_here(cm, sl);
 	}
 }
 
@@ -1224,16 +1243,16 @@ int sched_reap(void)
 				break;
 			if (cm->local && !cm->revoked && sl->net != NET_DONE) {
 				/* Done here; it is done once every daemon ran it (CMD_NET_DONE). */
-				if (sl->net == NET_GO) {
-					sl->net = NET_EXECUTED;
-					node_coll_done(cm->id, sl->seq);
-				}
+				if (sl->net == NET_GO)
+					net_ran_here(cm, sl);
 				break;
 			}
 			cm->inflight--;
 			if (cm->local)
 				node_inflight(cm->id, -1);
-			if (cm->revoked && !(cm->local && sl->net == NET_DONE)) {
+			if (sl->ended_early) {
+				sched_slot_finish(cm, sl, 0);
+			} else if (cm->revoked && !(cm->local && sl->net == NET_DONE)) {
 				/* Abandoned in the executor (or finished just before): not a result. */
 				sched_slot_finish(cm, sl, cm->revoked);
 			} else {

@@ -395,6 +395,10 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 				"Eager collectives between two daemons whose other daemon's "
 				"inputs were received straight into the ranks' result buffers.",
 				nct.eager_landed);
+			metric_total(&b, "collc_net_early_ends_total",
+				     "Ring collectives across daemons that ended on their ranks "
+				     "here as soon as they ran here, before every daemon had.",
+				     nct.early_ends);
 		}
 	}
 	metric_total(&b, "collc_items_aborted_total",

@@ -154,7 +154,9 @@ static int run_item(struct cpu_dev *d, struct cpu_chan *c, const struct collc_wo
 	 * recv_begin()), or a relay block of one: the peer is broken or hostile.
 	 * P1: pairs with P1' in node.c (nc_broken()): stored before the item's
 	 * work_consumed (F2), so the proxy sees it before this daemon reports
-	 * the collective done, and fails it everywhere.
+	 * the collective done, and fails it everywhere; and with P1''
+	 * (cpu_comm_broken()), so the scheduler does not end it on the ranks
+	 * early.
 	 */
 	if (r == -EPROTO)
 		store_release(x.rk->broken, 1u);
@@ -752,6 +754,14 @@ static void cpu_comm_abort(void *priv)
 	}
 }
 
+static int cpu_comm_broken(void *priv)
+{
+	const struct cpu_comm *cc = priv;
+
+	/* P1'': pairs with P1 in run_item(). */
+	return load_acquire(&cc->broken) != 0;
+}
+
 static void cpu_comm_teardown(void *priv)
 {
 	comm_free(priv);
@@ -809,6 +819,7 @@ static struct exec_backend cpu_backend = {
 	.comm_abort = cpu_comm_abort,
 	.comm_setup_part = cpu_comm_setup_part,
 	.comm_link = cpu_comm_link,
+	.comm_broken = cpu_comm_broken,
 	.comm_teardown = cpu_comm_teardown,
 	.device_name = cpu_device_name,
 	.device_active = cpu_device_active,

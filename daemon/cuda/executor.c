@@ -591,6 +591,20 @@ static int cuda_comm_link(void *priv, uint32_t rank, uint32_t chan, uint32_t rin
 	return 0;
 }
 
+/* Has the grid found a step of another length on a receive ring across daemons? */
+static int cuda_comm_broken(void *priv)
+{
+	const struct ccomm *cc = priv;
+
+	if (!cc->x)
+		return 0;
+	for (size_t i = 0; i < (cc->group ? 2 : 1) * (size_t)cc->nranks * nchan; i++)
+		/* P1'': pairs with P1 in device/prims.h (before the item's work_consumed, E1). */
+		if (cc->x[i] && load_acquire(&cc->x[i]->broken))
+			return 1;
+	return 0;
+}
+
 static void cuda_device_name(uint32_t dev, char *out, uint32_t outlen)
 {
 	snprintf(out, outlen, "gpu%u.%u %s", gpu_of(dev), lane_of(dev), gpus[gpu_of(dev)].name);
@@ -788,6 +802,7 @@ static struct exec_backend cuda_backend = {
 	.comm_abort = cuda_comm_abort,
 	.comm_setup_part = cuda_comm_setup_part,
 	.comm_link = cuda_comm_link,
+	.comm_broken = cuda_comm_broken,
 	.comm_teardown = cuda_comm_teardown,
 	.device_name = cuda_device_name,
 	.device_active = cuda_device_active,

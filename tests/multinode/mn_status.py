@@ -8,6 +8,8 @@ multi-node tests. The JSON comes on stdin.
   mn_status.py eager_landed  net.eager_landed: eager collectives between two daemons
                            whose other daemon's inputs were received straight into
                            the ranks' result buffers
+  mn_status.py early_ends  net.early_ends: ring collectives that ended on the ranks
+                           before every daemon ran them
   mn_status.py received_direct  net.received_direct: bytes received straight into
                            rank buffers
   mn_status.py transport   net.transport
@@ -43,7 +45,8 @@ def main():
     if not isinstance(net, dict):
         print("mn_status: no net object in status --json", file=sys.stderr)
         return 1
-    if what in ("refused", "eager", "eager_landed", "received_direct", "protocol_errors"):
+    if what in ("refused", "eager", "eager_landed", "early_ends", "received_direct",
+                "protocol_errors"):
         if not isinstance(net.get(what), int):
             print(f"mn_status: no net.{what} counter in status --json", file=sys.stderr)
             return 1

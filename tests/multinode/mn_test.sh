@@ -287,6 +287,19 @@ correct | a2a | p2p)
 			mn_fail "no eager collective between two daemons received in place" ;;
 		esac
 		echo "eager collectives received in place: $landed"
+		# A ring collective ends on a daemon's ranks once it ran there, without
+		# waiting for the other daemons (docs/design.md §6b, "Agreement"): where
+		# eager is off on some daemon every collective runs on the ring, and every
+		# daemon ended some so.
+		for ((i = 0; i < nnodes; i++)); do
+			early=$(mn_status_json "$i" | $PY "$here/mn_status.py" early_ends) ||
+				mn_fail "status --json of node $i has no net.early_ends counter"
+			case "${4:-}${5:-}" in
+			*net_eager_max_bytes=0*) [ "$early" -gt 0 ] ||
+				mn_fail "node $i: no ring collective ended before every daemon ran it" ;;
+			esac
+			echo "ring collectives ended early on node $i: $early"
+		done
 		# Hierarchical all-reduces (docs/design.md §6b): where the root asked for them at
 		# every size, every daemon ran some, and none where the root turned them off.
 		for ((i = 0; i < nnodes; i++)); do

@@ -84,7 +84,9 @@ __device__ __noinline__ int prim(struct blk *b, const char *src, char *dst, int6
 			 * broken or hostile peer, and the rest of the slot is stale.
 			 * P1: the mark, then the item's work_consumed behind the system
 			 * fence (E1); pairs with P1' in node.c nc_broken(), which fails
-			 * the communicator with EPROTO everywhere.
+			 * the communicator with EPROTO everywhere, and with P1'' in the
+			 * scheduler (exec.h comm_broken), which then does not end the
+			 * collective on the ranks early.
 			 */
 			if (!p_abort && (flags & COLLC_P_RECV) && b->prev_x &&
 			    b->proto == COLLC_PROTO_SIMPLE &&
