@@ -13,6 +13,7 @@
 #include "client/internal.h"
 #include "common/atomics.h"
 #include "common/futex.h"
+#include "common/host.h"
 
 #define WAIT_SPIN_NS 30000ull    /* collc_wait spins this long before it sleeps (spare cores) */
 #define LIVENESS_NS  20000000ull /* a sleeping waiter checks the socket this often */
@@ -137,7 +138,7 @@ static uint64_t spin_ns(void)
 	int64_t v = load_relaxed(&cached);
 
 	if (v < 0) {
-		v = sysconf(_SC_NPROCESSORS_ONLN) > 4 ? (int64_t)WAIT_SPIN_NS : 0;
+		v = collc_small_host() ? 0 : (int64_t)WAIT_SPIN_NS;
 		store_relaxed(&cached, v);
 	}
 	return (uint64_t)v;

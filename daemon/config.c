@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/host.h"
 #include "daemon/config.h"
 #include "daemon/net/net.h"
 #include "daemon/net/sock.h"
@@ -94,11 +95,6 @@ static int tcp_windowed_cc(const char *key)
 	return strncmp(name, "bbr", 3) == 0;
 }
 
-int cfg_small_host(void)
-{
-	return sysconf(_SC_NPROCESSORS_ONLN) <= 4;
-}
-
 /*
  * The generic defaults. Keys marked auto here take each executor's own value
  * (struct cfg_exec_defaults in its table, with the measurements behind it);
@@ -162,7 +158,7 @@ void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char
 	 * channel across daemons on a small host").
 	 */
 	cfg->net_channels = 1;
-	if (!cfg_small_host()) {
+	if (!collc_small_host()) {
 		cfg->net_channels = NODE_MAX_CHANNELS;
 		cfg->sched_spin_us = 100;
 		cfg->gate_spin_us = 100000;

@@ -120,12 +120,6 @@ void cfg_tcp_congestion_pick(const char *key, char *out, size_t len);
  */
 void cfg_tcp_congestion(const char *cc, char *out, size_t len);
 /*
- * A host of at most 4 cores: collcd's threads share cores, so waiting by
- * spinning takes a core from the thread waited for (cfg_defaults()), and the
- * node thread takes the scheduler's calls from a queue (node.c).
- */
-int cfg_small_host(void);
-/*
  * Applies one "key=value" to cfg. On error returns -EINVAL and writes a
  * message to err; cfg is then unchanged.
  */

@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "common/atomics.h"
+#include "common/host.h"
 #include "daemon/config.h"
 #include "daemon/log.h"
 #include "daemon/net/auth.h"
@@ -254,7 +255,7 @@ static struct {
  * the node thread takes them in at the top of its next pass. There the
  * scheduler and the node thread share a core, and each call that waited for
  * the lock cost two thread switches (bench/RESULTS.md, "Thread switches
- * across daemons"). With cores to spare (cfg_small_host() false) the
+ * across daemons"). With cores to spare (collc_small_host() false) the
  * scheduler waits for the lock on a core of its own and runs the call
  * itself, as it always did: there is no switch to save, and
  * GPU ranks across daemons on 16 cores measured no gain from the queue.
@@ -2609,7 +2610,7 @@ static int init_locked(const struct collc_config *cfg, const uint8_t node_id[16]
 	int r;
 
 	memcpy(node.node_id, node_id, sizeof(node.node_id));
-	reqs.on = cfg_small_host();
+	reqs.on = collc_small_host();
 	take_keys(cfg);
 	if (!cfg->listen[0])
 		return 0;

@@ -11,6 +11,8 @@
  */
 #include "net.h"
 
+#include "common/host.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -38,8 +40,8 @@ static ncclResult_t plugin_init(ncclDebugLogger_t logFunction)
 	struct net_tcp_opts o = {
 		.ifname = getenv("COLLC_NET_IFNAME"),
 		.nstreams = NET_TCP_DEFAULT_STREAMS,
-		/* collcd's default (collcd.conf(5)): on hosts of more than 4 cores */
-		.helpers = sysconf(_SC_NPROCESSORS_ONLN) > 4
+		/* collcd's default (collcd.conf(5)): not on a small host */
+		.helpers = !collc_small_host(),
 	};
 
 	if (!o.ifname)
