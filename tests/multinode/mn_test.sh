@@ -259,15 +259,24 @@ correct | a2a | p2p)
 	if [ "$mode" = check ]; then
 		# Every daemon ran small collectives eagerly (between two, each computed them
 		# itself from the other's inputs), and none did where any daemon turned it off.
+		# A ring collective ends on a daemon's ranks once it ran there, without
+		# waiting for the other daemons (docs/design.md §6b, "Agreement"): where
+		# eager is off on some daemon every collective runs on the ring, and every
+		# daemon ended some so.
 		for ((i = 0; i < nnodes; i++)); do
-			eager=$(mn_status_json "$i" | $PY "$here/mn_status.py" eager) ||
+			json=$(mn_status_json "$i")
+			eager=$($PY "$here/mn_status.py" eager <<<"$json") ||
 				mn_fail "status --json of node $i has no net.eager counter"
+			early=$($PY "$here/mn_status.py" early_ends <<<"$json") ||
+				mn_fail "status --json of node $i has no net.early_ends counter"
 			case "${4:-}${5:-}" in
-			*net_eager_max_bytes=0*) [ "$eager" = 0 ] ||
-				mn_fail "node $i: $eager eager collectives with eager off" ;;
+			*net_eager_max_bytes=0*)
+				[ "$eager" = 0 ] || mn_fail "node $i: $eager eager collectives with eager off"
+				[ "$early" -gt 0 ] ||
+					mn_fail "node $i: no ring collective ended before every daemon ran it" ;;
 			*) [ "$eager" -gt 0 ] || mn_fail "node $i: no eager collective among the small ones" ;;
 			esac
-			echo "eager collectives on node $i: $eager"
+			echo "node $i: $eager eager collectives, $early ring collectives ended early"
 		done
 		# Between two daemons the other daemon's inputs land in the ranks' result
 		# buffers where the daemon's own view came first (daemon/node.h
@@ -287,19 +296,6 @@ correct | a2a | p2p)
 			mn_fail "no eager collective between two daemons received in place" ;;
 		esac
 		echo "eager collectives received in place: $landed"
-		# A ring collective ends on a daemon's ranks once it ran there, without
-		# waiting for the other daemons (docs/design.md §6b, "Agreement"): where
-		# eager is off on some daemon every collective runs on the ring, and every
-		# daemon ended some so.
-		for ((i = 0; i < nnodes; i++)); do
-			early=$(mn_status_json "$i" | $PY "$here/mn_status.py" early_ends) ||
-				mn_fail "status --json of node $i has no net.early_ends counter"
-			case "${4:-}${5:-}" in
-			*net_eager_max_bytes=0*) [ "$early" -gt 0 ] ||
-				mn_fail "node $i: no ring collective ended before every daemon ran it" ;;
-			esac
-			echo "ring collectives ended early on node $i: $early"
-		done
 		# Hierarchical all-reduces (docs/design.md §6b): where the root asked for them at
 		# every size, every daemon ran some, and none where the root turned them off.
 		for ((i = 0; i < nnodes; i++)); do
