@@ -735,6 +735,7 @@ void sched_net_cmd(struct sched_cmd *cmd)
 				sched_comm_advance_done(cm);
 			} else {
 				sl->net = NET_GO;
+				sl->t_go_ns = now_ns();
 			}
 		} else if (cmd->type == CMD_NET_DONE && sl->net == NET_EXECUTED) {
 			sl->net = NET_DONE;

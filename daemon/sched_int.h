@@ -11,6 +11,7 @@
 
 #include "daemon/config.h"
 #include "daemon/sched.h"
+#include "daemon/status.h"
 #include "proto/shm.h"
 #include "proto/work.h"
 
@@ -129,6 +130,7 @@ struct slot {
 	uint64_t seq;
 	uint64_t coll_id;
 	uint64_t t_start_ns;
+	uint64_t t_ask_ns, t_go_ns, t_ran_ns; /* spanning daemons: net_ask(), its GO, ran here */
 	uint64_t bytes;
 	/*
 	 * All-to-all(v) across daemons as blocks (sched_launch.c a2a_blocks()):
@@ -336,6 +338,8 @@ struct sched_state {
 	uint64_t gated_items, gated_fired, gated_skipped; /* sched_gated.c */
 	/* Items that named a done word; clients whose words an executor could not map. */
 	uint64_t done_items, done_map_failures;
+	/* Ring collectives across daemons that ran to ALLDONE, and their phases (status.h). */
+	uint64_t net_phase_n, net_phase_ns[NET_PHASES];
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	uint64_t by_op[COLLC_OP_MAX];

@@ -563,6 +563,7 @@ static void net_ask(struct comm *cm, struct slot *sl)
 	if (!d.eager)
 		nland = 0;
 	sl->net = NET_ASKED;
+	sl->t_ask_ns = now_ns();
 	node_coll_ready(cm->id, &d, parts, n > 0 ? (uint32_t)n : 0, land, nland);
 }
 
@@ -723,9 +724,27 @@ static void net_ran_here(struct comm *cm, struct slot *sl)
 	const int ok = !ex->comm_broken || !ex->comm_broken(cm->exec_priv);
 
 	sl->net = NET_EXECUTED;
+	sl->t_ran_ns = now_ns();
 	if (ok)
 		sched_slot_end_early(cm, sl);
 	node_coll_done(cm->id, sl->seq, ok);
+}
+
+/* A ring collective across daemons got the root's ALLDONE: where its time went. */
+static void net_phases_add(const struct slot *sl)
+{
+	const uint64_t now = now_ns();
+
+	/* Stamped on this thread in this order; any other order is not counted. */
+	const uint64_t t[NET_PHASES + 1] = { sl->t_ask_ns, sl->t_go_ns, sl->t_start_ns,
+					     sl->t_ran_ns, now };
+
+	for (int p = 0; p < NET_PHASES; p++)
+		if (t[p + 1] < t[p])
+			return;
+	for (int p = 0; p < NET_PHASES; p++)
+		sched.net_phase_ns[p] += t[p + 1] - t[p];
+	sched.net_phase_n++;
 }
 
 /*
@@ -1251,6 +1270,8 @@ int sched_reap(void)
 			if (cm->local)
 				node_inflight(cm->id, -1);
 			if (sl->ended_early) {
+				if (sl->net == NET_DONE)
+					net_phases_add(sl);
 				sched_slot_finish(cm, sl, 0);
 			} else if (cm->revoked && !(cm->local && sl->net == NET_DONE)) {
 				/* Abandoned in the executor (or finished just before): not a result. */

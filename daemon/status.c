@@ -83,6 +83,9 @@ static void print_ranks(struct sbuf *b, uint64_t mask, uint32_t nranks, const ch
 		}
 }
 
+/* status.h NET_PHASE_*, as status and metrics name them. */
+static const char *const net_phase_name[NET_PHASES] = { "agree", "to_launch", "run", "alldone" };
+
 /* A comm's or the totals' launch counts, as JSON members. */
 static const char *const op_names[COLLC_OP_MAX] = {
 	"nop",    "allreduce", "allgather", "reduce_scatter", "broadcast",
@@ -216,10 +219,15 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		  ", \"graph_firings\": %" PRIu64 ", \"stream_gate_open_to_end_ns\": %" PRIu64
 		  ", \"gated\": {\"handed\": %" PRIu64 ", \"fired\": %" PRIu64
 		  ", \"skipped\": %" PRIu64 "}"
-		  ", \"done_word_items\": %" PRIu64 ", \"done_word_map_failures\": %" PRIu64 ", ",
+		  ", \"done_word_items\": %" PRIu64 ", \"done_word_map_failures\": %" PRIu64
+		  ", \"net_phases_ns\": {\"collectives\": %" PRIu64,
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
 		  s->batch_items, s->stream_colls, s->graph_fires, s->gate_ns, s->gated_items,
-		  s->gated_fired, s->gated_skipped, s->done_items, s->done_map_failures);
+		  s->gated_fired, s->gated_skipped, s->done_items, s->done_map_failures,
+		  s->net_phase_n);
+	for (int p = 0; p < NET_PHASES; p++)
+		sb_printf(b, ", \"%s\": %" PRIu64, net_phase_name[p], s->net_phase_ns[p]);
+	sb_printf(b, "}, ");
 	print_by_algo_proto(b, s->by_algo, s->by_proto);
 	print_by_op(b, s->by_op);
 	sb_printf(b, "},\n \"net\": ");
@@ -255,6 +263,14 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 		s->stream_colls ? (double)s->gate_ns / 1000.0 / (double)s->stream_colls : 0.0,
 		s->gated_items, s->gated_fired, s->gated_skipped, s->done_items,
 		s->done_map_failures);
+	if (s->net_phase_n) {
+		sb_printf(b, "ring collectives across daemons: %" PRIu64 ", us each (mean):",
+			  s->net_phase_n);
+		for (int p = 0; p < NET_PHASES; p++)
+			sb_printf(b, " %s %.1f", net_phase_name[p],
+				  (double)s->net_phase_ns[p] / 1000.0 / (double)s->net_phase_n);
+		sb_printf(b, "\n");
+	}
 	print_net(b, 0);
 	sb_printf(b, "\n");
 	sb_printf(b, "CLIENT  PID      SQ    CQ    INFLIGHT  COMPLETED   ERRORS\n");
@@ -369,6 +385,17 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 	metric_total(&b, "collc_stream_gate_open_to_end_microseconds_total",
 		     "Time from every rank's gate open to the end, summed over stream collectives.",
 		     s->gate_ns / 1000);
+	metric_total(&b, "collc_net_ring_collectives_total",
+		     "Ring collectives across daemons that ran to the root's word that every "
+		     "daemon ran them (their phases: collc_net_phase_seconds_total).",
+		     s->net_phase_n);
+	metric_head(&b, "collc_net_phase_seconds_total", "counter",
+		    "Time those collectives spent in each phase: agree (asked the root -> GO), "
+		    "to_launch (GO -> handed to the executor), run (-> ran here, the ranks end), "
+		    "alldone (-> every daemon ran it).");
+	for (int p = 0; p < NET_PHASES; p++)
+		sb_printf(&b, "collc_net_phase_seconds_total{phase=\"%s\"} %.9f\n",
+			  net_phase_name[p], (double)s->net_phase_ns[p] * 1e-9);
 	{
 		struct node_counters nct;
 

@@ -60,6 +60,14 @@ struct status_exec {
 	struct collc_config cfg; /* the config resolved for it: what it runs with */
 };
 
+/*
+ * A ring collective across daemons phase by phase, as its scheduler saw it
+ * (sched_launch.c net_phases_add()): asked the root -> its GO, GO -> handed
+ * to the executor, handed -> ran here (its ranks end), ran here -> the
+ * root's word that every daemon ran it (its slot frees).
+ */
+enum { NET_PHASE_AGREE, NET_PHASE_TO_LAUNCH, NET_PHASE_RUN, NET_PHASE_ALLDONE, NET_PHASES };
+
 struct status_snapshot {
 	const struct collc_config *cfg; /* as set: keys may be auto */
 	uint64_t generation;
@@ -75,7 +83,8 @@ struct status_snapshot {
 	uint64_t batches, batch_items; /* work batches published, and the items they held */
 	uint64_t stream_colls, graph_fires, gate_ns; /* sched_int.h */
 	uint64_t gated_items, gated_fired, gated_skipped;
-	uint64_t done_items, done_map_failures; /* sched_int.h */
+	uint64_t done_items, done_map_failures;         /* sched_int.h */
+	uint64_t net_phase_n, net_phase_ns[NET_PHASES]; /* collectives, ns in each phase */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];
 	uint64_t by_op[COLLC_OP_MAX]; /* launched, per COLLC_OP_* (a send/recv pair counts in both) */

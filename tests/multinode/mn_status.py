@@ -10,6 +10,9 @@ multi-node tests. The JSON comes on stdin.
                            the ranks' result buffers
   mn_status.py early_ends  net.early_ends: ring collectives that ended on the ranks
                            before every daemon ran them
+  mn_status.py phases      totals.net_phases_ns: ring collectives across daemons
+                           that ran to ALLDONE, then ns in agree, to_launch, run,
+                           alldone
   mn_status.py received_direct  net.received_direct: bytes received straight into
                            rank buffers
   mn_status.py transport   net.transport
@@ -40,6 +43,14 @@ def main():
             print(f"mn_status: no totals.by_algo.{name} in status --json", file=sys.stderr)
             return 1
         print(by_algo[name])
+        return 0
+    if what == "phases":
+        ph = doc.get("totals", {}).get("net_phases_ns", {}) if isinstance(doc, dict) else {}
+        keys = ("collectives", "agree", "to_launch", "run", "alldone")
+        if not all(isinstance(ph.get(k), int) for k in keys):
+            print("mn_status: no totals.net_phases_ns in status --json", file=sys.stderr)
+            return 1
+        print(" ".join(str(ph[k]) for k in keys))
         return 0
     net = doc.get("net") if isinstance(doc, dict) else None
     if not isinstance(net, dict):

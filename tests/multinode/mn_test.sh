@@ -269,14 +269,22 @@ correct | a2a | p2p)
 				mn_fail "status --json of node $i has no net.eager counter"
 			early=$($PY "$here/mn_status.py" early_ends <<<"$json") ||
 				mn_fail "status --json of node $i has no net.early_ends counter"
+			# Where they went: asked -> GO, -> handed over, -> ran here, -> ALLDONE (ns).
+			read -r nph agree _ run alldone < <($PY "$here/mn_status.py" phases <<<"$json") ||
+				mn_fail "status --json of node $i has no totals.net_phases_ns"
 			case "${4:-}${5:-}" in
 			*net_eager_max_bytes=0*)
 				[ "$eager" = 0 ] || mn_fail "node $i: $eager eager collectives with eager off"
 				[ "$early" -gt 0 ] ||
-					mn_fail "node $i: no ring collective ended before every daemon ran it" ;;
+					mn_fail "node $i: no ring collective ended before every daemon ran it"
+				[ "$nph" -gt 0 ] && [ "$agree" -gt 0 ] && [ "$run" -gt 0 ] &&
+					[ "$alldone" -gt 0 ] ||
+					mn_fail "node $i: ring collectives' phases not counted: $nph $agree $run $alldone" ;;
 			*) [ "$eager" -gt 0 ] || mn_fail "node $i: no eager collective among the small ones" ;;
 			esac
-			echo "node $i: $eager eager collectives, $early ring collectives ended early"
+			echo "node $i: $eager eager collectives, $early ring collectives ended early," \
+				"$nph timed ($((agree / 1000)) us agreeing, $((run / 1000)) running," \
+				"$((alldone / 1000)) until every daemon ran them, summed)"
 		done
 		# Between two daemons the other daemon's inputs land in the ranks' result
 		# buffers where the daemon's own view came first (daemon/node.h
