@@ -114,9 +114,15 @@ for ((i = 0; i < nodes; i++)); do
 	cpu=$(awk -v t="$tck" '{ printf "%.2f", ($14 + $15) / t }' "/proc/${MN_DPIDS[i]}/stat" 2>/dev/null)
 	mn_status_json "$i" | /usr/bin/python3 -c '
 import json, sys
-net = json.load(sys.stdin).get("net", {})
+doc = json.load(sys.stdin)
+net = doc.get("net", {})
 print("#   transport %s listen %s eager %s (received in place %s)" % (
     net.get("transport"), net.get("listen"), net.get("eager"), net.get("eager_landed")))
+ph = doc.get("totals", {}).get("net_phases_ns", {})
+if ph.get("collectives"):
+    n = ph["collectives"]
+    print("#   ring collectives %d, us each: %s" % (n, " ".join(
+        "%s %.1f" % (k, ph[k] / 1000.0 / n) for k in ("agree", "to_launch", "run", "alldone"))))
 for p in net.get("peers", []):
     print("#   peer " + " ".join("%s=%s" % kv for kv in p.items()))' 2>/dev/null
 	echo "#   collcd cpu ${cpu:-?} s (user + system)"

@@ -12,6 +12,8 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 int collc__net_pick_if(const char *want, char ret_name[IF_NAMESIZE], union net_addr *ret_addr)
@@ -178,6 +180,35 @@ int collc__net_xfer(int fd, void *buf, size_t len, size_t *off, int out)
 			: recv(fd, p + *off, len - *off, MSG_DONTWAIT);
 		if (n > 0) {
 			*off += n;
+			continue;
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return n == 0 ? -ECONNRESET : -errno;
+	}
+	return 1;
+}
+
+int collc__net_send2(int fd, const void *a, size_t a_len, const void *b, size_t b_len, size_t *off)
+{
+	while (*off < a_len + b_len) {
+		struct iovec v[2];
+		struct msghdr m = { .msg_iov = v };
+		ssize_t n;
+
+		if (*off < a_len) {
+			v[0] = (struct iovec){ (char *)a + *off, a_len - *off };
+			v[1] = (struct iovec){ (void *)b, b_len };
+			m.msg_iovlen = b_len ? 2 : 1;
+		} else {
+			v[0] = (struct iovec){ (char *)b + (*off - a_len), a_len + b_len - *off };
+			m.msg_iovlen = 1;
+		}
+		n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0) {
+			*off += (size_t)n;
 			continue;
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))

@@ -59,4 +59,9 @@ int collc__net_connect_done(int fd);
  * 1: all moved, 0: would block, -errno (-ECONNRESET on EOF). */
 int collc__net_xfer(int fd, void *buf, size_t len, size_t *off, int out);
 
+/* Sends bytes [*off, a_len + b_len) of a followed by b in one call where
+ * the socket takes them (one segment for a small message); as
+ * collc__net_xfer() otherwise. */
+int collc__net_send2(int fd, const void *a, size_t a_len, const void *b, size_t b_len, size_t *off);
+
 #endif

@@ -8,7 +8,8 @@
  * carries bytes [s * chunk, (s + 1) * chunk) with chunk = max(ceil(size /
  * nstreams), MIN_CHUNK), so both sides compute the split from the size alone.
  * A payload of at most INLINE_MAX bytes follows its header on the control
- * socket instead (small messages: one segment, and the receiver wakes once).
+ * socket instead, sent with it in one call (xfer_inline(): small messages
+ * leave as one segment, and the receiver wakes once).
  * Each socket keeps its own cursor into the comm's queue of posted requests,
  * so a stream may run ahead of the others by whole messages and no socket
  * waits for another.
@@ -757,6 +758,24 @@ static int xfer(struct tcp_comm *c, int i, char *p, size_t len, size_t *off)
 	return r;
 }
 
+/*
+ * Socket 0 of a send comm: a header and its inline payload in one call, so
+ * that a small message leaves as one segment and wakes its receiver once
+ * (two sends made two segments under TCP_NODELAY). *off runs over both.
+ */
+static int xfer_inline(struct tcp_comm *c, const struct tcp_msg_hdr *h, const char *p, size_t len,
+		       size_t *off)
+{
+	int r;
+
+	if (c->blocked[0])
+		return 0;
+	r = collc__net_send2(c->fd[0], h, sizeof(*h), p, len, off);
+	if (r == 0 && g.poll_driven && *off == 0)
+		c->blocked[0] = 1;
+	return r;
+}
+
 /* The header of message k has arrived: match it to a receive of the group. */
 static int header_arrived(struct tcp_req *r, const struct tcp_msg_hdr *h)
 {
@@ -803,11 +822,18 @@ static int sock_step(struct tcp_comm *c, int i, int *ret_passed)
 					cu->hdr = (struct tcp_msg_hdr){ .magic = MSG_MAGIC,
 									.tag = r->sub[0].tag,
 									.size = r->sub[0].size };
-				rc = xfer(c, 0, (char *)&cu->hdr, sizeof(cu->hdr), &cu->off);
+				if (c->kind == COMM_SEND && r->sub[0].size &&
+				    r->sub[0].size <= INLINE_MAX)
+					rc = xfer_inline(c, &cu->hdr, r->sub[0].data,
+							 r->sub[0].size, &cu->off);
+				else
+					rc = xfer(c, 0, (char *)&cu->hdr, sizeof(cu->hdr),
+						  &cu->off);
 				if (rc < 0)
 					return rc;
 				moved |= cu->off != off0;
-				if (!rc)
+				/* Not rc: an inline send may block with its header gone. */
+				if (cu->off < sizeof(cu->hdr))
 					break;
 				if (c->kind == COMM_RECV) {
 					rc = header_arrived(r, &cu->hdr);

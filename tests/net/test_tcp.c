@@ -121,17 +121,21 @@ static void t_bad_handle(void **state)
 /* Small socket buffers: sends and receives of a share are partial, so the
  * paths that resume mid-way run. (Below loopback's MSS of ~64 KiB, TCP's
  * silly-window avoidance stalls on persist timers, which tests nothing.) */
-static void pair_small_buffers(struct pair *p)
+static void pair_buffers(struct pair *p, int small, int nsocks)
 {
 	struct tcp_comm *sc = p->scomm, *rc = p->rcomm;
-	int small = 128 << 10;
 
-	for (int i = 0; i < sc->nsocks; i++) {
+	for (int i = 0; i < nsocks; i++) {
 		assert_int_equal(
 			setsockopt(sc->fd[i], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
 		assert_int_equal(
 			setsockopt(rc->fd[i], SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)), 0);
 	}
+}
+
+static void pair_small_buffers(struct pair *p)
+{
+	pair_buffers(p, 128 << 10, ((struct tcp_comm *)p->scomm)->nsocks);
 }
 
 static void t_partial_io(void **state)
@@ -143,6 +147,61 @@ static void t_partial_io(void **state)
 	send_one(&p, (3 << 20) + 5, 1);
 	send_one(&p, 0, 2);
 	send_one(&p, MIN_CHUNK + 1, 3);
+	pair_close(&p);
+}
+
+/*
+ * A header and its inline payload leave in one call (xfer_inline()). With
+ * socket 0's buffers smaller than a message, the socket takes the header and
+ * part of the payload: the message's empty shares on the other sockets must
+ * still end once its header is gone, and the rest of the payload follow.
+ */
+static void t_inline_blocked(void **state)
+{
+	enum { N = 12 };
+	static uint8_t src[N][INLINE_MAX], dst[N][INLINE_MAX];
+	void *sreq[N], *rreq[N];
+	int sdone[N] = { 0 }, rdone[N] = { 0 }, left = 2 * N;
+	int64_t end = ms_now() + WAIT_MS;
+	struct pair p;
+
+	pair_open(&p);
+	assert_true(((struct tcp_comm *)p.scomm)->nsocks > 1);
+	pair_buffers(&p, 2048, 1); /* the kernel's least: a few KiB */
+	/* Sent before any receive is posted: the socket fills mid-message. */
+	for (int i = 0; i < N; i++) {
+		fill(src[i], sizeof(src[i]), &seed);
+		sreq[i] = isend_retry(p.scomm, src[i], INLINE_MAX - i, 10 + i, NULL);
+		assert_int_equal(net->test(sreq[i], &sdone[i], NULL), ncclSuccess);
+	}
+	for (int i = 0; i < N; i++) {
+		void *d = dst[i];
+		int size = INLINE_MAX, tag = 10 + i;
+
+		rreq[i] = irecv_retry(p.rcomm, 1, &d, &size, &tag, NULL);
+	}
+	for (int i = 0; i < N; i++)
+		left -= sdone[i];
+	while (left) {
+		for (int i = 0; i < N; i++) {
+			int got = -1;
+
+			if (!sdone[i]) {
+				assert_int_equal(net->test(sreq[i], &sdone[i], NULL), ncclSuccess);
+				left -= sdone[i];
+			}
+			if (!rdone[i]) {
+				assert_int_equal(net->test(rreq[i], &rdone[i], &got), ncclSuccess);
+				if (rdone[i]) {
+					assert_int_equal(got, INLINE_MAX - i);
+					left--;
+				}
+			}
+		}
+		assert_true(ms_now() < end);
+	}
+	for (int i = 0; i < N; i++)
+		check_bytes(src[i], dst[i], INLINE_MAX - i, "inline payload over a full socket");
 	pair_close(&p);
 }
 
@@ -588,6 +647,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(t_streams, setup),
 		cmocka_unit_test(t_bad_handle),
 		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_inline_blocked),
 		cmocka_unit_test(t_soak),
 		cmocka_unit_test(t_connect_refused),
 		cmocka_unit_test(t_receiver_closed),
@@ -600,6 +660,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest helper_tests[] = {
 		cmocka_unit_test_teardown(t_streams, setup),
 		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_inline_blocked),
 		cmocka_unit_test(t_soak),
 		cmocka_unit_test(t_receiver_closed),
 		cmocka_unit_test_teardown(t_helper_poll, setup),
