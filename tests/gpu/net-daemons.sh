@@ -160,6 +160,15 @@ hier_count() { # sock: collectives collcd ran hierarchically so far (status --js
 	"$BIN/collcctl" --socket "$1" status --json 2>/dev/null |
 		python3 "$(dirname "$0")/../multinode/mn_status.py" algo hier 2>/dev/null || echo none
 }
+phases() { # sock: where its ring collectives' time went (status --json totals.net_phases_ns)
+	"$BIN/collcctl" --socket "$1" status --json 2>/dev/null | python3 -c '
+import json, sys
+p = json.load(sys.stdin).get("totals", {}).get("net_phases_ns", {})
+n = p.get("collectives") or 0
+print("%d ring collectives across daemons%s" % (n, ", us each: " + " ".join(
+    "%s %.1f" % (k, p.get(k, 0) / 1000.0 / n) for k in ("agree", "to_launch", "run", "alldone"))
+    if n else ""))' 2>/dev/null || echo "no totals.net_phases_ns"
+}
 hier_ran() { # label before more|none: collcd A's hierarchical count grew (more) or stayed (none)
 	[[ "$WANT" == *" $1 "* ]] || return 0
 	local now
@@ -223,6 +232,8 @@ if start_both; then
 	t 180 net-4ranks-rr net --gpus "$GPU,$GPU,$GPU,$GPU" --round-robin
 	alive net-4ranks-rr
 	hier_ran net-4ranks-rr "$HIER0" more
+	echo "collcd A: $(phases "$SOCK_A")" | tee -a "$LOGDIR/tests.log"
+	echo "collcd B: $(phases "$SOCK_B")" | tee -a "$LOGDIR/tests.log"
 	sleep 2
 	NETKILL_BEFORE=
 	MPS_SERVER=$(echo get_server_list | timeout 5 nvidia-cuda-mps-control 2>/dev/null | head -n 1)
