@@ -170,23 +170,31 @@ int collc__net_connect_done(int fd)
 	return err ? -err : 1;
 }
 
+/* What one nonblocking call's n means: 1 go on (*off moved), 0 would block, -errno. */
+static int io_step(ssize_t n, size_t *off)
+{
+	if (n > 0) {
+		*off += (size_t)n;
+		return 1;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (n < 0 && errno == EINTR)
+		return 1;
+	return n == 0 ? -ECONNRESET : -errno;
+}
+
 int collc__net_xfer(int fd, void *buf, size_t len, size_t *off, int out)
 {
 	char *p = buf;
-	ssize_t n;
 
 	while (*off < len) {
-		n = out ? send(fd, p + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT)
-			: recv(fd, p + *off, len - *off, MSG_DONTWAIT);
-		if (n > 0) {
-			*off += n;
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return 0;
-		if (n < 0 && errno == EINTR)
-			continue;
-		return n == 0 ? -ECONNRESET : -errno;
+		int r = io_step(out ? send(fd, p + *off, len - *off, MSG_NOSIGNAL | MSG_DONTWAIT)
+				    : recv(fd, p + *off, len - *off, MSG_DONTWAIT),
+				off);
+
+		if (r <= 0)
+			return r;
 	}
 	return 1;
 }
@@ -196,7 +204,7 @@ int collc__net_send2(int fd, const void *a, size_t a_len, const void *b, size_t 
 	while (*off < a_len + b_len) {
 		struct iovec v[2];
 		struct msghdr m = { .msg_iov = v };
-		ssize_t n;
+		int r;
 
 		if (*off < a_len) {
 			v[0] = (struct iovec){ (char *)a + *off, a_len - *off };
@@ -206,16 +214,9 @@ int collc__net_send2(int fd, const void *a, size_t a_len, const void *b, size_t 
 			v[0] = (struct iovec){ (char *)b + (*off - a_len), a_len + b_len - *off };
 			m.msg_iovlen = 1;
 		}
-		n = sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-		if (n > 0) {
-			*off += (size_t)n;
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return 0;
-		if (n < 0 && errno == EINTR)
-			continue;
-		return n == 0 ? -ECONNRESET : -errno;
+		r = io_step(sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT), off);
+		if (r <= 0)
+			return r;
 	}
 	return 1;
 }
