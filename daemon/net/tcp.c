@@ -8,7 +8,7 @@
  * carries bytes [s * chunk, (s + 1) * chunk) with chunk = max(ceil(size /
  * nstreams), MIN_CHUNK), so both sides compute the split from the size alone.
  * A payload of at most INLINE_MAX bytes follows its header on the control
- * socket instead, sent with it in one call (xfer_inline(): small messages
+ * socket instead, sent with it in one call (xfer2(): small messages
  * leave as one segment, and the receiver wakes once).
  * Each socket keeps its own cursor into the comm's queue of posted requests,
  * so a stream may run ahead of the others by whole messages and no socket
@@ -743,37 +743,29 @@ static void part_done(struct tcp_comm *c, int i, int counted)
  * Moves bytes of [p, p + len) from *off on; 1: all moved, 0: would block.
  * poll_driven: a socket whose next piece has not begun (an idle link, a
  * posted receive with nothing sent yet) waits for poll(); one in the middle
- * of a piece is tried again at once, as the rest streams in.
+ * of a piece is tried again at once, as the rest streams in. A send may
+ * name a second part [p2, p2 + len2), sent in the same call (*off runs over
+ * both): a header and its inline payload leave as one segment and wake the
+ * receiver once, where two sends made two segments under TCP_NODELAY.
  */
-static int xfer(struct tcp_comm *c, int i, char *p, size_t len, size_t *off)
+static int xfer2(struct tcp_comm *c, int i, char *p, size_t len, const char *p2, size_t len2,
+		 size_t *off)
 {
 	int r;
 
 	if (c->blocked[i])
 		return 0;
-	r = collc__net_xfer(c->fd[i], p, len, off, c->kind == COMM_SEND);
+	r = p2 ? collc__net_send2(c->fd[i], p, len, p2, len2, off)
+	       : collc__net_xfer(c->fd[i], p, len, off, c->kind == COMM_SEND);
 	/* The helper, too, sleeps in poll() on its sockets. */
 	if (r == 0 && (g.poll_driven || (i > 0 && c->helper_on)) && *off == 0)
 		c->blocked[i] = 1;
 	return r;
 }
 
-/*
- * Socket 0 of a send comm: a header and its inline payload in one call, so
- * that a small message leaves as one segment and wakes its receiver once
- * (two sends made two segments under TCP_NODELAY). *off runs over both.
- */
-static int xfer_inline(struct tcp_comm *c, const struct tcp_msg_hdr *h, const char *p, size_t len,
-		       size_t *off)
+static int xfer(struct tcp_comm *c, int i, char *p, size_t len, size_t *off)
 {
-	int r;
-
-	if (c->blocked[0])
-		return 0;
-	r = collc__net_send2(c->fd[0], h, sizeof(*h), p, len, off);
-	if (r == 0 && g.poll_driven && *off == 0)
-		c->blocked[0] = 1;
-	return r;
+	return xfer2(c, i, p, len, NULL, 0, off);
 }
 
 /* The header of message k has arrived: match it to a receive of the group. */
@@ -824,8 +816,8 @@ static int sock_step(struct tcp_comm *c, int i, int *ret_passed)
 									.size = r->sub[0].size };
 				if (c->kind == COMM_SEND && r->sub[0].size &&
 				    r->sub[0].size <= INLINE_MAX)
-					rc = xfer_inline(c, &cu->hdr, r->sub[0].data,
-							 r->sub[0].size, &cu->off);
+					rc = xfer2(c, 0, (char *)&cu->hdr, sizeof(cu->hdr),
+						   r->sub[0].data, r->sub[0].size, &cu->off);
 				else
 					rc = xfer(c, 0, (char *)&cu->hdr, sizeof(cu->hdr),
 						  &cu->off);

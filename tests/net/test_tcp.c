@@ -151,7 +151,7 @@ static void t_partial_io(void **state)
 }
 
 /*
- * A header and its inline payload leave in one call (xfer_inline()). With
+ * A header and its inline payload leave in one call (xfer2()). With
  * socket 0's buffers smaller than a message, the socket takes the header and
  * part of the payload: the message's empty shares on the other sockets must
  * still end once its header is gone, and the rest of the payload follow.
