@@ -63,8 +63,8 @@
 #define RX_OWN_MIN      (16u << 10)
 /*
  * An authenticated connection's reads of less than this go through a buffer
- * of this size (conn_recv()): a small message's header and body, and what
- * follows it, come in one call.
+ * of this size (collc__net_ra_recv()): a small message's header and body,
+ * and what follows it, come in one call.
  */
 #define RA_BYTES        4096u
 /*
@@ -148,11 +148,8 @@ struct conn {
 	size_t out_len, out_off, out_cap;
 	uint64_t bytes_sent, bytes_recv;
 	int rx_blocked; /* the last recv, between messages, would block; poll() has not said otherwise since */
-	/* Read ahead (RA_BYTES, once up): bytes ra_off..ra_len not yet taken; ra_short: its last fill was short. */
-	uint8_t *ra;
-	uint32_t ra_off, ra_len;
-	int ra_short;
-	uint32_t pfi; /* its entry in the last poll set (sleep_poll()) */
+	struct net_ra ra; /* once up, RA_BYTES */
+	uint32_t pfi;     /* its entry in the last poll set (sleep_poll()) */
 };
 
 enum { L_SEND, L_RECV };
@@ -1698,7 +1695,9 @@ static int conn_grow(struct conn *c)
 		return -ENOMEM;
 	c->out = out;
 	c->out_cap = OUT_MAX;
-	c->ra = malloc(RA_BYTES); /* without it every read goes to the socket */
+	/* Without it every read goes to the socket. */
+	c->ra.buf = malloc(RA_BYTES);
+	c->ra.cap = c->ra.buf ? RA_BYTES : 0;
 	return 0;
 }
 
@@ -1827,50 +1826,6 @@ static int conn_refused(const struct conn *c, const struct msg_hdr *h, int err)
 	return err;
 }
 
-/*
- * recvmsg() for conn_read(), want bytes into mh's vectors: first what was
- * read ahead; a read of less than RA_BYTES fills the read-ahead buffer
- * instead of taking its bytes alone. A fill that came short emptied the
- * socket: between messages (nothing of one in c->in) the next read then
- * says it would block without asking the kernel, and poll() (level
- * triggered) tells when more came, as after a real EAGAIN. Returns what
- * recvmsg() would.
- */
-static ssize_t conn_recv(struct conn *c, struct msghdr *mh, size_t want)
-{
-	size_t n = 0;
-
-	if (c->ra_off == c->ra_len) {
-		ssize_t got;
-
-		if (!c->ra || want >= RA_BYTES) {
-			c->ra_short = 0;
-			return recvmsg(c->fd, mh, MSG_DONTWAIT);
-		}
-		if (c->ra_short && c->in_len == 0) {
-			c->ra_short = 0;
-			errno = EAGAIN;
-			return -1;
-		}
-		got = recv(c->fd, c->ra, RA_BYTES, MSG_DONTWAIT);
-		if (got <= 0)
-			return got;
-		c->ra_off = 0;
-		c->ra_len = (uint32_t)got;
-		c->ra_short = got < (ssize_t)RA_BYTES;
-	}
-	for (size_t i = 0; i < mh->msg_iovlen && c->ra_off < c->ra_len; i++) {
-		size_t k = mh->msg_iov[i].iov_len;
-
-		if (k > c->ra_len - c->ra_off)
-			k = c->ra_len - c->ra_off;
-		memcpy(mh->msg_iov[i].iov_base, c->ra + c->ra_off, k);
-		c->ra_off += (uint32_t)k;
-		n += k;
-	}
-	return (ssize_t)n;
-}
-
 /* Reads and handles what arrived; 0 when the connection ended. */
 static int conn_read(struct conn *c, uint64_t now)
 {
@@ -1897,7 +1852,7 @@ static int conn_read(struct conn *c, uint64_t now)
 		mh.msg_iovlen += rx_payload_iov(c, v + mh.msg_iovlen, NODE_LAND_MAX);
 		for (size_t i = 0; i < mh.msg_iovlen; i++)
 			want += v[i].iov_len;
-		n = want ? conn_recv(c, &mh, want) : 0;
+		n = want ? collc__net_ra_recv(c->fd, &c->ra, &mh, want, c->in_len == 0) : 0;
 		if (want && n == 0)
 			return -EPIPE;
 		if (want && n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -2064,7 +2019,7 @@ static void conns_step(uint64_t now)
 			free(c->in);
 			free(c->rx_data);
 			free(c->out);
-			free(c->ra);
+			free(c->ra.buf);
 			free(c);
 			continue;
 		}
@@ -2787,7 +2742,7 @@ void node_fini(void)
 		free(c->in);
 		free(c->rx_data);
 		free(c->out);
-		free(c->ra);
+		free(c->ra.buf);
 		free(c);
 	}
 	node.conns = NULL;

@@ -220,3 +220,38 @@ int collc__net_send2(int fd, const void *a, size_t a_len, const void *b, size_t 
 	}
 	return 1;
 }
+
+ssize_t collc__net_ra_recv(int fd, struct net_ra *ra, struct msghdr *mh, size_t want, int between)
+{
+	size_t n = 0;
+
+	if (ra->off == ra->len) {
+		ssize_t got;
+
+		if (!ra->buf || want >= ra->cap) {
+			ra->drained = 0;
+			return recvmsg(fd, mh, MSG_DONTWAIT);
+		}
+		if (ra->drained && between) {
+			ra->drained = 0;
+			errno = EAGAIN;
+			return -1;
+		}
+		got = recv(fd, ra->buf, ra->cap, MSG_DONTWAIT);
+		if (got <= 0)
+			return got;
+		ra->off = 0;
+		ra->len = (uint32_t)got;
+		ra->drained = (size_t)got < ra->cap;
+	}
+	for (size_t i = 0; i < mh->msg_iovlen && ra->off < ra->len; i++) {
+		size_t k = mh->msg_iov[i].iov_len;
+
+		if (k > ra->len - ra->off)
+			k = ra->len - ra->off;
+		memcpy(mh->msg_iov[i].iov_base, ra->buf + ra->off, k);
+		ra->off += (uint32_t)k;
+		n += k;
+	}
+	return (ssize_t)n;
+}

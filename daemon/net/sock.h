@@ -9,6 +9,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/socket.h>
 
 union net_addr {
@@ -63,5 +64,29 @@ int collc__net_xfer(int fd, void *buf, size_t len, size_t *off, int out);
  * the socket takes them (one segment for a small message); as
  * collc__net_xfer() otherwise. */
 int collc__net_send2(int fd, const void *a, size_t a_len, const void *b, size_t b_len, size_t *off);
+
+/*
+ * A read-ahead buffer for a nonblocking stream socket carrying small framed
+ * messages (collc__net_ra_recv()). Zeroed, or without buf, it reads nothing
+ * ahead.
+ */
+struct net_ra {
+	uint8_t *buf;
+	uint32_t cap;      /* buf's size */
+	uint32_t off, len; /* buf[off, len): read from the socket, not yet taken */
+	int drained;       /* the last fill came short: the socket was empty then */
+};
+
+/*
+ * recvmsg() of want bytes into mh's vectors, through ra: first what was read
+ * ahead; a read of less than ra->cap with nothing read ahead fills the buffer
+ * (one call takes a small message and whatever follows it); larger ones go
+ * straight to the vectors. When the last fill came short the socket was
+ * empty, so with between set (the caller is between messages) the next read
+ * is answered "would block" (-1, EAGAIN) without a call: poll(), level
+ * triggered, tells when more came, as after a real EAGAIN. Returns what
+ * recvmsg() would.
+ */
+ssize_t collc__net_ra_recv(int fd, struct net_ra *ra, struct msghdr *mh, size_t want, int between);
 
 #endif

@@ -151,6 +151,80 @@ static void t_partial_io(void **state)
 }
 
 /*
+ * The read-ahead (collc__net_ra_recv()) on a nonblocking socket pair, as
+ * collcd's control connections read: a small read takes what follows it
+ * too, later reads come from the buffer byte for byte, a large one goes
+ * straight to its vectors, a short fill answers "would block" between
+ * messages without a call (even with bytes waiting, which poll() reports),
+ * and the peer's close reads as 0.
+ */
+static ssize_t ra_read(int fd, struct net_ra *ra, uint8_t *dst, size_t a, size_t b, int between)
+{
+	struct iovec v[2] = { { dst, a }, { dst + a, b } };
+	struct msghdr mh = { .msg_iov = v, .msg_iovlen = b ? 2 : 1 };
+
+	return collc__net_ra_recv(fd, ra, &mh, a + b, between);
+}
+
+static void t_read_ahead(void **state)
+{
+	enum { CAP = 256, TOTAL = 3 * CAP + 77 };
+	uint8_t src[TOTAL], dst[TOTAL], buf[CAP];
+	struct net_ra ra = { .buf = buf, .cap = CAP };
+	size_t got = 0;
+	ssize_t n;
+	int sv[2];
+
+	(void)state;
+	for (size_t i = 0; i < TOTAL; i++)
+		src[i] = (uint8_t)(i * 131 + 7);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+	/* Nothing there: a real EAGAIN, and no fill. */
+	n = ra_read(sv[0], &ra, dst, 16, 0, 1);
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(write(sv[1], src, 2 * CAP + 40), 2 * CAP + 40);
+	/* A 16-byte header fills the buffer whole; the next two reads take from it, split over two vectors. */
+	assert_int_equal(ra_read(sv[0], &ra, dst, 16, 0, 1), 16);
+	assert_int_equal(ra.len, CAP);
+	assert_int_equal(ra.drained, 0);
+	assert_int_equal(ra_read(sv[0], &ra, dst + 16, 10, 30, 0), 40);
+	got = 56;
+	/* More than the buffer holds: the rest of it (200 bytes), then the socket straight. */
+	assert_int_equal(ra_read(sv[0], &ra, dst + got, CAP, 0, 0), CAP - 56);
+	got = CAP;
+	assert_int_equal(ra_read(sv[0], &ra, dst + got, CAP, 0, 0), CAP);
+	got += CAP;
+	/* 40 bytes left there: a small read fills short (drained) and takes 8 of them. */
+	assert_int_equal(ra_read(sv[0], &ra, dst + got, 8, 0, 1), 8);
+	assert_int_equal(ra.drained, 1);
+	assert_int_equal(ra_read(sv[0], &ra, dst + got + 8, 32, 0, 0), 32);
+	got += 40;
+	assert_memory_equal(dst, src, got);
+	/* Between messages after a short fill: "would block" without asking, though bytes wait. */
+	assert_int_equal(write(sv[1], src + got, TOTAL - got), TOTAL - got);
+	n = ra_read(sv[0], &ra, dst + got, 16, 0, 1);
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, EAGAIN);
+	/* Once (poll() said readable): the bytes come, across the buffer's bound. */
+	assert_int_equal(ra_read(sv[0], &ra, dst + got, 16, 0, 1), 16);
+	got += 16;
+	while (got < TOTAL) {
+		n = ra_read(sv[0], &ra, dst + got, TOTAL - got, 0, 0);
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	assert_memory_equal(dst, src, TOTAL);
+	/* Mid-message a drained fill does not stop a read: it asks the socket (EAGAIN is real here). */
+	n = ra_read(sv[0], &ra, dst, 16, 0, 0);
+	assert_int_equal(n, -1);
+	assert_int_equal(errno, EAGAIN);
+	close(sv[1]);
+	assert_int_equal(ra_read(sv[0], &ra, dst, 16, 0, 0), 0);
+	close(sv[0]);
+}
+
+/*
  * A header and its inline payload leave in one call (xfer2()). With
  * socket 0's buffers smaller than a message, the socket takes the header and
  * part of the payload: the message's empty shares on the other sockets must
@@ -647,6 +721,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_teardown(t_streams, setup),
 		cmocka_unit_test(t_bad_handle),
 		cmocka_unit_test(t_partial_io),
+		cmocka_unit_test(t_read_ahead),
 		cmocka_unit_test(t_inline_blocked),
 		cmocka_unit_test(t_soak),
 		cmocka_unit_test(t_connect_refused),
