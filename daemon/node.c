@@ -394,6 +394,16 @@ static int parse_listen(const char *s, union net_addr *a)
 
 /* Connections */
 
+/* The memory of a connection out of the list (its socket closed, or never kept). */
+static void conn_free(struct conn *c)
+{
+	free(c->in);
+	free(c->rx_data);
+	free(c->out);
+	free(c->ra.buf);
+	free(c);
+}
+
 static struct conn *conn_new(int fd, int initiator)
 {
 	struct conn *c;
@@ -408,9 +418,7 @@ static struct conn *conn_new(int fd, int initiator)
 	c->out = malloc(2 * NET_AUTH_FRAME_BYTES);
 	c->out_cap = 2 * NET_AUTH_FRAME_BYTES;
 	if (!c->in || !c->out) {
-		free(c->in);
-		free(c->out);
-		free(c);
+		conn_free(c);
 		return NULL;
 	}
 	c->fd = fd;
@@ -2016,11 +2024,7 @@ static void conns_step(uint64_t now)
 			node.nconns--;
 			node.gone_sent += c->bytes_sent;
 			node.gone_recv += c->bytes_recv;
-			free(c->in);
-			free(c->rx_data);
-			free(c->out);
-			free(c->ra.buf);
-			free(c);
+			conn_free(c);
 			continue;
 		}
 		pc = &c->next;
@@ -2739,11 +2743,7 @@ void node_fini(void)
 	for (struct conn *c = node.conns, *next; c; c = next) {
 		next = c->next;
 		conn_close(c);
-		free(c->in);
-		free(c->rx_data);
-		free(c->out);
-		free(c->ra.buf);
-		free(c);
+		conn_free(c);
 	}
 	node.conns = NULL;
 	node.nconns = 0;
