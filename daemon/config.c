@@ -138,6 +138,7 @@ void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char
 	cfg->net_timeout_ms = 2000;
 	cfg->net_spin_us = NET_SPIN_US;
 	cfg->net_eager_max_bytes = NODE_EAGER_DEFAULT;
+	cfg->net_eager_staged_max_bytes = NODE_EAGER_STAGED_DEFAULT;
 	cfg->net_hier_min_bytes = NET_HIER_MIN_BYTES;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
 			 CFG_AUTO_ONESHOT_LL_MAX_BYTES | CFG_AUTO_ONESHOT_MAX_BYTES |
@@ -389,6 +390,12 @@ static const struct key_desc keys[] = {
 	 * the result fit this; 0: the ring always.
 	 */
 	KEY("net_eager_max_bytes", K_U64, net_eager_max_bytes, 0, NODE_EAGER_MAX),
+	/*
+	 * The same for collectives where a buffer here is executor memory (a
+	 * GPU's): staged through host memory by the executor's copies, up to
+	 * the smaller of this and net_eager_max_bytes; 0: such ranks ring.
+	 */
+	KEY("net_eager_staged_max_bytes", K_U64, net_eager_staged_max_bytes, 0, NODE_EAGER_MAX),
 	/*
 	 * On a communicator spanning daemons with the same number (2 or more) of
 	 * ranks on each, all-reduces of at least this many bytes a rank, and

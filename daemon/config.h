@@ -55,6 +55,7 @@ struct collc_config {
 	uint32_t net_timeout_ms; /* a peer daemon silent this long fails its communicators */
 	uint32_t net_spin_us;    /* the node thread polls this long, yielding, before it sleeps */
 	uint64_t net_eager_max_bytes; /* eager collectives across daemons up to this (node.h); 0: none */
+	uint64_t net_eager_staged_max_bytes; /* the same where a buffer here is a GPU's; 0: none */
 	uint64_t net_hier_min_bytes; /* hierarchical collectives across daemons from this; 0: none */
 	uint32_t net_channels;       /* channels a communicator spanning daemons may use (node.h) */
 	/*

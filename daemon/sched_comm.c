@@ -99,6 +99,8 @@ void sched_comm_advance_done(struct comm *cm)
 			break;
 		sl->state = SLOT_EMPTY;
 		sl->arrived = 0;
+		free(sl->stage);
+		sl->stage = NULL;
 		cm->next_done++;
 		if (cm->next_launch < cm->next_done)
 			cm->next_launch = cm->next_done;
@@ -175,6 +177,8 @@ void sched_comm_free(struct comm *cm)
 	for (uint32_t i = 0; cm->slots && i < COMM_WINDOW; i++) {
 		struct slot *sl = &cm->slots[i];
 
+		free(sl->stage);
+		sl->stage = NULL;
 		if (sl->state != SLOT_ARRIVING && sl->state != SLOT_INFLIGHT)
 			continue;
 		for (uint32_t r = 0; r < cm->nranks; r++) {
@@ -736,6 +740,9 @@ void sched_net_cmd(struct sched_cmd *cmd)
 			} else {
 				sl->net = NET_GO;
 				sl->t_go_ns = now_ns();
+				/* The ring runs: inputs staged for eager are not needed. */
+				free(sl->stage);
+				sl->stage = NULL;
 			}
 		} else if (cmd->type == CMD_NET_DONE && sl->net == NET_EXECUTED) {
 			sl->net = NET_DONE;

@@ -137,6 +137,12 @@ struct slot {
 	 * the blocks to and from other daemons' ranks not yet ended (CMD_NET_P2P).
 	 */
 	uint32_t net_blocks;
+	/*
+	 * An eager collective across daemons whose inputs here are executor
+	 * memory: their host copies, one per contributing rank here in rank
+	 * order (sched_launch.c net_eager_inputs()); freed when the slot empties.
+	 */
+	uint8_t *stage;
 	struct slot_rank *ranks; /* nranks entries */
 };
 

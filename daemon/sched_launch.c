@@ -436,44 +436,127 @@ static int eager_clear_of_earlier(struct comm *cm, const struct slot *sl)
 }
 
 /*
- * An eager collective's inputs (node.h): those of the ranks here that
- * contribute, in rank order, when every buffer here is host memory that
- * collcd maps, what it holds fits limit, and no earlier collective stands in
- * the way. Fills parts (one per contributing rank here, where its input
- * lies: node_coll_ready() reads them before it returns) and returns their
- * count, -1 to ask plainly.
+ * Executor memory (a GPU's) that an eager collective stages through host
+ * memory: what the scheduler reads it copies out first, what it writes it
+ * computes aside and copies in, through the executor's copy door (exec.h
+ * copy(), synchronous). 1: m is such memory, 0: host memory collcd maps,
+ * -1: memory no copy door reaches.
  */
-static int net_eager_inputs(struct comm *cm, const struct slot *sl, const struct node_coll *d,
-			    uint64_t limit, struct iovec *parts)
+static int eager_staged(const struct mr *m)
 {
-	uint64_t in, out;
-	int n = 0;
+	if (!m || !m->exec)
+		return 0;
+	return m->exec->copy ? 1 : -1;
+}
 
-	if (sl->gated || !node_eager_sizes(d, cm->nranks, limit, &in, &out))
-		return -1;
+static int eager_copy(const struct comm *cm, uint32_t r, const struct mr *m, void *dst,
+		      const void *src, uint64_t n)
+{
+	struct node_p2p d = { 0 };
+
+	sched_net_stage(cm, r, m, &d);
+	return d.ex->copy(d.dev, dst, src, n);
+}
+
+/*
+ * Is every buffer of the ranks here host memory or memory the scheduler can
+ * stage (1 if some is staged), and has every contributing rank an input?
+ * -1: not eager.
+ */
+static int eager_buffers(const struct comm *cm, const struct slot *sl, const struct node_coll *d)
+{
+	int staged = 0;
+
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
+		const int s = eager_staged(sr->send_mr), t = eager_staged(sr->recv_mr);
 
 		if (!comm_rank_local(cm, r))
 			continue;
-		if ((sr->send_mr && sr->send_mr->exec) || (sr->recv_mr && sr->recv_mr->exec))
+		if (s < 0 || t < 0 || (node_eager_contributes(d, r) && !sr->send_mr))
 			return -1;
-		if (node_eager_contributes(d, r) && !sr->send_mr)
-			return -1;
+		staged |= s | t;
 	}
+	return staged;
+}
+
+/*
+ * Where rank r's input of eager collective d lies in host memory: its send
+ * buffer, or its copy in the slot's stage (the k-th contributing rank here).
+ */
+static const uint8_t *eager_src(const struct slot *sl, uint32_t r, uint32_t k, uint64_t in)
+{
+	const struct slot_rank *sr = &sl->ranks[r];
+
+	if (eager_staged(sr->send_mr))
+		return sl->stage + (uint64_t)k * in;
+	return (const uint8_t *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off);
+}
+
+/*
+ * An eager collective's inputs (node.h): those of the ranks here that
+ * contribute, in rank order, when every buffer here is host memory that
+ * collcd maps or executor memory it stages (the smaller limit, staged_limit,
+ * then applies), what it holds fits limit, and no earlier collective stands
+ * in the way. Fills parts (one per contributing rank here, where its input
+ * lies in host memory: node_coll_ready() reads them before it returns) and
+ * returns their count, -1 to ask plainly.
+ */
+static int net_eager_inputs(struct comm *cm, struct slot *sl, const struct node_coll *d,
+			    uint64_t limit, uint64_t staged_limit, struct iovec *parts)
+{
+	const int staged = sl->gated ? -1 : eager_buffers(cm, sl, d);
+	uint64_t in, out;
+	uint32_t k = 0;
+	int n = 0;
+
+	if (staged < 0 ||
+	    !node_eager_sizes(d, cm->nranks, staged ? staged_limit : limit, &in, &out))
+		return -1;
 	if (!eager_clear_of_earlier(cm, sl))
 		return -1;
+	for (uint32_t r = 0; r < cm->nranks; r++)
+		k += comm_rank_local(cm, r) && node_eager_contributes(d, r);
+	free(sl->stage);
+	sl->stage = NULL;
+	if (staged && k && !(sl->stage = malloc(k * in)))
+		return -1;
+	k = 0;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
 
 		if (!comm_rank_local(cm, r) || !node_eager_contributes(d, r))
 			continue;
+		if (eager_staged(sr->send_mr) &&
+		    eager_copy(cm, r, sr->send_mr, sl->stage + (uint64_t)k * in,
+			       (const void *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off),
+			       in) < 0) {
+			/* The ring runs instead; the executor logged why. */
+			free(sl->stage);
+			sl->stage = NULL;
+			return -1;
+		}
 		parts[n++] = (struct iovec){
-			.iov_base = (void *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off),
+			.iov_base = (void *)eager_src(sl, r, k++, in),
 			.iov_len = in,
 		};
 	}
 	return n;
+}
+
+/*
+ * Rank r's result of eager collective d, n bytes at res, into its receive
+ * buffer at dst (host memory, or executor memory it is copied into).
+ */
+static int eager_put(const struct comm *cm, const struct slot *sl, uint32_t r, uint8_t *dst,
+		     const uint8_t *res, uint64_t n)
+{
+	const struct mr *m = sl->ranks[r].recv_mr;
+
+	if (eager_staged(m))
+		return eager_copy(cm, r, m, dst, res, n) < 0 ? -EIO : 0;
+	memmove(dst, res, n);
+	return 0;
 }
 
 /* Where rank r takes eager collective d's result: its receive buffer; NULL: not here, or none. */
@@ -495,8 +578,9 @@ static uint8_t *eager_dst(const struct comm *cm, const struct slot *sl, const st
  * place in the gathered buffer, a broadcast's root's input over it. Fills
  * land in the order the inputs come (rank order) and returns their count;
  * 0 where they may not land: a reduce-scatter, more than one input to
- * reduce from there, more than two daemons, no result here, or a place an
- * input here overlaps.
+ * reduce from there, more than two daemons, no result here, a buffer here
+ * that is not host memory (the node thread writes the places), or a place
+ * an input here overlaps.
  */
 static uint32_t net_eager_land(const struct comm *cm, const struct slot *sl,
 			       const struct node_coll *d, struct iovec *land)
@@ -506,7 +590,8 @@ static uint32_t net_eager_land(const struct comm *cm, const struct slot *sl,
 	uint32_t n = 0;
 
 	if (!cm->net_pair || d->opcode == COLLC_OP_REDUCE_SCATTER ||
-	    !node_eager_sizes(d, cm->nranks, NODE_EAGER_MAX, &in, &out))
+	    !node_eager_sizes(d, cm->nranks, NODE_EAGER_MAX, &in, &out) ||
+	    eager_buffers(cm, sl, d) != 0)
 		return 0;
 	for (uint32_t r = 0; r < cm->nranks && !first; r++)
 		first = eager_dst(cm, sl, d, r);
@@ -554,10 +639,13 @@ static void net_ask(struct comm *cm, struct slot *sl)
 	if (!d.bad) {
 		/* Inputs received aside and then reduced from there cost more. */
 		nland = net_eager_land(cm, sl, &d, land);
-		n = net_eager_inputs(
-			cm, sl, &d,
-			node_eager_limit(sched.execs[cm->exec_idx].cfg.net_eager_max_bytes, nland),
-			parts);
+		const struct collc_config *cfg = &sched.execs[cm->exec_idx].cfg;
+		const uint64_t staged = cfg->net_eager_staged_max_bytes < cfg->net_eager_max_bytes
+						? cfg->net_eager_staged_max_bytes
+						: cfg->net_eager_max_bytes;
+
+		n = net_eager_inputs(cm, sl, &d, node_eager_limit(cfg->net_eager_max_bytes, nland),
+				     staged, parts);
 	}
 	d.eager = n >= 0;
 	if (!d.eager)
@@ -582,8 +670,8 @@ int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, u
 			n = out / cm->nranks;
 			from = r * n;
 		}
-		if (dst)
-			memmove(dst, res + from, n);
+		if (dst && eager_put(cm, sl, r, dst, res + from, n) < 0)
+			return -EIO;
 	}
 	sched_record_latency(sl->t_first_ns, (uint64_t)rank_bytes(sl, cm->nranks));
 	return 0;
@@ -641,10 +729,15 @@ int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, 
 	const uint8_t *in[COLLC_MAX_RANKS] = { NULL }, *blk[COLLC_MAX_RANKS];
 	struct iovec land[NODE_LAND_MAX];
 	uint64_t in_bytes, out, off = 0;
-	uint8_t *first = NULL;
-	uint32_t nland = 0, k = 0;
+	uint8_t *first = NULL, *aside = NULL;
+	uint32_t nland = 0, k = 0, kl = 0;
+	int staged, err = 0;
 
 	if (!node_eager_sizes(&d, cm->nranks, NODE_EAGER_MAX, &in_bytes, &out))
+		return -EPROTO;
+	/* Inputs here in executor memory were copied out when it asked. */
+	staged = eager_buffers(cm, sl, &d);
+	if (staged < 0 || (staged && !sl->stage))
 		return -EPROTO;
 	/* No data: they landed where net_ask() said they may, and the result is computed there. */
 	if (!peer) {
@@ -653,12 +746,10 @@ int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, 
 			return -EPROTO;
 	}
 	for (uint32_t r = 0; r < cm->nranks; r++) {
-		const struct slot_rank *sr = &sl->ranks[r];
-
 		if (!node_eager_contributes(&d, r))
 			continue;
 		if (comm_rank_local(cm, r)) {
-			in[r] = (const uint8_t *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off);
+			in[r] = eager_src(sl, r, kl++, in_bytes);
 			continue;
 		}
 		if (len - off < in_bytes || (!peer && k == nland))
@@ -668,7 +759,10 @@ int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, 
 	}
 	if (off != len)
 		return -EPROTO;
-	for (uint32_t r = 0; r < cm->nranks; r++) {
+	/* Where results go to executor memory, they are computed aside and copied in. */
+	if (staged && !(aside = malloc(out)))
+		return -ENOMEM;
+	for (uint32_t r = 0; r < cm->nranks && !err; r++) {
 		uint8_t *dst = eager_dst(cm, sl, &d, r);
 		const uint64_t n = out / cm->nranks;
 
@@ -678,16 +772,28 @@ int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, 
 			/* Only this rank's block of the result, from that block of every input. */
 			for (uint32_t k = 0; k < cm->nranks; k++)
 				blk[k] = in[k] + (uint64_t)r * n;
-			if (eager_compute_into(&d, cm->nranks, blk, n, dst, n) < 0)
-				return -ENOMEM;
+			if (eager_staged(sl->ranks[r].recv_mr)) {
+				node_eager_compute(&d, cm->nranks, blk, n, aside);
+				err = eager_put(cm, sl, r, dst, aside, n);
+			} else {
+				err = eager_compute_into(&d, cm->nranks, blk, n, dst, n);
+			}
 		} else if (!first) {
-			if (eager_compute_into(&d, cm->nranks, in, in_bytes, dst, out) < 0)
-				return -ENOMEM;
-			first = dst;
+			if (eager_staged(sl->ranks[r].recv_mr)) {
+				node_eager_compute(&d, cm->nranks, in, in_bytes, aside);
+				first = aside;
+				err = eager_put(cm, sl, r, dst, aside, out);
+			} else {
+				err = eager_compute_into(&d, cm->nranks, in, in_bytes, dst, out);
+				first = dst;
+			}
 		} else {
-			memmove(dst, first, out);
+			err = eager_put(cm, sl, r, dst, first, out);
 		}
 	}
+	free(aside);
+	if (err)
+		return err;
 	sched_record_latency(sl->t_first_ns, (uint64_t)rank_bytes(sl, cm->nranks));
 	return 0;
 }

@@ -40,6 +40,7 @@ static inline int fuzz_cfg_equal(const struct collc_config *a, const struct coll
 	       a->exec_spin_us == b->exec_spin_us && a->gated_items == b->gated_items &&
 	       a->net_timeout_ms == b->net_timeout_ms &&
 	       a->net_eager_max_bytes == b->net_eager_max_bytes &&
+	       a->net_eager_staged_max_bytes == b->net_eager_staged_max_bytes &&
 	       a->net_hier_min_bytes == b->net_hier_min_bytes &&
 	       a->net_tcp_streams == b->net_tcp_streams && !strcmp(a->listen, b->listen) &&
 	       !strcmp(a->net, b->net) && !strcmp(a->net_ifname, b->net_ifname) &&
@@ -108,6 +109,8 @@ static inline const char *fuzz_cfg_out_of_range(const struct collc_config *c, ui
 		return "net_timeout_ms";
 	if (c->net_eager_max_bytes > (2u << 20))
 		return "net_eager_max_bytes";
+	if (c->net_eager_staged_max_bytes > (2u << 20))
+		return "net_eager_staged_max_bytes";
 	if (c->net_hier_min_bytes > (1ull << 40))
 		return "net_hier_min_bytes";
 	if (c->net_tcp_streams < 1 || c->net_tcp_streams > 8)

@@ -32,7 +32,9 @@
 # net-4ranks-flat: net-4ranks with net_hier_min_bytes=0 set on both (the flat
 # ring alone, none counted); net-4ranks-rr: net-4ranks with the ranks
 # round-robin, 0 and 2 on the first collcd, so the ring runs by daemon, 0 2 1
-# 3; no argument: all six; each
+# 3; net-2ranks also checks that collcd A ran some collectives eagerly, their
+# GPU buffers staged through host memory, unless COLLCD_SET turns that off;
+# no argument: all six; each
 # has its own time limit, 180 s each, 120 for the kill and 150 for net-hostile, and a run takes
 # about a minute on one H200)
 #
@@ -156,6 +158,18 @@ stop_one() { # pid: SIGTERM, then SIGKILL after 10 s; its exit status in STOP_RC
 	STOP_RC=$?
 }
 WANT=" ${*:-net-2ranks net-4ranks net-4ranks-flat net-4ranks-rr net-kill-4ranks net-hostile} "
+eager_count() { # sock: collectives that went eager on that collcd so far (status --json net.eager)
+	"$BIN/collcctl" --socket "$1" status --json 2>/dev/null |
+		python3 "$(dirname "$0")/../multinode/mn_status.py" eager 2>/dev/null || echo none
+}
+eager_ran() { # label before: collcd A ran some eagerly since (GPU buffers staged, net_eager_staged_max_bytes)
+	local now
+	[[ "$WANT" == *" $1 "* ]] || return 0
+	now=$(eager_count "$SOCK_A")
+	[ "$now" != none ] && [ "$2" != none ] && [ "$now" -gt "$2" ] &&
+		result "$1/eager PASS collcd A ran $((now - $2)) collectives eagerly (GPU buffers staged)" ||
+		result "$1/eager FAIL collcd A ran none eagerly (before $2, now $now)"
+}
 hier_count() { # sock: collectives collcd ran hierarchically so far (status --json totals.by_algo.hier)
 	"$BIN/collcctl" --socket "$1" status --json 2>/dev/null |
 		python3 "$(dirname "$0")/../multinode/mn_status.py" algo hier 2>/dev/null || echo none
@@ -204,8 +218,13 @@ alive() { # label: both collcd still run (after a scenario that must not kill th
 : >"$LOGDIR/collcd-a.log"; : >"$LOGDIR/collcd-b.log"; : >"$LOGDIR/tests.log"
 if start_both; then
 	result "daemons-started PASS collcd A pid $PID_A ($ADDR_A:$PORT_A), B pid $PID_B ($ADDR_B:$PORT_B), gpu $GPU, MPS started here: $MPS_STARTED"
+	EAGER0=$(eager_count "$SOCK_A")
 	t 180 net-2ranks net --gpus "$GPU,$GPU"
 	alive net-2ranks
+	case " ${COLLCD_SET:-} " in
+	*" net_eager_staged_max_bytes=0 "* | *" net_eager_max_bytes=0 "*) ;;
+	*) eager_ran net-2ranks "$EAGER0" ;;
+	esac
 	# A GPU lane serves one communicator spanning daemons: let the last one's teardown end.
 	sleep 2
 	HIER0=$(hier_count "$SOCK_A")
