@@ -138,7 +138,13 @@ void cfg_defaults_cc(struct collc_config *cfg, uint32_t max_channels, const char
 	cfg->net_timeout_ms = 2000;
 	cfg->net_spin_us = NET_SPIN_US;
 	cfg->net_eager_max_bytes = NODE_EAGER_DEFAULT;
-	cfg->net_eager_staged_max_bytes = NODE_EAGER_STAGED_DEFAULT;
+	/*
+	 * Eager through host memory for GPU buffers (sched_launch.c
+	 * eager_staged()) is off until it has run on a GPU: their collectives
+	 * across daemons ring, as they always did (tests/gpu/net-daemons.sh
+	 * runs with it on).
+	 */
+	cfg->net_eager_staged_max_bytes = 0;
 	cfg->net_hier_min_bytes = NET_HIER_MIN_BYTES;
 	cfg->auto_mask = CFG_AUTO_CHANNELS | CFG_AUTO_CHANNEL_MIN_BYTES |
 			 CFG_AUTO_ONESHOT_LL_MAX_BYTES | CFG_AUTO_ONESHOT_MAX_BYTES |

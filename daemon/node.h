@@ -125,7 +125,7 @@ struct node_coll {
  * daemon holds and the result each at most limit bytes (the key
  * net_eager_max_bytes; what arrives is checked against NODE_EAGER_MAX).
  */
-#define NODE_EAGER_MAX            (2u << 20)
+#define NODE_EAGER_MAX     (2u << 20)
 /*
  * net_eager_max_bytes by default. Where the one other daemon's input lands
  * in place (the scheduler's net_eager_land()), eager took 15-18% less time
@@ -136,7 +136,7 @@ struct node_coll {
  * time and 10-20% more pipelined eager than by the ring (bench/RESULTS.md,
  * "Congestion control auto and the eager limit at 2 MiB").
  */
-#define NODE_EAGER_DEFAULT        NODE_EAGER_MAX
+#define NODE_EAGER_DEFAULT NODE_EAGER_MAX
 /*
  * net_eager_max_bytes by default on hosts with cores to spare, whose tcp
  * links move their data sockets in helper threads (net_tcp_helpers): there
@@ -146,16 +146,7 @@ struct node_coll {
  * eager (120-157 against 181-206; bench/RESULTS.md, "Helper threads for
  * the tcp links").
  */
-#define NODE_EAGER_HELPERS        (512u << 10)
-/*
- * net_eager_staged_max_bytes by default: the eager limit where a buffer
- * here is executor memory (a GPU's), whose inputs the scheduler copies to
- * host memory through the executor's copy door before it sends them, and
- * whose result it copies back (sched_launch.c). Below it a GPU rank's
- * collective across daemons takes the eager path's hand-offs plus two
- * copies instead of the ring's steps through the grid's staging.
- */
-#define NODE_EAGER_STAGED_DEFAULT (256u << 10)
+#define NODE_EAGER_HELPERS (512u << 10)
 int node_eager_sizes(const struct node_coll *d, uint32_t nranks, uint64_t limit, uint64_t *ret_in,
 		     uint64_t *ret_out);
 /*

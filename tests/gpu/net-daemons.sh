@@ -32,15 +32,17 @@
 # net-4ranks-flat: net-4ranks with net_hier_min_bytes=0 set on both (the flat
 # ring alone, none counted); net-4ranks-rr: net-4ranks with the ranks
 # round-robin, 0 and 2 on the first collcd, so the ring runs by daemon, 0 2 1
-# 3; net-2ranks also checks that collcd A ran some collectives eagerly, their
-# GPU buffers staged through host memory, unless COLLCD_SET turns that off;
+# 3; both collcd run with net_eager_staged_max_bytes=$STAGED_MAX (default
+# 262144; the key's own default is 0), and net-2ranks checks that collcd A
+# ran some collectives eagerly, their GPU buffers staged through host
+# memory, unless STAGED_MAX or COLLCD_SET is 0;
 # no argument: all six; each
 # has its own time limit, 180 s each, 120 for the kill and 150 for net-hostile, and a run takes
 # about a minute on one H200)
 #
 # PREBUILT: a directory with collcd, collcctl, collc-gpu-test and libcollc.so.1, and for
 # net-hostile libnccl-net-collc.so and libnccl-net-collchostile.so (no build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
-# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), KILL_MODE,
+# SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), STAGED_MAX, KILL_MODE,
 # COLLCD_SET ("KEY=VALUE ...": a --set for each, on both collcd; for A/B runs)
 # and COLLCD_BIN (another collcd binary than PREBUILT's, same clients).
 #
@@ -63,6 +65,7 @@
 # FAIL, not a skip.
 set -u
 LOGDIR=${OUT:-/tmp/collc-gpunet-logs}
+STAGED_MAX=${STAGED_MAX:-262144}
 SEED=${SEED:-$(date +%s)}
 PORT_A=${PORT_A:-7461}
 PORT_B=${PORT_B:-7462}
@@ -126,7 +129,7 @@ start_one() { # sock addr port log [ns]: starts one collcd (its pid in STARTED);
 	rm -f "$1" "$1.admin"
 	# nsenter, not `ip netns exec`: the network alone (no sysfs remount), and none of IP's environment.
 	[ -n "${5:-}" ] && in=(nsenter "--net=/run/netns/$5")
-	local set=()
+	local set=(--set "net_eager_staged_max_bytes=$STAGED_MAX")
 	for kv in ${COLLCD_SET:-}; do set+=(--set "$kv"); done
 	"${in[@]}" env "${START_ENV[@]}" "${COLLCD_BIN:-$BIN/collcd}" --backend cuda --socket "$1" --listen "$2:$3" \
 		--max-channels 8 --devices $((GPU + 1)) --foreground --log-level info "${set[@]}" \
@@ -221,8 +224,8 @@ if start_both; then
 	EAGER0=$(eager_count "$SOCK_A")
 	t 180 net-2ranks net --gpus "$GPU,$GPU"
 	alive net-2ranks
-	case " ${COLLCD_SET:-} " in
-	*" net_eager_staged_max_bytes=0 "* | *" net_eager_max_bytes=0 "*) ;;
+	case "$STAGED_MAX ${COLLCD_SET:-} " in
+	"0 "* | *" net_eager_staged_max_bytes=0 "* | *" net_eager_max_bytes=0 "*) ;;
 	*) eager_ran net-2ranks "$EAGER0" ;;
 	esac
 	# A GPU lane serves one communicator spanning daemons: let the last one's teardown end.
