@@ -187,12 +187,26 @@ static void print_placement(FILE *f, const struct bench_cfg *cfg)
 		fprintf(f, "; each rank and raw TCP stream on its daemon's CPUs\n");
 }
 
-/* The raw TCP limit of an inter-node run: the slower direction (GB/s); 0 when not measured. */
+/* One measurement's slower direction (GB/s); 0 when not measured. */
+static double tcp_slower(const struct tcp_limit *t)
+{
+	if (!t || !t->ok)
+		return 0;
+	return t->gbps[0] < t->gbps[1] ? t->gbps[0] : t->gbps[1];
+}
+
+/*
+ * The raw TCP limit of an inter-node run (GB/s; 0 when not measured): the
+ * slower direction of the faster of the two measurements, before and after
+ * the collc ranks ran. Raw TCP between the namespaces of a shared host
+ * wanders from minute to minute (bench/RESULTS.md); collc is held to the
+ * better figure.
+ */
 static double tcp_limit(const struct report *rp)
 {
-	if (!rp->tcp || !rp->tcp->ok)
-		return 0;
-	return rp->tcp->gbps[0] < rp->tcp->gbps[1] ? rp->tcp->gbps[0] : rp->tcp->gbps[1];
+	const double a = tcp_slower(rp->tcp), b = tcp_slower(rp->tcp_after);
+
+	return a > b ? a : b;
 }
 
 /* How collc's ranks submitted and what p50 and pipe time in that mode. */
@@ -269,11 +283,21 @@ static void print_header(FILE *f, const struct report *rp)
 			cfg->nsockets, cfg->nsockets);
 		print_placement(f, cfg);
 	}
-	if (tcp_ok)
+	if (tcp_ok && rp->tcp_after && rp->tcp_after->ok)
 		fprintf(f,
-			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back (%s);\n"
+			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back before the collc "
+			"ranks ran, %.3f and %.3f after (%s);\n"
+			"#   the limit is the slower direction of the faster measurement, %.3f GB/s; "
+			"xTCP = collc busbw / limit\n",
+			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp_after->gbps[0],
+			rp->tcp_after->gbps[1], rp->tcp->where, tcp_limit(rp));
+	else if (tcp_ok)
+		fprintf(f,
+			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back (%s; not measured "
+			"again after the collc ranks: %s);\n"
 			"#   the limit is the slower one, %.3f GB/s; xTCP = collc busbw / limit\n",
-			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp->where, tcp_limit(rp));
+			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp->where,
+			rp->tcp_after ? rp->tcp_after->err : "not asked", tcp_limit(rp));
 	else if (rp->tcp)
 		fprintf(f, "# raw TCP between the first two daemons: not measured (%s)\n",
 			rp->tcp->err);

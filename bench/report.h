@@ -25,7 +25,11 @@ struct report {
 	const char *peer_name; /* "NCCL", "MPI" or NULL */
 	const char *backend;
 	unsigned modes; /* NCCL: 1 << enum nccl_mode for each mode run; 0: the peer has none */
-	const struct tcp_limit *tcp; /* the raw TCP limit of an inter-node run, or NULL */
+	/*
+	 * The raw TCP limit of an inter-node run, measured before the collc
+	 * ranks ran (tcp) and again after (tcp_after); NULL: not measured.
+	 */
+	const struct tcp_limit *tcp, *tcp_after;
 	struct report_row rows[BENCH_MAX_SIZES];
 };
 
