@@ -13,7 +13,10 @@
 #   PREBUILT=dir bench/run-gpu-net.sh [--ranks N] [--gpu G] [--set KEY=VALUE]... [-- collc-bench arguments...]
 #
 # PREBUILT: collcd, collc-bench and libcollc.so.1 (and the libraries they
-# need). OUT: where the daemons' logs go (default /tmp/collc-gpunet-bench).
+# need; with collcctl there too, each daemon's count of eager collectives
+# follows the table). OUT: where the daemons' logs go (default
+# /tmp/collc-gpunet-bench). The staged eager path of GPU ranks against the
+# ring: --set net_eager_staged_max_bytes=262144 against =0.
 set -u
 BIN=${PREBUILT:?PREBUILT=dir with collcd, collc-bench and libcollc.so.1}
 LOGDIR=${OUT:-/tmp/collc-gpunet-bench}
@@ -26,7 +29,7 @@ while [ $# -gt 0 ]; do
 	--gpu) gpu=$2; shift 2 ;;
 	--set) sets+=(--set "$2"); shift 2 ;;
 	--) shift; break ;;
-	-h | --help) sed -n '3,16p' "$0"; exit 0 ;;
+	-h | --help) sed -n '3,19p' "$0"; exit 0 ;;
 	*) echo "run-gpu-net.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -64,3 +67,12 @@ for ((r = 1; r < ranks; r++)); do gpus=$gpus,$gpu; done
 echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi -L | head -1), MPS started here: $mps"
 echo "# two collcd on loopback (${sets[*]:-defaults}), $ranks GPU ranks round-robin over them"
 "$BIN/collc-bench" --backend cuda --socket "${socks[0]},${socks[1]}" --nranks "$ranks" --gpus "$gpus" "$@"
+rc=$?
+# How many went eager (net_eager_staged_max_bytes: GPU buffers staged through host memory).
+if [ -x "$BIN/collcctl" ]; then
+	for i in 0 1; do
+		echo "# collcd $i: $("$BIN/collcctl" --socket "${socks[i]}" status --json 2>/dev/null |
+			python3 -c 'import json, sys; n = json.load(sys.stdin).get("net", {}); print("eager", n.get("eager"), "of which landed in place", n.get("eager_landed"))' 2>/dev/null)"
+	done
+fi
+exit $rc
