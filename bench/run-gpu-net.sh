@@ -18,7 +18,6 @@
 # /tmp/collc-gpunet-bench). The staged eager path of GPU ranks against the
 # ring: --set net_eager_staged_max_bytes=262144 against =0.
 set -u
-BIN=${PREBUILT:?PREBUILT=dir with collcd, collc-bench and libcollc.so.1}
 LOGDIR=${OUT:-/tmp/collc-gpunet-bench}
 ranks=4
 gpu=0
@@ -33,6 +32,7 @@ while [ $# -gt 0 ]; do
 	*) echo "run-gpu-net.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
+BIN=${PREBUILT:?PREBUILT=dir with collcd, collc-bench and libcollc.so.1}
 export LD_LIBRARY_PATH=$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$LOGDIR"
 export CUDA_MPS_PIPE_DIRECTORY=/tmp/collc-gpunet-bench-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/collc-gpunet-bench-mps-log
