@@ -54,6 +54,8 @@ static const char *const keys[] = {
 	"net_ifname",
 	"net_timeout_ms",
 	"net_spin_us",
+	"net_eager_max_bytes",
+	"net_eager_staged_max_bytes",
 };
 
 static int memfd = -1;
