@@ -89,7 +89,15 @@ void sched_post(struct sched_cmd *cmd)
 	store_relaxed(cmd_tail, cmd);
 	cmd_tail = &cmd->next;
 	pthread_mutex_unlock(&cmd_lock);
-	wake_scheduler();
+	fetch_add(&doorbell->seq, 1);
+	/*
+	 * N3: pairs with S1 like N1: either the scheduler's look before it
+	 * sleeps sees the command, or this sees it asleep. Awake (a command
+	 * posted from its own thread, or while it runs) it needs no futex call.
+	 */
+	fence_seq_cst();
+	if (load_relaxed(&sleeping))
+		futex_wake(&doorbell->seq, 1);
 }
 
 void sched_cmd_finish(struct sched_cmd *cmd, int result)
@@ -625,7 +633,10 @@ static void sleep_until_work(int timers, uint64_t nap_ns)
 	 * it until we wake, and one full now is what N2 looks for.
 	 */
 	store_relaxed(&room_wanted, fifo_full());
-	/* S1: pairs with A2 in the client (tail store, fence, flags load), N1 and N2 in executors. */
+	/*
+	 * S1: pairs with A2 in the client (tail store, fence, flags load), N1
+	 * and N2 in executors, N3 in sched_post().
+	 */
 	fence_seq_cst();
 	if (!work_visible() && !completion_visible(&inflight) && !launch_unblocked() &&
 	    !load_relaxed(&stop_requested)) {
