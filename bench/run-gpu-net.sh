@@ -72,7 +72,7 @@ rc=$?
 if [ -x "$BIN/collcctl" ]; then
 	for i in 0 1; do
 		echo "# collcd $i: $("$BIN/collcctl" --socket "${socks[i]}" status --json 2>/dev/null |
-			python3 -c 'import json, sys; n = json.load(sys.stdin).get("net", {}); print("eager", n.get("eager"), "of which landed in place", n.get("eager_landed"))' 2>/dev/null)"
+			python3 -c 'import json, sys; d = json.load(sys.stdin); n = d.get("net", {}); print("eager", n.get("eager"), "landed in place", n.get("eager_landed"), "GPU buffers staged", d.get("totals", {}).get("net_eager_staged"))' 2>/dev/null)"
 	done
 fi
 exit $rc

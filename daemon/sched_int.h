@@ -344,6 +344,8 @@ struct sched_state {
 	uint64_t gated_items, gated_fired, gated_skipped; /* sched_gated.c */
 	/* Items that named a done word; clients whose words an executor could not map. */
 	uint64_t done_items, done_map_failures;
+	/* Eager collectives across daemons whose buffers here were staged (sched_launch.c). */
+	uint64_t net_eager_staged;
 	/* Ring collectives across daemons that ran to ALLDONE, and their phases (status.h). */
 	uint64_t net_phase_n, net_phase_ns[NET_PHASES];
 	uint64_t by_algo[COLLC_ALGO_MAX];

@@ -673,6 +673,7 @@ int sched_net_eager_done(struct comm *cm, struct slot *sl, const uint8_t *res, u
 		if (dst && eager_put(cm, sl, r, dst, res + from, n) < 0)
 			return -EIO;
 	}
+	sched.net_eager_staged += eager_buffers(cm, sl, &d) == 1;
 	sched_record_latency(sl->t_first_ns, (uint64_t)rank_bytes(sl, cm->nranks));
 	return 0;
 }
@@ -794,6 +795,7 @@ int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, 
 	free(aside);
 	if (err)
 		return err;
+	sched.net_eager_staged += (uint64_t)staged;
 	sched_record_latency(sl->t_first_ns, (uint64_t)rank_bytes(sl, cm->nranks));
 	return 0;
 }

@@ -322,6 +322,7 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 	s->graph_fires = sched.graph_fires;
 	s->done_items = sched.done_items;
 	s->done_map_failures = sched.done_map_failures;
+	s->net_eager_staged = sched.net_eager_staged;
 	s->net_phase_n = sched.net_phase_n;
 	memcpy(s->net_phase_ns, sched.net_phase_ns, sizeof(s->net_phase_ns));
 	s->gate_ns = sched.gate_ns;

@@ -220,11 +220,12 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		  ", \"gated\": {\"handed\": %" PRIu64 ", \"fired\": %" PRIu64
 		  ", \"skipped\": %" PRIu64 "}"
 		  ", \"done_word_items\": %" PRIu64 ", \"done_word_map_failures\": %" PRIu64
+		  ", \"net_eager_staged\": %" PRIu64
 		  ", \"net_phases_ns\": {\"collectives\": %" PRIu64,
 		  s->submitted, s->completed, s->errors, s->bad, s->aborted, s->batches,
 		  s->batch_items, s->stream_colls, s->graph_fires, s->gate_ns, s->gated_items,
 		  s->gated_fired, s->gated_skipped, s->done_items, s->done_map_failures,
-		  s->net_phase_n);
+		  s->net_eager_staged, s->net_phase_n);
 	for (int p = 0; p < NET_PHASES; p++)
 		sb_printf(b, ", \"%s\": %" PRIu64, net_phase_name[p], s->net_phase_ns[p]);
 	sb_printf(b, "}, ");
@@ -263,6 +264,9 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 		s->stream_colls ? (double)s->gate_ns / 1000.0 / (double)s->stream_colls : 0.0,
 		s->gated_items, s->gated_fired, s->gated_skipped, s->done_items,
 		s->done_map_failures);
+	if (s->net_eager_staged)
+		sb_printf(b, "eager across daemons with GPU buffers staged: %" PRIu64 "\n",
+			  s->net_eager_staged);
 	if (s->net_phase_n) {
 		sb_printf(b, "ring collectives across daemons: %" PRIu64 ", us each (mean):",
 			  s->net_phase_n);
@@ -382,6 +386,10 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 		     "Work items that named their rank's done word (proto/shm.h).", s->done_items);
 	metric_total(&b, "collc_done_word_map_failures_total",
 		     "Clients whose done words an executor could not map.", s->done_map_failures);
+	metric_total(&b, "collc_net_eager_staged_total",
+		     "Eager collectives across daemons whose GPU buffers here were staged through "
+		     "host memory.",
+		     s->net_eager_staged);
 	metric_total(&b, "collc_stream_gate_open_to_end_microseconds_total",
 		     "Time from every rank's gate open to the end, summed over stream collectives.",
 		     s->gate_ns / 1000);

@@ -84,6 +84,7 @@ struct status_snapshot {
 	uint64_t stream_colls, graph_fires, gate_ns; /* sched_int.h */
 	uint64_t gated_items, gated_fired, gated_skipped;
 	uint64_t done_items, done_map_failures;         /* sched_int.h */
+	uint64_t net_eager_staged;                      /* sched_int.h */
 	uint64_t net_phase_n, net_phase_ns[NET_PHASES]; /* collectives, ns in each phase */
 	uint64_t by_algo[COLLC_ALGO_MAX];
 	uint64_t by_proto[COLLC_PROTO_MAX];

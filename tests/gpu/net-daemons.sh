@@ -161,11 +161,11 @@ stop_one() { # pid: SIGTERM, then SIGKILL after 10 s; its exit status in STOP_RC
 	STOP_RC=$?
 }
 WANT=" ${*:-net-2ranks net-4ranks net-4ranks-flat net-4ranks-rr net-kill-4ranks net-hostile} "
-eager_count() { # sock: collectives that went eager on that collcd so far (status --json net.eager)
+eager_count() { # sock: eager collectives with GPU buffers staged on that collcd so far (totals.net_eager_staged)
 	"$BIN/collcctl" --socket "$1" status --json 2>/dev/null |
-		python3 "$(dirname "$0")/../multinode/mn_status.py" eager 2>/dev/null || echo none
+		python3 "$(dirname "$0")/../multinode/mn_status.py" eager_staged 2>/dev/null || echo none
 }
-eager_ran() { # label before: collcd A ran some eagerly since (GPU buffers staged, net_eager_staged_max_bytes)
+eager_ran() { # label before: collcd A ran some eagerly since, its GPU buffers staged (net_eager_staged_max_bytes)
 	local now
 	[[ "$WANT" == *" $1 "* ]] || return 0
 	now=$(eager_count "$SOCK_A")

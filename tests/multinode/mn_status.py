@@ -10,6 +10,8 @@ multi-node tests. The JSON comes on stdin.
                            the ranks' result buffers
   mn_status.py early_ends  net.early_ends: ring collectives that ended on the ranks
                            before every daemon ran them
+  mn_status.py eager_staged  totals.net_eager_staged: eager collectives whose GPU
+                           buffers the daemon staged through host memory
   mn_status.py phases      totals.net_phases_ns: ring collectives across daemons
                            that ran to ALLDONE, then ns in agree, to_launch, run,
                            alldone
@@ -43,6 +45,13 @@ def main():
             print(f"mn_status: no totals.by_algo.{name} in status --json", file=sys.stderr)
             return 1
         print(by_algo[name])
+        return 0
+    if what == "eager_staged":
+        n = doc.get("totals", {}).get("net_eager_staged") if isinstance(doc, dict) else None
+        if not isinstance(n, int):
+            print("mn_status: no totals.net_eager_staged in status --json", file=sys.stderr)
+            return 1
+        print(n)
         return 0
     if what == "phases":
         ph = doc.get("totals", {}).get("net_phases_ns", {}) if isinstance(doc, dict) else {}

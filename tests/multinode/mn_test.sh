@@ -269,6 +269,10 @@ correct | a2a | p2p)
 				mn_fail "status --json of node $i has no net.eager counter"
 			early=$($PY "$here/mn_status.py" early_ends <<<"$json") ||
 				mn_fail "status --json of node $i has no net.early_ends counter"
+			# Host memory goes eager as it is: nothing is staged (that is for GPU buffers).
+			staged=$($PY "$here/mn_status.py" eager_staged <<<"$json") ||
+				mn_fail "status --json of node $i has no totals.net_eager_staged"
+			[ "$staged" = 0 ] || mn_fail "node $i: $staged eager collectives staged, of host memory"
 			# Where they went: asked -> GO, -> handed over, -> ran here, -> ALLDONE (ns).
 			read -r nph agree _ run alldone < <($PY "$here/mn_status.py" phases <<<"$json") ||
 				mn_fail "status --json of node $i has no totals.net_phases_ns"
