@@ -81,6 +81,12 @@ void sched_slot_finish(struct comm *cm, struct slot *sl, int res)
 	sl->state = SLOT_DONE;
 }
 
+void sched_slot_unstage(struct slot *sl)
+{
+	free(sl->stage);
+	sl->stage = NULL;
+}
+
 void sched_slot_end_early(struct comm *cm, struct slot *sl)
 {
 	sched_record_latency(sl->t_start_ns, sl->bytes);
@@ -99,8 +105,7 @@ void sched_comm_advance_done(struct comm *cm)
 			break;
 		sl->state = SLOT_EMPTY;
 		sl->arrived = 0;
-		free(sl->stage);
-		sl->stage = NULL;
+		sched_slot_unstage(sl);
 		cm->next_done++;
 		if (cm->next_launch < cm->next_done)
 			cm->next_launch = cm->next_done;
@@ -177,8 +182,7 @@ void sched_comm_free(struct comm *cm)
 	for (uint32_t i = 0; cm->slots && i < COMM_WINDOW; i++) {
 		struct slot *sl = &cm->slots[i];
 
-		free(sl->stage);
-		sl->stage = NULL;
+		sched_slot_unstage(sl);
 		if (sl->state != SLOT_ARRIVING && sl->state != SLOT_INFLIGHT)
 			continue;
 		for (uint32_t r = 0; r < cm->nranks; r++) {
@@ -741,8 +745,7 @@ void sched_net_cmd(struct sched_cmd *cmd)
 				sl->net = NET_GO;
 				sl->t_go_ns = now_ns();
 				/* The ring runs: inputs staged for eager are not needed. */
-				free(sl->stage);
-				sl->stage = NULL;
+				sched_slot_unstage(sl);
 			}
 		} else if (cmd->type == CMD_NET_DONE && sl->net == NET_EXECUTED) {
 			sl->net = NET_DONE;

@@ -448,6 +448,8 @@ void sched_mr_release(struct sched_client *c, uint32_t id);
 struct slot *sched_slot_of(struct comm *cm, uint64_t seq);
 uint32_t sched_slot_pending_count(const struct comm *cm);
 void sched_slot_finish(struct comm *cm, struct slot *sl, int res);
+/* Frees sl's staged eager inputs (slot.stage), if any. */
+void sched_slot_unstage(struct slot *sl);
 /*
  * Across daemons: sl ran here, so every local rank's buffers hold its result
  * and nothing touches them any more: its ranks end now, with success; the

@@ -517,29 +517,26 @@ static int net_eager_inputs(struct comm *cm, struct slot *sl, const struct node_
 		return -1;
 	for (uint32_t r = 0; r < cm->nranks; r++)
 		k += comm_rank_local(cm, r) && node_eager_contributes(d, r);
-	free(sl->stage);
-	sl->stage = NULL;
 	if (staged && k && !(sl->stage = malloc(k * in)))
 		return -1;
-	k = 0;
 	for (uint32_t r = 0; r < cm->nranks; r++) {
 		const struct slot_rank *sr = &sl->ranks[r];
+		const void *src;
 
 		if (!comm_rank_local(cm, r) || !node_eager_contributes(d, r))
 			continue;
-		if (eager_staged(sr->send_mr) &&
-		    eager_copy(cm, r, sr->send_mr, sl->stage + (uint64_t)k * in,
-			       (const void *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off),
-			       in) < 0) {
-			/* The ring runs instead; the executor logged why. */
-			free(sl->stage);
-			sl->stage = NULL;
-			return -1;
+		src = (const void *)(uintptr_t)buf_addr(sr->send_mr, sr->sqe.send_off);
+		if (eager_staged(sr->send_mr)) {
+			uint8_t *copy = sl->stage + (uint64_t)n * in;
+
+			if (eager_copy(cm, r, sr->send_mr, copy, src, in) < 0) {
+				/* The ring runs instead; the executor logged why. */
+				sched_slot_unstage(sl);
+				return -1;
+			}
+			src = copy;
 		}
-		parts[n++] = (struct iovec){
-			.iov_base = (void *)eager_src(sl, r, k++, in),
-			.iov_len = in,
-		};
+		parts[n++] = (struct iovec){ .iov_base = (void *)src, .iov_len = in };
 	}
 	return n;
 }
@@ -637,13 +634,13 @@ static void net_ask(struct comm *cm, struct slot *sl)
 	if (d.opcode == COLLC_OP_ALLTOALLV && !d.bad)
 		net_digests(cm, sl, &d);
 	if (!d.bad) {
-		/* Inputs received aside and then reduced from there cost more. */
-		nland = net_eager_land(cm, sl, &d, land);
 		const struct collc_config *cfg = &sched.execs[cm->exec_idx].cfg;
 		const uint64_t staged = cfg->net_eager_staged_max_bytes < cfg->net_eager_max_bytes
 						? cfg->net_eager_staged_max_bytes
 						: cfg->net_eager_max_bytes;
 
+		/* Inputs received aside and then reduced from there cost more. */
+		nland = net_eager_land(cm, sl, &d, land);
 		n = net_eager_inputs(cm, sl, &d, node_eager_limit(cfg->net_eager_max_bytes, nland),
 				     staged, parts);
 	}
@@ -724,13 +721,35 @@ static int eager_compute_into(const struct node_coll *d, uint32_t nranks, const 
 	return 0;
 }
 
+/*
+ * Rank r's n bytes of eager collective d's result, computed from in[]
+ * (in_bytes each) into its receive buffer dst: straight there in host
+ * memory, or into aside (n bytes) and copied into executor memory. Returns
+ * where the result lies in host memory (dst or aside), NULL on an error
+ * (*err set).
+ */
+static const uint8_t *eager_result(const struct comm *cm, const struct slot *sl, uint32_t r,
+				   const struct node_coll *d, const uint8_t *const *in,
+				   uint64_t in_bytes, uint8_t *dst, uint64_t n, uint8_t *aside,
+				   int *err)
+{
+	if (!eager_staged(sl->ranks[r].recv_mr)) {
+		*err = eager_compute_into(d, cm->nranks, in, in_bytes, dst, n);
+		return *err ? NULL : dst;
+	}
+	node_eager_compute(d, cm->nranks, in, in_bytes, aside);
+	*err = eager_put(cm, sl, r, dst, aside, n);
+	return *err ? NULL : aside;
+}
+
 int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, uint32_t len)
 {
 	const struct node_coll d = net_desc(cm, sl);
 	const uint8_t *in[COLLC_MAX_RANKS] = { NULL }, *blk[COLLC_MAX_RANKS];
 	struct iovec land[NODE_LAND_MAX];
 	uint64_t in_bytes, out, off = 0;
-	uint8_t *first = NULL, *aside = NULL;
+	const uint8_t *first = NULL;
+	uint8_t *aside = NULL;
 	uint32_t nland = 0, k = 0, kl = 0;
 	int staged, err = 0;
 
@@ -773,21 +792,9 @@ int sched_net_eager_peer(struct comm *cm, struct slot *sl, const uint8_t *peer, 
 			/* Only this rank's block of the result, from that block of every input. */
 			for (uint32_t k = 0; k < cm->nranks; k++)
 				blk[k] = in[k] + (uint64_t)r * n;
-			if (eager_staged(sl->ranks[r].recv_mr)) {
-				node_eager_compute(&d, cm->nranks, blk, n, aside);
-				err = eager_put(cm, sl, r, dst, aside, n);
-			} else {
-				err = eager_compute_into(&d, cm->nranks, blk, n, dst, n);
-			}
+			eager_result(cm, sl, r, &d, blk, n, dst, n, aside, &err);
 		} else if (!first) {
-			if (eager_staged(sl->ranks[r].recv_mr)) {
-				node_eager_compute(&d, cm->nranks, in, in_bytes, aside);
-				first = aside;
-				err = eager_put(cm, sl, r, dst, aside, out);
-			} else {
-				err = eager_compute_into(&d, cm->nranks, in, in_bytes, dst, out);
-				first = dst;
-			}
+			first = eager_result(cm, sl, r, &d, in, in_bytes, dst, out, aside, &err);
 		} else {
 			err = eager_put(cm, sl, r, dst, first, out);
 		}
