@@ -161,14 +161,14 @@ stop_one() { # pid: SIGTERM, then SIGKILL after 10 s; its exit status in STOP_RC
 	STOP_RC=$?
 }
 WANT=" ${*:-net-2ranks net-4ranks net-4ranks-flat net-4ranks-rr net-kill-4ranks net-hostile} "
-eager_count() { # sock: eager collectives with GPU buffers staged on that collcd so far (totals.net_eager_staged)
+staged_count() { # sock: eager collectives with GPU buffers staged on that collcd so far (totals.net_eager_staged)
 	"$BIN/collcctl" --socket "$1" status --json 2>/dev/null |
 		python3 "$(dirname "$0")/../multinode/mn_status.py" eager_staged 2>/dev/null || echo none
 }
 eager_ran() { # label before: collcd A ran some eagerly since, its GPU buffers staged (net_eager_staged_max_bytes)
 	local now
 	[[ "$WANT" == *" $1 "* ]] || return 0
-	now=$(eager_count "$SOCK_A")
+	now=$(staged_count "$SOCK_A")
 	[ "$now" != none ] && [ "$2" != none ] && [ "$now" -gt "$2" ] &&
 		result "$1/eager PASS collcd A ran $((now - $2)) collectives eagerly (GPU buffers staged)" ||
 		result "$1/eager FAIL collcd A ran none eagerly (before $2, now $now)"
@@ -221,7 +221,7 @@ alive() { # label: both collcd still run (after a scenario that must not kill th
 : >"$LOGDIR/collcd-a.log"; : >"$LOGDIR/collcd-b.log"; : >"$LOGDIR/tests.log"
 if start_both; then
 	result "daemons-started PASS collcd A pid $PID_A ($ADDR_A:$PORT_A), B pid $PID_B ($ADDR_B:$PORT_B), gpu $GPU, MPS started here: $MPS_STARTED"
-	EAGER0=$(eager_count "$SOCK_A")
+	EAGER0=$(staged_count "$SOCK_A")
 	t 180 net-2ranks net --gpus "$GPU,$GPU"
 	alive net-2ranks
 	case "$STAGED_MAX ${COLLCD_SET:-} " in
