@@ -54,8 +54,9 @@ static void usage(FILE *f)
 		"                   [--vs-nccl [--nccl-modes LIST] | --vs-mpi]\n"
 		"                   [--csv FILE] [--plot FILE.png]\n"
 		"                   [--socket PATH[,PATH...] | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
-		"                   [--daemon-arg ARG]... [--timeout-ms MS] [--tcp-limit-s S] [--mpirun PATH]\n"
-		"                   [--mpi-peer PATH] [--mpi-btl sm|tcp] [--mpirun-arg ARG]...\n"
+		"                   [--daemon-arg ARG]... [--timeout-ms MS] [--tcp-limit-s S]\n"
+		"                   [--tcp-mem-bytes M] [--mpirun PATH] [--mpi-peer PATH] [--mpi-btl sm|tcp]\n"
+		"                   [--mpirun-arg ARG]...\n"
 		"       collc-bench --from-csv FILE.csv --plot FILE.png [--title TEXT]\n"
 		"\n"
 		"Runs one process per rank (one per GPU, rank r on GPU r, with --backend cuda), each\n"
@@ -147,7 +148,11 @@ static void usage(FILE *f)
 		"                    0: not measured; entering a namespace needs root) is measured in\n"
 		"                    the same run, before and after the collc ranks, and the slower\n"
 		"                    direction of the faster measurement is printed as the limit,\n"
-		"                    with busbw / limit (xTCP)\n"
+		"                    with busbw / limit (xTCP). Each measurement streams twice: from\n"
+		"                    and into one 1 MiB buffer (the wire: xTCP), then walking buffers\n"
+		"                    of --tcp-mem-bytes (default 16M; 0: not) as a collective's ranks\n"
+		"                    walk theirs (from memory: xMem, for sizes at least that large;\n"
+		"                    measured where the sweep reaches that size)\n"
 		"  --spawn-daemon    start collcd on a temporary socket, stop it at the end\n"
 		"  --backend B       cpu: host buffers, collcd --backend cpu; cuda: rank r on GPU r, device\n"
 		"                    buffers from collc_mem_alloc (default cpu)\n"
@@ -536,6 +541,7 @@ enum {
 	OPT_GPUS,
 	OPT_NCCL_MODES,
 	OPT_TCP_LIMIT,
+	OPT_TCP_MEM,
 	OPT_MPI_BTL,
 	OPT_STREAM,
 	OPT_GRAPH,
@@ -572,6 +578,7 @@ int main(int argc, char **argv)
 		{ "mpi-peer", required_argument, NULL, OPT_MPI_PEER },
 		{ "mpirun-arg", required_argument, NULL, OPT_MPIRUN_ARG },
 		{ "tcp-limit-s", required_argument, NULL, OPT_TCP_LIMIT },
+		{ "tcp-mem-bytes", required_argument, NULL, OPT_TCP_MEM },
 		{ "mpi-btl", required_argument, NULL, OPT_MPI_BTL },
 		{ "stream", no_argument, NULL, OPT_STREAM },
 		{ "graph", no_argument, NULL, OPT_GRAPH },
@@ -597,6 +604,7 @@ int main(int argc, char **argv)
 	struct mpi_opts mo = { .mpirun = COLLC_BENCH_MPIRUN, .peer = COLLC_BENCH_MPI_PEER };
 	static struct tcp_limit tcp, tcp_after;
 	double tcp_s = 1.0;
+	uint64_t tcp_mem = 16ull << 20; /* the from-memory stream's buffers; 0: none */
 	struct shared_results *sr;
 	char csv_tmp[64] = "", title_buf[256];
 
@@ -721,6 +729,17 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case OPT_TCP_MEM: {
+			uint64_t v = bench_parse_bytes(optarg, &ok);
+
+			if (!ok || (v && (v < (1u << 20) || v > (1ull << 34)))) {
+				fprintf(stderr,
+					"collc-bench: --tcp-mem-bytes takes 0 or 1M to 16G\n");
+				return 2;
+			}
+			tcp_mem = v;
+			break;
+		}
 		case OPT_MPI_BTL:
 			if (strcmp(optarg, "sm") && strcmp(optarg, "tcp")) {
 				fprintf(stderr, "collc-bench: --mpi-btl must be sm or tcp\n");
@@ -802,6 +821,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "collc-bench: --min-bytes is above --max-bytes\n");
 		return 2;
 	}
+	if (max_bytes < tcp_mem)
+		tcp_mem = 0; /* no size of the sweep is compared with it */
 	if (cfg.root >= cfg.nranks) {
 		fprintf(stderr, "collc-bench: --root must be below --nranks\n");
 		return 2;
@@ -927,7 +948,7 @@ int main(int argc, char **argv)
 	if (cfg.nsockets > 1 && tcp_s > 0) {
 		fprintf(stderr, "collc-bench: raw TCP between %s's and %s's daemons\n",
 			cfg.sockets[0], cfg.sockets[1]);
-		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, &tcp) < 0)
+		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, tcp_mem, &tcp) < 0)
 			fprintf(stderr, "collc-bench: raw TCP not measured: %s\n", tcp.err);
 		rp.tcp = &tcp;
 	}
@@ -936,7 +957,8 @@ int main(int argc, char **argv)
 	/* Again once the collc ranks are gone: the limit is the better of the two. */
 	if (rp.tcp && tcp.ok) {
 		fprintf(stderr, "collc-bench: raw TCP again, after the collc ranks\n");
-		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, &tcp_after) < 0)
+		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, tcp_mem, &tcp_after) <
+		    0)
 			fprintf(stderr, "collc-bench: raw TCP not measured again: %s\n",
 				tcp_after.err);
 		rp.tcp_after = &tcp_after;

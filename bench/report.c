@@ -188,25 +188,68 @@ static void print_placement(FILE *f, const struct bench_cfg *cfg)
 }
 
 /* One measurement's slower direction (GB/s); 0 when not measured. */
-static double tcp_slower(const struct tcp_limit *t)
+static double tcp_slower(const struct tcp_limit *t, int mem)
 {
+	const double *g;
+
 	if (!t || !t->ok)
 		return 0;
-	return t->gbps[0] < t->gbps[1] ? t->gbps[0] : t->gbps[1];
+	g = mem ? t->mem_gbps : t->gbps;
+	return g[0] < g[1] ? g[0] : g[1];
 }
 
 /*
  * The raw TCP limit of an inter-node run (GB/s; 0 when not measured): the
  * slower direction of the faster of the two measurements, before and after
- * the collc ranks ran. Raw TCP between the namespaces of a shared host
- * wanders from minute to minute (bench/RESULTS.md); collc is held to the
- * better figure.
+ * the collc ranks ran, of the wire stream (mem 0) or the one from memory
+ * (mem 1). Raw TCP between the namespaces of a shared host wanders from
+ * minute to minute (bench/RESULTS.md); collc is held to the better figure.
  */
-static double tcp_limit(const struct report *rp)
+static double tcp_limit(const struct report *rp, int mem)
 {
-	const double a = tcp_slower(rp->tcp), b = tcp_slower(rp->tcp_after);
+	const double a = tcp_slower(rp->tcp, mem), b = tcp_slower(rp->tcp_after, mem);
 
 	return a > b ? a : b;
+}
+
+/* The from-memory stream's buffer size (0: not asked), and whether a size is compared with it. */
+static uint64_t tcp_mem_bytes(const struct report *rp)
+{
+	return rp->tcp && rp->tcp->ok ? rp->tcp->mem_bytes : 0;
+}
+
+static int tcp_mem_row(const struct report *rp, const struct report_row *row)
+{
+	return tcp_mem_bytes(rp) && row->sz->bytes >= tcp_mem_bytes(rp) && tcp_limit(rp, 1) > 0;
+}
+
+/* The header's lines on the from-memory stream, where it was asked. */
+static void print_tcp_mem(FILE *f, const struct report *rp)
+{
+	const struct tcp_limit *a = rp->tcp, *b = rp->tcp_after;
+	const uint64_t mb = tcp_mem_bytes(rp);
+
+	if (!mb)
+		return;
+	fprintf(f,
+		"# raw TCP from memory (each end walking a buffer of %llu MiB, 1 MiB a call, "
+		"as the ranks walk theirs): ",
+		(unsigned long long)(mb >> 20));
+	if (a->mem_gbps[0] > 0)
+		fprintf(f, "%.3f and %.3f GB/s before", a->mem_gbps[0], a->mem_gbps[1]);
+	else
+		fprintf(f, "not measured before (%s)", a->err);
+	if (b && b->ok && b->mem_gbps[0] > 0)
+		fprintf(f, ", %.3f and %.3f after", b->mem_gbps[0], b->mem_gbps[1]);
+	else if (b && b->ok)
+		fprintf(f, ", not measured after (%s)", b->err);
+	if (tcp_limit(rp, 1) > 0)
+		fprintf(f,
+			";\n#   the limit as above, %.3f GB/s; xMem = collc busbw / that limit, "
+			"for sizes of %llu MiB and more\n",
+			tcp_limit(rp, 1), (unsigned long long)(mb >> 20));
+	else
+		fprintf(f, "\n");
 }
 
 /* How collc's ranks submitted and what p50 and pipe time in that mode. */
@@ -286,21 +329,23 @@ static void print_header(FILE *f, const struct report *rp)
 	if (tcp_ok && rp->tcp_after && rp->tcp_after->ok)
 		fprintf(f,
 			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back before the collc "
-			"ranks ran, %.3f and %.3f after (%s);\n"
+			"ranks ran, %.3f and %.3f after (%s, one 1 MiB buffer each end);\n"
 			"#   the limit is the slower direction of the faster measurement, %.3f GB/s; "
 			"xTCP = collc busbw / limit\n",
 			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp_after->gbps[0],
-			rp->tcp_after->gbps[1], rp->tcp->where, tcp_limit(rp));
+			rp->tcp_after->gbps[1], rp->tcp->where, tcp_limit(rp, 0));
 	else if (tcp_ok)
 		fprintf(f,
-			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back (%s; not measured "
-			"again after the collc ranks: %s);\n"
+			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back (%s, one 1 MiB "
+			"buffer each end; not measured again after the collc ranks: %s);\n"
 			"#   the limit is the slower one, %.3f GB/s; xTCP = collc busbw / limit\n",
 			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp->where,
-			rp->tcp_after ? rp->tcp_after->err : "not asked", tcp_limit(rp));
+			rp->tcp_after ? rp->tcp_after->err : "not asked", tcp_limit(rp, 0));
 	else if (rp->tcp)
 		fprintf(f, "# raw TCP between the first two daemons: not measured (%s)\n",
 			rp->tcp->err);
+	if (tcp_ok)
+		print_tcp_mem(f, rp);
 	if (!pn)
 		return;
 	fprintf(f,
@@ -335,13 +380,16 @@ void report_table(FILE *f, const struct report *rp)
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
 	int nbad = 0, w = mode_width(rp), tcp_ok = rp->tcp && rp->tcp->ok;
-	double tcp_lim = tcp_limit(rp);
+	double tcp_lim = tcp_limit(rp, 0), mem_lim = tcp_limit(rp, 1);
+	int mem_col = tcp_ok && tcp_mem_bytes(rp) && mem_lim > 0;
 
 	print_header(f, rp);
 	fprintf(f, "#\n# %10s %11s %9s %9s %9s %8s %8s %10s %8s", "size(B)", "count", "p50(us)",
 		"p99(us)", "pipe(us)", "algbw", "busbw", "ops/s", "busbw1");
 	if (tcp_ok)
 		fprintf(f, " %5s", "xTCP");
+	if (mem_col)
+		fprintf(f, " %5s", "xMem");
 	if (pn && rp->modes)
 		fprintf(f, " | %4s %9s %-*s %9s %9s %-*s %8s %8s | %6s %6s %6s", pn, "p50(us)", w,
 			"by", "p99(us)", "pipe(us)", w, "by", "busbw", "busbw1", "x p50", "x p99",
@@ -362,9 +410,16 @@ void report_table(FILE *f, const struct report *rp)
 				row->c.p99_us, row->c.pipe_us, d.algbw, d.busbw, d.ops, d.busbw1);
 			if (tcp_ok)
 				fprintf(f, " %5.2f", d.busbw / tcp_lim);
+			if (mem_col && tcp_mem_row(rp, row))
+				fprintf(f, " %5.2f", d.busbw / mem_lim);
+			else if (mem_col)
+				fprintf(f, " %5s", "-");
 		} else {
 			/* No numbers for a size that was wrong, failed or did not run. */
-			fprintf(f, tcp_ok ? " %-73s" : " %-67s",
+			fprintf(f,
+				mem_col  ? " %-79s"
+				: tcp_ok ? " %-73s"
+					 : " %-67s",
 				row->c.status == RES_WRONG   ? "   collc: WRONG RESULT"
 				: row->c.status == RES_ERROR ? "   collc: ERROR"
 							     : "   collc: not run");

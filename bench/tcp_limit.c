@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The raw TCP limit (tcp_limit.h). Four processes: for each direction a
- * receiver in the destination daemon's network namespace (listening on an
- * ephemeral port, publishing its port and addresses in shared memory) and a
- * sender in the source daemon's namespace that streams for the given time
- * and closes. The receiver's bytes / (last byte - first byte) is the figure.
- * Every wait is bounded.
+ * The raw TCP limit (tcp_limit.h). Four processes a kind of stream: for each
+ * direction a receiver in the destination daemon's network namespace
+ * (listening on an ephemeral port, publishing its port and addresses in
+ * shared memory) and a sender in the source daemon's namespace that streams
+ * for the given time and closes. The receiver's bytes / (last byte - first
+ * byte) is the figure. Every wait is bounded.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -31,7 +31,7 @@
 #include "bench/tcp_limit.h"
 
 #define TL_ADDRS     8
-#define TL_BUF       (1u << 20)
+#define TL_BUF       (1u << 20) /* bytes a write() or read() call */
 #define TL_WAIT_S    10.0
 #define TL_CONNECT_S 3
 
@@ -76,18 +76,46 @@ static int enter(int nsfd, struct tl_dir *d)
 	return 0;
 }
 
-static int receiver(int nsfd, int same_ns, struct tl_dir *d)
+/*
+ * A stream's buffer of span bytes (at least TL_BUF), every page written
+ * before the clock starts: bytes that are not zero, so that the sender does
+ * not read the kernel's one zero page over and over.
+ */
+static char *stream_buf(size_t span)
+{
+	char *buf = malloc(span);
+
+	if (buf)
+		for (size_t i = 0; i < span; i++)
+			buf[i] = (char)(i * 131 + 7);
+	return buf;
+}
+
+/* Where the call after one that moved n bytes at off starts: the buffer walked, wrapping. */
+static size_t stream_next(size_t off, size_t n, size_t span)
+{
+	off += n;
+	return off + TL_BUF > span ? 0 : off;
+}
+
+static int receiver(int nsfd, int same_ns, struct tl_dir *d, size_t span)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sa);
 	struct pollfd pfd;
 	unsigned long long bytes = 0;
 	double t0 = 0, t1 = 0;
+	size_t off = 0;
 	char *buf;
 	int lfd, fd, one = 1;
 
 	if (enter(nsfd, d) < 0)
 		return 1;
+	buf = stream_buf(span);
+	if (!buf) {
+		snprintf(d->err, sizeof(d->err), "out of memory for a %zu-byte buffer", span);
+		return 1;
+	}
 	if (same_ns) {
 		snprintf(d->addrs[0], INET_ADDRSTRLEN, "127.0.0.1");
 		d->naddrs = 1;
@@ -109,9 +137,6 @@ static int receiver(int nsfd, int same_ns, struct tl_dir *d)
 		snprintf(d->err, sizeof(d->err), "no sender connected within %.0f s", TL_WAIT_S);
 		return 1;
 	}
-	buf = malloc(TL_BUF);
-	if (!buf)
-		return 1;
 	for (;;) {
 		ssize_t n;
 
@@ -120,9 +145,10 @@ static int receiver(int nsfd, int same_ns, struct tl_dir *d)
 			snprintf(d->err, sizeof(d->err), "the stream stalled");
 			return 1;
 		}
-		n = read(fd, buf, TL_BUF);
+		n = read(fd, buf + off, TL_BUF);
 		if (n <= 0)
 			break;
+		off = stream_next(off, (size_t)n, span);
 		t1 = bench_now();
 		if (!t0)
 			t0 = t1;
@@ -166,14 +192,20 @@ static int connect_bounded(const char *addr, int port)
 	return fd;
 }
 
-static int sender(int nsfd, struct tl_dir *d, double seconds)
+static int sender(int nsfd, struct tl_dir *d, double seconds, size_t span)
 {
 	double t_end, deadline = bench_now() + TL_WAIT_S;
+	size_t off = 0;
 	char *buf;
 	int fd = -1;
 
 	if (enter(nsfd, d) < 0)
 		return 1;
+	buf = stream_buf(span);
+	if (!buf) {
+		snprintf(d->err, sizeof(d->err), "out of memory for a %zu-byte buffer", span);
+		return 1;
+	}
 	while (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) {
 		if (bench_now() > deadline)
 			return 1; /* the receiver says why */
@@ -189,13 +221,14 @@ static int sender(int nsfd, struct tl_dir *d, double seconds)
 			 strerror(-fd));
 		return 1;
 	}
-	buf = calloc(1, TL_BUF);
-	if (!buf)
-		return 1;
 	t_end = bench_now() + seconds;
-	while (bench_now() < t_end)
-		if (write(fd, buf, TL_BUF) < 0)
+	while (bench_now() < t_end) {
+		ssize_t n = write(fd, buf + off, TL_BUF);
+
+		if (n < 0)
 			break;
+		off = stream_next(off, (size_t)n, span);
+	}
 	free(buf);
 	close(fd);
 	return 0;
@@ -215,38 +248,23 @@ static int ns_fd(pid_t pid, struct stat *st)
 	return fd;
 }
 
-int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, struct tcp_limit *ret)
-{
-	struct tl_shared *sh;
-	struct stat st_a, st_b;
-	pid_t pa, pb, pids[4];
-	int fa, fb, same, bad = 0;
+/* The daemons' processes and namespaces a measurement streams between. */
+struct tl_ends {
+	pid_t pa, pb;
+	int fa, fb; /* their network namespaces */
+	int same;   /* one namespace: over 127.0.0.1 */
+};
 
-	memset(ret, 0, sizeof(*ret));
-	pa = bench_socket_pid(sock_a);
-	pb = bench_socket_pid(sock_b);
-	if (pa <= 0 || pb <= 0) {
-		snprintf(ret->err, sizeof(ret->err), "no daemon's pid from %s",
-			 pa <= 0 ? sock_a : sock_b);
-		return -1;
-	}
-	fa = ns_fd(pa, &st_a);
-	fb = ns_fd(pb, &st_b);
-	if (fa < 0 || fb < 0) {
-		snprintf(ret->err, sizeof(ret->err), "/proc/%d/ns/net: %s", fa < 0 ? pa : pb,
-			 strerror(errno));
-		if (fa >= 0)
-			close(fa);
-		return -1;
-	}
-	same = st_a.st_ino == st_b.st_ino && st_a.st_dev == st_b.st_dev;
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (sh == MAP_FAILED) {
-		close(fa);
-		close(fb);
-		snprintf(ret->err, sizeof(ret->err), "mmap: %s", strerror(errno));
-		return -1;
-	}
+/*
+ * One kind of stream, both directions at once, from and to buffers of span
+ * bytes: 0 with sh->dir[].gbps, or -1 with an error in err.
+ */
+static int streams(const struct tl_ends *e, double seconds, size_t span, struct tl_shared *sh,
+		   char *err, size_t errlen)
+{
+	pid_t pids[4];
+	int bad = 0;
+
 	memset(sh, 0, sizeof(*sh));
 	/* dir 0: a -> b (receiver in b), dir 1: b -> a (receiver in a). */
 	for (int k = 0; k < 4; k++) {
@@ -255,17 +273,15 @@ int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, st
 
 		pids[k] = bench_fork();
 		if (pids[k] == 0) {
-			int fd = in_b ? fb : fa;
+			int fd = in_b ? e->fb : e->fa;
 
 			/* On the CPUs of that namespace's daemon, where collc's traffic runs. */
-			if (bench_follow_cpus(in_b ? pb : pa) > 0)
+			if (bench_follow_cpus(in_b ? e->pb : e->pa) > 0)
 				sh->pinned = 1;
-			_exit(recv ? receiver(fd, same, &sh->dir[dir])
-				   : sender(fd, &sh->dir[dir], seconds));
+			_exit(recv ? receiver(fd, e->same, &sh->dir[dir], span)
+				   : sender(fd, &sh->dir[dir], seconds, span));
 		}
 	}
-	close(fa);
-	close(fb);
 	for (int k = 0; k < 4; k++) {
 		int st;
 
@@ -279,21 +295,72 @@ int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, st
 		if (!WIFEXITED(st) || WEXITSTATUS(st))
 			bad = 1;
 	}
-	for (int d = 0; d < 2; d++)
-		ret->gbps[d] = sh->dir[d].gbps;
-	if (bad || ret->gbps[0] <= 0 || ret->gbps[1] <= 0) {
-		snprintf(ret->err, sizeof(ret->err), "%s",
-			 sh->dir[0].err[0]   ? sh->dir[0].err
-			 : sh->dir[1].err[0] ? sh->dir[1].err
-					     : "a stream process failed");
-	} else {
+	if (!bad && sh->dir[0].gbps > 0 && sh->dir[1].gbps > 0)
+		return 0;
+	snprintf(err, errlen, "%s",
+		 sh->dir[0].err[0]   ? sh->dir[0].err
+		 : sh->dir[1].err[0] ? sh->dir[1].err
+				     : "a stream process failed");
+	return -1;
+}
+
+int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, uint64_t mem_bytes,
+		      struct tcp_limit *ret)
+{
+	struct tl_shared *sh;
+	struct stat st_a, st_b;
+	struct tl_ends e;
+
+	memset(ret, 0, sizeof(*ret));
+	if (mem_bytes && (mem_bytes < TL_BUF || mem_bytes > ((uint64_t)1 << 34))) {
+		snprintf(ret->err, sizeof(ret->err),
+			 "a from-memory buffer of %llu bytes (1 MiB to 16 GiB)",
+			 (unsigned long long)mem_bytes);
+		return -1;
+	}
+	e.pa = bench_socket_pid(sock_a);
+	e.pb = bench_socket_pid(sock_b);
+	if (e.pa <= 0 || e.pb <= 0) {
+		snprintf(ret->err, sizeof(ret->err), "no daemon's pid from %s",
+			 e.pa <= 0 ? sock_a : sock_b);
+		return -1;
+	}
+	e.fa = ns_fd(e.pa, &st_a);
+	e.fb = ns_fd(e.pb, &st_b);
+	if (e.fa < 0 || e.fb < 0) {
+		snprintf(ret->err, sizeof(ret->err), "/proc/%d/ns/net: %s", e.fa < 0 ? e.pa : e.pb,
+			 strerror(errno));
+		if (e.fa >= 0)
+			close(e.fa);
+		return -1;
+	}
+	e.same = st_a.st_ino == st_b.st_ino && st_a.st_dev == st_b.st_dev;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		close(e.fa);
+		close(e.fb);
+		snprintf(ret->err, sizeof(ret->err), "mmap: %s", strerror(errno));
+		return -1;
+	}
+	if (streams(&e, seconds, TL_BUF, sh, ret->err, sizeof(ret->err)) == 0) {
 		ret->ok = 1;
+		for (int d = 0; d < 2; d++)
+			ret->gbps[d] = sh->dir[d].gbps;
 		snprintf(ret->where, sizeof(ret->where),
 			 "collcd %d's namespace <-> %s in collcd %d's%s, one stream each way at "
 			 "once for %.1f s%s",
-			 (int)pa, sh->dir[0].addrs[0], (int)pb, same ? " (the same one)" : "",
+			 (int)e.pa, sh->dir[0].addrs[0], (int)e.pb, e.same ? " (the same one)" : "",
 			 seconds, sh->pinned ? ", each end on its daemon's CPUs" : "");
+		/* A failed from-memory stream leaves mem_gbps 0: the table says so. */
+		if (mem_bytes &&
+		    streams(&e, seconds, (size_t)mem_bytes, sh, ret->err, sizeof(ret->err)) == 0) {
+			for (int d = 0; d < 2; d++)
+				ret->mem_gbps[d] = sh->dir[d].gbps;
+		}
+		ret->mem_bytes = mem_bytes;
 	}
+	close(e.fa);
+	close(e.fb);
 	munmap(sh, sizeof(*sh));
 	return ret->ok ? 0 : -1;
 }
