@@ -122,7 +122,15 @@ struct rank_result {
  */
 struct shared_results {
 	volatile int32_t id_ready; /* NCCL: rank 0 published the unique id */
+	/*
+	 * The sizes the ranks may start: size s once gate > s. BENCH_MAX_SIZES
+	 * from the start, unless the parent measures something around some
+	 * sizes while every rank waits (collc_bench.c gate_sizes()); done[r]:
+	 * the sizes rank r finished.
+	 */
+	volatile int32_t gate;
 	int32_t pad;
+	volatile int32_t done[BENCH_MAX_RANKS];
 	unsigned char id[128];
 	struct rank_result *res; /* pointers into the same mapping */
 	double *lat;

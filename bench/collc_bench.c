@@ -55,7 +55,7 @@ static void usage(FILE *f)
 		"                   [--csv FILE] [--plot FILE.png]\n"
 		"                   [--socket PATH[,PATH...] | --spawn-daemon] [--backend cpu|cuda] [--collcd PATH]\n"
 		"                   [--daemon-arg ARG]... [--timeout-ms MS] [--tcp-limit-s S]\n"
-		"                   [--tcp-mem-bytes M] [--mpirun PATH] [--mpi-peer PATH] [--mpi-btl sm|tcp]\n"
+		"                   [--tcp-row-bytes M] [--mpirun PATH] [--mpi-peer PATH] [--mpi-btl sm|tcp]\n"
 		"                   [--mpirun-arg ARG]...\n"
 		"       collc-bench --from-csv FILE.csv --plot FILE.png [--title TEXT]\n"
 		"\n"
@@ -148,11 +148,11 @@ static void usage(FILE *f)
 		"                    0: not measured; entering a namespace needs root) is measured in\n"
 		"                    the same run, before and after the collc ranks, and the slower\n"
 		"                    direction of the faster measurement is printed as the limit,\n"
-		"                    with busbw / limit (xTCP). Each measurement streams twice: from\n"
-		"                    and into one 1 MiB buffer (the wire: xTCP), then walking buffers\n"
-		"                    of --tcp-mem-bytes (default 16M; 0: not) as a collective's ranks\n"
-		"                    walk theirs (from memory: xMem, for sizes at least that large;\n"
-		"                    measured where the sweep reaches that size)\n"
+		"                    with busbw / limit (xTCP); each stream writes and reads one\n"
+		"                    1 MiB buffer. Sizes of at least --tcp-row-bytes (default 16M;\n"
+		"                    0: none) have raw TCP measured again just before and after\n"
+		"                    them, while the ranks wait: xTCP from that, and xMem from\n"
+		"                    streams that walk buffers of the size, as the ranks walk theirs\n"
 		"  --spawn-daemon    start collcd on a temporary socket, stop it at the end\n"
 		"  --backend B       cpu: host buffers, collcd --backend cpu; cuda: rank r on GPU r, device\n"
 		"                    buffers from collc_mem_alloc (default cpu)\n"
@@ -260,13 +260,77 @@ static void print_setup_errors(const char *what, const struct bench_cfg *cfg,
 			fprintf(stderr, "collc-bench: %s: %s\n", what, sr->res[r].msg);
 }
 
+/*
+ * Work the parent does between sizes while every rank waits: around(s, 0)
+ * before size s, around(s, 1) after it, for the sizes wanted(s) names (the
+ * raw TCP limit around a size, in the same minute as its numbers).
+ */
+struct size_gate {
+	int (*wanted)(void *arg, int s);
+	void (*around)(void *arg, int s, int after);
+	void *arg;
+};
+
+/* Whether rank r's process has ended (not reaped: wait_ranks() does that). */
+static int rank_ended(pid_t pid)
+{
+	siginfo_t si = { 0 };
+
+	return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+}
+
+/*
+ * Until every rank finished its first `nsizes` sizes: 0, or -1 once a rank
+ * ended short of them (a rank ends after its last size).
+ */
+static int ranks_done(const struct shared_results *sr, int nsizes, const pid_t *pids, int n)
+{
+	for (int r = 0; r < n; r++)
+		while (__atomic_load_n(&sr->done[r], __ATOMIC_ACQUIRE) < nsizes) {
+			if (rank_ended(pids[r]) &&
+			    __atomic_load_n(&sr->done[r], __ATOMIC_ACQUIRE) < nsizes)
+				return -1;
+			bench_sleep_ms(1);
+		}
+	return 0;
+}
+
+/*
+ * Opens the sizes to the ranks one at a time (shared_results.gate), with
+ * g's work before and after each size it wants while the ranks wait. A rank
+ * that ended opens every size at once: the others finish without it.
+ */
+static void gate_sizes(const struct bench_cfg *cfg, struct shared_results *sr,
+		       const struct size_gate *g, const pid_t *pids)
+{
+	const int n = cfg->nranks;
+
+	for (int s = 0; s < cfg->nsizes; s++) {
+		const int w = g->wanted(g->arg, s);
+
+		if (w && ranks_done(sr, s, pids, n) < 0)
+			break;
+		if (w)
+			g->around(g->arg, s, 0);
+		__atomic_store_n(&sr->gate, s + 1, __ATOMIC_RELEASE);
+		if (w && ranks_done(sr, s + 1, pids, n) < 0)
+			break;
+		if (w)
+			g->around(g->arg, s, 1);
+	}
+	__atomic_store_n(&sr->gate, BENCH_MAX_SIZES, __ATOMIC_RELEASE);
+}
+
 static int run_ranks(const char *what, const struct bench_cfg *cfg, struct shared_results *sr,
-		     const struct collc_unique_id *uid, struct size_stats *out)
+		     const struct collc_unique_id *uid, const struct size_gate *g,
+		     struct size_stats *out)
 {
 	pid_t pids[BENCH_MAX_RANKS];
 	double *scratch;
 	int r;
 
+	if (g)
+		sr->gate = 0;
 	for (int rank = 0; rank < cfg->nranks; rank++) {
 		pids[rank] = bench_fork();
 		if (pids[rank] < 0) {
@@ -284,6 +348,8 @@ static int run_ranks(const char *what, const struct bench_cfg *cfg, struct share
 			_exit(st);
 		}
 	}
+	if (g)
+		gate_sizes(cfg, sr, g, pids);
 	r = wait_ranks(what, pids, cfg->nranks);
 	print_setup_errors(what, cfg, sr);
 	scratch = malloc((size_t)cfg->iters * sizeof(double));
@@ -464,9 +530,36 @@ static void collc_failed(struct report *rp, const char *fmt, const char *a, cons
 	}
 }
 
+/* The raw TCP limit around each size of at least `from` bytes (a size_gate). */
+struct tcp_around {
+	struct report *rp;
+	const char *sock_a, *sock_b;
+	double seconds;
+	uint64_t from;
+};
+
+static int tcp_around_wanted(void *arg, int s)
+{
+	const struct tcp_around *t = arg;
+
+	return t->from && t->rp->rows[s].sz->bytes >= t->from;
+}
+
+static void tcp_around_run(void *arg, int s, int after)
+{
+	struct tcp_around *t = arg;
+	struct report_row *row = &t->rp->rows[s];
+
+	fprintf(stderr, "collc-bench: raw TCP %s %llu-byte collectives\n",
+		after ? "after the" : "before the", (unsigned long long)row->sz->bytes);
+	if (tcp_limit_measure(t->sock_a, t->sock_b, t->seconds, row->sz->bytes, &row->tcp[after]) <
+	    0)
+		fprintf(stderr, "collc-bench: raw TCP not measured: %s\n", row->tcp[after].err);
+}
+
 /* collc's side of the run: spawn collcd if asked, run the ranks, stop collcd. */
 static int run_collc(struct bench_cfg *cfg, int spawn, const char *collcd, const char *backend,
-		     char *const *extra, int nextra, struct report *rp)
+		     char *const *extra, int nextra, const struct size_gate *g, struct report *rp)
 {
 	struct bench_daemon daemon = { 0 };
 	struct size_stats st[BENCH_MAX_SIZES];
@@ -503,7 +596,7 @@ static int run_collc(struct bench_cfg *cfg, int spawn, const char *collcd, const
 	}
 	fprintf(stderr, "collc-bench: collc ranks running (mode %s)\n",
 		collc_mode_names[cfg->collc_mode]);
-	if (run_ranks("collc", cfg, sr, &uid, st) < 0)
+	if (run_ranks("collc", cfg, sr, &uid, g, st) < 0)
 		status = -1;
 	for (int s = 0; s < cfg->nsizes; s++)
 		rp->rows[s].c = st[s];
@@ -541,7 +634,7 @@ enum {
 	OPT_GPUS,
 	OPT_NCCL_MODES,
 	OPT_TCP_LIMIT,
-	OPT_TCP_MEM,
+	OPT_TCP_ROW,
 	OPT_MPI_BTL,
 	OPT_STREAM,
 	OPT_GRAPH,
@@ -578,7 +671,7 @@ int main(int argc, char **argv)
 		{ "mpi-peer", required_argument, NULL, OPT_MPI_PEER },
 		{ "mpirun-arg", required_argument, NULL, OPT_MPIRUN_ARG },
 		{ "tcp-limit-s", required_argument, NULL, OPT_TCP_LIMIT },
-		{ "tcp-mem-bytes", required_argument, NULL, OPT_TCP_MEM },
+		{ "tcp-row-bytes", required_argument, NULL, OPT_TCP_ROW },
 		{ "mpi-btl", required_argument, NULL, OPT_MPI_BTL },
 		{ "stream", no_argument, NULL, OPT_STREAM },
 		{ "graph", no_argument, NULL, OPT_GRAPH },
@@ -604,7 +697,7 @@ int main(int argc, char **argv)
 	struct mpi_opts mo = { .mpirun = COLLC_BENCH_MPIRUN, .peer = COLLC_BENCH_MPI_PEER };
 	static struct tcp_limit tcp, tcp_after;
 	double tcp_s = 1.0;
-	uint64_t tcp_mem = 16ull << 20; /* the from-memory stream's buffers; 0: none */
+	uint64_t tcp_row = 16ull << 20; /* sizes with raw TCP measured around them; 0: none */
 	struct shared_results *sr;
 	char csv_tmp[64] = "", title_buf[256];
 
@@ -729,15 +822,15 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
-		case OPT_TCP_MEM: {
+		case OPT_TCP_ROW: {
 			uint64_t v = bench_parse_bytes(optarg, &ok);
 
-			if (!ok || (v && (v < (1u << 20) || v > (1ull << 34)))) {
+			if (!ok || (v && v < (1u << 20))) {
 				fprintf(stderr,
-					"collc-bench: --tcp-mem-bytes takes 0 or 1M to 16G\n");
+					"collc-bench: --tcp-row-bytes takes 0, or 1M and more\n");
 				return 2;
 			}
-			tcp_mem = v;
+			tcp_row = v;
 			break;
 		}
 		case OPT_MPI_BTL:
@@ -821,8 +914,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "collc-bench: --min-bytes is above --max-bytes\n");
 		return 2;
 	}
-	if (max_bytes < tcp_mem)
-		tcp_mem = 0; /* no size of the sweep is compared with it */
+	if (max_bytes > (1ull << 34) && tcp_row) {
+		/* Each stream process walks a buffer of the size. */
+		fprintf(stderr,
+			"collc-bench: raw TCP around sizes above 16G: pass --tcp-row-bytes 0\n");
+		return 2;
+	}
 	if (cfg.root >= cfg.nranks) {
 		fprintf(stderr, "collc-bench: --root must be below --nranks\n");
 		return 2;
@@ -935,7 +1032,7 @@ int main(int argc, char **argv)
 			}
 			snprintf(what, sizeof(what), "NCCL %s", nccl_mode_names[m]);
 			fprintf(stderr, "collc-bench: %s ranks running\n", what);
-			if (run_ranks(what, &cfg, sr, NULL, st) < 0)
+			if (run_ranks(what, &cfg, sr, NULL, NULL, st) < 0)
 				status = 1;
 			for (int s = 0; s < cfg.nsizes; s++)
 				rp.rows[s].pm[m] = st[s];
@@ -948,17 +1045,25 @@ int main(int argc, char **argv)
 	if (cfg.nsockets > 1 && tcp_s > 0) {
 		fprintf(stderr, "collc-bench: raw TCP between %s's and %s's daemons\n",
 			cfg.sockets[0], cfg.sockets[1]);
-		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, tcp_mem, &tcp) < 0)
+		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, 0, &tcp) < 0)
 			fprintf(stderr, "collc-bench: raw TCP not measured: %s\n", tcp.err);
 		rp.tcp = &tcp;
+		rp.tcp_row_bytes = tcp.ok ? tcp_row : 0;
 	}
-	if (run_collc(&cfg, spawn, collcd, backend, daemon_extra, ndaemon_extra, &rp) < 0)
-		status = 1;
+	{
+		/* And around each large size, while the ranks wait: the same minute as its numbers. */
+		struct tcp_around ta = { &rp, cfg.sockets[0], cfg.sockets[1], tcp_s,
+					 rp.tcp_row_bytes };
+		const struct size_gate g = { tcp_around_wanted, tcp_around_run, &ta };
+
+		if (run_collc(&cfg, spawn, collcd, backend, daemon_extra, ndaemon_extra,
+			      rp.tcp_row_bytes ? &g : NULL, &rp) < 0)
+			status = 1;
+	}
 	/* Again once the collc ranks are gone: the limit is the better of the two. */
 	if (rp.tcp && tcp.ok) {
 		fprintf(stderr, "collc-bench: raw TCP again, after the collc ranks\n");
-		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, tcp_mem, &tcp_after) <
-		    0)
+		if (tcp_limit_measure(cfg.sockets[0], cfg.sockets[1], tcp_s, 0, &tcp_after) < 0)
 			fprintf(stderr, "collc-bench: raw TCP not measured again: %s\n",
 				tcp_after.err);
 		rp.tcp_after = &tcp_after;

@@ -212,44 +212,58 @@ static double tcp_limit(const struct report *rp, int mem)
 	return a > b ? a : b;
 }
 
-/* The from-memory stream's buffer size (0: not asked), and whether a size is compared with it. */
-static uint64_t tcp_mem_bytes(const struct report *rp)
+/*
+ * A size's own limit (GB/s; 0 when not measured), from the measurements
+ * just before and after it, by the same rule: the wire streams (mem 0) or
+ * those walking buffers of the size (mem 1).
+ */
+static double row_limit(const struct report_row *row, int mem)
 {
-	return rp->tcp && rp->tcp->ok ? rp->tcp->mem_bytes : 0;
+	const double a = tcp_slower(&row->tcp[0], mem), b = tcp_slower(&row->tcp[1], mem);
+
+	return a > b ? a : b;
 }
 
-static int tcp_mem_row(const struct report *rp, const struct report_row *row)
+/* Whether any size has its own limit from streams walking buffers of the size (the xMem column). */
+static int any_row_limit(const struct report *rp)
 {
-	return tcp_mem_bytes(rp) && row->sz->bytes >= tcp_mem_bytes(rp) && tcp_limit(rp, 1) > 0;
+	for (int s = 0; rp->tcp_row_bytes && s < rp->cfg->nsizes; s++)
+		if (row_limit(&rp->rows[s], 1) > 0)
+			return 1;
+	return 0;
 }
 
-/* The header's lines on the from-memory stream, where it was asked. */
-static void print_tcp_mem(FILE *f, const struct report *rp)
+/* The table of the limits measured around sizes, after the main one. */
+static void print_row_limits(FILE *f, const struct report *rp)
 {
-	const struct tcp_limit *a = rp->tcp, *b = rp->tcp_after;
-	const uint64_t mb = tcp_mem_bytes(rp);
-
-	if (!mb)
+	if (!rp->tcp_row_bytes)
 		return;
 	fprintf(f,
-		"# raw TCP from memory (each end walking a buffer of %llu MiB, 1 MiB a call, "
-		"as the ranks walk theirs): ",
-		(unsigned long long)(mb >> 20));
-	if (a->mem_gbps[0] > 0)
-		fprintf(f, "%.3f and %.3f GB/s before", a->mem_gbps[0], a->mem_gbps[1]);
-	else
-		fprintf(f, "not measured before (%s)", a->err);
-	if (b && b->ok && b->mem_gbps[0] > 0)
-		fprintf(f, ", %.3f and %.3f after", b->mem_gbps[0], b->mem_gbps[1]);
-	else if (b && b->ok)
-		fprintf(f, ", not measured after (%s)", b->err);
-	if (tcp_limit(rp, 1) > 0)
-		fprintf(f,
-			";\n#   the limit as above, %.3f GB/s; xMem = collc busbw / that limit, "
-			"for sizes of %llu MiB and more\n",
-			tcp_limit(rp, 1), (unsigned long long)(mb >> 20));
-	else
+		"#\n# raw TCP around each size of %llu MiB and more, while the ranks waited "
+		"(GB/s, a -> b and b -> a):\n"
+		"#   wire: one 1 MiB buffer each end; memory: each end walks a buffer of the size, "
+		"1 MiB a call\n"
+		"# %10s %19s %19s %19s %19s\n",
+		(unsigned long long)(rp->tcp_row_bytes >> 20), "size(B)", "wire before",
+		"wire after", "memory before", "memory after");
+	for (int s = 0; s < rp->cfg->nsizes; s++) {
+		const struct report_row *row = &rp->rows[s];
+
+		if (row->sz->bytes < rp->tcp_row_bytes)
+			continue;
+		fprintf(f, "  %10llu", (unsigned long long)row->sz->bytes);
+		for (int mem = 0; mem < 2; mem++)
+			for (int k = 0; k < 2; k++) {
+				const struct tcp_limit *t = &row->tcp[k];
+				const double *g = mem ? t->mem_gbps : t->gbps;
+
+				if (t->ok && g[0] > 0)
+					fprintf(f, "      %6.3f %6.3f", g[0], g[1]);
+				else
+					fprintf(f, " %19s", "not measured");
+			}
 		fprintf(f, "\n");
+	}
 }
 
 /* How collc's ranks submitted and what p50 and pipe time in that mode. */
@@ -344,8 +358,13 @@ static void print_header(FILE *f, const struct report *rp)
 	else if (rp->tcp)
 		fprintf(f, "# raw TCP between the first two daemons: not measured (%s)\n",
 			rp->tcp->err);
-	if (tcp_ok)
-		print_tcp_mem(f, rp);
+	if (tcp_ok && rp->tcp_row_bytes)
+		fprintf(f,
+			"# sizes of %llu MiB and more: raw TCP measured again just before and after "
+			"each while the ranks waited (table below);\n"
+			"#   their xTCP is against the limit of those, by the same rule, and xMem "
+			"against that of streams walking buffers of the size\n",
+			(unsigned long long)(rp->tcp_row_bytes >> 20));
 	if (!pn)
 		return;
 	fprintf(f,
@@ -380,8 +399,8 @@ void report_table(FILE *f, const struct report *rp)
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
 	int nbad = 0, w = mode_width(rp), tcp_ok = rp->tcp && rp->tcp->ok;
-	double tcp_lim = tcp_limit(rp, 0), mem_lim = tcp_limit(rp, 1);
-	int mem_col = tcp_ok && tcp_mem_bytes(rp) && mem_lim > 0;
+	double tcp_lim = tcp_limit(rp, 0);
+	int mem_col = tcp_ok && any_row_limit(rp);
 
 	print_header(f, rp);
 	fprintf(f, "#\n# %10s %11s %9s %9s %9s %8s %8s %10s %8s", "size(B)", "count", "p50(us)",
@@ -409,9 +428,11 @@ void report_table(FILE *f, const struct report *rp)
 			fprintf(f, " %9.2f %9.2f %9.2f %8.3f %8.3f %10.0f %8.3f", row->c.p50_us,
 				row->c.p99_us, row->c.pipe_us, d.algbw, d.busbw, d.ops, d.busbw1);
 			if (tcp_ok)
-				fprintf(f, " %5.2f", d.busbw / tcp_lim);
-			if (mem_col && tcp_mem_row(rp, row))
-				fprintf(f, " %5.2f", d.busbw / mem_lim);
+				fprintf(f, " %5.2f",
+					d.busbw / (row_limit(row, 0) > 0 ? row_limit(row, 0)
+									 : tcp_lim));
+			if (mem_col && row_limit(row, 1) > 0)
+				fprintf(f, " %5.2f", d.busbw / row_limit(row, 1));
 			else if (mem_col)
 				fprintf(f, " %5s", "-");
 		} else {
@@ -446,6 +467,7 @@ void report_table(FILE *f, const struct report *rp)
 		}
 		fprintf(f, "\n");
 	}
+	print_row_limits(f, rp);
 	if (pn && rp->modes & (rp->modes - 1)) {
 		/* More than one mode: each one's numbers, * on the one the table took. */
 		fprintf(f,

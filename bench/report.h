@@ -18,6 +18,8 @@ struct report_row {
 	struct size_stats p;
 	struct size_stats pm[NCCL_NUM_MODES]; /* each mode of the peer in rp->modes */
 	int p50_mode, pipe_mode;              /* the modes p's p50 (and p99) and pipe come from */
+	/* Raw TCP just before [0] and after [1] collc's ranks ran this size (tcp_row_bytes). */
+	struct tcp_limit tcp[2];
 };
 
 struct report {
@@ -30,6 +32,8 @@ struct report {
 	 * ranks ran (tcp) and again after (tcp_after); NULL: not measured.
 	 */
 	const struct tcp_limit *tcp, *tcp_after;
+	/* Sizes of at least this many bytes have rows[].tcp, walking buffers of the size too; 0: none. */
+	uint64_t tcp_row_bytes;
 	struct report_row rows[BENCH_MAX_SIZES];
 };
 

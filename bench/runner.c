@@ -35,6 +35,7 @@ struct shared_results *shared_results_new(const struct bench_cfg *cfg)
 	sr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sr == MAP_FAILED)
 		return NULL;
+	sr->gate = BENCH_MAX_SIZES;
 	sr->res = (struct rank_result *)((char *)sr + hdr);
 	sr->lat = (double *)((char *)sr + hdr + res_bytes);
 	sr->map_bytes = bytes;
@@ -177,6 +178,22 @@ static int run_size(const struct bench_cfg *cfg, int rank, struct runner *rn,
 	return 0;
 }
 
+/* The longest a rank waits for the parent to open a size (its measurement takes seconds). */
+#define GATE_WAIT_S 600
+
+/* Until the parent opens size s (shared_results.gate): 0, or -ETIMEDOUT. */
+static int gate_wait(const struct shared_results *sr, int s)
+{
+	double deadline = bench_now() + GATE_WAIT_S;
+
+	while (__atomic_load_n(&sr->gate, __ATOMIC_ACQUIRE) <= s) {
+		if (bench_now() > deadline)
+			return -ETIMEDOUT;
+		bench_sleep_ms(1);
+	}
+	return 0;
+}
+
 int bench_rank_loop(const struct bench_cfg *cfg, int rank, struct runner *rn,
 		    struct shared_results *sr)
 {
@@ -197,7 +214,14 @@ int bench_rank_loop(const struct bench_cfg *cfg, int rank, struct runner *rn,
 		return 1;
 	}
 	for (int s = 0; s < cfg->nsizes; s++) {
-		int r = run_size(cfg, rank, rn, sr, s, host, ref);
+		int r = gate_wait(sr, s);
+
+		if (r == 0)
+			r = run_size(cfg, rank, rn, sr, s, host, ref);
+		else
+			snprintf(rn->err, sizeof(rn->err), "size %d not opened within %d s", s,
+				 GATE_WAIT_S);
+		__atomic_store_n(&sr->done[rank], s + 1, __ATOMIC_RELEASE);
 
 		if (r < 0) {
 			struct rank_result *res = &sr->res[s * cfg->nranks + rank];
