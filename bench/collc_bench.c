@@ -150,8 +150,8 @@ static void usage(FILE *f)
 		"                    direction of the faster measurement is printed as the limit,\n"
 		"                    with busbw / limit (xTCP); each stream writes and reads one\n"
 		"                    1 MiB buffer. Sizes of at least --tcp-row-bytes (default 16M;\n"
-		"                    0: none) have raw TCP measured again just before and after\n"
-		"                    them, while the ranks wait: xTCP from that, and xMem from\n"
+		"                    0: none) up to 1G have raw TCP measured again just before and\n"
+		"                    after them, while the ranks wait: xTCP from that, and xMem from\n"
 		"                    streams that walk buffers of the size, as the ranks walk theirs\n"
 		"  --spawn-daemon    start collcd on a temporary socket, stop it at the end\n"
 		"  --backend B       cpu: host buffers, collcd --backend cpu; cuda: rank r on GPU r, device\n"
@@ -542,7 +542,9 @@ static int tcp_around_wanted(void *arg, int s)
 {
 	const struct tcp_around *t = arg;
 
-	return t->from && t->rp->rows[s].sz->bytes >= t->from;
+	const uint64_t b = t->rp->rows[s].sz->bytes;
+
+	return t->from && b >= t->from && b <= TCP_LIMIT_MEM_MAX;
 }
 
 static void tcp_around_run(void *arg, int s, int after)
@@ -912,12 +914,6 @@ int main(int argc, char **argv)
 	}
 	if (min_bytes > max_bytes) {
 		fprintf(stderr, "collc-bench: --min-bytes is above --max-bytes\n");
-		return 2;
-	}
-	if (max_bytes > (1ull << 34) && tcp_row) {
-		/* Each stream process walks a buffer of the size. */
-		fprintf(stderr,
-			"collc-bench: raw TCP around sizes above 16G: pass --tcp-row-bytes 0\n");
 		return 2;
 	}
 	if (cfg.root >= cfg.nranks) {

@@ -249,7 +249,7 @@ static void print_row_limits(FILE *f, const struct report *rp)
 	for (int s = 0; s < rp->cfg->nsizes; s++) {
 		const struct report_row *row = &rp->rows[s];
 
-		if (row->sz->bytes < rp->tcp_row_bytes)
+		if (row->sz->bytes < rp->tcp_row_bytes || row->sz->bytes > TCP_LIMIT_MEM_MAX)
 			continue;
 		fprintf(f, "  %10llu", (unsigned long long)row->sz->bytes);
 		for (int mem = 0; mem < 2; mem++)

@@ -312,9 +312,9 @@ int tcp_limit_measure(const char *sock_a, const char *sock_b, double seconds, ui
 	struct tl_ends e;
 
 	memset(ret, 0, sizeof(*ret));
-	if (mem_bytes && (mem_bytes < TL_BUF || mem_bytes > ((uint64_t)1 << 34))) {
+	if (mem_bytes && (mem_bytes < TL_BUF || mem_bytes > TCP_LIMIT_MEM_MAX)) {
 		snprintf(ret->err, sizeof(ret->err),
-			 "a from-memory buffer of %llu bytes (1 MiB to 16 GiB)",
+			 "a from-memory buffer of %llu bytes (1 MiB to 1 GiB)",
 			 (unsigned long long)mem_bytes);
 		return -1;
 	}

@@ -26,6 +26,9 @@ struct tcp_limit {
 	char err[200];      /* why not measured, when ok is 0 */
 };
 
+/* The largest mem_bytes: four processes each walk a buffer that large. */
+#define TCP_LIMIT_MEM_MAX (1ull << 30)
+
 /*
  * Streams for `seconds` each way between the daemons of sock_a and sock_b,
  * from 1 MiB buffers, then (mem_bytes > 0) as long again from and to buffers
