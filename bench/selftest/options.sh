@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 #
-# collc-bench's checks of --stream and --graph: each bad combination exits 2
+# collc-bench's checks of --stream and --graph (and --tcp-row-bytes): each bad combination exits 2
 # with a message that names the problem, before any rank, GPU or collcd is
 # touched; good ones get past the checks (exit 1 here: no GPU or no collcd).
 #
@@ -39,6 +39,9 @@ expect 2 "--graph: collc captures no send or receive" \
 expect 2 "collc holds at most 512 captured collectives per connection" \
 	--nranks 2 --backend cuda --graph --min-bytes 8 --max-bytes 1G --depth 64
 expect 2 "--nccl-modes needs --vs-nccl" --nranks 2 --backend cuda --stream --nccl-modes plain
+expect 0 "--tcp-row-bytes (default 16M;" --help
+expect 2 "--tcp-row-bytes takes 0, or 1M and more" --nranks 2 --tcp-row-bytes 512K
+expect 2 "--tcp-row-bytes takes 0, or 1M and more" --nranks 2 --tcp-row-bytes lots
 # Accepted: past the checks, the run itself fails (no GPU, or no collcd at that socket).
 for mode in --stream --graph; do
 	expect 1 "collc-bench: " --nranks 1 --backend cuda $mode --socket /nonexistent/collcd.sock \
