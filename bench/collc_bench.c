@@ -271,7 +271,7 @@ struct size_gate {
 	void *arg;
 };
 
-/* Whether rank r's process has ended (not reaped: wait_ranks() does that). */
+/* Whether a rank's process has ended (not reaped: wait_ranks() does that). */
 static int rank_ended(pid_t pid)
 {
 	siginfo_t si = { 0 };
@@ -541,7 +541,6 @@ struct tcp_around {
 static int tcp_around_wanted(void *arg, int s)
 {
 	const struct tcp_around *t = arg;
-
 	const uint64_t b = t->rp->rows[s].sz->bytes;
 
 	return t->from && b >= t->from && b <= TCP_LIMIT_MEM_MAX;

@@ -201,13 +201,13 @@ static double tcp_slower(const struct tcp_limit *t, int mem)
 /*
  * The raw TCP limit of an inter-node run (GB/s; 0 when not measured): the
  * slower direction of the faster of the two measurements, before and after
- * the collc ranks ran, of the wire stream (mem 0) or the one from memory
- * (mem 1). Raw TCP between the namespaces of a shared host wanders from
- * minute to minute (bench/RESULTS.md); collc is held to the better figure.
+ * the collc ranks ran. Raw TCP between the namespaces of a shared host
+ * wanders from minute to minute (bench/RESULTS.md); collc is held to the
+ * better figure.
  */
-static double tcp_limit(const struct report *rp, int mem)
+static double tcp_limit(const struct report *rp)
 {
-	const double a = tcp_slower(rp->tcp, mem), b = tcp_slower(rp->tcp_after, mem);
+	const double a = tcp_slower(rp->tcp, 0), b = tcp_slower(rp->tcp_after, 0);
 
 	return a > b ? a : b;
 }
@@ -347,14 +347,14 @@ static void print_header(FILE *f, const struct report *rp)
 			"#   the limit is the slower direction of the faster measurement, %.3f GB/s; "
 			"xTCP = collc busbw / limit\n",
 			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp_after->gbps[0],
-			rp->tcp_after->gbps[1], rp->tcp->where, tcp_limit(rp, 0));
+			rp->tcp_after->gbps[1], rp->tcp->where, tcp_limit(rp));
 	else if (tcp_ok)
 		fprintf(f,
 			"# raw TCP: %.3f GB/s first -> second daemon, %.3f GB/s back (%s, one 1 MiB "
 			"buffer each end; not measured again after the collc ranks: %s);\n"
 			"#   the limit is the slower one, %.3f GB/s; xTCP = collc busbw / limit\n",
 			rp->tcp->gbps[0], rp->tcp->gbps[1], rp->tcp->where,
-			rp->tcp_after ? rp->tcp_after->err : "not asked", tcp_limit(rp, 0));
+			rp->tcp_after ? rp->tcp_after->err : "not asked", tcp_limit(rp));
 	else if (rp->tcp)
 		fprintf(f, "# raw TCP between the first two daemons: not measured (%s)\n",
 			rp->tcp->err);
@@ -399,7 +399,7 @@ void report_table(FILE *f, const struct report *rp)
 	const struct bench_cfg *cfg = rp->cfg;
 	const char *pn = rp->peer_name;
 	int nbad = 0, w = mode_width(rp), tcp_ok = rp->tcp && rp->tcp->ok;
-	double tcp_lim = tcp_limit(rp, 0);
+	double tcp_lim = tcp_limit(rp);
 	int mem_col = tcp_ok && any_row_limit(rp);
 
 	print_header(f, rp);
