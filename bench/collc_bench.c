@@ -530,20 +530,18 @@ static void collc_failed(struct report *rp, const char *fmt, const char *a, cons
 	}
 }
 
-/* The raw TCP limit around each size of at least `from` bytes (a size_gate). */
+/* The raw TCP limit around each size the report wants it for (a size_gate). */
 struct tcp_around {
 	struct report *rp;
 	const char *sock_a, *sock_b;
 	double seconds;
-	uint64_t from;
 };
 
 static int tcp_around_wanted(void *arg, int s)
 {
 	const struct tcp_around *t = arg;
-	const uint64_t b = t->rp->rows[s].sz->bytes;
 
-	return t->from && b >= t->from && b <= TCP_LIMIT_MEM_MAX;
+	return report_row_tcp(t->rp, &t->rp->rows[s]);
 }
 
 static void tcp_around_run(void *arg, int s, int after)
@@ -1047,8 +1045,7 @@ int main(int argc, char **argv)
 	}
 	{
 		/* And around each large size, while the ranks wait: the same minute as its numbers. */
-		struct tcp_around ta = { &rp, cfg.sockets[0], cfg.sockets[1], tcp_s,
-					 rp.tcp_row_bytes };
+		struct tcp_around ta = { &rp, cfg.sockets[0], cfg.sockets[1], tcp_s };
 		const struct size_gate g = { tcp_around_wanted, tcp_around_run, &ta };
 
 		if (run_collc(&cfg, spawn, collcd, backend, daemon_extra, ndaemon_extra,

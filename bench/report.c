@@ -224,6 +224,12 @@ static double row_limit(const struct report_row *row, int mem)
 	return a > b ? a : b;
 }
 
+int report_row_tcp(const struct report *rp, const struct report_row *row)
+{
+	return rp->tcp_row_bytes && row->sz->bytes >= rp->tcp_row_bytes &&
+	       row->sz->bytes <= TCP_LIMIT_MEM_MAX;
+}
+
 /* Whether any size has its own limit from streams walking buffers of the size (the xMem column). */
 static int any_row_limit(const struct report *rp)
 {
@@ -249,7 +255,7 @@ static void print_row_limits(FILE *f, const struct report *rp)
 	for (int s = 0; s < rp->cfg->nsizes; s++) {
 		const struct report_row *row = &rp->rows[s];
 
-		if (row->sz->bytes < rp->tcp_row_bytes || row->sz->bytes > TCP_LIMIT_MEM_MAX)
+		if (!report_row_tcp(rp, row))
 			continue;
 		fprintf(f, "  %10llu", (unsigned long long)row->sz->bytes);
 		for (int mem = 0; mem < 2; mem++)

@@ -45,6 +45,8 @@ struct report {
 void report_pick_best(struct report *rp);
 /* 1 when a size lacks numbers (collc or the peer) or a peer mode failed; skipped modes do not count. */
 int report_failed(const struct report *rp);
+/* Whether size row has raw TCP measured around it (rows[].tcp: tcp_row_bytes and up to 1 GiB). */
+int report_row_tcp(const struct report *rp, const struct report_row *row);
 void report_table(FILE *f, const struct report *rp);
 int report_csv(const char *path, const struct report *rp);
 /* Plots a CSV written by report_csv (gnuplot, else python3-matplotlib). */

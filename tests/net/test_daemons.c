@@ -1376,6 +1376,22 @@ static long refused_count(void)
 	return status_count("refused");
 }
 
+/*
+ * The root daemon's refusals once they reach want, else what they are after
+ * 5 s (-1: no status): a daemon counts a refusal on its node thread, maybe
+ * after the peer it refused has given up.
+ */
+static long refused_wait(long want)
+{
+	long n = refused_count();
+
+	for (int i = 0; i < 500 && n >= 0 && n < want; i++) {
+		h_sleep_us(10000);
+		n = refused_count();
+	}
+	return n;
+}
+
 /* The root daemon's listen port (the net object's: the config says port 0); 0 when unknown. */
 static uint16_t root_listen_port(void)
 {
@@ -1441,14 +1457,9 @@ static int test_secret(void)
 	failed |= h_run_ranks(2, secret_rank, NULL);
 	/*
 	 * Each daemon checks the other's MAC: the joiner's refusal ends the
-	 * rank's comm_init, the root daemon counts its own on its node thread,
-	 * maybe later. Wait for it, boundedly (5 s).
+	 * rank's comm_init, and the root daemon may count its own later.
 	 */
-	after = refused_count();
-	for (int i = 0; i < 500 && before >= 0 && after >= 0 && after <= before; i++) {
-		h_sleep_us(10000);
-		after = refused_count();
-	}
+	after = refused_wait(before + 1);
 	if (before < 0 || after <= before)
 		failed |= h_fail("the root daemon counted no refusal (%ld before, %ld after)",
 				 before, after);
@@ -1616,12 +1627,7 @@ static int test_garbage(void)
 	failed |= h_run_ranks(2, coll_rank, NULL);
 	for (int i = 0; i < n; i++)
 		close(fds[i]);
-	/* Refusals are counted as the daemon gets to them: wait a bounded while (5 s). */
-	after = refused_count();
-	for (int i = 0; i < 500 && after >= 0 && after < before + 100; i++) {
-		h_sleep_us(10000);
-		after = refused_count();
-	}
+	after = refused_wait(before + 100);
 	h_log("refused %ld -> %ld", before, after);
 	if (after < before + 100)
 		failed |= h_fail(
