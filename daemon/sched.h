@@ -148,6 +148,14 @@ void sched_fini(void);
  */
 void sched_release(void);
 void sched_post(struct sched_cmd *cmd);
+/*
+ * sched_post() in two halves: the first queues cmd, the second wakes the
+ * scheduler if it sleeps (for every command queued before it). A thread
+ * that queues while it holds a lock the scheduler takes (the node thread's
+ * node.mu) wakes it only after releasing that lock.
+ */
+void sched_post_quiet(struct sched_cmd *cmd);
+void sched_kick(void);
 /* The doorbell memfd every client maps (see proto/shm.h). */
 int sched_doorbell_fd(void);
 /* Control thread: runs done callbacks of finished commands. */

@@ -81,7 +81,7 @@ static uint32_t fifo_full(void)
 	return 0;
 }
 
-void sched_post(struct sched_cmd *cmd)
+void sched_post_quiet(struct sched_cmd *cmd)
 {
 	cmd->next = NULL;
 	pthread_mutex_lock(&cmd_lock);
@@ -90,14 +90,25 @@ void sched_post(struct sched_cmd *cmd)
 	cmd_tail = &cmd->next;
 	pthread_mutex_unlock(&cmd_lock);
 	fetch_add(&doorbell->seq, 1);
+}
+
+void sched_kick(void)
+{
 	/*
 	 * N3: pairs with S1 like N1: either the scheduler's look before it
-	 * sleeps sees the command, or this sees it asleep. Awake (a command
-	 * posted from its own thread, or while it runs) it needs no futex call.
+	 * sleeps sees the commands queued before this (sched_post_quiet()), or
+	 * this sees it asleep. Awake (a command posted from its own thread, or
+	 * while it runs) it needs no futex call.
 	 */
 	fence_seq_cst();
 	if (load_relaxed(&sleeping))
 		futex_wake(&doorbell->seq, 1);
+}
+
+void sched_post(struct sched_cmd *cmd)
+{
+	sched_post_quiet(cmd);
+	sched_kick();
 }
 
 void sched_cmd_finish(struct sched_cmd *cmd, int result)

@@ -16,11 +16,17 @@
  * memory: this checks the protocol's logic; the fences the code names make
  * a real machine behave like it.
  *
+ * -DBATCH=1: the posters queue all their commands first and then look once
+ * (sched_post_quiet() for each, one sched_kick(): the node thread queues
+ * under node.mu and wakes the scheduler after releasing it, node_unlock()).
+ *
  * Checked: no invalid end state (the scheduler blocked in futex_wait with a
  * command posted is one), and every command taken. -DBROKEN=1: the poster
  * looks at sleeping before it appends (no N3 order); 2: the scheduler does
  * not look again after saying it sleeps (no S1 look); 3: the poster does
- * not bump seq (the futex_wait then blocks on a value no one changed).
+ * not bump seq (the futex_wait then blocks on a value no one changed); 4
+ * (with BATCH): the posters queue quietly and never look (a node_post()
+ * that no node_unlock() follows).
  */
 #ifndef NP
 #define NP 2
@@ -33,6 +39,9 @@
 #endif
 #ifndef BROKEN
 #define BROKEN 0
+#endif
+#ifndef BATCH
+#define BATCH 0
 #endif
 
 byte posted;   /* commands on the list (cmd_head) */
@@ -82,8 +91,20 @@ proctype poster()
 
 	do
 	:: n == NC -> break
+#if BATCH
+	:: else ->
+		/* sched_post_quiet(): queued, seq bumped, no look yet */
+		posted++;
+		seq++;
+		n++
+#else
 	:: else -> post(); n++
+#endif
 	od;
+#if BATCH && BROKEN != 4
+	/* sched_kick(): N3, fence, then look, once for all of them */
+	wake_if_sleeping();
+#endif
 	done_posters++
 }
 
