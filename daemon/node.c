@@ -240,7 +240,7 @@ static struct {
 	uint64_t hier_min_bytes; /* net_hier_min_bytes, read when this daemon roots a communicator */
 	uint32_t max_chan;       /* net_channels: what this daemon offers a forming communicator */
 	uint64_t spin_ns;        /* net_spin_us */
-	int kick;                /* a command was queued for the scheduler: node_unlock() wakes it */
+	int kick; /* a command was queued for the scheduler: node_unlock() wakes it */
 	struct conn *conns;
 	uint32_t nconns;
 	struct ncomm *comms;
