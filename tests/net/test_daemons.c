@@ -1392,6 +1392,39 @@ static long refused_wait(long want)
 	return n;
 }
 
+/*
+ * The staged eager path of GPU buffers across daemons (inputs copied out
+ * into the slot's stage, results computed aside and copied in) without a
+ * GPU: collcd's COLLCD_NET_EAGER_STAGE=host stages host buffers the same
+ * way, memmove for the executor's copy. Every collective must be right and
+ * every daemon must have staged some (a broadcast's other daemon, whose
+ * ranks send nothing, too).
+ */
+static int test_staged(int nd, int nranks)
+{
+	int failed;
+
+	setenv("COLLCD_NET_EAGER_STAGE", "host", 1); /* every collcd started below inherits it */
+	daemon_args[6] = "--set";
+	daemon_args[7] = "net_eager_staged_max_bytes=262144";
+	start_daemons(nd);
+	h_unique_id(&sh->id);
+	ring_check = 1;
+	failed = h_run_ranks(nranks, coll_rank, NULL);
+	for (int d = 0; d < nd && !failed; d++) {
+		const long n = status_count_at(socks[d], "net_eager_staged");
+
+		if (n <= 0)
+			failed = h_fail("collcd %d staged no eager collective (net_eager_staged %ld)",
+					d, n);
+	}
+	if (!failed)
+		h_log("%d ranks on %d daemons, buffers staged: every collective right, every "
+		      "daemon staged some",
+		      nranks, nd);
+	return finish(failed);
+}
+
 /* The root daemon's listen port (the net object's: the config says port 0); 0 when unknown. */
 static uint16_t root_listen_port(void)
 {
@@ -2096,6 +2129,8 @@ int main(int argc, char **argv)
 		block = argc > 4 && !strcmp(argv[4], "block");
 		return test_a2a_blocks(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 4);
 	}
+	if (!strcmp(what, "staged"))
+		return test_staged(argc > 2 ? atoi(argv[2]) : 2, argc > 3 ? atoi(argv[3]) : 2);
 	if (!strcmp(what, "stream"))
 		return test_stream(argc > 2 && !strcmp(argv[2], "a2a_blocks"));
 	if (!strcmp(what, "two"))
