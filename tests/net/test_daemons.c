@@ -1415,8 +1415,9 @@ static int test_staged(int nd, int nranks)
 		const long n = status_count_at(socks[d], "net_eager_staged");
 
 		if (n <= 0)
-			failed = h_fail("collcd %d staged no eager collective (net_eager_staged %ld)",
-					d, n);
+			failed = h_fail(
+				"collcd %d staged no eager collective (net_eager_staged %ld)", d,
+				n);
 	}
 	if (!failed)
 		h_log("%d ranks on %d daemons, buffers staged: every collective right, every "
