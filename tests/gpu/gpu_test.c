@@ -1624,8 +1624,12 @@ static int net_stream_colls(struct rank_ctx *rc, cudaStream_t st, uint64_t *cid)
 								report(&ck, me, COPY_ALLTOALL,
 								       c[i].dtype, 0, c[i].count, n,
 								       "stream all-to-all %d of %d: byte "
-								       "%zu from rank %d wrong",
-								       i, m, b, p);
+								       "%zu from rank %d wrong (0x%02x, "
+								       "not 0x%02x; the poison is "
+								       "0xa5), %zu B a block",
+								       i, m, b, p,
+								       h[(size_t)p * blk + b],
+								       cpat(ids[i], p, me, b), blk);
 								bad = 1;
 							}
 				} else if (coll != 4 || me == root[i]) {
