@@ -310,8 +310,8 @@ static void wake(void)
  * With mu held: queues cmd for the scheduler, which node_unlock() wakes once
  * mu is free. Woken at once, a scheduler on the same core would preempt the
  * thread that holds mu and then wait for it in its next call here (the
- * eager all-reduce's root daemon on the 2-core VM: 5.5 us of each 8-byte
- * one, bench/RESULTS.md "Commands to the scheduler leave with node.mu").
+ * eager all-reduce on the 2-core VM: about 5 us of each 8-byte one,
+ * bench/RESULTS.md "Commands to the scheduler leave with node.mu").
  */
 static void node_post(struct sched_cmd *cmd)
 {

@@ -282,6 +282,21 @@ static uint64_t a2a_term(uint32_t i, uint32_t j, uint64_t count)
 }
 
 /*
+ * Whether collcd's environment sets test hook `name` to `value` (read once,
+ * into *cache, which starts at -1): hooks that let CI run paths meant for
+ * a GPU on the CPU executor.
+ */
+static int test_hook(int *cache, const char *name, const char *value)
+{
+	if (*cache < 0) {
+		const char *e = getenv(name);
+
+		*cache = e && !strcmp(e, value);
+	}
+	return *cache;
+}
+
+/*
  * All-to-all(v) across daemons runs as blocks (a2a_blocks()) on an executor
  * without the relay on the ring that can stage its memory (the grid). Every
  * daemon of a communicator runs the same executor (node.c: every rank uses
@@ -297,12 +312,8 @@ static int a2a_as_blocks(const struct comm *cm)
 	 * executors with the relay (the CPU one) run blocks too, so that CI
 	 * runs them without a GPU; every daemon of a communicator needs it alike.
 	 */
-	if (forced < 0) {
-		const char *e = getenv("COLLCD_NET_A2A");
-
-		forced = e && !strcmp(e, "blocks");
-	}
-	return cm->local && (forced || (!(ex->caps & EXEC_CAP_NET_RELAY) && ex->copy));
+	return cm->local && (test_hook(&forced, "COLLCD_NET_A2A", "blocks") ||
+			     (!(ex->caps & EXEC_CAP_NET_RELAY) && ex->copy));
 }
 
 /*
@@ -441,32 +452,21 @@ static int eager_clear_of_earlier(struct comm *cm, const struct slot *sl)
  * computes aside and copies in, through the executor's copy door (exec.h
  * copy(), synchronous). 1: m is such memory, 0: host memory collcd maps,
  * -1: memory no copy door reaches.
- */
-/*
+ *
  * Test hook: COLLCD_NET_EAGER_STAGE=host in collcd's environment stages host
- * buffers too, copied by memmove where an executor's copy door would copy,
- * so that CI runs the staged eager path (the stage, the inputs copied out,
- * results computed aside and copied in) without a GPU. Each daemon decides
- * for its own buffers alone.
+ * memory too (1), copied by memmove where the copy door would copy
+ * (eager_copy()), so that CI runs the staged eager path (the stage, the
+ * inputs copied out, results computed aside and copied in) without a GPU.
+ * Each daemon decides for its own buffers alone.
  */
-static int stage_host(void)
-{
-	static int on = -1;
-
-	if (on < 0) {
-		const char *e = getenv("COLLCD_NET_EAGER_STAGE");
-
-		on = e && !strcmp(e, "host");
-	}
-	return on;
-}
-
 static int eager_staged(const struct mr *m)
 {
+	static int stage_host = -1;
+
 	if (!m)
 		return 0;
 	if (!m->exec)
-		return stage_host();
+		return test_hook(&stage_host, "COLLCD_NET_EAGER_STAGE", "host");
 	return m->exec->copy ? 1 : -1;
 }
 
