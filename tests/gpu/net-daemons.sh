@@ -43,6 +43,7 @@
 # PREBUILT: a directory with collcd, collcctl, collc-gpu-test and libcollc.so.1, and for
 # net-hostile libnccl-net-collc.so and libnccl-net-collchostile.so (no build happens here). Environment: OUT (logs, default /tmp/collc-gpunet-logs),
 # SEED, PORT_A and PORT_B (default 7461, 7462), GPU (default 0), STAGED_MAX, KILL_MODE,
+# ROW_S (the limit of each of the four net rows, default 180 s),
 # COLLCD_SET ("KEY=VALUE ...": a --set for each, on both collcd; for A/B runs)
 # and COLLCD_BIN (another collcd binary than PREBUILT's, same clients).
 #
@@ -66,6 +67,7 @@
 set -u
 LOGDIR=${OUT:-/tmp/collc-gpunet-logs}
 STAGED_MAX=${STAGED_MAX:-262144}
+ROW_S=${ROW_S:-180}
 SEED=${SEED:-$(date +%s)}
 PORT_A=${PORT_A:-7461}
 PORT_B=${PORT_B:-7462}
@@ -204,10 +206,19 @@ hier_ran() { # label before more|none: collcd A's hierarchical count grew (more)
 t() { # limit label scenario args...: one collc-gpu-test run, its RESULT lines kept
 	local limit=$1 label=$2; shift 2
 	[[ "$WANT" == *" $label "* ]] || return 0
+	# A row about to time out leaves both collcd's status (its queues, every slot) in the logs.
+	(
+		sleep $((limit - 5))
+		"$BIN/collcctl" --socket "$SOCK_A" status --json >"$LOGDIR/hang-$label-a.json" 2>&1
+		"$BIN/collcctl" --socket "$SOCK_B" status --json >"$LOGDIR/hang-$label-b.json" 2>&1
+	) &
+	local watch=$!
 	timeout "$limit" "$BIN/collc-gpu-test" "$@" --socket "$SOCK_A" --socket2 "$SOCK_B" \
 		--seed "$SEED" --label "$label" 2>>"$LOGDIR/tests.log" | tee -a "$RES"
 	local rc=${PIPESTATUS[0]}
-	[ "$rc" = 124 ] && result "$label FAIL timed out after $limit s (hang)"
+	kill "$watch" 2>/dev/null
+	wait "$watch" 2>/dev/null
+	[ "$rc" = 124 ] && result "$label FAIL timed out after $limit s (hang; both collcd's status: hang-$label-a.json, -b.json)"
 	grep "FAILED CHECK $label" "$LOGDIR/tests.log" | head -5 | sed "s|^|[$label] |"
 	return 0
 }
@@ -222,7 +233,7 @@ alive() { # label: both collcd still run (after a scenario that must not kill th
 if start_both; then
 	result "daemons-started PASS collcd A pid $PID_A ($ADDR_A:$PORT_A), B pid $PID_B ($ADDR_B:$PORT_B), gpu $GPU, MPS started here: $MPS_STARTED"
 	EAGER0=$(staged_count "$SOCK_A")
-	t 180 net-2ranks net --gpus "$GPU,$GPU"
+	t "$ROW_S" net-2ranks net --gpus "$GPU,$GPU"
 	alive net-2ranks
 	case "$STAGED_MAX ${COLLCD_SET:-} " in
 	"0 "* | *" net_eager_staged_max_bytes=0 "* | *" net_eager_max_bytes=0 "*) ;;
@@ -231,7 +242,7 @@ if start_both; then
 	# A GPU lane serves one communicator spanning daemons: let the last one's teardown end.
 	sleep 2
 	HIER0=$(hier_count "$SOCK_A")
-	t 180 net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
+	t "$ROW_S" net-4ranks net --gpus "$GPU,$GPU,$GPU,$GPU"
 	alive net-4ranks
 	hier_ran net-4ranks "$HIER0" more
 	sleep 2
@@ -241,7 +252,7 @@ if start_both; then
 		"$BIN/collcctl" --socket "$SOCK_B" set net_hier_min_bytes=0 >>"$LOGDIR/tests.log" 2>&1
 	fi
 	HIER0=$(hier_count "$SOCK_A")
-	t 180 net-4ranks-flat net --gpus "$GPU,$GPU,$GPU,$GPU"
+	t "$ROW_S" net-4ranks-flat net --gpus "$GPU,$GPU,$GPU,$GPU"
 	alive net-4ranks-flat
 	hier_ran net-4ranks-flat "$HIER0" none
 	if [[ "$WANT" == *" net-4ranks-flat "* ]]; then
@@ -251,7 +262,7 @@ if start_both; then
 	sleep 2
 	# Ranks round-robin: the ring runs 0 2 1 3, all-gather's and reduce-scatter's blocks by rank.
 	HIER0=$(hier_count "$SOCK_A")
-	t 180 net-4ranks-rr net --gpus "$GPU,$GPU,$GPU,$GPU" --round-robin
+	t "$ROW_S" net-4ranks-rr net --gpus "$GPU,$GPU,$GPU,$GPU" --round-robin
 	alive net-4ranks-rr
 	hier_ran net-4ranks-rr "$HIER0" more
 	echo "collcd A: $(phases "$SOCK_A")" | tee -a "$LOGDIR/tests.log"
