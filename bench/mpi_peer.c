@@ -5,8 +5,9 @@
  * (see runner.c), with MPI on host memory:
  *   end-to-end latency: MPI_Wtime around the blocking call, per iteration
  *     the max over ranks, p50 and p99 over iterations;
- *   pipelined: `iters` nonblocking calls (MPI_I*) with `depth` outstanding,
- *     each into its own receive buffer, total / iters, max over ranks;
+ *   pipelined: after one untimed window, `iters` nonblocking calls (MPI_I*)
+ *     with `depth` outstanding, each into its own receive buffer, total /
+ *     iters, max over ranks;
  *   the first and last iteration checked against the reference
  *   (tests/common/refcheck.h).
  * Rank 0 prints one COLLC-PEER line per size (format in vs_mpi.c).
@@ -156,6 +157,20 @@ static int check(struct peer *p, const struct bench_size *sz, int s, int slot, i
 	return -1;
 }
 
+/* n collectives with depth outstanding, the j-th into slot j % depth. */
+static void window(struct peer *p, const struct bench_size *sz, int n, int depth,
+		   MPI_Request *reqs)
+{
+	for (int j = 0; j < n + depth; j++) {
+		int q = j % depth;
+
+		if (j >= depth)
+			MPI_Waitall(2, &reqs[2 * q], MPI_STATUSES_IGNORE);
+		if (j < n)
+			start(p, sz, q, &reqs[2 * q]);
+	}
+}
+
 static void run_size(struct peer *p, int s, const struct bench_size *sz, double *lat,
 		     double *latmax, MPI_Request *reqs)
 {
@@ -182,18 +197,13 @@ static void run_size(struct peer *p, int s, const struct bench_size *sz, double 
 	}
 
 	fill(p, sz, s, 1);
+	/* One untimed window first, as collc-bench's runner does (bench/runner.c step 3). */
+	window(p, sz, depth, depth, reqs);
 	for (int q = 0; q < depth; q++)
 		memset(p->recv[q], 0xff, recv_bytes);
 	MPI_Barrier(MPI_COMM_WORLD);
 	t0 = MPI_Wtime();
-	for (int j = 0; j < p->iters + depth; j++) {
-		int q = j % depth;
-
-		if (j >= depth)
-			MPI_Waitall(2, &reqs[2 * q], MPI_STATUSES_IGNORE);
-		if (j < p->iters)
-			start(p, sz, q, &reqs[2 * q]);
-	}
+	window(p, sz, p->iters, depth, reqs);
 	pipe = MPI_Wtime() - t0;
 	for (int q = 0; q < depth && !wrong; q++)
 		wrong |= check(p, sz, s, q, 1, msg, sizeof(msg)) < 0;
