@@ -1621,15 +1621,21 @@ static int net_stream_colls(struct rank_ctx *rc, cudaStream_t st, uint64_t *cid)
 						for (size_t b = 0; b < blk && !bad; b++)
 							if (h[(size_t)p * blk + b] !=
 							    cpat(ids[i], p, me, b)) {
+								/* A failed communicator ends it unrun: the async error tells. */
+								int ae = collc_comm_get_async_error(
+									rc->comm);
+
 								report(&ck, me, COPY_ALLTOALL,
 								       c[i].dtype, 0, c[i].count, n,
 								       "stream all-to-all %d of %d: byte "
 								       "%zu from rank %d wrong (0x%02x, "
 								       "not 0x%02x; the poison is "
-								       "0xa5), %zu B a block",
+								       "0xa5), %zu B a block; async "
+								       "error now %s (%d)",
 								       i, m, b, p,
 								       h[(size_t)p * blk + b],
-								       cpat(ids[i], p, me, b), blk);
+								       cpat(ids[i], p, me, b), blk,
+								       collc_strerror(ae), ae);
 								bad = 1;
 							}
 				} else if (coll != 4 || me == root[i]) {
