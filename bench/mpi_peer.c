@@ -158,8 +158,7 @@ static int check(struct peer *p, const struct bench_size *sz, int s, int slot, i
 }
 
 /* n collectives with depth outstanding, the j-th into slot j % depth. */
-static void window(struct peer *p, const struct bench_size *sz, int n, int depth,
-		   MPI_Request *reqs)
+static void window(struct peer *p, const struct bench_size *sz, int n, int depth, MPI_Request *reqs)
 {
 	for (int j = 0; j < n + depth; j++) {
 		int q = j % depth;
