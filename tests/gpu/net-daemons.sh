@@ -207,11 +207,12 @@ t() { # limit label scenario args...: one collc-gpu-test run, its RESULT lines k
 	local limit=$1 label=$2; shift 2
 	[[ "$WANT" == *" $label "* ]] || return 0
 	# A row about to time out leaves both collcd's status (its queues, every slot) in the logs.
+	# Killed, the watcher leaves its sleep behind: that must not hold the script's output open.
 	(
 		sleep $((limit - 5))
 		"$BIN/collcctl" --socket "$SOCK_A" status --json >"$LOGDIR/hang-$label-a.json" 2>&1
 		"$BIN/collcctl" --socket "$SOCK_B" status --json >"$LOGDIR/hang-$label-b.json" 2>&1
-	) &
+	) </dev/null >/dev/null 2>&1 &
 	local watch=$!
 	timeout "$limit" "$BIN/collc-gpu-test" "$@" --socket "$SOCK_A" --socket2 "$SOCK_B" \
 		--seed "$SEED" --label "$label" 2>>"$LOGDIR/tests.log" | tee -a "$RES"
