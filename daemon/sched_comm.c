@@ -573,6 +573,7 @@ void sched_cmd_join(struct sched_cmd *cmd)
 		cm->nranks = q->nranks;
 		cm->nlocal = q->nranks;
 		cm->timeout_ms = UINT32_MAX;
+		cm->t_first_join = now_ns();
 		memcpy(cm->nonce, q->uid.nonce, sizeof(cm->nonce));
 		cm->next = sched.comms;
 		sched.comms = cm;

@@ -225,6 +225,7 @@ struct comm {
 	uint8_t nonce[32];
 	uint32_t nranks;
 	uint32_t joined;
+	uint64_t t_first_join;    /* now_ns() of its first rank's comm_init */
 	uint8_t ready;            /* every rank joined */
 	uint8_t failed;           /* setup failed or a rank left before all joined */
 	struct sched_cmd **joins; /* pending comm_init of each rank */

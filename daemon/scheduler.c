@@ -267,8 +267,9 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 	for (struct comm *cm = sched.comms; cm; cm = cm->next)
 		n++;
 	s->comms = calloc(n ? n : 1, sizeof(*s->comms));
+	s->forming = calloc(n ? n : 1, sizeof(*s->forming));
 	s->devices = calloc(sched.ndevs ? sched.ndevs : 1, sizeof(*s->devices));
-	if (!s->clients || !s->comms || !s->devices)
+	if (!s->clients || !s->comms || !s->forming || !s->devices)
 		return -ENOMEM;
 	for (const struct sched_client *c = sched.clients; c; c = c->next) {
 		struct status_client *v = &s->clients[s->nclients];
@@ -288,6 +289,21 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 		v->errors = c->errors;
 		v->bad = c->bad;
 		s->nclients++;
+	}
+	for (const struct comm *cm = sched.comms; cm; cm = cm->next) {
+		struct status_forming *f = &s->forming[s->nforming];
+
+		if (cm->ready || cm->failed)
+			continue;
+		f->id = cm->id;
+		f->nranks = cm->nranks;
+		f->joined = cm->joined;
+		for (uint32_t r = 0; r < cm->nranks && r < 64; r++)
+			if (cm->joins[r])
+				f->joined_mask |= 1ull << r;
+		f->waiting_ns = now_ns() - cm->t_first_join;
+		f->net = cm->net;
+		s->nforming++;
 	}
 	for (const struct comm *cm = sched.comms; cm; cm = cm->next) {
 		struct status_comm *v = &s->comms[s->ncomms];
@@ -353,6 +369,7 @@ static void snapshot_free(struct status_snapshot *s)
 {
 	free(s->clients);
 	free(s->comms);
+	free(s->forming);
 	free(s->devices);
 }
 

@@ -194,6 +194,18 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 		print_by_algo_proto(b, cm->by_algo, cm->by_proto);
 		sb_printf(b, "}");
 	}
+	sb_printf(b, "],\n \"forming\": [");
+	for (uint32_t i = 0; i < s->nforming; i++) {
+		const struct status_forming *f = &s->forming[i];
+
+		sb_printf(b,
+			  "%s\n  {\"id\": %" PRIu64
+			  ", \"nranks\": %u, \"joined\": %u, \"joined_ranks\": [",
+			  i ? "," : "", f->id, f->nranks, f->joined);
+		print_ranks(b, f->joined_mask, f->nranks < 64 ? f->nranks : 64, "", ", ");
+		sb_printf(b, "], \"waiting_ms\": %" PRIu64 ", \"across_daemons\": %s}",
+			  f->waiting_ns / 1000000, f->net ? "true" : "false");
+	}
 	sb_printf(b, "],\n \"devices\": [");
 	for (uint32_t i = 0; i < s->ndevices; i++) {
 		const struct status_device *d = &s->devices[i];
@@ -298,6 +310,15 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 		else
 			sb_printf(b, "-");
 		sb_printf(b, "%s\n", cm->revoked ? " (revoked)" : "");
+	}
+	for (uint32_t i = 0; i < s->nforming; i++) {
+		const struct status_forming *f = &s->forming[i];
+
+		sb_printf(b, "%-7" PRIu64 " %-6u forming: %u joined here", f->id, f->nranks,
+			  f->joined);
+		print_ranks(b, f->joined_mask, f->nranks < 64 ? f->nranks : 64, " (ranks ", ",");
+		sb_printf(b, "%s%s, waiting %.1f s\n", f->joined_mask ? ")" : "",
+			  f->net ? ", across daemons" : "", (double)f->waiting_ns / 1e9);
 	}
 	sb_printf(b, "\nDEVICE  FIFO  CHANNEL WORK_CONSUMED (INFLIGHT)\n");
 	for (uint32_t i = 0; i < s->ndevices; i++) {
@@ -467,6 +488,9 @@ char *metrics_render(const struct status_snapshot *s, size_t *ret_len)
 	for (uint32_t i = 0; i < s->ncomms; i++)
 		sb_printf(&b, "collc_comm_pending{comm=\"%" PRIu64 "\"} %u\n", s->comms[i].id,
 			  s->comms[i].pending);
+	metric_head(&b, "collc_comms_forming", "gauge",
+		    "Communicators still gathering their ranks (collc_comm_init waits).");
+	sb_printf(&b, "collc_comms_forming %u\n", s->nforming);
 	metric_head(&b, "collc_comm_inflight", "gauge",
 		    "Collectives of a communicator in the executors.");
 	for (uint32_t i = 0; i < s->ncomms; i++)

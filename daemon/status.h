@@ -36,6 +36,16 @@ struct status_comm {
 	uint64_t by_proto[COLLC_PROTO_MAX];
 };
 
+/* A communicator still gathering its ranks: every collc_comm_init of it waits. */
+struct status_forming {
+	uint64_t id;
+	uint32_t nranks;
+	uint32_t joined;      /* ranks whose comm_init reached this daemon */
+	uint64_t joined_mask; /* which (ranks 0-63) */
+	uint64_t waiting_ns;  /* since the first of them */
+	int32_t net;          /* its id names a daemon: ranks may join on other daemons */
+};
+
 struct status_device {
 	uint32_t id; /* the scheduler's global device index */
 	char name[64];
@@ -77,6 +87,8 @@ struct status_snapshot {
 	uint32_t nclients;
 	struct status_comm *comms;
 	uint32_t ncomms;
+	struct status_forming *forming;
+	uint32_t nforming;
 	struct status_device *devices;
 	uint32_t ndevices;
 	uint64_t submitted, completed, errors, bad, aborted;

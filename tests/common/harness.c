@@ -1281,6 +1281,55 @@ struct json *h_status_json(char *out, size_t outlen)
 	return root;
 }
 
+/* 1 when the forming communicator f has nranks ranks and exactly the ranks of mask joined. */
+static int forming_is(const struct json *f, uint32_t nranks, uint64_t mask)
+{
+	const struct json *ranks = json_get(f, "joined_ranks");
+	uint64_t got = 0;
+
+	if (json_num(json_get(f, "nranks"), -1) != nranks || !ranks || ranks->type != JSON_ARRAY)
+		return 0;
+	for (size_t i = 0; i < ranks->n; i++) {
+		double r = json_num(json_at(ranks, i), -1);
+
+		if (r < 0 || r >= 64)
+			return 0;
+		got |= 1ull << (unsigned)r;
+	}
+	return got == mask && json_num(json_get(f, "joined"), -1) == __builtin_popcountll(mask);
+}
+
+int h_wait_forming(uint32_t nranks, uint64_t joined_mask, int timeout_ms)
+{
+	static char out[1 << 20];
+	uint64_t end = h_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+
+	for (;;) {
+		struct json *root = h_status_json(out, sizeof(out));
+		const struct json *forming;
+		int found = 0;
+
+		if (!root)
+			return 1;
+		forming = json_get(root, "forming");
+		if (!forming || forming->type != JSON_ARRAY) {
+			json_free(root);
+			return h_fail("status --json: no \"forming\" array");
+		}
+		for (size_t i = 0; i < forming->n && !found; i++)
+			found = forming_is(json_at(forming, i), nranks, joined_mask);
+		json_free(root);
+		if (found)
+			return 0;
+		if (h_now_ns() > end)
+			return h_fail(
+				"status --json: no forming communicator of %u ranks with ranks "
+				"%#llx joined after %d ms:\n%s",
+				nranks, (unsigned long long)joined_mask, timeout_ms, out);
+		usleep(10000);
+	}
+}
+
 int h_check_by_op(const char *const *ops, int nops)
 {
 	static char out[1 << 20];

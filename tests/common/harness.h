@@ -81,6 +81,12 @@ struct json;
  * parsed (json_free() it); NULL after an h_fail().
  */
 struct json *h_status_json(char *out, size_t outlen);
+/*
+ * Waits until `collcctl status --json` lists a forming communicator of
+ * nranks ranks with exactly the ranks of joined_mask joined: 0, or a failure
+ * after timeout_ms.
+ */
+int h_wait_forming(uint32_t nranks, uint64_t joined_mask, int timeout_ms);
 /* 1 while the collcd started by h_daemon_start still runs. */
 int h_daemon_alive(void);
 /*

@@ -16,7 +16,8 @@
  *     4. after all that, a NEW communicator with new processes works on the
  *        same collcd.
  *   test_client_killed init
- *     5. a rank killed while its collc_comm_init waits for the others: collcd
+ *     5. a rank killed while its collc_comm_init waits for the others (collcctl
+ *        status --json lists the forming communicator with it joined): collcd
  *        keeps running; with 3 ranks, the rank that joined too gets an error
  *        from collc_comm_init within 1 s instead of waiting forever; a new
  *        communicator works afterwards.
@@ -41,7 +42,6 @@ struct shared {
 	struct h_barrier bar;
 	uint64_t t_kill;
 	int victim;
-	int joined[4];
 };
 static struct shared *sh;
 static struct collc_unique_id uid;
@@ -276,7 +276,6 @@ static int rank_joiner(int rank, int nranks, void *arg)
 	r = collc_connect(h_sock, &ctx);
 	if (r < 0)
 		return h_fail("rank %d: collc_connect: %s", rank, collc_strerror(r));
-	__atomic_store_n(&sh->joined[rank], 1, __ATOMIC_SEQ_CST);
 	r = collc_comm_init(ctx, &uid, nranks, rank, -1, &comm);
 	t = h_now_ns();
 	if (r == 0)
@@ -340,11 +339,13 @@ static int killed_in_init(void)
 	h_unique_id(&uid);
 	sh->victim = 0;
 	sh->t_kill = 0;
-	sh->joined[0] = 0;
 	pids[0] = h_spawn(rank_joiner, 0, 2, NULL);
-	while (!__atomic_load_n(&sh->joined[0], __ATOMIC_SEQ_CST))
-		usleep(1000);
-	usleep(200000);
+	/* Kill it only once collcd holds its join: status lists the forming communicator. */
+	if (h_wait_forming(2, 0x1, 10000)) {
+		kill(pids[0], SIGKILL);
+		h_reap(pids, 1, st, 1000);
+		return 1;
+	}
 	sh->t_kill = h_now_ns();
 	kill(pids[0], SIGKILL);
 	h_reap(pids, 1, st, 1000);
@@ -362,13 +363,30 @@ static int killed_in_init(void)
 	h_unique_id(&uid);
 	sh->victim = 1;
 	sh->t_kill = 0;
-	sh->joined[0] = sh->joined[1] = 0;
 	pids[0] = h_spawn(rank_joiner, 0, 3, NULL);
 	pids[1] = h_spawn(rank_joiner, 1, 3, NULL);
-	while (!__atomic_load_n(&sh->joined[0], __ATOMIC_SEQ_CST) ||
-	       !__atomic_load_n(&sh->joined[1], __ATOMIC_SEQ_CST))
-		usleep(1000);
-	usleep(200000);
+	/*
+	 * Kill rank 1 only once collcd holds both joins: killed before its
+	 * comm_init reached collcd, rank 1 would be a rank that never came, and
+	 * rank 0 would rightly wait for it.
+	 */
+	if (h_wait_forming(3, 0x3, 10000)) {
+		kill(pids[0], SIGKILL);
+		kill(pids[1], SIGKILL);
+		h_reap(pids, 2, st, 1000);
+		return 1;
+	}
+	{
+		static char out[1 << 16];
+		char cmd[512];
+
+		snprintf(cmd, sizeof(cmd), "%s --socket %s status", h_collcctl(), h_sock);
+		if (h_run_capture(cmd, out, sizeof(out)) != 0 ||
+		    !strstr(out, "forming: 2 joined here (ranks 0,1)"))
+			failed |= h_fail("collcctl status does not show the forming communicator "
+					 "with ranks 0 and 1 joined:\n%s",
+					 out);
+	}
 	sh->t_kill = h_now_ns();
 	kill(pids[1], SIGKILL);
 	h_reap(pids, 2, st, 3000);

@@ -7,7 +7,8 @@
  *  - strict JSON (our parser; and Python's json module, when /usr/bin/python3 exists);
  *  - the status contract's keys (collcctl(8)) with the right types: config {channels, proto, algo},
  *    clients[] {pid, sq_depth, cq_depth, inflight}, comms[] {id, nranks,
- *    pending, inflight, completed, lagging_ranks[]}, devices[] {name, backend,
+ *    pending, inflight, completed, lagging_ranks[]}, forming[] {id, nranks,
+ *    joined, joined_ranks[], waiting_ms, across_daemons}, devices[] {name, backend,
  *    fifo_depth, channels[] {id, inflight, work_consumed}}, totals
  *    {submitted, completed, errors, batches, batch_items};
  *  - the values: both rank pids among the clients, communicator B pending
@@ -218,9 +219,10 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 	static const char *const comm_keys[] = { "id",       "nranks",    "pending",
 						 "inflight", "completed", NULL };
 	static const char *const chan_keys[] = { "id", "inflight", "work_consumed", NULL };
+	static const char *const forming_keys[] = { "id", "nranks", "joined", "waiting_ms", NULL };
 	static const char *const total_keys[] = { "submitted", "completed",   "errors",
 						  "batches",   "batch_items", NULL };
-	const struct json *cfg, *clients, *comms, *devices, *totals;
+	const struct json *cfg, *clients, *comms, *forming, *devices, *totals;
 	char err[256];
 	struct json *root = json_parse(text, len, err, sizeof(err));
 	int seen[NRANKS] = { 0 };
@@ -240,6 +242,7 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 	cfg = need(root, "status", "config", JSON_OBJECT);
 	clients = need(root, "status", "clients", JSON_ARRAY);
 	comms = need(root, "status", "comms", JSON_ARRAY);
+	forming = need(root, "status", "forming", JSON_ARRAY);
 	devices = need(root, "status", "devices", JSON_ARRAY);
 	totals = need(root, "status", "totals", JSON_OBJECT);
 	if (cfg) {
@@ -277,6 +280,15 @@ static int check_status(const char *text, size_t len, struct snapshot *s, int wi
 		    lag->items[0].number == 1 && pending && pending->type == JSON_NUMBER &&
 		    pending->number >= 1 && nr && nr->type == JSON_NUMBER && nr->number == 2)
 			s->saw_lagging = 1;
+	}
+	for (size_t i = 0; forming && i < forming->n; i++) {
+		const struct json *f = object_item(forming, i, "forming");
+
+		if (!f)
+			continue;
+		need_numbers(f, "forming[]", forming_keys);
+		need(f, "forming[]", "joined_ranks", JSON_ARRAY);
+		need(f, "forming[]", "across_daemons", JSON_BOOL);
 	}
 	for (size_t i = 0; devices && i < devices->n; i++) {
 		const struct json *d = object_item(devices, i, "devices"), *ch;
