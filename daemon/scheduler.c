@@ -291,23 +291,20 @@ static int snapshot_take(const struct collc_config *cfg, struct status_snapshot 
 		s->nclients++;
 	}
 	for (const struct comm *cm = sched.comms; cm; cm = cm->next) {
+		struct status_comm *v = &s->comms[s->ncomms];
 		struct status_forming *f = &s->forming[s->nforming];
 
-		if (cm->ready || cm->failed)
-			continue;
-		f->id = cm->id;
-		f->nranks = cm->nranks;
-		f->joined = cm->joined;
-		for (uint32_t r = 0; r < cm->nranks && r < 64; r++)
-			if (cm->joins[r])
-				f->joined_mask |= 1ull << r;
-		f->waiting_ns = now_ns() - cm->t_first_join;
-		f->net = cm->net;
-		s->nforming++;
-	}
-	for (const struct comm *cm = sched.comms; cm; cm = cm->next) {
-		struct status_comm *v = &s->comms[s->ncomms];
-
+		if (!cm->ready && !cm->failed) {
+			f->id = cm->id;
+			f->nranks = cm->nranks;
+			f->joined = cm->joined;
+			for (uint32_t r = 0; r < cm->nranks; r++)
+				if (cm->joins[r])
+					f->joined_mask |= 1ull << r;
+			f->waiting_ns = now_ns() - cm->t_first_join;
+			f->net = cm->net;
+			s->nforming++;
+		}
 		if (!cm->ready)
 			continue;
 		v->id = cm->id;

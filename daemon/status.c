@@ -202,7 +202,7 @@ static void render_json(struct sbuf *b, const struct status_snapshot *s)
 			  "%s\n  {\"id\": %" PRIu64
 			  ", \"nranks\": %u, \"joined\": %u, \"joined_ranks\": [",
 			  i ? "," : "", f->id, f->nranks, f->joined);
-		print_ranks(b, f->joined_mask, f->nranks < 64 ? f->nranks : 64, "", ", ");
+		print_ranks(b, f->joined_mask, f->nranks, "", ", ");
 		sb_printf(b, "], \"waiting_ms\": %" PRIu64 ", \"across_daemons\": %s}",
 			  f->waiting_ns / 1000000, f->net ? "true" : "false");
 	}
@@ -316,7 +316,7 @@ static void render_table(struct sbuf *b, const struct status_snapshot *s)
 
 		sb_printf(b, "%-7" PRIu64 " %-6u forming: %u joined here", f->id, f->nranks,
 			  f->joined);
-		print_ranks(b, f->joined_mask, f->nranks < 64 ? f->nranks : 64, " (ranks ", ",");
+		print_ranks(b, f->joined_mask, f->nranks, " (ranks ", ",");
 		sb_printf(b, "%s%s, waiting %.1f s\n", f->joined_mask ? ")" : "",
 			  f->net ? ", across daemons" : "", (double)f->waiting_ns / 1e9);
 	}

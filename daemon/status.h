@@ -41,7 +41,7 @@ struct status_forming {
 	uint64_t id;
 	uint32_t nranks;
 	uint32_t joined;      /* ranks whose comm_init reached this daemon */
-	uint64_t joined_mask; /* which (ranks 0-63) */
+	uint64_t joined_mask; /* which (nranks <= COLLC_MAX_RANKS, 64) */
 	uint64_t waiting_ns;  /* since the first of them */
 	int32_t net;          /* its id names a daemon: ranks may join on other daemons */
 };
